@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli._common import DeployOpt, FormatOpt, ModelOpt, SetOpt, boundary, load_plan
+from kvplan.errors import EXIT_OK, EXIT_REJECTED
+from kvplan.render import OutputFormat, emit
+
+
+def admit(
+    ctx: Annotated[str, typer.Option("--ctx", help="Request context length: 1M, 128K or an exact count.")],
+    gen: Annotated[str, typer.Option("--gen", help="Generated tokens on top of --ctx.")] = "0",
+    concurrent: Annotated[int, typer.Option("--concurrent", "-n", help="Copies of the request at once.")] = 1,
+    pool_tokens: Annotated[
+        str | None,
+        typer.Option("--pool-tokens", help="Use the pool an engine log reported instead of planning it."),
+    ] = None,
+    model: ModelOpt = None,
+    deploy: DeployOpt = None,
+    set_: SetOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Is a request of --ctx (+ --gen) tokens admitted? Exit 0 if so, 1 if rejected.
+
+    Example: kvplan admit --ctx 1M --set dcp=8
+    """
+    with boundary():
+        from kvplan.plan.admit import Request, admit as run_admit, with_pool_tokens
+        from kvplan.render.reports import admit_report
+        from kvplan.units import parse_tokens
+
+        req = Request(ctx_tokens=parse_tokens(ctx), gen_tokens=parse_tokens(gen), concurrent=concurrent)
+        plan = load_plan(model, deploy, set_)
+        source = "planned"
+        if pool_tokens is not None:
+            n = parse_tokens(pool_tokens)
+            plan = with_pool_tokens(plan, n)
+            source = f"--pool-tokens {n:,} (from an engine log)"
+        result = run_admit(plan, req, pool_source=source)
+        emit(admit_report(result), fmt)
+    raise typer.Exit(EXIT_OK if result.admitted else EXIT_REJECTED)

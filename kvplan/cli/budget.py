@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli._common import DeployOpt, FormatOpt, ModelOpt, SetOpt, boundary, load_plan
+from kvplan.render import OutputFormat, emit
+
+
+def budget(
+    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated context lengths.")] = "8K,128K,512K,1M",
+    model: ModelOpt = None,
+    deploy: DeployOpt = None,
+    set_: SetOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Bytes per token, per page and per context length: main KV vs indexer vs total.
+
+    Example: kvplan budget --ctx 8K,1M --set kv_cache_dtype=bf16
+    """
+    with boundary():
+        from kvplan.plan.budget import budget as run_budget
+        from kvplan.render.reports import budget_report
+        from kvplan.units import parse_token_list
+
+        contexts = parse_token_list(ctx)
+        emit(budget_report(run_budget(load_plan(model, deploy, set_), contexts)), fmt)

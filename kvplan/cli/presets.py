@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kvplan.cli._common import FormatOpt, SetOpt, boundary, load_plan
+from kvplan.render import OutputFormat, emit
+
+models_app = typer.Typer(help="Model presets.", no_args_is_help=True)
+deployments_app = typer.Typer(help="Deployment presets.", no_args_is_help=True)
+
+
+@models_app.command("list")
+def models_list(fmt: FormatOpt = OutputFormat.table) -> None:
+    """List the built-in model presets."""
+    with boundary():
+        from kvplan.models.load import load_model, preset_names
+        from kvplan.render.reports import models_list_report
+
+        emit(models_list_report([load_model(n) for n in preset_names("models")]), fmt)
+
+
+@models_app.command("show")
+def models_show(
+    name: Annotated[str, typer.Argument(help="Preset name, model YAML or config.json.")],
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Show one model: layers, indexer layers, parameter groups, measured weights."""
+    with boundary():
+        from kvplan.models.load import load_model
+        from kvplan.render.reports import model_report
+
+        emit(model_report(load_model(name)), fmt)
+
+
+@deployments_app.command("list")
+def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
+    """List the built-in deployment presets."""
+    with boundary():
+        from kvplan.models.load import load_deployment, preset_names
+        from kvplan.render.reports import deployments_list_report
+
+        emit(deployments_list_report([load_deployment(n) for n in preset_names("deployments")]), fmt)
+
+
+@deployments_app.command("show")
+def deployments_show(
+    name: Annotated[str, typer.Argument(help="Preset name or deployment YAML.")],
+    set_: SetOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Show one deployment with every knob resolved (defaulted ones marked) and its pool."""
+    with boundary():
+        from kvplan.render.reports import deployment_report
+
+        emit(deployment_report(load_plan(None, name, set_)), fmt)

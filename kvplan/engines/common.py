@@ -1,0 +1,145 @@
+"""The result both engines return: a pool plan, with the chain of memory terms that produced it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import Deployment
+from kvplan.models.formats import MlaLayout
+from kvplan.units import cdiv
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A resolved deployment knob and where its value came from."""
+
+    name: str
+    value: object
+    origin: str
+    """'set' (preset, file or --set) or 'default: <how the engine computed it>'."""
+
+    @property
+    def defaulted(self) -> bool:
+        return self.origin != "set"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One step of the memory chain of one GPU."""
+
+    label: str
+    bytes: int | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One part of the memory map of one GPU; the segments add up to the GPU's NVML total."""
+
+    label: str
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """Bytes of one per-rank pool row (one token at dcp 1), by cache."""
+
+    main_bytes: int
+    indexer_bytes: int
+    draft_main_bytes: int = 0
+    draft_indexer_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.main_bytes + self.indexer_bytes + self.draft_main_bytes + self.draft_indexer_bytes
+
+    @property
+    def main_only_bytes(self) -> int:
+        """What a plan that counted the main MLA KV only would charge per row."""
+        return self.main_bytes + self.draft_main_bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolPlan:
+    """How one engine turns a deployment into a KV pool on each GPU."""
+
+    engine: str
+    engine_version: str
+    arch: ModelArch
+    deployment: Deployment
+    knobs: tuple[Knob, ...]
+    mla_layout: MlaLayout
+    mla_bytes_per_layer: int
+    main_layers: int
+    indexer_bytes_per_layer: int
+    indexer_layers: int
+    indexer_rule: str
+    draft_layers: int
+    dcp: int
+    cell: Cell
+    page_tokens: int
+    """Rows of one page on one rank (64 for DSA)."""
+    chain: tuple[Term, ...]
+    available_bytes: int
+    """The engine's KV budget on one GPU."""
+    rows: int
+    """Pool rows per rank: SGLang's `#tokens`, vLLM's num_blocks × block_size."""
+    usable_pages: int
+    """Pages a request can get: SGLang all pages, vLLM all blocks but the null block."""
+    logged_tokens: int
+    """The capacity the engine logs: SGLang `max_total_num_tokens` (rows × dcp); vLLM num_blocks × 64 × dcp."""
+    context_len: int
+    max_running_requests: int
+    allocated_bytes: int
+    """Bytes the pool tensors really take on one GPU (padding rows and pages included)."""
+    memory_map: tuple[Segment, ...]
+    startup_error: str | None = None
+    notes: tuple[str, ...] = ()
+    extras: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def logical_page_tokens(self) -> int:
+        """Tokens of one request that one page holds across the dcp ranks (64 × dcp)."""
+        return self.page_tokens * self.dcp
+
+    @property
+    def usable_tokens(self) -> int:
+        return self.usable_pages * self.logical_page_tokens
+
+    def pages_for(self, tokens: int) -> int:
+        return cdiv(tokens, self.logical_page_tokens)
+
+    def knob(self, name: str) -> Knob:
+        for k in self.knobs:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+    @property
+    def semantics(self) -> str:
+        return f"{'SGLang' if self.engine == 'sglang' else 'vLLM'} {self.engine_version}"
+
+
+def resolve(dep: Deployment, name: str, default: object, why: str) -> Knob:
+    """A knob's value: the deployment's when set, else the engine default with its reason."""
+    value = getattr(dep, name)
+    if value is not None:
+        return Knob(name, value, "set")
+    return Knob(name, default, f"default: {why}")
+
+
+def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
+    if dep.weights_per_gpu is not None:
+        return Knob("weights_per_gpu", dep.weights_per_gpu, "set")
+    point = arch.measured_weights_for(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep)
+    if point is not None:
+        return Knob("weights_per_gpu", point.bytes, f"default: measured, {point.source}")
+    est = arch.estimated_weights_per_gpu(
+        tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, with_mtp=with_mtp
+    )
+    return Knob(
+        "weights_per_gpu",
+        est,
+        f"default: estimated from {arch.total_params:,} parameters split over tp {dep.tp}",
+    )

@@ -1,0 +1,351 @@
+"""SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it (0.5.9 as a named variant).
+
+Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10. In short, on one GPU:
+
+    cell      = mla_row × layers + indexer_row × full_indexer_layers × dcp  (+ draft terms with MTP)
+    available = int((free_after_weights − pre_load_free × (1 − mem_fraction_static)) × 2^30)   [GiB floats]
+    rows S    = available // cell // page × page
+    logged max_total_num_tokens = S × dcp
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.common import Cell, Knob, PoolPlan, Segment, Term, resolve, weights_knob
+from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import Deployment
+from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
+from kvplan.units import GiB, MiB
+
+DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
+"""CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
+real logs show `Load weight begin. avail mem=` 1-2 GiB under the NVML total; `kvplan probe` measures it)."""
+
+_RAW_BACKENDS = ("trtllm", "tilelang", "triton", "aiter")
+
+
+def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, as memory_hook does."""
+    gi = 1024
+    if gpu_mem_mib < 20 * gi:
+        return 2048, 8
+    if gpu_mem_mib < 35 * gi:
+        return 4096, 48 if tp < 4 else 160
+    if gpu_mem_mib < 60 * gi:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mem_mib < 90 * gi:
+        return 8192, 256 if tp < 4 else 512
+    if gpu_mem_mib < 160 * gi:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def default_mem_fraction(
+    dep: Deployment, *, chunk: int, max_bs: int, version: str
+) -> tuple[float, str, int]:
+    """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB)."""
+    gpu_mem = dep.gpu.nvml_total_bytes // MiB
+    decode_graph = not dep.disable_cuda_graph
+    parts: list[str] = []
+    if version == "0.5.9":
+        reserved = 512 + chunk * 1.5 + max_bs * 2 + dep.tp * dep.pp / 8 * 1024
+        parts.append(f"512 + {chunk}×1.5 + {max_bs}×2 + tp{dep.tp}×pp{dep.pp}/8×1024")
+    else:
+        reserved = 512 + max(chunk, 2048) * 1.5 + dep.tp * dep.pp / 8 * 1024
+        parts.append(f"512 + max({chunk}, 2048)×1.5 + tp{dep.tp}×pp{dep.pp}/8×1024")
+        if decode_graph:
+            reserved += max_bs * 2
+            parts.append(f"decode graph {max_bs}×2")
+    if dep.dp_attention > 1:
+        dp_terms = max_bs * dep.dp_attention * 3 + (
+            max_bs * dep.dp_attention * 1.5 if max_bs > 300 else 0
+        )
+        reserved += dp_terms
+        parts.append(f"dp-attention {dp_terms:g}")
+    prefill_graph = decode_graph and dep.dcp == 1 and dep.pp == 1 and version != "0.5.9"
+    if prefill_graph:
+        reserved += 1536
+        parts.append("MLA prefill graph 1536")
+    elif version != "0.5.9":
+        parts.append("no prefill graph (dcp > 1 or pp > 1 disables it)" if decode_graph else "")
+    if gpu_mem > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if version == "0.5.9" and dep.mtp:
+        reserved += 2048
+        parts.append("EAGLE/MTP 2048")
+    mfs = round((gpu_mem - reserved) / gpu_mem, 3)
+    why = (
+        f"round(({gpu_mem} MiB − {reserved:g} MiB reserved) / {gpu_mem} MiB, 3); reserved = "
+        + " + ".join(p for p in parts if p)
+    )
+    return mfs, why, int(reserved)
+
+
+def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout, list[Knob]]:
+    """kv dtype, backend and MLA row layout, resolved as SGLang does for DSA."""
+    knobs: list[Knob] = []
+    sm = dep.gpu.sm
+    requested = dep.kv_cache_dtype
+    if requested in ("auto",):
+        dtype = "fp8_e4m3" if arch.is_dsa and sm >= 100 else "bfloat16"
+        knobs.append(
+            Knob("kv_cache_dtype", dtype, f"default: auto on SM{sm} -> {dtype} for DeepSeek DSA")
+        )
+    else:
+        dtype = "bfloat16" if requested in ("bf16", "bfloat16") else "fp8_e4m3"
+        knobs.append(Knob("kv_cache_dtype", dtype, "set"))
+    if dep.attention_backend:
+        backend = dep.attention_backend
+        knobs.append(Knob("attention_backend", backend, "set"))
+    else:
+        if dep.gpu.vendor == "amd":
+            backend, why = "triton", "HIP"
+        elif dep.dcp > 1 and version != "0.5.9":
+            backend, why = "trtllm", "dcp > 1 sets both DSA backends to trtllm"
+        elif dtype == "fp8_e4m3":
+            backend = "trtllm" if sm >= 100 else "flashmla_kv"
+            why = f"fp8 on SM{sm}"
+        else:
+            backend = f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}"
+            why = f"bf16 on SM{sm} (prefill/decode)"
+        knobs.append(Knob("attention_backend", backend, f"default: {why}"))
+    if dep.mla_layout:
+        layout = MlaLayout(dep.mla_layout)
+        knobs.append(Knob("mla_layout", layout.value, "set"))
+    else:
+        if dtype == "bfloat16":
+            layout = MlaLayout.BF16
+        elif not arch.is_dsa or any(backend.startswith(b) for b in _RAW_BACKENDS):
+            layout = MlaLayout.FP8_RAW
+        else:
+            layout = MlaLayout.FP8_DS_MLA
+        knobs.append(Knob("mla_layout", layout.value, f"default: {dtype} with {backend}"))
+    return dtype, backend, layout, knobs
+
+
+def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    version = dep.engine_version
+    old = version == "0.5.9"
+    notes: list[str] = []
+    dtype, _backend, layout, knobs = _layout(arch, dep, version)
+    dcp = dep.dcp
+    if old and dcp > 1:
+        from kvplan.errors import PlanError
+
+        raise PlanError("SGLang 0.5.9 has no decode context parallel for DSA models: use dcp 1")
+
+    page_default = 64 * arch.index_kpool if arch.is_dsa and dep.gpu.vendor == "nvidia" else 1
+    page_k = resolve(dep, "page_size", page_default, "DSA on CUDA: 64 × index_kpool")
+    page = int(page_k.value)  # type: ignore[call-overload]
+    if arch.is_dsa and dep.gpu.vendor == "nvidia" and page // arch.index_kpool != 64:
+        from kvplan.errors import PlanError
+
+        raise PlanError(
+            f"DSA requires 64-token physical pages, got page_size={page} with "
+            f"index_kpool={arch.index_kpool} (SGLang asserts this at startup)"
+        )
+
+    # ---- cell size
+    mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+    kv_size = 1 if dtype == "fp8_e4m3" else 2
+    if old:
+        # 0.5.9 charged (kv_lora_rank + rope) × kv_size whatever the allocated row, and the indexer on all layers
+        cell_row = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_size
+        if cell_row != mla_row:
+            notes.append(
+                f"SGLang 0.5.9 budgets {cell_row} B/layer while the pool allocates {mla_row} B/layer rows: "
+                "the pool over-commits memory"
+            )
+        indexer_layers = arch.num_layers if arch.is_dsa else 0
+        rule = "0.5.9: indexer on every layer"
+    else:
+        cell_row = mla_row
+        indexer_layers = arch.full_indexer_layers
+        rule = arch.indexer_rule.value
+    idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
+    main = cell_row * arch.num_layers
+    indexer = idx_row * indexer_layers * (1 if old else dcp)
+    draft_layers = arch.num_mtp_layers if dep.mtp else 0
+    draft_main = draft_idx = 0
+    if draft_layers:
+        draft_main = main * draft_layers // arch.num_layers * (1 if old else dcp)
+        draft_idx = idx_row * draft_layers * (1 if old else dcp)
+    cell = Cell(
+        main_bytes=main,
+        indexer_bytes=indexer,
+        draft_main_bytes=draft_main,
+        draft_indexer_bytes=draft_idx,
+    )
+
+    # ---- memory fraction
+    gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
+    chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp)
+    chunk_k = resolve(dep, "chunked_prefill_size", chunk_default, f"{gpu_mem_mib} MiB GPU")
+    max_bs = dep.cuda_graph_max_bs or bs_default
+    if dep.max_running_requests is not None and dep.cuda_graph_max_bs is None:
+        max_bs = min(max_bs, dep.max_running_requests)
+    mfs_default, mfs_why, reserved_mib = default_mem_fraction(
+        dep, chunk=int(chunk_k.value), max_bs=max_bs, version=version  # type: ignore[call-overload]
+    )
+    mfs_k = resolve(dep, "mem_fraction_static", mfs_default, mfs_why)
+    mfs = float(mfs_k.value)  # type: ignore[arg-type]
+
+    # ---- available bytes (SGLang computes in GiB floats)
+    overhead_k = resolve(dep, "runtime_overhead", DEFAULT_RUNTIME_OVERHEAD, "assumed CUDA context + NCCL")
+    overhead = int(overhead_k.value)  # type: ignore[call-overload]
+    pre_k = resolve(
+        dep,
+        "pre_load_free",
+        dep.gpu.cuda_total_bytes - overhead,
+        "CUDA total of the GPU − runtime_overhead",
+    )
+    pre = int(pre_k.value)  # type: ignore[call-overload]
+    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
+    weights = int(w_k.value)  # type: ignore[call-overload]
+    pre_gib = pre / GiB
+    free_after_gib = (pre - weights) / GiB
+    slack_gib = pre_gib * (1 - mfs)
+    rest_gib = free_after_gib - slack_gib
+    available = int(rest_gib * GiB)
+    startup_error = None
+    if rest_gib <= 0:
+        startup_error = (
+            f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+        )
+        available = 0
+
+    rows = available // cell.total_bytes // page * page if cell.total_bytes else 0
+    capped = False
+    if dep.max_total_tokens is not None and dep.max_total_tokens < rows:
+        rows = dep.max_total_tokens // page * page
+        capped = True
+    logged = rows * dcp
+    if rows == 0 and startup_error is None:
+        startup_error = "the KV budget holds less than one page: SGLang cannot build a pool"
+
+    # ---- what is really allocated (padding rows and pages are outside cell_size)
+    index_buf_size = (rows + page) * dcp - page
+    index_pages = (index_buf_size + page + 1) // page
+    index_page_bytes = (
+        page // arch.index_kpool * (arch.index_head_dim + arch.index_head_dim // 128 * 4)
+        if arch.is_dsa
+        else 0
+    )
+    mla_alloc = (rows + page) * mla_row * arch.num_layers
+    idx_alloc = index_pages * index_page_bytes * indexer_layers
+    draft_alloc = 0
+    if draft_layers:
+        d_size, d_page = rows * dcp, page * dcp
+        d_pages = (d_size + d_page + 1) // d_page
+        draft_alloc = (d_size + d_page) * mla_row * draft_layers + d_pages * d_page * idx_row * draft_layers
+    allocated = mla_alloc + idx_alloc + draft_alloc
+
+    # ---- requests
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    context_len = int(ctx_k.value)  # type: ignore[call-overload]
+    estimated = min(max(int(rows / context_len * 512), 2048), 4096)
+    if dep.max_running_requests is not None:
+        mrr = min(max(1, dep.max_running_requests // dep.dp_attention), rows // 2)
+        mrr_k = Knob("max_running_requests", mrr, "set")
+        if mrr < dep.max_running_requests // dep.dp_attention:
+            notes.append(
+                f"max_running_requests was reduced from the requested {dep.max_running_requests} "
+                f"to {mrr} (per dp worker) due to the available KV cache capacity"
+            )
+    else:
+        mrr = min(estimated, rows // 2)
+        mrr_k = Knob(
+            "max_running_requests",
+            mrr,
+            "default: min(clamp(int(rows / context_len × 512), 2048, 4096), rows // 2)",
+        )
+    draft_tokens = dep.speculative_num_draft_tokens
+    extra = 4 + draft_tokens
+    if draft_tokens and page > 1:
+        extra = max(extra, page * dcp - 1)
+    req_to_token = (mrr + 1) * (context_len + extra) * 4
+    if logged and logged < context_len:
+        notes.append(f"KV pool holds {logged} tokens, fewer than --context-length {context_len}.")
+    if capped:
+        notes.append(f"--max-total-tokens {dep.max_total_tokens} caps the profiled pool")
+
+    knobs += [
+        page_k,
+        chunk_k,
+        Knob("cuda_graph_max_bs", max_bs, "set" if dep.cuda_graph_max_bs else "default: by GPU memory and tp"),
+        mfs_k,
+        overhead_k,
+        pre_k,
+        w_k,
+        ctx_k,
+        mrr_k,
+        Knob("dcp", dcp, "set"),
+        Knob("speculative_num_draft_tokens", draft_tokens, "set"),
+    ]
+    slack_bytes = int(slack_gib * GiB)
+    chain = (
+        Term("GPU total (NVML)", dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term("CUDA-visible total", dep.gpu.cuda_total_bytes, "NVML total − driver reserve"),
+        Term("pre-load free", pre, pre_k.origin),
+        Term("weights per GPU", weights, w_k.origin),
+        Term("free after weights", pre - weights, "pre-load free − weights"),
+        Term(
+            "slack (non-KV reserve)",
+            slack_bytes,
+            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs, logits",
+        ),
+        Term("available for the KV pool", available, "free after weights − slack"),
+        Term("cell", cell.total_bytes, "bytes per pool row"),
+        Term("pool rows per GPU", None, f"{rows:,} = available // cell // {page} × {page}"),
+        Term("logged max_total_num_tokens", None, f"{logged:,} = rows × dcp {dcp}"),
+    )
+    total = dep.gpu.nvml_total_bytes
+    other = total - pre
+    unused = max(available - allocated, 0)
+    reserve = total - other - weights - mla_alloc - idx_alloc - draft_alloc - unused
+    memory_map = (
+        Segment("weights", weights),
+        Segment("main KV", mla_alloc),
+        Segment("indexer", idx_alloc),
+        Segment("draft", draft_alloc),
+        Segment("reserve", reserve),
+        Segment("free", unused),
+        Segment("driver+context", other),
+    )
+    return PoolPlan(
+        engine="sglang",
+        engine_version=version,
+        arch=arch,
+        deployment=dep,
+        knobs=tuple(knobs),
+        mla_layout=layout,
+        mla_bytes_per_layer=cell_row,
+        main_layers=arch.num_layers,
+        indexer_bytes_per_layer=idx_row,
+        indexer_layers=indexer_layers,
+        indexer_rule=rule,
+        draft_layers=draft_layers,
+        dcp=dcp,
+        cell=cell,
+        page_tokens=page,
+        chain=chain,
+        available_bytes=available,
+        rows=rows,
+        usable_pages=rows // page,
+        logged_tokens=logged,
+        context_len=context_len,
+        max_running_requests=mrr,
+        allocated_bytes=allocated,
+        memory_map=memory_map,
+        startup_error=startup_error,
+        notes=tuple(notes),
+        extras={
+            "mem_fraction_reserved_mib": reserved_mib,
+            "index_buf_size": index_buf_size,
+            "index_pages_per_layer": index_pages,
+            "mla_alloc_bytes": mla_alloc,
+            "indexer_alloc_bytes": idx_alloc,
+            "draft_alloc_bytes": draft_alloc,
+            "req_to_token_bytes": req_to_token,
+            "slack_bytes": slack_bytes,
+        },
+    )

@@ -1,0 +1,283 @@
+"""vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it.
+
+Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
+
+    bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
+    available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
+    num_blocks      = available // bytes_per_block;  block 0 is the null block
+    startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvplan.engines.common import Cell, Knob, PoolPlan, Segment, Term, resolve, weights_knob
+from kvplan.errors import PlanError
+from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import Deployment
+from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
+from kvplan.units import GiB, MiB, cdiv
+
+DEFAULT_UTILIZATION = 0.92
+DEFAULT_NON_KV_OTHER = 6_070 * MiB
+"""Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers
+kvplan computes. Calibrated on the one published GLM-5.3 figure (vllm-project/recipes PR #893: 94.46 GiB
+weights leave 25.94 GiB of KV per rank on 8×H200 TP8 at max_model_len 1,048,576); see
+tests/unit/test_vllm.py for the derivation. Override with --set non_kv_other=...GiB."""
+
+INDEXER_PREFILL_ENTRIES_PER_TOKEN = 576 * 2 // 132
+"""vLLM sizes the indexer prefill gather buffer to fit FlashMLA-sparse's workspace: 8 entries per token × factor."""
+
+
+def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
+    """vLLM's own rule: ``index_topk_pattern``, else freq with an offset that defaults to 2.
+
+    vLLM never reads ``indexer_types``; MTP layers always get an indexer.
+    """
+    if not arch.is_dsa:
+        return ()
+    if arch.index_topk_pattern is not None:
+        return tuple(c == "F" for c in arch.index_topk_pattern)
+    offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
+    freq = arch.index_topk_freq
+    return tuple(max(i - offset + 1, 0) % freq == 0 for i in range(arch.num_layers))
+
+
+def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
+    """(max_num_batched_tokens under `vllm serve`, max_num_seqs) by device memory (arg_utils)."""
+    gib = dep.gpu.cuda_total_bytes / GiB
+    if gib >= 160:
+        return 16384, 1024
+    if gib >= 70 and "A100" not in dep.gpu.name and "GB10" not in dep.gpu.name:
+        return 8192, 1024
+    return 2048, 256
+
+
+def dsa_buffers(arch: ModelArch, *, mnbt: int, max_num_seqs: int, spec: int, max_model_len: int,
+                indexer_layers: int) -> dict[str, int]:  # fmt: skip
+    """Persistent DSA buffers vLLM builds during model construction (non-KV memory)."""
+    if not arch.is_dsa:
+        return {}
+    topk = mnbt * arch.index_topk * 4
+    rows = min(mnbt, max_num_seqs * (1 + spec))
+    per_layer = (rows + 1) * arch.index_topk * 4 + (rows + 1) * 4
+    factor = 5 if max_model_len <= 256 * 1024 else 2
+    idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool)
+    prefill = max_model_len * INDEXER_PREFILL_ENTRIES_PER_TOKEN * factor * idx_row
+    return {
+        "topk_indices_buffer_bytes": topk * (2 if spec else 1),
+        "physical_topk_bytes": per_layer * indexer_layers,
+        "indexer_prefill_buffer_bytes": prefill,
+    }
+
+
+def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
+    sm = dep.gpu.sm
+    dtype = dep.kv_cache_dtype
+    knobs: list[Knob] = []
+    if dtype == "auto":
+        glm = arch.architecture.startswith("GlmMoeDsa")
+        dtype = "fp8_e4m3" if glm and sm >= 100 else "auto"
+        why = "GlmMoeDsa on SM10x sets fp8_e4m3" if dtype != "auto" else f"auto = bf16 on SM{sm}"
+        knobs.append(Knob("kv_cache_dtype", dtype, f"default: {why}"))
+    else:
+        knobs.append(Knob("kv_cache_dtype", dtype, "set"))
+    if dep.mla_layout:
+        layout = MlaLayout(dep.mla_layout)
+        knobs.append(Knob("mla_layout", layout.value, "set"))
+        return layout, knobs
+    if dtype in ("auto", "bf16", "bfloat16"):
+        layout, backend = MlaLayout.BF16, "FLASH_ATTN_MLA_SPARSE" if sm < 100 else "FLASHMLA_SPARSE"
+    elif dtype == "fp8_ds_mla" or (arch.is_dsa and sm < 100):
+        layout, backend = MlaLayout.FP8_DS_MLA, "FLASHMLA_SPARSE"
+    else:
+        layout, backend = MlaLayout.FP8_RAW, "FLASHINFER_MLA_SPARSE" if arch.is_dsa else "FLASHINFER_MLA"
+    backend = dep.attention_backend or backend
+    knobs.append(
+        Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on SM{sm}")
+    )
+    knobs.append(Knob("mla_layout", layout.value, f"default: {backend} with {dtype}"))
+    return layout, knobs
+
+
+def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    layout, knobs = _layout(arch, dep)
+    notes: list[str] = []
+    dcp = dep.dcp
+    page_k = resolve(dep, "page_size", 64 if arch.is_dsa else 16, "the DSA backends accept 64")
+    block = int(page_k.value)  # type: ignore[call-overload]
+    if arch.is_dsa and dep.gpu.vendor == "nvidia" and block % 64:
+        raise PlanError(f"block_size {block}: the DeepSeek-V3.2 indexer backend supports multiples of 64 on CUDA")
+
+    mtp_layers = arch.num_mtp_layers if dep.mtp else 0
+    flags = indexer_layer_flags(arch)
+    indexer_layers = sum(flags) + (mtp_layers if arch.is_dsa else 0)
+    mla_layers = arch.num_layers + mtp_layers
+    mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+    idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
+    cell = Cell(
+        main_bytes=mla_row * arch.num_layers,
+        indexer_bytes=idx_row * sum(flags),
+        draft_main_bytes=mla_row * mtp_layers,
+        draft_indexer_bytes=idx_row * mtp_layers if arch.is_dsa else 0,
+    )
+    bytes_per_block = block * cell.total_bytes
+    if arch.indexer_rule.value == "indexer_types" and sum(flags) != arch.full_indexer_layers:
+        notes.append(
+            f"vLLM reads index_topk_freq/offset, not indexer_types: {sum(flags)} indexer layers "
+            f"where indexer_types lists {arch.full_indexer_layers}"
+        )
+
+    mnbt_default, seqs_default = _defaults_by_memory(dep)
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    max_model_len = int(ctx_k.value)  # type: ignore[call-overload]
+    seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
+    max_num_seqs = int(seqs_k.value)  # type: ignore[call-overload]
+    mnbt_k = resolve(
+        dep,
+        "max_num_batched_tokens",
+        min(mnbt_default, max_num_seqs * max_model_len),
+        "vllm serve default by device memory",
+    )
+    mnbt = int(mnbt_k.value)  # type: ignore[call-overload]
+    util_k = resolve(dep, "gpu_memory_utilization", DEFAULT_UTILIZATION, "vLLM 0.33.0 default")
+    util = float(util_k.value)  # type: ignore[arg-type]
+    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
+    weights = int(w_k.value)  # type: ignore[call-overload]
+    other_k = resolve(
+        dep, "non_kv_other", DEFAULT_NON_KV_OTHER, "calibrated on vllm-project/recipes PR #893"
+    )
+    other = int(other_k.value)  # type: ignore[call-overload]
+    buffers = dsa_buffers(
+        arch,
+        mnbt=mnbt,
+        max_num_seqs=max_num_seqs,
+        spec=dep.speculative_num_draft_tokens,
+        max_model_len=max_model_len,
+        indexer_layers=indexer_layers,
+    )
+    total = dep.gpu.cuda_total_bytes
+    requested = math.ceil(total * util)
+    non_kv = weights + sum(buffers.values()) + other
+    if dep.kv_cache_memory is not None:
+        available = dep.kv_cache_memory
+        avail_detail = "--kv-cache-memory-bytes (gpu_memory_utilization ignored)"
+    else:
+        available = requested - non_kv
+        avail_detail = "requested − non-KV"
+    startup_error = None
+    if available <= 0:
+        startup_error = (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."
+        )
+        available = 0
+    num_blocks = available // bytes_per_block if bytes_per_block else 0
+    if dep.max_total_tokens is not None:
+        num_blocks = min(num_blocks, cdiv(dep.max_total_tokens, block))
+    per_rank_len = cdiv(max_model_len, dcp)
+    needed = bytes_per_block * cdiv(per_rank_len, block)
+    check = available - bytes_per_block
+    if startup_error is None and needed > check:
+        est = max_len_fitting(check, bytes_per_block, block, dcp)
+        startup_error = (
+            "To serve at least one request with the model's max seq len "
+            f"({max_model_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({_gib(check)} GiB). Based on the available memory, the "
+            f"estimated maximum model length is {est}. Try increasing `gpu_memory_utilization` "
+            "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
+            "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+            "for more details."
+        )
+    rows = num_blocks * block
+    logged = rows * dcp
+    knobs += [
+        page_k,
+        Knob("dcp", dcp, "set"),
+        util_k,
+        w_k,
+        other_k,
+        ctx_k,
+        seqs_k,
+        mnbt_k,
+        Knob("speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "set"),
+    ]
+    allocated = num_blocks * bytes_per_block
+    chain = (
+        Term("GPU total (NVML)", dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term("CUDA total (torch)", total, "what vLLM's memory snapshot reads"),
+        Term("requested", requested, f"ceil(CUDA total × gpu_memory_utilization {util})"),
+        Term("weights per GPU", weights, w_k.origin),
+        *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in buffers.items()),
+        Term("activations + non-torch + CUDA graphs", other, other_k.origin),
+        Term("available KV cache memory", available, avail_detail),
+        Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes} B"),
+        Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
+        Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
+    )
+    nvml = dep.gpu.nvml_total_bytes
+    unused = max(available - allocated, 0)
+    driver = nvml - total
+    reserve = nvml - driver - weights - allocated - unused
+    main_alloc = num_blocks * block * (cell.main_bytes)
+    idx_alloc = num_blocks * block * cell.indexer_bytes
+    draft_alloc = allocated - main_alloc - idx_alloc
+    memory_map = (
+        Segment("weights", weights),
+        Segment("main KV", main_alloc),
+        Segment("indexer", idx_alloc),
+        Segment("draft", draft_alloc),
+        Segment("reserve", reserve),
+        Segment("free", unused),
+        Segment("driver", driver),
+    )
+    return PoolPlan(
+        engine="vllm",
+        engine_version=dep.engine_version,
+        arch=arch,
+        deployment=dep,
+        knobs=tuple(knobs),
+        mla_layout=layout,
+        mla_bytes_per_layer=mla_row,
+        main_layers=arch.num_layers,
+        indexer_bytes_per_layer=idx_row,
+        indexer_layers=sum(flags),
+        indexer_rule="vLLM: index_topk_pattern or index_topk_freq/offset",
+        draft_layers=mtp_layers,
+        dcp=dcp,
+        cell=cell,
+        page_tokens=block,
+        chain=chain,
+        available_bytes=available,
+        rows=rows,
+        usable_pages=max(num_blocks - 1, 0),
+        logged_tokens=logged,
+        context_len=max_model_len,
+        max_running_requests=max_num_seqs,
+        allocated_bytes=allocated,
+        memory_map=memory_map,
+        startup_error=startup_error,
+        notes=tuple(notes),
+        extras={
+            "num_blocks": num_blocks,
+            "bytes_per_block": bytes_per_block,
+            "requested_bytes": requested,
+            "non_kv_bytes": non_kv,
+            "max_num_batched_tokens": mnbt,
+            "max_model_len_needed_bytes": needed,
+            **buffers,
+        },
+    )
+
+
+def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:
+    """The largest max_model_len whose blocks fit in ``check_bytes`` (vLLM's estimate)."""
+    if check_bytes < bytes_per_block or bytes_per_block == 0:
+        return 0
+    return check_bytes // bytes_per_block * block * dcp
+
+
+def _gib(n: int) -> str:
+    """vLLM's format_gib: round(bytes / GiB, 2), not zero-padded (engine log text, not kvplan output)."""
+    return f"{round(n / GiB, 2)}"

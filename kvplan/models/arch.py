@@ -1,0 +1,145 @@
+"""What is served: a model's architecture as far as memory is concerned (pure data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class IndexerRule(str, Enum):
+    """Where the set of indexer-owning ("full") layers came from, in SGLang's order of priority."""
+
+    INDEXER_TYPES = "indexer_types"
+    PATTERN = "index_topk_pattern"
+    FREQ = "index_topk_freq"
+    NONE = "none"
+
+
+def full_indexer_layers(
+    num_layers: int,
+    *,
+    indexer_types: tuple[str, ...] | None = None,
+    pattern: str | None = None,
+    freq: int = 1,
+    offset: int | None = None,
+) -> tuple[tuple[bool, ...], IndexerRule]:
+    """Which layers own an indexer K cache, resolved as SGLang's ``dsa_layer_skips_topk`` does.
+
+    1. ``indexer_types``: a layer is full iff its entry is "full";
+    2. ``index_topk_pattern``: full iff its letter is "F";
+    3. ``index_topk_freq`` (default 1) with ``index_skip_topk_offset``: full iff
+       ``max(i - offset + 1, 0) % freq == 0``; without an offset, ``max(i - 1, 0) % freq == 0``.
+
+    >>> sum(full_indexer_layers(78, freq=4)[0])   # {0, 1, 5, 9, ..., 77}
+    21
+    """
+    if indexer_types is not None:
+        return tuple(t == "full" for t in indexer_types), IndexerRule.INDEXER_TYPES
+    if pattern is not None:
+        return tuple(c == "F" for c in pattern), IndexerRule.PATTERN
+    if offset is None:
+        flags = tuple(max(i - 1, 0) % freq == 0 for i in range(num_layers))
+    else:
+        flags = tuple(max(i - offset + 1, 0) % freq == 0 for i in range(num_layers))
+    return flags, IndexerRule.FREQ
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightPoint:
+    """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
+
+    tp: int
+    bytes: int
+    source: str
+    dp_attention: int = 1
+    ep: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParamGroup:
+    """A group of parameters, how many bytes each takes in the checkpoint, and how it is split."""
+
+    name: str
+    params: int
+    bytes_per_param_num: int
+    """Bytes per parameter as a fraction num/den (fp8 with fp32 block scales is not a whole number)."""
+    bytes_per_param_den: int = 1
+    split: str = "tp"
+    """'tp' (tensor parallel), 'attn' (attention TP: tp / dp_attention), 'experts' (tp or ep), 'none'."""
+
+    def bytes_per_gpu(self, *, tp: int, dp_attention: int, ep: int) -> int:
+        ways = {
+            "tp": tp,
+            "attn": max(tp // max(dp_attention, 1), 1),
+            "experts": max(tp, ep),
+            "none": 1,
+        }[self.split]
+        total_num = self.params * self.bytes_per_param_num
+        den = self.bytes_per_param_den * ways
+        return -(-total_num // den)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelArch:
+    """A DSA (or plain MLA) model, from a preset YAML or a Hugging Face config.json."""
+
+    name: str
+    source: str
+    architecture: str
+    num_layers: int
+    num_mtp_layers: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    max_position_embeddings: int
+    index_head_dim: int = 0
+    index_n_heads: int = 0
+    index_topk: int = 0
+    index_kpool: int = 1
+    indexer_full: tuple[bool, ...] = ()
+    """One flag per layer: True where the layer owns an indexer K cache. Empty for a plain MLA model."""
+    indexer_rule: IndexerRule = IndexerRule.NONE
+    index_topk_freq: int = 1
+    index_skip_topk_offset: int | None = None
+    index_topk_pattern: str | None = None
+    """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
+    param_groups: tuple[ParamGroup, ...] = ()
+    measured_weights: tuple[WeightPoint, ...] = field(default=())
+    description: str = ""
+
+    @property
+    def is_dsa(self) -> bool:
+        return self.index_topk > 0 and self.index_head_dim > 0
+
+    @property
+    def full_indexer_layers(self) -> int:
+        return sum(self.indexer_full) if self.is_dsa else 0
+
+    @property
+    def shared_indexer_layers(self) -> int:
+        return self.num_layers - self.full_indexer_layers if self.is_dsa else 0
+
+    @property
+    def full_layer_ids(self) -> tuple[int, ...]:
+        return tuple(i for i, f in enumerate(self.indexer_full) if f)
+
+    @property
+    def total_params(self) -> int:
+        return sum(g.params for g in self.param_groups)
+
+    def estimated_weights_per_gpu(
+        self, *, tp: int, dp_attention: int = 1, ep: int = 1, with_mtp: bool = False
+    ) -> int:
+        """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it."""
+        return sum(
+            g.bytes_per_gpu(tp=tp, dp_attention=dp_attention, ep=ep)
+            for g in self.param_groups
+            if with_mtp or g.name != "mtp"
+        )
+
+    def measured_weights_for(
+        self, *, tp: int, dp_attention: int = 1, ep: int = 1
+    ) -> WeightPoint | None:
+        for p in self.measured_weights:
+            if (p.tp, p.dp_attention, p.ep) == (tp, dp_attention, ep):
+                return p
+        return None

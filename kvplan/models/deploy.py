@@ -1,0 +1,80 @@
+"""HOW a model is served: GPU, engine, parallel layout and memory/scheduler knobs (pure data).
+
+A knob left as ``None`` takes the engine's own default, computed the way the engine computes it;
+the engine module records which knobs were defaulted and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
+"""Engine semantics kvplan implements; the first version of each is the default."""
+
+KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gpu:
+    key: str
+    name: str
+    nvml_total_bytes: int
+    """memory.total as nvidia-smi / NVML report it (SGLang's heuristic reads this, in MiB)."""
+    cuda_total_bytes: int
+    """Total as cudaMemGetInfo / torch report it (NVML total less the driver reserve)."""
+    sm: int
+    """Compute capability major×10 + minor (90 = Hopper, 100 = Blackwell); 0 for non-CUDA."""
+    vendor: str
+    hbm_bandwidth_bytes_per_s: int
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    name: str
+    source: str
+    model: str
+    engine: str
+    engine_version: str
+    gpu: Gpu
+    gpus_per_node: int = 8
+    nodes: int = 1
+    tp: int = 1
+    dp_attention: int = 1
+    ep: int = 1
+    pp: int = 1
+    dcp: int = 1
+    kv_cache_dtype: str = "auto"
+    mla_layout: str | None = None
+    """Explicit MLA layout override (bf16 / fp8_ds_mla / fp8); wins over the engine's choice."""
+    attention_backend: str | None = None
+    """SGLang DSA backend (flashmla_kv, flashmla_sparse, fa3, trtllm, tilelang) or vLLM backend name."""
+    mem_fraction_static: float | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory: int | None = None
+    weights_per_gpu: int | None = None
+    pre_load_free: int | None = None
+    runtime_overhead: int | None = None
+    non_kv_other: int | None = None
+    page_size: int | None = None
+    chunked_prefill_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_length: int | None = None
+    max_total_tokens: int | None = None
+    speculative_num_draft_tokens: int = 0
+    speculative_eagle_topk: int | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    description: str = ""
+    explicit: frozenset[str] = frozenset()
+    """Knob names the preset or the user set (the rest are defaults)."""
+
+    @property
+    def mtp(self) -> bool:
+        return self.speculative_num_draft_tokens > 0
+
+
+KNOBS: tuple[str, ...] = tuple(
+    f.name for f in fields(Deployment) if f.name not in ("name", "source", "explicit", "description")
+)

@@ -1,0 +1,1 @@
+"""The questions kvplan answers (pure)."""

@@ -1,0 +1,286 @@
+"""Is a request of ``ctx`` (+ ``gen``) tokens, N at a time, admitted by the pool? (pure)
+
+The checks, in the order the engine applies them:
+1. the engine starts at all (vLLM's max-model-len check; SGLang's "no memory for the KV cache");
+2. context length: ctx + gen <= context_len (SGLang --context-length, vLLM max_model_len);
+3. pool: N × pages(ctx + gen) <= usable pages (SGLang: all pages; vLLM: num_blocks − 1 for the null block);
+4. running requests: N <= max_running_requests (SGLang) / max_num_seqs (vLLM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
+from kvplan.models.deploy import Deployment
+from kvplan.plan.budget import Footprint, footprint
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    ctx_tokens: int
+    gen_tokens: int = 0
+    concurrent: int = 1
+
+    def __post_init__(self) -> None:
+        if self.ctx_tokens <= 0:
+            raise InputError(f"--ctx must be positive, got {self.ctx_tokens}")
+        if self.gen_tokens < 0:
+            raise InputError(f"--gen must not be negative, got {self.gen_tokens}")
+        if self.concurrent <= 0:
+            raise InputError(f"--concurrent must be positive, got {self.concurrent}")
+
+    @property
+    def total_tokens(self) -> int:
+        return self.ctx_tokens + self.gen_tokens
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    need: int
+    have: int
+    unit: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """A single change that admits the request, verified by re-planning."""
+
+    knob: str
+    value: object
+    pool_tokens: int
+    """The engine's logged capacity after the change."""
+    detail: str
+
+
+@dataclass(frozen=True)
+class MainOnlyClaim:
+    """What a plan that counted the main MLA KV only (no indexer) would have claimed."""
+
+    cell_bytes: int
+    pool_tokens: int
+    largest_ctx: int
+    admitted: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Admission:
+    plan: PoolPlan
+    request: Request
+    checks: tuple[Check, ...]
+    need: Footprint
+    usable_tokens: int
+    largest_ctx: int
+    max_concurrent: int
+    remedies: tuple[Remedy, ...]
+    main_only: MainOnlyClaim
+    pool_source: str
+
+    @property
+    def admitted(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def binding(self) -> Check:
+        """The failing check, or the tightest one when all pass (least headroom relative to need)."""
+        for c in self.checks:
+            if not c.ok:
+                return c
+        return min(self.checks, key=lambda c: (c.have - c.need) / max(c.have, 1))
+
+    @property
+    def headroom_tokens(self) -> int:
+        """Pool tokens left after N such requests (negative: short by that much)."""
+        return self.usable_tokens - self.request.concurrent * self.need.pages * self.plan.logical_page_tokens
+
+
+def with_pool_tokens(plan: PoolPlan, tokens: int) -> PoolPlan:
+    """The plan, with the pool an engine log reported (SGLang max_total_num_tokens; vLLM blocks × 64)."""
+    page = plan.logical_page_tokens
+    pages = tokens // page
+    usable = pages - 1 if plan.engine == "vllm" else pages
+    return replace(
+        plan,
+        rows=pages * plan.page_tokens,
+        usable_pages=max(usable, 0),
+        logged_tokens=tokens,
+        startup_error=None,
+    )
+
+
+def largest_admitted(plan: PoolPlan) -> int:
+    if plan.startup_error:
+        return 0
+    return min(plan.context_len, plan.usable_tokens)
+
+
+def _checks(plan: PoolPlan, req: Request) -> tuple[Check, ...]:
+    total = req.total_tokens
+    pages = plan.pages_for(total)
+    checks = [
+        Check(
+            "engine starts",
+            plan.startup_error is None,
+            0,
+            0,
+            "",
+            plan.startup_error or f"{plan.semantics} builds the pool",
+        ),
+        Check(
+            "context length",
+            total <= plan.context_len,
+            total,
+            plan.context_len,
+            "tokens",
+            "ctx + gen against --context-length / max_model_len",
+        ),
+        Check(
+            "pool pages",
+            req.concurrent * pages <= plan.usable_pages,
+            req.concurrent * pages,
+            plan.usable_pages,
+            "pages",
+            f"{req.concurrent} × {pages:,} pages of {plan.logical_page_tokens} tokens",
+        ),
+        Check(
+            "running requests",
+            req.concurrent <= plan.max_running_requests,
+            req.concurrent,
+            plan.max_running_requests,
+            "requests",
+            "max_running_requests" if plan.engine == "sglang" else "max_num_seqs",
+        ),
+    ]
+    return tuple(checks)
+
+
+def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
+    cell = plan.cell.main_only_bytes
+    page = plan.page_tokens
+    rows = plan.available_bytes // cell // page * page if cell else 0
+    pages = rows // page - (1 if plan.engine == "vllm" else 0)
+    usable = max(pages, 0) * plan.logical_page_tokens
+    largest = min(plan.context_len, usable) if not plan.startup_error else 0
+    fits = req.concurrent * plan.pages_for(req.total_tokens) <= max(pages, 0)
+    return MainOnlyClaim(
+        cell_bytes=cell,
+        pool_tokens=rows * plan.dcp,
+        largest_ctx=largest,
+        admitted=fits and req.total_tokens <= plan.context_len,
+    )
+
+
+def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedies: bool = True) -> Admission:
+    need = footprint(plan, req.total_tokens)
+    checks = _checks(plan, req)
+    per_req = need.pages
+    fit = plan.usable_pages // per_req if per_req and not plan.startup_error else 0
+    result = Admission(
+        plan=plan,
+        request=req,
+        checks=checks,
+        need=need,
+        usable_tokens=plan.usable_tokens if not plan.startup_error else 0,
+        largest_ctx=largest_admitted(plan),
+        max_concurrent=min(fit, plan.max_running_requests),
+        remedies=(),
+        main_only=_main_only(plan, req),
+        pool_source=pool_source,
+    )
+    if remedies and not result.admitted and pool_source == "planned":
+        result = replace(result, remedies=tuple(find_remedies(plan, req)))
+    return result
+
+
+# --------------------------------------------------------------------------- remedies
+
+
+def _try(plan: PoolPlan, req: Request, **changes: object) -> PoolPlan | None:
+    """Re-plan with the changes; the new plan if it admits the request."""
+    dep: Deployment = replace(plan.deployment, **changes)  # type: ignore[arg-type]
+    try:
+        new = plan_pool(plan.arch, dep)
+    except InputError:
+        return None
+    return new if admit(new, req, remedies=False).admitted else None
+
+
+def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """The smallest x in [lo, hi] with ok(x), for ok monotone in x."""
+    if lo > hi or not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
+    dep = plan.deployment
+    out: list[Remedy] = []
+    total = req.total_tokens
+
+    # a dcp size: the smallest divisor of tp above the current one
+    for d in range(dep.dcp + 1, dep.tp + 1):
+        if dep.tp % d == 0 and (new := _try(plan, req, dcp=d)) is not None:
+            out.append(
+                Remedy("dcp", d, new.logged_tokens, f"{new.mla_layout.value} rows, cell {new.cell.total_bytes:,} B")
+            )
+            break
+
+    # a memory fraction, searched in the engine's own steps
+    if plan.engine == "sglang":
+        cur = round(float(plan.knob("mem_fraction_static").value) * 1000)  # type: ignore[arg-type]
+        best = _smallest(
+            cur + 1, 950, lambda m: _try(plan, req, mem_fraction_static=m / 1000) is not None
+        )
+        if best is not None:
+            new = _try(plan, req, mem_fraction_static=best / 1000)
+            assert new is not None
+            out.append(
+                Remedy(
+                    "mem_fraction_static",
+                    best / 1000,
+                    new.logged_tokens,
+                    f"leaves {new.extras['slack_bytes']:,} B of slack for graphs, req_to_token and logits",
+                )
+            )
+    elif dep.kv_cache_memory is None:
+        cur = round(float(plan.knob("gpu_memory_utilization").value) * 100)  # type: ignore[arg-type]
+        best = _smallest(cur + 1, 98, lambda u: _try(plan, req, gpu_memory_utilization=u / 100) is not None)
+        if best is not None:
+            new = _try(plan, req, gpu_memory_utilization=best / 100)
+            assert new is not None
+            out.append(Remedy("gpu_memory_utilization", best / 100, new.logged_tokens, "higher utilization"))
+
+    # the kv cache dtype
+    if plan.mla_layout.value == "bf16":
+        dtype = "fp8_e4m3" if plan.engine == "sglang" else "fp8"
+        if (new := _try(plan, req, kv_cache_dtype=dtype, mla_layout=None)) is not None:
+            out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.mla_layout.value} rows"))
+
+    # the context length: lower (vLLM refuses to start) or raise it to the request (up to the model's)
+    if plan.startup_error and plan.engine == "vllm":
+        new = _try(plan, req, context_length=total)
+        if new is not None:
+            out.append(Remedy("context_length", total, new.logged_tokens, "max_model_len the pool can start with"))
+    elif total > plan.context_len and total <= plan.arch.max_position_embeddings:
+        if (new := _try(plan, req, context_length=total)) is not None:
+            out.append(Remedy("context_length", total, new.logged_tokens, "up to max_position_embeddings"))
+
+    # fewer running requests
+    if req.concurrent > 1:
+        fit = plan.usable_pages // plan.pages_for(total) if not plan.startup_error else 0
+        fit = min(fit, plan.max_running_requests)
+        if fit >= 1:
+            out.append(Remedy("concurrent", fit, plan.logged_tokens, "requests of this size that fit at once"))
+    return out

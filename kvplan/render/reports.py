@@ -1,0 +1,293 @@
+"""Results -> Reports: the rows a person reads and the JSON a machine reads, from one place."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from kvplan.engines.common import PoolPlan
+from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import Deployment
+from kvplan.plan.admit import Admission
+from kvplan.plan.budget import Budget, Footprint
+from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size
+
+
+def _value(name: str, v: object) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and (
+        name in ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other", "kv_cache_memory")
+    ):
+        return size(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return count(v)
+    return str(v)
+
+
+def cell_section(p: PoolPlan) -> Section:
+    c = p.cell
+    rows = [
+        (
+            "main MLA KV",
+            nbytes(c.main_bytes),
+            f"{p.mla_bytes_per_layer} B ({p.mla_layout.value}) × {p.main_layers} layers",
+        ),
+        (
+            "indexer K",
+            nbytes(c.indexer_bytes),
+            f"{p.indexer_bytes_per_layer} B × {p.indexer_layers} full layers"
+            + (f" × dcp {p.dcp} (replicated)" if p.engine == "sglang" and p.dcp > 1 else "")
+            + f" [{p.indexer_rule}]",
+        ),
+    ]
+    if p.draft_layers:
+        rows.append(
+            (
+                "MTP draft",
+                nbytes(c.draft_main_bytes + c.draft_indexer_bytes),
+                f"{p.draft_layers} layer(s): main {c.draft_main_bytes:,} B + indexer {c.draft_indexer_bytes:,} B",
+            )
+        )
+    unit = "per pool row" if p.dcp > 1 else "per token"
+    rows.append(("total", nbytes(c.total_bytes), unit + (f" (a row is {p.dcp} logical tokens)" if p.dcp > 1 else "")))
+    return Section(f"Bytes {unit} on one GPU", tuple(rows), ("cache", "bytes", "why"))
+
+
+def chain_section(p: PoolPlan) -> Section:
+    rows = tuple((t.label, size(t.bytes) if t.bytes is not None else "", t.detail) for t in p.chain)
+    return Section(f"Memory chain of one GPU ({p.semantics})", rows, ("step", "size", "how"))
+
+
+def knobs_section(p: PoolPlan) -> Section:
+    rows = tuple(
+        (k.name, _value(k.name, k.value), "defaulted — " + k.origin.removeprefix("default: ") if k.defaulted else "set")
+        for k in p.knobs
+    )
+    return Section("Knobs", rows, ("knob", "value", "origin"))
+
+
+def memory_bar(p: PoolPlan) -> Bar:
+    return Bar(
+        f"Memory map of one GPU ({gib(p.deployment.gpu.nvml_total_bytes)} NVML total)",
+        tuple((s.label, s.bytes) for s in p.memory_map),
+    )
+
+
+def plan_data(p: PoolPlan) -> dict[str, Any]:
+    return {
+        "engine": p.engine,
+        "engine_version": p.engine_version,
+        "model": p.arch.name,
+        "deployment": p.deployment.name,
+        "gpu": p.deployment.gpu.key,
+        "mla_layout": p.mla_layout.value,
+        "mla_bytes_per_layer": p.mla_bytes_per_layer,
+        "main_layers": p.main_layers,
+        "indexer_bytes_per_layer": p.indexer_bytes_per_layer,
+        "indexer_layers": p.indexer_layers,
+        "draft_layers": p.draft_layers,
+        "dcp": p.dcp,
+        "cell": {**asdict(p.cell), "total_bytes": p.cell.total_bytes},
+        "page_tokens": p.page_tokens,
+        "logical_page_tokens": p.logical_page_tokens,
+        "available_bytes": p.available_bytes,
+        "rows_per_gpu": p.rows,
+        "usable_pages": p.usable_pages,
+        "usable_tokens": p.usable_tokens,
+        "logged_tokens": p.logged_tokens,
+        "context_len": p.context_len,
+        "max_running_requests": p.max_running_requests,
+        "allocated_bytes": p.allocated_bytes,
+        "startup_error": p.startup_error,
+        "chain": [{"label": t.label, "bytes": t.bytes, "detail": t.detail} for t in p.chain],
+        "knobs": [{"name": k.name, "value": k.value, "origin": k.origin, "defaulted": k.defaulted} for k in p.knobs],
+        "memory_map": {s.label: s.bytes for s in p.memory_map},
+        "extras": dict(p.extras),
+        "notes": list(p.notes),
+    }
+
+
+def _fp(f: Footprint) -> dict[str, int]:
+    return {**asdict(f), "total_bytes": f.total_bytes}
+
+
+def admit_report(a: Admission) -> Report:
+    p, r = a.plan, a.request
+    verdict = (
+        f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit ({p.semantics}, {p.deployment.name})"
+        if a.admitted
+        else f"REJECTED: {a.binding.name} — {a.binding.detail if a.binding.name == 'engine starts' else ''}".rstrip(
+            " —"
+        )
+        + ("" if a.binding.name == "engine starts" else f" needs {a.binding.need:,} {a.binding.unit}, has {a.binding.have:,}")
+    )
+    need = a.need
+    req_rows = (
+        ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
+        ("pages", count(need.pages), f"of {p.logical_page_tokens} tokens"),
+        ("main KV per GPU", size(need.main_bytes), ""),
+        ("indexer per GPU", size(need.indexer_bytes), pct(need.indexer_bytes, need.total_bytes) + " of the request"),
+        *((("draft per GPU", size(need.draft_bytes), ""),) if need.draft_bytes else ()),
+        ("total per GPU", size(need.total_bytes), f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""),
+    )
+    checks = tuple(
+        (c.name, "ok" if c.ok else "FAIL", f"{c.need:,} / {c.have:,} {c.unit}" if c.unit else "", c.detail)
+        for c in a.checks
+    )
+    fit_rows = (
+        ("pool (usable)", count(a.usable_tokens) + " tokens", a.pool_source),
+        ("binding constraint", a.binding.name, ""),
+        ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
+        ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
+        ("such requests at once", count(a.max_concurrent), ""),
+    )
+    mo = a.main_only
+    main_only = (
+        ("cell", nbytes(mo.cell_bytes), f"vs {p.cell.total_bytes:,} B with the indexer"),
+        ("pool tokens", count(mo.pool_tokens), f"vs {p.logged_tokens:,}"),
+        ("largest context", count(mo.largest_ctx), f"vs {a.largest_ctx:,}"),
+        ("verdict", "admitted" if mo.admitted else "rejected", "admitted" if a.admitted else "rejected"),
+    )
+    sections = [
+        cell_section(p),
+        chain_section(p),
+        Section("What the request needs", req_rows, ("", "", "")),
+        Section("Checks", checks, ("check", "result", "need / have", "")),
+        Section("Fit", fit_rows, ("", "", "")),
+    ]
+    if a.remedies:
+        sections.append(
+            Section(
+                "Smallest changes that admit it (each re-planned)",
+                tuple(
+                    (f"--set {m.knob}={m.value}", count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies
+                ),
+                ("change", "pool after", ""),
+            )
+        )
+    elif not a.admitted:
+        sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
+    sections += [
+        Section("A plan that counted main KV only would have claimed", main_only, ("", "main only", "real")),
+        knobs_section(p),
+    ]
+    data = {
+        "admitted": a.admitted,
+        "binding": a.binding.name,
+        "request": {"ctx_tokens": r.ctx_tokens, "gen_tokens": r.gen_tokens, "concurrent": r.concurrent},
+        "need": _fp(need),
+        "checks": [asdict(c) for c in a.checks],
+        "usable_tokens": a.usable_tokens,
+        "headroom_tokens": a.headroom_tokens,
+        "largest_ctx": a.largest_ctx,
+        "max_concurrent": a.max_concurrent,
+        "remedies": [asdict(m) for m in a.remedies],
+        "main_only": asdict(mo),
+        "pool_source": a.pool_source,
+        "plan": plan_data(p),
+    }
+    return Report(
+        "admit",
+        f"kvplan admit: {p.arch.name} on {p.deployment.name}",
+        tuple(sections),
+        data,
+        verdict=verdict,
+        verdict_ok=a.admitted,
+        bar=memory_bar(p),
+        notes=p.notes,
+    )
+
+
+def budget_report(b: Budget) -> Report:
+    p = b.plan
+    rows = []
+    for label, f in (("per pool row" if p.dcp > 1 else "per token", b.per_row), (f"per page ({p.logical_page_tokens} tokens)", b.per_page)):
+        rows.append((label, "", nbytes(f.main_bytes), nbytes(f.indexer_bytes), nbytes(f.draft_bytes), nbytes(f.total_bytes)))
+    for f in b.per_context:
+        rows.append(
+            (f"{f.tokens:,} tokens", count(f.pages), size(f.main_bytes), size(f.indexer_bytes), size(f.draft_bytes), size(f.total_bytes))
+        )
+    share = (
+        ("indexer / main KV", ppm(b.indexer_share_of_main_ppm)),
+        ("indexer / total", ppm(b.indexer_share_of_total_ppm)),
+        ("tail-page waste per request", f"{nbytes(b.tail_waste_bytes)} ((page − 1) / 2 rows × cell)"),
+    )
+    data = {
+        "per_row": _fp(b.per_row),
+        "per_page": _fp(b.per_page),
+        "per_context": [_fp(f) for f in b.per_context],
+        "indexer_share_of_main_ppm": b.indexer_share_of_main_ppm,
+        "indexer_share_of_total_ppm": b.indexer_share_of_total_ppm,
+        "tail_waste_bytes": b.tail_waste_bytes,
+        "plan": plan_data(p),
+    }
+    return Report(
+        "budget",
+        f"kvplan budget: {p.arch.name} on {p.deployment.name} ({p.semantics}, per GPU)",
+        (
+            cell_section(p),
+            Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total")),
+            Section("Shares", share, ("", "")),
+        ),
+        data,
+    )
+
+
+def models_list_report(models: list[ModelArch]) -> Report:
+    rows = tuple(
+        (m.name, m.architecture, str(m.num_layers), f"{m.full_indexer_layers}/{m.num_layers}", count(m.max_position_embeddings), m.description)
+        for m in models
+    )
+    data = {"models": [{"name": m.name, "architecture": m.architecture, "num_layers": m.num_layers,
+                        "full_indexer_layers": m.full_indexer_layers,
+                        "max_position_embeddings": m.max_position_embeddings} for m in models]}  # fmt: skip
+    return Report("models", "Model presets", (Section("", rows, ("name", "architecture", "layers", "indexer layers", "positions", "")),), data)
+
+
+def model_report(m: ModelArch) -> Report:
+    rows = (
+        ("architecture", m.architecture),
+        ("layers (+ MTP)", f"{m.num_layers} (+ {m.num_mtp_layers})"),
+        ("MLA", f"kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}"),
+        ("indexer", f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}" if m.is_dsa else "none"),
+        ("full indexer layers", f"{m.full_indexer_layers} of {m.num_layers} ({m.indexer_rule.value}): {', '.join(map(str, m.full_layer_ids))}" if m.is_dsa else "—"),
+        ("max positions", count(m.max_position_embeddings)),
+        ("parameters", count(m.total_params)),
+        *((f"weights at tp {w.tp}", f"{size(w.bytes)} measured: {w.source}") for w in m.measured_weights),
+        ("source", m.source),
+    )
+    groups = tuple((g.name, count(g.params), g.split) for g in m.param_groups)
+    data = {"model": {"name": m.name, "architecture": m.architecture, "num_layers": m.num_layers,
+                      "num_mtp_layers": m.num_mtp_layers, "kv_lora_rank": m.kv_lora_rank,
+                      "qk_rope_head_dim": m.qk_rope_head_dim, "index_head_dim": m.index_head_dim,
+                      "index_n_heads": m.index_n_heads, "index_topk": m.index_topk, "index_kpool": m.index_kpool,
+                      "full_indexer_layer_ids": list(m.full_layer_ids), "indexer_rule": m.indexer_rule.value,
+                      "max_position_embeddings": m.max_position_embeddings, "total_params": m.total_params,
+                      "param_groups": {g.name: g.params for g in m.param_groups},
+                      "measured_weights": [asdict(w) for w in m.measured_weights]}}  # fmt: skip
+    return Report("models show", f"Model {m.name}", (Section("", rows, ("", "")), Section("Parameter groups", groups, ("group", "params", "split"))), data)
+
+
+def deployments_list_report(deps: list[Deployment]) -> Report:
+    rows = tuple((d.name, d.model, f"{d.engine} {d.engine_version}", d.gpu.key, f"tp{d.tp} dcp{d.dcp}", d.kv_cache_dtype) for d in deps)
+    data = {"deployments": [{"name": d.name, "model": d.model, "engine": d.engine, "engine_version": d.engine_version,
+                             "gpu": d.gpu.key, "tp": d.tp, "dcp": d.dcp, "kv_cache_dtype": d.kv_cache_dtype} for d in deps]}  # fmt: skip
+    return Report("deployments", "Deployment presets", (Section("", rows, ("name", "model", "engine", "gpu", "parallel", "kv dtype")),), data)
+
+
+def deployment_report(p: PoolPlan) -> Report:
+    d = p.deployment
+    head = (
+        ("model", d.model),
+        ("engine", f"{d.engine} {d.engine_version}"),
+        ("GPU", f"{d.gpu.name}: {size(d.gpu.nvml_total_bytes)} NVML, {size(d.gpu.cuda_total_bytes)} CUDA"),
+        ("layout", f"{d.nodes} node(s) × {d.gpus_per_node} GPUs, tp {d.tp}, dp-attention {d.dp_attention}, ep {d.ep}, pp {d.pp}, dcp {d.dcp}"),
+        ("source", d.source),
+    )
+    return Report(
+        "deployments show",
+        f"Deployment {d.name}",
+        (Section("", head, ("", "")), knobs_section(p), cell_section(p), chain_section(p)),
+        {"plan": plan_data(p)},
+        bar=memory_bar(p),
+        notes=p.notes,
+    )
