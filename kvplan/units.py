@@ -47,7 +47,8 @@ def _scaled(number: str, scale: int) -> tuple[int, int]:
     digits = number.replace("_", "")
     whole, _, frac = digits.partition(".")
     numerator = int(whole or "0") * 10 ** len(frac) + int(frac or "0")
-    return divmod(numerator * scale, 10 ** len(frac))
+    whole_part, rest = divmod(numerator * scale, 10 ** len(frac))
+    return int(whole_part), int(rest)
 
 
 def parse_bytes(text: str) -> int:
@@ -64,9 +65,7 @@ def parse_bytes(text: str) -> int:
     number, unit = m.groups()
     scale = _BYTE_UNITS.get(unit.upper())
     if scale is None or (unit.upper() != "B" and unit[-1] != "B"):
-        raise InputError(
-            f"byte size {text!r}: unknown unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
-        )
+        raise InputError(f"byte size {text!r}: unknown unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
     return _scaled(number, scale)[0]  # '94.46GiB' (a log's two decimals) truncates to whole bytes
 
 

@@ -27,7 +27,8 @@ def admit(
     Example: kvplan admit --ctx 1M --set dcp=8
     """
     with boundary():
-        from kvplan.plan.admit import Request, admit as run_admit, with_pool_tokens
+        from kvplan.plan.admit import Request, with_pool_tokens
+        from kvplan.plan.admit import admit as run_admit
         from kvplan.render.reports import admit_report
         from kvplan.units import parse_tokens
 

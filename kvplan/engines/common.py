@@ -23,6 +23,16 @@ class Knob:
     def defaulted(self) -> bool:
         return self.origin != "set"
 
+    def as_int(self) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise TypeError(f"knob {self.name} is not an integer: {self.value!r}")
+        return self.value
+
+    def as_float(self) -> float:
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            raise TypeError(f"knob {self.name} is not a number: {self.value!r}")
+        return float(self.value)
+
 
 @dataclass(frozen=True)
 class Term:
@@ -135,9 +145,7 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     point = arch.measured_weights_for(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep)
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured, {point.source}")
-    est = arch.estimated_weights_per_gpu(
-        tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, with_mtp=with_mtp
-    )
+    est = arch.estimated_weights_per_gpu(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, with_mtp=with_mtp)
     return Knob(
         "weights_per_gpu",
         est,

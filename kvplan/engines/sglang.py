@@ -39,9 +39,7 @@ def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def default_mem_fraction(
-    dep: Deployment, *, chunk: int, max_bs: int, version: str
-) -> tuple[float, str, int]:
+def default_mem_fraction(dep: Deployment, *, chunk: int, max_bs: int, version: str) -> tuple[float, str, int]:
     """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB)."""
     gpu_mem = dep.gpu.nvml_total_bytes // MiB
     decode_graph = not dep.disable_cuda_graph
@@ -56,9 +54,7 @@ def default_mem_fraction(
             reserved += max_bs * 2
             parts.append(f"decode graph {max_bs}×2")
     if dep.dp_attention > 1:
-        dp_terms = max_bs * dep.dp_attention * 3 + (
-            max_bs * dep.dp_attention * 1.5 if max_bs > 300 else 0
-        )
+        dp_terms = max_bs * dep.dp_attention * 3 + (max_bs * dep.dp_attention * 1.5 if max_bs > 300 else 0)
         reserved += dp_terms
         parts.append(f"dp-attention {dp_terms:g}")
     prefill_graph = decode_graph and dep.dcp == 1 and dep.pp == 1 and version != "0.5.9"
@@ -73,9 +69,8 @@ def default_mem_fraction(
         reserved += 2048
         parts.append("EAGLE/MTP 2048")
     mfs = round((gpu_mem - reserved) / gpu_mem, 3)
-    why = (
-        f"round(({gpu_mem} MiB − {reserved:g} MiB reserved) / {gpu_mem} MiB, 3); reserved = "
-        + " + ".join(p for p in parts if p)
+    why = f"round(({gpu_mem} MiB − {reserved:g} MiB reserved) / {gpu_mem} MiB, 3); reserved = " + " + ".join(
+        p for p in parts if p
     )
     return mfs, why, int(reserved)
 
@@ -87,9 +82,7 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
     requested = dep.kv_cache_dtype
     if requested in ("auto",):
         dtype = "fp8_e4m3" if arch.is_dsa and sm >= 100 else "bfloat16"
-        knobs.append(
-            Knob("kv_cache_dtype", dtype, f"default: auto on SM{sm} -> {dtype} for DeepSeek DSA")
-        )
+        knobs.append(Knob("kv_cache_dtype", dtype, f"default: auto on SM{sm} -> {dtype} for DeepSeek DSA"))
     else:
         dtype = "bfloat16" if requested in ("bf16", "bfloat16") else "fp8_e4m3"
         knobs.append(Knob("kv_cache_dtype", dtype, "set"))
@@ -135,7 +128,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 
     page_default = 64 * arch.index_kpool if arch.is_dsa and dep.gpu.vendor == "nvidia" else 1
     page_k = resolve(dep, "page_size", page_default, "DSA on CUDA: 64 × index_kpool")
-    page = int(page_k.value)  # type: ignore[call-overload]
+    page = page_k.as_int()
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and page // arch.index_kpool != 64:
         from kvplan.errors import PlanError
 
@@ -184,23 +177,26 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if dep.max_running_requests is not None and dep.cuda_graph_max_bs is None:
         max_bs = min(max_bs, dep.max_running_requests)
     mfs_default, mfs_why, reserved_mib = default_mem_fraction(
-        dep, chunk=int(chunk_k.value), max_bs=max_bs, version=version  # type: ignore[call-overload]
+        dep,
+        chunk=chunk_k.as_int(),
+        max_bs=max_bs,
+        version=version,
     )
     mfs_k = resolve(dep, "mem_fraction_static", mfs_default, mfs_why)
-    mfs = float(mfs_k.value)  # type: ignore[arg-type]
+    mfs = mfs_k.as_float()
 
     # ---- available bytes (SGLang computes in GiB floats)
     overhead_k = resolve(dep, "runtime_overhead", DEFAULT_RUNTIME_OVERHEAD, "assumed CUDA context + NCCL")
-    overhead = int(overhead_k.value)  # type: ignore[call-overload]
+    overhead = overhead_k.as_int()
     pre_k = resolve(
         dep,
         "pre_load_free",
         dep.gpu.cuda_total_bytes - overhead,
         "CUDA total of the GPU − runtime_overhead",
     )
-    pre = int(pre_k.value)  # type: ignore[call-overload]
+    pre = pre_k.as_int()
     w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
-    weights = int(w_k.value)  # type: ignore[call-overload]
+    weights = w_k.as_int()
     pre_gib = pre / GiB
     free_after_gib = (pre - weights) / GiB
     slack_gib = pre_gib * (1 - mfs)
@@ -208,9 +204,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     available = int(rest_gib * GiB)
     startup_error = None
     if rest_gib <= 0:
-        startup_error = (
-            f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
-        )
+        startup_error = f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
         available = 0
 
     rows = available // cell.total_bytes // page * page if cell.total_bytes else 0
@@ -226,9 +220,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     index_buf_size = (rows + page) * dcp - page
     index_pages = (index_buf_size + page + 1) // page
     index_page_bytes = (
-        page // arch.index_kpool * (arch.index_head_dim + arch.index_head_dim // 128 * 4)
-        if arch.is_dsa
-        else 0
+        page // arch.index_kpool * (arch.index_head_dim + arch.index_head_dim // 128 * 4) if arch.is_dsa else 0
     )
     mla_alloc = (rows + page) * mla_row * arch.num_layers
     idx_alloc = index_pages * index_page_bytes * indexer_layers
@@ -241,7 +233,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
-    context_len = int(ctx_k.value)  # type: ignore[call-overload]
+    context_len = ctx_k.as_int()
     estimated = min(max(int(rows / context_len * 512), 2048), 4096)
     if dep.max_running_requests is not None:
         mrr = min(max(1, dep.max_running_requests // dep.dp_attention), rows // 2)

@@ -94,9 +94,7 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
     else:
         layout, backend = MlaLayout.FP8_RAW, "FLASHINFER_MLA_SPARSE" if arch.is_dsa else "FLASHINFER_MLA"
     backend = dep.attention_backend or backend
-    knobs.append(
-        Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on SM{sm}")
-    )
+    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on SM{sm}"))
     knobs.append(Knob("mla_layout", layout.value, f"default: {backend} with {dtype}"))
     return layout, knobs
 
@@ -106,14 +104,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     notes: list[str] = []
     dcp = dep.dcp
     page_k = resolve(dep, "page_size", 64 if arch.is_dsa else 16, "the DSA backends accept 64")
-    block = int(page_k.value)  # type: ignore[call-overload]
+    block = page_k.as_int()
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and block % 64:
         raise PlanError(f"block_size {block}: the DeepSeek-V3.2 indexer backend supports multiples of 64 on CUDA")
 
     mtp_layers = arch.num_mtp_layers if dep.mtp else 0
     flags = indexer_layer_flags(arch)
     indexer_layers = sum(flags) + (mtp_layers if arch.is_dsa else 0)
-    mla_layers = arch.num_layers + mtp_layers
     mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
@@ -131,24 +128,22 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 
     mnbt_default, seqs_default = _defaults_by_memory(dep)
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
-    max_model_len = int(ctx_k.value)  # type: ignore[call-overload]
+    max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
-    max_num_seqs = int(seqs_k.value)  # type: ignore[call-overload]
+    max_num_seqs = seqs_k.as_int()
     mnbt_k = resolve(
         dep,
         "max_num_batched_tokens",
         min(mnbt_default, max_num_seqs * max_model_len),
         "vllm serve default by device memory",
     )
-    mnbt = int(mnbt_k.value)  # type: ignore[call-overload]
+    mnbt = mnbt_k.as_int()
     util_k = resolve(dep, "gpu_memory_utilization", DEFAULT_UTILIZATION, "vLLM 0.33.0 default")
-    util = float(util_k.value)  # type: ignore[arg-type]
+    util = util_k.as_float()
     w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
-    weights = int(w_k.value)  # type: ignore[call-overload]
-    other_k = resolve(
-        dep, "non_kv_other", DEFAULT_NON_KV_OTHER, "calibrated on vllm-project/recipes PR #893"
-    )
-    other = int(other_k.value)  # type: ignore[call-overload]
+    weights = w_k.as_int()
+    other_k = resolve(dep, "non_kv_other", DEFAULT_NON_KV_OTHER, "calibrated on vllm-project/recipes PR #893")
+    other = other_k.as_int()
     buffers = dsa_buffers(
         arch,
         mnbt=mnbt,

@@ -126,9 +126,7 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
-    def estimated_weights_per_gpu(
-        self, *, tp: int, dp_attention: int = 1, ep: int = 1, with_mtp: bool = False
-    ) -> int:
+    def estimated_weights_per_gpu(self, *, tp: int, dp_attention: int = 1, ep: int = 1, with_mtp: bool = False) -> int:
         """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it."""
         return sum(
             g.bytes_per_gpu(tp=tp, dp_attention=dp_attention, ep=ep)
@@ -136,9 +134,7 @@ class ModelArch:
             if with_mtp or g.name != "mtp"
         )
 
-    def measured_weights_for(
-        self, *, tp: int, dp_attention: int = 1, ep: int = 1
-    ) -> WeightPoint | None:
+    def measured_weights_for(self, *, tp: int, dp_attention: int = 1, ep: int = 1) -> WeightPoint | None:
         for p in self.measured_weights:
             if (p.tp, p.dp_attention, p.ep) == (tp, dp_attention, ep):
                 return p

@@ -33,11 +33,7 @@ class MlaLayout(str, Enum):
         if self is MlaLayout.BF16:
             return (kv_lora_rank + qk_rope_head_dim) * BF16_BYTES
         if self is MlaLayout.FP8_DS_MLA:
-            return (
-                kv_lora_rank
-                + kv_lora_rank // QUANT_BLOCK * FP32_BYTES
-                + qk_rope_head_dim * BF16_BYTES
-            )
+            return kv_lora_rank + kv_lora_rank // QUANT_BLOCK * FP32_BYTES + qk_rope_head_dim * BF16_BYTES
         return kv_lora_rank + qk_rope_head_dim
 
     @property

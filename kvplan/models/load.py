@@ -61,9 +61,7 @@ def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], source: str) 
         for key_node, value_node in node.value:
             key = key_node.value
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError(
-                    "mapping keys must be plain names", source=source, line=key_node.start_mark.line + 1
-                )
+                raise ConfigError("mapping keys must be plain names", source=source, line=key_node.start_mark.line + 1)
             if key in out:
                 raise ConfigError(
                     "duplicate key",
@@ -173,28 +171,28 @@ class Reader:
             self.fail(key, str(e))
         raise AssertionError  # unreachable: fail() raises
 
-    def int(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
+    def get_int(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
         return self._get(key, lambda v: _int(v, minimum), required, default)
 
-    def tokens(self, key: str, *, required: bool = False, default: Any = None) -> Any:
+    def get_tokens(self, key: str, *, required: bool = False, default: Any = None) -> Any:
         return self._get(key, _tokens, required, default)
 
-    def bytes(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
+    def get_bytes(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
         return self._get(key, lambda v: _bytes(v, minimum), required, default)
 
-    def fraction(self, key: str, *, default: Any = None) -> Any:
+    def get_fraction(self, key: str, *, default: Any = None) -> Any:
         return self._get(key, _fraction, False, default)
 
-    def str(self, key: str, *, required: bool = False, default: Any = None) -> Any:
+    def get_str(self, key: str, *, required: bool = False, default: Any = None) -> Any:
         return self._get(key, _str, required, default)
 
-    def choice(self, key: str, choices: tuple[str, ...], *, default: Any = None) -> Any:
+    def get_choice(self, key: str, choices: tuple[str, ...], *, default: Any = None) -> Any:
         return self._get(key, lambda v: _choice(v, choices), False, default)
 
-    def bool(self, key: str, *, default: bool = False) -> bool:
+    def get_bool(self, key: str, *, default: bool = False) -> bool:
         return bool(self._get(key, _bool, False, default))
 
-    def str_list(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...] | None:
+    def get_str_list(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...] | None:
         if not self.has(key):
             return None
         value = self.data[key]
@@ -233,7 +231,7 @@ def _int(v: Any, minimum: int) -> int:
 
 
 def _tokens(v: Any) -> int:
-    if isinstance(v, bool) or isinstance(v, float):
+    if isinstance(v, bool | float):
         raise ValueError(f"expected a token count such as 131072 or 128K, got {v!r}")
     n = parse_tokens(v if isinstance(v, int) else str(v))
     if n <= 0:
@@ -242,7 +240,7 @@ def _tokens(v: Any) -> int:
 
 
 def _bytes(v: Any, minimum: int) -> int:
-    if isinstance(v, bool) or isinstance(v, int | float):
+    if isinstance(v, bool | int | float):
         raise ValueError(f"byte size {v!r} has no unit: write e.g. '{v}GiB' or '{v}GB'")
     n = parse_bytes(str(v))
     if n < minimum:
@@ -314,7 +312,7 @@ def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
 
 
 def _check_schema(r: Reader) -> None:
-    version = r.int("schema_version", required=True)
+    version = r.get_int("schema_version", required=True)
     if version > SCHEMA_VERSION:
         r.fail("schema_version", f"this file needs a newer kvplan (schema {version} > {SCHEMA_VERSION})")
 
@@ -347,11 +345,11 @@ def load_model(ref: str) -> ModelArch:
     r.reject_unknown(_MODEL_KEYS)
     arch = _model_from_hf(
         r.sub("config"),
-        name=r.str("name", required=True),
+        name=r.get_str("name", required=True),
         source=doc.source,
         strict=True,
-        checkpoint_dtype=r.choice("checkpoint_dtype", ("fp8", "bf16", "fp16", "fp32")),
-        description=r.str("description", default=""),
+        checkpoint_dtype=r.get_choice("checkpoint_dtype", ("fp8", "bf16", "fp16", "fp32")),
+        description=r.get_str("description", default=""),
     )
     points = []
     if r.has("measured_weights"):
@@ -363,11 +361,11 @@ def load_model(ref: str) -> ModelArch:
             p.reject_unknown({"tp", "dp_attention", "ep", "bytes", "source"})
             points.append(
                 WeightPoint(
-                    tp=p.int("tp", required=True),
-                    dp_attention=p.int("dp_attention", default=1),
-                    ep=p.int("ep", default=1),
-                    bytes=p.bytes("bytes", required=True),
-                    source=p.str("source", required=True),
+                    tp=p.get_int("tp", required=True),
+                    dp_attention=p.get_int("dp_attention", default=1),
+                    ep=p.get_int("ep", default=1),
+                    bytes=p.get_bytes("bytes", required=True),
+                    source=p.get_str("source", required=True),
                 )
             )
     from dataclasses import replace
@@ -386,25 +384,24 @@ def _model_from_hf(
 ) -> ModelArch:
     if strict:
         r.reject_unknown(_HF_KEYS)
-    num_layers = r.int("num_hidden_layers", required=True)
-    kv_lora_rank = r.int("kv_lora_rank", required=True)
-    rope = r.int("qk_rope_head_dim", required=True)
+    num_layers = r.get_int("num_hidden_layers", required=True)
+    kv_lora_rank = r.get_int("kv_lora_rank", required=True)
+    rope = r.get_int("qk_rope_head_dim", required=True)
     archs = r.data.get("architectures") or ["unknown"]
     architecture = str(archs[0]) if isinstance(archs, list) and archs else str(archs)
-    index_topk = r.int("index_topk", default=0, minimum=0)
-    index_head_dim = r.int("index_head_dim", default=128 if index_topk else 0, minimum=0)
+    index_topk = r.get_int("index_topk", default=0, minimum=0)
+    index_head_dim = r.get_int("index_head_dim", default=128 if index_topk else 0, minimum=0)
     flags: tuple[bool, ...] = ()
     rule = IndexerRule.NONE
-    pattern = r.str("index_topk_pattern")
-    freq = r.int("index_topk_freq", default=1)
-    offset = r.int("index_skip_topk_offset", default=None, minimum=0)
+    pattern = r.get_str("index_topk_pattern")
+    freq = r.get_int("index_topk_freq", default=1)
+    offset = r.get_int("index_skip_topk_offset", default=None, minimum=0)
     if index_topk:
-        types = r.str_list("indexer_types", ("full", "shared"))
+        types = r.get_str_list("indexer_types", ("full", "shared"))
         if types is not None and len(types) != num_layers:
             r.fail("indexer_types", f"has {len(types)} entries for {num_layers} layers")
-        if types is None and pattern is not None:
-            if len(pattern) != num_layers or set(pattern) - {"F", "S"}:
-                r.fail("index_topk_pattern", f"expected {num_layers} letters F or S")
+        if types is None and pattern is not None and (len(pattern) != num_layers or set(pattern) - {"F", "S"}):
+            r.fail("index_topk_pattern", f"expected {num_layers} letters F or S")
         flags, rule = full_indexer_layers(
             num_layers,
             indexer_types=types,
@@ -416,29 +413,29 @@ def _model_from_hf(
         q = r.data.get("quantization_config")
         is_fp8 = isinstance(q, dict) and (q.get("quant_method") == "fp8" or "fp8" in str(q.get("fmt", "")))
         checkpoint_dtype = "fp8" if is_fp8 else "bf16"
-    hidden = r.int("hidden_size", default=0, minimum=0)
+    hidden = r.get_int("hidden_size", default=0, minimum=0)
     groups: tuple[Any, ...] = ()
     if hidden:
-        heads = r.int("num_attention_heads", required=True)
+        heads = r.get_int("num_attention_heads", required=True)
         shape = MoeShape(
             hidden_size=hidden,
             num_layers=num_layers,
-            num_mtp_layers=r.int("num_nextn_predict_layers", default=0, minimum=0),
+            num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0),
             num_attention_heads=heads,
-            q_lora_rank=r.int("q_lora_rank", default=None),
+            q_lora_rank=r.get_int("q_lora_rank", default=None),
             kv_lora_rank=kv_lora_rank,
-            qk_nope_head_dim=r.int("qk_nope_head_dim", default=128),
+            qk_nope_head_dim=r.get_int("qk_nope_head_dim", default=128),
             qk_rope_head_dim=rope,
-            v_head_dim=r.int("v_head_dim", default=128),
-            index_n_heads=r.int("index_n_heads", default=0, minimum=0),
+            v_head_dim=r.get_int("v_head_dim", default=128),
+            index_n_heads=r.get_int("index_n_heads", default=0, minimum=0),
             index_head_dim=index_head_dim,
-            first_k_dense_replace=r.int("first_k_dense_replace", default=0, minimum=0),
-            intermediate_size=r.int("intermediate_size", default=0, minimum=0),
-            n_routed_experts=r.int("n_routed_experts", default=0, minimum=0),
-            n_shared_experts=r.int("n_shared_experts", default=0, minimum=0),
-            moe_intermediate_size=r.int("moe_intermediate_size", default=0, minimum=0),
-            vocab_size=r.int("vocab_size", default=0, minimum=0),
-            tie_word_embeddings=r.bool("tie_word_embeddings", default=False),
+            first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0),
+            intermediate_size=r.get_int("intermediate_size", default=0, minimum=0),
+            n_routed_experts=r.get_int("n_routed_experts", default=0, minimum=0),
+            n_shared_experts=r.get_int("n_shared_experts", default=0, minimum=0),
+            moe_intermediate_size=r.get_int("moe_intermediate_size", default=0, minimum=0),
+            vocab_size=r.get_int("vocab_size", default=0, minimum=0),
+            tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
         groups = param_groups(shape, checkpoint_dtype=checkpoint_dtype)
     return ModelArch(
@@ -447,14 +444,14 @@ def _model_from_hf(
         description=description,
         architecture=architecture,
         num_layers=num_layers,
-        num_mtp_layers=r.int("num_nextn_predict_layers", default=0, minimum=0),
+        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0),
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope,
-        max_position_embeddings=r.tokens("max_position_embeddings", required=True),
+        max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         index_head_dim=index_head_dim,
-        index_n_heads=r.int("index_n_heads", default=0, minimum=0),
+        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0),
         index_topk=index_topk,
-        index_kpool=r.int("index_kpool", default=1),
+        index_kpool=r.get_int("index_kpool", default=1),
         indexer_full=flags,
         indexer_rule=rule,
         index_topk_freq=freq,
@@ -482,13 +479,13 @@ def _gpu(r: Reader, key: str) -> Gpu:
     r.reject_unknown(_GPU_KEYS)
     return Gpu(
         key=key,
-        name=r.str("name", required=True),
-        nvml_total_bytes=r.bytes("nvml_total", required=True),
-        cuda_total_bytes=r.bytes("cuda_total", required=True),
-        sm=r.int("sm", default=0, minimum=0),
-        vendor=r.choice("vendor", ("nvidia", "amd"), default="nvidia"),
-        hbm_bandwidth_bytes_per_s=r.bytes("hbm_bandwidth_per_s", default=0, minimum=0),
-        source=r.str("source", default=""),
+        name=r.get_str("name", required=True),
+        nvml_total_bytes=r.get_bytes("nvml_total", required=True),
+        cuda_total_bytes=r.get_bytes("cuda_total", required=True),
+        sm=r.get_int("sm", default=0, minimum=0),
+        vendor=r.get_choice("vendor", ("nvidia", "amd"), default="nvidia"),
+        hbm_bandwidth_bytes_per_s=r.get_bytes("hbm_bandwidth_per_s", default=0, minimum=0),
+        source=r.get_str("source", default=""),
     )
 
 
@@ -525,36 +522,36 @@ def _knob_values(r: Reader) -> Iterator[tuple[str, Any]]:
         if key in _DEPLOY_META or r.data[key] is None:
             continue
         if key in ints:
-            yield key, r.int(key)
+            yield key, r.get_int(key)
         elif key in tokens:
-            yield key, r.tokens(key)
+            yield key, r.get_tokens(key)
         elif key in ("kv_cache_memory", "weights_per_gpu", "pre_load_free"):
-            yield key, r.bytes(key)
+            yield key, r.get_bytes(key)
         elif key in ("runtime_overhead", "non_kv_other"):
-            yield key, r.bytes(key, minimum=0)
+            yield key, r.get_bytes(key, minimum=0)
         elif key in ("mem_fraction_static", "gpu_memory_utilization"):
-            yield key, r.fraction(key)
+            yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
-            yield key, r.int(key, minimum=0)
+            yield key, r.get_int(key, minimum=0)
         elif key == "disable_cuda_graph":
-            yield key, r.bool(key)
+            yield key, r.get_bool(key)
         elif key == "engine":
-            yield key, r.choice(key, tuple(ENGINES))
+            yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
-            yield key, r.choice(key, KV_CACHE_DTYPES)
+            yield key, r.get_choice(key, KV_CACHE_DTYPES)
         elif key == "mla_layout":
-            yield key, r.choice(key, tuple(m.value for m in MlaLayout))
+            yield key, r.get_choice(key, tuple(m.value for m in MlaLayout))
         elif key == "gpu":
             if isinstance(r.data[key], dict):
                 yield key, _gpu(r.sub(key), "custom")
             else:
-                name = r.str(key)
+                name = r.get_str(key)
                 try:
                     yield key, find_gpu(name)
                 except InputError as e:
                     r.fail(key, str(e))
         elif key in ("model", "engine_version", "attention_backend"):
-            yield key, str(r.str(key))
+            yield key, str(r.get_str(key))
         else:
             r.fail(key, f"unknown key{_suggest(key, KNOBS)}")
 
@@ -613,15 +610,13 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
     version = values.setdefault("engine_version", ENGINES[engine][0])
     if version not in ENGINES[engine]:
         where = override if "engine_version" in overridden else r
-        where.fail(
-            "engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}"
-        )
+        where.fail("engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}")
     if "engine" in overridden and "engine_version" not in overridden:
         values["engine_version"] = ENGINES[engine][0] if version not in ENGINES[engine] else version
     dep = Deployment(
-        name=r.str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
+        name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
-        description=r.str("description", default=""),
+        description=r.get_str("description", default=""),
         explicit=frozenset(values) - {"model", "engine", "gpu"},
         **values,
     )

@@ -46,10 +46,8 @@ class MoeShape:
     def attention_params(self) -> int:
         h, heads = self.hidden_size, self.num_attention_heads
         qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-        if self.q_lora_rank:
-            q = h * self.q_lora_rank + self.q_lora_rank * heads * qk
-        else:
-            q = h * heads * qk
+        q_lora = self.q_lora_rank
+        q = h * q_lora + q_lora * heads * qk if q_lora else h * heads * qk
         kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * heads * (
             self.qk_nope_head_dim + self.v_head_dim
         )
@@ -57,11 +55,7 @@ class MoeShape:
         indexer = 0
         if self.index_n_heads and self.index_head_dim:
             q_in = self.q_lora_rank or h
-            indexer = (
-                q_in * self.index_n_heads * self.index_head_dim
-                + h * self.index_head_dim
-                + h * self.index_n_heads
-            )
+            indexer = q_in * self.index_n_heads * self.index_head_dim + h * self.index_head_dim + h * self.index_n_heads
         return q + kv + o + indexer
 
     def expert_params(self) -> int:
@@ -80,9 +74,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
     h = shape.hidden_size
     embed = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
     mtp_layer = (
-        shape.attention_params()
-        + (shape.n_routed_experts + shape.n_shared_experts) * shape.expert_params()
-        + 2 * h * h
+        shape.attention_params() + (shape.n_routed_experts + shape.n_shared_experts) * shape.expert_params() + 2 * h * h
     )
     groups = [
         ParamGroup(

@@ -239,10 +239,8 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
 
     # a memory fraction, searched in the engine's own steps
     if plan.engine == "sglang":
-        cur = round(float(plan.knob("mem_fraction_static").value) * 1000)  # type: ignore[arg-type]
-        best = _smallest(
-            cur + 1, 950, lambda m: _try(plan, req, mem_fraction_static=m / 1000) is not None
-        )
+        cur = round(plan.knob("mem_fraction_static").as_float() * 1000)
+        best = _smallest(cur + 1, 950, lambda m: _try(plan, req, mem_fraction_static=m / 1000) is not None)
         if best is not None:
             new = _try(plan, req, mem_fraction_static=best / 1000)
             assert new is not None
@@ -255,7 +253,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                 )
             )
     elif dep.kv_cache_memory is None:
-        cur = round(float(plan.knob("gpu_memory_utilization").value) * 100)  # type: ignore[arg-type]
+        cur = round(plan.knob("gpu_memory_utilization").as_float() * 100)
         best = _smallest(cur + 1, 98, lambda u: _try(plan, req, gpu_memory_utilization=u / 100) is not None)
         if best is not None:
             new = _try(plan, req, gpu_memory_utilization=best / 100)
@@ -273,9 +271,10 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
         new = _try(plan, req, context_length=total)
         if new is not None:
             out.append(Remedy("context_length", total, new.logged_tokens, "max_model_len the pool can start with"))
-    elif total > plan.context_len and total <= plan.arch.max_position_embeddings:
-        if (new := _try(plan, req, context_length=total)) is not None:
-            out.append(Remedy("context_length", total, new.logged_tokens, "up to max_position_embeddings"))
+    elif plan.context_len < total <= plan.arch.max_position_embeddings and (
+        new := _try(plan, req, context_length=total)
+    ):
+        out.append(Remedy("context_length", total, new.logged_tokens, "up to max_position_embeddings"))
 
     # fewer running requests
     if req.concurrent > 1:

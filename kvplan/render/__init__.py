@@ -158,12 +158,12 @@ def _rich(r: Report, stream: TextIO) -> None:
         for label, b in r.bar.parts:
             if b <= 0:
                 continue
-            n = max(1, round(width * b / total))
+            cells = max(1, round(width * b / total))
             color = _COLORS.get(label, "white")
-            line.append("█" * n, style=color)
+            line.append("█" * cells, style=color)
             legend.append("■ ", style=color)
             legend.append(f"{label} {gib(b)}  ")
         console.print(line)
         console.print(legend)
-    for n in r.notes:
-        console.print(Text(f"note: {n}", style="yellow"))
+    for note in r.notes:
+        console.print(Text(f"note: {note}", style="yellow"))

@@ -14,8 +14,10 @@ from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, si
 
 
 def _value(name: str, v: object) -> str:
-    if isinstance(v, int) and not isinstance(v, bool) and (
-        name in ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other", "kv_cache_memory")
+    if (
+        isinstance(v, int)
+        and not isinstance(v, bool)
+        and (name in ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other", "kv_cache_memory"))
     ):
         return size(v)
     if isinstance(v, int) and not isinstance(v, bool):
@@ -118,7 +120,11 @@ def admit_report(a: Admission) -> Report:
         else f"REJECTED: {a.binding.name} — {a.binding.detail if a.binding.name == 'engine starts' else ''}".rstrip(
             " —"
         )
-        + ("" if a.binding.name == "engine starts" else f" needs {a.binding.need:,} {a.binding.unit}, has {a.binding.have:,}")
+        + (
+            ""
+            if a.binding.name == "engine starts"
+            else f" needs {a.binding.need:,} {a.binding.unit}, has {a.binding.have:,}"
+        )
     )
     need = a.need
     req_rows = (
@@ -158,9 +164,7 @@ def admit_report(a: Admission) -> Report:
         sections.append(
             Section(
                 "Smallest changes that admit it (each re-planned)",
-                tuple(
-                    (f"--set {m.knob}={m.value}", count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies
-                ),
+                tuple((f"--set {m.knob}={m.value}", count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies),
                 ("change", "pool after", ""),
             )
         )
@@ -200,11 +204,23 @@ def admit_report(a: Admission) -> Report:
 def budget_report(b: Budget) -> Report:
     p = b.plan
     rows = []
-    for label, f in (("per pool row" if p.dcp > 1 else "per token", b.per_row), (f"per page ({p.logical_page_tokens} tokens)", b.per_page)):
-        rows.append((label, "", nbytes(f.main_bytes), nbytes(f.indexer_bytes), nbytes(f.draft_bytes), nbytes(f.total_bytes)))
+    for label, f in (
+        ("per pool row" if p.dcp > 1 else "per token", b.per_row),
+        (f"per page ({p.logical_page_tokens} tokens)", b.per_page),
+    ):
+        rows.append(
+            (label, "", nbytes(f.main_bytes), nbytes(f.indexer_bytes), nbytes(f.draft_bytes), nbytes(f.total_bytes))
+        )
     for f in b.per_context:
         rows.append(
-            (f"{f.tokens:,} tokens", count(f.pages), size(f.main_bytes), size(f.indexer_bytes), size(f.draft_bytes), size(f.total_bytes))
+            (
+                f"{f.tokens:,} tokens",
+                count(f.pages),
+                size(f.main_bytes),
+                size(f.indexer_bytes),
+                size(f.draft_bytes),
+                size(f.total_bytes),
+            )
         )
     share = (
         ("indexer / main KV", ppm(b.indexer_share_of_main_ppm)),
@@ -234,13 +250,34 @@ def budget_report(b: Budget) -> Report:
 
 def models_list_report(models: list[ModelArch]) -> Report:
     rows = tuple(
-        (m.name, m.architecture, str(m.num_layers), f"{m.full_indexer_layers}/{m.num_layers}", count(m.max_position_embeddings), m.description)
+        (
+            m.name,
+            m.architecture,
+            str(m.num_layers),
+            f"{m.full_indexer_layers}/{m.num_layers}",
+            count(m.max_position_embeddings),
+            m.description,
+        )
         for m in models
     )
-    data = {"models": [{"name": m.name, "architecture": m.architecture, "num_layers": m.num_layers,
-                        "full_indexer_layers": m.full_indexer_layers,
-                        "max_position_embeddings": m.max_position_embeddings} for m in models]}  # fmt: skip
-    return Report("models", "Model presets", (Section("", rows, ("name", "architecture", "layers", "indexer layers", "positions", "")),), data)
+    data = {
+        "models": [
+            {
+                "name": m.name,
+                "architecture": m.architecture,
+                "num_layers": m.num_layers,
+                "full_indexer_layers": m.full_indexer_layers,
+                "max_position_embeddings": m.max_position_embeddings,
+            }
+            for m in models
+        ]
+    }
+    return Report(
+        "models",
+        "Model presets",
+        (Section("", rows, ("name", "architecture", "layers", "indexer layers", "positions", "")),),
+        data,
+    )
 
 
 def model_report(m: ModelArch) -> Report:
@@ -248,30 +285,79 @@ def model_report(m: ModelArch) -> Report:
         ("architecture", m.architecture),
         ("layers (+ MTP)", f"{m.num_layers} (+ {m.num_mtp_layers})"),
         ("MLA", f"kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}"),
-        ("indexer", f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}" if m.is_dsa else "none"),
-        ("full indexer layers", f"{m.full_indexer_layers} of {m.num_layers} ({m.indexer_rule.value}): {', '.join(map(str, m.full_layer_ids))}" if m.is_dsa else "—"),
+        (
+            "indexer",
+            f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}"
+            if m.is_dsa
+            else "none",
+        ),
+        (
+            "full indexer layers",
+            f"{m.full_indexer_layers} of {m.num_layers} ({m.indexer_rule.value}): "
+            + ", ".join(map(str, m.full_layer_ids))
+            if m.is_dsa
+            else "—",
+        ),
         ("max positions", count(m.max_position_embeddings)),
         ("parameters", count(m.total_params)),
         *((f"weights at tp {w.tp}", f"{size(w.bytes)} measured: {w.source}") for w in m.measured_weights),
         ("source", m.source),
     )
     groups = tuple((g.name, count(g.params), g.split) for g in m.param_groups)
-    data = {"model": {"name": m.name, "architecture": m.architecture, "num_layers": m.num_layers,
-                      "num_mtp_layers": m.num_mtp_layers, "kv_lora_rank": m.kv_lora_rank,
-                      "qk_rope_head_dim": m.qk_rope_head_dim, "index_head_dim": m.index_head_dim,
-                      "index_n_heads": m.index_n_heads, "index_topk": m.index_topk, "index_kpool": m.index_kpool,
-                      "full_indexer_layer_ids": list(m.full_layer_ids), "indexer_rule": m.indexer_rule.value,
-                      "max_position_embeddings": m.max_position_embeddings, "total_params": m.total_params,
-                      "param_groups": {g.name: g.params for g in m.param_groups},
-                      "measured_weights": [asdict(w) for w in m.measured_weights]}}  # fmt: skip
-    return Report("models show", f"Model {m.name}", (Section("", rows, ("", "")), Section("Parameter groups", groups, ("group", "params", "split"))), data)
+    data = {
+        "model": {
+            "name": m.name,
+            "architecture": m.architecture,
+            "num_layers": m.num_layers,
+            "num_mtp_layers": m.num_mtp_layers,
+            "kv_lora_rank": m.kv_lora_rank,
+            "qk_rope_head_dim": m.qk_rope_head_dim,
+            "index_head_dim": m.index_head_dim,
+            "index_n_heads": m.index_n_heads,
+            "index_topk": m.index_topk,
+            "index_kpool": m.index_kpool,
+            "full_indexer_layer_ids": list(m.full_layer_ids),
+            "indexer_rule": m.indexer_rule.value,
+            "max_position_embeddings": m.max_position_embeddings,
+            "total_params": m.total_params,
+            "param_groups": {g.name: g.params for g in m.param_groups},
+            "measured_weights": [asdict(w) for w in m.measured_weights],
+        }
+    }
+    return Report(
+        "models show",
+        f"Model {m.name}",
+        (Section("", rows, ("", "")), Section("Parameter groups", groups, ("group", "params", "split"))),
+        data,
+    )
 
 
 def deployments_list_report(deps: list[Deployment]) -> Report:
-    rows = tuple((d.name, d.model, f"{d.engine} {d.engine_version}", d.gpu.key, f"tp{d.tp} dcp{d.dcp}", d.kv_cache_dtype) for d in deps)
-    data = {"deployments": [{"name": d.name, "model": d.model, "engine": d.engine, "engine_version": d.engine_version,
-                             "gpu": d.gpu.key, "tp": d.tp, "dcp": d.dcp, "kv_cache_dtype": d.kv_cache_dtype} for d in deps]}  # fmt: skip
-    return Report("deployments", "Deployment presets", (Section("", rows, ("name", "model", "engine", "gpu", "parallel", "kv dtype")),), data)
+    rows = tuple(
+        (d.name, d.model, f"{d.engine} {d.engine_version}", d.gpu.key, f"tp{d.tp} dcp{d.dcp}", d.kv_cache_dtype)
+        for d in deps
+    )
+    data = {
+        "deployments": [
+            {
+                "name": d.name,
+                "model": d.model,
+                "engine": d.engine,
+                "engine_version": d.engine_version,
+                "gpu": d.gpu.key,
+                "tp": d.tp,
+                "dcp": d.dcp,
+                "kv_cache_dtype": d.kv_cache_dtype,
+            }
+            for d in deps
+        ]
+    }
+    return Report(
+        "deployments",
+        "Deployment presets",
+        (Section("", rows, ("name", "model", "engine", "gpu", "parallel", "kv dtype")),),
+        data,
+    )
 
 
 def deployment_report(p: PoolPlan) -> Report:
@@ -280,7 +366,11 @@ def deployment_report(p: PoolPlan) -> Report:
         ("model", d.model),
         ("engine", f"{d.engine} {d.engine_version}"),
         ("GPU", f"{d.gpu.name}: {size(d.gpu.nvml_total_bytes)} NVML, {size(d.gpu.cuda_total_bytes)} CUDA"),
-        ("layout", f"{d.nodes} node(s) × {d.gpus_per_node} GPUs, tp {d.tp}, dp-attention {d.dp_attention}, ep {d.ep}, pp {d.pp}, dcp {d.dcp}"),
+        (
+            "layout",
+            f"{d.nodes} node(s) × {d.gpus_per_node} GPUs, tp {d.tp}, dp-attention {d.dp_attention}, "
+            f"ep {d.ep}, pp {d.pp}, dcp {d.dcp}",
+        ),
         ("source", d.source),
     )
     return Report(

@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import settings
+
+from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
+from kvplan.models.arch import ModelArch
+from kvplan.models.load import load_deployment, load_model
+
+settings.register_profile("ci", max_examples=60, deadline=None)
+settings.register_profile("dev", max_examples=25, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def make_plan(deploy: str = "glm-5.3-8xh200-sglang", model: ModelArch | str | None = None, **sets: object) -> PoolPlan:
+    """A plan for a preset deployment with `--set` overrides given as keyword arguments."""
+    dep = load_deployment(deploy, [f"{k}={v}" for k, v in sets.items()])
+    arch = model if isinstance(model, ModelArch) else load_model(model or dep.model)
+    return plan_pool(arch, dep)
+
+
+@pytest.fixture(scope="session")
+def glm53() -> ModelArch:
+    return load_model("glm-5.3")

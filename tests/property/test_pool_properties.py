@@ -1,0 +1,64 @@
+"""Properties of the pool plans of both engines (hypothesis)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvplan.engines import plan_pool
+from kvplan.models.arch import ModelArch
+from kvplan.models.load import load_deployment, load_model
+from kvplan.units import GiB
+
+GLM = load_model("glm-5.3")
+DEPLOYS = {e: load_deployment(f"glm-5.3-8xh200-{e}") for e in ("sglang", "vllm")}
+
+engines = st.sampled_from(sorted(DEPLOYS))
+weights = st.integers(min_value=60 * GiB, max_value=110 * GiB)
+flags = st.lists(st.booleans(), min_size=78, max_size=78).map(tuple)
+dcps = st.sampled_from([1, 2, 4, 8])
+dtypes = st.sampled_from(["fp8", "bf16", "auto"])
+
+
+def plan(engine: str, arch: ModelArch = GLM, **changes: object):  # type: ignore[no-untyped-def]
+    return plan_pool(arch, replace(DEPLOYS[engine], **changes))  # type: ignore[arg-type]
+
+
+def _rows_per_byte_check(p) -> None:  # type: ignore[no-untyped-def]
+    page_bytes = p.page_tokens * p.cell.total_bytes
+    # cell × rows <= available < cell × (rows + page)
+    assert p.rows * p.cell.total_bytes <= p.available_bytes < p.rows * p.cell.total_bytes + page_bytes
+    # pools are page-aligned
+    assert p.rows % p.page_tokens == 0
+
+
+@given(engines, weights, dcps, dtypes)
+def test_pool_fills_available_to_the_page(engine: str, w: int, dcp: int, dtype: str) -> None:
+    p = plan(engine, weights_per_gpu=w, dcp=dcp, kv_cache_dtype=dtype, context_length=131072)
+    if p.available_bytes:
+        _rows_per_byte_check(p)
+
+
+@given(engines, flags, st.integers(min_value=0, max_value=77))
+def test_gaining_an_indexer_never_grows_capacity(engine: str, f: tuple[bool, ...], layer: int) -> None:
+    before = replace(GLM, indexer_full=f)
+    after = replace(GLM, indexer_full=tuple(v or i == layer for i, v in enumerate(f)))
+    if engine == "vllm":  # vLLM reads the pattern, not indexer_types
+        before = replace(before, index_topk_pattern="".join("F" if v else "S" for v in before.indexer_full))
+        after = replace(after, index_topk_pattern="".join("F" if v else "S" for v in after.indexer_full))
+    assert plan(engine, after).rows <= plan(engine, before).rows
+
+
+@given(engines, weights, st.integers(min_value=1, max_value=4 * GiB))
+def test_less_memory_never_grows_capacity(engine: str, w: int, extra: int) -> None:
+    assert plan(engine, weights_per_gpu=w + extra).rows <= plan(engine, weights_per_gpu=w).rows
+
+
+@given(weights, st.integers(min_value=1, max_value=8 * GiB))
+def test_less_pre_load_free_never_grows_sglang_capacity(w: int, less: int) -> None:
+    pre = DEPLOYS["sglang"].gpu.cuda_total_bytes - GiB
+    a = plan("sglang", weights_per_gpu=w, pre_load_free=pre)
+    b = plan("sglang", weights_per_gpu=w, pre_load_free=pre - less)
+    assert b.rows <= a.rows

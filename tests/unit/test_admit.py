@@ -1,0 +1,93 @@
+"""Admission on the default deployment (GLM-5.3 FP8, 8×H200, SGLang TP8, fp8_ds_mla, page 64)."""
+
+from __future__ import annotations
+
+from kvplan.plan.admit import Request, admit, with_pool_tokens
+from kvplan.plan.budget import budget
+from tests.conftest import make_plan
+
+M = 1 << 20
+
+
+def test_default_1m_rejected_on_pool_pages() -> None:
+    # pool: 567,616 tokens = 8,869 pages (test_sglang.test_default_deployment_rejects_1m);
+    # 1M needs 1,048,576 / 64 = 16,384 pages -> rejected by the pool
+    a = admit(make_plan(), Request(ctx_tokens=M))
+    assert not a.admitted
+    assert a.binding.name == "pool pages"
+    assert (a.binding.need, a.binding.have) == (16_384, 8_869)
+    assert a.largest_ctx == 567_616
+    assert a.max_concurrent == 0
+    assert a.headroom_tokens == 567_616 - M
+
+
+def test_default_1m_remedy_is_dcp2_and_really_admits() -> None:
+    # dcp 2: backend trtllm (raw 576 B) and no prefill graph: mfs 0.897;
+    # cell = 576 × 78 + 132 × 21 × 2 = 44,928 + 5,544 = 50,472 B per row of 2 tokens
+    a = admit(make_plan(), Request(ctx_tokens=M))
+    remedies = {r.knob: r for r in a.remedies}
+    assert remedies["dcp"].value == 2
+    fixed = make_plan(dcp=2)
+    assert fixed.cell.total_bytes == 50_472
+    assert admit(fixed, Request(ctx_tokens=M)).admitted
+    assert remedies["dcp"].pool_tokens == fixed.logged_tokens
+
+
+def test_mem_fraction_remedy_is_the_smallest() -> None:
+    # 600K tokens do not fit at mfs 0.886 (567,616); the remedy is the smallest mfs (in 0.001 steps) that fits
+    req = Request(ctx_tokens=600_000)
+    a = admit(make_plan(), req)
+    mfs = {r.knob: r.value for r in a.remedies}["mem_fraction_static"]
+    assert isinstance(mfs, float)
+    assert admit(make_plan(mem_fraction_static=mfs), req).admitted
+    assert not admit(make_plan(mem_fraction_static=round(mfs - 0.001, 3)), req).admitted
+
+
+def test_bf16_remedy_is_fp8() -> None:
+    # bf16 (92,628 B/token) holds fewer tokens than fp8_ds_mla (53,940): a 500K request needs the fp8 cache
+    req = Request(ctx_tokens=500_000)
+    a = admit(make_plan(kv_cache_dtype="bf16"), req)
+    assert not a.admitted
+    assert {r.knob: r.value for r in a.remedies}["kv_cache_dtype"] == "fp8_e4m3"
+
+
+def test_main_only_plan_would_have_claimed_more() -> None:
+    # main-only cell 51,168: 30,620,424,077 // 51,168 = 598,429 -> 598,400 tokens (vs 567,616 real)
+    a = admit(make_plan(), Request(ctx_tokens=580_000))
+    assert a.main_only.pool_tokens == 598_400
+    assert a.main_only.admitted and not a.admitted
+
+
+def test_concurrency() -> None:
+    # 128K = 2,048 pages; 8,869 // 2,048 = 4 requests at once
+    a = admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=5))
+    assert not a.admitted
+    assert a.max_concurrent == 4
+    assert {r.knob: r.value for r in a.remedies}["concurrent"] == 4
+    assert admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=4)).admitted
+
+
+def test_pool_tokens_from_a_log() -> None:
+    # "my log says 1,000,000 tokens": 1,000,000 // 64 = 15,625 pages < 16,384 for 1M -> rejected
+    p = with_pool_tokens(make_plan(), 1_000_000)
+    assert not admit(p, Request(ctx_tokens=M), pool_source="log").admitted
+    # 900K = 921,600 tokens = 14,400 pages <= 15,625
+    assert admit(p, Request(ctx_tokens=900 * 1024), pool_source="log").admitted
+
+
+def test_context_length_binds() -> None:
+    a = admit(make_plan(context_length="128K"), Request(ctx_tokens=128 * 1024, gen_tokens=1))
+    assert a.binding.name == "context length"
+    assert {r.knob: r.value for r in a.remedies}["context_length"] == 128 * 1024 + 1
+
+
+def test_budget_shares() -> None:
+    # indexer / main = 2,772 / 51,168 = 5.417 %; indexer / total = 2,772 / 53,940 = 5.139 % (in ppm)
+    b = budget(make_plan(), (8192, M))
+    assert b.indexer_share_of_main_ppm == 2_772 * 1_000_000 // 51_168 == 54_174
+    assert b.indexer_share_of_total_ppm == 51_390
+    # one 64-token page: 64 × 53,940 = 3,452,160 B
+    assert b.per_page.total_bytes == 3_452_160
+    assert b.per_context[0].pages == 128
+    # expected tail waste: (64 − 1) / 2 rows × 53,940 = 1,699,110 B
+    assert b.tail_waste_bytes == 1_699_110
