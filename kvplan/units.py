@@ -93,3 +93,11 @@ def parse_token_list(text: str) -> tuple[int, ...]:
     if not items:
         raise InputError("empty list of token counts")
     return tuple(parse_tokens(t) for t in items)
+
+
+def parse_option_tokens(option: str, text: str) -> int:
+    """parse_tokens for a command-line option, naming the option in the error."""
+    try:
+        return parse_tokens(text)
+    except InputError as e:
+        raise InputError(f"{option}: {e}") from None

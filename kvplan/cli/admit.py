@@ -27,16 +27,19 @@ def admit(
     Example: kvplan admit --ctx 1M --set dcp=8
     """
     with boundary():
+        from kvplan.errors import InputError
         from kvplan.plan.admit import Request, with_pool_tokens
         from kvplan.plan.admit import admit as run_admit
         from kvplan.render.reports import admit_report
-        from kvplan.units import parse_tokens
+        from kvplan.units import parse_option_tokens as tokens
 
-        req = Request(ctx_tokens=parse_tokens(ctx), gen_tokens=parse_tokens(gen), concurrent=concurrent)
+        req = Request(ctx_tokens=tokens("--ctx", ctx), gen_tokens=tokens("--gen", gen), concurrent=concurrent)
         plan = load_plan(model, deploy, set_)
         source = "planned"
         if pool_tokens is not None:
-            n = parse_tokens(pool_tokens)
+            n = tokens("--pool-tokens", pool_tokens)
+            if n <= 0:
+                raise InputError(f"--pool-tokens must be positive, got {n}")
             plan = with_pool_tokens(plan, n)
             source = f"--pool-tokens {n:,} (from an engine log)"
         result = run_admit(plan, req, pool_source=source)

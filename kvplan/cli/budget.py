@@ -20,9 +20,13 @@ def budget(
     Example: kvplan budget --ctx 8K,1M --set kv_cache_dtype=bf16
     """
     with boundary():
+        from kvplan.errors import InputError
         from kvplan.plan.budget import budget as run_budget
         from kvplan.render.reports import budget_report
         from kvplan.units import parse_token_list
 
-        contexts = parse_token_list(ctx)
+        try:
+            contexts = parse_token_list(ctx)
+        except InputError as e:
+            raise InputError(f"--ctx: {e}") from None
         emit(budget_report(run_budget(load_plan(model, deploy, set_), contexts)), fmt)

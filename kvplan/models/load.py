@@ -74,7 +74,13 @@ def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], source: str) 
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_node_to_data(v, (*path, i), lines, source) for i, v in enumerate(node.value)]
-    return _constructor().construct_object(node, deep=True)
+    try:
+        return _constructor().construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, TypeError) as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(
+            f"cannot read a value: {problem}", source=source, key=_dotted(path), line=node.start_mark.line + 1
+        ) from None
 
 
 @lru_cache(maxsize=1)
@@ -99,10 +105,24 @@ def parse_text(text: str, source: str) -> Doc:
     if node is None:
         raise ConfigError("the file is empty", source=source)
     lines: dict[Path_, int] = {}
-    return Doc(_node_to_data(node, (), lines, source), source, lines)
+    try:
+        data = _node_to_data(node, (), lines, source)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(
+            f"cannot read a value: {problem}", source=source, line=mark.line + 1 if mark is not None else None
+        ) from None
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"cannot read a value: {e}", source=source) from None
+    except RecursionError:
+        raise ConfigError("an alias refers to itself", source=source) from None
+    return Doc(data, source, lines)
 
 
 def read_file(path: Path) -> Doc:
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"  # a Hugging Face snapshot folder
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -348,7 +368,7 @@ def load_model(ref: str) -> ModelArch:
         name=r.get_str("name", required=True),
         source=doc.source,
         strict=True,
-        checkpoint_dtype=r.get_choice("checkpoint_dtype", ("fp8", "bf16", "fp16", "fp32")),
+        checkpoint_dtype=r.get_choice("checkpoint_dtype", ("fp8", "nvfp4", "bf16", "fp16", "fp32")),
         description=r.get_str("description", default=""),
     )
     points = []
@@ -410,9 +430,7 @@ def _model_from_hf(
             offset=offset,
         )
     if checkpoint_dtype is None:
-        q = r.data.get("quantization_config")
-        is_fp8 = isinstance(q, dict) and (q.get("quant_method") == "fp8" or "fp8" in str(q.get("fmt", "")))
-        checkpoint_dtype = "fp8" if is_fp8 else "bf16"
+        checkpoint_dtype = _checkpoint_dtype(r.data)
     hidden = r.get_int("hidden_size", default=0, minimum=0)
     groups: tuple[Any, ...] = ()
     if hidden:
@@ -459,6 +477,19 @@ def _model_from_hf(
         index_topk_pattern=pattern,
         param_groups=groups,
     )
+
+
+def _checkpoint_dtype(config: dict[str, Any]) -> str:
+    """The linear layers' storage from ``quantization_config`` (fp8 / NVFP4), else ``torch_dtype``."""
+    q = config.get("quantization_config")
+    if isinstance(q, dict):
+        text = json.dumps(q).lower()
+        if "nvfp4" in text or "fp4" in str(q.get("quant_algo", "")).lower():
+            return "nvfp4"
+        if q.get("quant_method") == "fp8" or "fp8" in text or '"num_bits": 8' in text:
+            return "fp8"
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    return {"float32": "fp32", "float16": "fp16"}.get(dtype, "bf16")
 
 
 # --------------------------------------------------------------------------- GPUs
@@ -581,11 +612,7 @@ def _scalar(text: str) -> Any:
     try:
         return int(text)
     except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+        return text  # fractions, sizes and versions ('0.5.23', '0.1') stay text for the typed readers
 
 
 def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> Deployment:
@@ -607,12 +634,12 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         if required not in values:
             r.fail(required, "missing (required)")
     engine = values["engine"]
+    if "engine" in overridden and "engine_version" not in overridden:
+        values["engine_version"] = ENGINES[engine][0]  # switching engines takes the new engine's semantics
     version = values.setdefault("engine_version", ENGINES[engine][0])
     if version not in ENGINES[engine]:
-        where = override if "engine_version" in overridden else r
+        where = override if "engine_version" in overridden or "engine" in overridden else r
         where.fail("engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}")
-    if "engine" in overridden and "engine_version" not in overridden:
-        values["engine_version"] = ENGINES[engine][0] if version not in ENGINES[engine] else version
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
@@ -620,17 +647,24 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         explicit=frozenset(values) - {"model", "engine", "gpu"},
         **values,
     )
-    _check_layout(dep, override if overridden else r)
+    _check_layout(dep, r, override)
     return dep
 
 
-def _check_layout(d: Deployment, r: Reader) -> None:
+def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
+    """Cross-knob rules, blamed on --set when --set gave one of the knobs involved, else on the file."""
+
+    def blame(*keys: str) -> Reader:
+        return override if any(k in override.data for k in keys) else file
+
     if d.tp % d.dcp:
-        r.fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
+        blame("dcp", "tp").fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
     if d.tp % d.dp_attention:
-        r.fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
+        blame("dp_attention", "tp").fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
     if d.tp * d.pp > d.gpus_per_node * d.nodes:
-        r.fail("tp", f"tp {d.tp} × pp {d.pp} needs more GPUs than {d.nodes} node(s) × {d.gpus_per_node}")
+        blame("tp", "pp", "nodes", "gpus_per_node").fail(
+            "tp", f"tp {d.tp} × pp {d.pp} needs more GPUs than {d.nodes} node(s) × {d.gpus_per_node}"
+        )
 
 
 def deployment_model_ref(d: Deployment) -> str:

@@ -66,6 +66,8 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
     """Parameter groups with their checkpoint bytes per parameter and how they are split."""
     if checkpoint_dtype == "fp8":
         lin_num, lin_den = FP8_BLOCK_ELEMS + 4, FP8_BLOCK_ELEMS  # 1 B + 4 B per 128×128 block
+    elif checkpoint_dtype == "nvfp4":
+        lin_num, lin_den = 9, 16  # 4 bits + one fp8 scale per 16 values = 0.5 + 1/16 B
     elif checkpoint_dtype in ("bf16", "fp16"):
         lin_num, lin_den = 2, 1
     else:  # fp32

@@ -92,7 +92,8 @@ class Admission:
         for c in self.checks:
             if not c.ok:
                 return c
-        return min(self.checks, key=lambda c: (c.have - c.need) / max(c.have, 1))
+        sized = [c for c in self.checks if c.unit]
+        return min(sized, key=lambda c: (c.have - c.need) / max(c.have, 1))
 
     @property
     def headroom_tokens(self) -> int:

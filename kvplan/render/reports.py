@@ -114,18 +114,13 @@ def _fp(f: Footprint) -> dict[str, int]:
 
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
-    verdict = (
-        f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit ({p.semantics}, {p.deployment.name})"
-        if a.admitted
-        else f"REJECTED: {a.binding.name} — {a.binding.detail if a.binding.name == 'engine starts' else ''}".rstrip(
-            " —"
-        )
-        + (
-            ""
-            if a.binding.name == "engine starts"
-            else f" needs {a.binding.need:,} {a.binding.unit}, has {a.binding.have:,}"
-        )
-    )
+    b = a.binding
+    if a.admitted:
+        verdict = f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
+    elif b.name == "engine starts":
+        verdict = f"REJECTED: the engine does not start — {b.detail}"
+    else:
+        verdict = f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
     need = a.need
     req_rows = (
         ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
