@@ -131,6 +131,27 @@ class PoolPlan:
         return f"{'SGLang' if self.engine == 'sglang' else 'vLLM'} {self.engine_version}"
 
 
+def memory_map(
+    *, nvml_total: int, outside: tuple[str, int], weights: int, main: int, indexer: int, draft: int, available: int
+) -> tuple[Segment, ...]:
+    """weights | main KV | indexer | draft | reserve | free | outside-the-engine; adds up to the NVML total.
+
+    ``free`` is the part of the KV budget the page-aligned pool leaves unused; ``reserve`` is everything
+    else the engine keeps out of the pool (SGLang's slack, vLLM's non-KV memory and 1 − utilization).
+    """
+    unused = max(available - main - indexer - draft, 0)
+    reserve = nvml_total - outside[1] - weights - main - indexer - draft - unused
+    return (
+        Segment("weights", weights),
+        Segment("main KV", main),
+        Segment("indexer", indexer),
+        Segment("draft", draft),
+        Segment("reserve", reserve),
+        Segment("free", unused),
+        Segment(*outside),
+    )
+
+
 def resolve(dep: Deployment, name: str, default: object, why: str) -> Knob:
     """A knob's value: the deployment's when set, else the engine default with its reason."""
     value = getattr(dep, name)

@@ -10,7 +10,7 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10. In short, on
 
 from __future__ import annotations
 
-from kvplan.engines.common import Cell, Knob, PoolPlan, Segment, Term, resolve, weights_knob
+from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
@@ -290,19 +290,6 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         Term("pool rows per GPU", None, f"{rows:,} = available // cell // {page} × {page}"),
         Term("logged max_total_num_tokens", None, f"{logged:,} = rows × dcp {dcp}"),
     )
-    total = dep.gpu.nvml_total_bytes
-    other = total - pre
-    unused = max(available - allocated, 0)
-    reserve = total - other - weights - mla_alloc - idx_alloc - draft_alloc - unused
-    memory_map = (
-        Segment("weights", weights),
-        Segment("main KV", mla_alloc),
-        Segment("indexer", idx_alloc),
-        Segment("draft", draft_alloc),
-        Segment("reserve", reserve),
-        Segment("free", unused),
-        Segment("driver+context", other),
-    )
     return PoolPlan(
         engine="sglang",
         engine_version=version,
@@ -327,7 +314,15 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         context_len=context_len,
         max_running_requests=mrr,
         allocated_bytes=allocated,
-        memory_map=memory_map,
+        memory_map=memory_map(
+            nvml_total=dep.gpu.nvml_total_bytes,
+            outside=("driver+context", dep.gpu.nvml_total_bytes - pre),
+            weights=weights,
+            main=mla_alloc,
+            indexer=idx_alloc,
+            draft=draft_alloc,
+            available=available,
+        ),
         startup_error=startup_error,
         notes=tuple(notes),
         extras={

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from kvplan.engines.common import Cell, Knob, PoolPlan, Segment, Term, resolve, weights_knob
+from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
@@ -211,22 +211,6 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
         Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
     )
-    nvml = dep.gpu.nvml_total_bytes
-    unused = max(available - allocated, 0)
-    driver = nvml - total
-    reserve = nvml - driver - weights - allocated - unused
-    main_alloc = num_blocks * block * (cell.main_bytes)
-    idx_alloc = num_blocks * block * cell.indexer_bytes
-    draft_alloc = allocated - main_alloc - idx_alloc
-    memory_map = (
-        Segment("weights", weights),
-        Segment("main KV", main_alloc),
-        Segment("indexer", idx_alloc),
-        Segment("draft", draft_alloc),
-        Segment("reserve", reserve),
-        Segment("free", unused),
-        Segment("driver", driver),
-    )
     return PoolPlan(
         engine="vllm",
         engine_version=dep.engine_version,
@@ -251,7 +235,15 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         context_len=max_model_len,
         max_running_requests=max_num_seqs,
         allocated_bytes=allocated,
-        memory_map=memory_map,
+        memory_map=memory_map(
+            nvml_total=dep.gpu.nvml_total_bytes,
+            outside=("driver", dep.gpu.nvml_total_bytes - total),
+            weights=weights,
+            main=rows * cell.main_bytes,
+            indexer=rows * cell.indexer_bytes,
+            draft=rows * (cell.draft_main_bytes + cell.draft_indexer_bytes),
+            available=available,
+        ),
         startup_error=startup_error,
         notes=tuple(notes),
         extras={

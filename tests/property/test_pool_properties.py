@@ -62,3 +62,10 @@ def test_less_pre_load_free_never_grows_sglang_capacity(w: int, less: int) -> No
     a = plan("sglang", weights_per_gpu=w, pre_load_free=pre)
     b = plan("sglang", weights_per_gpu=w, pre_load_free=pre - less)
     assert b.rows <= a.rows
+
+
+@given(engines, weights, dcps, st.sampled_from([0, 3]))
+def test_memory_map_adds_up_to_the_gpu(engine: str, w: int, dcp: int, mtp: int) -> None:
+    p = plan(engine, weights_per_gpu=w, dcp=dcp, speculative_num_draft_tokens=mtp, context_length=131072)
+    assert sum(s.bytes for s in p.memory_map) == p.deployment.gpu.nvml_total_bytes
+    assert all(s.bytes >= 0 for s in p.memory_map if s.label != "reserve")
