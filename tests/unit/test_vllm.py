@@ -141,7 +141,7 @@ def test_dcp8_shards_tokens_not_bytes() -> None:
     p1, p8 = make_plan(VLLM), make_plan(VLLM, dcp=8)
     assert p8.extras["bytes_per_block"] == p1.extras["bytes_per_block"] == 3_452_160
     assert p8.extras["num_blocks"] == p1.extras["num_blocks"] == 8_068
-    assert p8.logged_tokens == 8_068 * 64 * 8 == 4_129_792
+    assert p8.logged_tokens == 8_068 * 64 * 8 == 4_130_816
     # max_model_len 1,048,576 needs cdiv(cdiv(1,048,576, 8), 64) = 2,048 blocks × 3,452,160 B
     assert p8.extras["max_model_len_needed_bytes"] == 2_048 * 3_452_160
     assert p8.startup_error is None
