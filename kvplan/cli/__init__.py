@@ -12,7 +12,10 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.cli.admit import admit
 from kvplan.cli.budget import budget
+from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, models_app
+from kvplan.cli.transfer import transfer
+from kvplan.cli.workspace import workspace
 
 
 class _OneLineErrors(TyperGroup):
@@ -75,6 +78,9 @@ def _root(
 
 app.command()(admit)
 app.command()(budget)
+app.command()(workspace)
+app.command()(prefix)
+app.command()(transfer)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")
 

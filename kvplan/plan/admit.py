@@ -4,7 +4,9 @@ The checks, in the order the engine applies them:
 1. the engine starts at all (vLLM's max-model-len check; SGLang's "no memory for the KV cache");
 2. context length: ctx + gen <= context_len (SGLang --context-length, vLLM max_model_len);
 3. pool: N × pages(ctx + gen) <= usable pages (SGLang: all pages; vLLM: num_blocks − 1 for the null block);
-4. running requests: N <= max_running_requests (SGLang) / max_num_seqs (vLLM).
+4. running requests: N <= max_running_requests (SGLang) / max_num_seqs (vLLM);
+5. workspaces: req_to_token, CUDA graphs, indexer logits and top-k buffers fit in the room outside the pool
+   at this batch and context (kvplan.plan.workspace).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
+from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +84,17 @@ class Admission:
     remedies: tuple[Remedy, ...]
     main_only: MainOnlyClaim
     pool_source: str
+    workspace: Workspace
+
+    @property
+    def tail_waste_tokens(self) -> int:
+        """Slots of the last page this request allocates but never fills."""
+        return self.need.pages * self.plan.logical_page_tokens - self.request.total_tokens
+
+    @property
+    def tail_waste_bytes(self) -> int:
+        """Those slots in bytes on one GPU, for all N requests (each rank holds 1/dcp of them)."""
+        return self.tail_waste_tokens * self.request.concurrent * self.plan.cell.total_bytes // self.plan.dcp
 
     @property
     def admitted(self) -> bool:
@@ -121,7 +135,7 @@ def largest_admitted(plan: PoolPlan) -> int:
     return min(plan.context_len, plan.usable_tokens)
 
 
-def _checks(plan: PoolPlan, req: Request) -> tuple[Check, ...]:
+def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
     total = req.total_tokens
     pages = plan.pages_for(total)
     checks = [
@@ -157,6 +171,16 @@ def _checks(plan: PoolPlan, req: Request) -> tuple[Check, ...]:
             "requests",
             "max_running_requests" if plan.engine == "sglang" else "max_num_seqs",
         ),
+        Check(
+            "workspace",
+            ws.fits or plan.startup_error is not None,
+            ws.peak_bytes,
+            ws.room_bytes,
+            "bytes",
+            "req_to_token, CUDA graphs, indexer logits, top-k outside the pool"
+            if plan.engine == "sglang"
+            else "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB",
+        ),
     ]
     return tuple(checks)
 
@@ -179,7 +203,8 @@ def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
 
 def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedies: bool = True) -> Admission:
     need = footprint(plan, req.total_tokens)
-    checks = _checks(plan, req)
+    ws = workspace(plan, WorkspaceQuery(batch=req.concurrent, ctx=req.total_tokens))
+    checks = _checks(plan, req, ws)
     per_req = need.pages
     fit = plan.usable_pages // per_req if per_req and not plan.startup_error else 0
     result = Admission(
@@ -193,6 +218,7 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
         remedies=(),
         main_only=_main_only(plan, req),
         pool_source=pool_source,
+        workspace=ws,
     )
     if remedies and not result.admitted and pool_source == "planned":
         result = replace(result, remedies=tuple(find_remedies(plan, req)))
@@ -212,6 +238,16 @@ def _try(plan: PoolPlan, req: Request, **changes: object) -> PoolPlan | None:
     return new if admit(new, req, remedies=False).admitted else None
 
 
+def _pool_fits(plan: PoolPlan, req: Request, **changes: object) -> bool:
+    """Whether the re-planned pool alone (pages, engine start) holds the request."""
+    dep: Deployment = replace(plan.deployment, **changes)  # type: ignore[arg-type]
+    try:
+        new = plan_pool(plan.arch, dep)
+    except InputError:
+        return False
+    return new.startup_error is None and req.concurrent * new.pages_for(req.total_tokens) <= new.usable_pages
+
+
 def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
     """The smallest x in [lo, hi] with ok(x), for ok monotone in x."""
     if lo > hi or not ok(hi):
@@ -222,6 +258,19 @@ def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
             hi = mid
         else:
             lo = mid + 1
+    return lo
+
+
+def _largest_ok(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """The largest x in [lo, hi] with ok(x), for ok true up to a threshold and false above it."""
+    if lo > hi or not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
     return lo
 
 
@@ -238,28 +287,18 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             )
             break
 
-    # a memory fraction, searched in the engine's own steps
-    if plan.engine == "sglang":
-        cur = round(plan.knob("mem_fraction_static").as_float() * 1000)
-        best = _smallest(cur + 1, 950, lambda m: _try(plan, req, mem_fraction_static=m / 1000) is not None)
-        if best is not None:
-            new = _try(plan, req, mem_fraction_static=best / 1000)
-            assert new is not None
-            out.append(
-                Remedy(
-                    "mem_fraction_static",
-                    best / 1000,
-                    new.logged_tokens,
-                    f"leaves {new.extras['slack_bytes']:,} B of slack for graphs, req_to_token and logits",
-                )
-            )
-    elif dep.kv_cache_memory is None:
-        cur = round(plan.knob("gpu_memory_utilization").as_float() * 100)
-        best = _smallest(cur + 1, 98, lambda u: _try(plan, req, gpu_memory_utilization=u / 100) is not None)
-        if best is not None:
-            new = _try(plan, req, gpu_memory_utilization=best / 100)
-            assert new is not None
-            out.append(Remedy("gpu_memory_utilization", best / 100, new.logged_tokens, "higher utilization"))
+    # a memory fraction, searched in the engine's own steps: the smallest that makes the pool big enough
+    # (monotone), then checked whole, since a larger fraction also shrinks the room for the workspaces
+    knob, steps, top = (
+        ("mem_fraction_static", 1000, 950) if plan.engine == "sglang" else ("gpu_memory_utilization", 100, 98)
+    )
+    if plan.engine == "sglang" or dep.kv_cache_memory is None:
+        cur = round(plan.knob(knob).as_float() * steps)
+        best = _smallest(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
+        if best is not None and (new := _try(plan, req, **{knob: best / steps})) is not None:
+            room = new.extras.get("slack_bytes")
+            detail = f"leaves {room:,} B of slack outside the pool" if room is not None else "higher utilization"
+            out.append(Remedy(knob, best / steps, new.logged_tokens, detail))
 
     # the kv cache dtype
     if plan.mla_layout.value == "bf16":
@@ -277,7 +316,25 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     ):
         out.append(Remedy("context_length", total, new.logged_tokens, "up to max_position_embeddings"))
 
-    # fewer running requests
+    # fewer running requests (SGLang: a smaller req_to_token table in the slack)
+    failed = {c.name for c in admit(plan, req, remedies=False).checks if not c.ok}
+    if plan.engine == "sglang" and "workspace" in failed:
+        cur = plan.max_running_requests
+        best_mrr = _largest_ok(req.concurrent, cur - 1, lambda m: _try(plan, req, max_running_requests=m) is not None)
+        if best_mrr is not None:
+            new = _try(plan, req, max_running_requests=best_mrr)
+            assert new is not None
+            out.append(
+                Remedy(
+                    "max_running_requests",
+                    best_mrr,
+                    new.logged_tokens,
+                    f"req_to_token {new.extras['req_to_token_bytes']:,} B instead of "
+                    f"{plan.extras['req_to_token_bytes']:,} B",
+                )
+            )
+
+    # fewer concurrent copies
     if req.concurrent > 1:
         fit = plan.usable_pages // plan.pages_for(total) if not plan.startup_error else 0
         fit = min(fit, plan.max_running_requests)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
 
-from kvplan.units import GB, GiB
+from kvplan.units import GB, MB, GiB, MiB
 
 SCHEMA_VERSION = 1
 
@@ -29,9 +29,11 @@ def gib(n: int) -> str:
 
 
 def size(n: int) -> str:
-    """Both unit systems: '52.68 GiB (56.56 GB)'; exact bytes under 1 MiB: '53,940 B'."""
-    if abs(n) < 1 << 20:
+    """Both unit systems: '52.68 GiB (56.56 GB)', '64.00 MiB (67.11 MB)'; exact bytes under 1 MiB."""
+    if abs(n) < MiB:
         return nbytes(n)
+    if abs(n) < GiB:
+        return f"{n / MiB:,.2f} MiB ({n / MB:,.2f} MB)"
     return f"{n / GiB:,.2f} GiB ({n / GB:,.2f} GB)"
 
 

@@ -10,6 +10,9 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.plan.admit import Admission
 from kvplan.plan.budget import Budget, Footprint
+from kvplan.plan.prefix import PrefixHit
+from kvplan.plan.transfer import Transfer
+from kvplan.plan.workspace import Wall, Workspace
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size
 
 
@@ -108,6 +111,238 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
     }
 
 
+def _need_have(need: int, have: int, unit: str) -> str:
+    if unit == "bytes":
+        return f"{gib(need)} / {gib(have)}"
+    return f"{need:,} / {have:,} {unit}" if unit else ""
+
+
+def workspace_section(w: Workspace) -> Section:
+    rows = [(i.name, size(i.bytes), i.phase, i.detail + ("" if i.in_budget else " (unbudgeted)")) for i in w.items]
+    rows += [
+        ("peak", size(w.peak_bytes), "", "persistent + the larger of the prefill and decode phases"),
+        (
+            "room",
+            size(w.room_bytes),
+            "",
+            "SGLang's slack pre_load_free × (1 − mem_fraction_static)"
+            if w.plan.engine == "sglang"
+            else "reserved by vLLM's non-KV profile (+ the 512 MiB logits cap)",
+        ),
+        ("left", size(w.left_bytes), "", "for activations, NCCL and allocator slack (not counted)"),
+    ]
+    title = f"Outside the pool on one GPU: batch {w.batch:,}, context {w.ctx:,}, MTP draft {w.draft_tokens}"
+    return Section(title, tuple(rows), ("", "size", "phase", ""))
+
+
+def workspace_data(w: Workspace) -> dict[str, Any]:
+    return {
+        "batch": w.batch,
+        "ctx": w.ctx,
+        "draft_tokens": w.draft_tokens,
+        "chunk": w.chunk,
+        "items": [asdict(i) for i in w.items],
+        "peak_bytes": w.peak_bytes,
+        "room_bytes": w.room_bytes,
+        "left_bytes": w.left_bytes,
+        "fits": w.fits,
+        "logits_budget_bytes": w.budget_bytes,
+        "prefill": {**asdict(w.prefill), "chunk_bytes": w.prefill.chunk_bytes},
+    }
+
+
+def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
+    p = w.plan
+    pre = w.prefill
+    chunking = (
+        ("query rows × keys", f"{pre.rows:,} × {pre.cols:,}", ""),
+        ("logits unchunked", size(pre.logits_bytes), "rows × keys × 4 B (fp32)"),
+        (
+            "budget",
+            size(pre.budget_bytes),
+            "min(0.2 × total × (1 − mfs), 0.3 × total)"
+            if p.engine == "sglang"
+            else "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
+        ),
+        ("budget checked", "yes" if pre.checked else "no", "rows × keys >= 8,000,000" if p.engine == "sglang" else ""),
+        ("rows per chunk", count(pre.rows_per_chunk), f"{pre.chunks:,} chunk(s), {size(pre.chunk_bytes)} each"),
+    )
+    wall_rows = tuple(
+        (
+            wl.knob,
+            count(wl.largest_fitting) if wl.largest_fitting >= 0 else "none",
+            wl.breaks or f"nothing up to {wl.limit:,}",
+        )
+        for wl in walls
+    )
+    ok = w.fits and w.pool_fits
+    verdict = (
+        f"FITS: {gib(w.peak_bytes)} of workspaces in {gib(w.room_bytes)}, {gib(w.left_bytes)} left"
+        if ok
+        else f"DOES NOT FIT: {'the pool' if not w.pool_fits else 'the workspaces'} at batch {w.batch:,}, "
+        f"context {w.ctx:,}"
+    )
+    return Report(
+        "workspace",
+        f"kvplan workspace: {p.arch.name} on {p.deployment.name} ({p.semantics})",
+        (
+            workspace_section(w),
+            Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),
+            Section(
+                "Growing one knob at a time: the largest value that fits, and what breaks next",
+                wall_rows,
+                ("knob", "largest that fits", "what breaks next"),
+            ),
+        ),
+        {
+            "fits": ok,
+            "workspace": workspace_data(w),
+            "walls": [asdict(wl) for wl in walls],
+            "plan": plan_data(p),
+        },
+        verdict=verdict,
+        verdict_ok=ok,
+        notes=p.notes,
+    )
+
+
+def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
+    p = h.plan
+    rows = (
+        (
+            "context / cached prefix",
+            f"{h.ctx_tokens:,} / {h.hit_tokens:,} tokens",
+            f"naive hit ratio {ppm(h.naive_ppm)}",
+        ),
+        ("reused", f"{h.reusable_tokens:,} tokens = {h.pages:,} pages", h.rule),
+        ("main KV not written", size(h.main_bytes_saved), "per GPU"),
+        ("indexer K not written", size(h.indexer_bytes_saved), "per GPU"),
+        ("indexer pairs, all", count(h.pairs_total), "L(L + 1)/2 per indexer layer"),
+        ("saved (prefix-internal)", count(h.pairs_saved), "R(R + 1)/2"),
+        ("still paid: suffix × prefix", count(h.pairs_cross), "S × R"),
+        ("still paid: suffix-internal", count(h.pairs_suffix), "S(S + 1)/2"),
+        (
+            "indexer FLOPs saved / paid",
+            f"{h.flops(h.pairs_saved):.3e} / {h.flops(h.pairs_paid):.3e}",
+            f"pairs × {p.arch.index_n_heads} heads × {p.arch.index_head_dim} × 2 × {h.indexer_layers} layers",
+        ),
+        ("indexer compute saved", ppm(h.saved_ppm), f"vs the naive {ppm(h.naive_ppm)}"),
+        (
+            "indexer K read per suffix chunk",
+            f"{size(h.keys_read_by_chunk()[0] * h.indexer_k_bytes_per_key)} → "
+            f"{size(h.keys_read_by_chunk()[-1] * h.indexer_k_bytes_per_key)}"
+            if h.suffix_tokens
+            else "0 B",
+            f"{h.suffix_chunks:,} chunk(s) of {h.chunk_tokens:,}; keys × {h.indexer_k_bytes_per_key:,} B",
+        ),
+    )
+    sections = [Section("A prefix hit", rows, ("", "", ""))]
+    if sweep:
+        sections.append(
+            Section(
+                "Sweep over the cached prefix",
+                tuple(
+                    (
+                        count(x.hit_tokens),
+                        count(x.reusable_tokens),
+                        ppm(x.naive_ppm),
+                        ppm(x.saved_ppm),
+                        size(x.main_bytes_saved + x.indexer_bytes_saved),
+                    )
+                    for x in sweep
+                ),
+                ("cached", "reused", "naive saving", "indexer compute saved", "KV not written"),
+            )
+        )
+    data = {
+        "ctx_tokens": h.ctx_tokens,
+        "hit_tokens": h.hit_tokens,
+        "reusable_tokens": h.reusable_tokens,
+        "pages": h.pages,
+        "rule": h.rule,
+        "main_bytes_saved": h.main_bytes_saved,
+        "indexer_bytes_saved": h.indexer_bytes_saved,
+        "pairs_total": h.pairs_total,
+        "pairs_saved": h.pairs_saved,
+        "pairs_cross": h.pairs_cross,
+        "pairs_suffix": h.pairs_suffix,
+        "flops_saved": h.flops(h.pairs_saved),
+        "flops_paid": h.flops(h.pairs_paid),
+        "saved_ppm": h.saved_ppm,
+        "naive_ppm": h.naive_ppm,
+        "chunk_tokens": h.chunk_tokens,
+        "indexer_k_bytes_read_by_chunk": [k * h.indexer_k_bytes_per_key for k in h.keys_read_by_chunk()],
+        "sweep": [
+            {
+                "hit_tokens": x.hit_tokens,
+                "reusable_tokens": x.reusable_tokens,
+                "saved_ppm": x.saved_ppm,
+                "naive_ppm": x.naive_ppm,
+            }
+            for x in sweep
+        ],
+        "plan": plan_data(p),
+    }
+    return Report(
+        "prefix", f"kvplan prefix: {p.arch.name} on {p.deployment.name} ({p.semantics})", tuple(sections), data
+    )
+
+
+def transfer_report(t: Transfer) -> Report:
+    p = t.plan
+    unit = {
+        "page": f"whole pages of {p.logical_page_tokens} tokens (the last partial page included)",
+        "chunk": f"whole chunks of {t.chunk_tokens} tokens only (offloading connector; the tail stays)",
+        "token": "exact tokens (a lower bound)",
+    }[t.unit]
+    rows = (
+        ("tokens moved", f"{t.moved_tokens:,} of {t.ctx_tokens:,}", unit),
+        (
+            "main KV per rank",
+            size(t.main_bytes_per_rank),
+            f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
+        ),
+        (
+            "indexer K per rank",
+            size(t.indexer_bytes_per_rank),
+            f"{t.rows_per_rank:,} rows × {p.cell.indexer_bytes + p.cell.draft_indexer_bytes:,} B",
+        ),
+        ("per rank", size(t.bytes_per_rank), f"{t.microseconds(t.bytes_per_rank) / 1000:,.1f} ms at the link speed"),
+        (
+            "all ranks",
+            size(t.total_bytes),
+            f"× {t.ranks} ranks (TP replicates the MLA latent); "
+            f"{t.microseconds(t.total_bytes) / 1000:,.1f} ms over one link",
+        ),
+        (
+            "indexer share",
+            ppm(t.indexer_bytes_per_rank * 1_000_000 // t.bytes_per_rank) if t.bytes_per_rank else "n/a",
+            "",
+        ),
+    )
+    data = {
+        "ctx_tokens": t.ctx_tokens,
+        "unit": t.unit,
+        "chunk_tokens": t.chunk_tokens,
+        "moved_tokens": t.moved_tokens,
+        "ranks": t.ranks,
+        "link_bytes_per_s": t.link_bytes_per_s,
+        "main_bytes_per_rank": t.main_bytes_per_rank,
+        "indexer_bytes_per_rank": t.indexer_bytes_per_rank,
+        "bytes_per_rank": t.bytes_per_rank,
+        "total_bytes": t.total_bytes,
+        "microseconds_per_rank": t.microseconds(t.bytes_per_rank),
+        "microseconds_total": t.microseconds(t.total_bytes),
+        "plan": plan_data(p),
+    }
+    return Report(
+        "transfer",
+        f"kvplan transfer: {p.arch.name} on {p.deployment.name} ({p.semantics})",
+        (Section("Transfer", rows, ("", "", "")),),
+        data,
+    )
+
+
 def _fp(f: Footprint) -> dict[str, int]:
     return {**asdict(f), "total_bytes": f.total_bytes}
 
@@ -129,11 +364,14 @@ def admit_report(a: Admission) -> Report:
         ("indexer per GPU", size(need.indexer_bytes), pct(need.indexer_bytes, need.total_bytes) + " of the request"),
         *((("draft per GPU", size(need.draft_bytes), ""),) if need.draft_bytes else ()),
         ("total per GPU", size(need.total_bytes), f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""),
+        (
+            "tail-page waste",
+            size(a.tail_waste_bytes),
+            f"{a.tail_waste_tokens} unfilled slot(s) in the last page"
+            + (f" × {r.concurrent}" if r.concurrent > 1 else ""),
+        ),
     )
-    checks = tuple(
-        (c.name, "ok" if c.ok else "FAIL", f"{c.need:,} / {c.have:,} {c.unit}" if c.unit else "", c.detail)
-        for c in a.checks
-    )
+    checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
     fit_rows = (
         ("pool (usable)", count(a.usable_tokens) + " tokens", a.pool_source),
         ("binding constraint", a.binding.name, ""),
@@ -166,6 +404,7 @@ def admit_report(a: Admission) -> Report:
     elif not a.admitted:
         sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
     sections += [
+        workspace_section(a.workspace),
         Section("A plan that counted main KV only would have claimed", main_only, ("", "main only", "real")),
         knobs_section(p),
     ]
@@ -182,6 +421,9 @@ def admit_report(a: Admission) -> Report:
         "remedies": [asdict(m) for m in a.remedies],
         "main_only": asdict(mo),
         "pool_source": a.pool_source,
+        "tail_waste_tokens": a.tail_waste_tokens,
+        "tail_waste_bytes": a.tail_waste_bytes,
+        "workspace": workspace_data(a.workspace),
         "plan": plan_data(p),
     }
     return Report(

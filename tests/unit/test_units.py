@@ -60,6 +60,7 @@ def test_parse_token_list() -> None:
         (80 * GB, "74.51 GiB (80.00 GB)"),  # 80e9 / 2^30 = 74.505...
         (33 * GiB, "33.00 GiB (35.43 GB)"),  # 33 × 1.073741824 = 35.433...
         (53_940, "53,940 B"),  # under 1 MiB: exact bytes
+        (64 * (1 << 20), "64.00 MiB (67.11 MB)"),  # 8192 × 2048 × 4 B top-k buffer: 67,108,864 B
     ],
 )
 def test_size_says_which_unit(n: int, expected: str) -> None:

@@ -1,0 +1,160 @@
+"""What a prefix hit really saves (pure).
+
+For a request of L tokens with a cached prefix of P tokens the engine reuses R tokens:
+- SGLang: the radix match is page-aligned (64 × dcp tokens) and capped at L − 1 (one token must be computed);
+  with EAGLE/MTP the key is the bigram view, so a prefix of P tokens gives P − 1 units before rounding.
+- vLLM: the hit is capped at L − 1 tokens and rounded down to whole blocks (64 × dcp); with EAGLE/MTP and
+  lookahead block hashes off (``disable_lookahead_block_hashes`` or a KV connector) one more block is dropped.
+
+The lightning indexer scores each query token against every key before it (causal): a request of L tokens costs
+L(L + 1)/2 query-key pairs per indexer layer. A hit removes the prefix-internal pairs R(R + 1)/2 but not the
+suffix × prefix cross term S × R nor the suffix-internal S(S + 1)/2 (S = L − R), because top-k selection
+depends on the new queries. So the compute saved is R(R + 1) / (L(L + 1)), not R / L.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
+from kvplan.units import cdiv
+
+
+def pairs(n: int) -> int:
+    """Causal query-key pairs of n tokens: n(n + 1) / 2."""
+    return n * (n + 1) // 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrefixHit:
+    plan: PoolPlan
+    ctx_tokens: int
+    hit_tokens: int
+    """The prefix the cache holds (P)."""
+    reusable_tokens: int
+    """What the engine really reuses (R)."""
+    rule: str
+    chunk_tokens: int
+
+    @property
+    def suffix_tokens(self) -> int:
+        return self.ctx_tokens - self.reusable_tokens
+
+    @property
+    def pages(self) -> int:
+        return self.reusable_tokens // self.plan.logical_page_tokens
+
+    @property
+    def main_bytes_saved(self) -> int:
+        """Main KV not written, per GPU (each rank holds 64 rows of every page)."""
+        return self.pages * self.plan.page_tokens * self.plan.cell.main_bytes
+
+    @property
+    def indexer_bytes_saved(self) -> int:
+        return self.pages * self.plan.page_tokens * self.plan.cell.indexer_bytes
+
+    @property
+    def pairs_total(self) -> int:
+        return pairs(self.ctx_tokens)
+
+    @property
+    def pairs_saved(self) -> int:
+        return pairs(self.reusable_tokens)
+
+    @property
+    def pairs_cross(self) -> int:
+        return self.suffix_tokens * self.reusable_tokens
+
+    @property
+    def pairs_suffix(self) -> int:
+        return pairs(self.suffix_tokens)
+
+    @property
+    def pairs_paid(self) -> int:
+        return self.pairs_cross + self.pairs_suffix
+
+    @property
+    def flops_per_pair(self) -> int:
+        """index_n_heads × index_head_dim multiply-adds, 2 FLOPs each, per indexer layer."""
+        return self.plan.arch.index_n_heads * self.plan.arch.index_head_dim * 2
+
+    @property
+    def indexer_layers(self) -> int:
+        return self.plan.indexer_layers
+
+    def flops(self, n_pairs: int) -> int:
+        """Indexer FLOPs over all indexer layers."""
+        return n_pairs * self.flops_per_pair * self.indexer_layers
+
+    @property
+    def saved_ppm(self) -> int:
+        """Indexer compute really saved, parts per million."""
+        return self.pairs_saved * 1_000_000 // self.pairs_total
+
+    @property
+    def naive_ppm(self) -> int:
+        """The naive claim: hit ratio = compute saved."""
+        return self.hit_tokens * 1_000_000 // self.ctx_tokens
+
+    @property
+    def suffix_chunks(self) -> int:
+        return cdiv(self.suffix_tokens, self.chunk_tokens)
+
+    def keys_read_by_chunk(self) -> tuple[int, ...]:
+        """Keys each suffix prefill chunk scores against (its own end position)."""
+        r, c, n = self.reusable_tokens, self.chunk_tokens, self.ctx_tokens
+        return tuple(min(r + (k + 1) * c, n) for k in range(self.suffix_chunks))
+
+    @property
+    def indexer_k_bytes_per_key(self) -> int:
+        """Indexer K bytes one key costs to read, over all indexer layers (132 B × layers, × dcp replicated)."""
+        return self.plan.indexer_bytes_per_layer * self.indexer_layers
+
+
+def reusable(plan: PoolPlan, ctx: int, hit: int, *, eagle: bool = False, lookahead: bool = True) -> tuple[int, str]:
+    """Tokens the engine reuses for a cached prefix of ``hit`` tokens in a request of ``ctx``, and the rule."""
+    page = plan.logical_page_tokens
+    if plan.engine == "sglang":
+        units = hit - 1 if eagle else hit
+        r = min(units, ctx - 1) // page * page
+        return max(r, 0), (
+            f"SGLang radix match: min(P{' − 1 (EAGLE bigram key)' if eagle else ''}, L − 1) rounded down "
+            f"to {page}-token pages"
+        )
+    r = min(hit, ctx - 1) // page * page
+    rule = f"vLLM: min(P, L − 1) rounded down to {page}-token blocks"
+    if eagle and not lookahead and r > 0:
+        r -= page
+        rule += ", minus one block (EAGLE drop: lookahead hashes off)"
+    return r, rule
+
+
+def prefix_hit(
+    plan: PoolPlan, ctx: int, hit: int, *, chunk: int | None = None, eagle: bool = False, lookahead: bool = True
+) -> PrefixHit:
+    if ctx <= 0:
+        raise InputError(f"--ctx must be positive, got {ctx}")
+    if hit < 0:
+        raise InputError(f"--hit must not be negative, got {hit}")
+    if hit > ctx:
+        raise InputError(f"--hit {hit:,} is longer than --ctx {ctx:,}")
+    if not plan.arch.is_dsa:
+        raise InputError(f"{plan.arch.name} has no lightning indexer: nothing to model")
+    r, rule = reusable(plan, ctx, hit, eagle=eagle, lookahead=lookahead)
+    if chunk is None:
+        chunk = (
+            plan.knob("chunked_prefill_size").as_int()
+            if plan.engine == "sglang"
+            else plan.extras["max_num_batched_tokens"]
+        )
+    if chunk <= 0:
+        raise InputError(f"--chunk must be positive, got {chunk}")
+    return PrefixHit(plan=plan, ctx_tokens=ctx, hit_tokens=hit, reusable_tokens=r, rule=rule, chunk_tokens=chunk)
+
+
+def sweep_points(ctx: int, steps: int) -> tuple[int, ...]:
+    """Hit lengths 0, ctx/steps, ..., ctx."""
+    if steps <= 0:
+        raise InputError(f"--sweep must be positive, got {steps}")
+    return tuple(ctx * k // steps for k in range(steps + 1))

@@ -1,0 +1,331 @@
+"""The memory outside the pool: indexer logits, top-k buffers, the indexer prefill buffer, request tables.
+
+SGLang (shared/reference/sglang-0.5.23.md §3, §5): everything here lives in the slack
+``pre_load_free × (1 − mem_fraction_static)``. Prefill logits are budgeted and cut into row chunks; decode
+logits (batch × (1 + draft) rows × context) go to DeepGEMM's paged kernel with no budget check.
+vLLM (shared/reference/vllm-0.33.0.md §6): the top-k buffers and the indexer prefill buffer are built with the
+model, so vLLM's profile counts them as non-KV memory before it sizes the pool; prefill logits are capped by
+``VLLM_SPARSE_INDEXER_MAX_LOGITS_MB`` (512).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
+from kvplan.units import MiB, cdiv
+
+# SGLang mqa_logits_utils.py constants
+LOGITS_BYTES_PER_ELEM = 4
+LOGITS_STATIC_SKIP_ELEMS = 8_000_000
+LOGITS_TOTAL_MEM_FRACTION = 0.3
+LOGITS_ROW_ALIGN_ELEMS = 256
+LOGITS_FREE_MEM_FRACTION = 0.2
+"""SGLANG_DSA_MQA_LOGITS_FREE_MEM_FRACTION default."""
+VLLM_MAX_LOGITS_BYTES = 512 * MiB
+"""VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default."""
+TOPK_INDEX_BYTES = 4  # int32
+
+
+def logits_row_bytes(cols: int, *, aligned: bool) -> int:
+    """One fp32 logits row; DeepGEMM's paged path pads the row to 256 columns (1 KiB)."""
+    if aligned:
+        cols = cdiv(cols, LOGITS_ROW_ALIGN_ELEMS) * LOGITS_ROW_ALIGN_ELEMS
+    return cols * LOGITS_BYTES_PER_ELEM
+
+
+def sglang_static_budget(total_bytes: int, mem_fraction_static: float | None) -> int:
+    """``mqa_logits_static_budget_bytes``: min(int(int(total × (1 − mfs)) × 0.2), int(total × 0.3)), at least 1."""
+    cap = int(total_bytes * LOGITS_TOTAL_MEM_FRACTION)
+    if mem_fraction_static is None:
+        return max(1, cap)
+    static_free = int(total_bytes * max(0.0, 1 - mem_fraction_static))
+    return max(1, min(int(static_free * LOGITS_FREE_MEM_FRACTION), cap))
+
+
+@dataclass(frozen=True)
+class PrefillChunking:
+    """How SGLang's ragged prefill path scores ``rows`` query tokens against ``cols`` keys."""
+
+    rows: int
+    cols: int
+    logits_bytes: int
+    """Unchunked: rows × cols × 4."""
+    budget_bytes: int
+    checked: bool
+    """rows × cols >= 8,000,000 (below that SGLang never asks for the budget)."""
+    rows_per_chunk: int
+    chunks: int
+
+    @property
+    def chunk_bytes(self) -> int:
+        return self.rows_per_chunk * self.cols * LOGITS_BYTES_PER_ELEM
+
+
+def sglang_prefill_chunking(rows: int, cols: int, budget: int) -> PrefillChunking:
+    """``_get_topk_ragged``: max_rows = min(max(1, budget // (cols × 4)), rows) when the logits exceed the budget."""
+    full = rows * cols * LOGITS_BYTES_PER_ELEM
+    checked = rows * cols >= LOGITS_STATIC_SKIP_ELEMS
+    if not checked or full <= budget:
+        return PrefillChunking(rows, cols, full, budget, checked, rows, 1)
+    per = min(max(1, budget // (cols * LOGITS_BYTES_PER_ELEM)), rows)
+    return PrefillChunking(rows, cols, full, budget, checked, per, cdiv(rows, per))
+
+
+@dataclass(frozen=True)
+class Item:
+    name: str
+    bytes: int
+    phase: str
+    """'persistent', 'prefill' or 'decode' (the transient peak is the larger phase)."""
+    detail: str
+    in_budget: bool = True
+    """False where the engine does not budget it (SGLang decode logits)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceQuery:
+    batch: int = 1
+    draft_tokens: int | None = None
+    """MTP draft tokens; None = the deployment's."""
+    ctx: int | None = None
+    """Context of each running request; None = the engine's context length."""
+    chunk: int | None = None
+    """Prefill chunk (query rows); None = the engine's chunked_prefill_size / max_num_batched_tokens."""
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "draft_tokens", "ctx", "chunk"):
+            v = getattr(self, name)
+            if v is not None and (v < 0 or (v == 0 and name != "draft_tokens")):
+                raise InputError(f"--{name.replace('_tokens', '').replace('_', '-')} must be positive, got {v}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workspace:
+    plan: PoolPlan
+    batch: int
+    draft_tokens: int
+    ctx: int
+    chunk: int
+    items: tuple[Item, ...]
+    room_bytes: int
+    """SGLang: the slack; vLLM: what the non-KV profile already reserved (items fit by construction)."""
+    prefill: PrefillChunking
+    budget_bytes: int
+
+    @property
+    def persistent_bytes(self) -> int:
+        return sum(i.bytes for i in self.items if i.phase == "persistent")
+
+    def phase_bytes(self, phase: str) -> int:
+        return sum(i.bytes for i in self.items if i.phase == phase)
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.persistent_bytes + max(self.phase_bytes("prefill"), self.phase_bytes("decode"))
+
+    @property
+    def left_bytes(self) -> int:
+        """Room left for activations, NCCL and allocator slack, which kvplan does not count."""
+        return self.room_bytes - self.peak_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.left_bytes >= 0
+
+    @property
+    def pool_fits(self) -> bool:
+        return (
+            self.plan.startup_error is None
+            and self.batch * self.plan.pages_for(self.ctx) <= self.plan.usable_pages
+            and self.batch <= self.plan.max_running_requests
+        )
+
+
+def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tuple[list[Item], int, int]:
+    topk = p.arch.index_topk
+    mfs = p.knob("mem_fraction_static").as_float()
+    budget = sglang_static_budget(p.deployment.gpu.cuda_total_bytes, mfs)
+    graph_bs = p.knob("cuda_graph_max_bs").as_int()
+    decode_graph = 0 if p.deployment.disable_cuda_graph else graph_bs * 2 * MiB
+    prefill_graph = 1536 * MiB if not p.deployment.disable_cuda_graph and p.dcp == 1 and p.deployment.pp == 1 else 0
+    pre = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
+    rows = batch * (1 + draft)
+    decode_cols = cdiv(ctx, p.page_tokens) * p.page_tokens
+    items = [
+        Item(
+            "req_to_token",
+            p.extras["req_to_token_bytes"],
+            "persistent",
+            f"({p.max_running_requests:,} + 1) × (context {p.context_len:,} + extra) × 4 B",
+        ),
+        Item(
+            "CUDA graphs (estimate)",
+            decode_graph + prefill_graph,
+            "persistent",
+            f"SGLang's own reserve: decode max_bs {graph_bs} × 2 MiB"
+            + (" + MLA prefill graph 1,536 MiB" if prefill_graph else ""),
+        ),
+        Item(
+            "pool padding",
+            max(p.allocated_bytes - p.available_bytes, 0),
+            "persistent",
+            "padding rows and pages allocated beyond cell_size",
+        ),
+        Item(
+            "prefill logits",
+            pre.chunk_bytes,
+            "prefill",
+            f"{pre.rows:,} rows × {pre.cols:,} keys × 4 B"
+            + (f" in {pre.chunks:,} chunks of {pre.rows_per_chunk:,} rows" if pre.chunks > 1 else ", one chunk"),
+        ),
+        Item("prefill top-k indices", pre.rows * topk * TOPK_INDEX_BYTES, "prefill", f"{pre.rows:,} × {topk} × 4 B"),
+        Item(
+            "decode logits",
+            rows * logits_row_bytes(decode_cols, aligned=True),
+            "decode",
+            f"{batch:,} × (1 + {draft}) rows × {decode_cols:,} keys × 4 B, not budgeted by SGLang",
+            in_budget=False,
+        ),
+        Item("decode top-k indices", rows * topk * TOPK_INDEX_BYTES, "decode", f"{rows:,} × {topk} × 4 B"),
+    ]
+    return items, p.extras["slack_bytes"], budget
+
+
+def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tuple[list[Item], int, int]:
+    e = p.extras
+    topk = p.arch.index_topk
+    mnbt = e["max_num_batched_tokens"]
+    rows_per_chunk = max(1, VLLM_MAX_LOGITS_BYTES // (ctx * LOGITS_BYTES_PER_ELEM))
+    prefill_rows = min(chunk, ctx)
+    block_table = p.max_running_requests * cdiv(p.context_len, p.logical_page_tokens) * 4
+    items = [
+        Item(
+            "topk_indices_buffer",
+            e.get("topk_indices_buffer_bytes", 0),
+            "persistent",
+            f"{mnbt:,} × {topk} × 4 B" + (" × 2 (MTP copy)" if p.deployment.mtp else ""),
+        ),
+        Item("per-layer top-k", e.get("physical_topk_bytes", 0), "persistent", "one (rows + 1) × top-k per indexer"),
+        Item(
+            "indexer prefill buffer",
+            e.get("indexer_prefill_buffer_bytes", 0),
+            "persistent",
+            f"max_model_len {p.context_len:,} × 8 × factor × 132 B",
+        ),
+        Item("block table", block_table, "persistent", f"{p.max_running_requests:,} × blocks per request × 4 B"),
+        Item(
+            "prefill logits",
+            min(prefill_rows, rows_per_chunk) * ctx * LOGITS_BYTES_PER_ELEM,
+            "prefill",
+            f"capped at 512 MiB: {rows_per_chunk:,} rows of {ctx:,} keys a chunk, "
+            f"{cdiv(prefill_rows, rows_per_chunk):,} chunks for {prefill_rows:,} rows",
+        ),
+    ]
+    # vLLM builds these with the model, so its memory profile reserves them before it sizes the pool, and it
+    # caps each prefill logits tensor at 512 MiB: they fit by construction once the engine starts.
+    room = sum(i.bytes for i in items if i.phase == "persistent") + VLLM_MAX_LOGITS_BYTES
+    del batch, draft  # vLLM's decode logits path is not in the reference notes: not modelled
+    return items, room, VLLM_MAX_LOGITS_BYTES
+
+
+def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
+    draft = plan.deployment.speculative_num_draft_tokens if q.draft_tokens is None else q.draft_tokens
+    ctx = q.ctx or plan.context_len
+    if plan.engine == "sglang":
+        chunk = q.chunk or plan.knob("chunked_prefill_size").as_int()
+        items, room, budget = _sglang_items(plan, q.batch, draft, ctx, chunk)
+    else:
+        chunk = q.chunk or plan.extras["max_num_batched_tokens"]
+        items, room, budget = _vllm_items(plan, q.batch, draft, ctx, chunk)
+    prefill = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
+    return Workspace(
+        plan=plan,
+        batch=q.batch,
+        draft_tokens=draft,
+        ctx=ctx,
+        chunk=chunk,
+        items=tuple(items),
+        room_bytes=room,
+        prefill=prefill,
+        budget_bytes=budget,
+    )
+
+
+# --------------------------------------------------------------------------- walls
+
+
+@dataclass(frozen=True)
+class Wall:
+    """Growing ``knob`` from the query's value: the largest value that still fits and what breaks next."""
+
+    knob: str
+    largest_fitting: int
+    breaks: str
+    """'pool pages', 'running requests', 'engine starts', a workspace item, or '' if never within the range."""
+    limit: int
+
+
+def _first_failure(w: Workspace) -> str:
+    p = w.plan
+    if p.startup_error:
+        return "engine starts"
+    if w.batch * p.pages_for(w.ctx) > p.usable_pages:
+        return "pool pages"
+    if w.batch > p.max_running_requests:
+        return "running requests"
+    if not w.fits:
+        phase = "decode" if w.phase_bytes("decode") >= w.phase_bytes("prefill") else "prefill"
+        biggest = max((i for i in w.items if i.phase in (phase, "persistent")), key=lambda i: i.bytes)
+        return f"workspace ({biggest.name})"
+    return ""
+
+
+def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    """The largest x in [lo, hi] with ok(x) for ok monotone decreasing; lo − 1 if none."""
+    if not ok(lo):
+        return lo - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
+    """Search batch, MTP draft tokens and context, one at a time, for the first thing to hit the wall."""
+    base = workspace(plan, q)
+
+    def at(p: PoolPlan, **changes: int) -> Workspace:
+        return workspace(p, replace(q, **changes))
+
+    def ok(w: Workspace) -> bool:
+        return _first_failure(w) == ""
+
+    out = []
+    batch_limit = 1 << 20
+    b = _largest(base.batch, batch_limit, lambda n: ok(at(plan, batch=n)))
+    out.append(Wall("batch", b, _first_failure(at(plan, batch=b + 1)) if b < batch_limit else "", batch_limit))
+
+    def with_draft(d: int) -> Workspace:
+        dep = replace(plan.deployment, speculative_num_draft_tokens=d)
+        return at(plan_pool(plan.arch, dep), draft_tokens=d)
+
+    d_limit = 64
+    d = _largest(base.draft_tokens, d_limit, lambda n: ok(with_draft(n)))
+    out.append(Wall("mtp draft tokens", d, _first_failure(with_draft(d + 1)) if d < d_limit else "", d_limit))
+
+    def with_ctx(c: int) -> Workspace:
+        dep = replace(plan.deployment, context_length=max(c, plan.context_len) if plan.engine == "sglang" else c)
+        return at(plan_pool(plan.arch, dep), ctx=c)
+
+    page = plan.logical_page_tokens
+    c_limit = max(plan.arch.max_position_embeddings, base.ctx)
+    c = _largest(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
+    out.append(Wall("context", c, _first_failure(with_ctx(c + page)) if c + page <= c_limit else "", c_limit))
+    return tuple(out)
