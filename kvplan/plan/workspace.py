@@ -260,7 +260,9 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
 
 @dataclass(frozen=True)
 class Wall:
-    """Growing ``knob`` from the query's value: the largest value that still fits and what breaks next."""
+    """Growing ``knob`` from the query's value: the largest value that still fits and what breaks next.
+
+    ``largest_fitting`` is −1 when the query's own values already do not fit (``breaks`` says why)."""
 
     knob: str
     largest_fitting: int
@@ -307,6 +309,10 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
     def ok(w: Workspace) -> bool:
         return _first_failure(w) == ""
 
+    if not ok(base):
+        # already over at the query's own values: nothing to grow
+        reason = _first_failure(base)
+        return tuple(Wall(k, -1, reason, 0) for k in ("batch", "mtp draft tokens", "context"))
     out = []
     batch_limit = 1 << 20
     b = _largest(base.batch, batch_limit, lambda n: ok(at(plan, batch=n)))

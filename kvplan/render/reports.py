@@ -170,7 +170,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
     wall_rows = tuple(
         (
             wl.knob,
-            count(wl.largest_fitting) if wl.largest_fitting >= 0 else "none",
+            count(wl.largest_fitting) if wl.largest_fitting >= 0 else "none (already over)",
             wl.breaks or f"nothing up to {wl.limit:,}",
         )
         for wl in walls
