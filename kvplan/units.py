@@ -87,6 +87,26 @@ def parse_tokens(text: str | int) -> int:
     return value
 
 
+def parse_percent_ppm(text: str) -> int:
+    """'2%' -> 20,000 parts per million; '0.5%' -> 5,000. The % sign is required."""
+    m = re.match(rf"^\s*{_NUMBER}\s*%\s*$", str(text))
+    if not m:
+        raise InputError(f"percentage {text!r}: write it with a % sign, e.g. 2%")
+    value, _ = _scaled(m.group(1), 10_000)
+    return value
+
+
+def parse_concurrency(text: str) -> tuple[int, int]:
+    """'4@128K' -> (4 requests, 131,072 tokens each)."""
+    count, sep, tokens = str(text).partition("@")
+    if not sep or not count.strip().isdigit() or int(count) <= 0:
+        raise InputError(f"concurrency {text!r}: write N@CTX, e.g. 4@128K")
+    n = parse_tokens(tokens)
+    if n <= 0:
+        raise InputError(f"concurrency {text!r}: the context must be positive")
+    return int(count), n
+
+
 def parse_token_list(text: str) -> tuple[int, ...]:
     """'8K,128K,1M' -> (8192, 131072, 1048576)."""
     items = [t for t in str(text).split(",") if t.strip()]

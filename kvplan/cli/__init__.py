@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.cli.admit import admit
 from kvplan.cli.budget import budget
+from kvplan.cli.gate import diff, gate, lock
 from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, models_app
 from kvplan.cli.transfer import transfer
@@ -81,6 +82,9 @@ app.command()(budget)
 app.command()(workspace)
 app.command()(prefix)
 app.command()(transfer)
+app.command()(lock)
+app.command()(gate)
+app.command()(diff)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")
 

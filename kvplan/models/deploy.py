@@ -75,6 +75,28 @@ class Deployment:
         return self.speculative_num_draft_tokens > 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class Requirements:
+    """What a service promises, checked by `kvplan gate` (from the config's `requirements:` or the CLI)."""
+
+    min_ctx_tokens: int | None = None
+    """The largest admitted context must be at least this."""
+    concurrency: tuple[tuple[int, int], ...] = ()
+    """(N, ctx): N requests of ctx tokens must be admitted at once."""
+    max_capacity_drop_ppm: int | None = None
+    """Largest allowed drop of pool capacity against the lock, in parts per million."""
+
+    def merged(self, other: Requirements) -> Requirements:
+        """These, with other's values where it sets them (the command line wins over the file)."""
+        return Requirements(
+            min_ctx_tokens=other.min_ctx_tokens if other.min_ctx_tokens is not None else self.min_ctx_tokens,
+            concurrency=other.concurrency or self.concurrency,
+            max_capacity_drop_ppm=(
+                other.max_capacity_drop_ppm if other.max_capacity_drop_ppm is not None else self.max_capacity_drop_ppm
+            ),
+        )
+
+
 KNOBS: tuple[str, ...] = tuple(
     f.name for f in fields(Deployment) if f.name not in ("name", "source", "explicit", "description")
 )

@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
-from kvplan.models.deploy import ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu
+from kvplan.models.deploy import ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
 from kvplan.models.weights import MoeShape, param_groups
-from kvplan.units import parse_bytes, parse_tokens
+from kvplan.units import parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
 DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
@@ -540,7 +540,7 @@ ALIASES = {
     "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
 }  # fmt: skip
-_DEPLOY_META = {"schema_version", "name", "description"}
+_DEPLOY_META = {"schema_version", "name", "description", "requirements"}
 
 
 def _knob_values(r: Reader) -> Iterator[tuple[str, Any]]:
@@ -665,6 +665,30 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("tp", "pp", "nodes", "gpus_per_node").fail(
             "tp", f"tp {d.tp} × pp {d.pp} needs more GPUs than {d.nodes} node(s) × {d.gpus_per_node}"
         )
+
+
+def load_requirements(ref: str) -> Requirements:
+    """The `requirements:` section of a deployment file (empty when there is none)."""
+    r = Reader(_resolve("deployments", ref))
+    if not r.has("requirements"):
+        return Requirements()
+    q = r.sub("requirements")
+    q.reject_unknown({"ctx", "concurrency", "max_capacity_drop"})
+    concurrency: list[tuple[int, int]] = []
+    if q.has("concurrency"):
+        items = q.data["concurrency"]
+        if not isinstance(items, list):
+            items = [items]
+        for i, item in enumerate(items):
+            try:
+                concurrency.append(parse_concurrency(str(item)))
+            except InputError as e:
+                q.fail(("concurrency", i), str(e))
+    return Requirements(
+        min_ctx_tokens=q.get_tokens("ctx"),
+        concurrency=tuple(concurrency),
+        max_capacity_drop_ppm=q._get("max_capacity_drop", lambda v: parse_percent_ppm(str(v)), False, None),
+    )
 
 
 def deployment_model_ref(d: Deployment) -> str:

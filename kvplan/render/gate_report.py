@@ -1,0 +1,135 @@
+"""Reports for `kvplan lock`, `kvplan gate` and `kvplan diff`."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from kvplan.plan.gate import Figures, GateResult, KnobEffect
+from kvplan.render import Report, Section, count, nbytes, size
+
+_ROWS: tuple[tuple[str, str], ...] = (
+    ("pool_tokens", "pool tokens (logical)"),
+    ("pool_rows_per_gpu", "pool rows per GPU"),
+    ("largest_admitted_ctx", "largest admitted context"),
+    ("cell_bytes", "bytes per row"),
+    ("indexer_bytes_per_row", "indexer bytes per row"),
+    ("available_bytes", "KV budget per GPU"),
+    ("workspace_left_bytes", "workspace headroom"),
+    ("max_running_requests", "max running requests"),
+)
+
+
+def _fmt(key: str, v: int) -> str:
+    if key.endswith("_bytes") and key not in ("cell_bytes",):
+        return size(v)
+    if key in ("cell_bytes", "indexer_bytes_per_row"):
+        return nbytes(v)
+    return count(v)
+
+
+def _pct(before: int, after: int) -> str:
+    if before == after:
+        return "—"
+    if not before:
+        return "new"
+    return f"{(after - before) * 100 / before:+.2f}%"
+
+
+def _compare_rows(before: Figures | None, after: Figures) -> tuple[tuple[str, ...], ...]:
+    rows = []
+    for key, label in _ROWS:
+        a = getattr(after, key)
+        b = getattr(before, key) if before is not None else None
+        rows.append((label, _fmt(key, b) if b is not None else "—", _fmt(key, a), _pct(b, a) if b is not None else ""))
+    for ctx, n in after.concurrency.items():
+        b = before.concurrency.get(ctx) if before is not None else None
+        rows.append((f"requests of {int(ctx):,} at once", count(b) if b is not None else "—", count(n),
+                     _pct(b, n) if b is not None else ""))  # fmt: skip
+    return tuple(rows)
+
+
+def gate_report(results: tuple[GateResult, ...]) -> Report:
+    ok = all(r.ok for r in results)
+    failed = [(r.config, rule) for r in results for rule in r.rules if not rule.ok]
+    sections = []
+    if failed:
+        sections.append(
+            Section("Failed rules", tuple((c, f.name, f.detail) for c, f in failed), ("config", "rule", ""))
+        )
+    for r in results:
+        sections.append(
+            Section(
+                f"{r.config}: {'pass' if r.ok else 'FAIL'}",
+                tuple(("ok" if x.ok else "FAIL", x.name, x.detail) for x in r.rules),
+                ("", "rule", ""),
+            )
+        )
+        sections.append(
+            Section(f"{r.config}: before / after", _compare_rows(r.before, r.after), ("", "lock", "now", "change"))
+        )
+    verdict = (
+        f"GATE PASSED: {len(results)} config(s)"
+        if ok
+        else f"GATE FAILED: {len(failed)} rule(s) in {sum(not r.ok for r in results)} config(s)"
+    )
+    data: dict[str, Any] = {
+        "passed": ok,
+        "results": [
+            {
+                "config": r.config,
+                "passed": r.ok,
+                "rules": [asdict(x) for x in r.rules],
+                "before": asdict(r.before) if r.before is not None else None,
+                "after": asdict(r.after),
+                "capacity_change_ppm": r.capacity_change_ppm,
+            }
+            for r in results
+        ],
+    }
+    return Report("gate", "kvplan gate", tuple(sections), data, verdict=verdict, verdict_ok=ok)
+
+
+def lock_report(entries: dict[str, Figures], path: str) -> Report:
+    rows = tuple(
+        (name, f.engine, count(f.pool_tokens), count(f.largest_admitted_ctx), nbytes(f.cell_bytes))
+        for name, f in sorted(entries.items())
+    )
+    return Report(
+        "lock",
+        f"kvplan lock: wrote {path}",
+        (Section("", rows, ("config", "engine", "pool tokens", "largest context", "bytes per row")),),
+        {"path": path, "configs": {n: asdict(f) for n, f in sorted(entries.items())}},
+    )
+
+
+def diff_report(old: str, new: str, effects: tuple[KnobEffect, ...], base_tokens: int, new_tokens: int) -> Report:
+    rows = [
+        (
+            e.knob,
+            str(e.old),
+            str(e.new),
+            count(e.pool_tokens) if not e.startup_error else "does not start",
+            _pct(base_tokens, e.pool_tokens) if not e.startup_error else "",
+        )
+        for e in effects
+    ]
+    rows.append(("all together", old, new, count(new_tokens), _pct(base_tokens, new_tokens)))
+    return Report(
+        "diff",
+        f"kvplan diff: {old} -> {new} (pool {base_tokens:,} -> {new_tokens:,} tokens)",
+        (
+            Section(
+                "Each changed knob on its own, applied to OLD",
+                tuple(rows),
+                ("knob", "old", "new", "pool tokens", "change"),
+            ),
+        ),
+        {
+            "old": old,
+            "new": new,
+            "old_pool_tokens": base_tokens,
+            "new_pool_tokens": new_tokens,
+            "effects": [asdict(e) for e in effects],
+        },
+    )

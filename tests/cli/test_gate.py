@@ -1,0 +1,147 @@
+"""`kvplan lock`, `kvplan gate`, `kvplan diff` end to end on the configs in tests/data/gate/.
+
+Numbers for base.yaml (GLM-5.3, SGLang 0.5.23, TP8, dcp 2, fp8): dcp > 1 disables the prefill graph, so
+mem_fraction_static = round((143,771 − 14,848) / 143,771, 3) = 0.897; pre-load free = 143,156 MiB − 1 GiB =
+149,036,204,032 B; weights 94.46 GiB = 101,425,652,695 B; available = int(((149,036,204,032 − 101,425,652,695) / 2^30
+− 138.80078125 × 0.103) × 2^30) = 32,259,822,321 B.
+- base: dcp 2 -> trtllm rows of 576 B: cell = 576 × 78 + 132 × 21 × 2 = 50,472 B;
+  32,259,822,321 // 50,472 = 639,162 -> 639,104 rows -> logged 1,278,208 tokens (admits 1M).
+- 39 indexer layers: cell = 44,928 + 132 × 39 × 2 = 55,224 B -> 584,163 -> 584,128 rows -> 1,168,256 tokens:
+  (1,168,256 − 1,278,208) / 1,278,208 = −8.60 %.
+- bf16: cell = 1,152 × 78 + 5,544 = 95,400 B -> 338,152 -> 338,112 rows -> 676,224 tokens < 1,048,576.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from kvplan.cli import app
+
+DATA = Path(__file__).parents[1] / "data" / "gate"
+runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None})
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return runner.invoke(app, list(args), env=env)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config repository: prod.yaml (= base.yaml) and the 39-layer model, locked."""
+    for f in DATA.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    shutil.copy(DATA / "base.yaml", tmp_path / "prod.yaml")
+    monkeypatch.chdir(tmp_path)
+    r = run("lock", "prod.yaml")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return tmp_path
+
+
+def test_lock_records_the_figures(repo: Path) -> None:
+    doc = json.loads((repo / "kvplan.lock").read_text())
+    entry = doc["configs"]["prod.yaml"]
+    assert doc["schema_version"] == 1
+    assert (entry["cell_bytes"], entry["pool_rows_per_gpu"], entry["pool_tokens"]) == (50_472, 639_104, 1_278_208)
+    assert entry["largest_admitted_ctx"] == 1 << 20
+    # promised contexts from requirements: 128K (4@128K) and 1M
+    assert set(entry["concurrency"]) == {"131072", "1048576"}
+    # stable key order: re-locking gives the same bytes
+    before = (repo / "kvplan.lock").read_bytes()
+    assert run("lock", "prod.yaml").exit_code == 0
+    assert (repo / "kvplan.lock").read_bytes() == before
+
+
+def test_unchanged_config_passes(repo: Path) -> None:
+    r = run("gate", "prod.yaml", "--max-capacity-drop", "2%")
+    assert r.exit_code == 0, r.stdout
+    assert "GATE PASSED" in r.stdout
+
+
+def test_more_indexer_layers_fail_a_2_percent_rule(repo: Path) -> None:
+    shutil.copy(repo / "indexer39.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--max-capacity-drop", "2%", "--format", "markdown")
+    assert r.exit_code == 1, r.stdout
+    md = r.stdout
+    assert md.startswith("## kvplan gate")
+    # the failed rules come first, with the size of the drop
+    first_table = md.split("### ")[1]
+    assert first_table.startswith("Failed rules")
+    assert "pool 1,278,208 -> 1,168,256 tokens (-8.60%)" in first_table
+    assert "| pool tokens (logical) | 1,278,208 | 1,168,256 | -8.60% |" in md
+
+
+def test_bf16_fails_require_ctx_1m(repo: Path) -> None:
+    shutil.copy(repo / "bf16.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--require-ctx", "1M", "--max-capacity-drop", "100%", "--format", "json")
+    assert r.exit_code == 1
+    d = json.loads(r.stdout)
+    rules = {x["name"]: x for x in d["results"][0]["rules"]}
+    assert not rules["admits 1,048,576 tokens"]["ok"]
+    assert d["results"][0]["after"]["pool_tokens"] == 676_224
+
+
+def test_requirements_live_in_the_config(repo: Path) -> None:
+    # base.yaml promises ctx 1M and 4@128K; the bf16 copy keeps the promise and breaks it without any CLI flag
+    shutil.copy(repo / "bf16.yaml", repo / "prod.yaml")
+    (repo / "kvplan.lock").unlink()
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 1
+    names = [x["name"] for x in json.loads(r.stdout)["results"][0]["rules"] if not x["ok"]]
+    assert names == ["admits 1,048,576 tokens"]
+
+
+def test_github_annotations(repo: Path) -> None:
+    shutil.copy(repo / "indexer39.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--max-capacity-drop", "2%", env={"GITHUB_ACTIONS": "true"})
+    assert r.exit_code == 1
+    assert "::error file=prod.yaml,title=kvplan gate::capacity drop <= 2%: pool 1,278,208 -> 1,168,256" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"schema_version": 2, "configs": {}}', "newer kvplan"),
+        ('{"schema_version": 1, "configs": {}}', "no entry for prod.yaml"),
+        ('{"schema_version": 1, "configs": {"prod.yaml": {"pool_tokens": 1}}}', "missing"),
+        ("[]", "not a kvplan lock"),
+    ],
+)
+def test_bad_lock_is_exit_2_never_a_pass(repo: Path, content: str, needle: str) -> None:
+    (repo / "kvplan.lock").write_text(content)
+    r = run("gate", "prod.yaml")
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("kvplan: error:") and needle in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def test_missing_explicit_lock_is_exit_2(repo: Path) -> None:
+    r = run("gate", "prod.yaml", "--lock", "nope.lock")
+    assert r.exit_code == 2 and "no such lock file" in r.stderr
+
+
+def test_nothing_to_check_is_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = run("gate", "glm-5.3-8xh200-sglang")
+    assert r.exit_code == 2 and "nothing to check" in r.stderr
+
+
+def test_diff_shows_each_knob_alone(repo: Path) -> None:
+    # OLD base (fp8, dcp 2) -> NEW bf16: the one changed knob alone gives NEW's pool, 676,224 tokens (−47.10 %)
+    r = run("diff", "base.yaml", "bf16.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["old_pool_tokens"], d["new_pool_tokens"]) == (1_278_208, 676_224)
+    effects = {e["knob"]: e for e in d["effects"]}
+    assert set(effects) == {"kv_cache_dtype"}
+    assert effects["kv_cache_dtype"]["pool_tokens"] == 676_224
+
+
+def test_diff_model_change(repo: Path) -> None:
+    r = run("diff", "base.yaml", "indexer39.yaml", "--format", "json")
+    effects = {e["knob"]: e for e in json.loads(r.stdout)["effects"]}
+    assert effects["model"]["pool_tokens"] == 1_168_256
