@@ -15,6 +15,7 @@ from kvplan.cli.budget import budget
 from kvplan.cli.gate import diff, gate, lock
 from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, models_app
+from kvplan.cli.probe import probe, validate
 from kvplan.cli.transfer import transfer
 from kvplan.cli.workspace import workspace
 
@@ -85,6 +86,8 @@ app.command()(transfer)
 app.command()(lock)
 app.command()(gate)
 app.command()(diff)
+app.command()(probe)
+app.command()(validate)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")
 
