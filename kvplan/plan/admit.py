@@ -11,7 +11,6 @@ The checks, in the order the engine applies them:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kvplan.engines import plan_pool
@@ -20,6 +19,7 @@ from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
 from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
+from kvplan.search import largest_true, smallest_true
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,32 +248,6 @@ def _pool_fits(plan: PoolPlan, req: Request, **changes: object) -> bool:
     return new.startup_error is None and req.concurrent * new.pages_for(req.total_tokens) <= new.usable_pages
 
 
-def _smallest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """The smallest x in [lo, hi] with ok(x), for ok monotone in x."""
-    if lo > hi or not ok(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def _largest_ok(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """The largest x in [lo, hi] with ok(x), for ok true up to a threshold and false above it."""
-    if lo > hi or not ok(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     dep = plan.deployment
     out: list[Remedy] = []
@@ -294,7 +268,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     )
     if plan.engine == "sglang" or dep.kv_cache_memory is None:
         cur = round(plan.knob(knob).as_float() * steps)
-        best = _smallest(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
+        best = smallest_true(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
         if best is not None and (new := _try(plan, req, **{knob: best / steps})) is not None:
             room = new.extras.get("slack_bytes")
             detail = f"leaves {room:,} B of slack outside the pool" if room is not None else "higher utilization"
@@ -320,7 +294,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     failed = {c.name for c in admit(plan, req, remedies=False).checks if not c.ok}
     if plan.engine == "sglang" and "workspace" in failed:
         cur = plan.max_running_requests
-        best_mrr = _largest_ok(req.concurrent, cur - 1, lambda m: _try(plan, req, max_running_requests=m) is not None)
+        best_mrr = largest_true(req.concurrent, cur - 1, lambda m: _try(plan, req, max_running_requests=m) is not None)
         if best_mrr is not None:
             new = _try(plan, req, max_running_requests=best_mrr)
             assert new is not None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
+from kvplan.search import largest_true
 from kvplan.units import MiB, cdiv
 
 # SGLang mqa_logits_utils.py constants
@@ -286,17 +287,9 @@ def _first_failure(w: Workspace) -> str:
     return ""
 
 
-def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
-    """The largest x in [lo, hi] with ok(x) for ok monotone decreasing; lo − 1 if none."""
-    if not ok(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _grow(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
+    found = largest_true(lo, hi, ok)
+    return lo - 1 if found is None else found
 
 
 def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
@@ -315,7 +308,7 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
         return tuple(Wall(k, -1, reason, 0) for k in ("batch", "mtp draft tokens", "context"))
     out = []
     batch_limit = 1 << 20
-    b = _largest(base.batch, batch_limit, lambda n: ok(at(plan, batch=n)))
+    b = _grow(base.batch, batch_limit, lambda n: ok(at(plan, batch=n)))
     out.append(Wall("batch", b, _first_failure(at(plan, batch=b + 1)) if b < batch_limit else "", batch_limit))
 
     def with_draft(d: int) -> Workspace:
@@ -323,7 +316,7 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
         return at(plan_pool(plan.arch, dep), draft_tokens=d)
 
     d_limit = 64
-    d = _largest(base.draft_tokens, d_limit, lambda n: ok(with_draft(n)))
+    d = _grow(base.draft_tokens, d_limit, lambda n: ok(with_draft(n)))
     out.append(Wall("mtp draft tokens", d, _first_failure(with_draft(d + 1)) if d < d_limit else "", d_limit))
 
     def with_ctx(c: int) -> Workspace:
@@ -332,6 +325,6 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
 
     page = plan.logical_page_tokens
     c_limit = max(plan.arch.max_position_embeddings, base.ctx)
-    c = _largest(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
+    c = _grow(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
     out.append(Wall("context", c, _first_failure(with_ctx(c + page)) if c + page <= c_limit else "", c_limit))
     return tuple(out)

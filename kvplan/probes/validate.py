@@ -52,6 +52,28 @@ class Measured:
     failed_at: str | None = None
     notes: tuple[str, ...] = field(default=())
 
+    @staticmethod
+    def failure(
+        plan: PoolPlan, rank: int, device: str, error: str, tensors: int = 0, nbytes: int = 0, at: str | None = None
+    ) -> Measured:
+        """A rank whose allocation (or whole run) failed: it still reports, with what it had built."""
+        return Measured(
+            rank=rank,
+            device=device,
+            tensors=tensors,
+            predicted_bytes=predicted_bytes(plan),
+            nbytes=nbytes,
+            allocated_delta=None,
+            reserved_delta=None,
+            nvml_used_delta=None,
+            workspace_bytes=0,
+            workspace_ok=False,
+            free_after_bytes=None,
+            slack_bytes=plan.extras.get("slack_bytes"),
+            error=error,
+            failed_at=at,
+        )
+
     @property
     def held(self) -> bool:
         return self.error is None and self.nbytes == self.predicted_bytes and self.workspace_ok
@@ -109,12 +131,8 @@ def validate(plan: PoolPlan, *, device: str = "cuda", rank: int = 0, torch: Any 
         nv0 = _nvml_used(index) if cuda else None
         failed = allocate(specs, t, device, held)
         if failed is not None:
-            return Measured(
-                rank=rank, device=device, tensors=len(held), predicted_bytes=predicted_bytes(plan),
-                nbytes=sum(x.nbytes for x in held), allocated_delta=None, reserved_delta=None,
-                nvml_used_delta=None, workspace_bytes=0, workspace_ok=False, free_after_bytes=None,
-                slack_bytes=plan.extras.get("slack_bytes"), error=f"allocation failed at {failed}", failed_at=failed,
-            )  # fmt: skip
+            nbytes = sum(int(x.nbytes) for x in held)
+            return Measured.failure(plan, rank, device, f"allocation failed at {failed}", len(held), nbytes, failed)
         nbytes = sum(int(x.nbytes) for x in held)
         alloc_d = res_d = nv_d = free_after = None
         if cuda:
@@ -180,11 +198,7 @@ def validate_ranks(plan: PoolPlan, *, device: str, timeout_s: int = 120) -> tupl
         try:
             mine = validate(plan, device=dev, rank=rank, torch=t)
         except Exception as e:  # report, don't hang the others
-            mine = Measured(
-                rank=rank, device=dev, tensors=0, predicted_bytes=predicted_bytes(plan), nbytes=0,
-                allocated_delta=None, reserved_delta=None, nvml_used_delta=None, workspace_bytes=0,
-                workspace_ok=False, free_after_bytes=None, slack_bytes=None, error=str(e) or type(e).__name__,
-            )  # fmt: skip
+            mine = Measured.failure(plan, rank, dev, str(e) or type(e).__name__)
         gathered: list[Any] | None = [None] * size if rank == 0 else None
         dist.gather_object(mine, gathered, dst=0)
         return tuple(gathered) if gathered is not None else None
