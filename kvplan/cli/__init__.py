@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.cli.admit import admit
 from kvplan.cli.budget import budget
+from kvplan.cli.doctor import doctor
 from kvplan.cli.gate import diff, gate, lock
 from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, models_app
@@ -83,6 +84,7 @@ app.command()(budget)
 app.command()(workspace)
 app.command()(prefix)
 app.command()(transfer)
+app.command()(doctor)
 app.command()(lock)
 app.command()(gate)
 app.command()(diff)

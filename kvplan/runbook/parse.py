@@ -1,0 +1,833 @@
+"""Engine startup logs -> frozen dataclasses. Pure: text in, data out.
+
+The lines read are the engines' exact format strings (shared/reference/sglang-0.5.23.md §6 and §10,
+shared/reference/vllm-0.33.0.md §3-4):
+
+SGLang (every "GB" it prints is GiB: ``/ (1 << 30)``):
+  server_args=ServerArgs(model_path='...', tp_size=8, ..., mem_fraction_static=0.886, ...)
+  Load weight begin. avail mem={:.2f} GB
+  Load weight end. elapsed={:.2f} s, type={Class}, [quant=fp8, fmt=e4m3, ]avail mem={:.2f} GB, mem usage={:.2f} GB.
+      (older releases: ``Load weight end. type=..., dtype=..., avail mem=..., mem usage=...``)
+  KV Cache is allocated. dtype: {torch dtype}, #tokens: {S}, KV size: {:.2f} GB       (0.5.9: no ``dtype: ``)
+  KV Cache is allocated. #tokens: {S}, K size: {:.2f} GB, V size: {:.2f} GB             (MHA / GQA models)
+  Memory pool end. avail mem={:.2f} GB
+  max_total_num_tokens={N}, chunked_prefill_size={C}, max_prefill_tokens={P}, max_running_requests={R},
+      context_len={L}[, available_gpu_mem={:.2f} GB]                                     (older: no available_*)
+  Setting page size to 64 for DeepSeek DSA. / Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{n} device.
+  Set DSA backends for {dtype} KV Cache: prefill={p}, decode={d}.                         (0.5.9: NSA)
+vLLM:
+  vLLM API server version {v} / non-default args: {...} /
+  Initializing a V1 LLM engine (v{v}) with config: model='...', ..., max_seq_len=..., tensor_parallel_size=..., ...
+  Setting kv cache block size to {n} for {backends} backend(s). / Using {fmt} KV cache format for {backend} backend.
+  Model loading took {x} GiB memory and {t} seconds            (older: ``Model loading took {x:.4f} GiB and ...``)
+  Available KV cache memory: {x} GiB
+  Overriding num_gpu_blocks={n} with num_gpu_blocks_override={m}
+  Multiplying the GPU KV cache size by the dcp_world_size {d}.
+  GPU KV cache size: {N:,} tokens[, Maximum concurrency for {L:,} tokens per request: {c:.2f}x]
+  To serve at least one request with the model's max seq len ({L}), ({x} GiB KV cache is needed, which is larger
+      than the available KV cache memory ({y} GiB). [Based on the available memory, the estimated maximum model
+      length is {n}. ]Try increasing ...
+
+Real logs are messy, and the reader copes with:
+- ANSI colour codes (with or without their ESC byte), carriage returns (progress bars), container prefixes
+  (``sglang-1  | ``, ``2026-04-19 12:18:49.415 | ``);
+- interleaved ranks, including two ranks' records glued on one line: a line is split at every record prefix
+  (``[2026-03-01 12:00:00 TP3]``, ``(Worker_TP0 pid=12)``, ``INFO 03-01 12:00:00``);
+- lines wrapped by a terminal: a line that does not begin with a record prefix continues the previous record and
+  is joined to it with no separator (a terminal wrap splits words and numbers); a blank line ends a record;
+- several server starts in one file: a new ``server_args=`` dump, vLLM's banner or engine-config line, a weight
+  load after the pool lines, a second pool line from the same rank, or a switch of engine begins a new run. The
+  doctor uses the last complete run (one that reached its pool lines or a startup error).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from kvplan.errors import InputError
+from kvplan.units import GiB
+
+T = TypeVar("T")
+
+LOOKED_FOR = (
+    "SGLang: 'server_args=ServerArgs(', 'Load weight begin/end', 'KV Cache is allocated', 'Memory pool end', "
+    "'max_total_num_tokens='; vLLM: 'Model loading took', 'Available KV cache memory', 'GPU KV cache size', "
+    "'Maximum concurrency for', 'Overriding num_gpu_blocks', \"To serve at least one request with the model's "
+    'max seq len"'
+)
+
+
+class LogError(InputError):
+    """A log with nothing the doctor can read (exit 2)."""
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True)
+class Gib:
+    """A memory figure as a log prints it: ``units / 10**decimals`` GiB, rounded to that many decimals.
+
+    SGLang prints ``{:.2f}`` and vLLM ``round(x, 2)`` (not zero-padded: ``36.1`` means 36.10), so a figure is
+    exact to half a unit of its last decimal: ``low_bytes``..``high_bytes`` is every byte count that prints so.
+    """
+
+    units: int
+    decimals: int
+    text: str
+
+    @classmethod
+    def parse(cls, text: str, *, decimals: int = 2) -> Gib:
+        whole, _, frac = text.partition(".")
+        d = max(len(frac), decimals)
+        return cls(int(whole or "0") * 10**d + int((frac + "0" * d)[:d] or "0"), d, text)
+
+    @property
+    def _scale(self) -> int:
+        return int(10**self.decimals)
+
+    @property
+    def bytes(self) -> int:
+        return self.units * GiB // self._scale
+
+    @property
+    def low_bytes(self) -> int:
+        """The smallest byte count that rounds to this figure: (units − ½) / 10**decimals GiB, rounded up."""
+        return max(-(-((2 * self.units - 1) * GiB) // (2 * self._scale)), 0)
+
+    @property
+    def high_bytes(self) -> int:
+        """The largest byte count that rounds to this figure: (units + ½) / 10**decimals GiB, rounded down."""
+        return (2 * self.units + 1) * GiB // (2 * self._scale)
+
+    @property
+    def half_unit_bytes(self) -> int:
+        """The rounding tolerance: half a unit of the last printed decimal, in bytes (0.005 GiB = 5,368,709 B)."""
+        return GiB // (2 * self._scale)
+
+    def covers(self, n: int) -> bool:
+        return self.low_bytes <= n <= self.high_bytes
+
+
+@dataclass(frozen=True)
+class At(Generic[T]):
+    """A value with the log line it came from and the rank that printed it."""
+
+    value: T
+    line: int
+    rank: str | None = None
+
+
+@dataclass(frozen=True)
+class Args:
+    """``key=value`` pairs of a ServerArgs dump or a vLLM config line; values as raw Python text."""
+
+    items: tuple[tuple[str, str], ...]
+
+    def raw(self, key: str) -> str | None:
+        for k, v in self.items:
+            if k == key:
+                return v
+        return None
+
+    def has(self, key: str) -> bool:
+        return self.raw(key) is not None
+
+    def text(self, key: str) -> str | None:
+        """The value without quotes; None when absent or ``None``."""
+        v = self.raw(key)
+        if v is None or v == "None":
+            return None
+        if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"":
+            return v[1:-1]
+        return v
+
+    def integer(self, key: str) -> int | None:
+        v = self.text(key)
+        if v is None or not re.fullmatch(r"-?\d+", v):
+            return None
+        return int(v)
+
+    def number(self, key: str) -> str | None:
+        """A decimal number's text (``'0.886'``), None when absent or not a number."""
+        v = self.text(key)
+        return v if v is not None and re.fullmatch(r"\d+(?:\.\d+)?", v) else None
+
+    def flag(self, key: str) -> bool | None:
+        v = self.text(key)
+        return {"True": True, "False": False}.get(v) if v is not None else None
+
+
+@dataclass(frozen=True)
+class LoadEnd:
+    avail: Gib | None
+    usage: Gib | None
+    model_class: str | None
+    dtype: str | None
+    quant: str | None
+
+
+@dataclass(frozen=True)
+class KvAlloc:
+    """SGLang's ``KV Cache is allocated`` line: ``tokens`` is the pool size S (per-rank rows)."""
+
+    tokens: int
+    dtype: str | None
+    kv: Gib | None
+    k: Gib | None = None
+    v: Gib | None = None
+
+    @property
+    def mha(self) -> bool:
+        return self.k is not None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """SGLang's scheduler summary: ``max_total_num_tokens`` is S × dcp (the logical count)."""
+
+    max_total_num_tokens: int
+    chunked_prefill_size: int
+    max_prefill_tokens: int
+    max_running_requests: int
+    context_len: int
+    available_gpu_mem: Gib | None
+
+
+@dataclass(frozen=True)
+class KvCacheSize:
+    """vLLM's ``GPU KV cache size``: num_blocks × block × dcp (the null block included)."""
+
+    tokens: int
+    max_model_len: int | None
+    """From the same line (0.33.0 prints both there); None when the line is the older one-figure form."""
+    concurrency: str | None
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    max_model_len: int
+    concurrency: str
+
+
+@dataclass(frozen=True)
+class Override:
+    profiled_blocks: int
+    blocks: int
+
+
+@dataclass(frozen=True)
+class MaxLenError:
+    """vLLM's startup refusal: one request of ``max_model_len`` needs more KV than there is."""
+
+    max_model_len: int
+    needed: Gib
+    available: Gib
+    estimated_max_len: int | None
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """One server start found in the log."""
+
+    index: int
+    first_line: int
+    last_line: int
+    engine: str | None
+    events: int
+    version: At[str] | None = None
+    args: At[Args] | None = None
+    """SGLang's ServerArgs dump, or vLLM's engine-config line."""
+    cli_args: At[Args] | None = None
+    """vLLM's ``non-default args``."""
+    baseline: tuple[At[Gib], ...] = ()
+    load_begin: tuple[At[Gib], ...] = ()
+    load_end: tuple[At[LoadEnd], ...] = ()
+    kv: tuple[At[KvAlloc], ...] = ()
+    """The target pool's line, one per rank."""
+    draft_kv: tuple[At[KvAlloc], ...] = ()
+    """A second ``KV Cache is allocated`` line from the same rank: the MTP draft pool."""
+    pool_end: tuple[At[Gib], ...] = ()
+    summary: At[Summary] | None = None
+    page_size: At[int] | None = None
+    dsa_kv_dtype: At[str] | None = None
+    dsa_backends: At[tuple[str, str]] | None = None
+    model_loading: tuple[At[Gib], ...] = ()
+    available_kv: tuple[At[Gib], ...] = ()
+    kv_cache_size: At[KvCacheSize] | None = None
+    concurrency: At[Concurrency] | None = None
+    dcp_multiplier: At[int] | None = None
+    override: At[Override] | None = None
+    block_size: At[int] | None = None
+    kv_format: At[str] | None = None
+    max_model_len: At[int] | None = None
+    architecture: At[str] | None = None
+    """vLLM's ``Resolved architecture``."""
+    max_len_error: At[MaxLenError] | None = None
+    errors: tuple[At[str], ...] = ()
+    ranks: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """The run reached its pool lines, or stopped with a startup error the doctor can check."""
+        return bool(
+            self.kv
+            or self.summary
+            or self.available_kv
+            or self.kv_cache_size
+            or self.override
+            or self.max_len_error
+            or self.errors
+        )
+
+    @property
+    def model_class(self) -> str | None:
+        if self.architecture is not None:
+            return self.architecture.value
+        for e in self.load_end:
+            if e.value.model_class:
+                return e.value.model_class
+        return None
+
+    @property
+    def model_path(self) -> str | None:
+        for a in (self.args, self.cli_args):
+            if a is not None:
+                for key in ("model_path", "model"):
+                    v = a.value.text(key)
+                    if v:
+                        return v
+        return None
+
+
+@dataclass(frozen=True)
+class ParsedLog:
+    source: str
+    lines: int
+    runs: tuple[Run, ...]
+
+    @property
+    def chosen(self) -> Run:
+        """The last complete run, else the last run."""
+        for run in reversed(self.runs):
+            if run.complete:
+                return run
+        return self.runs[-1]
+
+    @property
+    def skipped_after(self) -> tuple[Run, ...]:
+        """Runs after the chosen one (incomplete: a start cut off before its pool lines)."""
+        return self.runs[self.chosen.index :]
+
+
+def smallest(items: Iterable[At[Gib]]) -> At[Gib] | None:
+    """The smallest figure over ranks (the engines size from the minimum across ranks)."""
+    best: At[Gib] | None = None
+    for item in items:
+        if best is None or item.value.bytes < best.value.bytes:
+            best = item
+    return best
+
+
+def largest(items: Iterable[At[Gib]]) -> At[Gib] | None:
+    best: At[Gib] | None = None
+    for item in items:
+        if best is None or item.value.bytes > best.value.bytes:
+            best = item
+    return best
+
+
+# --------------------------------------------------------------------------- records
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|\[\d{1,3}(?:;\d{1,3})*m"  # a colour code whose ESC byte was lost in a paste
+)
+_SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<sg>[^\]\[]{0,40})\]"
+_LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
+_VLLM_PREFIX = rf"\((?P<proc>[^()\s]+(?: [^()\s]+)?) pid=\d+(?:, ip=[\w.:]+)?\)(?:\s*{_LEVEL})?"
+_START = re.compile(f"{_SGLANG_PREFIX}|{_VLLM_PREFIX}|{_LEVEL}")
+_CONTAINER = re.compile(r"^(?:[\w.-]+\s+\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s*\|\s*|\d{4}-\d\d-\d\dT[\d:.,]+Z?\s)")
+
+
+@dataclass
+class _Record:
+    line: int
+    rank: str | None
+    text: str
+
+
+def _rank(m: re.Match[str]) -> str | None:
+    sg = m.group("sg")
+    if sg is not None:
+        return sg.strip() or None
+    proc = m.group("proc")
+    return proc.strip() if proc else None
+
+
+def clean_line(raw: str) -> str:
+    line = _ANSI.sub("", raw).replace("\r", "")
+    return _CONTAINER.sub("", line, count=1)
+
+
+def _records(text: str) -> tuple[list[_Record], int]:
+    records: list[_Record] = []
+    open_record = False
+    lines = text.split("\n")
+    for number, raw in enumerate(lines, start=1):
+        line = clean_line(raw)
+        if not line.strip():
+            open_record = False
+            continue
+        starts = list(_START.finditer(line))
+        head_end = starts[0].start() if starts else len(line)
+        head = line[:head_end]
+        if head.strip():
+            if open_record and records:
+                records[-1].text += head  # a terminal wrap: no separator
+            else:
+                records.append(_Record(number, None, head))
+        for i, m in enumerate(starts):
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(line)
+            records.append(_Record(number, _rank(m), line[m.start() : end]))
+        open_record = True
+    return records, len(lines) - (1 if text.endswith("\n") else 0)
+
+
+# --------------------------------------------------------------------------- key=value dumps
+
+
+def kv_pairs(text: str, start: int = 0) -> tuple[tuple[str, str], ...]:
+    """``a=1, b='x, y', c=Foo(d=2)`` -> (('a', '1'), ('b', "'x, y'"), ('c', 'Foo(d=2)')).
+
+    Commas split only at depth 0 outside quotes; an unmatched closing bracket ends the list (the ``)`` of
+    ``ServerArgs(...)``).
+    """
+    parts: list[str] = []
+    depth = 0
+    quote = ""
+    i = start
+    begin = start
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[begin:i])
+            begin = i + 1
+        i += 1
+    parts.append(text[begin:i])
+    out: list[tuple[str, str]] = []
+    for part in parts:
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if sep and key.isidentifier():
+            out.append((key, value.strip()))
+    return tuple(out)
+
+
+def _dict_pairs(text: str) -> tuple[tuple[str, str], ...]:
+    """vLLM's ``non-default args: {...}`` as key/raw-value pairs (literal_eval, else a lenient regex)."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if isinstance(value, dict):
+        return tuple((str(k), repr(v)) for k, v in value.items())
+    return tuple((m.group(1), m.group(2).strip()) for m in re.finditer(r"'(\w+)':\s*('[^']*'|[^,}]+)", text))
+
+
+# --------------------------------------------------------------------------- events
+
+_NUM = r"(\d+(?:\.\d+)?)"
+_TOKENS = r"(\d[\d,]*)"
+
+_SG_ARGS = re.compile(r"server_args=ServerArgs\(")
+_SG_BASELINE = re.compile(rf"Memory baseline taken\. mem usage={_NUM} GB")
+_SG_LOAD_BEGIN = re.compile(rf"Load weight begin\. avail mem={_NUM} GB")
+_SG_LOAD_END = re.compile(r"Load weight end\.((?:(?!Load weight |KV Cache |Memory pool end|max_total_num_tokens=).)*)")
+_SG_KV = re.compile(
+    r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
+    rf"(?:KV size: {_NUM} GB|K size: {_NUM} GB, V size: {_NUM} GB)"
+)
+_SG_POOL_END = re.compile(rf"Memory pool end\. avail mem={_NUM} GB")
+_SG_SUMMARY = re.compile(
+    r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
+    rf"max_running_requests=(\d+), context_len=(\d+)(?:, available_(?:gpu|cpu)_mem={_NUM} GB)?"
+)
+_SG_PAGE = re.compile(r"Setting page size to (\d+) for DeepSeek [DN]SA")
+_SG_KV_DTYPE = re.compile(r"Setting KV cache dtype to (\w+) for DeepSeek [DN]SA")
+_SG_BACKENDS = re.compile(r"Set [DN]SA backends for \w+ KV Cache: prefill=(\w+), decode=(\w+)")
+_SG_ERROR = re.compile(
+    r"Not enough memory\. Please try to increase --mem-fraction-static"
+    r"|Loaded weights leave no GPU memory for the KV cache"
+)
+
+_VL_VERSION = re.compile(r"vLLM API server version (\S+)")
+_VL_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v?(?P<v>[^)\s]+)\) with config: (?P<cfg>.*)")
+_VL_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+_VL_BLOCK = re.compile(r"Setting kv cache block size to (\d+)")
+_VL_FORMAT = re.compile(r"Using (\w+) KV cache format for \w+ backend")
+_VL_LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_NUM} Gi?B")
+_VL_AVAILABLE = re.compile(rf"Available KV cache memory: {_NUM} GiB")
+_VL_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
+_VL_DCP = re.compile(r"Multiplying the GPU KV cache size by the dcp_world_size (\d+)")
+_VL_KV_SIZE = re.compile(
+    rf"GPU KV cache size: {_TOKENS} tokens(?:, Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x)?"
+)
+_VL_CONCURRENCY = re.compile(rf"(?<!, )Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x")
+_VL_MAX_LEN = re.compile(r"Using max model len (\d+)")
+_VL_ARCH = re.compile(r"Resolved architecture: (\w+)")
+_VL_MAXLEN_ERROR = re.compile(
+    r"To serve at least one request with the models?'s max seq len \((\d+)\), "
+    rf"\({_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?\d+(?:\.\d+)?) GiB\)\."
+    rf"(?: Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
+)
+_VL_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
+
+CONFIG = "config"
+LOAD = "load"
+POOL = "pool"
+_PHASE = {
+    "args": CONFIG,
+    "version": CONFIG,
+    "engine_config": CONFIG,
+    "cli_args": CONFIG,
+    "baseline": LOAD,
+    "load_begin": LOAD,
+    "load_end": LOAD,
+    "model_loading": LOAD,
+    "kv": POOL,
+    "pool_end": POOL,
+    "summary": POOL,
+    "available": POOL,
+    "kv_size": POOL,
+    "concurrency": POOL,
+    "override": POOL,
+    "dcp": POOL,
+    "maxlen_error": POOL,
+    "error": POOL,
+}
+_RESTART_ON_REPEAT = {"args", "version", "engine_config", "cli_args", "load_begin", "load_end", "model_loading",
+                      "summary", "available", "kv_size", "override", "pool_end"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Event:
+    kind: str
+    engine: str
+    pos: int
+    line: int
+    rank: str | None
+    value: object
+
+
+def _g(text: str) -> Gib:
+    return Gib.parse(text)
+
+
+def _tok(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _events(rec: _Record) -> list[_Event]:
+    t = rec.text
+    out: list[_Event] = []
+
+    def add(kind: str, engine: str, m: re.Match[str], value: object) -> None:
+        out.append(_Event(kind, engine, m.start(), rec.line, rec.rank, value))
+
+    sg, vl = "sglang", "vllm"
+    for m in _SG_ARGS.finditer(t):
+        add("args", sg, m, Args(kv_pairs(t, m.end())))
+    for m in _SG_BASELINE.finditer(t):
+        add("baseline", sg, m, _g(m.group(1)))
+    for m in _SG_LOAD_BEGIN.finditer(t):
+        add("load_begin", sg, m, _g(m.group(1)))
+    for m in _SG_LOAD_END.finditer(t):
+        body = m.group(1)
+        avail = re.search(rf"avail mem={_NUM} GB", body)
+        usage = re.search(rf"mem usage={_NUM} GB", body)
+        cls = re.search(r"type=(\w+)", body)
+        dtype = re.search(r"\bdtype=([\w.]+)", body)
+        quant = re.search(r"\bquant=(\w+)", body)
+        add(
+            "load_end",
+            sg,
+            m,
+            LoadEnd(
+                avail=_g(avail.group(1)) if avail else None,
+                usage=_g(usage.group(1)) if usage else None,
+                model_class=cls.group(1) if cls else None,
+                dtype=dtype.group(1) if dtype else None,
+                quant=quant.group(1) if quant else None,
+            ),
+        )
+    for m in _SG_KV.finditer(t):
+        kv, k, v = m.group(3), m.group(4), m.group(5)
+        add(
+            "kv",
+            sg,
+            m,
+            KvAlloc(
+                tokens=int(m.group("tokens")),
+                dtype=m.group("dtype"),
+                kv=_g(kv) if kv else None,
+                k=_g(k) if k else None,
+                v=_g(v) if v else None,
+            ),
+        )
+    for m in _SG_POOL_END.finditer(t):
+        add("pool_end", sg, m, _g(m.group(1)))
+    for m in _SG_SUMMARY.finditer(t):
+        add(
+            "summary",
+            sg,
+            m,
+            Summary(
+                max_total_num_tokens=int(m.group(1)),
+                chunked_prefill_size=int(m.group(2)),
+                max_prefill_tokens=int(m.group(3)),
+                max_running_requests=int(m.group(4)),
+                context_len=int(m.group(5)),
+                available_gpu_mem=_g(m.group(6)) if m.group(6) else None,
+            ),
+        )
+    for m in _SG_PAGE.finditer(t):
+        add("page", sg, m, int(m.group(1)))
+    for m in _SG_KV_DTYPE.finditer(t):
+        add("dsa_dtype", sg, m, m.group(1))
+    for m in _SG_BACKENDS.finditer(t):
+        add("dsa_backends", sg, m, (m.group(1), m.group(2)))
+    for m in _SG_ERROR.finditer(t):
+        add("error", sg, m, m.group(0))
+
+    for m in _VL_VERSION.finditer(t):
+        add("version", vl, m, m.group(1))
+    for m in _VL_ENGINE.finditer(t):
+        add("engine_config", vl, m, (m.group("v"), Args(kv_pairs(m.group("cfg")))))
+    for m in _VL_NON_DEFAULT.finditer(t):
+        add("cli_args", vl, m, Args(_dict_pairs(m.group(1))))
+    for m in _VL_BLOCK.finditer(t):
+        add("block", vl, m, int(m.group(1)))
+    for m in _VL_FORMAT.finditer(t):
+        add("format", vl, m, m.group(1))
+    for m in _VL_LOADING.finditer(t):
+        add("model_loading", vl, m, _g(m.group(1)))
+    for m in _VL_AVAILABLE.finditer(t):
+        add("available", vl, m, _g(m.group(1)))
+    for m in _VL_OVERRIDE.finditer(t):
+        add("override", vl, m, Override(int(m.group(1)), int(m.group(2))))
+    for m in _VL_DCP.finditer(t):
+        add("dcp", vl, m, int(m.group(1)))
+    for m in _VL_KV_SIZE.finditer(t):
+        add(
+            "kv_size",
+            vl,
+            m,
+            KvCacheSize(
+                tokens=_tok(m.group(1)),
+                max_model_len=_tok(m.group(2)) if m.group(2) else None,
+                concurrency=m.group(3),
+            ),
+        )
+    for m in _VL_CONCURRENCY.finditer(t):
+        add("concurrency", vl, m, Concurrency(_tok(m.group(1)), m.group(2)))
+    for m in _VL_MAX_LEN.finditer(t):
+        add("max_len", vl, m, int(m.group(1)))
+    for m in _VL_ARCH.finditer(t):
+        add("architecture", vl, m, m.group(1))
+    for m in _VL_MAXLEN_ERROR.finditer(t):
+        add(
+            "maxlen_error",
+            vl,
+            m,
+            MaxLenError(
+                max_model_len=int(m.group(1)),
+                needed=_g(m.group(2)),
+                available=_g(m.group(3).lstrip("-")),
+                estimated_max_len=_tok(m.group(4)) if m.group(4) else None,
+            ),
+        )
+    for m in _VL_NO_MEMORY.finditer(t):
+        add("error", vl, m, m.group(0))
+    out.sort(key=lambda e: e.pos)
+    return out
+
+
+# --------------------------------------------------------------------------- runs from events
+
+
+@dataclass
+class _Builder:
+    first_line: int
+    engine: str | None = None
+    events: list[_Event] = field(default_factory=list)
+    seen: set[tuple[str, str | None]] = field(default_factory=set)
+    phases: set[str] = field(default_factory=set)
+    kv_per_rank: dict[str | None, int] = field(default_factory=dict)
+
+    def restarts(self, ev: _Event) -> bool:
+        """Whether this event belongs to a new server start."""
+        if not self.events:
+            return False
+        if self.engine is not None and ev.engine != self.engine and ev.kind in _PHASE:
+            return True
+        phase = _PHASE.get(ev.kind, CONFIG)
+        if phase == CONFIG and POOL in self.phases:
+            return True  # configuration lines (a dump, a banner, a page/dtype/backend choice) after the pool
+        if phase == LOAD and POOL in self.phases:
+            return True  # weights load again after the pool: a restart
+        if ev.kind == "kv":
+            return self.kv_per_rank.get(ev.rank, 0) >= 2  # target + draft per rank; a third is a new start
+        return ev.kind in _RESTART_ON_REPEAT and (ev.kind, ev.rank) in self.seen
+
+    def add(self, ev: _Event) -> None:
+        self.events.append(ev)
+        if ev.kind in _PHASE:
+            self.engine = self.engine or ev.engine
+            self.phases.add(_PHASE[ev.kind])
+        self.seen.add((ev.kind, ev.rank))
+        if ev.kind == "kv":
+            self.kv_per_rank[ev.rank] = self.kv_per_rank.get(ev.rank, 0) + 1
+
+    def freeze(self, index: int) -> Run:
+        def all_of(kind: str) -> list[_Event]:
+            return [e for e in self.events if e.kind == kind]
+
+        def first(kind: str) -> _Event | None:
+            items = all_of(kind)
+            return items[0] if items else None
+
+        def at(e: _Event | None, value: T) -> At[T] | None:
+            return None if e is None else At(value, e.line, e.rank)
+
+        def ats(kind: str) -> tuple[At[Gib], ...]:
+            return tuple(At(e.value, e.line, e.rank) for e in all_of(kind) if isinstance(e.value, Gib))
+
+        kv: list[At[KvAlloc]] = []
+        draft: list[At[KvAlloc]] = []
+        targets: set[str | None] = set()
+        for e in all_of("kv"):
+            assert isinstance(e.value, KvAlloc)
+            (draft if e.rank in targets else kv).append(At(e.value, e.line, e.rank))
+            targets.add(e.rank)
+        args = first("args")
+        engine_config = first("engine_config")
+        version = first("version")
+        version_text: str | None = str(version.value) if version else None
+        config_args: At[Args] | None = None
+        if args is not None and isinstance(args.value, Args):
+            config_args = At(args.value, args.line, args.rank)
+        elif engine_config is not None and isinstance(engine_config.value, tuple):
+            v, cfg = engine_config.value
+            config_args = At(cfg, engine_config.line, engine_config.rank)
+            version_text = version_text or str(v)
+            version = version or engine_config
+        cli = first("cli_args")
+        summary = first("summary")
+        kv_size = first("kv_size")
+        concurrency = first("concurrency")
+        override = first("override")
+        maxlen = first("maxlen_error")
+        lines = [e.line for e in self.events]
+        ranks = tuple(dict.fromkeys(e.rank for e in self.events if e.rank is not None))
+        return Run(
+            index=index,
+            first_line=min(lines),
+            last_line=max(lines),
+            engine=self.engine,
+            events=len(self.events),
+            version=At(version_text, version.line, version.rank) if version and version_text else None,
+            args=config_args,
+            cli_args=at(cli, cli.value) if cli is not None and isinstance(cli.value, Args) else None,
+            baseline=ats("baseline"),
+            load_begin=ats("load_begin"),
+            load_end=tuple(At(e.value, e.line, e.rank) for e in all_of("load_end") if isinstance(e.value, LoadEnd)),
+            kv=tuple(kv),
+            draft_kv=tuple(draft),
+            pool_end=ats("pool_end"),
+            summary=at(summary, summary.value) if summary and isinstance(summary.value, Summary) else None,
+            page_size=_int_at(first("page")),
+            dsa_kv_dtype=_str_at(first("dsa_dtype")),
+            dsa_backends=_pair_at(first("dsa_backends")),
+            model_loading=ats("model_loading"),
+            available_kv=ats("available"),
+            kv_cache_size=at(kv_size, kv_size.value) if kv_size and isinstance(kv_size.value, KvCacheSize) else None,
+            concurrency=(
+                at(concurrency, concurrency.value)
+                if concurrency and isinstance(concurrency.value, Concurrency)
+                else None
+            ),
+            dcp_multiplier=_int_at(first("dcp")),
+            override=at(override, override.value) if override and isinstance(override.value, Override) else None,
+            block_size=_int_at(first("block")),
+            kv_format=_str_at(first("format")),
+            max_model_len=_int_at(first("max_len")),
+            architecture=_str_at(first("architecture")),
+            max_len_error=at(maxlen, maxlen.value) if maxlen and isinstance(maxlen.value, MaxLenError) else None,
+            errors=tuple(At(str(e.value), e.line, e.rank) for e in all_of("error")),
+            ranks=ranks,
+        )
+
+
+def _int_at(e: _Event | None) -> At[int] | None:
+    return At(e.value, e.line, e.rank) if e is not None and isinstance(e.value, int) else None
+
+
+def _str_at(e: _Event | None) -> At[str] | None:
+    return At(e.value, e.line, e.rank) if e is not None and isinstance(e.value, str) else None
+
+
+def _pair_at(e: _Event | None) -> At[tuple[str, str]] | None:
+    if e is None or not isinstance(e.value, tuple):
+        return None
+    a, b = e.value
+    return At((str(a), str(b)), e.line, e.rank)
+
+
+def parse_log(text: str, source: str = "log") -> ParsedLog:
+    """Every server start in ``text``; raises LogError when nothing is recognisable."""
+    records, n_lines = _records(text)
+    runs: list[Run] = []
+    builder: _Builder | None = None
+    for rec in records:
+        for ev in _events(rec):
+            if builder is None or builder.restarts(ev):
+                if builder is not None:
+                    runs.append(builder.freeze(len(runs) + 1))
+                builder = _Builder(ev.line)
+            builder.add(ev)
+    if builder is not None and builder.events:
+        runs.append(builder.freeze(len(runs) + 1))
+    runs = [r for r in runs if r.engine is not None]
+    if not runs:
+        raise LogError(f"{source}: no engine startup lines recognised; looked for {LOOKED_FOR}")
+    return ParsedLog(source, n_lines, tuple(_renumber(runs)))
+
+
+def _renumber(runs: list[Run]) -> list[Run]:
+    from dataclasses import replace
+
+    return [replace(r, index=i) for i, r in enumerate(runs, start=1)]
