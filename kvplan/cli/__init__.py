@@ -17,6 +17,7 @@ from kvplan.cli.gate import diff, gate, lock
 from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, models_app
 from kvplan.cli.probe import probe, validate
+from kvplan.cli.simulate import simulate
 from kvplan.cli.transfer import transfer
 from kvplan.cli.workspace import workspace
 
@@ -90,6 +91,7 @@ app.command()(gate)
 app.command()(diff)
 app.command()(probe)
 app.command()(validate)
+app.command()(simulate)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")
 

@@ -1,0 +1,363 @@
+"""The published hit-rate semantics: the trace's own blocks, requests in order, no engine in the way.
+
+This is the semantics of the Mooncake paper's Figure 9 and of kvcache.ai's simulator (``kvcache-simulator``):
+
+- a request's hit is the longest run of its leading blocks that are cached *before* it runs; a block weighs
+  ``min(block, input − i × block)`` tokens (the partial last block weighs its remainder);
+- after the request all its blocks are cached (the request's KV is inserted after it);
+- ``lru``: leaf-LRU over the prefix trie. Only leaves are evicted, the running request's path is protected, and
+  insertion stops when the pool holds nothing but that path (its first ``capacity`` blocks stay);
+- ``fifo``: block FIFO. Blocks leave in insertion order, hits do not refresh them, and any block may go, the
+  request's own included.
+
+Leaf-LRU is a stack algorithm. Reference each request's blocks deepest first, so that a block is always more
+recent than everything below it: then the least recently used block is always a leaf, insertion stopping at
+``capacity`` keeps the top of the stack, and the cache of ``C`` blocks is the top ``C`` of one LRU stack. A block
+hits at capacity ``C`` iff its stack distance at the start of its request is at most ``C``, and along a request's
+path the distances increase, so the hits form a prefix. One pass over the trace that records each reference's
+stack distance therefore gives the whole hit-rate curve (``lru_curve``). Distances come from a Fenwick tree over
+reference times that marks a time dead when its block is referenced again.
+kvcache-simulator (0.1.3) agrees with this exactly at every capacity of at least the longest request (in
+blocks), and with FIFO at every capacity. Below that its leaf-LRU differs: it protects only the path nodes that
+were cached *before* the request, so when a path does not fit, inserting a block evicts the request's own newest
+block (the new block's parent) and insertion stops, one block short. That is not a stack algorithm, which is why
+kvcache.ai's published LRU curves dip at small capacities (reference-results/README.md); kvplan keeps the path's
+first ``capacity`` blocks, and its curve never falls as the pool grows.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
+from kvplan.sim.trace import Request
+
+Progress = Callable[[int], None]
+"""Called with the number of requests replayed so far (every few hundred requests)."""
+
+POLICIES = ("lru", "fifo")
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str
+    """'all' or 'last50'."""
+    start: int
+    """Index of the first measured request."""
+
+
+def _hit_tokens(blocks: int, input_tokens: int, block_tokens: int) -> int:
+    """Tokens of the first ``blocks`` blocks: full blocks, the last one partial."""
+    return min(blocks * block_tokens, input_tokens)
+
+
+def _tokens(r: Request, block_tokens: int) -> int:
+    """Block-weighted tokens of a request (kvcache.ai's denominator): the tokens its listed blocks cover."""
+    assert r.blocks is not None
+    return min(len(r.blocks) * block_tokens, r.input_tokens)
+
+
+def replay(
+    requests: Iterable[Request],
+    *,
+    block_tokens: int,
+    capacity: int | None,
+    policy: str,
+    window: Window,
+    check: bool = False,
+    progress: Progress | None = None,
+) -> SimResult:
+    """One capacity (``None``: unbounded) under leaf-LRU or block FIFO; every counter is exact."""
+    if policy not in POLICIES:
+        raise ValueError(f"ideal semantics: unknown policy {policy!r}")
+    stats = HitStats()
+    cache: OrderedDict[int, None] = OrderedDict()
+    cap = capacity
+    evictions = 0
+    peak = 0
+    used_sum = 0
+    n = 0
+    filled_at: int | None = None
+    input_tokens = 0
+    lru = policy == "lru"
+    start = window.start
+    for r in requests:
+        ids = r.blocks
+        if ids is None:
+            raise ValueError("ideal semantics needs block ids")
+        input_tokens += r.input_tokens
+        h = 0
+        for b in ids:
+            if b in cache:
+                h += 1
+            else:
+                break
+        if r.index >= start:
+            stats.add(_tokens(r, block_tokens), _hit_tokens(h, r.input_tokens, block_tokens), len(ids), h)
+        if cap is None:
+            cache.update(dict.fromkeys(ids))
+        elif cap > 0 and lru:
+            move = cache.move_to_end
+            for b in reversed(ids):
+                if b in cache:
+                    move(b)
+                else:
+                    cache[b] = None
+            over = len(cache) - cap
+            if over > 0:
+                if filled_at is None:
+                    filled_at = r.index
+                popitem = cache.popitem
+                for _ in range(over):
+                    popitem(last=False)
+                # the request's own deepest blocks that do not fit were never inserted, not evicted
+                evictions += over - max(0, len(ids) - cap)
+            elif over == 0 and filled_at is None:
+                filled_at = r.index
+        elif cap > 0:
+            for b in ids:
+                if b in cache:
+                    continue
+                if len(cache) >= cap:
+                    cache.popitem(last=False)
+                    evictions += 1
+                cache[b] = None
+                if filled_at is None and len(cache) >= cap:
+                    filled_at = r.index
+        if check:
+            _check(cache, cap, ids, lru)
+        used = len(cache)
+        peak = max(peak, used)
+        used_sum += used
+        n += 1
+        if progress is not None and not n % 512:
+            progress(n)
+    return SimResult(
+        semantics="ideal",
+        policy=policy,
+        mode="order",
+        window=window.name,
+        window_start=start,
+        requests=n,
+        unit="block",
+        unit_tokens=block_tokens,
+        capacity_units=cap,
+        stats=stats,
+        evictions=evictions,
+        peak_used_units=peak,
+        used_sum=used_sum,
+        used_samples=n,
+        filled_at=filled_at,
+        input_tokens=input_tokens,
+    )
+
+
+def _check(cache: OrderedDict[int, None], cap: int | None, ids: list[int], lru: bool) -> None:
+    if cap is not None:
+        assert len(cache) <= cap, f"cache holds {len(cache)} blocks, capacity {cap}"
+    if lru and cap is not None and cap > 0:
+        # the request's first min(len, cap) blocks are cached and are the most recent, root last
+        keep = ids[: min(len(ids), cap)]
+        tail = list(cache)[-len(keep) :] if keep else []
+        assert tail == keep[::-1], "leaf-LRU: the request's path is not on top of the stack"
+        # every cached block's parent (in this request) is cached: only leaves were evicted
+        for i in range(1, len(ids)):
+            if ids[i] in cache:
+                assert ids[i - 1] in cache, "leaf-LRU evicted an inner node"
+
+
+def fifo_curve(
+    requests: Iterable[Request],
+    *,
+    block_tokens: int,
+    capacities: list[int],
+    window: Window,
+    progress: Progress | None = None,
+) -> Sweep:
+    """Block FIFO at every capacity in one read of the trace: one cache per capacity, updated side by side.
+
+    FIFO is not a stack algorithm (a larger pool can hit less), so each capacity needs its own cache; reading the
+    trace once still saves a parse per capacity."""
+    caps = sorted(set(capacities))
+    caches: list[OrderedDict[int, None]] = [OrderedDict() for _ in caps]
+    hit_tokens = [0] * len(caps)
+    hit_units = [0] * len(caps)
+    filled = [False] * len(caps)
+    measured_tokens = measured_blocks = input_tokens = n = 0
+    start = window.start
+    for r in requests:
+        ids = r.blocks
+        assert ids is not None
+        length = r.input_tokens
+        input_tokens += length
+        measured = r.index >= start
+        if measured:
+            measured_tokens += min(len(ids) * block_tokens, length)
+            measured_blocks += len(ids)
+        for k, cache in enumerate(caches):
+            if measured:
+                h = 0
+                for b in ids:
+                    if b in cache:
+                        h += 1
+                    else:
+                        break
+                hit_tokens[k] += min(h * block_tokens, length)
+                hit_units[k] += h
+            cap = caps[k]
+            if cap <= 0:
+                continue
+            popitem = cache.popitem
+            for b in ids:
+                if b in cache:
+                    continue
+                if len(cache) >= cap:
+                    popitem(last=False)
+                cache[b] = None
+            if not filled[k] and len(cache) >= cap and (r.index < start or not start):
+                filled[k] = True
+        n += 1
+        if progress is not None and not n % 512:
+            progress(n)
+    points = [SweepPoint(c, hit_tokens[k], hit_units[k], filled[k]) for k, c in enumerate(caps)]
+    return Sweep(
+        semantics="ideal",
+        policy="fifo",
+        window=window.name,
+        window_start=start,
+        requests=n,
+        unit="block",
+        unit_tokens=block_tokens,
+        measured_tokens=measured_tokens,
+        measured_units=measured_blocks,
+        points=points,
+        method="one read, one FIFO per capacity",
+        input_tokens=input_tokens,
+    )
+
+
+def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Window) -> HitStats:
+    """Hits with an unbounded cache: each request's leading blocks seen in any earlier request."""
+    seen: set[int] = set()
+    stats = HitStats()
+    for r in requests:
+        ids = r.blocks
+        assert ids is not None
+        h = 0
+        for b in ids:
+            if b in seen:
+                h += 1
+            else:
+                break
+        if r.index >= window.start:
+            stats.add(_tokens(r, block_tokens), _hit_tokens(h, r.input_tokens, block_tokens), len(ids), h)
+        seen.update(ids)
+    return stats
+
+
+def lru_curve(
+    requests: Iterable[Request],
+    *,
+    block_tokens: int,
+    capacities: list[int],
+    window: Window,
+    progress: Progress | None = None,
+) -> Sweep:
+    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc)."""
+    size = 1 << 16
+    tree = [0] * (size + 1)
+    last: dict[int, int] = {}
+    get = last.get
+    now = 0
+    dead = 0
+    hist_tokens: dict[int, int] = {}
+    hist_blocks: dict[int, int] = {}
+    measured_tokens = measured_blocks = 0
+    distinct_before: int | None = None
+    start = window.start
+    n = 0
+    input_tokens = 0
+    for r in requests:
+        ids = r.blocks
+        assert ids is not None
+        if r.index == start:
+            distinct_before = len(last)
+        length = r.input_tokens
+        input_tokens += length
+        if r.index >= start:
+            measured_tokens += min(len(ids) * block_tokens, length)
+            measured_blocks += len(ids)
+            for i, b in enumerate(ids):
+                t = get(b)
+                if t is None:
+                    break  # prefix-chained: everything after a cold block is cold
+                s = 0
+                j = t
+                while j:
+                    s += tree[j]
+                    j &= j - 1
+                depth = now - t - (dead - s) + 1
+                w = min(block_tokens, length - i * block_tokens)
+                hist_tokens[depth] = hist_tokens.get(depth, 0) + w
+                hist_blocks[depth] = hist_blocks.get(depth, 0) + 1
+        for b in reversed(ids):
+            t = get(b)
+            if t is not None:
+                j = t
+                while j <= size:
+                    tree[j] += 1
+                    j += j & -j
+                dead += 1
+            now += 1
+            if now > size:
+                # double the Fenwick tree: only the new last slot covers the old range
+                tree.extend([0] * size)
+                size *= 2
+                tree[size] = dead
+            last[b] = now
+        n += 1
+        if progress is not None and not n % 512:
+            progress(n)
+    if distinct_before is None:
+        distinct_before = len(last)
+    depths = sorted(hist_tokens)
+    cum_t: list[int] = []
+    cum_b: list[int] = []
+    at = bt = 0
+    for d in depths:
+        at += hist_tokens[d]
+        bt += hist_blocks[d]
+        cum_t.append(at)
+        cum_b.append(bt)
+
+    from bisect import bisect_right
+
+    points = []
+    for c in sorted(set(capacities)):
+        k = bisect_right(depths, c)
+        points.append(
+            SweepPoint(
+                capacity_units=c,
+                hit_tokens=cum_t[k - 1] if k else 0,
+                hit_units=cum_b[k - 1] if k else 0,
+                filled_before_window=c <= distinct_before if start > 0 else c <= len(last),
+            )
+        )
+    return Sweep(
+        semantics="ideal",
+        policy="lru",
+        window=window.name,
+        window_start=start,
+        requests=n,
+        unit="block",
+        unit_tokens=block_tokens,
+        measured_tokens=measured_tokens,
+        measured_units=measured_blocks,
+        points=points,
+        method="one pass (LRU stack distances)",
+        unbounded_hit_tokens=at,
+        distinct_before_window=distinct_before,
+        input_tokens=input_tokens,
+    )

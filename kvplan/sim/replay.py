@@ -1,0 +1,371 @@
+"""Replaying a trace through an engine's pool: order mode and occupancy mode.
+
+Order mode (the published studies' convention): requests one at a time in trace order. A request matches its
+prefix, takes pages for its whole input, and its whole pages are cached when it is done. Output tokens are not
+replayed (the trace's next turn carries them as input blocks). A request larger than the whole pool cannot run:
+it counts as a miss and as ``too_long``.
+
+Occupancy mode: requests arrive at their trace timestamps and hold their pages while they run, under this
+service-time model (all integers):
+
+- prefill takes ``ceil(uncached tokens × 10⁶ / prefill_tps)`` µs, uncached = length − hit (a request's prefill
+  is independent of the others: no batching contention);
+- decode makes one token every ``tpot_us``; the sequence takes one more page whenever it crosses a page;
+- admission is FCFS with head-of-line blocking, up to ``max_running`` requests: the head is admitted when its
+  pages (hit pages that sit idle in the cache included) can be had from free or evictable pages, and its whole
+  pages are shareable from then on (vLLM caches blocks as it schedules them; SGLang inserts after a prefill);
+- when a running request needs a page and none can be had, the most recently admitted request is preempted
+  (vLLM's recompute preemption; it may be the request itself): its whole pages go to the cache, the rest are
+  freed, and it returns to the head of the queue keeping the tokens it generated, which it recomputes;
+- generated pages get keys of their own: only the request itself can hit them (after a preemption);
+- a request larger than the whole pool is dropped (``too_long``).
+
+Waits are from arrival to first admission; hits are counted at first admission.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from kvplan.sim.ideal import Window
+from kvplan.sim.paging import Paging
+from kvplan.sim.pool import Pool, Seq
+from kvplan.sim.result import HitStats, Occupancy, SimResult
+from kvplan.sim.trace import Request
+from kvplan.units import cdiv
+
+Progress = Callable[[int], None]
+
+TIMELINE_POINTS = 400
+
+
+@dataclass(frozen=True)
+class Service:
+    """The occupancy-mode service-time model."""
+
+    prefill_tps: int = 10_000
+    """Prefill tokens per second of one request."""
+    tpot_us: int = 40_000
+    """Decode time per output token, microseconds."""
+    max_running: int | None = None
+    """Running requests at most (None: no limit but memory)."""
+
+    def describe(self) -> str:
+        limit = f"at most {self.max_running:,} running" if self.max_running else "no running-request limit"
+        return (
+            f"prefill {self.prefill_tps:,} tokens/s per request (uncached tokens only), decode "
+            f"{self.tpot_us / 1000:g} ms per token, {limit}; FCFS admission, newest-first recompute preemption"
+        )
+
+
+def _keys(paging: Paging, r: Request, pages: int) -> list[int]:
+    return paging.page_keys(r, pages)
+
+
+def replay_order(
+    requests: Iterable[Request],
+    pool: Pool,
+    paging: Paging,
+    *,
+    window: Window,
+    progress: Progress | None = None,
+) -> SimResult:
+    ps = pool.page_tokens
+    stats = HitStats()
+    peak = used_sum = n = too_long = input_tokens = 0
+    filled_at: int | None = None
+    evictions_before = pool.evictions
+    for r in requests:
+        length = r.input_tokens
+        input_tokens += length
+        seq = Seq(r, _keys(paging, r, length // ps), r.index >= window.start)
+        hit = 0
+        if pool.start(seq):
+            hit = seq.hit_pages
+            used = pool.pages - pool.free_pages()
+            peak = max(peak, used)
+            if filled_at is None and (pool.evictions > evictions_before or pool.free_pages() == 0):
+                filled_at = r.index
+            pool.release(seq)
+        else:
+            too_long += 1
+        if seq.measured:
+            stats.add(length, hit * ps, cdiv(length, ps), hit)
+        used_sum += pool.pages - pool.free_pages()
+        n += 1
+        if progress is not None and not n % 256:
+            progress(n)
+    return SimResult(
+        semantics=pool.semantics,
+        policy=pool.policy,
+        mode="order",
+        window=window.name,
+        window_start=window.start,
+        requests=n,
+        unit="page",
+        unit_tokens=ps,
+        capacity_units=pool.pages,
+        stats=stats,
+        evictions=pool.evictions,
+        peak_used_units=peak,
+        used_sum=used_sum,
+        used_samples=n,
+        too_long=too_long,
+        filled_at=filled_at,
+        input_tokens=input_tokens,
+    )
+
+
+_GROW, _FINISH = 0, 1
+
+
+class _Occupancy:
+    def __init__(self, pool: Pool, paging: Paging, service: Service, window: Window, progress: Progress | None):
+        self.pool = pool
+        self.paging = paging
+        self.service = service
+        self.window = window
+        self.progress = progress
+        self.ps = pool.page_tokens
+        self.stats = HitStats()
+        self.occ = Occupancy()
+        self.events: list[tuple[int, int, int, int, Seq]] = []
+        self.seqno = 0
+        self.waiting: deque[Seq] = deque()
+        self.running: dict[int, Seq] = {}
+        self.now = 0
+        self.too_long = 0
+        self.filled_at: int | None = None
+        self.peak_used = 0
+        self.samples: list[tuple[int, int, int, int, int]] = []
+        self.last_t = 0
+        self.input_tokens = 0
+        self.arrived = 0
+
+    # -------------------------------------------------------------- bookkeeping
+
+    def _advance(self, t: int) -> None:
+        dt = t - self.last_t
+        if dt > 0:
+            self.occ.queue_area += len(self.waiting) * dt
+            self.occ.used_area += self.pool.held_pages() * dt
+            self.last_t = t
+        self.now = t
+
+    def _sample(self) -> None:
+        pool = self.pool
+        used = pool.pages - pool.free_pages()
+        if used > self.peak_used:
+            self.peak_used = used
+        if self.filled_at is None and (pool.free_pages() == 0 or pool.evictions):
+            self.filled_at = self.arrived - 1
+        self.occ.max_queue = max(self.occ.max_queue, len(self.waiting))
+        self.occ.peak_running = max(self.occ.peak_running, len(self.running))
+        self.samples.append((self.now, len(self.running), len(self.waiting), pool.held_pages(), pool.cached_pages()))
+
+    def _schedule(self, t: int, kind: int, seq: Seq) -> None:
+        self.seqno += 1
+        heapq.heappush(self.events, (t, self.seqno, kind, seq.gen, seq))
+
+    def _generated_by(self, seq: Seq, t: int) -> int:
+        if t <= seq.decode_start_us:
+            return seq.generated_at_admit
+        done = seq.generated_at_admit + (t - seq.decode_start_us) // self.service.tpot_us
+        return min(done, seq.req.output_tokens)
+
+    def _extend_keys(self, seq: Seq) -> None:
+        need = seq.tokens // self.ps
+        while len(seq.keys) < need:
+            seq.keys.append(self.paging.unique())
+
+    # -------------------------------------------------------------- requests
+
+    def _admit(self, seq: Seq) -> bool:
+        seq.tokens = seq.req.input_tokens + seq.generated
+        self._extend_keys(seq)
+        if not self.pool.start(seq):
+            return False
+        self.pool.commit(seq)
+        now = self.now
+        uncached = seq.tokens - seq.hit_pages * self.ps
+        self.occ.prefill_tokens += uncached
+        prefill = cdiv(uncached * 1_000_000, self.service.prefill_tps)
+        seq.decode_start_us = now + prefill
+        seq.generated_at_admit = seq.generated
+        if seq.first_admit_us < 0:
+            seq.first_admit_us = now
+            if seq.measured:
+                r = seq.req
+                self.occ.waits_us.append(now - seq.arrival_us)
+                self.stats.add(r.input_tokens, min(seq.hit_pages * self.ps, r.input_tokens),
+                               cdiv(r.input_tokens, self.ps), seq.hit_pages)  # fmt: skip
+        self.running[seq.req.index] = seq
+        self._next_event(seq)
+        return True
+
+    def _next_event(self, seq: Seq) -> None:
+        """The next page this sequence needs during decode, or its finish."""
+        out = seq.req.output_tokens
+        held_tokens = cdiv(seq.tokens, self.ps) * self.ps
+        k = held_tokens - seq.req.input_tokens + 1  # the first generated token that needs a new page
+        if k <= out:
+            t = seq.decode_start_us + (k - seq.generated_at_admit) * self.service.tpot_us
+            self._schedule(t, _GROW, seq)
+        else:
+            t = seq.decode_start_us + (out - seq.generated_at_admit) * self.service.tpot_us
+            self._schedule(t, _FINISH, seq)
+
+    def _preempt(self, seq: Seq) -> None:
+        seq.generated = self._generated_by(seq, self.now)
+        seq.tokens = seq.req.input_tokens + seq.generated
+        self._extend_keys(seq)
+        self.pool.release(seq)
+        del self.running[seq.req.index]
+        seq.gen += 1
+        self.waiting.appendleft(seq)
+        self.occ.preemptions += 1
+
+    def _grow(self, seq: Seq) -> None:
+        # the sequence reached a page boundary: it needs one more page for its next token
+        seq.generated = self._generated_by(seq, self.now)
+        while not self.pool.grow(seq, 1):
+            victim = next(reversed(self.running.values()))
+            if victim is seq and len(self.running) == 1:
+                # alone and still out of pages: larger than the pool
+                seq.tokens = seq.req.input_tokens + seq.generated
+                self._extend_keys(seq)
+                self.pool.release(seq)
+                del self.running[seq.req.index]
+                self.too_long += 1
+                return
+            self._preempt(victim)
+            if victim is seq:
+                return
+        # the new page holds the token that crossed the boundary: the sequence is one token into it
+        seq.tokens = cdiv(seq.tokens, self.ps) * self.ps + 1
+        self._next_event(seq)
+
+    def _finish(self, seq: Seq) -> None:
+        seq.generated = seq.req.output_tokens
+        seq.tokens = seq.req.input_tokens + seq.generated
+        self._extend_keys(seq)
+        self.pool.release(seq)
+        del self.running[seq.req.index]
+        self.occ.completed += 1
+
+    def _try_admit(self) -> None:
+        limit = self.service.max_running
+        while self.waiting and (limit is None or len(self.running) < limit):
+            head = self.waiting[0]
+            if not self.pool.can_ever_fit(head.req.input_tokens + head.req.output_tokens):
+                self.waiting.popleft()
+                self.too_long += 1
+                continue
+            if not self._admit(head):
+                if not self.running:
+                    # nothing will free pages: the head can never run (its hit path alone is too big)
+                    self.waiting.popleft()
+                    self.too_long += 1
+                    continue
+                break
+            self.waiting.popleft()
+
+    # -------------------------------------------------------------- loop
+
+    def run(self, requests: Iterator[Request]) -> SimResult:
+        nxt = next(requests, None)
+        n = 0
+        last_arrival = -1
+        while nxt is not None or self.events or self.waiting:
+            t_event = self.events[0][0] if self.events else None
+            if nxt is not None and (t_event is None or nxt.arrival_us <= t_event):
+                r = nxt
+                if r.arrival_us < last_arrival:
+                    from kvplan.errors import InputError
+
+                    raise InputError(
+                        f"request {r.index} (line {r.line}) arrives before the one before it: occupancy mode "
+                        "needs the trace sorted by arrival time"
+                    )
+                last_arrival = r.arrival_us
+                self._advance(r.arrival_us)
+                self.input_tokens += r.input_tokens
+                seq = Seq(r, self.paging.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
+                self.waiting.append(seq)
+                n += 1
+                self.arrived = n
+                if self.progress is not None and not n % 256:
+                    self.progress(n)
+                nxt = next(requests, None)
+            elif t_event is not None:
+                t, _, kind, gen, seq = heapq.heappop(self.events)
+                self._advance(t)
+                if gen != seq.gen or seq.req.index not in self.running:
+                    continue
+                if kind == _GROW:
+                    self._grow(seq)
+                else:
+                    self._finish(seq)
+            else:
+                # only waiting requests and nothing running: admit or drop them
+                if self.running:
+                    raise AssertionError("running requests without events")
+            self._try_admit()
+            if self.pool.check:
+                self.pool.verify()
+            self._sample()
+        self.occ.makespan_us = self.now
+        self.occ.timeline = _downsample(self.samples, TIMELINE_POINTS)
+        return SimResult(
+            semantics=self.pool.semantics,
+            policy=self.pool.policy,
+            mode="occupancy",
+            window=self.window.name,
+            window_start=self.window.start,
+            requests=n,
+            unit="page",
+            unit_tokens=self.ps,
+            capacity_units=self.pool.pages,
+            stats=self.stats,
+            evictions=self.pool.evictions,
+            peak_used_units=self.peak_used,
+            used_sum=self.occ.used_area,
+            used_samples=max(self.now, 1),
+            too_long=self.too_long,
+            filled_at=self.filled_at,
+            occupancy=self.occ,
+            input_tokens=self.input_tokens,
+        )
+
+
+def _downsample(samples: list[tuple[int, int, int, int, int]], points: int) -> list[tuple[int, int, int, int, int]]:
+    """At most ``points`` samples: per time bucket the sample with the most pages held (peaks survive)."""
+    if len(samples) <= points:
+        return samples
+    t0, t1 = samples[0][0], samples[-1][0]
+    span = max(t1 - t0, 1)
+    out: list[tuple[int, int, int, int, int]] = []
+    bucket = -1
+    for s in samples:
+        b = (s[0] - t0) * points // (span + 1)
+        if b != bucket:
+            out.append(s)
+            bucket = b
+        elif s[3] > out[-1][3]:
+            out[-1] = s
+    return out
+
+
+def replay_occupancy(
+    requests: Iterable[Request],
+    pool: Pool,
+    paging: Paging,
+    *,
+    service: Service,
+    window: Window,
+    progress: Progress | None = None,
+) -> SimResult:
+    return _Occupancy(pool, paging, service, window, progress).run(iter(requests))

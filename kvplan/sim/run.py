@@ -1,0 +1,264 @@
+"""What ``kvplan simulate`` runs: capacities from the command line, one replay, or a curve.
+
+A curve under ``ideal`` leaf-LRU comes from one pass over the trace (stack distances); every other curve replays
+the trace once per capacity, in parallel processes (each streams the trace itself).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from multiprocessing import get_context
+
+from kvplan.errors import InputError
+from kvplan.sim import ideal
+from kvplan.sim.ideal import Window
+from kvplan.sim.paging import Paging
+from kvplan.sim.pool import Pool
+from kvplan.sim.replay import Service, replay_occupancy, replay_order
+from kvplan.sim.result import SimResult, Sweep, SweepPoint
+from kvplan.sim.trace import ReadStats, Request, Trace
+from kvplan.units import parse_bytes, parse_tokens
+
+SEMANTICS = ("ideal", "sglang", "vllm")
+WINDOWS = ("all", "last50")
+DEFAULT_SWEEP_POINTS = 10
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    trace: Trace
+    semantics: str
+    policy: str
+    window: Window
+    unit_tokens: int
+    """Tokens of the capacity unit: the trace's block (ideal) or the engine's page."""
+    capacity_units: int | None
+    """Pool size in units; None: unbounded (ideal only)."""
+    occupancy: bool = False
+    service: Service = field(default_factory=Service)
+    eagle: bool = False
+    check: bool = False
+
+    def pool(self) -> Pool:
+        cap = self.capacity_units
+        assert cap is not None, "engine pools have a size"
+        if self.semantics == "sglang":
+            from kvplan.sim.radix import RadixPool
+
+            return RadixPool(cap, self.unit_tokens, policy=self.policy, eagle=self.eagle, check=self.check)
+        from kvplan.sim.blockpool import BlockPool
+
+        return BlockPool(cap, self.unit_tokens, eagle_drop=self.eagle, check=self.check)
+
+    def paging(self) -> Paging:
+        return Paging(self.trace.block_tokens, self.unit_tokens)
+
+
+def semantics_text(cfg: SimConfig, engine_version: str = "") -> str:
+    """The semantics in words, for the report."""
+    ver = f" {engine_version}" if engine_version else ""
+    if cfg.semantics == "ideal":
+        how = (
+            "leaf-LRU over the prefix trie (only leaves evicted, the running request's path protected)"
+            if cfg.policy == "lru"
+            else "block FIFO (insertion order, hits do not refresh)"
+        )
+        return (
+            f"ideal (the published studies' and kvcache.ai's): the trace's own {cfg.trace.block_tokens}-token blocks, "
+            f"{how}"
+        )
+    if cfg.semantics == "sglang":
+        return (
+            f"SGLang{ver} radix cache: {cfg.unit_tokens}-token pages, matches rounded down to whole pages, "
+            f"{cfg.policy} eviction of unlocked leaves (whole nodes), running requests lock their path"
+            + (", EAGLE bigram keys" if cfg.eagle else "")
+        )
+    return (
+        f"vLLM{ver} block pool: {cfg.unit_tokens}-token blocks + the null block, hash-chain hits capped at "
+        "length − 1, freed hashed blocks appended to the free queue (LRU), unhashed prepended"
+        + (", EAGLE drop of one block" if cfg.eagle else "")
+    )
+
+
+def make_window(trace: Trace, name: str) -> Window:
+    if name not in WINDOWS:
+        raise InputError(f"--window {name!r}: use one of {', '.join(WINDOWS)}")
+    if name == "all":
+        return Window("all", 0)
+    return Window("last50", trace.count() // 2)
+
+
+def run_one(cfg: SimConfig, progress: Progress | None = None) -> SimResult:
+    """One replay at one capacity."""
+    stats = ReadStats()
+    result = _run(cfg, cfg.trace.read(stats), progress)
+    result.bad_records = stats.bad
+    return result
+
+
+def _run(cfg: SimConfig, requests: Iterator[Request], progress: Progress | None) -> SimResult:
+    if cfg.semantics == "ideal":
+        return ideal.replay(
+            requests,
+            block_tokens=cfg.trace.block_tokens,
+            capacity=cfg.capacity_units,
+            policy=cfg.policy,
+            window=cfg.window,
+            check=cfg.check,
+            progress=progress,
+        )
+    if cfg.occupancy:
+        return replay_occupancy(
+            requests, cfg.pool(), cfg.paging(), service=cfg.service, window=cfg.window, progress=progress
+        )
+    return replay_order(requests, cfg.pool(), cfg.paging(), window=cfg.window, progress=progress)
+
+
+def _point(cfg: SimConfig) -> tuple[SweepPoint, SimResult]:
+    r = run_one(cfg)
+    assert r.capacity_units is not None
+    filled = r.filled_before_window if r.window_start else r.filled_at is not None
+    p = SweepPoint(r.capacity_units, r.stats.hit_tokens, r.stats.hit_units, filled, r.evictions, r.peak_used_units)
+    r.stats.lengths = type(r.stats.lengths)("q")  # the curve keeps totals only: do not ship per-request lists back
+    return p, r
+
+
+def run_sweep(cfg: SimConfig, capacities: list[int], *, jobs: int = 0, progress: Progress | None = None) -> Sweep:
+    """Hit rates at several capacities (units) over the same measured requests."""
+    caps = sorted(set(capacities))
+    if cfg.semantics == "ideal" and cfg.policy == "lru" and not cfg.check:
+        stats = ReadStats()
+        curve = ideal.lru_curve(
+            cfg.trace.read(stats), block_tokens=cfg.trace.block_tokens, capacities=caps, window=cfg.window,
+            progress=progress,
+        )  # fmt: skip
+        curve.bad_records = stats.bad
+        return curve
+    if cfg.semantics == "ideal" and not cfg.check:
+        stats = ReadStats()
+        curve = ideal.fifo_curve(
+            cfg.trace.read(stats), block_tokens=cfg.trace.block_tokens, capacities=caps, window=cfg.window,
+            progress=progress,
+        )  # fmt: skip
+        curve.bad_records = stats.bad
+        return curve
+    configs = [replace(cfg, capacity_units=c) for c in caps]
+    workers = min(jobs or os.cpu_count() or 1, len(configs))
+    results: list[tuple[SweepPoint, SimResult]] = []
+    if workers <= 1:
+        for i, c in enumerate(configs, 1):
+            results.append(_point(c))
+            if progress is not None:
+                progress(i)
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+            for i, res in enumerate(pool.map(_point, configs), 1):
+                results.append(res)
+                if progress is not None:
+                    progress(i)
+    first = results[0][1]
+    return Sweep(
+        semantics=cfg.semantics,
+        policy=cfg.policy,
+        window=cfg.window.name,
+        window_start=cfg.window.start,
+        requests=first.requests,
+        unit=first.unit,
+        unit_tokens=first.unit_tokens,
+        measured_tokens=first.stats.measured_tokens,
+        measured_units=first.stats.measured_units,
+        points=[p for p, _ in results],
+        method=f"one replay per capacity ({workers} process{'es' if workers > 1 else ''})",
+        input_tokens=first.input_tokens,
+        bad_records=first.bad_records,
+    )
+
+
+# --------------------------------------------------------------------------- capacities on the command line
+
+_UNIT_RE = re.compile(r"^\s*(.+?)\s*(pages?|blocks?)\s*$", re.IGNORECASE)
+_BYTES_RE = re.compile(r"[0-9.]\s*[KMGT]?i?B\s*$", re.IGNORECASE)
+
+
+def parse_count(text: str) -> int:
+    """A token count: ``3M`` / ``128K`` (binary, as everywhere in kvplan), ``3000000`` or ``1e6`` / ``2.5e6``."""
+    t = str(text).strip().replace("_", "")
+    if re.fullmatch(r"[0-9.]+[eE][+]?[0-9]+", t):
+        try:
+            d = Decimal(t)
+        except InvalidOperation:
+            raise InputError(f"{text!r} is not a count") from None
+        if d != d.to_integral_value():
+            raise InputError(f"{text!r} is not a whole number")
+        return int(d)
+    return parse_tokens(t)
+
+
+@dataclass(frozen=True)
+class CapacityScale:
+    """How command-line capacities become units: tokens per unit, and bytes per unit where a plan says."""
+
+    unit_tokens: int
+    unit: str
+    """'block' or 'page'."""
+    bytes_per_token_num: int = 0
+    bytes_per_token_den: int = 1
+    """Bytes one logical token takes on one GPU, as a fraction (0: unknown, no byte capacities)."""
+
+
+def parse_capacity(text: str, scale: CapacityScale) -> int | None:
+    """'3M' / '1e6' tokens, '6000 pages' / '6000 blocks', '40GiB' (per GPU, needs a plan), 'inf' -> units."""
+    t = str(text).strip()
+    if t.lower() in ("inf", "infinite", "unbounded"):
+        return None
+    m = _UNIT_RE.match(t)
+    if m:
+        n = parse_count(m.group(1))
+        word = m.group(2).lower().rstrip("s")
+        if word != scale.unit and not (scale.unit == "page" and word == "block"):
+            raise InputError(
+                f"capacity {text!r}: this simulation counts {scale.unit}s of {scale.unit_tokens} tokens, not {word}s"
+            )
+        return n
+    if _BYTES_RE.search(t):
+        b = parse_bytes(t)
+        if not scale.bytes_per_token_num:
+            raise InputError(f"capacity {text!r}: bytes need a plan's bytes per token (give --deploy or --model)")
+        tokens = b * scale.bytes_per_token_den // scale.bytes_per_token_num
+        return tokens // scale.unit_tokens
+    return parse_count(t) // scale.unit_tokens
+
+
+def parse_sweep(text: str, scale: CapacityScale, points: int = DEFAULT_SWEEP_POINTS) -> list[int]:
+    """'1e4..5e7' (``points`` log-spaced token capacities) or a comma list of capacities -> units."""
+    t = str(text).strip()
+    if ".." in t:
+        lo_s, _, hi_s = t.partition("..")
+        lo, hi = parse_count(lo_s), parse_count(hi_s)
+        if not 0 < lo < hi:
+            raise InputError(f"--sweep {text!r}: write LOW..HIGH in tokens with 0 < LOW < HIGH, e.g. 1e4..5e7")
+        if points < 2:
+            raise InputError("--points must be at least 2")
+        step = math.log(hi / lo) / (points - 1)
+        tokens = [round(lo * math.exp(step * i)) for i in range(points)]
+        tokens[-1] = hi
+        units = [x // scale.unit_tokens for x in tokens]
+    else:
+        items = [x for x in t.split(",") if x.strip()]
+        if not items:
+            raise InputError("--sweep: empty list of capacities")
+        units = []
+        for x in items:
+            u = parse_capacity(x, scale)
+            if u is None:
+                raise InputError("--sweep: an unbounded capacity is the curve's plateau; list finite ones")
+            units.append(u)
+    return sorted(set(units))
