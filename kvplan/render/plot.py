@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from kvplan.errors import ProbeUnavailable
+from kvplan.errors import InputError, ProbeUnavailable
 from kvplan.plan.prefix import PrefixHit
 
 
-def plot_prefix_sweep(curve: tuple[PrefixHit, ...], path: Path) -> None:
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, or exit 3 with a sentence when the plot extra is missing."""
     try:
         import matplotlib
 
@@ -16,6 +18,21 @@ def plot_prefix_sweep(curve: tuple[PrefixHit, ...], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         raise ProbeUnavailable("--plot needs matplotlib, which is not installed: pip install 'kvplan[plot]'") from None
+    return plt
+
+
+def save(plt: Any, fig: Any, path: Path) -> None:
+    """Write the figure (a bad path is bad input) and close it on every path."""
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        raise InputError(f"--plot {path}: cannot write: {e}") from None
+    finally:
+        plt.close(fig)
+
+
+def plot_prefix_sweep(curve: tuple[PrefixHit, ...], path: Path) -> None:
+    plt = pyplot()
     ctx = curve[-1].ctx_tokens if curve else 1
     x = [h.hit_tokens / ctx for h in curve]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -28,11 +45,4 @@ def plot_prefix_sweep(curve: tuple[PrefixHit, ...], path: Path) -> None:
         ax.set_title(f"{p.arch.name} on {p.semantics}: what a prefix hit saves")
     ax.legend()
     ax.grid(alpha=0.3)
-    try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        from kvplan.errors import InputError
-
-        raise InputError(f"--plot {path}: cannot write: {e}") from None
-    finally:
-        plt.close(fig)
+    save(plt, fig, path)

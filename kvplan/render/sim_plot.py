@@ -3,37 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from kvplan.errors import InputError, ProbeUnavailable
+from kvplan.render.plot import pyplot, save
 from kvplan.sim.result import SimResult, Sweep
-
-
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ProbeUnavailable("--plot needs matplotlib, which is not installed: pip install 'kvplan[plot]'") from None
-    return plt
-
-
-def _save(plt: Any, fig: Any, path: Path) -> None:
-    try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except OSError as e:
-        raise InputError(f"--plot {path}: cannot write: {e}") from None
-    finally:
-        plt.close(fig)
 
 
 def plot_sweep(
     w: Sweep, path: Path, *, title: str, published: tuple[tuple[int, int], ...] = (), published_label: str = ""
 ) -> None:
     """Hit rate against capacity (tokens, log scale), with published points overlaid when given."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     xs = [p.capacity_units * w.unit_tokens for p in w.points]
     ys = [p.hit_tokens / w.measured_tokens if w.measured_tokens else 0.0 for p in w.points]
@@ -56,12 +35,12 @@ def plot_sweep(
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    _save(plt, fig, path)
+    save(plt, fig, path)
 
 
 def plot_occupancy(r: SimResult, path: Path, *, title: str) -> None:
     """Pages held and cached, running and waiting requests over simulated time."""
-    plt = _pyplot()
+    plt = pyplot()
     o = r.occupancy
     assert o is not None
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
@@ -83,4 +62,4 @@ def plot_occupancy(r: SimResult, path: Path, *, title: str) -> None:
     a2.set_ylabel("requests")
     a2.legend(fontsize=8, loc="upper left")
     a1.set_title(title, fontsize=9)
-    _save(plt, fig, path)
+    save(plt, fig, path)

@@ -41,6 +41,7 @@ from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
+from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
 
 MATCH = "match"
@@ -896,21 +897,10 @@ def _mem_fraction(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan,
         p = _plan(arch, _with(deps[which], {"mem_fraction_static": m / 1000}))
         return None if p is None or p.startup_error else _measure(p, lp)
 
-    def first_ok(lo: int, hi: int, ok: Any) -> int | None:
-        if not ok(hi):
-            return None
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if ok(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    lo_m = first_ok(300, 990, lambda m: (measure(m, 2) or 0) >= lp.value)  # the high-memory plan reaches it
+    lo_m = smallest_true(300, 990, lambda m: (measure(m, 2) or 0) >= lp.value)  # the high-memory plan reaches it
     if lo_m is None:
         return None
-    above = first_ok(lo_m, 990, lambda m: (measure(m, 1) or 0) > lp.value)  # the low-memory plan passes it
+    above = smallest_true(lo_m, 990, lambda m: (measure(m, 1) or 0) > lp.value)  # the low-memory plan passes it
     hi_m = 990 if above is None else above - 1
     if hi_m < lo_m:
         return None
