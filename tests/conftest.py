@@ -12,7 +12,19 @@ from kvplan.models.load import load_deployment, load_model
 
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=25, deadline=None)
+settings.register_profile("fuzz-long", max_examples=2000, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-long", action="store_true", help="run the fuzz suite (tests/fuzz) with 2,000 examples per test"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fuzz-long", default=False):
+        settings.load_profile("fuzz-long")
 
 
 def make_plan(deploy: str = "glm-5.3-8xh200-sglang", model: ModelArch | str | None = None, **sets: object) -> PoolPlan:

@@ -1,0 +1,158 @@
+"""Limits on untrusted input, as one policy (README "Limits and untrusted input").
+
+Every file and value kvplan reads may come from a pull request or a log pasted from anywhere, so each
+reader goes through here: regular files only (no FIFOs or devices), a size cap per kind of file, a line
+length cap for streamed files, a nesting depth, and integers bounded by what a GPU or an engine could
+ever hold. Past a limit the reader raises :class:`LimitError` (exit 2) naming the limit, and how to
+raise it where raising makes sense (``KVPLAN_MAX_<KIND>_BYTES``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from kvplan.errors import InputError
+
+MiB_ = 1 << 20
+
+
+class LimitError(InputError):
+    """Input past one of kvplan's limits on untrusted input."""
+
+
+@dataclass(frozen=True)
+class FileLimit:
+    kind: str
+    max_bytes: int
+    env: str
+
+    def effective(self) -> int:
+        raw = os.environ.get(self.env, "")
+        if raw.strip().isdigit() and len(raw.strip()) <= 15:
+            return max(int(raw.strip()), 1)
+        return self.max_bytes
+
+
+CONFIG = FileLimit("config", 4 * MiB_, "KVPLAN_MAX_CONFIG_BYTES")
+"""A model or deployment YAML, a config.json, a lock file: a real one is a few KB."""
+LOG = FileLimit("log", 1 << 30, "KVPLAN_MAX_LOG_BYTES")
+"""An engine log is streamed line by line; only the whole-file size is capped."""
+TRACE = FileLimit("trace", 64 << 30, "KVPLAN_MAX_TRACE_BYTES")
+"""Traces are streamed; the decompressed size of a .gz counts."""
+TRACE_JSON = FileLimit("trace-json", 512 * MiB_, "KVPLAN_MAX_TRACE_JSON_BYTES")
+"""A kv-cache-tester JSON document is read whole."""
+
+MAX_LINE_CHARS = 1 << 20
+"""Longest line of a streamed file (trace, log) kvplan reads; longer lines are cut (logs) or bad (traces)."""
+MAX_DEPTH = 64
+"""Deepest nesting of a YAML or JSON document."""
+MAX_YAML_ALIASES = 100
+"""YAML aliases expanded per document; real configs use none."""
+MAX_INT_DIGITS = 30
+"""Longest integer literal kvplan parses (2**64 has 20 digits); longer is refused before int()."""
+
+MAX_GPU_BYTES = 1 << 50
+"""1 PiB: no single GPU holds more; any per-GPU byte figure above is refused."""
+MAX_TOKENS = 1 << 40
+"""About 10^12 tokens: beyond any context length or pool an engine could build."""
+MAX_LAYERS = 100_000
+MAX_DIM = 1 << 24
+"""Largest hidden size, head dim, vocab size or head count kvplan accepts in a model config."""
+MAX_GPUS = 1 << 20
+"""Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
+MAX_LOOP = 10_000
+"""Largest number of points a sweep or plot computes."""
+
+
+def bounded_int(value: int, *, name: str, low: int, high: int) -> int:
+    """value if low <= value <= high, else a LimitError naming the field and the bounds."""
+    if value < low or value > high:
+        if value > high:
+            raise LimitError(f"{name}: {_short(value)} is above the largest value kvplan accepts ({high:,})")
+        raise LimitError(f"{name}: {_short(value)} is below {low:,}")
+    return value
+
+
+def finite(value: float, *, name: str) -> float:
+    if not math.isfinite(value):
+        raise LimitError(f"{name}: {value!r} is not a finite number")
+    return value
+
+
+def int_text(text: str, *, name: str) -> int:
+    """int(text) for a decimal literal of at most MAX_INT_DIGITS digits (Python's own limit is 4,300)."""
+    t = text.strip().replace("_", "")
+    digits = t.lstrip("+-")
+    if not digits.isdigit() or not digits.isascii():
+        raise InputError(f"{name}: {text[:40]!r} is not an integer")
+    if len(digits) > MAX_INT_DIGITS:
+        raise LimitError(f"{name}: an integer of {len(digits):,} digits is past kvplan's limit of {MAX_INT_DIGITS}")
+    return int(t)
+
+
+def _short(value: int) -> str:
+    s = str(value) if value.bit_length() < 200 else f"a {value.bit_length()}-bit integer"
+    return s if len(s) <= 40 else s[:20] + "…"
+
+
+def check_regular(path: Path, what: str) -> os.stat_result:
+    """stat() of a regular file, or an InputError (missing, a directory, a FIFO, a device, a socket)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{what} {path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} {path}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{what} {path}: not a regular file (a FIFO, device or socket); kvplan reads files only")
+    return st
+
+
+def read_bytes(path: Path, limit: FileLimit, what: str | None = None) -> bytes:
+    """The whole of a regular file no larger than the limit; never blocks on a FIFO or reads a device."""
+    what = what or limit.kind
+    st = check_regular(path, what)
+    cap = limit.effective()
+    if st.st_size > cap:
+        raise LimitError(
+            f"{what} {path}: {st.st_size:,} bytes is over kvplan's {limit.kind} limit of {cap:,} bytes"
+            f" (set {limit.env} to raise it)"
+        )
+    try:
+        with path.open("rb") as f:
+            data = f.read(cap + 1)
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot read: {e.strerror or e}") from None
+    if len(data) > cap:  # the file grew while we read it
+        raise LimitError(f"{what} {path}: over kvplan's {limit.kind} limit of {cap:,} bytes (set {limit.env})")
+    return data
+
+
+def read_text(path: Path, limit: FileLimit, what: str | None = None) -> str:
+    """read_bytes decoded as UTF-8; invalid bytes are reported with their line number."""
+    data = read_bytes(path, limit, what)
+    return decode_utf8(data, f"{what or limit.kind} {path}")
+
+
+def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = first_line + data.count(b"\n", 0, e.start)
+        raise InputError(f"{where}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x})") from None
+
+
+def open_regular(path: Path, what: str) -> IO[bytes]:
+    """A binary handle on a regular file (checked before opening, so a FIFO never blocks)."""
+    check_regular(path, what)
+    try:
+        return path.open("rb")
+    except OSError as e:
+        raise InputError(f"{what} {path}: cannot open: {e.strerror or e}") from None
