@@ -67,6 +67,12 @@ MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
 MAX_LOOP = 10_000
 """Largest number of points a sweep or plot computes."""
+MAX_REQUEST_TOKENS = 1 << 24
+"""16,777,216: the longest request (input or output tokens) a trace may hold; past any model's context."""
+MAX_TRACE_SECONDS = 1 << 40
+"""Latest arrival time in a trace (about 35,000 years), so that microseconds stay below 2**63."""
+MAX_SIM_PAGES = 1 << 22
+"""4,194,304: the largest pool the simulator builds page by page (vLLM's block pool), about 0.5 GB."""
 
 
 def bounded_int(value: int, *, name: str, low: int, high: int) -> int:
