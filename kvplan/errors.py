@@ -1,6 +1,7 @@
 """kvplan's exceptions, each carrying the exit code the CLI returns for it.
 
-Exit codes (DESIGN §3): 0 ok, 1 rejected / gate failed, 2 bad input, 3 probe unavailable.
+Exit codes (DESIGN §3): 0 ok, 1 rejected / gate failed / mismatch (the verdict, and nothing else), 2 bad input,
+3 probe unavailable, 4 an internal kvplan bug (any exception that is not one of these), 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -9,6 +10,9 @@ EXIT_OK = 0
 EXIT_REJECTED = 1
 EXIT_BAD_INPUT = 2
 EXIT_PROBE_UNAVAILABLE = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as shells report a command stopped by Ctrl-C."""
 
 
 class KvplanError(Exception):

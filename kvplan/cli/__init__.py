@@ -1,100 +1,54 @@
-"""The kvplan command line: one typer app, one module per command, each thin."""
+"""The kvplan command line: one typer app, one module per command, each thin.
+
+This module stays light on purpose: ``main`` imports the app inside the error boundary, so that Ctrl-C during
+start-up is one line and exit 130, and a closed stdout (``| head -1``) never changes the exit code.
+"""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
-from typer.core import TyperGroup
+if TYPE_CHECKING:
+    from kvplan.cli._app import _OneLineErrors, app
 
-from kvplan import __version__
-from kvplan.cli.admit import admit
-from kvplan.cli.budget import budget
-from kvplan.cli.doctor import doctor
-from kvplan.cli.gate import diff, gate, lock
-from kvplan.cli.prefix import prefix
-from kvplan.cli.presets import deployments_app, models_app
-from kvplan.cli.probe import probe, validate
-from kvplan.cli.simulate import simulate
-from kvplan.cli.transfer import transfer
-from kvplan.cli.workspace import workspace
+from kvplan.errors import EXIT_INTERRUPTED
 
-
-class _OneLineErrors(TyperGroup):
-    """Usage errors (a bad option value, a missing or unknown option) as one line on stderr, exit 2."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except Exception as e:
-            # click's UsageError family, vendored or not: duck-typed on its interface
-            code = getattr(e, "exit_code", None)
-            if hasattr(e, "format_message") and isinstance(code, int):
-                if type(e).__name__ == "NoArgsIsHelpError":
-                    sys.stdout.write(e.format_message() + "\n")
-                else:
-                    message = " ".join(e.format_message().split())
-                    sys.stderr.write(f"kvplan: error: {message} (see kvplan --help)\n")
-                sys.exit(code)
-            if type(e).__name__ == "Abort":
-                sys.stderr.write("kvplan: aborted\n")
-                sys.exit(1)
-            raise
-        if standalone_mode:
-            sys.exit(rv if isinstance(rv, int) else 0)
-        return rv
-
-
-app = typer.Typer(
-    cls=_OneLineErrors,
-    name="kvplan",
-    help="Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        print(f"kvplan {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
-    ] = False,
-) -> None:
-    """Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM."""
-
-
-app.command()(admit)
-app.command()(budget)
-app.command()(workspace)
-app.command()(prefix)
-app.command()(transfer)
-app.command()(doctor)
-app.command()(lock)
-app.command()(gate)
-app.command()(diff)
-app.command()(probe)
-app.command()(validate)
-app.command()(simulate)
-app.add_typer(models_app, name="models")
-app.add_typer(deployments_app, name="deployments")
+__all__ = ["_OneLineErrors", "app", "main"]
 
 
 def main() -> None:
-    app()
+    code: str | int | None = 0
+    try:
+        from kvplan.cli._app import app
+
+        app()
+    except SystemExit as e:
+        code = e.code
+    except KeyboardInterrupt:
+        sys.stderr.write("kvplan: interrupted\n")
+        code = EXIT_INTERRUPTED
+    quiet_closed_stdout()
+    sys.exit(code)
+
+
+def quiet_closed_stdout() -> None:
+    """Flush stdout; if the reader has gone (``| head -1``), point stdout at devnull so exit stays silent."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        import os
+
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "_OneLineErrors"):
+        from kvplan.cli import _app
+
+        return getattr(_app, name)
+    raise AttributeError(f"module 'kvplan.cli' has no attribute {name!r}")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.errors import KvplanError
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, KvplanError
 from kvplan.render import OutputFormat
 
 ModelOpt = Annotated[
@@ -33,17 +34,122 @@ FormatOpt = Annotated[
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    sys.stderr.write(f"kvplan: error: {message}\n")
+    """One line on stderr (and, under --format json, an error document on stdout); the Exit to raise."""
+    _report(message, code, wants_json=_format_is_json())
     return typer.Exit(code)
 
 
 @contextmanager
 def boundary() -> Iterator[None]:
-    """Turn kvplan's own errors into one line on stderr and the right exit code; no traceback."""
+    """Turn any exception into one line on stderr and the right exit code; no traceback.
+
+    kvplan's own errors keep their code (2 bad input, 3 probe unavailable); see :func:`exit_for` for the rest.
+    The group in ``kvplan.cli`` applies the same rules to everything outside a command, so none can escape.
+    """
     try:
         yield
-    except KvplanError as e:
-        raise fail(str(e), e.exit_code) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except BaseException as e:
+        if hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int):
+            raise  # click's usage errors: the group words them
+        raise typer.Exit(exit_for(e)) from None
+
+
+def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
+    """Classify an exception, write its one line (and the JSON error document when asked), return the exit code.
+
+    Exit 1 is never returned: it is the verdict's (rejected, gate failed, mismatch).
+    """
+    if isinstance(e, KeyboardInterrupt) or type(e).__name__ == "Abort":
+        sys.stderr.write("kvplan: interrupted\n")
+        return EXIT_INTERRUPTED
+    if isinstance(e, BrokenPipeError):
+        from kvplan.cli import quiet_closed_stdout
+
+        quiet_closed_stdout()  # the reader went away (| head): nothing to say, and nobody to say it to
+        return EXIT_OK
+    code, message = _classify(e)
+    _report(message, code, wants_json=_format_is_json(argv))
+    if code == EXIT_INTERNAL and os.environ.get("KVPLAN_TRACEBACK"):
+        import traceback
+
+        traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+    return code
+
+
+def _classify(e: BaseException) -> tuple[int, str]:
+    if isinstance(e, KvplanError):
+        return (EXIT_INTERNAL if e.exit_code == EXIT_REJECTED else e.exit_code), str(e)
+    if isinstance(e, UnicodeDecodeError):
+        return EXIT_BAD_INPUT, f"input is not UTF-8 text: {e.reason} at byte {e.start:,}"
+    if isinstance(e, UnicodeEncodeError):
+        return EXIT_BAD_INPUT, (
+            f"cannot write {e.object[e.start : e.end]!r} in the output encoding {e.encoding}; "
+            "set PYTHONIOENCODING=utf-8"
+        )
+    if isinstance(e, UnicodeError):
+        return EXIT_BAD_INPUT, f"input is not valid text: {e}"
+    if isinstance(e, OSError):
+        where = f"{e.filename}: " if e.filename else ""
+        return EXIT_BAD_INPUT, f"cannot read {where}{e.strerror or type(e).__name__}"
+    if isinstance(e, RecursionError):
+        return EXIT_BAD_INPUT, "input is nested too deeply to read (Python's recursion limit)"
+    if isinstance(e, MemoryError):
+        return EXIT_BAD_INPUT, "out of memory reading the input; is it the file you meant?"
+    return EXIT_INTERNAL, (
+        f"{type(e).__name__}: {' '.join(str(e).split())} (this is a kvplan bug; please report it with the command line)"
+    )
+
+
+def usage_error(e: BaseException, code: int, argv: Sequence[str]) -> int:
+    """A click usage error as one line pointing at the subcommand's own help; exit 2 (never click's 1)."""
+    message = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(e, "ctx", None)
+    names = []
+    while ctx is not None and getattr(ctx, "parent", None) is not None:
+        names.append(ctx.info_name)  # the root's own name varies: python -m kvplan, test runners
+        ctx = ctx.parent
+    path = " ".join(["kvplan", *reversed(names)])
+    _report(f"{message} (see {path} --help)", EXIT_BAD_INPUT, wants_json=_format_is_json(argv))
+    return EXIT_BAD_INPUT
+
+
+def _report(message: str, code: int, *, wants_json: bool) -> None:
+    label = "internal error" if code == EXIT_INTERNAL else "error"
+    sys.stderr.write(f"kvplan: {label}: {message}\n")
+    if wants_json:
+        from kvplan.render import error_document
+
+        try:
+            sys.stdout.write(error_document(message, code))
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+
+def _current_context() -> Any:
+    try:
+        from typer._click.globals import get_current_context  # typer >= 0.25 vendors click
+    except ImportError:  # pragma: no cover - older typer on plain click
+        from click import get_current_context  # type: ignore[import-not-found,no-redef]
+    return get_current_context(silent=True)
+
+
+def _format_is_json(argv: Sequence[str] | None = None) -> bool:
+    """--format json in force: the running command's parsed option, else the command line, else KVPLAN_FORMAT."""
+    ctx = _current_context()
+    if ctx is not None and "fmt" in ctx.params:
+        return str(getattr(ctx.params["fmt"], "value", ctx.params["fmt"])).lower() == "json"
+    args = list(argv) if argv is not None else sys.argv[1:]
+    for i, a in enumerate(args):
+        if a in ("--format", "-f") and i + 1 < len(args):
+            return args[i + 1].lower() == "json"
+        if a.startswith("--format="):
+            return a.split("=", 1)[1].lower() == "json"
+        if a.startswith("-f") and not a.startswith("--") and len(a) > 2:
+            return a[2:].lower() == "json"
+    return os.environ.get("KVPLAN_FORMAT", "").lower() == "json"
 
 
 def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> PoolPlan:

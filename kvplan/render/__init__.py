@@ -98,15 +98,73 @@ _COLORS = {
 }
 
 
+def error_document(message: str, code: int) -> str:
+    """What --format json prints on stdout for an error, so that a script parses stdout either way."""
+    return json.dumps({"error": message, "exit_code": code, "schema_version": SCHEMA_VERSION}, sort_keys=True) + "\n"
+
+
 def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
+    """Print a report. A reader that went away (``| head -1``) is not an error: the command's verdict still
+    decides the exit code, so a closed pipe is swallowed here, where the output is written."""
     stream = out or sys.stdout
-    if fmt is OutputFormat.json:
-        payload = {"schema_version": SCHEMA_VERSION, "command": report.command, **report.data}
-        stream.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    elif fmt is OutputFormat.markdown:
-        stream.write(_markdown(report))
-    else:
-        _rich(report, stream)
+    try:
+        if fmt is OutputFormat.json:
+            payload = {"schema_version": SCHEMA_VERSION, "command": report.command, **report.data}
+            stream.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+        elif fmt is OutputFormat.markdown:
+            stream.write(_encodable(_markdown(report), stream))
+        else:
+            _rich(report, stream)
+        stream.flush()
+    except BrokenPipeError:
+        if stream is sys.stdout:
+            from kvplan.cli import quiet_closed_stdout
+
+            quiet_closed_stdout()
+
+
+_ASCII = {
+    "×": "x",
+    "−": "-",
+    "–": "-",
+    "—": "-",
+    "■": "#",
+    "█": "#",
+    "→": "->",
+    "←": "<-",
+    "…": "...",
+    "≈": "~",
+    "≤": "<=",
+    "≥": ">=",
+    "Σ": "sum ",
+    "·": ".",
+    "±": "+/-",
+    "µ": "u",
+    "²": "^2",
+    "✓": "ok",
+    "✗": "x",
+    "§": "S",
+}
+
+
+def _stream_encoding(stream: TextIO) -> str:
+    return getattr(stream, "encoding", None) or "utf-8"
+
+
+def _encodable(text: str, stream: TextIO) -> str:
+    """text if the stream can encode it, else with ASCII stand-ins (× -> x, → -> ->, … -> ...)."""
+    encoding = _stream_encoding(stream)
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        pass
+    for k, v in _ASCII.items():
+        text = text.replace(k, v)
+    try:
+        return text.encode(encoding, errors="replace").decode(encoding)
+    except LookupError:
+        return text.encode("ascii", errors="replace").decode("ascii")
 
 
 def _markdown(r: Report) -> str:
@@ -131,12 +189,38 @@ def _markdown(r: Report) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _rich(r: Report, stream: TextIO) -> None:
+MIN_WIDTH = 40
+"""Narrowest layout kvplan draws; COLUMNS=0 or a 10-column pane still gets every figure, just wrapped."""
+
+
+def console_width(stream: TextIO) -> int:
+    """The width rich would use for stream (COLUMNS, the terminal, else 80), never under MIN_WIDTH."""
     from rich.console import Console
+
+    try:
+        width = Console(file=stream).width
+    except (ValueError, OSError):
+        width = 80
+    return max(width, MIN_WIDTH)
+
+
+def _rich(r: Report, stream: TextIO) -> None:
+    """Draw the report with rich into a buffer at the stream's width, then write it in the stream's encoding."""
+    import io
+
+    from rich.console import Console
+
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=console_width(stream), force_terminal=tty, highlight=False, soft_wrap=False)
+    _draw(r, console)
+    stream.write(_encodable(buffer.getvalue(), stream))
+
+
+def _draw(r: Report, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    console = Console(file=stream, highlight=False, soft_wrap=False)
     console.print(Text(r.title, style="bold"))
     if r.verdict:
         console.print(Text(r.verdict, style="bold green" if r.verdict_ok else "bold red"))
