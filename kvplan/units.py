@@ -1,7 +1,17 @@
-"""Bytes and token counts: constants and parsers. Formatting lives in ``kvplan.render``.
+"""Bytes, token counts and link speeds: constants and parsers. Formatting lives in ``kvplan.render``.
 
-Token counts use binary suffixes, as model cards do: ``1M`` = 1,048,576 tokens, ``128K`` = 131,072.
-Byte sizes always need a unit; both decimal (``GB`` = 10**9) and binary (``GiB`` = 2**30) are accepted.
+One grammar for every number a user types (README "Numbers kvplan reads"):
+
+- Token counts use binary suffixes, as model cards do: ``1M`` = 1,048,576 tokens, ``128K`` = 131,072 (``k``/``m``/``g``
+  in either case). Exact counts may group digits with commas in threes (``1,048,576``, kvplan's own printed
+  style) or underscores (``1_048_576``), or use an exponent (``1e6`` = 1,000,000). The result must be whole.
+- Lists of token counts (``budget --ctx``) are separated by ``;``, spaces, or commas; digits grouped in threes by
+  commas are one number (``1,000,000`` is one million), so write ``128;256`` to list two small counts.
+- Byte sizes always need a unit: decimal (``GB`` = 10**9) or binary (``GiB`` = 2**30), read case-insensitively
+  (``88gib``, ``141gb``); a lowercase ``b`` after an uppercase prefix (``Gb``, ``Mib``) means bits and is refused.
+- Link speeds: ``B`` is bytes and ``b`` bits (``400Gb/s``, ``400Gbps``, ``400Gbit`` = 50 GB/s; ``50GB/s``,
+  ``50GBps``, ``46.5GiB/s``); a unit written all in lowercase (``400gb/s``) is ambiguous and refused.
+- Every number has at most ``limits.MAX_INT_DIGITS`` digits, checked before it is converted.
 """
 
 from __future__ import annotations
@@ -9,6 +19,7 @@ from __future__ import annotations
 import re
 
 from kvplan.errors import InputError
+from kvplan.limits import MAX_INT_DIGITS, MAX_TOKENS, LimitError, bounded_int
 
 KB = 10**3
 MB = 10**6
@@ -19,22 +30,23 @@ MiB = 1 << 20
 GiB = 1 << 30
 TiB = 1 << 40
 
-_BYTE_UNITS = {
-    "B": 1,
-    "KB": KB,
-    "MB": MB,
-    "GB": GB,
-    "TB": TB,
-    "KIB": KiB,
-    "MIB": MiB,
-    "GIB": GiB,
-    "TIB": TiB,
-}
+_DECIMAL_PREFIX = {"": 1, "K": KB, "M": MB, "G": GB, "T": TB}
+_BINARY_PREFIX = {"K": KiB, "M": MiB, "G": GiB, "T": TiB}
 _TOKEN_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_ZERO_ALLOWED = ("--gen", "--hit")
+"""Options where 0 tokens means something (no generation, no cached prefix); every other count must be positive."""
 
 _NUMBER = r"(\d+(?:_\d+)*(?:\.\d+)?|\.\d+)"
+_GROUPED = r"\d{1,3}(?:,\d{3})+"
 _BYTES_RE = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z]+)\s*$")
-_TOKENS_RE = re.compile(rf"^\s*{_NUMBER}\s*([kKmMgG]?)\s*$")
+_TOKENS_RE = re.compile(rf"^\s*({_GROUPED}|\d+(?:_\d+)*(?:\.\d+)?|\.\d+)\s*([kKmMgG]?)\s*$")
+_EXP_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)[eE]\+?(\d{1,2})\s*$")
+_LINK_RE = re.compile(
+    rf"^\s*{_NUMBER}\s*([kKmMgGtT])(i?)(bits?|bytes?|b)(/s|ps|/sec)?\s*$",
+    re.IGNORECASE,
+)
+_LIST_ITEM_RE = re.compile(rf"\s*({_GROUPED}(?:\.\d+)?\s*[kKmMgG]?(?![\d,])|[^,;\s]+)\s*(?:[,;]|\s+|$)")
+TOKENS_HELP = "an integer (1048576, 1,048,576, 1e6) or a binary count such as 128K or 1M"
 
 
 def cdiv(a: int, b: int) -> int:
@@ -42,17 +54,38 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _digits_ok(number: str, text: object) -> None:
+    digits = sum(ch.isdigit() for ch in number)
+    if digits > MAX_INT_DIGITS:
+        raise LimitError(
+            f"{str(text)[:24]!r}…: a number of {digits:,} digits is past kvplan's limit of {MAX_INT_DIGITS}"
+        )
+
+
 def _scaled(number: str, scale: int) -> tuple[int, int]:
     """number × scale in exact decimal arithmetic: (whole part, remainder numerator)."""
-    digits = number.replace("_", "")
+    digits = number.replace("_", "").replace(",", "")
     whole, _, frac = digits.partition(".")
     numerator = int(whole or "0") * 10 ** len(frac) + int(frac or "0")
     whole_part, rest = divmod(numerator * scale, 10 ** len(frac))
     return int(whole_part), int(rest)
 
 
+def _byte_scale(unit: str) -> int | None:
+    """The multiplier of a byte unit, read case-insensitively; None if unknown. Bits are refused."""
+    u = unit.upper()
+    if u == "B":
+        return 1
+    prefix, binary, body = u[:1], u[1:-1], u[-1:]
+    if body != "B" or binary not in ("", "I") or prefix not in "KMGT":
+        return None
+    if unit[-1] == "b" and unit[0].isupper():
+        raise InputError(f"unit {unit!r} is bits; memory sizes are in bytes: write {prefix}{binary.lower()}B")
+    return (_BINARY_PREFIX if binary else _DECIMAL_PREFIX)[prefix]
+
+
 def parse_bytes(text: str) -> int:
-    """'80GiB' -> 85899345920, '141GB' -> 141000000000. A bare number is an error.
+    """'80GiB' -> 85899345920, '141GB' -> 141000000000, '88gib' -> 94489280512. A bare number is an error.
 
     >>> parse_bytes("1.5 KiB")
     1536
@@ -60,38 +93,63 @@ def parse_bytes(text: str) -> int:
     m = _BYTES_RE.match(str(text))
     if not m:
         if re.match(rf"^\s*{_NUMBER}\s*$", str(text)):
-            raise InputError(f"byte size {text!r} has no unit: write e.g. '{text}GiB' or '{text}GB'")
-        raise InputError(f"byte size {text!r} is not a number with a unit such as GiB or GB")
+            raise InputError(
+                f"byte size {text!r} has no unit: write e.g. '{str(text).strip()}GiB' or '{str(text).strip()}GB'"
+            )
+        raise InputError(f"byte size {str(text)[:40]!r} is not a number with a unit such as GiB or GB")
     number, unit = m.groups()
-    scale = _BYTE_UNITS.get(unit.upper())
-    if scale is None or (unit.upper() != "B" and unit[-1] != "B"):
+    _digits_ok(number, text)
+    try:
+        scale = _byte_scale(unit)
+    except InputError as e:
+        raise InputError(f"byte size {text!r}: {e}") from None
+    if scale is None:
         raise InputError(f"byte size {text!r}: unknown unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
     return _scaled(number, scale)[0]  # '94.46GiB' (a log's two decimals) truncates to whole bytes
 
 
 def parse_tokens(text: str | int) -> int:
-    """'1M' -> 1048576, '128K' -> 131072, '512k' -> 524288, '1000000' -> 1000000.
+    """'1M' -> 1048576, '128K' -> 131072, '1,048,576' -> 1048576, '1e6' -> 1000000. Never negative.
 
     >>> parse_tokens("1M")
     1048576
     """
     if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    m = _TOKENS_RE.match(str(text))
-    if not m:
-        raise InputError(f"token count {text!r} is not an integer or a count like 128K or 1M")
-    number, suffix = m.groups()
-    value, rest = _scaled(number, _TOKEN_SUFFIX[suffix.upper()])
+        if text < 0:
+            raise InputError(f"token count {text} is negative")
+        return bounded_int(text, name="token count", low=0, high=MAX_TOKENS)
+    s = str(text)
+    exp = _EXP_RE.match(s)
+    if exp:
+        mantissa, power = exp.groups()
+        _digits_ok(mantissa, s)
+        value, rest = _scaled(mantissa, 10 ** int(power))
+    else:
+        m = _TOKENS_RE.match(s)
+        if not m:
+            raise InputError(f"token count {s[:40]!r} is not {TOKENS_HELP}")
+        number, suffix = m.groups()
+        _digits_ok(number, s)
+        value, rest = _scaled(number, _TOKEN_SUFFIX[suffix.upper()])
     if rest:
-        raise InputError(f"token count {text!r} is not a whole number of tokens")
-    return value
+        raise InputError(f"token count {s!r} is not a whole number of tokens")
+    return bounded_int(value, name=f"token count {s.strip()!r}", low=0, high=MAX_TOKENS)
+
+
+def parse_positive_tokens(text: str | int, what: str = "token count") -> int:
+    """parse_tokens for a count that must be at least 1 (contexts, chunk sizes, pool sizes)."""
+    n = parse_tokens(text)
+    if n <= 0:
+        raise InputError(f"{what} must be positive, got {text!r}")
+    return n
 
 
 def parse_percent_ppm(text: str) -> int:
     """'2%' -> 20,000 parts per million; '0.5%' -> 5,000. The % sign is required."""
     m = re.match(rf"^\s*{_NUMBER}\s*%\s*$", str(text))
     if not m:
-        raise InputError(f"percentage {text!r}: write it with a % sign, e.g. 2%")
+        raise InputError(f"percentage {str(text)[:40]!r}: write it with a % sign, e.g. 2%")
+    _digits_ok(m.group(1), text)
     value, _ = _scaled(m.group(1), 10_000)
     return value
 
@@ -99,25 +157,71 @@ def parse_percent_ppm(text: str) -> int:
 def parse_concurrency(text: str) -> tuple[int, int]:
     """'4@128K' -> (4 requests, 131,072 tokens each)."""
     count, sep, tokens = str(text).partition("@")
-    if not sep or not count.strip().isdigit() or int(count) <= 0:
-        raise InputError(f"concurrency {text!r}: write N@CTX, e.g. 4@128K")
-    n = parse_tokens(tokens)
-    if n <= 0:
-        raise InputError(f"concurrency {text!r}: the context must be positive")
-    return int(count), n
+    if not sep or not count.strip().isdigit() or not count.strip().isascii():
+        raise InputError(f"concurrency {str(text)[:40]!r}: write N@CTX, e.g. 4@128K")
+    n_requests = parse_positive_tokens(count.strip(), f"concurrency {text!r}: the request count")
+    n = parse_positive_tokens(tokens, f"concurrency {text!r}: the context")
+    bounded_int(n_requests * n, name=f"concurrency {text!r} (requests × context)", low=1, high=MAX_TOKENS)
+    return n_requests, n
 
 
 def parse_token_list(text: str) -> tuple[int, ...]:
-    """'8K,128K,1M' -> (8192, 131072, 1048576)."""
-    items = [t for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise InputError("empty list of token counts")
-    return tuple(parse_tokens(t) for t in items)
+    """'8K,128K,1M' -> (8192, 131072, 1048576); '1,000,000' -> (1000000,); '128;256' -> (128, 256).
+
+    Items are separated by ``,``, ``;`` or spaces; a run of digits grouped in threes by commas is one number.
+    """
+    s = str(text)
+    items: list[str] = []
+    pos = 0
+    while pos < len(s):
+        m = _LIST_ITEM_RE.match(s, pos)
+        if m is None or m.end() == pos:
+            break
+        items.append(m.group(1))
+        pos = m.end()
+    if not items or s[pos:].strip(" ,;"):
+        raise InputError("empty list of token counts" if not s.strip(" ,;") else f"cannot read {s[:40]!r} as a list")
+    return tuple(parse_positive_tokens(t) for t in items)
 
 
 def parse_option_tokens(option: str, text: str) -> int:
-    """parse_tokens for a command-line option, naming the option in the error."""
+    """parse_tokens for a command-line option, naming the option in the error; 0 only where it means something."""
     try:
-        return parse_tokens(text)
+        if option in _ZERO_ALLOWED:
+            return parse_tokens(text)
+        return parse_positive_tokens(text)
     except InputError as e:
-        raise InputError(f"{option}: {e}") from None
+        raise type(e)(f"{option}: {e}") from None
+
+
+def parse_link(text: str) -> int:
+    """Link speed in bytes/s: '400Gbps' / '400Gb/s' / '400Gbit' -> 50 GB/s; '50GB/s' / '50GBps'; '46.5GiB/s'.
+
+    ``B`` is bytes and ``b`` bits; the words ``bit`` and ``byte`` count in any case. A unit all in lowercase
+    (``400gb/s``) is refused as ambiguous. Bits are divided by 8 and rounded down to whole bytes per second.
+    """
+    s = str(text)
+    m = _LINK_RE.match(s)
+    hint = "give a speed such as 400Gb/s or 400Gbps (bits), 50GB/s or 50GBps (bytes), 46.5GiB/s"
+    if not m:
+        raise InputError(f"--link {s[:40]!r}: {hint}")
+    number, prefix, binary, body, _rate = m.groups()
+    _digits_ok(number, s)
+    word = body.lower()
+    if word.startswith("bit"):
+        bits = True
+    elif word.startswith("byte"):
+        bits = False
+    elif not any(ch.isupper() for ch in prefix + binary + body):
+        raise InputError(
+            f"--link {s!r} is ambiguous: write {number}{prefix.upper()}b/s for bits or {number}{prefix.upper()}B/s"
+            " for bytes (B = bytes, b = bits)"
+        )
+    else:
+        bits = body == "b"
+    scale = (_BINARY_PREFIX if binary else _DECIMAL_PREFIX)[prefix.upper()]
+    value = _scaled(number, scale)[0]
+    value = value // 8 if bits else value
+    if value <= 0:
+        raise InputError(f"--link {s!r} must be positive")
+    return value

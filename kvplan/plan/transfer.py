@@ -5,8 +5,9 @@ Transfer units:
 - ``chunk:N``: whole chunks of N tokens only, the tail dropped — vLLM's offloading connector stores only full
   chunks (vLLM recipes PR #893: 138,615 tokens -> 541 chunks of 256 -> 59,763,793,920 B over 8 ranks);
 - ``token``: exactly L tokens (a lower bound no engine achieves).
-Each TP rank holds its own copy of the MLA latent and the indexer K (MLA KV is replicated under TP), so the total is
-per rank × ranks.
+Each rank sends the rows it holds. Without dcp every TP rank holds the whole MLA latent and indexer K (TP replicates
+them), so the total is per rank × tp. Under dcp the tokens are split across the dcp ranks (rank r holds every
+dcp-th token), so each rank sends moved / dcp rows and the tp ranks hold tp / dcp copies of each token.
 """
 
 from __future__ import annotations
@@ -16,33 +17,19 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.units import GB, GiB, cdiv
-
-_LINK = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(gbps|gbit/s|gb/s|gib/s|mb/s|tbps)\s*$", re.IGNORECASE)
-_LINK_UNITS = {"gbps": GB // 8, "gbit/s": GB // 8, "tbps": 1000 * GB // 8, "gb/s": GB, "gib/s": GiB, "mb/s": 10**6}
-
-
-def parse_link(text: str) -> int:
-    """'400Gbps' -> 50,000,000,000 bytes/s; '50GB/s'; '46.5GiB/s'."""
-    m = _LINK.match(text)
-    if not m:
-        raise InputError(f"--link {text!r}: give a speed such as 400Gbps, 50GB/s or 46.5GiB/s")
-    number, unit = m.groups()
-    whole, _, frac = number.partition(".")
-    scale = _LINK_UNITS[unit.lower()]
-    value: int = (int(whole) * 10 ** len(frac) + int(frac or "0")) * scale // 10 ** len(frac)
-    if value <= 0:
-        raise InputError(f"--link {text!r} must be positive")
-    return value
+from kvplan.units import cdiv, parse_link, parse_positive_tokens
 
 
 def parse_unit(text: str) -> tuple[str, int]:
     t = text.strip().lower()
     if t in ("page", "token"):
         return t, 0
-    m = re.match(r"^chunk:(\d+)$", t)
-    if m and int(m.group(1)) > 0:
-        return "chunk", int(m.group(1))
+    m = re.match(r"^chunk:(.+)$", t)
+    if m:
+        try:
+            return "chunk", parse_positive_tokens(m.group(1), "--unit chunk size")
+        except InputError as e:
+            raise type(e)(f"--unit {text[:40]!r}: {e}") from None
     raise InputError(f"--unit {text!r}: use page, token or chunk:N (e.g. chunk:256)")
 
 
@@ -76,6 +63,28 @@ class Transfer:
     @property
     def total_bytes(self) -> int:
         return self.bytes_per_rank * self.ranks
+
+    @property
+    def copies(self) -> int:
+        """How many ranks hold each token's rows: tp without dcp (TP replicates the latent), tp / dcp under dcp."""
+        return max(self.ranks // self.plan.dcp, 1)
+
+    @property
+    def sharding(self) -> str:
+        """Why the total is per rank × ranks, in the plan's own terms (dcp splits, TP replicates)."""
+        dcp, tp = self.plan.dcp, self.ranks
+        if dcp <= 1:
+            return f"TP replicates the MLA latent on each of the {tp} ranks"
+        split = f"dcp {dcp} splits the tokens across {dcp} ranks, each sending 1/{dcp} of the rows"
+        if self.plan.engine == "sglang" and self.plan.cell.indexer_bytes:
+            split += ", but SGLang keeps the whole indexer K on each rank"
+        if self.copies == 1:
+            return split
+        return f"{split}; TP {tp} keeps {self.copies} copies of each token"
+
+    @property
+    def link_bits_per_s(self) -> int:
+        return self.link_bytes_per_s * 8
 
     def microseconds(self, n_bytes: int) -> int:
         return cdiv(n_bytes * 1_000_000, self.link_bytes_per_s)

@@ -70,3 +70,113 @@ def test_size_says_which_unit(n: int, expected: str) -> None:
 def test_gib_and_bytes() -> None:
     assert gib(GiB - 1) == "1.00 GiB"  # rounds up on display only
     assert nbytes(1152) == "1,152 B"
+
+
+# --------------------------------------------------------------------------- issue 9 / 10: one grammar for numbers
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1,048,576", 1_048_576),  # kvplan's own printed style: commas group digits in threes
+        ("1,000,000", 1_000_000),
+        ("1_048_576", 1_048_576),
+        ("1e6", 1_000_000),  # 1 × 10^6, exact
+        ("2.5e6", 2_500_000),  # 2.5 × 10^6 is whole
+        ("16K", 16 * 1024),  # 16,384
+    ],
+)
+def test_parse_tokens_accepts_every_written_style(text: str, expected: int) -> None:
+    assert parse_tokens(text) == expected
+
+
+@pytest.mark.parametrize("text", ["1,00", "1,0000", "1e-3", "1.5e0", "1" * 5000, "1e99"])
+def test_parse_tokens_refuses_malformed_or_huge(text: str) -> None:
+    # '1,00' / '1,0000' are not groups of three; 1.5e0 is not whole; 5,000 digits is past MAX_INT_DIGITS (30)
+    # before int() is called (Python's own limit of 4,300 would raise ValueError); 1e99 > MAX_TOKENS (2^40)
+    with pytest.raises(InputError):
+        parse_tokens(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8K,128K,1M", (8192, 131072, 1 << 20)),
+        ("1,000,000", (1_000_000,)),  # regression: was read as three contexts (1, 0, 0)
+        ("8K, 1,048,576", (8192, 1_048_576)),
+        ("128;256", (128, 256)),  # two small counts: ';' or spaces
+        ("128 256", (128, 256)),
+        ("1000,2000", (1000, 2000)),  # 1000 is not a group of three after 1-3 digits: a list
+    ],
+)
+def test_parse_token_list_separators(text: str, expected: tuple[int, ...]) -> None:
+    assert parse_token_list(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "8K,0", "", " , "])
+def test_parse_token_list_refuses_zero_and_empty(text: str) -> None:
+    with pytest.raises(InputError):
+        parse_token_list(text)
+
+
+def test_option_tokens_zero_only_where_it_means_something() -> None:
+    from kvplan.units import parse_option_tokens
+
+    assert parse_option_tokens("--gen", "0") == 0  # no generated tokens
+    with pytest.raises(InputError, match="--ctx"):
+        parse_option_tokens("--ctx", "0")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("88gib", 88 * GiB),  # case-insensitive where unambiguous: 88 × 2^30 = 94,489,280,512
+        ("141gb", 141 * GB),
+        ("80GIB", 80 * GiB),
+    ],
+)
+def test_parse_bytes_case_insensitive(text: str, expected: int) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize("text", ["10Gb", "80Gib", "1Mb"])
+def test_parse_bytes_refuses_bits(text: str) -> None:
+    with pytest.raises(InputError, match="bits"):
+        parse_bytes(text)
+
+
+def test_parse_bytes_refuses_5000_digits_before_int() -> None:
+    from kvplan.limits import LimitError
+
+    with pytest.raises(LimitError, match="digits"):
+        parse_bytes("9" * 5000 + "GiB")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # bits: 400 × 10^9 / 8 = 50,000,000,000 B/s
+        ("400Gb/s", 50 * GB),  # regression: was read as 400 GB/s (8× too fast)
+        ("400Gbps", 50 * GB),
+        ("400Gbit", 50 * GB),
+        ("400Gbit/s", 50 * GB),
+        ("400 Gb", 50 * GB),
+        # bytes: 400 × 10^9 B/s
+        ("400GBps", 400 * GB),  # regression: was read as bits (50 GB/s)
+        ("400GB/s", 400 * GB),
+        ("46.5GiB/s", 49_928_994_816),  # 46.5 × 2^30
+        ("1.6Tbps", 200 * GB),  # 1.6 × 10^12 / 8
+    ],
+)
+def test_link_bits_and_bytes(text: str, expected: int) -> None:
+    from kvplan.units import parse_link
+
+    assert parse_link(text) == expected
+
+
+@pytest.mark.parametrize("text", ["400gb/s", "400gbps", "50gib/s"])
+def test_link_all_lowercase_is_ambiguous(text: str) -> None:
+    from kvplan.units import parse_link
+
+    with pytest.raises(InputError, match="ambiguous"):
+        parse_link(text)
