@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.models.arch import ModelArch
+from kvplan.models.arch import ModelArch, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
 from kvplan.units import cdiv
@@ -160,15 +160,26 @@ def resolve(dep: Deployment, name: str, default: object, why: str) -> Knob:
     return Knob(name, default, f"default: {why}")
 
 
+def weight_split(dep: Deployment) -> Split:
+    """The effective split of the weights on one GPU of the deployment."""
+    return Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
+
+
 def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
+    """Weights per GPU: the deployment's, else a measured point of the same effective split, else the estimate.
+
+    Measured points match on the split (attention tp / dp, experts max(tp, ep), pp), not on the knobs:
+    ``ep=8`` on TP8 or any ``dcp`` keeps TP8's measured figure.
+    """
     if dep.weights_per_gpu is not None:
         return Knob("weights_per_gpu", dep.weights_per_gpu, "set")
-    point = arch.measured_weights_for(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep)
+    split = weight_split(dep)
+    point = arch.measured_weights_for(split)
     if point is not None:
-        return Knob("weights_per_gpu", point.bytes, f"default: measured, {point.source}")
-    est = arch.estimated_weights_per_gpu(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, with_mtp=with_mtp)
+        return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
+    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp)
     return Knob(
         "weights_per_gpu",
         est,
-        f"default: estimated from {arch.total_params:,} parameters split over tp {dep.tp}",
+        f"default: estimated from {arch.total_params:,} parameters split {split}",
     )

@@ -44,6 +44,35 @@ def full_indexer_layers(
     return flags, IndexerRule.FREQ
 
 
+@dataclass(frozen=True, order=True)
+class Split:
+    """How many ways each part of the weights is split on one GPU (the key a measured point matches on).
+
+    Two layouts with the same split load the same bytes per GPU: ``ep=8`` on TP8 still splits the experts
+    8 ways, and dcp never splits weights (it shards the KV cache only).
+    """
+
+    tp: int
+    """dense layers, shared experts, embeddings: tensor parallel."""
+    attention: int
+    """attention: tp / dp_attention (DP attention replicates attention on each DP rank)."""
+    experts: int
+    """routed experts: max(tp, ep) (EP splits whole experts, TP splits each one; their product is capped at tp)."""
+    pp: int = 1
+    """layers: pipeline stages."""
+
+    @classmethod
+    def of(cls, *, tp: int, dp_attention: int = 1, ep: int = 1, pp: int = 1) -> Split:
+        return cls(tp=tp, attention=max(tp // max(dp_attention, 1), 1), experts=max(tp, ep), pp=max(pp, 1))
+
+    def ways(self, split: str) -> int:
+        return {"tp": self.tp, "attn": self.attention, "experts": self.experts, "none": 1}[split]
+
+    def __str__(self) -> str:
+        pp = f", pp {self.pp}" if self.pp > 1 else ""
+        return f"tp {self.tp}, attention {self.attention}, experts {self.experts}{pp}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class WeightPoint:
     """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
@@ -53,6 +82,11 @@ class WeightPoint:
     source: str
     dp_attention: int = 1
     ep: int = 1
+    pp: int = 1
+
+    @property
+    def split(self) -> Split:
+        return Split.of(tp=self.tp, dp_attention=self.dp_attention, ep=self.ep, pp=self.pp)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,15 +101,11 @@ class ParamGroup:
     split: str = "tp"
     """'tp' (tensor parallel), 'attn' (attention TP: tp / dp_attention), 'experts' (tp or ep), 'none'."""
 
-    def bytes_per_gpu(self, *, tp: int, dp_attention: int, ep: int) -> int:
-        ways = {
-            "tp": tp,
-            "attn": max(tp // max(dp_attention, 1), 1),
-            "experts": max(tp, ep),
-            "none": 1,
-        }[self.split]
+    def bytes_per_gpu(self, split: Split) -> int:
+        """Bytes on one GPU; layer groups also split over the pipeline stages (embeddings counted whole)."""
+        stages = 1 if self.name == "embeddings" else split.pp
         total_num = self.params * self.bytes_per_param_num
-        den = self.bytes_per_param_den * ways
+        den = self.bytes_per_param_den * split.ways(self.split) * stages
         return -(-total_num // den)
 
 
@@ -126,16 +156,13 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
-    def estimated_weights_per_gpu(self, *, tp: int, dp_attention: int = 1, ep: int = 1, with_mtp: bool = False) -> int:
+    def estimated_weights_per_gpu(self, split: Split, *, with_mtp: bool = False) -> int:
         """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it."""
-        return sum(
-            g.bytes_per_gpu(tp=tp, dp_attention=dp_attention, ep=ep)
-            for g in self.param_groups
-            if with_mtp or g.name != "mtp"
-        )
+        return sum(g.bytes_per_gpu(split) for g in self.param_groups if with_mtp or g.name != "mtp")
 
-    def measured_weights_for(self, *, tp: int, dp_attention: int = 1, ep: int = 1) -> WeightPoint | None:
+    def measured_weights_for(self, split: Split) -> WeightPoint | None:
+        """The measured point of the same effective split (not the same knobs: ep=8 on TP8 is TP8's split)."""
         for p in self.measured_weights:
-            if (p.tp, p.dp_attention, p.ep) == (tp, dp_attention, ep):
+            if p.split == split:
                 return p
         return None
