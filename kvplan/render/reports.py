@@ -296,6 +296,7 @@ def transfer_report(t: Transfer) -> Report:
         "token": "exact tokens (a lower bound)",
     }[t.unit]
     rows = (
+        ("link speed", f"{t.link_bits_per_s / 1e9:,.4g} Gb/s = {t.link_bytes_per_s / 1e9:,.4g} GB/s", "per rank"),
         ("tokens moved", f"{t.moved_tokens:,} of {t.ctx_tokens:,}", unit),
         (
             "main KV per rank",
@@ -311,7 +312,7 @@ def transfer_report(t: Transfer) -> Report:
         (
             "all ranks",
             size(t.total_bytes),
-            f"× {t.ranks} ranks (TP replicates the MLA latent); "
+            f"× {t.ranks} ranks ({t.sharding}); "
             f"{t.microseconds(t.total_bytes) / 1000:,.1f} ms over one link",
         ),
         (
@@ -327,6 +328,8 @@ def transfer_report(t: Transfer) -> Report:
         "moved_tokens": t.moved_tokens,
         "ranks": t.ranks,
         "link_bytes_per_s": t.link_bytes_per_s,
+        "link_bits_per_s": t.link_bits_per_s,
+        "copies_per_token": t.copies,
         "main_bytes_per_rank": t.main_bytes_per_rank,
         "indexer_bytes_per_rank": t.indexer_bytes_per_rank,
         "bytes_per_rank": t.bytes_per_rank,
