@@ -6,6 +6,8 @@ with its locked figures and with the requirements, and returns every rule with i
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -13,12 +15,14 @@ from kvplan import __version__
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
+from kvplan.limits import MAX_DEPTH, MAX_GPU_BYTES, MAX_GPUS, MAX_LAYERS, MAX_TOKENS, LimitError, bounded_int, int_text
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment, Requirements
 from kvplan.plan.admit import Request, admit, largest_admitted
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 
-LOCK_SCHEMA_VERSION = 1
+LOCK_SCHEMA_VERSION = 2
+"""2: `page_tokens` became `rank_page_tokens` and `logical_page_tokens` (schema 1 locks are read and migrated)."""
 DEFAULT_CONTEXTS = (128 * 1024, 1 << 20)
 
 
@@ -35,12 +39,16 @@ class Figures:
     cell_bytes: int
     indexer_layers: int
     dcp: int
-    page_tokens: int
+    rank_page_tokens: int
+    """The engine's page (block) size on one rank: SGLang page_size, vLLM block_size (64 for DSA)."""
+    logical_page_tokens: int
+    """Tokens of one request one page holds across the dcp ranks (rank_page_tokens × dcp): what usable_pages count."""
     available_bytes: int
     pool_rows_per_gpu: int
     pool_tokens: int
     """Logical capacity: SGLang's logged max_total_num_tokens, vLLM's blocks × 64 × dcp."""
     usable_pages: int
+    """Pages of logical_page_tokens tokens a request can get (vLLM: without the null block)."""
     largest_admitted_ctx: int
     max_running_requests: int
     workspace_left_bytes: int
@@ -66,7 +74,8 @@ def figures(plan: PoolPlan, contexts: tuple[int, ...]) -> Figures:
         cell_bytes=c.total_bytes,
         indexer_layers=plan.indexer_layers,
         dcp=plan.dcp,
-        page_tokens=plan.page_tokens,
+        rank_page_tokens=plan.page_tokens,
+        logical_page_tokens=plan.logical_page_tokens,
         available_bytes=plan.available_bytes,
         pool_rows_per_gpu=plan.rows,
         pool_tokens=plan.logged_tokens,
@@ -95,17 +104,134 @@ def lock_document(entries: dict[str, Figures]) -> dict[str, Any]:
     }
 
 
-def figures_from_json(name: str, data: object, source: str) -> Figures:
+def lock_text(entries: dict[str, Figures]) -> str:
+    """The lock file's bytes: stable key order, so re-locking an unchanged config gives the same file."""
+    return json.dumps(lock_document(entries), indent=2, sort_keys=True) + "\n"
+
+
+def merge(old: dict[str, Figures], new: dict[str, Figures], *, prune: bool) -> dict[str, Figures]:
+    """`kvplan lock` updates the entries it is given and keeps the rest (all others dropped with prune)."""
+    return dict(new) if prune else {**old, **new}
+
+
+# What each field of an entry may hold: (low, high) for ints. Bytes are per GPU; headroom may be negative.
+_MAX_NAME_CHARS = 200
+
+
+def _int_bounds(name: str) -> tuple[int, int]:
+    if name in ("available_bytes", "workspace_left_bytes"):
+        return -MAX_GPU_BYTES, MAX_GPU_BYTES
+    if name.endswith(("_bytes", "_bytes_per_row")):
+        return 0, MAX_GPU_BYTES
+    if name == "dcp":
+        return 1, MAX_GPUS
+    if name.endswith("page_tokens"):
+        return 1, MAX_TOKENS
+    if name == "indexer_layers":
+        return 0, MAX_LAYERS
+    return 0, MAX_TOKENS
+
+
+def _int(value: object, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: expected an integer, got {_kind(value)}")
+    return bounded_int(value, name=where, low=low, high=high)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, float):
+        return f"a number with a fraction ({value!r})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 recorded the rank page as `page_tokens`; the logical page is it × dcp."""
+    out = dict(data)
+    if "page_tokens" in out and "rank_page_tokens" not in out:
+        out["rank_page_tokens"] = out.pop("page_tokens")
+        rank, dcp = out["rank_page_tokens"], out.get("dcp")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (rank, dcp)):
+            out["logical_page_tokens"] = rank * dcp
+    return out
+
+
+def figures_from_json(name: str, data: object, source: str, schema: int = LOCK_SCHEMA_VERSION) -> Figures:
+    """One entry, every field checked for its type and bounds (bool is not an int, no floats, no nulls)."""
+    where = f"{source}: configs.{name}"
     if not isinstance(data, dict):
-        raise InputError(f"{source}: configs.{name}: expected an object")
-    known = {f.name for f in fields(Figures)}
-    missing = known - set(data)
+        raise InputError(f"{where}: expected an object, got {_kind(data)}")
+    if schema == 1:
+        data = _migrate_v1(data)
+    known = {f.name: f.type for f in fields(Figures)}
+    missing = set(known) - set(data)
     if missing:
-        raise InputError(f"{source}: configs.{name}: missing {', '.join(sorted(missing))} (re-run kvplan lock)")
+        raise InputError(f"{where}: missing {', '.join(sorted(missing))} (re-run kvplan lock)")
+    unknown = set(data) - set(known)
+    if unknown:
+        raise InputError(f"{where}: unknown key {sorted(unknown)[0]!r} (written by another kvplan? re-run kvplan lock)")
+    values: dict[str, Any] = {}
+    for key, kind in known.items():
+        v, at = data[key], f"{where}.{key}"
+        if kind == "str":
+            if not isinstance(v, str) or len(v) > _MAX_NAME_CHARS:
+                raise InputError(f"{at}: expected a short string, got {_kind(v)}")
+            values[key] = v
+        elif kind == "bool":
+            if not isinstance(v, bool):
+                raise InputError(f"{at}: expected true or false, got {_kind(v)}")
+            values[key] = v
+        elif kind == "int":
+            values[key] = _int(v, at, *_int_bounds(key))
+        else:  # concurrency: {"<ctx tokens>": requests}
+            if not isinstance(v, dict):
+                raise InputError(f"{at}: expected an object, got {_kind(v)}")
+            conc = {}
+            for ctx, n in v.items():
+                tokens = bounded_int(int_text(ctx, name=f"{at} key"), name=f"{at} key", low=1, high=MAX_TOKENS)
+                conc[str(tokens)] = _int(n, f"{at}.{ctx}", 0, MAX_TOKENS)
+            values[key] = conc
+    return Figures(**values)
+
+
+def _depth(text: str) -> int:
+    """Deepest nesting of [ and { in a JSON text (strings skipped), counted before json.loads recurses."""
+    brackets = _BRACKETS.findall(_STRINGS.sub("", text))
+    deepest = level = 0
+    for b in brackets:
+        level += 1 if b in "[{" else -1
+        deepest = max(deepest, level)
+    return deepest
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def parse_lock(text: str, source: str) -> dict[str, Figures]:
+    """A lock file's text -> its entries, or one InputError naming the file, the key path or the line."""
+    if _depth(text) > MAX_DEPTH:
+        raise LimitError(f"{source}: nested deeper than kvplan's limit of {MAX_DEPTH} (not a kvplan lock file)")
+
+    def _no_constant(c: str) -> object:
+        raise InputError(f"{source}: {c} is not a number kvplan accepts (corrupt lock file?)")
+
     try:
-        return Figures(**{k: data[k] for k in known})
-    except TypeError as e:
-        raise InputError(f"{source}: configs.{name}: {e}") from None
+        doc = json.loads(text, parse_int=lambda t: int_text(t, name=f"{source}: a number"), parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{source}:{e.lineno}: not valid JSON: {e.msg} (corrupt lock file?)") from None
+    except RecursionError:  # _depth should have caught it; never a traceback
+        raise LimitError(f"{source}: nested deeper than kvplan's limit of {MAX_DEPTH}") from None
+    return read_lock(doc, source)
 
 
 def read_lock(doc: object, source: str) -> dict[str, Figures]:
@@ -114,15 +240,20 @@ def read_lock(doc: object, source: str) -> dict[str, Figures]:
         raise InputError(f"{source}: not a kvplan lock file (no schema_version / configs)")
     version = doc["schema_version"]
     if not isinstance(version, int) or isinstance(version, bool):
-        raise InputError(f"{source}: schema_version: expected an integer, got {version!r}")
+        raise InputError(f"{source}: schema_version: expected an integer, got {_kind(version)}")
     if version > LOCK_SCHEMA_VERSION:
         raise InputError(
             f"{source}: written by a newer kvplan (lock schema {version} > {LOCK_SCHEMA_VERSION}): upgrade kvplan"
         )
+    if version < 1:
+        raise InputError(f"{source}: schema_version: {version} is not a lock schema (1..{LOCK_SCHEMA_VERSION})")
+    kv = doc.get("kvplan_version", "")
+    if not isinstance(kv, str):
+        raise InputError(f"{source}: kvplan_version: expected a string, got {_kind(kv)}")
     configs = doc["configs"]
     if not isinstance(configs, dict):
-        raise InputError(f"{source}: configs: expected an object")
-    return {name: figures_from_json(name, data, source) for name, data in configs.items()}
+        raise InputError(f"{source}: configs: expected an object, got {_kind(configs)}")
+    return {name: figures_from_json(name, data, source, version) for name, data in configs.items()}
 
 
 # --------------------------------------------------------------------------- rules
@@ -195,35 +326,71 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
 @dataclass(frozen=True)
 class KnobEffect:
     knob: str
-    old: object
-    new: object
+    """A deployment knob, or "model" / "engine" for a model or engine (version) change."""
+    old: str
+    new: str
     pool_tokens: int
     cell_bytes: int
     startup_error: str | None
+    base_pool_tokens: int
+    """The pool the change was applied to: OLD's, or OLD's settings on NEW's engine after an engine change."""
+    kind: str = "knob"
 
 
-_NOT_KNOBS = {"name", "source", "explicit", "description"}
+_NOT_KNOBS = {"name", "source", "explicit", "description", "model", "engine", "engine_version"}
 
 
-def diff(old_arch: ModelArch, old: Deployment, new_arch: ModelArch, new: Deployment) -> tuple[KnobEffect, ...]:
-    """Each changed knob applied alone to OLD and re-planned; the last row is NEW itself."""
-    out = []
+def _apply(knob: str, old: object, new: object, arch: ModelArch, dep: Deployment, base: int, kind: str) -> KnobEffect:
+    try:
+        p = plan_pool(arch, dep)
+    except InputError as e:
+        return KnobEffect(knob, str(old), str(new), 0, 0, str(e), base, kind)
+    return KnobEffect(knob, str(old), str(new), p.logged_tokens, p.cell.total_bytes, p.startup_error, base, kind)
+
+
+def diff(old: PoolPlan, new: PoolPlan) -> tuple[KnobEffect, ...]:
+    """What changed from OLD to NEW, each change applied alone and re-planned.
+
+    A model change and an engine change (engine or its version) are one row each, applied to OLD. Knobs are
+    compared by their resolved values (the plan's knobs, engine defaults computed), so an explicit 64 against a
+    default that resolves to 64 is no change, and a default that only follows another knob is not a change of
+    its own. After an engine change, a knob is applied to OLD's settings on NEW's engine, and only knobs NEW's
+    engine reads are applied; the rest go with the engine.
+    """
+    a, b = old.deployment, new.deployment
+    out: list[KnobEffect] = []
+    if old.arch != new.arch:
+        out.append(_apply("model", old.arch.name, new.arch.name, new.arch, a, old.logged_tokens, "model"))
+    base_dep, base_tokens = a, old.logged_tokens
+    if (a.engine, a.engine_version) != (b.engine, b.engine_version):
+        base_dep = replace(a, engine=b.engine, engine_version=b.engine_version)
+        eff = _apply(
+            "engine", f"{a.engine} {a.engine_version}", f"{b.engine} {b.engine_version}", old.arch, base_dep,
+            old.logged_tokens, "engine",
+        )  # fmt: skip
+        out.append(eff)
+        if eff.startup_error is not None and eff.pool_tokens == 0 and eff.cell_bytes == 0:
+            return tuple(out)  # OLD's settings do not plan on NEW's engine: knobs alone mean nothing
+        base_tokens = eff.pool_tokens
+    ra = {k.name: k.value for k in old.knobs}
+    rb = {k.name: k.value for k in new.knobs}
+    reads = rb if base_dep is not a else ra
     for f in fields(Deployment):
-        if f.name in _NOT_KNOBS:
+        name = f.name
+        if name in _NOT_KNOBS:
             continue
-        a, b = getattr(old, f.name), getattr(new, f.name)
-        if a == b:
-            continue
-        arch = new_arch if f.name == "model" else old_arch
-        try:
-            p = plan_pool(arch, replace(old, **{f.name: b}))
-        except InputError as e:
-            out.append(KnobEffect(f.name, a, b, 0, 0, str(e)))
-            continue
-        out.append(KnobEffect(f.name, _show(a), _show(b), p.logged_tokens, p.cell.total_bytes, p.startup_error))
-    if old_arch != new_arch and not any(e.knob == "model" for e in out):
-        p = plan_pool(new_arch, old)
-        out.append(KnobEffect("model", old_arch.name, new_arch.name, p.logged_tokens, p.cell.total_bytes, None))
+        raw_a, raw_b = getattr(a, name), getattr(b, name)
+        if raw_a == raw_b:
+            continue  # the same setting; a resolved difference follows another knob
+        if name in ra or name in rb:
+            if name not in reads:
+                continue  # the engine the change is applied to does not read this knob
+            va, vb = ra.get(name, _show(raw_a)), rb.get(name, _show(raw_b))
+            if va == vb:
+                continue  # e.g. page_size 64 set against the default, which is 64
+        else:
+            va, vb = _show(raw_a), _show(raw_b)
+        out.append(_apply(name, va, vb, old.arch, replace(base_dep, **{name: raw_b}), base_tokens, "knob"))
     return tuple(out)
 
 

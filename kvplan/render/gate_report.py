@@ -30,7 +30,7 @@ def _fmt(key: str, v: int) -> str:
 
 def _pct(before: int, after: int) -> str:
     if before == after:
-        return "—"
+        return "no change"
     if not before:
         return "new"
     return f"{(after - before) * 100 / before:+.2f}%"
@@ -90,41 +90,66 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
     return Report("gate", "kvplan gate", tuple(sections), data, verdict=verdict, verdict_ok=ok)
 
 
-def lock_report(entries: dict[str, Figures], path: str) -> Report:
+def lock_report(entries: dict[str, Figures], path: str, updated: tuple[str, ...], pruned: tuple[str, ...]) -> Report:
+    """The lock as written: every entry, which ones this run (re)computed, which ones --prune dropped."""
     rows = tuple(
-        (name, f.engine, count(f.pool_tokens), count(f.largest_admitted_ctx), nbytes(f.cell_bytes))
+        (
+            name,
+            "updated" if name in updated else "kept",
+            f.engine,
+            count(f.pool_tokens),
+            count(f.largest_admitted_ctx),
+            nbytes(f.cell_bytes),
+            f"{f.logical_page_tokens:,} ({f.rank_page_tokens:,} per rank)",
+        )
         for name, f in sorted(entries.items())
     )
+    sections = [
+        Section(
+            "",
+            rows,
+            ("config", "", "engine", "pool tokens", "largest context", "bytes per row", "page tokens"),
+        )
+    ]
+    if pruned:
+        sections.append(Section("Dropped (--prune)", tuple((n,) for n in pruned), ("config",)))
     return Report(
         "lock",
-        f"kvplan lock: wrote {path}",
-        (Section("", rows, ("config", "engine", "pool tokens", "largest context", "bytes per row")),),
-        {"path": path, "configs": {n: asdict(f) for n, f in sorted(entries.items())}},
+        f"kvplan lock: wrote {path}"
+        f" ({len(updated)} updated, {len(entries) - len(updated)} kept, {len(pruned)} dropped)",
+        tuple(sections),
+        {
+            "path": path,
+            "updated": list(updated),
+            "pruned": list(pruned),
+            "configs": {n: asdict(f) for n, f in sorted(entries.items())},
+        },
     )
+
+
+_KIND = {"model": "model change", "engine": "engine change", "knob": ""}
 
 
 def diff_report(old: str, new: str, effects: tuple[KnobEffect, ...], base_tokens: int, new_tokens: int) -> Report:
     rows = [
         (
-            e.knob,
-            str(e.old),
-            str(e.new),
+            e.knob + (f" ({_KIND[e.kind]})" if _KIND.get(e.kind) else ""),
+            e.old,
+            e.new,
             count(e.pool_tokens) if not e.startup_error else "does not start",
-            _pct(base_tokens, e.pool_tokens) if not e.startup_error else "",
+            _pct(e.base_pool_tokens, e.pool_tokens) if not e.startup_error else (e.startup_error[:80]),
         )
         for e in effects
     ]
     rows.append(("all together", old, new, count(new_tokens), _pct(base_tokens, new_tokens)))
+    after_engine = any(e.kind == "engine" for e in effects)
+    title = "Each change on its own, applied to OLD" + (
+        " (knobs: to OLD's settings on NEW's engine)" if after_engine else ""
+    )
     return Report(
         "diff",
         f"kvplan diff: {old} -> {new} (pool {base_tokens:,} -> {new_tokens:,} tokens)",
-        (
-            Section(
-                "Each changed knob on its own, applied to OLD",
-                tuple(rows),
-                ("knob", "old", "new", "pool tokens", "change"),
-            ),
-        ),
+        (Section(title, tuple(rows), ("change", "old", "new", "pool tokens", "change")),),
         {
             "old": old,
             "new": new,
@@ -133,3 +158,23 @@ def diff_report(old: str, new: str, effects: tuple[KnobEffect, ...], base_tokens
             "effects": [asdict(e) for e in effects],
         },
     )
+
+
+def _escape_data(text: str) -> str:
+    """GitHub workflow-command escaping of a message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    """GitHub workflow-command escaping of a property value (file=, title=)."""
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(results: tuple[GateResult, ...]) -> list[str]:
+    """One `::error` line per violated rule, for GitHub Actions (the caller writes them to stderr)."""
+    return [
+        f"::error file={_escape_property(r.config)},title=kvplan gate::{_escape_data(f'{rule.name}: {rule.detail}')}\n"
+        for r in results
+        for rule in r.rules
+        if not rule.ok
+    ]

@@ -45,7 +45,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_lock_records_the_figures(repo: Path) -> None:
     doc = json.loads((repo / "kvplan.lock").read_text())
     entry = doc["configs"]["prod.yaml"]
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert (entry["cell_bytes"], entry["pool_rows_per_gpu"], entry["pool_tokens"]) == (50_472, 639_104, 1_278_208)
     assert entry["largest_admitted_ctx"] == 1 << 20
     # promised contexts from requirements: 128K (4@128K) and 1M
@@ -99,15 +99,25 @@ def test_github_annotations(repo: Path) -> None:
     shutil.copy(repo / "indexer39.yaml", repo / "prod.yaml")
     r = run("gate", "prod.yaml", "--max-capacity-drop", "2%", env={"GITHUB_ACTIONS": "true"})
     assert r.exit_code == 1
-    assert "::error file=prod.yaml,title=kvplan gate::capacity drop <= 2%: pool 1,278,208 -> 1,168,256" in r.stdout
+    # annotations go to stderr only: in markdown mode stdout is the PR comment (issue 9, item 12)
+    assert "::error file=prod.yaml,title=kvplan gate::capacity drop <= 2%25: pool 1,278,208 -> 1,168,256" in r.stderr
+    assert "::error" not in r.stdout
+
+
+def test_github_annotations_never_on_stdout_in_markdown(repo: Path) -> None:
+    shutil.copy(repo / "indexer39.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--max-capacity-drop", "2%", "--format", "markdown", env={"GITHUB_ACTIONS": "true"})
+    assert r.exit_code == 1
+    assert r.stdout.startswith("## kvplan gate") and "::error" not in r.stdout
+    assert r.stderr.count("::error file=prod.yaml") == 1
 
 
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
         ("{not json", "not valid JSON"),
-        ('{"schema_version": 2, "configs": {}}', "newer kvplan"),
-        ('{"schema_version": 1, "configs": {}}', "no entry for prod.yaml"),
+        ('{"schema_version": 3, "configs": {}}', "newer kvplan"),
+        ('{"schema_version": 2, "configs": {}}', "no entry for prod.yaml"),
         ('{"schema_version": 1, "configs": {"prod.yaml": {"pool_tokens": 1}}}', "missing"),
         ("[]", "not a kvplan lock"),
     ],
