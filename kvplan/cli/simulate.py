@@ -45,6 +45,25 @@ class _Bar:
             self.bar.stop()
 
 
+def _check_numbers(
+    points: int, prefill_tps: int, tpot_ms: float, max_running: int | None, page_tokens: int | None, jobs: int | None
+) -> None:
+    """The numeric options in range before any work: no hang (a running limit below 1), no huge loop."""
+    from kvplan import limits
+
+    limits.bounded_int(points, name="--points", low=2, high=limits.MAX_LOOP)
+    limits.bounded_int(prefill_tps, name="--prefill-tps", low=1, high=limits.MAX_TOKENS)
+    limits.finite(tpot_ms, name="--tpot-ms")
+    if not 0 < tpot_ms <= limits.MAX_TRACE_SECONDS:
+        raise limits.LimitError(f"--tpot-ms: {tpot_ms!r} must be above 0 and at most {limits.MAX_TRACE_SECONDS:,}")
+    if max_running is not None:
+        limits.bounded_int(max_running, name="--max-running", low=1, high=limits.MAX_TOKENS)
+    if page_tokens is not None:
+        limits.bounded_int(page_tokens, name="--page-tokens", low=1, high=limits.MAX_REQUEST_TOKENS)
+    if jobs is not None:
+        limits.bounded_int(jobs, name="--jobs", low=1, high=limits.MAX_LOOP)
+
+
 def simulate(
     trace: Annotated[
         Path, typer.Argument(help="Trace file, or a directory of kv-cache-tester conversations.", show_default=False)
@@ -97,9 +116,9 @@ def simulate(
         int | None, typer.Option("--page-tokens", help="Engine page size \\[default: the plan's, 64 × dcp].")
     ] = None,
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option("--jobs", "-j", help="Processes for a per-capacity sweep \\[default: CPUs].", show_default=False),
-    ] = 0,
+    ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="Draw the curve or the occupancy timeline to a PNG (kvplan\\[plot]).")
     ] = None,
@@ -126,6 +145,7 @@ def simulate(
             SEMANTICS,
             CapacityScale,
             SimConfig,
+            check_pool_size,
             make_window,
             parse_capacity,
             parse_sweep,
@@ -135,6 +155,7 @@ def simulate(
         )
         from kvplan.sim.trace import open_trace
 
+        _check_numbers(points, prefill_tps, tpot_ms, max_running, page_tokens, jobs)
         tr = open_trace(trace, trace_format, skip_bad=skip_bad, block_tokens=block_size)
         plan = None
         if semantics is not None and semantics not in SEMANTICS:
@@ -175,6 +196,8 @@ def simulate(
         win = make_window(tr, window)
         if capacity is not None:
             cap = parse_capacity(capacity, scale)
+            if cap is not None:
+                check_pool_size(cap, sem, unit)
             cap_text = f"--capacity {capacity}"
             if cap is not None and scale.bytes_per_token_num and unit == "page":
                 cap_text += f" (a page takes {plan.cell.total_bytes * plan.page_tokens:,} B per GPU)" if plan else ""
@@ -195,8 +218,6 @@ def simulate(
 
         service = Service()
         if occupancy:
-            if prefill_tps <= 0 or tpot_ms <= 0:
-                raise InputError("--prefill-tps and --tpot-ms must be positive")
             limit = max_running if max_running is not None else (plan.max_running_requests if plan else None)
             service = Service(prefill_tps, max(1, round(tpot_ms * 1000)), limit)
         cfg = SimConfig(tr, sem, policy, win, unit_tokens, cap, occupancy, service, eagle, check)
@@ -214,10 +235,11 @@ def simulate(
                 caps = parse_sweep(sweep, scale, points)
             if min(caps) <= 0:
                 raise InputError(f"--sweep {sweep}: a capacity below one {unit} of {unit_tokens} tokens")
+            check_pool_size(max(caps), sem, unit, "--sweep")
             one_pass = sem == "ideal"
             bar = _Bar("replaying", tr.count if one_pass else lambda: len(caps))
             try:
-                result: Any = run_sweep(cfg, caps, jobs=jobs, progress=bar)
+                result: Any = run_sweep(cfg, caps, jobs=jobs or 0, progress=bar)
             finally:
                 bar.close()
         else:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from multiprocessing import get_context
 
+from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.sim import ideal
 from kvplan.sim.ideal import Window
@@ -188,18 +189,46 @@ _UNIT_RE = re.compile(r"^\s*(.+?)\s*(pages?|blocks?)\s*$", re.IGNORECASE)
 _BYTES_RE = re.compile(r"[0-9.]\s*[KMGT]?i?B\s*$", re.IGNORECASE)
 
 
-def parse_count(text: str) -> int:
-    """A token count: ``3M`` / ``128K`` (binary, as everywhere in kvplan), ``3000000`` or ``1e6`` / ``2.5e6``."""
+def parse_count(text: str, name: str = "capacity") -> int:
+    """A token count: ``3M`` / ``128K`` (binary, as everywhere in kvplan), ``3000000`` or ``1e6`` / ``2.5e6``,
+    at most ``limits.MAX_TOKENS``."""
     t = str(text).strip().replace("_", "")
-    if re.fullmatch(r"[0-9.]+[eE][+]?[0-9]+", t):
+    if _LONG_DIGITS.search(t):
+        raise limits.LimitError(f"{name} {_shown(text)}: a number of more than {limits.MAX_INT_DIGITS} digits")
+    if re.fullmatch(r"[0-9.]+[eE][+]?[0-9]{1,6}", t):
         try:
             d = Decimal(t)
         except InvalidOperation:
-            raise InputError(f"{text!r} is not a count") from None
+            raise InputError(f"{name} {_shown(text)} is not a count") from None
+        if d.adjusted() > limits.MAX_INT_DIGITS:
+            raise limits.LimitError(
+                f"{name} {_shown(text)} is above the largest count kvplan accepts ({limits.MAX_TOKENS:,})"
+            )
         if d != d.to_integral_value():
-            raise InputError(f"{text!r} is not a whole number")
-        return int(d)
-    return parse_tokens(t)
+            raise InputError(f"{name} {_shown(text)} is not a whole number")
+        n = int(d)
+    else:
+        n = parse_tokens(t)
+    return limits.bounded_int(n, name=f"{name} {_shown(text)}", low=0, high=limits.MAX_TOKENS)
+
+
+_LONG_DIGITS = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")
+
+
+def _shown(text: str) -> str:
+    t = str(text).strip()
+    return repr(t if len(t) <= 40 else t[:20] + "…")
+
+
+def check_pool_size(units: int, semantics: str, unit: str, name: str = "--capacity") -> int:
+    """A pool size the simulator can build: vLLM's block pool holds one entry per block, so at most
+    ``limits.MAX_SIM_PAGES`` blocks (the others keep counts and are bounded by ``limits.MAX_TOKENS``)."""
+    if semantics == "vllm" and units > limits.MAX_SIM_PAGES:
+        raise limits.LimitError(
+            f"{name}: {units:,} {unit}s is past the largest vLLM block pool kvplan simulates "
+            f"({limits.MAX_SIM_PAGES:,} {unit}s, limits.MAX_SIM_PAGES)"
+        )
+    return units
 
 
 @dataclass(frozen=True)
@@ -233,6 +262,7 @@ def parse_capacity(text: str, scale: CapacityScale) -> int | None:
         if not scale.bytes_per_token_num:
             raise InputError(f"capacity {text!r}: bytes need a plan's bytes per token (give --deploy or --model)")
         tokens = b * scale.bytes_per_token_den // scale.bytes_per_token_num
+        limits.bounded_int(tokens, name=f"capacity {_shown(text)} in tokens", low=0, high=limits.MAX_TOKENS)
         return tokens // scale.unit_tokens
     return parse_count(t) // scale.unit_tokens
 
@@ -242,11 +272,10 @@ def parse_sweep(text: str, scale: CapacityScale, points: int = DEFAULT_SWEEP_POI
     t = str(text).strip()
     if ".." in t:
         lo_s, _, hi_s = t.partition("..")
-        lo, hi = parse_count(lo_s), parse_count(hi_s)
+        lo, hi = parse_count(lo_s, "--sweep"), parse_count(hi_s, "--sweep")
         if not 0 < lo < hi:
             raise InputError(f"--sweep {text!r}: write LOW..HIGH in tokens with 0 < LOW < HIGH, e.g. 1e4..5e7")
-        if points < 2:
-            raise InputError("--points must be at least 2")
+        limits.bounded_int(points, name="--points", low=2, high=limits.MAX_LOOP)
         step = math.log(hi / lo) / (points - 1)
         tokens = [round(lo * math.exp(step * i)) for i in range(points)]
         tokens[-1] = hi
@@ -255,6 +284,7 @@ def parse_sweep(text: str, scale: CapacityScale, points: int = DEFAULT_SWEEP_POI
         items = [x for x in t.split(",") if x.strip()]
         if not items:
             raise InputError("--sweep: empty list of capacities")
+        limits.bounded_int(len(items), name="--sweep: the number of capacities", low=1, high=limits.MAX_LOOP)
         units = []
         for x in items:
             u = parse_capacity(x, scale)

@@ -27,21 +27,29 @@ Formats (``--trace-format``, detected when not given):
   optional. Blank lines are skipped.
 
 A malformed line stops the read with ``FILE:LINE: what is wrong`` (exit 2); with ``skip_bad`` it is skipped and
-counted instead.
+counted instead, in every format: a line that is not UTF-8, longer than ``limits.MAX_LINE_CHARS`` bytes, not JSON,
+nested deeper than ``limits.MAX_DEPTH``, an integer of more than ``limits.MAX_INT_DIGITS`` digits, a time that is
+not finite or past ``limits.MAX_TRACE_SECONDS``, a length past ``limits.MAX_REQUEST_TOKENS``; a kv-cache-tester
+file that cannot be read or decoded counts as one bad record. What no flag skips (exit 2): a path that is not a
+regular file (a FIFO, a device), a damaged or truncated ``.gz`` (named with the line it reached), a trace past
+``limits.TRACE`` bytes (decompressed). Lines are read with a bounded ``readline``, never whole.
 """
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
-from collections.abc import Iterator
+import math
+import re
+import zlib
+from collections.abc import Generator, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import IO, Any
 
+from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.units import cdiv
 
@@ -153,8 +161,7 @@ class Trace:
         Line formats without ``skip_bad`` count non-blank lines (a malformed one stops the replay anyway);
         otherwise every record is parsed and checked as ``read`` does."""
         if self.format in ("mooncake", "kvplan", "azure") and not self.skip_bad:
-            with _open(self.path) as f:
-                n = sum(1 for line in f if line.strip())
+            n = sum(1 for line in _lines(self.path) if line.problem or line.text.strip())
             return n - (self.format != "mooncake")  # the kvplan header, the CSV header
         n = 0
         for _ in self.read():
@@ -162,26 +169,128 @@ class Trace:
         return n
 
 
-# --------------------------------------------------------------------------- opening and detection
+# --------------------------------------------------------------------------- opening, lines and JSON
 
 
-def _open(path: Path) -> IO[str]:
-    try:
+@contextmanager
+def _open(path: Path) -> Iterator[IO[bytes]]:
+    """A binary handle on a regular file, through gzip for ``.gz`` (a FIFO or a device is refused first)."""
+    with limits.open_regular(path, "trace") as f:
         if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-        return path.open(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"trace {path}: cannot open: {e.strerror or e}") from None
+            with gzip.GzipFile(fileobj=f, mode="rb") as g:
+                yield g  # type: ignore[misc]
+        else:
+            yield f
 
 
-def _first_line(path: Path) -> str:
-    with _open(path) as f:
+_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8)."""
+
+    number: int
+    text: str
+    problem: str = ""
+
+
+def _lines(path: Path) -> Generator[_Line, None, None]:
+    """The lines of a trace file, read with a bounded ``readline`` and decoded one by one.
+
+    A line longer than ``limits.MAX_LINE_CHARS`` bytes comes back as a problem (its rest is read past in
+    bounded pieces only if the caller asks for the next line); a damaged or truncated gzip stream, a read
+    error and a trace past ``limits.TRACE`` bytes raise InputError with the line reached."""
+    cap = limits.MAX_LINE_CHARS
+    total_cap = limits.TRACE.effective()
+    total = 0
+    number = 0
+
+    def read(f: IO[bytes], n: int) -> bytes:
+        nonlocal total
         try:
-            for line in f:
-                if line.strip():
-                    return line
-        except (UnicodeDecodeError, OSError, EOFError) as e:
-            raise InputError(f"trace {path}: cannot read: {e}") from None
+            chunk = f.readline(n)
+        except _GZIP_ERRORS as e:
+            raise InputError(
+                f"trace {path}:{number}: the gzip stream is damaged or cut short ({e or type(e).__name__})"
+            ) from None
+        except OSError as e:
+            raise InputError(f"trace {path}:{number}: cannot read: {e.strerror or e}") from None
+        total += len(chunk)
+        if total > total_cap:
+            raise limits.LimitError(
+                f"trace {path}:{number}: over kvplan's trace limit of {total_cap:,} bytes"
+                f" (decompressed; set {limits.TRACE.env} to raise it)"
+            )
+        return chunk
+
+    with _open(path) as f:
+        while True:
+            number += 1
+            raw = read(f, cap + 1)
+            if not raw:
+                return
+            if len(raw) > cap and not raw.endswith(b"\n"):
+                yield _Line(number, "", f"longer than kvplan's limit of {cap:,} bytes a line")
+                while (rest := read(f, cap)) and not rest.endswith(b"\n"):
+                    pass
+                continue
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                yield _Line(number, "", f"not valid UTF-8 (byte 0x{raw[e.start]:02x})")
+                continue
+            yield _Line(number, text)
+
+
+_LONG_INT = re.compile(rf"\d{{{limits.MAX_INT_DIGITS + 1}}}")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > limits.MAX_INT_DIGITS:
+        raise _Bad(f"an integer of {len(text.lstrip('-')):,} digits is past kvplan's limit of {limits.MAX_INT_DIGITS}")
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise _Bad(f"{name} is not a number kvplan accepts (JSON has no {name})")
+
+
+def _too_deep(text: str) -> bool:
+    """Whether JSON text nests deeper than ``limits.MAX_DEPTH``, found without recursion (strings ignored)."""
+    if text.count("[") + text.count("{") <= limits.MAX_DEPTH:
+        return False
+    depth = 0
+    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > limits.MAX_DEPTH:
+            return True
+    return False
+
+
+def _json(text: str) -> Any:
+    """json.loads for untrusted text: bounded depth and integer length, no NaN or Infinity; _Bad otherwise."""
+    if _too_deep(text):
+        raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}")
+    try:
+        if _LONG_INT.search(text):
+            return json.loads(text, parse_int=_parse_int, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise _Bad(f"not JSON ({e.msg})") from None
+    except RecursionError:
+        raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}") from None
+
+
+def _first_line(path: Path) -> _Line:
+    with closing(_lines(path)) as lines:
+        for line in lines:
+            if line.problem:
+                raise InputError(f"trace {path}:{line.number}: {line.problem}")
+            if line.text.strip():
+                return line
     raise InputError(f"trace {path}: empty file")
 
 
@@ -195,13 +304,13 @@ def detect_format(path: Path) -> str:
     if name.endswith(".json"):
         return "kvtester"
     line = _first_line(path)
-    if line.startswith("TIMESTAMP,"):
+    if line.text.startswith("TIMESTAMP,"):
         return "azure"
     try:
-        first = json.loads(line)
-    except json.JSONDecodeError:
+        first = _json(line.text)
+    except _Bad as e:
         raise InputError(
-            f"trace {path}: cannot tell the format (line 1 is not JSON): use --trace-format {'|'.join(FORMATS)}"
+            f"trace {path}:{line.number}: cannot tell the format ({e}): use --trace-format {'|'.join(FORMATS)}"
         ) from None
     if isinstance(first, dict):
         if "kvplan_trace" in first:
@@ -223,11 +332,13 @@ def open_trace(
     p = Path(path)
     if not p.exists():
         raise InputError(f"trace {p}: no such file or directory")
+    if not p.is_dir():
+        limits.check_regular(p, "trace")
     if fmt is not None and fmt not in FORMATS:
         raise InputError(f"--trace-format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if block_tokens is not None:
+        limits.bounded_int(block_tokens, name="--block-size", low=1, high=limits.MAX_REQUEST_TOKENS)
     kind = fmt or detect_format(p)
-    if block_tokens is not None and block_tokens <= 0:
-        raise InputError(f"--block-size must be positive, got {block_tokens}")
     files: tuple[Path, ...] = (p,)
     if kind == "kvtester" and p.is_dir():
         files = tuple(sorted(x for x in p.iterdir() if x.name.endswith((".json", ".json.gz")) and x.is_file()))
@@ -238,10 +349,10 @@ def open_trace(
     if kind == "mooncake":
         bt = block_tokens or MOONCAKE_BLOCK_TOKENS
     elif kind == "kvtester":
-        bt = block_tokens or _kvtester_block(files[0])
+        bt = block_tokens or _kvtester_block(files, skip_bad)
     elif kind == "kvplan":
         header = _kvplan_header(p)
-        bt = block_tokens or int(header["block_size"])
+        bt = block_tokens or header["block_size"]
     else:
         bt = 0
     return Trace(p, kind, bt, files, skip_bad)
@@ -251,13 +362,42 @@ def open_trace(
 
 
 def _int(rec: dict[str, Any], key: str, *, default: int | None = None) -> int:
+    """A token count: a non-negative integer up to ``limits.MAX_REQUEST_TOKENS``."""
     v = rec.get(key)
     if v is None:
         if default is not None:
             return default
         raise _Bad(f"missing {key!r}")
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise _Bad(f"{key!r} must be a non-negative integer, got {v!r}")
+        raise _Bad(f"{key!r} must be a non-negative integer, got {_show(v)}")
+    if v > limits.MAX_REQUEST_TOKENS:
+        raise _Bad(
+            f"{key!r} is {v:,} tokens, past kvplan's limit of {limits.MAX_REQUEST_TOKENS:,} tokens a request"
+            " (limits.MAX_REQUEST_TOKENS)"
+        )
+    return v
+
+
+def _show(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:40] + "…"
+
+
+def _block_size(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= limits.MAX_REQUEST_TOKENS:
+        raise _Bad(f"'block_size' must be a positive integer up to {limits.MAX_REQUEST_TOKENS:,}, got {_show(v)}")
+    return v
+
+
+def _time(v: object, key: str, unit: str, per_second: int) -> int | float:
+    """A non-negative, finite time in ``unit`` (``per_second`` of them a second), up to
+    ``limits.MAX_TRACE_SECONDS``."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _Bad(f"{key!r} must be a non-negative number of {unit}, got {_show(v)}")
+    if not math.isfinite(v):
+        raise _Bad(f"{key!r} is {v!r}, not a finite number of {unit}")
+    if v < 0 or v > limits.MAX_TRACE_SECONDS * per_second:
+        raise _Bad(f"{key!r} must be between 0 and {limits.MAX_TRACE_SECONDS * per_second:,} {unit}, got {_show(v)}")
     return v
 
 
@@ -276,7 +416,7 @@ def _int_ids(v: object, key: str) -> list[int]:
         raise _Bad(f"{key!r} must be a list of block ids")
     for x in v:
         if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-            raise _Bad(f"{key!r} holds {x!r}: ids must be non-negative integers")
+            raise _Bad(f"{key!r} holds {_show(x)}: ids must be non-negative integers")
     _check_distinct(v)
     return v
 
@@ -293,6 +433,27 @@ def _fail_or_skip(trace: Trace, stats: ReadStats, where: str, why: str) -> None:
     stats.skip(message)
 
 
+def _records(trace: Trace, stats: ReadStats, skip_first: bool = False) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; bad lines fail or are skipped and counted."""
+    first = skip_first
+    for line in _lines(trace.path):
+        if not line.problem and not line.text.strip():
+            continue
+        if first:
+            first = False
+            continue
+        try:
+            if line.problem:
+                raise _Bad(line.problem)
+            rec = _json(line.text)
+            if not isinstance(rec, dict):
+                raise _Bad("not a JSON object")
+        except _Bad as e:
+            _fail_or_skip(trace, stats, f"{trace.path}:{line.number}", str(e))
+            continue
+        yield line.number, rec
+
+
 # --------------------------------------------------------------------------- Mooncake
 
 
@@ -300,64 +461,71 @@ def _read_mooncake(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     bt0 = trace.block_tokens
     index = 0
     last_arrival = 0
-    loads = json.loads
-    with _open(trace.path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                try:
-                    rec = loads(line)
-                except json.JSONDecodeError as e:
-                    raise _Bad(f"not JSON ({e.msg})") from None
-                if not isinstance(rec, dict):
-                    raise _Bad("not a JSON object")
-                length = _int(rec, "input_length")
-                ids = _int_ids(rec.get("hash_ids"), "hash_ids")
-                bt = rec.get("block_size", bt0)
-                if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
-                    raise _Bad(f"'block_size' must be a positive integer, got {bt!r}")
-                if bt != bt0:
-                    raise _Bad(f"block_size {bt} differs from the trace's {bt0} (use --block-size {bt})")
-                _check_listing(len(ids), length, bt)
-                ts = rec.get("timestamp")
-                if ts is None:
-                    arrival = last_arrival
-                elif isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
-                    raise _Bad(f"'timestamp' must be a non-negative number of milliseconds, got {ts!r}")
-                else:
-                    arrival = round(ts * 1000)
-                out = _int(rec, "output_length", default=0)
-            except _Bad as e:
-                _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
-                continue
-            last_arrival = arrival
-            yield Request(index, arrival, length, out, ids, lineno)
-            index += 1
+    for lineno, rec in _records(trace, stats):
+        try:
+            length = _int(rec, "input_length")
+            ids = _int_ids(rec.get("hash_ids"), "hash_ids")
+            bt = _block_size(rec.get("block_size", bt0))
+            if bt != bt0:
+                raise _Bad(f"block_size {bt} differs from the trace's {bt0} (use --block-size {bt})")
+            _check_listing(len(ids), length, bt)
+            ts = rec.get("timestamp")
+            arrival = last_arrival if ts is None else round(_time(ts, "timestamp", "milliseconds", 1000) * 1000)
+            out = _int(rec, "output_length", default=0)
+        except _Bad as e:
+            _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
+            continue
+        last_arrival = arrival
+        yield Request(index, arrival, length, out, ids, lineno)
+        index += 1
 
 
 # --------------------------------------------------------------------------- kv-cache-tester
 
 
 def _load_json_file(path: Path) -> Any:
-    with _open(path) as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise _Bad(f"line {e.lineno}: not JSON ({e.msg})") from None
-        except (UnicodeDecodeError, OSError, EOFError) as e:
-            raise _Bad(f"cannot read: {e}") from None
+    """One kv-cache-tester document, read whole under ``limits.TRACE_JSON`` (decompressed for .json.gz).
 
-
-def _kvtester_block(path: Path) -> int:
+    Everything wrong with the file's content is a _Bad (skippable); a path that is not a regular file is not."""
+    cap = limits.TRACE_JSON.effective()
     try:
-        doc = _load_json_file(path)
+        with _open(path) as f:
+            data = f.read(cap + 1)
+    except _GZIP_ERRORS as e:
+        raise _Bad(f"the gzip stream is damaged or cut short ({e or type(e).__name__})") from None
+    except OSError as e:
+        raise _Bad(f"cannot read: {e.strerror or e}") from None
+    if len(data) > cap:
+        raise _Bad(
+            f"over kvplan's {limits.TRACE_JSON.kind} limit of {cap:,} bytes (set {limits.TRACE_JSON.env} to raise it)"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise _Bad(f"line {line}: not valid UTF-8 (byte 0x{data[e.start]:02x})") from None
+    try:
+        return _json(text)
     except _Bad as e:
-        raise InputError(f"{path}: {e}") from None
-    bt = doc.get("block_size", KVTESTER_BLOCK_TOKENS) if isinstance(doc, dict) else None
-    if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
-        raise InputError(f"{path}: 'block_size' must be a positive integer, got {bt!r}")
-    return bt
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as err:
+            raise _Bad(f"line {err.lineno}: not JSON ({err.msg})") from None
+        except (ValueError, RecursionError):
+            pass
+        raise e from None
+
+
+def _kvtester_block(files: tuple[Path, ...], skip_bad: bool) -> int:
+    """The block size of the first file (with ``skip_bad``: of the first readable one)."""
+    for path in files:
+        try:
+            doc = _load_json_file(path)
+            return _block_size(doc.get("block_size", KVTESTER_BLOCK_TOKENS) if isinstance(doc, dict) else None)
+        except _Bad as e:
+            if not skip_bad:
+                raise InputError(f"{path}: {e} (--skip-bad skips and counts such files)") from None
+    return KVTESTER_BLOCK_TOKENS
 
 
 def _kvtester_entries(doc: Any) -> list[tuple[int, str, dict[str, Any]]]:
@@ -366,26 +534,33 @@ def _kvtester_entries(doc: Any) -> list[tuple[int, str, dict[str, Any]]]:
         raise _Bad("not a kv-cache-tester conversation (no 'requests' list)")
     out: list[tuple[int, str, dict[str, Any]]] = []
     for i, entry in enumerate(doc["requests"]):
+        where = f"requests[{i}]"
         if not isinstance(entry, dict):
-            out.append((0, f"requests[{i}]", {"_bad": "not a JSON object"}))
+            out.append((0, where, {"_bad": "not a JSON object"}))
             continue
-        t = entry.get("t", 0)
-        if isinstance(t, bool) or not isinstance(t, int | float) or t < 0:
-            out.append((0, f"requests[{i}]", {"_bad": f"'t' must be a non-negative number, got {t!r}"}))
+        try:
+            t = _time(entry.get("t", 0), "t", "seconds", 1)
+        except _Bad as e:
+            out.append((0, where, {"_bad": str(e)}))
             continue
         if entry.get("type") == "subagent":
             subs = entry.get("requests")
             if not isinstance(subs, list):
-                out.append((0, f"requests[{i}]", {"_bad": "sub-agent entry without a 'requests' list"}))
+                out.append((0, where, {"_bad": "sub-agent entry without a 'requests' list"}))
                 continue
             for j, sub in enumerate(subs):
-                st = sub.get("t", 0) if isinstance(sub, dict) else None
-                if not isinstance(sub, dict) or isinstance(st, bool) or not isinstance(st, int | float) or st < 0:
-                    out.append((0, f"requests[{i}].requests[{j}]", {"_bad": "not a request with a non-negative 't'"}))
+                sub_where = f"{where}.requests[{j}]"
+                if not isinstance(sub, dict):
+                    out.append((0, sub_where, {"_bad": "not a JSON object"}))
                     continue
-                out.append((round((t + st) * 1_000_000), f"requests[{i}].requests[{j}]", sub))
+                try:
+                    st = _time(sub.get("t", 0), "t", "seconds", 1)
+                except _Bad as e:
+                    out.append((0, sub_where, {"_bad": str(e)}))
+                    continue
+                out.append((round((t + st) * 1_000_000), sub_where, sub))
         else:
-            out.append((round(t * 1_000_000), f"requests[{i}]", entry))
+            out.append((round(t * 1_000_000), where, entry))
     out.sort(key=lambda e: e[0])
     return out
 
@@ -399,7 +574,7 @@ def _read_kvtester(trace: Trace, stats: ReadStats) -> Iterator[Request]:
             doc = _load_json_file(path)
             fbt = doc.get("block_size", bt) if isinstance(doc, dict) else bt
             if fbt != bt:
-                raise _Bad(f"block_size {fbt!r} differs from the trace's {bt}")
+                raise _Bad(f"block_size {_show(fbt)} differs from the trace's {bt}")
             entries = _kvtester_entries(doc)
         except _Bad as e:
             _fail_or_skip(trace, stats, str(path), str(e))
@@ -415,7 +590,7 @@ def _read_kvtester(trace: Trace, stats: ReadStats) -> Iterator[Request]:
                 ids = _int_ids(rec.get("hash_ids"), "hash_ids")
                 _check_listing(len(ids), length, bt)
                 if any(x >= _ID_LIMIT for x in ids):
-                    raise _Bad(f"hash ids must be below 2**40 (one namespace per file), got {max(ids)}")
+                    raise _Bad(f"hash ids must be below 2**40 (one namespace per file), got {_show(max(ids))}")
             except _Bad as e:
                 _fail_or_skip(trace, stats, f"{path.name}: {where}", str(e))
                 continue
@@ -428,50 +603,69 @@ def _read_kvtester(trace: Trace, stats: ReadStats) -> Iterator[Request]:
 
 # --------------------------------------------------------------------------- Azure
 
+_AZURE_TIME = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,12}))?\s*")
+_AZURE_HEADER = ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]
+
 
 def _azure_time_us(text: str) -> int:
     """'2023-11-16 18:17:03.9799600' -> microseconds since 0001-01-01 (fraction truncated to microseconds)."""
-    day, _, clock = text.strip().partition(" ")
-    y, m, d = (int(x) for x in day.split("-"))
-    hh, mm, ss = clock.split(":")
-    sec, _, frac = ss.partition(".")
-    micros = int((frac + "000000")[:6])
-    seconds = date(y, m, d).toordinal() * 86_400 + int(hh) * 3600 + int(mm) * 60 + int(sec)
+    m = _AZURE_TIME.fullmatch(text)
+    if m is None:
+        raise ValueError(text)
+    y, mo, d, hh, mm, ss = (int(x) for x in m.groups()[:6])
+    if hh > 23 or mm > 59 or ss > 60:
+        raise ValueError(text)
+    micros = int(((m.group(7) or "") + "000000")[:6])
+    seconds = date(y, mo, d).toordinal() * 86_400 + hh * 3600 + mm * 60 + ss
     return seconds * 1_000_000 + micros
+
+
+def _azure_fields(text: str) -> list[str]:
+    """A line of the Azure CSV (no quoting there; a field in double quotes loses them)."""
+    return [f.strip().strip('"').strip() for f in text.rstrip("\r\n").split(",")]
+
+
+def _azure_count(text: str, key: str) -> int:
+    try:
+        v = limits.int_text(text, name=key)
+    except InputError as e:
+        raise _Bad(str(e)) from None
+    return _int({key: v}, key)
 
 
 def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     index = 0
     start: int | None = None
-    with _open(trace.path) as f:
-        rows = csv.reader(f)
-        header = next(rows, None)
-        if header is None or [h.strip() for h in header[:3]] != ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]:
-            raise InputError(f"{trace.path}:1: expected the header TIMESTAMP,ContextTokens,GeneratedTokens")
-        for row in rows:
-            lineno = rows.line_num
-            if not row or not "".join(row).strip():
-                continue
+    header_seen = False
+    for line in _lines(trace.path):
+        if not line.problem and not line.text.strip():
+            continue
+        if not header_seen:
+            header_seen = True
+            if line.problem or _azure_fields(line.text)[:3] != _AZURE_HEADER:
+                raise InputError(f"{trace.path}:{line.number}: expected the header {','.join(_AZURE_HEADER)}")
+            continue
+        try:
+            if line.problem:
+                raise _Bad(line.problem)
+            row = _azure_fields(line.text)
+            if len(row) < 3:
+                raise _Bad(f"expected 3 columns, got {len(row)}")
             try:
-                if len(row) < 3:
-                    raise _Bad(f"expected 3 columns, got {len(row)}")
-                try:
-                    t = _azure_time_us(row[0])
-                except (ValueError, TypeError):
-                    raise _Bad(f"TIMESTAMP {row[0]!r} is not 'YYYY-MM-DD HH:MM:SS.fraction'") from None
-                try:
-                    length, out = int(row[1]), int(row[2])
-                except ValueError:
-                    raise _Bad(f"token counts must be integers, got {row[1]!r}, {row[2]!r}") from None
-                if length < 0 or out < 0:
-                    raise _Bad("token counts must be non-negative")
-            except _Bad as e:
-                _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
-                continue
-            if start is None:
-                start = t
-            yield Request(index, t - start, length, out, None, lineno)
-            index += 1
+                t = _azure_time_us(row[0])
+            except (ValueError, OverflowError):
+                raise _Bad(f"TIMESTAMP {_show(row[0])} is not 'YYYY-MM-DD HH:MM:SS.fraction'") from None
+            length = _azure_count(row[1], "ContextTokens")
+            out = _azure_count(row[2], "GeneratedTokens")
+        except _Bad as e:
+            _fail_or_skip(trace, stats, f"{trace.path}:{line.number}", str(e))
+            continue
+        if start is None:
+            start = t
+        yield Request(index, t - start, length, out, None, line.number)
+        index += 1
+    if not header_seen:
+        raise InputError(f"{trace.path}:1: expected the header {','.join(_AZURE_HEADER)}")
 
 
 # --------------------------------------------------------------------------- kvplan JSONL
@@ -480,16 +674,18 @@ def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
 def _kvplan_header(path: Path) -> dict[str, Any]:
     line = _first_line(path)
     try:
-        head = json.loads(line)
-    except json.JSONDecodeError:
+        head = _json(line.text)
+    except _Bad:
         head = None
+    where = f"{path}:{line.number}"
     if not isinstance(head, dict) or head.get("kvplan_trace") != 1:
-        raise InputError(f'{path}:1: a kvplan trace starts with a header like {{"kvplan_trace": 1, "block_size": 64}}')
-    bt = head.get("block_size")
-    if isinstance(bt, bool) or not isinstance(bt, int) or bt <= 0:
-        raise InputError(f"{path}:1: 'block_size' must be a positive integer, got {bt!r}")
+        raise InputError(f'{where}: a kvplan trace starts with a header like {{"kvplan_trace": 1, "block_size": 64}}')
+    try:
+        _block_size(head.get("block_size"))
+    except _Bad as e:
+        raise InputError(f"{where}: {e}") from None
     if not isinstance(head.get("chained", True), bool):
-        raise InputError(f"{path}:1: 'chained' must be true or false")
+        raise InputError(f"{where}: 'chained' must be true or false")
     return head
 
 
@@ -499,51 +695,33 @@ def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     names: dict[object, int] = {}
     index = 0
     last_arrival = 0
-    header_seen = False
-    with _open(trace.path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if not header_seen:
-                header_seen = True
-                continue
-            try:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise _Bad(f"not JSON ({e.msg})") from None
-                if not isinstance(rec, dict):
-                    raise _Bad("not a JSON object")
-                length = _int(rec, "input_tokens")
-                out = _int(rec, "output_tokens", default=0)
-                raw = rec.get("blocks")
-                if not isinstance(raw, list):
-                    raise _Bad("'blocks' must be a list of block ids")
-                for x in raw:
-                    if isinstance(x, bool) or not isinstance(x, int | str):
-                        raise _Bad(f"'blocks' holds {x!r}: ids are integers or strings")
-                _check_listing(len(raw), length, bt)
-                if chained:
-                    _check_distinct(raw)
-                ts = rec.get("arrival_s")
-                if ts is None:
-                    arrival = last_arrival
-                elif isinstance(ts, bool) or not isinstance(ts, int | float) or ts < 0:
-                    raise _Bad(f"'arrival_s' must be a non-negative number of seconds, got {ts!r}")
-                else:
-                    arrival = round(ts * 1_000_000)
-            except _Bad as e:
-                _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
-                continue
-            blocks: list[int] = []
-            parent: object = None
+    for lineno, rec in _records(trace, stats, skip_first=True):
+        try:
+            length = _int(rec, "input_tokens")
+            out = _int(rec, "output_tokens", default=0)
+            raw = rec.get("blocks")
+            if not isinstance(raw, list):
+                raise _Bad("'blocks' must be a list of block ids")
             for x in raw:
-                name: object = (parent, x) if not chained else x
-                key = names.get(name)
-                if key is None:
-                    key = names[name] = len(names)
-                blocks.append(key)
-                parent = key
-            last_arrival = arrival
-            yield Request(index, arrival, length, out, blocks, lineno)
-            index += 1
+                if isinstance(x, bool) or not isinstance(x, int | str):
+                    raise _Bad(f"'blocks' holds {_show(x)}: ids are integers or strings")
+            _check_listing(len(raw), length, bt)
+            if chained:
+                _check_distinct(raw)
+            ts = rec.get("arrival_s")
+            arrival = last_arrival if ts is None else round(_time(ts, "arrival_s", "seconds", 1) * 1_000_000)
+        except _Bad as e:
+            _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
+            continue
+        blocks: list[int] = []
+        parent: object = None
+        for x in raw:
+            name: object = (parent, x) if not chained else x
+            key = names.get(name)
+            if key is None:
+                key = names[name] = len(names)
+            blocks.append(key)
+            parent = key
+        last_arrival = arrival
+        yield Request(index, arrival, length, out, blocks, lineno)
+        index += 1
