@@ -7,6 +7,7 @@ as a rich table, Markdown or JSON. Floats exist only here.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -29,10 +30,12 @@ def gib(n: int) -> str:
 
 
 def size(n: int) -> str:
-    """Both unit systems: '52.68 GiB (56.56 GB)', '64.00 MiB (67.11 MB)'; exact bytes under 1 MiB."""
+    """Both unit systems: '52.68 GiB (56.56 GB)', '64.00 MiB (67.11 MB)'; exact bytes under 1 MiB.
+
+    From 1,000 MiB up the figure rolls up to GiB ('0.98 GiB (1.05 GB)', never '1,006.50 MiB')."""
     if abs(n) < MiB:
         return nbytes(n)
-    if abs(n) < GiB:
+    if abs(n) < 1000 * MiB:
         return f"{n / MiB:,.2f} MiB ({n / MB:,.2f} MB)"
     return f"{n / GiB:,.2f} GiB ({n / GB:,.2f} GB)"
 
@@ -84,6 +87,14 @@ class Report:
     verdict_ok: bool = True
     bar: Bar | None = None
     notes: tuple[str, ...] = field(default=())
+    startup_error: str | None = None
+    """Set when the engine would refuse to start the deployment the report is about (PoolPlan.startup_error):
+    every format then says so first, in one shared line (:func:`startup_line`)."""
+
+
+def startup_line(reason: str) -> str:
+    """The one line every report prints for a deployment the engine would not start."""
+    return f"ENGINE WOULD NOT START: {reason}. Pool figures below are what it tried to build."
 
 
 _COLORS = {
@@ -110,6 +121,8 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
     try:
         if fmt is OutputFormat.json:
             payload = {"schema_version": SCHEMA_VERSION, "command": report.command, **report.data}
+            if report.startup_error is not None:
+                payload["startup_error"] = report.startup_error
             stream.write(json.dumps(payload, indent=2, sort_keys=True) + "\n")
         elif fmt is OutputFormat.markdown:
             stream.write(_encodable(_markdown(report), stream))
@@ -167,26 +180,45 @@ def _encodable(text: str, stream: TextIO) -> str:
         return text.encode("ascii", errors="replace").decode("ascii")
 
 
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def _markdown(r: Report) -> str:
     lines = [f"## {r.title}", ""]
+    if r.startup_error:
+        lines += [f"**{startup_line(r.startup_error)}**", ""]
     if r.verdict:
         lines += [f"**{r.verdict}**", ""]
     for s in r.sections:
-        lines += [f"### {s.title}", ""]
-        headers = s.headers or ("", "")
-        lines.append("| " + " | ".join(headers) + " |")
-        lines.append("|" + "---|" * len(headers))
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in s.rows]
+        if s.title:
+            lines += [f"### {s.title}", ""]
+        headers = _headers(s)
+        if headers:
+            lines.append("| " + " | ".join(_md_cell(h) for h in headers) + " |")
+        else:  # a Markdown table needs a header row: an empty one, which renders as nothing
+            lines.append("|" + " |" * _width_of(s))
+        lines.append("|" + "---|" * (len(headers) or _width_of(s)))
+        lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in s.rows]
         if s.note:
             lines += ["", s.note]
         lines.append("")
     if r.bar:
         total = sum(b for _, b in r.bar.parts)
         lines += [f"### {r.bar.title}", ""]
-        lines.append(" \\| ".join(f"{k} {gib(v)} ({pct(v, total)})" for k, v in r.bar.parts if v))
+        lines.append("; ".join(f"{k} {gib(v)} ({pct(v, total)})" for k, v in r.bar.parts if v))
         lines.append("")
     lines += [f"> {n}" for n in r.notes]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _headers(s: Section) -> tuple[str, ...]:
+    """The header row, or () when every header is blank (no blank header line)."""
+    return s.headers if any(h.strip() for h in s.headers) else ()
+
+
+def _width_of(s: Section) -> int:
+    return max([len(s.headers), *(len(row) for row in s.rows)]) or 1
 
 
 MIN_WIDTH = 40
@@ -217,39 +249,151 @@ def _rich(r: Report, stream: TextIO) -> None:
     stream.write(_encodable(buffer.getvalue(), stream))
 
 
+_FIGURE = re.compile(r"^[-+−~≈<>≤≥]?\(?\d")
+_SHORT = 12
+"""Cells up to this many characters never wrap (ok, FAIL, n/a, yes)."""
+_FIGURE_CHARS = 24
+"""Longest cell that starts with a number and still counts as one figure ('1,048,576 of 1,048,576')."""
+_GAP = 2
+"""Spaces between two columns."""
+_BAR_CHARS = {
+    "weights": "W",
+    "main KV": "K",
+    "indexer": "I",
+    "draft": "D",
+    "reserve": "R",
+    "free": ".",
+    "driver": "d",
+    "driver+context": "d",
+}
+
+
+def _is_figure(cell: str) -> bool:
+    """A figure ('140.40 GiB (150.75 GB)', '2,048', '5.4%') or a short word ('ok'): never wrapped inside."""
+    return not cell or len(cell) <= _SHORT or (bool(_FIGURE.match(cell)) and len(cell) <= _FIGURE_CHARS)
+
+
+def _figure_parts(cell: str) -> list[str]:
+    """Where a figure may break: '49.97 GiB (53.65 GB)' -> ['49.97 GiB', '(53.65 GB)']; nowhere else."""
+    return cell.replace(" (", "\n(").split("\n")
+
+
+def _fit_figure(cell: str, width: int) -> str:
+    """The figure on one line if it fits, else one line per part (the unit stays with its number)."""
+    from rich.cells import cell_len
+
+    return cell if cell_len(cell) <= width else "\n".join(_figure_parts(cell))
+
+
+def _column_plan(s: Section, width: int) -> list[int] | None:
+    """Column widths that keep every figure whole and every word unbroken, or None if none fit in width.
+
+    A column whose cells are all figures ('140.40 GiB (150.75 GB)', '2,048', 'ok') never wraps; a text
+    column wraps between words, never inside one, so 'max_total_num_tokens=567,616' stays on one line.
+    """
+    from rich.cells import cell_len
+
+    ncols = _width_of(s)
+    rows = [tuple(row) + ("",) * (ncols - len(row)) for row in s.rows]
+    headers = _headers(s)
+    low: list[int] = []
+    high: list[int] = []
+    for j in range(ncols):
+        cells = [row[j] for row in rows]
+        head = headers[j] if j < len(headers) else ""
+        longest = max([cell_len(c) for c in cells] + [cell_len(head), 1])
+        if all(_is_figure(c) for c in cells):
+            low.append(max([cell_len(part) for c in cells for part in _figure_parts(c)] + [cell_len(head), 1]))
+        else:
+            words = [cell_len(w) for c in [*cells, head] for w in c.split()]
+            low.append(max([*words, min(longest, 16)]))
+        high.append(longest)
+    room = width - _GAP * (ncols - 1)
+    if sum(low) > room:
+        return None
+    widths = list(low)
+    spare = room - sum(widths)
+    # fair shares, the cheapest wish first: short labels get their whole width, long prose shares the rest
+    order = sorted(range(ncols), key=lambda j: high[j] - low[j])
+    for n, j in enumerate(order):
+        give = min(high[j] - low[j], spare // (ncols - n))
+        widths[j] += give
+        spare -= give
+    return widths
+
+
 def _draw(r: Report, console: Any) -> None:
     from rich.table import Table
     from rich.text import Text
 
     console.print(Text(r.title, style="bold"))
+    if r.startup_error:
+        console.print(Text(startup_line(r.startup_error), style="bold red"))
     if r.verdict:
         console.print(Text(r.verdict, style="bold green" if r.verdict_ok else "bold red"))
     for s in r.sections:
-        table = Table(title=s.title, title_justify="left", show_header=bool(s.headers), box=None, pad_edge=False)
-        for i, h in enumerate(s.headers or ("", "")):
-            table.add_column(h, justify="left" if i == 0 else "right" if not s.headers else "left")
-        for row in s.rows:
-            table.add_row(*row)
         console.print()
-        console.print(table)
+        if s.title:
+            console.print(Text(s.title, style="bold"))
+        widths = _column_plan(s, console.width)
+        headers = _headers(s)
+        if widths is None:
+            _draw_records(s, console)
+        else:
+            table = Table(show_header=bool(headers), box=None, pad_edge=False, padding=(0, _GAP // 2), expand=False)
+            numeric = [all(_is_figure(row[j]) for row in s.rows if j < len(row)) for j in range(len(widths))]
+            for j, w in enumerate(widths):
+                head = headers[j] if j < len(headers) else ""
+                right = bool(numeric[j] and j)
+                table.add_column(
+                    Text(head), width=w, no_wrap=numeric[j], overflow="fold", justify="right" if right else "left"
+                )
+            for row in s.rows:
+                table.add_row(*(Text(_fit_figure(c, widths[j]) if numeric[j] else c) for j, c in enumerate(row)))
+            console.print(table)
         if s.note:
             console.print(Text(s.note, style="dim"))
     if r.bar:
-        console.print()
-        console.print(Text(r.bar.title, style="italic"))
-        total = sum(b for _, b in r.bar.parts) or 1
-        width = 64
-        line = Text()
-        legend = Text()
-        for label, b in r.bar.parts:
-            if b <= 0:
-                continue
-            cells = max(1, round(width * b / total))
-            color = _COLORS.get(label, "white")
-            line.append("█" * cells, style=color)
-            legend.append("■ ", style=color)
-            legend.append(f"{label} {gib(b)}  ")
-        console.print(line)
-        console.print(legend)
+        _draw_bar(r.bar, console)
     for note in r.notes:
         console.print(Text(f"note: {note}", style="yellow"))
+
+
+def _draw_records(s: Section, console: Any) -> None:
+    """Too narrow for the table: one block per row, 'header: value' lines, every figure whole."""
+    from rich.text import Text
+
+    headers = _headers(s)
+    for row in s.rows:
+        if not row:
+            continue
+        console.print(Text(row[0], style="bold"))
+        for j, cell in enumerate(row[1:], start=1):
+            if not cell:
+                continue
+            head = headers[j] if j < len(headers) else ""
+            console.print(Text(f"  {head}: {cell}" if head else f"  {cell}"))
+
+
+def _draw_bar(bar: Bar, console: Any) -> None:
+    """The memory map: one character per segment (W weights, K main KV, ...) so it reads without colour."""
+    from rich.text import Text
+
+    console.print()
+    console.print(Text(bar.title, style="bold"))
+    parts = [(label, b) for label, b in bar.parts if b > 0]
+    total = sum(b for _, b in parts) or 1
+    width = min(64, console.width)
+    line = Text()
+    legend = Text()
+    for label, b in parts:
+        cells = max(1, round(width * b / total))
+        glyph = _BAR_CHARS.get(label, label[:1] or "?")
+        color = _COLORS.get(label, "white")
+        line.append(glyph * cells, style=color)
+        if legend:
+            legend.append("  ")
+        legend.append(glyph, style=f"bold {color}")
+        legend.append(f" {label} {gib(b)} ({pct(b, total)})")
+    console.print(line, overflow="fold")
+    console.print(legend)
