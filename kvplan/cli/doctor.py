@@ -35,22 +35,14 @@ def doctor(
         from kvplan.models.load import deployment_model_ref, load_deployment, load_model
         from kvplan.render.doctor_report import doctor_report
         from kvplan.runbook.doctor import diagnose
-        from kvplan.runbook.parse import parse_log
+        from kvplan.runbook.parse import log_lines, parse_log
         from kvplan.units import parse_option_tokens as tokens
 
-        try:
-            text = log.read_bytes().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            raise InputError(f"{log}: no such file") from None
-        except IsADirectoryError:
-            raise InputError(f"{log}: is a directory, not a log file") from None
-        except OSError as e:
-            raise InputError(f"{log}: cannot read: {e.strerror or e}") from None
         length = tokens("--ctx", ctx) if ctx is not None else None
         cached = tokens("--hit", hit) if hit is not None else None
         if length is not None and length <= 0:
             raise InputError(f"--ctx must be positive, got {length}")
-        parsed = parse_log(text, str(log))
+        parsed = parse_log(log_lines(log), str(log))
         dep = load_deployment(deploy, set_ or ())
         arch = load_model(model or deployment_model_ref(dep))
         result = diagnose(arch, dep, parsed, ctx=length, hit=cached)

@@ -1,4 +1,8 @@
-"""Engine startup logs -> frozen dataclasses. Pure: text in, data out.
+"""Engine startup logs -> frozen dataclasses. Pure (text in, data out) apart from ``log_lines``, which streams a
+file: a regular file under ``limits.LOG``, lines cut at ``limits.MAX_LINE_CHARS``, never read whole. Every pattern
+is linear in the line (bounded repeats), a record joined from wrapped lines stops growing at the line cap, and a
+figure of more than 30 digits is not an engine's (the line is not recognised), so no log, however hostile, makes
+the parse slower than linear or an integer too long to convert.
 
 The lines read are the engines' exact format strings (shared/reference/sglang-0.5.23.md §6 and §10,
 shared/reference/vllm-0.33.0.md §3-4):
@@ -44,10 +48,12 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Generic, TypeVar
 
+from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.units import GiB
 
@@ -148,14 +154,14 @@ class Args:
 
     def integer(self, key: str) -> int | None:
         v = self.text(key)
-        if v is None or not re.fullmatch(r"-?\d+", v):
+        if v is None or not _ARG_INT.fullmatch(v):
             return None
         return int(v)
 
     def number(self, key: str) -> str | None:
         """A decimal number's text (``'0.886'``), None when absent or not a number."""
         v = self.text(key)
-        return v if v is not None and re.fullmatch(r"\d+(?:\.\d+)?", v) else None
+        return v if v is not None and _ARG_NUMBER.fullmatch(v) else None
 
     def flag(self, key: str) -> bool | None:
         v = self.text(key)
@@ -346,24 +352,46 @@ def largest(items: Iterable[At[Gib]]) -> At[Gib] | None:
 
 # --------------------------------------------------------------------------- records
 
+# Every pattern here runs over untrusted lines of up to limits.MAX_LINE_CHARS, so every repeat is bounded
+# ({m,n}) or stops at a character the next part needs; none can backtrack over a whole line
+# (tests/runbook/test_parse_limits.py feeds each one a pathological line).
 _ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"\x1b\[[0-?]{0,32}[ -/]{0,8}[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)"  # OSC
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
-    r"|\[\d{1,3}(?:;\d{1,3})*m"  # a colour code whose ESC byte was lost in a paste
+    r"|\[\d{1,3}(?:;\d{1,3}){0,16}m"  # a colour code whose ESC byte was lost in a paste
 )
-_SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?P<sg>[^\]\[]{0,40})\]"
-_LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?"
-_VLLM_PREFIX = rf"\((?P<proc>[^()\s]+(?: [^()\s]+)?) pid=\d+(?:, ip=[\w.:]+)?\)(?:\s*{_LEVEL})?"
+_SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?P<sg>[^\]\[]{0,40})\]"
+_LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)[ \t]{1,16}\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
+_VLLM_PREFIX = (
+    rf"\((?P<proc>[^()\s]{{1,64}}(?: [^()\s]{{1,64}})?) pid=\d{{1,10}}(?:, ip=[\w.:]{{1,64}})?\)"
+    rf"(?:[ \t]{{0,16}}{_LEVEL})?"
+)
 _START = re.compile(f"{_SGLANG_PREFIX}|{_VLLM_PREFIX}|{_LEVEL}")
-_CONTAINER = re.compile(r"^(?:[\w.-]+\s+\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]+Z?\s*\|\s*|\d{4}-\d\d-\d\dT[\d:.,]+Z?\s)")
+_CONTAINER = re.compile(
+    r"^(?:[\w.-]{1,128}[ \t]{1,64}\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]{1,32}Z?[ \t]{0,8}\|[ \t]{0,8}"
+    r"|\d{4}-\d\d-\d\dT[\d:.,]{1,32}Z?\s)"
+)
 
 
 @dataclass
 class _Record:
     line: int
     rank: str | None
-    text: str
+    parts: list[str]
+    size: int = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def extend(self, more: str) -> None:
+        """A terminal wrap: joined with no separator, up to ``limits.MAX_LINE_CHARS`` (the rest is dropped)."""
+        room = limits.MAX_LINE_CHARS - self.size
+        if room > 0:
+            piece = more[:room]
+            self.parts.append(piece)
+            self.size += len(piece)
 
 
 def _rank(m: re.Match[str]) -> str | None:
@@ -375,15 +403,21 @@ def _rank(m: re.Match[str]) -> str | None:
 
 
 def clean_line(raw: str) -> str:
-    line = _ANSI.sub("", raw).replace("\r", "")
+    line = _ANSI.sub("", raw[: limits.MAX_LINE_CHARS]).replace("\r", "")
     return _CONTAINER.sub("", line, count=1)
 
 
-def _records(text: str) -> tuple[list[_Record], int]:
-    records: list[_Record] = []
+@dataclass
+class _LineCount:
+    lines: int = 0
+
+
+def _records(lines: Iterable[str], count: _LineCount) -> Iterator[_Record]:
+    """Records in log order, each yielded once no later line can extend it; linear in the log's size."""
+    pending: _Record | None = None
     open_record = False
-    lines = text.split("\n")
     for number, raw in enumerate(lines, start=1):
+        count.lines = number
         line = clean_line(raw)
         if not line.strip():
             open_record = False
@@ -392,15 +426,63 @@ def _records(text: str) -> tuple[list[_Record], int]:
         head_end = starts[0].start() if starts else len(line)
         head = line[:head_end]
         if head.strip():
-            if open_record and records:
-                records[-1].text += head  # a terminal wrap: no separator
+            if open_record and pending is not None:
+                pending.extend(head)  # a terminal wrap: no separator
             else:
-                records.append(_Record(number, None, head))
+                if pending is not None:
+                    yield pending
+                pending = _Record(number, None, [head], len(head))
         for i, m in enumerate(starts):
             end = starts[i + 1].start() if i + 1 < len(starts) else len(line)
-            records.append(_Record(number, _rank(m), line[m.start() : end]))
+            if pending is not None:
+                yield pending
+            pending = _Record(number, _rank(m), [line[m.start() : end]], end - m.start())
         open_record = True
-    return records, len(lines) - (1 if text.endswith("\n") else 0)
+    if pending is not None:
+        yield pending
+
+
+def _split_lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")`` one line at a time, without a final empty line after a trailing newline."""
+    start = 0
+    n = len(text)
+    while start < n:
+        end = text.find("\n", start)
+        if end < 0:
+            end = n
+        yield text[start:end]
+        start = end + 1
+
+
+def log_lines(path: Path) -> Iterator[str]:
+    """The lines of a log file, streamed: a regular file only, under ``limits.LOG``, each line read with a
+    bounded readline and cut at ``limits.MAX_LINE_CHARS`` bytes; bytes that are not UTF-8 become U+FFFD."""
+    st = limits.check_regular(path, "log")
+    cap = limits.LOG.effective()
+    if st.st_size > cap:
+        raise limits.LimitError(
+            f"log {path}: {st.st_size:,} bytes is over kvplan's log limit of {cap:,} bytes (set {limits.LOG.env})"
+        )
+    line_cap = limits.MAX_LINE_CHARS
+    total = 0
+    number = 0
+    with limits.open_regular(path, "log") as f:
+        while True:
+            try:
+                raw = f.readline(line_cap + 1)
+                total += len(raw)
+                if len(raw) > line_cap and not raw.endswith(b"\n"):
+                    while (rest := f.readline(line_cap)) and not rest.endswith(b"\n"):
+                        total += len(rest)
+                    total += len(rest)
+            except OSError as e:
+                raise InputError(f"log {path}:{number + 1}: cannot read: {e.strerror or e}") from None
+            if not raw:
+                return
+            number += 1
+            if total > cap:
+                raise limits.LimitError(f"log {path}:{number}: over kvplan's log limit of {cap:,} bytes")
+            yield raw[:line_cap].decode("utf-8", errors="replace").rstrip("\n")
 
 
 # --------------------------------------------------------------------------- key=value dumps
@@ -455,53 +537,66 @@ def _dict_pairs(text: str) -> tuple[tuple[str, str], ...]:
         value = None
     if isinstance(value, dict):
         return tuple((str(k), repr(v)) for k, v in value.items())
-    return tuple((m.group(1), m.group(2).strip()) for m in re.finditer(r"'(\w+)':\s*('[^']*'|[^,}]+)", text))
+    return tuple((m.group(1), m.group(2).strip()) for m in _DICT_ITEM.finditer(text))
 
 
 # --------------------------------------------------------------------------- events
 
-_NUM = r"(\d+(?:\.\d+)?)"
-_TOKENS = r"(\d[\d,]*)"
+_NUM = r"(\d{1,30}(?:\.\d{1,30})?)"
+"""A figure as the engines print it; a longer run of digits is not one of their lines (never matched)."""
+_TOKENS = r"(\d[\d,]{0,40})"
+_INT = r"(\d{1,30})(?!\d)"
+_ARG_INT = re.compile(r"-?\d{1,30}")
+_ARG_NUMBER = re.compile(r"\d{1,30}(?:\.\d{1,30})?")
+_DICT_ITEM = re.compile(r"'(\w{1,128})':[ \t]{0,16}('[^']{0,4096}'|[^,}]{1,4096})")
+_LOAD_AVAIL = re.compile(rf"avail mem={_NUM} GB")
+_LOAD_USAGE = re.compile(rf"mem usage={_NUM} GB")
+_LOAD_TYPE = re.compile(r"type=(\w{1,128})")
+_LOAD_DTYPE = re.compile(r"\bdtype=([\w.]{1,64})")
+_LOAD_QUANT = re.compile(r"\bquant=(\w{1,64})")
 
 _SG_ARGS = re.compile(r"server_args=ServerArgs\(")
 _SG_BASELINE = re.compile(rf"Memory baseline taken\. mem usage={_NUM} GB")
 _SG_LOAD_BEGIN = re.compile(rf"Load weight begin\. avail mem={_NUM} GB")
-_SG_LOAD_END = re.compile(r"Load weight end\.((?:(?!Load weight |KV Cache |Memory pool end|max_total_num_tokens=).)*)")
+_SG_LOAD_END = re.compile(
+    r"Load weight end\.((?:(?!Load weight |KV Cache |Memory pool end|max_total_num_tokens=).){0,1000})"
+)
 _SG_KV = re.compile(
-    r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
+    r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[\w.]{1,64}), )?#tokens: (?P<tokens>\d{1,30}), "
     rf"(?:KV size: {_NUM} GB|K size: {_NUM} GB, V size: {_NUM} GB)"
 )
 _SG_POOL_END = re.compile(rf"Memory pool end\. avail mem={_NUM} GB")
 _SG_SUMMARY = re.compile(
-    r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
-    rf"max_running_requests=(\d+), context_len=(\d+)(?:, available_(?:gpu|cpu)_mem={_NUM} GB)?"
+    r"max_total_num_tokens=(\d{1,30}), chunked_prefill_size=(-?\d{1,30}), max_prefill_tokens=(\d{1,30}), "
+    rf"max_running_requests=(\d{{1,30}}), context_len={_INT}(?:, available_(?:gpu|cpu)_mem={_NUM} GB)?"
 )
-_SG_PAGE = re.compile(r"Setting page size to (\d+) for DeepSeek [DN]SA")
-_SG_KV_DTYPE = re.compile(r"Setting KV cache dtype to (\w+) for DeepSeek [DN]SA")
-_SG_BACKENDS = re.compile(r"Set [DN]SA backends for \w+ KV Cache: prefill=(\w+), decode=(\w+)")
+_SG_PAGE = re.compile(r"Setting page size to (\d{1,30}) for DeepSeek [DN]SA")
+_SG_KV_DTYPE = re.compile(r"Setting KV cache dtype to (\w{1,64}) for DeepSeek [DN]SA")
+_SG_BACKENDS = re.compile(r"Set [DN]SA backends for \w{1,64} KV Cache: prefill=(\w{1,64}), decode=(\w{1,64})")
 _SG_ERROR = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
     r"|Loaded weights leave no GPU memory for the KV cache"
 )
 
-_VL_VERSION = re.compile(r"vLLM API server version (\S+)")
-_VL_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v?(?P<v>[^)\s]+)\) with config: (?P<cfg>.*)")
-_VL_NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
-_VL_BLOCK = re.compile(r"Setting kv cache block size to (\d+)")
-_VL_FORMAT = re.compile(r"Using (\w+) KV cache format for \w+ backend")
+_VL_VERSION = re.compile(r"vLLM API server version (\S{1,64})")
+_VL_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v?(?P<v>[^)\s]{1,64})\) with config: (?P<cfg>.*)")
+_VL_NON_DEFAULT = re.compile(r"non-default args: \{")
+"""Only the start: the dict runs to the record's last ``}`` (found once, so many starts stay linear)."""
+_VL_BLOCK = re.compile(rf"Setting kv cache block size to {_INT}")
+_VL_FORMAT = re.compile(r"Using (\w{1,64}) KV cache format for \w{1,64} backend")
 _VL_LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_NUM} Gi?B")
 _VL_AVAILABLE = re.compile(rf"Available KV cache memory: {_NUM} GiB")
-_VL_OVERRIDE = re.compile(r"Overriding num_gpu_blocks=(\d+) with num_gpu_blocks_override=(\d+)")
-_VL_DCP = re.compile(r"Multiplying the GPU KV cache size by the dcp_world_size (\d+)")
+_VL_OVERRIDE = re.compile(rf"Overriding num_gpu_blocks=(\d{{1,30}}) with num_gpu_blocks_override={_INT}")
+_VL_DCP = re.compile(rf"Multiplying the GPU KV cache size by the dcp_world_size {_INT}")
 _VL_KV_SIZE = re.compile(
     rf"GPU KV cache size: {_TOKENS} tokens(?:, Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x)?"
 )
 _VL_CONCURRENCY = re.compile(rf"(?<!, )Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x")
-_VL_MAX_LEN = re.compile(r"Using max model len (\d+)")
-_VL_ARCH = re.compile(r"Resolved architecture: (\w+)")
+_VL_MAX_LEN = re.compile(rf"Using max model len {_INT}")
+_VL_ARCH = re.compile(r"Resolved architecture: (\w{1,128})")
 _VL_MAXLEN_ERROR = re.compile(
-    r"To serve at least one request with the models?'s max seq len \((\d+)\), "
-    rf"\({_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?\d+(?:\.\d+)?) GiB\)\."
+    r"To serve at least one request with the models?'s max seq len \((\d{1,30})\), "
+    rf"\({_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?{_NUM[1:-1]}) GiB\)\."
     rf"(?: Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
 )
 _VL_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
@@ -567,11 +662,11 @@ def _events(rec: _Record) -> list[_Event]:
         add("load_begin", sg, m, _g(m.group(1)))
     for m in _SG_LOAD_END.finditer(t):
         body = m.group(1)
-        avail = re.search(rf"avail mem={_NUM} GB", body)
-        usage = re.search(rf"mem usage={_NUM} GB", body)
-        cls = re.search(r"type=(\w+)", body)
-        dtype = re.search(r"\bdtype=([\w.]+)", body)
-        quant = re.search(r"\bquant=(\w+)", body)
+        avail = _LOAD_AVAIL.search(body)
+        usage = _LOAD_USAGE.search(body)
+        cls = _LOAD_TYPE.search(body)
+        dtype = _LOAD_DTYPE.search(body)
+        quant = _LOAD_QUANT.search(body)
         add(
             "load_end",
             sg,
@@ -627,8 +722,11 @@ def _events(rec: _Record) -> list[_Event]:
         add("version", vl, m, m.group(1))
     for m in _VL_ENGINE.finditer(t):
         add("engine_config", vl, m, (m.group("v"), Args(kv_pairs(m.group("cfg")))))
-    for m in _VL_NON_DEFAULT.finditer(t):
-        add("cli_args", vl, m, Args(_dict_pairs(m.group(1))))
+    m_nd = _VL_NON_DEFAULT.search(t)
+    if m_nd is not None:
+        close = t.rfind("}")
+        if close >= m_nd.end():
+            add("cli_args", vl, m_nd, Args(_dict_pairs(t[m_nd.end() - 1 : close + 1])))
     for m in _VL_BLOCK.finditer(t):
         add("block", vl, m, int(m.group(1)))
     for m in _VL_FORMAT.finditer(t):
@@ -807,12 +905,14 @@ def _pair_at(e: _Event | None) -> At[tuple[str, str]] | None:
     return At((str(a), str(b)), e.line, e.rank)
 
 
-def parse_log(text: str, source: str = "log") -> ParsedLog:
-    """Every server start in ``text``; raises LogError when nothing is recognisable."""
-    records, n_lines = _records(text)
+def parse_log(text: str | Iterable[str], source: str = "log") -> ParsedLog:
+    """Every server start in ``text`` (the whole log, or its lines one by one, as ``log_lines`` streams them);
+    raises LogError when nothing is recognisable."""
+    count = _LineCount()
+    lines = _split_lines(text) if isinstance(text, str) else text
     runs: list[Run] = []
     builder: _Builder | None = None
-    for rec in records:
+    for rec in _records(lines, count):
         for ev in _events(rec):
             if builder is None or builder.restarts(ev):
                 if builder is not None:
@@ -824,7 +924,7 @@ def parse_log(text: str, source: str = "log") -> ParsedLog:
     runs = [r for r in runs if r.engine is not None]
     if not runs:
         raise LogError(f"{source}: no engine startup lines recognised; looked for {LOOKED_FOR}")
-    return ParsedLog(source, n_lines, tuple(_renumber(runs)))
+    return ParsedLog(source, count.lines, tuple(_renumber(runs)))
 
 
 def _renumber(runs: list[Run]) -> list[Run]:

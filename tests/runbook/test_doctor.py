@@ -197,7 +197,7 @@ def test_garbage_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_missing_log_exits_2_with_one_line(tmp_path: Path) -> None:
     r = runner.invoke(app, ["doctor", "--log", str(tmp_path / "nope.log")])
     assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr == f"kvplan: error: {tmp_path / 'nope.log'}: no such file\n"
+    assert r.stderr == f"kvplan: error: log {tmp_path / 'nope.log'}: no such file\n"
 
 
 # --------------------------------------------------------------------------- the real excerpts
