@@ -91,12 +91,10 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
     """
     check_target(path, what, reads)
     mode = _new_file_mode(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise InputError(f"{what} {path}: cannot write: {e.strerror or e}") from None
+    tmp: str | None = None
     done = False
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -108,7 +106,7 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
     except OSError as e:
         raise InputError(f"{what} {path}: cannot write: {e.strerror or e}") from None
     finally:
-        if not done:
+        if not done and tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     _fsync_dir(path.parent)

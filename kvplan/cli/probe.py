@@ -29,8 +29,14 @@ def probe(
         from kvplan.probes.nvml import measured_gpu, read_gpus, with_torch
         from kvplan.render.probe_report import deployment_yaml, probe_report
 
+        reads = [Path(deploy)] if deploy is not None and Path(deploy).is_file() else []
+        if emit_deploy is not None:
+            from kvplan.fsio import check_target
+
+            check_target(emit_deploy, "--emit-deploy", reads)  # refuse a symlink, a folder, the --deploy file
         readings = with_torch(read_gpus())
         if emit_deploy is not None:
+            from kvplan.fsio import write_atomic
             from kvplan.models.load import load_deployment
 
             if not 0 <= gpu_index < len(readings):
@@ -38,10 +44,7 @@ def probe(
             base = load_deployment(deploy, set_ or ())
             overhead = base.runtime_overhead if base.runtime_overhead is not None else 1 << 30
             gpu, pre = measured_gpu(readings[gpu_index], overhead)
-            try:
-                emit_deploy.write_text(deployment_yaml(base, gpu, pre), encoding="utf-8")
-            except OSError as e:
-                raise InputError(f"{emit_deploy}: cannot write: {e}") from None
+            write_atomic(emit_deploy, deployment_yaml(base, gpu, pre), "--emit-deploy", reads)
         emit(probe_report(readings), fmt)
 
 

@@ -6,6 +6,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan import DIST
 from kvplan.errors import ProbeUnavailable
 from kvplan.models.deploy import Gpu
 
@@ -56,7 +57,7 @@ def load_nvml() -> Any:
         import pynvml
     except ImportError:
         raise ProbeUnavailable(
-            "NVML bindings are not installed: pip install 'kvplan[probe]' (it brings nvidia-ml-py)"
+            f"NVML bindings are not installed: pip install '{DIST}[probe]' (it brings nvidia-ml-py)"
         ) from None
     return pynvml
 
@@ -130,9 +131,11 @@ def _read_one(nv: Any, index: int, driver: str, cuda_version: str) -> GpuReading
 
 def with_torch(readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
     """Add torch.cuda.mem_get_info for each device when torch and CUDA are there (no error otherwise)."""
+    from kvplan.probes.validate import load_torch  # quiet about a missing numpy
+
     try:
-        import torch
-    except ImportError:
+        torch = load_torch()
+    except ProbeUnavailable:
         return readings
     if not torch.cuda.is_available():
         return readings

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvplan import DIST
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError, ProbeUnavailable
@@ -18,11 +20,28 @@ ROUND_LARGE = 2 << 20
 
 
 def load_torch() -> Any:
+    """torch, imported quietly: without numpy torch warns at import (an error under -W error), and
+    kvplan only needs numpy where torch.distributed does (``need_numpy``)."""
     try:
-        import torch
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+            import torch
     except ImportError:
-        raise ProbeUnavailable("torch is not installed: pip install 'kvplan[probe]' (or torch for your CUDA)") from None
+        raise ProbeUnavailable(
+            f"torch is not installed: pip install '{DIST}[probe]' (or torch for your CUDA)"
+        ) from None
     return torch
+
+
+def need_numpy() -> None:
+    """torch.distributed.gather_object turns the gathered bytes back with Tensor.numpy(): without numpy every
+    rank would crash after its work; say so before the process group starts."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise ProbeUnavailable(
+            f"torchrun runs gather results with torch.distributed, which needs numpy: pip install '{DIST}[probe]'"
+        ) from None
 
 
 def scaled(plan: PoolPlan, tokens: int) -> PoolPlan:
@@ -187,6 +206,7 @@ def validate_ranks(plan: PoolPlan, *, device: str, timeout_s: int = 120) -> tupl
     if size == 1:
         return (validate(plan, device=device),)
     t = load_torch()
+    need_numpy()
     import datetime
 
     import torch.distributed as dist

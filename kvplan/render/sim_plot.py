@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
+from kvplan.fsio import check_target
 from kvplan.render.plot import pyplot, save
 from kvplan.sim.result import SimResult, Sweep
 
 
 def plot_sweep(
-    w: Sweep, path: Path, *, title: str, published: tuple[tuple[int, int], ...] = (), published_label: str = ""
+    w: Sweep,
+    path: Path,
+    *,
+    title: str,
+    published: tuple[tuple[int, int], ...] = (),
+    published_label: str = "",
+    reads: Iterable[Path] = (),
 ) -> None:
     """Hit rate against capacity (tokens, log scale), with published points overlaid when given."""
+    check_target(path, "--plot", reads)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     xs = [p.capacity_units * w.unit_tokens for p in w.points]
@@ -35,11 +44,12 @@ def plot_sweep(
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    save(plt, fig, path)
+    save(plt, fig, path, reads)
 
 
-def plot_occupancy(r: SimResult, path: Path, *, title: str) -> None:
+def plot_occupancy(r: SimResult, path: Path, *, title: str, reads: Iterable[Path] = ()) -> None:
     """Pages held and cached, running and waiting requests over simulated time."""
+    check_target(path, "--plot", reads)
     plt = pyplot()
     o = r.occupancy
     assert o is not None
@@ -62,4 +72,4 @@ def plot_occupancy(r: SimResult, path: Path, *, title: str) -> None:
     a2.set_ylabel("requests")
     a2.legend(fontsize=8, loc="upper left")
     a1.set_title(title, fontsize=9)
-    save(plt, fig, path)
+    save(plt, fig, path, reads)
