@@ -10,6 +10,7 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10. In short, on
 
 from __future__ import annotations
 
+from kvplan.engines.backends import check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
@@ -19,8 +20,6 @@ from kvplan.units import GiB, MiB
 DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 """CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
 real logs show `Load weight begin. avail mem=` 1-2 GiB under the NVML total; `kvplan probe` measures it)."""
-
-_RAW_BACKENDS = ("trtllm", "tilelang", "triton", "aiter")
 
 
 def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
@@ -75,42 +74,56 @@ def default_mem_fraction(dep: Deployment, *, chunk: int, max_bs: int, version: s
     return mfs, why, int(reserved)
 
 
+def _default_backend(arch: ModelArch, dep: Deployment, version: str, dtype: str) -> tuple[str, str]:
+    """The backend SGLang picks when none is set, and why (``overrides.py _dsa_split_backend_resolution``)."""
+    gpu, sm = dep.gpu, dep.gpu.sm
+    where = platform_label(gpu)
+    if not arch.is_dsa:  # plain MLA: --attention-backend
+        if gpu.vendor == "amd":
+            return "aiter", f"MLA on {where}"
+        if sm >= 100:
+            return "trtllm_mla", f"MLA on {where}"
+        return ("fa3" if sm >= 90 else "flashinfer"), f"MLA on {where}"
+    if gpu.vendor == "amd":
+        return "triton", f"DSA on HIP, {where}"
+    if dep.dcp > 1 and version != "0.5.9":
+        return "trtllm", "dcp > 1 sets both DSA backends to trtllm"
+    if dtype == "fp8_e4m3":
+        return ("trtllm" if sm >= 100 else "flashmla_kv"), f"fp8 on {where}"
+    return f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}", f"bf16 on {where} (prefill/decode)"
+
+
 def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout, list[Knob]]:
-    """kv dtype, backend and MLA row layout, resolved as SGLang does for DSA."""
+    """kv dtype, backend and MLA row layout, resolved as SGLang does (backends checked per GPU)."""
     knobs: list[Knob] = []
-    sm = dep.gpu.sm
+    gpu, sm = dep.gpu, dep.gpu.sm
+    check_serves("sglang", version, gpu, dsa=arch.is_dsa)
     requested = dep.kv_cache_dtype
     if requested in ("auto",):
-        dtype = "fp8_e4m3" if arch.is_dsa and sm >= 100 else "bfloat16"
-        knobs.append(Knob("kv_cache_dtype", dtype, f"default: auto on SM{sm} -> {dtype} for DeepSeek DSA"))
+        # torch.cuda.get_device_capability(): major 9 on gfx942 under HIP, so never fp8 there
+        dtype = "fp8_e4m3" if arch.is_dsa and gpu.vendor == "nvidia" and sm >= 100 else "bfloat16"
+        knobs.append(Knob("kv_cache_dtype", dtype, f"default: auto on {platform_label(gpu)} -> {dtype}"))
     else:
         dtype = "bfloat16" if requested in ("bf16", "bfloat16") else "fp8_e4m3"
         knobs.append(Knob("kv_cache_dtype", dtype, "set"))
+    fp8 = dtype == "fp8_e4m3"
     if dep.attention_backend:
         backend = dep.attention_backend
         knobs.append(Knob("attention_backend", backend, "set"))
     else:
-        if dep.gpu.vendor == "amd":
-            backend, why = "triton", "HIP"
-        elif dep.dcp > 1 and version != "0.5.9":
-            backend, why = "trtllm", "dcp > 1 sets both DSA backends to trtllm"
-        elif dtype == "fp8_e4m3":
-            backend = "trtllm" if sm >= 100 else "flashmla_kv"
-            why = f"fp8 on SM{sm}"
-        else:
-            backend = f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}"
-            why = f"bf16 on SM{sm} (prefill/decode)"
+        backend, why = _default_backend(arch, dep, version, dtype)
         knobs.append(Knob("attention_backend", backend, f"default: {why}"))
+    used = check_backend("sglang", version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
     if dep.mla_layout:
         layout = MlaLayout(dep.mla_layout)
         knobs.append(Knob("mla_layout", layout.value, "set"))
     else:
-        if dtype == "bfloat16":
+        if not fp8:
             layout = MlaLayout.BF16
-        elif not arch.is_dsa or any(backend.startswith(b) for b in _RAW_BACKENDS):
+        elif not arch.is_dsa:
             layout = MlaLayout.FP8_RAW
         else:
-            layout = MlaLayout.FP8_DS_MLA
+            layout = dsa_fp8_layout(used, gpu)
         knobs.append(Knob("mla_layout", layout.value, f"default: {dtype} with {backend}"))
     return dtype, backend, layout, knobs
 

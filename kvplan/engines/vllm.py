@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 
+from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.deploy import Deployment
+from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv
 
@@ -72,29 +73,54 @@ def dsa_buffers(arch: ModelArch, *, mnbt: int, max_num_seqs: int, spec: int, max
     }
 
 
+def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
+    """The backend vLLM's priority list picks (``platforms/cuda.py`` / ``platforms/rocm.py``)."""
+    fp8 = dtype not in ("auto", "bf16", "bfloat16")
+    if gpu.vendor == "amd":
+        return "ROCM_AITER_MLA_SPARSE" if arch.is_dsa else "ROCM_AITER_MLA"
+    sm = gpu.sm
+    if not arch.is_dsa:
+        if sm >= 100:
+            return "FLASHINFER_MLA"
+        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm >= 90 else "TRITON_MLA"
+    if sm >= 100:
+        return "FLASHINFER_MLA_SPARSE" if fp8 and dtype != "fp8_ds_mla" else "FLASHMLA_SPARSE"
+    # SM90: FLASH_ATTN_MLA_SPARSE first, but it rejects a quantized cache
+    return "FLASHMLA_SPARSE" if fp8 else "FLASH_ATTN_MLA_SPARSE"
+
+
 def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
-    sm = dep.gpu.sm
+    gpu, sm = dep.gpu, dep.gpu.sm
+    where = platform_label(gpu)
+    check_serves("vllm", dep.engine_version, gpu, dsa=arch.is_dsa)
     dtype = dep.kv_cache_dtype
     knobs: list[Knob] = []
     if dtype == "auto":
         glm = arch.architecture.startswith("GlmMoeDsa")
-        dtype = "fp8_e4m3" if glm and sm >= 100 else "auto"
-        why = "GlmMoeDsa on SM10x sets fp8_e4m3" if dtype != "auto" else f"auto = bf16 on SM{sm}"
+        dtype = "fp8_e4m3" if glm and gpu.vendor == "nvidia" and sm // 10 == 10 else "auto"
+        why = "GlmMoeDsa on SM10x sets fp8_e4m3" if dtype != "auto" else f"auto = bf16 on {where}"
         knobs.append(Knob("kv_cache_dtype", dtype, f"default: {why}"))
     else:
         knobs.append(Knob("kv_cache_dtype", dtype, "set"))
+    fp8 = dtype not in ("auto", "bf16", "bfloat16")
+    backend = dep.attention_backend or _default_backend(arch, gpu, dtype)
+    (used,) = check_backend("vllm", dep.engine_version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
+    if dtype == "fp8_ds_mla" and used.raw_fp8:
+        raise PlanError(
+            f"kv_cache_dtype fp8_ds_mla is FlashMLA's format: {backend} on {where} stores raw fp8 rows; "
+            "use FLASHMLA_SPARSE or kv_cache_dtype fp8"
+        )
+    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on {where}"))
     if dep.mla_layout:
         layout = MlaLayout(dep.mla_layout)
         knobs.append(Knob("mla_layout", layout.value, "set"))
         return layout, knobs
-    if dtype in ("auto", "bf16", "bfloat16"):
-        layout, backend = MlaLayout.BF16, "FLASH_ATTN_MLA_SPARSE" if sm < 100 else "FLASHMLA_SPARSE"
-    elif dtype == "fp8_ds_mla" or (arch.is_dsa and sm < 100):
-        layout, backend = MlaLayout.FP8_DS_MLA, "FLASHMLA_SPARSE"
-    else:
-        layout, backend = MlaLayout.FP8_RAW, "FLASHINFER_MLA_SPARSE" if arch.is_dsa else "FLASHINFER_MLA"
-    backend = dep.attention_backend or backend
-    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on SM{sm}"))
+    if not fp8:
+        layout = MlaLayout.BF16
+    elif not arch.is_dsa or used.raw_fp8:
+        layout = MlaLayout.FP8_RAW
+    else:  # FLASHMLA_SPARSE: _canonicalize_sparse_mla_kv_cache_dtype rewrites fp8 to fp8_ds_mla
+        layout = MlaLayout.FP8_DS_MLA
     knobs.append(Knob("mla_layout", layout.value, f"default: {backend} with {dtype}"))
     return layout, knobs
 
