@@ -228,4 +228,5 @@ def diff(
 
         a, b = _plan(old), _plan(new)
         effects = run_diff(a, b)
-        emit(diff_report(old, new, effects, a.logged_tokens, b.logged_tokens), fmt)
+        refused = "; ".join(f"{n}: {p.startup_error}" for n, p in ((old, a), (new, b)) if p.startup_error) or None
+        emit(diff_report(old, new, effects, a.logged_tokens, b.logged_tokens, startup_error=refused), fmt)

@@ -7,8 +7,8 @@ import typer
 from kvplan.cli._common import FormatOpt, SetOpt, boundary, load_plan
 from kvplan.render import OutputFormat, emit
 
-models_app = typer.Typer(help="Model presets.", no_args_is_help=True)
-deployments_app = typer.Typer(help="Deployment presets.", no_args_is_help=True)
+models_app = typer.Typer(help="Model presets.", no_args_is_help=True, rich_markup_mode=None)
+deployments_app = typer.Typer(help="Deployment presets.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @models_app.command("list")
@@ -38,10 +38,10 @@ def models_show(
 def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the built-in deployment presets."""
     with boundary():
-        from kvplan.models.load import load_deployment, preset_names
+        from kvplan.models.load import preset_names
         from kvplan.render.reports import deployments_list_report
 
-        emit(deployments_list_report([load_deployment(n) for n in preset_names("deployments")]), fmt)
+        emit(deployments_list_report([load_plan(None, n, None) for n in preset_names("deployments")]), fmt)
 
 
 @deployments_app.command("show")

@@ -291,6 +291,7 @@ def simulate(
             bytes_per_unit=(plan.cell.total_bytes * unit_tokens // plan.dcp) if plan is not None else 0,
             published=published,
             published_label="Mooncake FAST'25 Fig. 9" if published else "",
+            startup_error=plan.startup_error if plan is not None else None,
         )
         if sweep is not None:
             report = sweep_report(result, setting)

@@ -94,7 +94,7 @@ class Report:
 
 def startup_line(reason: str) -> str:
     """The one line every report prints for a deployment the engine would not start."""
-    return f"ENGINE WOULD NOT START: {reason}. Pool figures below are what it tried to build."
+    return f"ENGINE WOULD NOT START: {reason.rstrip('. ')}. The pool figures are what it would have tried to build."
 
 
 _COLORS = {

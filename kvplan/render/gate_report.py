@@ -130,18 +130,33 @@ def lock_report(entries: dict[str, Figures], path: str, updated: tuple[str, ...]
 _KIND = {"model": "model change", "engine": "engine change", "knob": ""}
 
 
-def diff_report(old: str, new: str, effects: tuple[KnobEffect, ...], base_tokens: int, new_tokens: int) -> Report:
+def _pool_cell(tokens: int, error: str | None) -> str:
+    if error is None:
+        return count(tokens)
+    return f"{count(tokens)} (does not start)" if tokens else "does not start"
+
+
+def diff_report(
+    old: str,
+    new: str,
+    effects: tuple[KnobEffect, ...],
+    base_tokens: int,
+    new_tokens: int,
+    *,
+    startup_error: str | None = None,
+) -> Report:
+    """startup_error: why the engine would refuse NEW (or OLD), if it would."""
     rows = [
         (
             e.knob + (f" ({_KIND[e.kind]})" if _KIND.get(e.kind) else ""),
             e.old,
             e.new,
-            count(e.pool_tokens) if not e.startup_error else "does not start",
-            _pct(e.base_pool_tokens, e.pool_tokens) if not e.startup_error else (e.startup_error[:80]),
+            _pool_cell(e.pool_tokens, e.startup_error),
+            _pct(e.base_pool_tokens, e.pool_tokens) if e.pool_tokens or not e.startup_error else "",
         )
         for e in effects
     ]
-    rows.append(("all together", old, new, count(new_tokens), _pct(base_tokens, new_tokens)))
+    rows.append(("all together", old, new, _pool_cell(new_tokens, startup_error), _pct(base_tokens, new_tokens)))
     after_engine = any(e.kind == "engine" for e in effects)
     title = "Each change on its own, applied to OLD" + (
         " (knobs: to OLD's settings on NEW's engine)" if after_engine else ""
@@ -155,6 +170,7 @@ def diff_report(old: str, new: str, effects: tuple[KnobEffect, ...], base_tokens
             "new": new,
             "old_pool_tokens": base_tokens,
             "new_pool_tokens": new_tokens,
+            "startup_error": startup_error,
             "effects": [asdict(e) for e in effects],
         },
     )

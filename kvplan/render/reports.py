@@ -7,13 +7,12 @@ from typing import Any
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.models.deploy import Deployment
 from kvplan.plan.admit import Admission
 from kvplan.plan.budget import Budget, Footprint
 from kvplan.plan.prefix import PrefixHit
 from kvplan.plan.transfer import Transfer
 from kvplan.plan.workspace import Wall, Workspace
-from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size
+from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
 
 
 def _value(name: str, v: object) -> str:
@@ -26,6 +25,21 @@ def _value(name: str, v: object) -> str:
     if isinstance(v, int) and not isinstance(v, bool):
         return count(v)
     return str(v)
+
+
+SET_SUFFIX = " (+ --set)"
+"""What the loader appends to a deployment's name when --set changed it."""
+
+
+def deployment_label(p: PoolPlan) -> str:
+    """'glm-5.3-8xh200-sglang' or 'glm-5.3-8xh200-sglang with --set overrides'."""
+    name = p.deployment.name
+    return name.removesuffix(SET_SUFFIX) + (" with --set overrides" if name.endswith(SET_SUFFIX) else "")
+
+
+def title(command: str, p: PoolPlan, *extra: str) -> str:
+    """'kvplan budget: glm-5.3 on glm-5.3-8xh200-sglang, SGLang 0.5.23, per GPU': one clause per fact."""
+    return ", ".join((f"kvplan {command}: {p.arch.name} on {deployment_label(p)}", p.semantics, *extra))
 
 
 def cell_section(p: PoolPlan) -> Section:
@@ -58,8 +72,19 @@ def cell_section(p: PoolPlan) -> Section:
 
 
 def chain_section(p: PoolPlan) -> Section:
-    rows = tuple((t.label, size(t.bytes) if t.bytes is not None else "", t.detail) for t in p.chain)
-    return Section(f"Memory chain of one GPU ({p.semantics})", rows, ("step", "size", "how"))
+    return Section(
+        f"Memory chain of one GPU ({p.semantics})", tuple(_chain_row(t) for t in p.chain), ("step", "value", "how")
+    )
+
+
+def _chain_row(t: Any) -> tuple[str, str, str]:
+    """A step with bytes shows its size; a count ('567,616 = available // cell ...') shows the count as the value."""
+    if t.bytes is not None:
+        return (t.label, size(t.bytes), t.detail)
+    value, sep, how = str(t.detail).partition(" = ")
+    if sep and value.replace(",", "").isdigit():
+        return (t.label, count(int(value.replace(",", ""))), "= " + how)
+    return (t.label, "n/a", t.detail)
 
 
 def knobs_section(p: PoolPlan) -> Section:
@@ -114,7 +139,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
 def _need_have(need: int, have: int, unit: str) -> str:
     if unit == "bytes":
         return f"{gib(need)} / {gib(have)}"
-    return f"{need:,} / {have:,} {unit}" if unit else ""
+    return f"{need:,} / {have:,} {unit}" if unit else "n/a"
 
 
 def workspace_section(w: Workspace) -> Section:
@@ -131,8 +156,8 @@ def workspace_section(w: Workspace) -> Section:
         ),
         ("left", size(w.left_bytes), "", "for activations, NCCL and allocator slack (not counted)"),
     ]
-    title = f"Outside the pool on one GPU: batch {w.batch:,}, context {w.ctx:,}, MTP draft {w.draft_tokens}"
-    return Section(title, tuple(rows), ("", "size", "phase", ""))
+    head = f"Outside the pool on one GPU: batch {w.batch:,}, context {w.ctx:,}, MTP draft {w.draft_tokens}"
+    return Section(head, tuple(rows), ("buffer", "size", "phase", "what"))
 
 
 def workspace_data(w: Workspace) -> dict[str, Any]:
@@ -184,7 +209,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
     )
     return Report(
         "workspace",
-        f"kvplan workspace: {p.arch.name} on {p.deployment.name} ({p.semantics})",
+        title("workspace", p),
         (
             workspace_section(w),
             Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),
@@ -203,6 +228,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         verdict=verdict,
         verdict_ok=ok,
         notes=p.notes,
+        startup_error=p.startup_error,
     )
 
 
@@ -283,9 +309,7 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         ],
         "plan": plan_data(p),
     }
-    return Report(
-        "prefix", f"kvplan prefix: {p.arch.name} on {p.deployment.name} ({p.semantics})", tuple(sections), data
-    )
+    return Report("prefix", title("prefix", p), tuple(sections), data, startup_error=p.startup_error)
 
 
 def transfer_report(t: Transfer) -> Report:
@@ -312,8 +336,7 @@ def transfer_report(t: Transfer) -> Report:
         (
             "all ranks",
             size(t.total_bytes),
-            f"× {t.ranks} ranks ({t.sharding}); "
-            f"{t.microseconds(t.total_bytes) / 1000:,.1f} ms over one link",
+            f"× {t.ranks} ranks ({t.sharding}); {t.microseconds(t.total_bytes) / 1000:,.1f} ms over one link",
         ),
         (
             "indexer share",
@@ -340,9 +363,10 @@ def transfer_report(t: Transfer) -> Report:
     }
     return Report(
         "transfer",
-        f"kvplan transfer: {p.arch.name} on {p.deployment.name} ({p.semantics})",
+        title("transfer", p),
         (Section("Transfer", rows, ("", "", "")),),
         data,
+        startup_error=p.startup_error,
     )
 
 
@@ -358,7 +382,11 @@ def admit_report(a: Admission) -> Report:
     elif b.name == "engine starts":
         verdict = f"REJECTED: the engine does not start — {b.detail}"
     else:
-        verdict = f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
+        verdict = (
+            f"REJECTED by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
+            if b.unit == "bytes"
+            else f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
+        )
     need = a.need
     req_rows = (
         ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
@@ -431,13 +459,14 @@ def admit_report(a: Admission) -> Report:
     }
     return Report(
         "admit",
-        f"kvplan admit: {p.arch.name} on {p.deployment.name}",
+        title("admit", p),
         tuple(sections),
         data,
         verdict=verdict,
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,
+        startup_error=p.startup_error,
     )
 
 
@@ -478,13 +507,14 @@ def budget_report(b: Budget) -> Report:
     }
     return Report(
         "budget",
-        f"kvplan budget: {p.arch.name} on {p.deployment.name} ({p.semantics}, per GPU)",
+        title("budget", p, "per GPU"),
         (
             cell_section(p),
             Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total")),
             Section("Shares", share, ("", "")),
         ),
         data,
+        startup_error=p.startup_error,
     )
 
 
@@ -572,10 +602,18 @@ def model_report(m: ModelArch) -> Report:
     )
 
 
-def deployments_list_report(deps: list[Deployment]) -> Report:
+def deployments_list_report(plans: list[PoolPlan]) -> Report:
+    """The presets, each with the pool its engine would build (or that it would not start)."""
     rows = tuple(
-        (d.name, d.model, f"{d.engine} {d.engine_version}", d.gpu.key, f"tp{d.tp} dcp{d.dcp}", d.kv_cache_dtype)
-        for d in deps
+        (
+            d.name,
+            f"{d.engine} {d.engine_version}",
+            f"tp {d.tp}, dcp {d.dcp}",
+            d.kv_cache_dtype,
+            "does not start" if p.startup_error else count(p.logged_tokens),
+        )
+        for p in plans
+        for d in (p.deployment,)
     )
     data = {
         "deployments": [
@@ -588,15 +626,19 @@ def deployments_list_report(deps: list[Deployment]) -> Report:
                 "tp": d.tp,
                 "dcp": d.dcp,
                 "kv_cache_dtype": d.kv_cache_dtype,
+                "pool_tokens": p.logged_tokens,
+                "startup_error": p.startup_error,
             }
-            for d in deps
+            for p in plans
+            for d in (p.deployment,)
         ]
     }
     return Report(
         "deployments",
         "Deployment presets",
-        (Section("", rows, ("name", "model", "engine", "gpu", "parallel", "kv dtype")),),
+        (Section("", rows, ("name", "engine", "parallel", "kv dtype", "pool tokens")),),
         data,
+        notes=tuple(f"{p.deployment.name}: {startup_line(p.startup_error)}" for p in plans if p.startup_error),
     )
 
 
@@ -615,9 +657,10 @@ def deployment_report(p: PoolPlan) -> Report:
     )
     return Report(
         "deployments show",
-        f"Deployment {d.name}",
+        f"Deployment {deployment_label(p)}, {p.semantics}",
         (Section("", head, ("", "")), knobs_section(p), cell_section(p), chain_section(p)),
         {"plan": plan_data(p)},
         bar=memory_bar(p),
         notes=p.notes,
+        startup_error=p.startup_error,
     )

@@ -30,6 +30,8 @@ class SimSetting:
     published: tuple[tuple[int, int], ...] = ()
     """(capacity tokens, hit rate ppm) published for this trace (Mooncake Figure 9)."""
     published_label: str = ""
+    startup_error: str | None = None
+    """The planned deployment's PoolPlan.startup_error: the engine would not start it (its pool is notional)."""
 
 
 def _rate(num: int, den: int) -> str:
@@ -199,7 +201,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
     verdict = f"hit rate {_rate(st.hit_tokens, st.measured_tokens)} of prefill tokens"
     if o is not None:
         verdict += f"; {o.preemptions:,} preemption(s), wait p99 {_us(o.wait_percentiles()['p99'])}"
-    return Report("simulate", title, tuple(sections), data, verdict=verdict)
+    return Report("simulate", title, tuple(sections), data, verdict=verdict, startup_error=s.startup_error)
 
 
 def sweep_report(w: Sweep, s: SimSetting) -> Report:
@@ -270,4 +272,4 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
             )
         )
     title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
-    return Report("simulate", title, tuple(sections), data)
+    return Report("simulate", title, tuple(sections), data, startup_error=s.startup_error)
