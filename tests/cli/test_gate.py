@@ -155,3 +155,177 @@ def test_diff_model_change(repo: Path) -> None:
     r = run("diff", "base.yaml", "indexer39.yaml", "--format", "json")
     effects = {e["knob"]: e for e in json.loads(r.stdout)["effects"]}
     assert effects["model"]["pool_tokens"] == 1_168_256
+
+
+# --------------------------------------------------------------------------- issue 9 / 10: the lock
+
+
+def test_lock_names_both_page_sizes(repo: Path) -> None:
+    # dcp 2: the engine's page is 64 rows on each rank; a request's page spans both ranks, 64 × 2 = 128 tokens.
+    # usable_pages counts those: 639,104 rows // 64 = 9,986 pages; 9,986 × 128 = 1,278,208 = pool_tokens.
+    entry = json.loads((repo / "kvplan.lock").read_text())["configs"]["prod.yaml"]
+    assert "page_tokens" not in entry  # schema 1's ambiguous name next to a count of 128-token pages
+    assert (entry["rank_page_tokens"], entry["logical_page_tokens"], entry["dcp"]) == (64, 128, 2)
+    assert entry["usable_pages"] == 639_104 // 64 == 9_986
+    assert entry["usable_pages"] * entry["logical_page_tokens"] == entry["pool_tokens"] == 1_278_208
+
+
+def test_schema_1_lock_is_migrated(repo: Path) -> None:
+    # a lock written before schema 2: page_tokens was the rank page (64); the logical page is 64 × dcp 2 = 128
+    doc = json.loads((repo / "kvplan.lock").read_text())
+    entry = doc["configs"]["prod.yaml"]
+    entry["page_tokens"] = entry.pop("rank_page_tokens")
+    del entry["logical_page_tokens"]
+    doc["schema_version"] = 1
+    (repo / "kvplan.lock").write_text(json.dumps(doc))
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    before = json.loads(r.stdout)["results"][0]["before"]
+    assert (before["rank_page_tokens"], before["logical_page_tokens"]) == (64, 128)
+
+
+def test_lock_merges_and_keeps_the_other_entries(repo: Path) -> None:
+    # `lock prod.yaml indexer39.yaml`, then `lock indexer39.yaml` alone (what gate's advice says to run):
+    # prod.yaml keeps its entry, so `gate prod.yaml` still passes (it was exit 2, "no entry").
+    assert run("lock", "prod.yaml", "indexer39.yaml").exit_code == 0
+    r = run("lock", "indexer39.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["updated"], d["pruned"]) == (["indexer39.yaml"], [])
+    keys = set(json.loads((repo / "kvplan.lock").read_text())["configs"])
+    assert keys == {"prod.yaml", "indexer39.yaml"}
+    assert run("gate", "prod.yaml").exit_code == 0
+
+
+def test_lock_prune_drops_the_others(repo: Path) -> None:
+    assert run("lock", "prod.yaml", "indexer39.yaml").exit_code == 0
+    r = run("lock", "indexer39.yaml", "--prune", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["pruned"] == ["prod.yaml"]
+    assert set(json.loads((repo / "kvplan.lock").read_text())["configs"]) == {"indexer39.yaml"}
+    r = run("gate", "prod.yaml")
+    assert r.exit_code == 2 and "no entry for prod.yaml" in r.stderr
+
+
+def test_keys_are_relative_to_the_lock(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ./prod.yaml, $PWD/prod.yaml and (from the parent folder) ci/prod.yaml --lock ci/kvplan.lock: one entry
+    assert run("gate", "./prod.yaml").exit_code == 0
+    assert run("gate", str(repo / "prod.yaml")).exit_code == 0
+    monkeypatch.chdir(repo.parent)
+    r = run("gate", f"{repo.name}/prod.yaml", "--lock", f"{repo.name}/kvplan.lock")
+    assert r.exit_code == 0, r.stderr
+    # locking from the parent folder writes the same key: the lock's bytes do not change
+    before = (repo / "kvplan.lock").read_bytes()
+    assert run("lock", f"{repo.name}/prod.yaml", "--lock", f"{repo.name}/kvplan.lock").exit_code == 0
+    assert (repo / "kvplan.lock").read_bytes() == before
+
+
+def test_config_outside_the_lock_folder_is_keyed_with_dotdot(repo: Path) -> None:
+    (repo / "ci").mkdir()
+    assert run("lock", "prod.yaml", "--lock", "ci/kvplan.lock").exit_code == 0
+    assert list(json.loads((repo / "ci" / "kvplan.lock").read_text())["configs"]) == ["../prod.yaml"]
+    assert run("gate", "prod.yaml", "--lock", "ci/kvplan.lock").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ('{"schema_version": 0, "configs": {}}', "schema_version: 0 is not a lock schema"),
+        ('{"schema_version": -1, "configs": {}}', "schema_version: -1 is not a lock schema"),
+        ('{"schema_version": true, "configs": {}}', "expected an integer, got a boolean"),
+        ('{"schema_version": 1.5, "configs": {}}', "expected an integer, got a number with a fraction"),
+        ("[" * 10_000 + "]" * 10_000, "nested deeper"),
+        ('{"schema_version": ' + "1" * 5000 + ', "configs": {}}', "5,000 digits"),
+        ('{"schema_version": NaN, "configs": {}}', "NaN is not a number"),
+    ],
+)
+def test_lock_values_are_checked(repo: Path, content: str, needle: str) -> None:
+    (repo / "kvplan.lock").write_text(content)
+    r = run("gate", "prod.yaml")
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert r.stderr.startswith("kvplan: error:") and needle in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("pool_tokens", -1, "below 0"),
+        ("pool_tokens", True, "got a boolean"),
+        ("pool_tokens", 1.5, "a number with a fraction"),
+        ("dcp", 0, "below 1"),
+        ("engine_starts", 1, "expected true or false"),
+        ("concurrency", {"131072": "x"}, "expected an integer, got a string"),
+        ("concurrency", {"abc": 1}, "is not an integer"),
+    ],
+)
+def test_lock_entry_fields_are_typed(repo: Path, key: str, value: object, needle: str) -> None:
+    # each of these passed the gate (or was a traceback) before the strict reader
+    doc = json.loads((repo / "kvplan.lock").read_text())
+    doc["configs"]["prod.yaml"][key] = value
+    (repo / "kvplan.lock").write_text(json.dumps(doc))
+    r = run("gate", "prod.yaml")
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert f"configs.prod.yaml.{key}" in r.stderr and needle in r.stderr, r.stderr
+
+
+def test_only_deployments_skips_other_yaml(repo: Path) -> None:
+    # what the pre-commit hook passes: every staged YAML, a workflow among them
+    (repo / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    r = run("gate", "--only-deployments", "ci.yml", "glm-5.3-39-indexer-layers.yaml", "prod.yaml")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "skipping ci.yml: not a kvplan deployment config" in r.stderr
+    assert "skipping glm-5.3-39-indexer-layers.yaml" in r.stderr  # a model YAML is not a deployment either
+    assert "GATE PASSED: 1 config(s)" in r.stdout
+    r = run("gate", "--only-deployments", "ci.yml")
+    assert r.exit_code == 0 and "no kvplan deployment configs to gate" in r.stderr
+    r = run("gate", "ci.yml")  # without the flag a workflow is bad input, as before
+    assert r.exit_code == 2
+
+
+def test_packaging_names(repo: Path) -> None:
+    # the distribution is kvplan-dsa (kvplan on PyPI is another project); CI's wheel glob and the example follow
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    from kvplan import DIST
+
+    root = Path(__file__).parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["name"] == DIST == "kvplan-dsa"
+    assert project["scripts"] == {"kvplan": "kvplan.cli:main"}
+    assert "numpy>=1.24" in project["optional-dependencies"]["probe"]
+    assert f"dist/{DIST.replace('-', '_')}-*.whl" in (root / ".ci" / "run").read_text()
+    workflow = (root / "examples" / "github-actions" / "kvplan-gate.yml").read_text()
+    assert "pip install kvplan\n" not in workflow and f'pip install "{DIST} @ git+' in workflow
+    assert "entry: kvplan gate --only-deployments" in (root / ".pre-commit-hooks.yaml").read_text()
+
+
+# --------------------------------------------------------------------------- diff (issue 9, item 24)
+
+
+def test_diff_compares_resolved_values(repo: Path) -> None:
+    # page_size: 64 set against SGLang's default for DSA, which resolves to 64: no change (was "64 -> None")
+    (repo / "p64.yaml").write_text((repo / "base.yaml").read_text() + "page_size: 64\n")
+    r = run("diff", "p64.yaml", "base.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["effects"] == [] and d["old_pool_tokens"] == d["new_pool_tokens"] == 1_278_208
+
+
+def test_diff_engine_change_is_one_row(repo: Path) -> None:
+    # the same settings on vLLM: one "engine" row applied to OLD, never engine_version alone on SGLang;
+    # NEW is exactly OLD's settings on NEW's engine, so the row's pool is NEW's pool
+    text = (repo / "base.yaml").read_text()
+    (repo / "vllm.yaml").write_text(text.replace("engine: sglang", "engine: vllm"))
+    r = run("diff", "base.yaml", "vllm.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [(e["knob"], e["kind"], e["old"], e["new"]) for e in d["effects"]] == [
+        ("engine", "engine", "sglang 0.5.23", "vllm 0.33.0")
+    ]
+    assert d["effects"][0]["pool_tokens"] == d["new_pool_tokens"]
+    assert d["effects"][0]["base_pool_tokens"] == d["old_pool_tokens"] == 1_278_208
+
+
+def test_diff_model_change_is_shown_as_such(repo: Path) -> None:
+    r = run("diff", "base.yaml", "indexer39.yaml")
+    assert r.exit_code == 0
+    assert "model (model change)" in r.stdout and "glm-5.3-39" in r.stdout
