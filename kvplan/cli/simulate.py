@@ -213,6 +213,11 @@ def simulate(
             cap_text = "swept (below)"
         if cap is None and sem != "ideal" and not sweep:
             raise InputError("engine pools are finite: give --capacity (tokens, pages or bytes) or --deploy")
+        if capacity is None and cap == 0 and plan is not None and plan.startup_error and not sweep:
+            raise InputError(
+                f"{plan.deployment.name}: the engine would not start ({plan.startup_error}), so it has no pool; "
+                "give --capacity to replay a pool of your own"
+            )
         if cap is not None and cap <= 0 and not sweep:
             raise InputError(f"--capacity {capacity}: less than one {unit} of {unit_tokens} tokens")
 
