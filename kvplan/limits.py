@@ -53,11 +53,19 @@ MAX_DEPTH = 64
 """Deepest nesting of a YAML or JSON document."""
 MAX_YAML_ALIASES = 100
 """YAML aliases expanded per document; real configs use none."""
+MAX_YAML_NODES = 100_000
+"""Values in one YAML or JSON config once aliases are expanded; a real config.json has a few hundred."""
 MAX_INT_DIGITS = 30
 """Longest integer literal kvplan parses (2**64 has 20 digits); longer is refused before int()."""
 
 MAX_GPU_BYTES = 1 << 50
 """1 PiB: no single GPU holds more; any per-GPU byte figure above is refused."""
+MIN_GPU_BYTES = 1 << 30
+"""1 GiB: the smallest GPU memory (NVML or CUDA total) a custom GPU may declare."""
+MIN_MEMORY_KNOB_BYTES = 1 << 20
+"""1 MiB: weights_per_gpu, pre_load_free, runtime_overhead, kv_cache_memory below this are a unit slip."""
+MIN_WEIGHTS_PPM = 10_000
+"""weights_per_gpu under 1 % (10,000 ppm) of the model's own estimate is refused as a unit slip."""
 MAX_TOKENS = 1 << 40
 """About 10^12 tokens: beyond any context length or pool an engine could build."""
 MAX_LAYERS = 100_000

@@ -187,11 +187,12 @@ def parse_token_list(text: str) -> tuple[int, ...]:
 def parse_option_tokens(option: str, text: str) -> int:
     """parse_tokens for a command-line option, naming the option in the error; 0 only where it means something."""
     try:
-        if option in _ZERO_ALLOWED:
-            return parse_tokens(text)
-        return parse_positive_tokens(text)
+        n = parse_tokens(text)
     except InputError as e:
         raise type(e)(f"{option}: {e}") from None
+    if n <= 0 and option not in _ZERO_ALLOWED:
+        raise InputError(f"{option} must be positive, got {text!r}")
+    return n
 
 
 def parse_link(text: str) -> int:

@@ -13,6 +13,22 @@ ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla")
 
+ENGINE_KNOBS: dict[str, tuple[str, str]] = {
+    # knob: (the one engine that reads it, what the other engine uses instead: a knob name, or why it has none)
+    "mem_fraction_static": ("sglang", "gpu_memory_utilization"),
+    "pre_load_free": ("sglang", "it budgets from the CUDA total × gpu_memory_utilization"),
+    "runtime_overhead": ("sglang", "non_kv_other"),
+    "chunked_prefill_size": ("sglang", "max_num_batched_tokens"),
+    "cuda_graph_max_bs": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
+    "disable_cuda_graph": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
+    "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
+    "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
+    "non_kv_other": ("vllm", "runtime_overhead"),
+    "max_num_batched_tokens": ("vllm", "chunked_prefill_size"),
+}
+"""Deployment knobs only one engine reads (engines/sglang.py, engines/vllm.py); the other engine refuses them.
+Every other knob is read by both."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Gpu:
@@ -69,6 +85,9 @@ class Deployment:
     description: str = ""
     explicit: frozenset[str] = frozenset()
     """Knob names the preset or the user set (the rest are defaults)."""
+    defaulted: tuple[tuple[str, str, str], ...] = ()
+    """(knob, value shown, why) for each deployment-level value kvplan chose because the file left it out
+    (engine, version, GPU, GPU counts, tp); the engine's own defaults are on the plan's knobs."""
 
     @property
     def mtp(self) -> bool:
@@ -98,5 +117,5 @@ class Requirements:
 
 
 KNOBS: tuple[str, ...] = tuple(
-    f.name for f in fields(Deployment) if f.name not in ("name", "source", "explicit", "description")
+    f.name for f in fields(Deployment) if f.name not in ("name", "source", "explicit", "description", "defaulted")
 )

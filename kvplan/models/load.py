@@ -7,6 +7,7 @@ Every error names the file, the key path and, for YAML and JSON, the line:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -14,12 +15,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kvplan import limits
 from kvplan.errors import ConfigError, InputError
+from kvplan.limits import LimitError
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
-from kvplan.models.deploy import ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
+from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
 from kvplan.models.weights import MoeShape, param_groups
-from kvplan.units import parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
+from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
 DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
@@ -38,6 +41,8 @@ class Doc:
     data: Any
     source: str
     lines: Mapping[Path_, int] = field(default_factory=dict)
+    strict: bool = False
+    """JSON (a config.json): numbers must be JSON numbers and booleans JSON booleans, never strings."""
 
     def line(self, path: Path_) -> int | None:
         while path:
@@ -53,9 +58,34 @@ def _yaml() -> Any:
     return yaml
 
 
-def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], source: str) -> Any:
+class _Budget:
+    """Values produced while expanding one document: aliases cannot multiply them past MAX_YAML_NODES."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.nodes = 0
+
+    def take(self, node: Any) -> None:
+        self.nodes += 1
+        if self.nodes > limits.MAX_YAML_NODES:
+            raise ConfigError(
+                f"expands to more than {limits.MAX_YAML_NODES:,} values (YAML aliases?): past kvplan's limit",
+                source=self.source,
+                line=node.start_mark.line + 1,
+            )
+
+
+def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
     yaml = _yaml()
-    lines[path] = node.start_mark.line + 1
+    source = budget.source
+    budget.take(node)
+    if len(path) > 2 * limits.MAX_DEPTH:  # aliases can nest what the text did not
+        raise ConfigError(
+            f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels (through aliases)",
+            source=source,
+            line=node.start_mark.line + 1,
+        )
+    lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -69,14 +99,21 @@ def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], source: str) 
                     key=_dotted((*path, key)),
                     line=key_node.start_mark.line + 1,
                 )
-            out[key] = _node_to_data(value_node, (*path, key), lines, source)
+            out[key] = _node_to_data(value_node, (*path, key), lines, budget)
             lines[(*path, key)] = key_node.start_mark.line + 1
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_node_to_data(v, (*path, i), lines, source) for i, v in enumerate(node.value)]
+        return [_node_to_data(v, (*path, i), lines, budget) for i, v in enumerate(node.value)]
+    if node.tag.endswith(":int") and sum(ch.isdigit() for ch in node.value) > limits.MAX_INT_DIGITS:
+        raise ConfigError(
+            f"an integer of {len(node.value):,} characters is past kvplan's limit of {limits.MAX_INT_DIGITS} digits",
+            source=source,
+            key=_dotted(path),
+            line=node.start_mark.line + 1,
+        )
     try:
         return _constructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, TypeError) as e:
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(
             f"cannot read a value: {problem}", source=source, key=_dotted(path), line=node.start_mark.line + 1
@@ -89,30 +126,65 @@ def _constructor() -> Any:
     return _yaml().constructor.SafeConstructor()
 
 
+def _yaml_error(e: Exception, source: str, what: str) -> ConfigError:
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    return ConfigError(f"{what}: {problem}", source=source, line=mark.line + 1 if mark is not None else None)
+
+
+def _prescan(text: str, source: str, loader: Any) -> None:
+    """Depth, alias and size limits from the event stream, before anything recursive runs on the input.
+
+    The event parser is iterative; composing nodes (C or Python) recurses once per nesting level, so a
+    document 10,000 levels deep must be refused here, not there.
+    """
+    yaml = _yaml()
+    depth = aliases = 0
+    for events, event in enumerate(yaml.parse(text, Loader=loader), 1):
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            depth += 1
+            if depth > limits.MAX_DEPTH:
+                raise ConfigError(
+                    f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels",
+                    source=source,
+                    line=event.start_mark.line + 1,
+                )
+        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > limits.MAX_YAML_ALIASES:
+                raise ConfigError(
+                    f"more than {limits.MAX_YAML_ALIASES} YAML aliases (*name): past kvplan's limit",
+                    source=source,
+                    line=event.start_mark.line + 1,
+                )
+        if events > 2 * limits.MAX_YAML_NODES:
+            raise ConfigError(
+                f"more than {limits.MAX_YAML_NODES:,} values: past kvplan's limit for a config",
+                source=source,
+                line=event.start_mark.line + 1,
+            )
+
+
 def parse_text(text: str, source: str) -> Doc:
+    """A YAML (or JSON) document with the line of every key path; bounded in depth, aliases and size."""
     yaml = _yaml()
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        _prescan(text, source, loader)
         node = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(
-            f"not valid YAML/JSON: {problem}",
-            source=source,
-            line=mark.line + 1 if mark is not None else None,
-        ) from None
+        raise _yaml_error(e, source, "not valid YAML/JSON") from None
+    except RecursionError:
+        raise ConfigError(f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels", source=source) from None
     if node is None:
         raise ConfigError("the file is empty", source=source)
     lines: dict[Path_, int] = {}
     try:
-        data = _node_to_data(node, (), lines, source)
+        data = _node_to_data(node, (), lines, _Budget(source))
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(
-            f"cannot read a value: {problem}", source=source, line=mark.line + 1 if mark is not None else None
-        ) from None
+        raise _yaml_error(e, source, "cannot read a value") from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"cannot read a value: {e}", source=source) from None
     except RecursionError:
@@ -120,27 +192,77 @@ def parse_text(text: str, source: str) -> Doc:
     return Doc(data, source, lines)
 
 
-def read_file(path: Path) -> Doc:
-    if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"  # a Hugging Face snapshot folder
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def _json_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a number kvplan reads")
+
+
+def parse_json(text: str, source: str) -> Doc:
+    """A JSON document, strictly: duplicate keys, NaN/Infinity and integers past MAX_INT_DIGITS digits are errors."""
+    long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
+    if long_int is not None:
+        raise ConfigError(
+            f"a number of more than {limits.MAX_INT_DIGITS} digits is past kvplan's limit",
+            source=source,
+            line=text.count("\n", 0, long_int.start()) + 1,
+        )
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, not a config file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
+        data = json.loads(text, object_pairs_hook=_json_pairs, parse_float=_json_float, parse_constant=_json_constant)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"not valid JSON: {e.msg}", source=source, line=e.lineno) from None
+    except _DuplicateKey as e:
+        parse_text(text, source)  # names the key and its line
+        raise ConfigError(f"duplicate key {e.key!r}", source=source) from None
+    except ValueError as e:
+        raise ConfigError(f"not valid JSON: {e}", source=source) from None
+    except RecursionError:
+        raise ConfigError(f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels", source=source) from None
+    try:
+        doc = parse_text(text, source)  # JSON is YAML: reuse it for line numbers (and its depth limit)
+    except ConfigError as e:
+        if "nested deeper" in e.detail:
+            raise
+        return Doc(data, source, strict=True)
+    return Doc(data, source, doc.lines, strict=True)
+
+
+def read_file(path: Path) -> Doc:
+    """A config file (YAML, or JSON by its suffix) or a Hugging Face snapshot folder's config.json."""
+    try:
+        if path.is_dir() and (path / "config.json").is_file():
+            path = path / "config.json"  # a Hugging Face snapshot folder
+    except OSError as e:
+        raise InputError(f"{str(path)[:200]}: cannot read: {e.strerror or e}") from None
+    try:
+        text = limits.read_text(path, limits.CONFIG, "config file")
+    except InputError as e:
+        message = str(e)
+        if len(message) > 400:  # a path longer than the OS allows: keep the one line readable
+            message = f"config file {str(path)[:80]}…: {message.rsplit(': ', 1)[-1]}"
+        raise type(e)(message) from None
     if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"not valid JSON: {e.msg}", source=str(path), line=e.lineno) from None
-        try:
-            doc = parse_text(text, str(path))  # JSON is YAML: reuse it for line numbers
-        except ConfigError:
-            return Doc(data, str(path))
-        return Doc(data, str(path), doc.lines)
+        return parse_json(text, str(path))
     return parse_text(text, str(path))
 
 
@@ -180,28 +302,47 @@ class Reader:
                 hint = _suggest(key, allowed)
                 self.fail(key, f"unknown key{hint}")
 
-    def _get(self, key: str, convert: Callable[[Any], T], required: bool, default: T) -> T:
+    def _get(self, key: str, convert: Callable[[Any], T], required: bool, default: T, number: bool = False) -> T:
         if not self.has(key):
             if required:
                 self.fail(key, "missing (required)")
             return default
+        value = self.data[key]
+        if number and self.doc.strict and isinstance(value, str):
+            self.fail(key, f"expected a JSON number, got the string {value[:40]!r} (write it without quotes)")
         try:
-            return convert(self.data[key])
-        except (InputError, ValueError, TypeError) as e:
+            return convert(value)
+        except (InputError, ValueError, TypeError, OverflowError) as e:
             self.fail(key, str(e))
         raise AssertionError  # unreachable: fail() raises
 
-    def get_int(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
-        return self._get(key, lambda v: _int(v, minimum), required, default)
+    def get_int(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: Any = None,
+        minimum: int = 1,
+        maximum: int = limits.MAX_TOKENS,
+    ) -> Any:
+        return self._get(key, lambda v: _int(v, minimum, maximum), required, default, number=True)
 
     def get_tokens(self, key: str, *, required: bool = False, default: Any = None) -> Any:
-        return self._get(key, _tokens, required, default)
+        return self._get(key, _tokens, required, default, number=True)
 
-    def get_bytes(self, key: str, *, required: bool = False, default: Any = None, minimum: int = 1) -> Any:
-        return self._get(key, lambda v: _bytes(v, minimum), required, default)
+    def get_bytes(
+        self,
+        key: str,
+        *,
+        required: bool = False,
+        default: Any = None,
+        minimum: int = 1,
+        maximum: int = limits.MAX_GPU_BYTES,
+    ) -> Any:
+        return self._get(key, lambda v: _bytes(v, minimum, maximum), required, default)
 
     def get_fraction(self, key: str, *, default: Any = None) -> Any:
-        return self._get(key, _fraction, False, default)
+        return self._get(key, _fraction, False, default, number=True)
 
     def get_str(self, key: str, *, required: bool = False, default: Any = None) -> Any:
         return self._get(key, _str, required, default)
@@ -210,7 +351,7 @@ class Reader:
         return self._get(key, lambda v: _choice(v, choices), False, default)
 
     def get_bool(self, key: str, *, default: bool = False) -> bool:
-        return bool(self._get(key, _bool, False, default))
+        return bool(self._get(key, _bool, False, default, number=True))
 
     def get_str_list(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...] | None:
         if not self.has(key):
@@ -220,7 +361,7 @@ class Reader:
             self.fail(key, f"expected a list, got {_kind(value)}")
         for i, item in enumerate(value):
             if item not in choices:
-                self.fail((key, i), f"expected one of {', '.join(choices)}, got {item!r}")
+                self.fail((key, i), f"expected one of {', '.join(choices)}, got {_show(item)}")
         return tuple(value)
 
 
@@ -232,6 +373,14 @@ def _kind(v: Any) -> str:
     )
 
 
+def _show(v: Any) -> str:
+    """repr of a value, cut to one short line (an input value can be 4 MB)."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 100:
+        return f"a {v.bit_length()}-bit integer"
+    text = repr(v) if isinstance(v, str | int | float | bool) or v is None else _kind(v)
+    return text if len(text) <= 60 else text[:57] + "…"
+
+
 def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
     import difflib
 
@@ -239,44 +388,48 @@ def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _int(v: Any, minimum: int) -> int:
+def _int(v: Any, minimum: int, maximum: int = limits.MAX_TOKENS) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            v = int(v)
-        else:
-            raise ValueError(f"expected an integer, got {_kind(v)} {v!r}")
+        raise ValueError(f"expected an integer, got {_kind(v)} {_show(v)}")
     if v < minimum:
-        raise ValueError(f"expected an integer >= {minimum}, got {v}")
-    return int(v)
+        raise ValueError(f"expected an integer >= {minimum}, got {_show(v)}")
+    if v > maximum:
+        raise LimitError(f"{_show(v)} is above the largest value kvplan accepts here ({maximum:,})")
+    return v
 
 
 def _tokens(v: Any) -> int:
     if isinstance(v, bool | float):
-        raise ValueError(f"expected a token count such as 131072 or 128K, got {v!r}")
+        raise ValueError(f"expected a token count such as 131072 or 128K, got {_show(v)}")
     n = parse_tokens(v if isinstance(v, int) else str(v))
     if n <= 0:
-        raise ValueError(f"expected a positive token count, got {v!r}")
+        raise ValueError(f"expected a positive token count, got {_show(v)}")
     return n
 
 
-def _bytes(v: Any, minimum: int) -> int:
+def _bytes(v: Any, minimum: int, maximum: int = limits.MAX_GPU_BYTES) -> int:
     if isinstance(v, bool | int | float):
-        raise ValueError(f"byte size {v!r} has no unit: write e.g. '{v}GiB' or '{v}GB'")
-    n = parse_bytes(str(v))
+        raise ValueError(f"byte size {_show(v)} has no unit: write e.g. '{v}GiB' or '{v}GB'")
+    if not isinstance(v, str):
+        raise ValueError(f"expected a byte size such as 80GiB, got {_kind(v)}")
+    n = parse_bytes(v)
     if n < minimum:
-        raise ValueError(f"expected a size of at least {minimum} B, got {v!r}")
+        floor = f"{minimum // MiB} MiB" if minimum >= MiB and minimum % MiB == 0 else f"{minimum} B"
+        raise ValueError(f"expected a size of at least {floor}, got {_show(v)}")
+    if n > maximum:
+        raise LimitError(f"{_show(v)} is above kvplan's limit of {maximum // GiB:,} GiB for one GPU")
     return n
 
 
 def _fraction(v: Any) -> float:
-    if isinstance(v, bool):
-        raise ValueError(f"expected a fraction between 0 and 1, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise ValueError(f"expected a fraction between 0 and 1, got {_show(v)}")
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise ValueError(f"expected a fraction between 0 and 1, got {v!r}") from None
+        raise ValueError(f"expected a fraction between 0 and 1, got {_show(v)}") from None
     if not 0 < f <= 1:
-        raise ValueError(f"expected a fraction in (0, 1], got {v!r}")
+        raise ValueError(f"expected a fraction in (0, 1], got {_show(v)}")
     return f
 
 
@@ -289,7 +442,7 @@ def _str(v: Any) -> str:
 def _choice(v: Any, choices: tuple[str, ...]) -> str:
     s = str(v).strip().lower() if isinstance(v, str) else None
     if s not in choices:
-        raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
+        raise ValueError(f"expected one of {', '.join(choices)}, got {_show(v)}")
     return s
 
 
@@ -298,10 +451,12 @@ def _bool(v: Any) -> bool:
         return v
     if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
         return v.strip().lower() in ("true", "yes", "1", "on")
-    raise ValueError(f"expected true or false, got {v!r}")
+    raise ValueError(f"expected true or false, got {_show(v)}")
 
 
 # --------------------------------------------------------------------------- presets
+
+_PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]{0,99}$")
 
 
 def _configs() -> Any:
@@ -314,14 +469,19 @@ def preset_names(kind: str) -> list[str]:
 
 
 def _preset_doc(kind: str, name: str) -> Doc:
-    item = _configs() / kind / f"{name}.yaml"
-    if not item.is_file():
-        names = ", ".join(preset_names(kind))
-        raise InputError(f"unknown {kind[:-1]} preset {name!r}: choose one of {names}, or give a file path")
-    return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{name}.yaml (built-in)")
+    """A built-in preset by name, case-insensitively (``GLM-5.3`` is ``glm-5.3``)."""
+    key = name.strip().lower()
+    if _PRESET_NAME.match(key) and key in preset_names(kind):
+        item = _configs() / kind / f"{key}.yaml"
+        return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{key}.yaml (built-in)")
+    names = ", ".join(preset_names(kind))
+    raise InputError(f"unknown {kind[:-1]} preset {_show(name)}: choose one of {names}, or give a file path")
 
 
 def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
+    if not ref.strip():
+        option = "--model" if kind == "models" else "--deploy"
+        raise InputError(f"{option} is empty: give a {kind[:-1]} preset name or a file path")
     looks_like_path = any(ch in ref for ch in "/\\") or ref.endswith((".yaml", ".yml", ".json"))
     if looks_like_path:
         path = Path(ref)
@@ -331,8 +491,8 @@ def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
     return _preset_doc(kind, ref)
 
 
-def _check_schema(r: Reader) -> None:
-    version = r.get_int("schema_version", required=True)
+def _check_schema(r: Reader, *, required: bool = True) -> None:
+    version = r.get_int("schema_version", required=required, default=SCHEMA_VERSION)
     if version > SCHEMA_VERSION:
         r.fail("schema_version", f"this file needs a newer kvplan (schema {version} > {SCHEMA_VERSION})")
 
@@ -381,10 +541,10 @@ def load_model(ref: str) -> ModelArch:
             p.reject_unknown({"tp", "dp_attention", "ep", "bytes", "source"})
             points.append(
                 WeightPoint(
-                    tp=p.get_int("tp", required=True),
-                    dp_attention=p.get_int("dp_attention", default=1),
-                    ep=p.get_int("ep", default=1),
-                    bytes=p.get_bytes("bytes", required=True),
+                    tp=p.get_int("tp", required=True, maximum=limits.MAX_GPUS),
+                    dp_attention=p.get_int("dp_attention", default=1, maximum=limits.MAX_GPUS),
+                    ep=p.get_int("ep", default=1, maximum=limits.MAX_GPUS),
+                    bytes=p.get_bytes("bytes", required=True, minimum=limits.MIN_MEMORY_KNOB_BYTES),
                     source=p.get_str("source", required=True),
                 )
             )
@@ -404,18 +564,17 @@ def _model_from_hf(
 ) -> ModelArch:
     if strict:
         r.reject_unknown(_HF_KEYS)
-    num_layers = r.get_int("num_hidden_layers", required=True)
-    kv_lora_rank = r.get_int("kv_lora_rank", required=True)
-    rope = r.get_int("qk_rope_head_dim", required=True)
-    archs = r.data.get("architectures") or ["unknown"]
-    architecture = str(archs[0]) if isinstance(archs, list) and archs else str(archs)
-    index_topk = r.get_int("index_topk", default=0, minimum=0)
-    index_head_dim = r.get_int("index_head_dim", default=128 if index_topk else 0, minimum=0)
+    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    kv_lora_rank = r.get_int("kv_lora_rank", required=True, maximum=limits.MAX_DIM)
+    rope = r.get_int("qk_rope_head_dim", required=True, maximum=limits.MAX_DIM)
+    architecture = _architecture(r)
+    index_topk = r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS)
+    index_head_dim = r.get_int("index_head_dim", default=128 if index_topk else 0, maximum=limits.MAX_DIM)
     flags: tuple[bool, ...] = ()
     rule = IndexerRule.NONE
     pattern = r.get_str("index_topk_pattern")
-    freq = r.get_int("index_topk_freq", default=1)
-    offset = r.get_int("index_skip_topk_offset", default=None, minimum=0)
+    freq = r.get_int("index_topk_freq", default=1, maximum=limits.MAX_LAYERS)
+    offset = r.get_int("index_skip_topk_offset", default=None, minimum=0, maximum=limits.MAX_LAYERS)
     if index_topk:
         types = r.get_str_list("indexer_types", ("full", "shared"))
         if types is not None and len(types) != num_layers:
@@ -431,28 +590,28 @@ def _model_from_hf(
         )
     if checkpoint_dtype is None:
         checkpoint_dtype = _checkpoint_dtype(r.data)
-    hidden = r.get_int("hidden_size", default=0, minimum=0)
+    hidden = r.get_int("hidden_size", default=0, maximum=limits.MAX_DIM)
     groups: tuple[Any, ...] = ()
     if hidden:
-        heads = r.get_int("num_attention_heads", required=True)
+        heads = r.get_int("num_attention_heads", required=True, maximum=limits.MAX_DIM)
         shape = MoeShape(
             hidden_size=hidden,
             num_layers=num_layers,
-            num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0),
+            num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
             num_attention_heads=heads,
-            q_lora_rank=r.get_int("q_lora_rank", default=None),
+            q_lora_rank=r.get_int("q_lora_rank", default=None, maximum=limits.MAX_DIM),
             kv_lora_rank=kv_lora_rank,
-            qk_nope_head_dim=r.get_int("qk_nope_head_dim", default=128),
+            qk_nope_head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM),
             qk_rope_head_dim=rope,
-            v_head_dim=r.get_int("v_head_dim", default=128),
-            index_n_heads=r.get_int("index_n_heads", default=0, minimum=0),
+            v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
+            index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
             index_head_dim=index_head_dim,
-            first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0),
-            intermediate_size=r.get_int("intermediate_size", default=0, minimum=0),
-            n_routed_experts=r.get_int("n_routed_experts", default=0, minimum=0),
-            n_shared_experts=r.get_int("n_shared_experts", default=0, minimum=0),
-            moe_intermediate_size=r.get_int("moe_intermediate_size", default=0, minimum=0),
-            vocab_size=r.get_int("vocab_size", default=0, minimum=0),
+            first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0, maximum=limits.MAX_DIM),
+            intermediate_size=r.get_int("intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
+            n_routed_experts=r.get_int("n_routed_experts", default=0, minimum=0, maximum=limits.MAX_DIM),
+            n_shared_experts=r.get_int("n_shared_experts", default=0, minimum=0, maximum=limits.MAX_DIM),
+            moe_intermediate_size=r.get_int("moe_intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
+            vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
         groups = param_groups(shape, checkpoint_dtype=checkpoint_dtype)
@@ -462,14 +621,14 @@ def _model_from_hf(
         description=description,
         architecture=architecture,
         num_layers=num_layers,
-        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0),
+        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope,
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         index_head_dim=index_head_dim,
-        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0),
+        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
         index_topk=index_topk,
-        index_kpool=r.get_int("index_kpool", default=1),
+        index_kpool=r.get_int("index_kpool", default=1, maximum=limits.MAX_DIM),
         indexer_full=flags,
         indexer_rule=rule,
         index_topk_freq=freq,
@@ -477,6 +636,21 @@ def _model_from_hf(
         index_topk_pattern=pattern,
         param_groups=groups,
     )
+
+
+def _architecture(r: Reader) -> str:
+    """The first of ``architectures`` (a list of class names), or 'unknown' when the config has none."""
+    if not r.has("architectures"):
+        return "unknown"
+    archs = r.data["architectures"]
+    if isinstance(archs, str) and archs.strip():
+        return archs.strip()
+    if not isinstance(archs, list) or not archs:
+        r.fail("architectures", f"expected a list of class names, got {_kind(archs)} {_show(archs)}")
+    for i, a in enumerate(archs):
+        if not isinstance(a, str) or not a.strip():
+            r.fail(("architectures", i), f"expected a class name, got {_kind(a)} {_show(a)}")
+    return str(archs[0]).strip()
 
 
 def _checkpoint_dtype(config: dict[str, Any]) -> str:
@@ -494,41 +668,63 @@ def _checkpoint_dtype(config: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- GPUs
 
-_GPU_KEYS = {"name", "nvml_total", "cuda_total", "sm", "vendor", "hbm_bandwidth_per_s", "source"}
+_GPU_KEYS = {"name", "nvml_total", "cuda_total", "sm", "vendor", "hbm_bandwidth_per_s", "source", "aliases"}
+
+
+def _gpu_key(name: str) -> str:
+    """How GPU names are compared: case-insensitive, spaces and underscores as dashes."""
+    return "-".join(name.strip().lower().replace("_", " ").split())
 
 
 @lru_cache(maxsize=1)
-def gpu_catalog() -> dict[str, Gpu]:
+def _gpu_table() -> tuple[dict[str, Gpu], dict[str, str]]:
+    """The catalog, and every spelling (key, alias, marketing name) -> catalog key."""
     doc = parse_text((_configs() / "gpus.yaml").read_text(encoding="utf-8"), "gpus.yaml (built-in)")
     r = Reader(doc)
     _check_schema(r)
     gpus = r.sub("gpus")
-    return {key: _gpu(gpus.sub(key), key) for key in gpus.data}
+    catalog = {key: _gpu(gpus.sub(key), key) for key in gpus.data}
+    spellings: dict[str, str] = {}
+    for key, gpu in catalog.items():
+        aliases = gpus.sub(key).data.get("aliases") or []
+        for spelling in (key, gpu.name, *aliases):
+            spellings.setdefault(_gpu_key(str(spelling)), key)
+    return catalog, spellings
+
+
+def gpu_catalog() -> dict[str, Gpu]:
+    return _gpu_table()[0]
 
 
 def _gpu(r: Reader, key: str) -> Gpu:
     r.reject_unknown(_GPU_KEYS)
-    return Gpu(
+    sizes = {"minimum": limits.MIN_GPU_BYTES, "maximum": limits.MAX_GPU_BYTES}
+    gpu = Gpu(
         key=key,
         name=r.get_str("name", required=True),
-        nvml_total_bytes=r.get_bytes("nvml_total", required=True),
-        cuda_total_bytes=r.get_bytes("cuda_total", required=True),
-        sm=r.get_int("sm", default=0, minimum=0),
+        nvml_total_bytes=r.get_bytes("nvml_total", required=True, **sizes),
+        cuda_total_bytes=r.get_bytes("cuda_total", required=True, **sizes),
+        sm=r.get_int("sm", default=0, minimum=0, maximum=1000),
         vendor=r.get_choice("vendor", ("nvidia", "amd"), default="nvidia"),
-        hbm_bandwidth_bytes_per_s=r.get_bytes("hbm_bandwidth_per_s", default=0, minimum=0),
+        hbm_bandwidth_bytes_per_s=r.get_bytes("hbm_bandwidth_per_s", default=0, minimum=0, maximum=1 << 60),
         source=r.get_str("source", default=""),
     )
+    if gpu.cuda_total_bytes > gpu.nvml_total_bytes:
+        r.fail(
+            "cuda_total",
+            f"{gpu.cuda_total_bytes:,} B is above nvml_total ({gpu.nvml_total_bytes:,} B): CUDA reports NVML's total"
+            " less the driver reserve, never more",
+        )
+    return gpu
 
 
 def find_gpu(name: str) -> Gpu:
-    catalog = gpu_catalog()
-    key = name.strip().lower().replace(" ", "-").replace("_", "-")
-    if key in catalog:
+    """A catalog GPU by key, alias or name, case-insensitively: ``H100`` is h100-sxm, ``H200`` is h200."""
+    catalog, spellings = _gpu_table()
+    key = spellings.get(_gpu_key(name))
+    if key is not None:
         return catalog[key]
-    for gpu in catalog.values():
-        if gpu.name.lower() == name.strip().lower():
-            return gpu
-    raise InputError(f"unknown GPU {name!r}: choose one of {', '.join(catalog)}")
+    raise InputError(f"unknown GPU {_show(name)}: choose one of {', '.join(catalog)}, or describe it as a mapping")
 
 
 # --------------------------------------------------------------------------- deployments
@@ -536,34 +732,55 @@ def find_gpu(name: str) -> Gpu:
 ALIASES = {
     "tensor_parallel_size": "tp", "tp_size": "tp", "dcp_size": "dcp",
     "decode_context_parallel_size": "dcp", "dp": "dp_attention", "dp_size": "dp_attention",
-    "ep_size": "ep", "pp_size": "pp", "max_model_len": "context_length", "block_size": "page_size",
-    "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
+    "ep_size": "ep", "pp_size": "pp", "pipeline_parallel_size": "pp", "max_model_len": "context_length",
+    "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
 }  # fmt: skip
+"""The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
+_GPU_COUNTS = ("gpus_per_node", "nodes", "tp", "dp_attention", "ep", "pp", "dcp")
+_TOKEN_KNOBS = ("page_size", "chunked_prefill_size", "context_length", "max_num_batched_tokens", "max_total_tokens")
+_MEMORY_KNOBS = ("kv_cache_memory", "weights_per_gpu", "pre_load_free", "runtime_overhead")
+DEFAULT_ENGINE = "sglang"
+DEFAULT_GPU = "h200"
+DEFAULT_GPUS_PER_NODE = 8
 
 
-def _knob_values(r: Reader) -> Iterator[tuple[str, Any]]:
+def canonical_key(key: str) -> str:
+    """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length'."""
+    k = key.strip().lstrip("-").replace("-", "_").lower()
+    return ALIASES.get(k, k)
+
+
+def _knobs_list() -> str:
+    return ", ".join(KNOBS)
+
+
+def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, Any]]:
     """Each knob present in r, converted and checked."""
-    ints = ("gpus_per_node", "nodes", "tp", "dp_attention", "ep", "pp", "dcp", "page_size",
-            "chunked_prefill_size", "max_running_requests", "speculative_eagle_topk",
-            "cuda_graph_max_bs")  # fmt: skip
-    tokens = ("context_length", "max_num_batched_tokens", "max_total_tokens")
     for key in r.data:
-        if key in _DEPLOY_META or r.data[key] is None:
+        if key in _DEPLOY_META:
+            if override:
+                r.fail(key, f"{key} is not a deployment knob; --set changes knobs only ({_knobs_list()})")
             continue
-        if key in ints:
-            yield key, r.get_int(key)
-        elif key in tokens:
+        if r.data[key] is None:
+            continue
+        if key in _GPU_COUNTS:
+            yield key, r.get_int(key, maximum=limits.MAX_GPUS)
+        elif key in _TOKEN_KNOBS:
             yield key, r.get_tokens(key)
-        elif key in ("kv_cache_memory", "weights_per_gpu", "pre_load_free"):
-            yield key, r.get_bytes(key)
-        elif key in ("runtime_overhead", "non_kv_other"):
+        elif key in ("max_running_requests", "cuda_graph_max_bs"):
+            yield key, r.get_int(key)
+        elif key == "speculative_eagle_topk":
+            yield key, r.get_int(key, maximum=limits.MAX_DIM)
+        elif key in _MEMORY_KNOBS:
+            yield key, r.get_bytes(key, minimum=limits.MIN_MEMORY_KNOB_BYTES)
+        elif key == "non_kv_other":
             yield key, r.get_bytes(key, minimum=0)
         elif key in ("mem_fraction_static", "gpu_memory_utilization"):
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
-            yield key, r.get_int(key, minimum=0)
+            yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
         elif key == "disable_cuda_graph":
             yield key, r.get_bool(key)
         elif key == "engine":
@@ -582,9 +799,37 @@ def _knob_values(r: Reader) -> Iterator[tuple[str, Any]]:
                 except InputError as e:
                     r.fail(key, str(e))
         elif key in ("model", "engine_version", "attention_backend"):
+            value = r.data[key]
+            if isinstance(value, int | float) and not isinstance(value, bool) and key == "engine_version":
+                r.fail(key, f'write the version as a string, e.g. engine_version: "{value}" (YAML read {value!r})')
             yield key, str(r.get_str(key))
         else:
-            r.fail(key, f"unknown key{_suggest(key, KNOBS)}")
+            r.fail(key, f"unknown key{_suggest(key, KNOBS)}; the knobs are: {_knobs_list()}")
+
+
+def _normalized(doc: Doc) -> Doc:
+    """The top-level keys under kvplan's knob names (engine spellings accepted), lines kept."""
+    if not isinstance(doc.data, dict):
+        return doc
+    data: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    lines = dict(doc.lines)
+    for key, value in doc.data.items():
+        name = canonical_key(str(key)) if str(key) not in _DEPLOY_META else str(key)
+        if name in data:
+            raise ConfigError(
+                f"given twice: as {origin[name]!r} (line {doc.line((origin[name],))}) and as {key!r}",
+                source=doc.source,
+                key=name,
+                line=doc.line((key,)),
+            )
+        data[name] = value
+        origin[name] = str(key)
+        if name != key:
+            for path, line in doc.lines.items():
+                if path[:1] == (key,):
+                    lines[(name, *path[1:])] = line
+    return Doc(data, doc.source, lines, doc.strict)
 
 
 def parse_set(items: list[str] | tuple[str, ...]) -> Doc:
@@ -592,14 +837,17 @@ def parse_set(items: list[str] | tuple[str, ...]) -> Doc:
     data: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise InputError(f"--set {item!r}: expected KEY=VALUE, e.g. --set dcp=8")
-        key, value = (s.strip() for s in item.split("=", 1))
-        key = ALIASES.get(key.replace("-", "_"), key.replace("-", "_"))
+            raise InputError(f"--set {_show(item)}: expected KEY=VALUE, e.g. --set dcp=8 (knobs: {_knobs_list()})")
+        raw_key, value = (s.strip() for s in item.split("=", 1))
+        key = canonical_key(raw_key)
         if not value:
-            raise InputError(f"--set {item!r}: empty value")
+            raise InputError(f"--set {_show(item)}: empty value")
         if key in data:
             raise InputError(f"--set {key} given twice")
-        data[key] = _scalar(value)
+        try:
+            data[key] = _scalar(value)
+        except InputError as e:
+            raise type(e)(f"--set: {key}: {e}") from None
     return Doc(data, "--set")
 
 
@@ -609,45 +857,97 @@ def _scalar(text: str) -> Any:
         return low == "true"
     if low in ("null", "none", "default"):
         return None
-    try:
-        return int(text)
-    except ValueError:
-        return text  # fractions, sizes and versions ('0.5.23', '0.1') stay text for the typed readers
+    if re.fullmatch(r"[+-]?\d+(?:_\d+)*", text):
+        return limits.int_text(text, name="value")
+    return text  # fractions, sizes and versions ('0.5.23', '0.1') stay text for the typed readers
+
+
+def _engine_name(engine: str) -> str:
+    return {"sglang": "SGLang", "vllm": "vLLM"}.get(engine, engine)
+
+
+def _check_engine_knobs(values: dict[str, Any], engine: str, blame: Callable[..., Reader]) -> None:
+    """A knob only the other engine reads is an error naming this engine's own knob (one table: ENGINE_KNOBS)."""
+    for knob, (owner, instead) in ENGINE_KNOBS.items():
+        if knob in values and owner != engine:
+            own, other = _engine_name(owner), _engine_name(engine)
+            article = "an" if own[0] in "SAEIOU" else "a"
+            what = f"{other}'s is {instead}" if instead in KNOBS else f"{other} has none ({instead})"
+            blame(knob).fail(knob, f"{knob} is {article} {own} knob; {what}")
 
 
 def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> Deployment:
-    """A deployment preset or YAML file, with `--set` overrides applied on top."""
-    doc = _resolve("deployments", ref or DEFAULT_DEPLOYMENT)
+    """A deployment preset or YAML file, with `--set` overrides applied on top.
+
+    Only ``model`` is required; the rest is defaulted and the defaults are recorded on the Deployment
+    (``defaulted``) so that the output says which values kvplan chose.
+    """
+    doc = _normalized(_resolve("deployments", ref if ref is not None else DEFAULT_DEPLOYMENT))
     r = Reader(doc)
-    _check_schema(r)
-    for key in list(r.data):
-        if key in ALIASES:
-            r.fail(key, f"write {ALIASES[key]!r} (kvplan's name for this knob)")
+    defaulted: list[tuple[str, str, str]] = []
+    if not r.has("schema_version"):
+        defaulted.append(("schema_version", str(SCHEMA_VERSION), "the current schema"))
+    _check_schema(r, required=False)
     values = dict(_knob_values(r))
     override = Reader(parse_set(sets))
-    overridden = dict(_knob_values(override))
+    overridden = dict(_knob_values(override, override=True))
     cleared = {k for k, v in override.data.items() if v is None}
     values.update(overridden)
     for k in cleared:
         values.pop(k, None)
-    for required in ("model", "engine", "gpu"):
-        if required not in values:
-            r.fail(required, "missing (required)")
+
+    def blame(*keys: str) -> Reader:
+        return override if any(k in override.data for k in keys) else r
+
+    def default(knob: str, value: Any, shown: str, why: str) -> None:
+        values[knob] = value
+        defaulted.append((knob, shown, why))
+
+    if "model" not in values:
+        r.fail("model", "missing (required): the model served, a preset such as glm-5.3 or a model file")
+    if "engine" not in values:
+        default("engine", DEFAULT_ENGINE, DEFAULT_ENGINE, "kvplan's default engine")
     engine = values["engine"]
     if "engine" in overridden and "engine_version" not in overridden:
         values["engine_version"] = ENGINES[engine][0]  # switching engines takes the new engine's semantics
-    version = values.setdefault("engine_version", ENGINES[engine][0])
+    if "engine_version" not in values:
+        default("engine_version", ENGINES[engine][0], ENGINES[engine][0], "the newest version kvplan models")
+    version = values["engine_version"]
     if version not in ENGINES[engine]:
         where = override if "engine_version" in overridden or "engine" in overridden else r
         where.fail("engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}")
+    _check_engine_knobs(values, engine, blame)
+    if "gpu" not in values:
+        default("gpu", find_gpu(DEFAULT_GPU), DEFAULT_GPU, "kvplan's default GPU")
+    if "gpus_per_node" not in values:
+        default("gpus_per_node", DEFAULT_GPUS_PER_NODE, str(DEFAULT_GPUS_PER_NODE), "one 8-GPU node")
+    if "nodes" not in values:
+        default("nodes", 1, "1", "one node")
+    gpus = values["gpus_per_node"] * values["nodes"]
+    if gpus > limits.MAX_GPUS:
+        blame("nodes", "gpus_per_node").fail(
+            "nodes", f"{values['nodes']:,} nodes × {values['gpus_per_node']:,} GPUs is past kvplan's limit of"
+            f" {limits.MAX_GPUS:,} GPUs"
+        )  # fmt: skip
+    if "tp" not in values:
+        tp = max(gpus // values.get("pp", 1), 1)
+        default(
+            "tp",
+            tp,
+            str(tp),
+            f"all {gpus} GPUs / pp {values.get('pp', 1)} ({_engine_name(engine)}'s own default is 1, which no"
+            " large model fits)",
+        )
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
         description=r.get_str("description", default=""),
-        explicit=frozenset(values) - {"model", "engine", "gpu"},
+        explicit=frozenset(values) - {"model", "engine", "gpu"} - {d[0] for d in defaulted},
+        defaulted=tuple(defaulted),
         **values,
     )
     _check_layout(dep, r, override)
+    _check_memory(dep, blame)
     return dep
 
 
@@ -665,6 +965,18 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("tp", "pp", "nodes", "gpus_per_node").fail(
             "tp", f"tp {d.tp} × pp {d.pp} needs more GPUs than {d.nodes} node(s) × {d.gpus_per_node}"
         )
+
+
+def _check_memory(d: Deployment, blame: Callable[..., Reader]) -> None:
+    """A GPU cannot hold more than its memory: every per-GPU byte knob is at most the GPU's NVML total."""
+    total = d.gpu.nvml_total_bytes
+    for knob in (*_MEMORY_KNOBS, "non_kv_other"):
+        value = getattr(d, knob)
+        if value is not None and value > total:
+            blame(knob, "gpu").fail(
+                knob,
+                f"{value:,} B is more than the whole GPU ({d.gpu.name}: {total:,} B = {total // MiB:,} MiB NVML total)",
+            )
 
 
 def load_requirements(ref: str) -> Requirements:
