@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
-from kvplan.units import cdiv
+from kvplan.units import MiB, cdiv
 
 
 @dataclass(frozen=True)
@@ -183,3 +184,30 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
         est,
         f"default: estimated from {arch.total_params:,} parameters split {split}",
     )
+
+
+def does_not_start(why: str) -> PlanError:
+    """The error for a deployment no engine could start (impossible memory figures): exit 2, no arithmetic on it."""
+    return PlanError(f"the engine does not start: {why}")
+
+
+def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, free_label: str) -> None:
+    """Refuse figures no engine can start with, before any arithmetic divides by them or goes negative.
+
+    - a GPU under 1 MiB (SGLang's heuristic reads the total in MiB and divides by it);
+    - no memory free before loading (a ``pre_load_free`` above the GPU's total is refused where the deployment
+      is loaded, kvplan.models.load; the doctor plans such budgets on purpose to pin a row count);
+    - weights that do not fit in the memory free before loading (the engine runs out of memory loading them).
+    """
+    gpu = dep.gpu
+    if gpu.nvml_total_bytes < MiB or gpu.cuda_total_bytes < MiB:
+        raise does_not_start(
+            f"GPU {gpu.name!r} has {gpu.nvml_total_bytes:,} B (NVML) / {gpu.cuda_total_bytes:,} B (CUDA), under 1 MiB"
+        )
+    if free_before_load <= 0:
+        raise does_not_start(f"{free_label} is {free_before_load:,} B: nothing is left to load the weights into")
+    if weights > free_before_load:
+        raise does_not_start(
+            f"the weights per GPU ({weights:,} B) do not fit in the {free_label} ({free_before_load:,} B): "
+            "loading them runs out of memory"
+        )

@@ -11,7 +11,16 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10. In short, on
 from __future__ import annotations
 
 from kvplan.engines.backends import check_backend, check_serves, dsa_fp8_layout, platform_label
-from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
+from kvplan.engines.common import (
+    Cell,
+    Knob,
+    PoolPlan,
+    Term,
+    check_gpu_memory,
+    memory_map,
+    resolve,
+    weights_knob,
+)
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
@@ -182,6 +191,20 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         draft_indexer_bytes=draft_idx,
     )
 
+    # ---- memory before and after the weights (checked before any arithmetic uses them)
+    overhead_k = resolve(dep, "runtime_overhead", DEFAULT_RUNTIME_OVERHEAD, "assumed CUDA context + NCCL")
+    overhead = overhead_k.as_int()
+    pre_k = resolve(
+        dep,
+        "pre_load_free",
+        dep.gpu.cuda_total_bytes - overhead,
+        "CUDA total of the GPU − runtime_overhead",
+    )
+    pre = pre_k.as_int()
+    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
+    weights = w_k.as_int()
+    check_gpu_memory(dep, weights=weights, free_before_load=pre, free_label="pre-load free memory")
+
     # ---- memory fraction
     gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
     chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp)
@@ -199,24 +222,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     mfs = mfs_k.as_float()
 
     # ---- available bytes (SGLang computes in GiB floats)
-    overhead_k = resolve(dep, "runtime_overhead", DEFAULT_RUNTIME_OVERHEAD, "assumed CUDA context + NCCL")
-    overhead = overhead_k.as_int()
-    pre_k = resolve(
-        dep,
-        "pre_load_free",
-        dep.gpu.cuda_total_bytes - overhead,
-        "CUDA total of the GPU − runtime_overhead",
-    )
-    pre = pre_k.as_int()
-    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
-    weights = w_k.as_int()
     pre_gib = pre / GiB
     free_after_gib = (pre - weights) / GiB
     slack_gib = pre_gib * (1 - mfs)
     rest_gib = free_after_gib - slack_gib
     available = int(rest_gib * GiB)
     startup_error = None
-    if rest_gib <= 0:
+    if rest_gib <= 0 or available <= 0:
         startup_error = f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
         available = 0
 
@@ -230,15 +242,15 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         startup_error = "the KV budget holds less than one page: SGLang cannot build a pool"
 
     # ---- what is really allocated (padding rows and pages are outside cell_size)
-    index_buf_size = (rows + page) * dcp - page
-    index_pages = (index_buf_size + page + 1) // page
+    index_buf_size = (rows + page) * dcp - page if rows else 0
+    index_pages = (index_buf_size + page + 1) // page if rows else 0
     index_page_bytes = (
         page // arch.index_kpool * (arch.index_head_dim + arch.index_head_dim // 128 * 4) if arch.is_dsa else 0
     )
-    mla_alloc = (rows + page) * mla_row * arch.num_layers
+    mla_alloc = (rows + page) * mla_row * arch.num_layers if rows else 0
     idx_alloc = index_pages * index_page_bytes * indexer_layers
     draft_alloc = 0
-    if draft_layers:
+    if draft_layers and rows:
         d_size, d_page = rows * dcp, page * dcp
         d_pages = (d_size + d_page + 1) // d_page
         draft_alloc = (d_size + d_page) * mla_row * draft_layers + d_pages * d_page * idx_row * draft_layers

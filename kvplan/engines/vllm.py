@@ -13,7 +13,16 @@ from __future__ import annotations
 import math
 
 from kvplan.engines.backends import check_backend, check_serves, platform_label
-from kvplan.engines.common import Cell, Knob, PoolPlan, Term, memory_map, resolve, weights_knob
+from kvplan.engines.common import (
+    Cell,
+    Knob,
+    PoolPlan,
+    Term,
+    check_gpu_memory,
+    memory_map,
+    resolve,
+    weights_knob,
+)
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment, Gpu
@@ -179,6 +188,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         indexer_layers=indexer_layers,
     )
     total = dep.gpu.cuda_total_bytes
+    check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
     requested = math.ceil(total * util)
     non_kv = weights + sum(buffers.values()) + other
     if dep.kv_cache_memory is not None:

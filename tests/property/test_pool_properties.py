@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.engines import plan_pool
+from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB
@@ -69,3 +70,23 @@ def test_memory_map_adds_up_to_the_gpu(engine: str, w: int, dcp: int, mtp: int) 
     p = plan(engine, weights_per_gpu=w, dcp=dcp, speculative_num_draft_tokens=mtp, context_length=131072)
     assert sum(s.bytes for s in p.memory_map) == p.deployment.gpu.nvml_total_bytes
     assert all(s.bytes >= 0 for s in p.memory_map if s.label != "reserve")
+
+
+@given(
+    engines,
+    st.integers(min_value=1, max_value=200 * GiB),
+    st.integers(min_value=0, max_value=4 * GiB),
+    st.integers(min_value=1, max_value=300 * GiB),
+)
+def test_any_gpu_and_weights_plan_or_refuse(engine: str, total: int, driver: int, w: int) -> None:
+    """Whatever the GPU and the weights: exit 2 (PlanError) or a plan with nothing negative; never a crash."""
+    gpu = replace(DEPLOYS[engine].gpu, key="custom", nvml_total_bytes=total + driver, cuda_total_bytes=total)
+    try:
+        p = plan(engine, gpu=gpu, weights_per_gpu=w, context_length=131072)
+    except PlanError as e:
+        assert str(e).startswith("the engine does not start: ")
+        return
+    assert p.available_bytes >= 0 and p.rows >= 0 and p.usable_pages >= 0 and p.allocated_bytes >= 0
+    assert all(s.bytes >= 0 for s in p.memory_map if s.label != "reserve")
+    if engine == "sglang":
+        assert (p.rows == 0) == (p.startup_error is not None)

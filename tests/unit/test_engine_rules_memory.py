@@ -1,0 +1,78 @@
+"""Impossible memory figures never reach the arithmetic (issue 10, engine side).
+
+A custom GPU of 1 B used to divide by zero in SGLang's mem-fraction heuristic (total // MiB = 0); weights larger
+than the GPU gave a pool plan with a negative reserve. Now: PlanError "the engine does not start: ..." (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines import plan_pool
+from kvplan.errors import InputError, PlanError
+from kvplan.models.load import load_deployment, load_model
+from kvplan.units import GiB
+from tests.conftest import make_plan
+
+DEPLOYS = ("glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm")
+
+
+@pytest.mark.parametrize("deploy", DEPLOYS)
+@pytest.mark.parametrize("total", [1, 1024 * 1024 - 1])
+def test_a_gpu_under_one_mib_does_not_start(deploy: str, total: int) -> None:
+    dep = load_deployment(deploy)
+    tiny = replace(dep.gpu, key="custom", name="tiny", nvml_total_bytes=total, cuda_total_bytes=total)
+    with pytest.raises(PlanError, match=r"^the engine does not start: GPU 'tiny' has"):
+        plan_pool(load_model("glm-5.3"), replace(dep, gpu=tiny))
+
+
+def plan(deploy: str, **changes: object):  # type: ignore[no-untyped-def]
+    """The engine plan of a preset with fields replaced directly (past the loader's own checks)."""
+    return plan_pool(load_model("glm-5.3"), replace(load_deployment(deploy), **changes))  # type: ignore[arg-type]
+
+
+# SGLang: pre-load free = CUDA total 143,156 MiB − 1 GiB = 142,132 MiB; 142,133 MiB of weights do not load.
+# vLLM: 143,500 MiB of weights exceed the CUDA total of 143,156 MiB (both below the NVML total of 143,771 MiB
+# that the loader checks): the engine runs out of memory loading them.
+@pytest.mark.parametrize(("deploy", "weights"), [(DEPLOYS[0], 142_133 * 2**20), (DEPLOYS[1], 143_500 * 2**20)])
+def test_weights_larger_than_the_memory_do_not_start(deploy: str, weights: int) -> None:
+    with pytest.raises(PlanError, match=r"^the engine does not start: the weights per GPU .* do not fit"):
+        plan(deploy, weights_per_gpu=weights)
+
+
+def test_pre_load_free_of_nothing_does_not_start() -> None:
+    # runtime_overhead of the whole CUDA total: pre-load free = 143,156 MiB − 143,156 MiB = 0
+    with pytest.raises(PlanError, match="pre-load free memory is 0 B"):
+        plan(DEPLOYS[0], runtime_overhead=143_156 * 2**20)
+
+
+def test_weights_that_leave_no_kv_budget_build_no_pool() -> None:
+    # 130 GiB fit in the 138.8 GiB pre-load free but not beside the slack (138.8 × 0.114 = 15.8 GiB): SGLang starts
+    # loading, then refuses to build a pool. No pool rows, and no padding rows or index pages either
+    # (before: (0 + 64) rows × 656 × 78 B of MLA "allocated" for a pool that does not exist).
+    p = make_plan(weights_per_gpu="130GiB")
+    assert p.startup_error is not None and p.rows == 0
+    assert p.allocated_bytes == 0
+    assert all(s.bytes >= 0 for s in p.memory_map)
+    assert sum(s.bytes for s in p.memory_map) == p.deployment.gpu.nvml_total_bytes
+
+
+def test_a_custom_gpu_of_one_byte_from_a_file_is_bad_input(tmp_path: Path) -> None:
+    f = tmp_path / "tiny.yaml"
+    f.write_text(
+        "schema_version: 1\nmodel: glm-5.3\nengine: sglang\ntp: 1\n"
+        "gpu: {name: tiny, nvml_total: 1B, cuda_total: 1B, sm: 90}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError):  # refused where it is loaded, or by the engine plan: never ZeroDivisionError
+        dep = load_deployment(str(f))
+        plan_pool(load_model("glm-5.3"), dep)
+
+
+def test_weights_just_below_the_budget_still_plan() -> None:
+    # 100 GiB of weights: 138.80 − 100 − 15.82 = 22.98 GiB of KV budget -> a pool, no error
+    p = make_plan(weights_per_gpu="100GiB")
+    assert p.startup_error is None and p.rows > 0 and p.available_bytes < 23 * GiB
