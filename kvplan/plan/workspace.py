@@ -63,7 +63,17 @@ class PrefillChunking:
 
     @property
     def chunk_bytes(self) -> int:
+        """A full chunk: rows_per_chunk × cols × 4 (the peak; the last chunk may be smaller)."""
         return self.rows_per_chunk * self.cols * LOGITS_BYTES_PER_ELEM
+
+    @property
+    def last_chunk_rows(self) -> int:
+        """rows − (chunks − 1) × rows_per_chunk: the remainder the last chunk scores."""
+        return self.rows - (self.chunks - 1) * self.rows_per_chunk
+
+    @property
+    def last_chunk_bytes(self) -> int:
+        return self.last_chunk_rows * self.cols * LOGITS_BYTES_PER_ELEM
 
 
 def sglang_prefill_chunking(rows: int, cols: int, budget: int) -> PrefillChunking:
@@ -93,7 +103,7 @@ class WorkspaceQuery:
     draft_tokens: int | None = None
     """MTP draft tokens; None = the deployment's."""
     ctx: int | None = None
-    """Context of each running request; None = the engine's context length."""
+    """Context of each running request; None = :func:`default_ctx` (the longest the pool holds for the batch)."""
     chunk: int | None = None
     """Prefill chunk (query rows); None = the engine's chunked_prefill_size / max_num_batched_tokens."""
 
@@ -183,7 +193,7 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
             f"{pre.rows:,} rows × {pre.cols:,} keys × 4 B"
             + (f" in {pre.chunks:,} chunks of {pre.rows_per_chunk:,} rows" if pre.chunks > 1 else ", one chunk"),
         ),
-        Item("prefill top-k indices", pre.rows * topk * TOPK_INDEX_BYTES, "prefill", f"{pre.rows:,} × {topk} × 4 B"),
+        Item("prefill top-k indices", pre.rows * topk * TOPK_INDEX_BYTES, "prefill", f"{pre.rows:,} × {topk:,} × 4 B"),
         Item(
             "decode logits",
             rows * logits_row_bytes(decode_cols, aligned=True),
@@ -191,7 +201,7 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
             f"{batch:,} × (1 + {draft}) rows × {decode_cols:,} keys × 4 B, not budgeted by SGLang",
             in_budget=False,
         ),
-        Item("decode top-k indices", rows * topk * TOPK_INDEX_BYTES, "decode", f"{rows:,} × {topk} × 4 B"),
+        Item("decode top-k indices", rows * topk * TOPK_INDEX_BYTES, "decode", f"{rows:,} × {topk:,} × 4 B"),
     ]
     return items, p.extras["slack_bytes"], budget
 
@@ -208,7 +218,7 @@ def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tu
             "topk_indices_buffer",
             e.get("topk_indices_buffer_bytes", 0),
             "persistent",
-            f"{mnbt:,} × {topk} × 4 B" + (" × 2 (MTP copy)" if p.deployment.mtp else ""),
+            f"{mnbt:,} × {topk:,} × 4 B" + (" × 2 (MTP copy)" if p.deployment.mtp else ""),
         ),
         Item("per-layer top-k", e.get("physical_topk_bytes", 0), "persistent", "one (rows + 1) × top-k per indexer"),
         Item(
@@ -233,9 +243,19 @@ def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tu
     return items, room, VLLM_MAX_LOGITS_BYTES
 
 
+def default_ctx(plan: PoolPlan, batch: int) -> int:
+    """The context a workspace question asks about when none is given: the longest that ``batch`` requests can
+    each hold in the pool at once (whole pages), capped at the context length. A pool the engine would not build
+    (or one page short of a request each) leaves the context length itself."""
+    pages_each = plan.usable_pages // batch if batch > 0 else 0
+    if plan.startup_error or pages_each <= 0:
+        return plan.context_len
+    return min(plan.context_len, pages_each * plan.logical_page_tokens)
+
+
 def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
     draft = plan.deployment.speculative_num_draft_tokens if q.draft_tokens is None else q.draft_tokens
-    ctx = q.ctx or plan.context_len
+    ctx = q.ctx or default_ctx(plan, q.batch)
     if plan.engine == "sglang":
         chunk = q.chunk or plan.knob("chunked_prefill_size").as_int()
         items, room, budget = _sglang_items(plan, q.batch, draft, ctx, chunk)
@@ -295,6 +315,7 @@ def _grow(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
 def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
     """Search batch, MTP draft tokens and context, one at a time, for the first thing to hit the wall."""
     base = workspace(plan, q)
+    q = replace(q, ctx=base.ctx)  # grow the batch at the query's context, not at each batch's default
 
     def at(p: PoolPlan, **changes: int) -> Workspace:
         return workspace(p, replace(q, **changes))

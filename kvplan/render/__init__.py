@@ -314,9 +314,10 @@ def _column_plan(s: Section, width: int) -> list[int] | None:
     widths = list(low)
     spare = room - sum(widths)
     # fair shares, the cheapest wish first: short labels get their whole width, long prose shares the rest
-    order = sorted(range(ncols), key=lambda j: high[j] - low[j])
+    figure = [all(_is_figure(row[j]) for row in rows) for j in range(ncols)]
+    order = sorted(range(ncols), key=lambda j: (not figure[j], high[j] - low[j]))  # figures on one line first
     for n, j in enumerate(order):
-        give = min(high[j] - low[j], spare // (ncols - n))
+        give = min(high[j] - low[j], spare if figure[j] else spare // (ncols - n))
         widths[j] += give
         spare -= give
     return widths

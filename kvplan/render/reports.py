@@ -160,6 +160,36 @@ def workspace_section(w: Workspace) -> Section:
     return Section(head, tuple(rows), ("buffer", "size", "phase", "what"))
 
 
+def _chunks_text(pre: Any) -> str:
+    """'one chunk', '11 chunks of 3.18 GiB' or '2 chunks: 1 of 3.19 GiB, the last of 0.81 GiB'."""
+    if pre.chunks == 1:
+        return f"one chunk of {size(pre.chunk_bytes)}"
+    if pre.last_chunk_rows == pre.rows_per_chunk:
+        return f"{pre.chunks:,} chunks of {size(pre.chunk_bytes)}"
+    full = pre.chunks - 1
+    return (
+        f"{pre.chunks:,} chunks: {full:,} of {size(pre.chunk_bytes)}, the last ({pre.last_chunk_rows:,} rows) "
+        f"of {size(pre.last_chunk_bytes)}"
+    )
+
+
+def pool_context_section(w: Workspace) -> Section:
+    """Whether the pool holds the batch: context for the workspace verdict, not part of it."""
+    p = w.plan
+    need = w.batch * p.pages_for(w.ctx)
+    rows = (
+        ("requests × context", f"{w.batch:,} × {w.ctx:,}", "the context defaults to the longest the pool holds"),
+        ("pages needed / usable", f"{need:,} / {p.usable_pages:,}", f"of {p.logical_page_tokens} tokens"),
+        ("running requests", f"{w.batch:,} / {p.max_running_requests:,}", "batch / max_running_requests"),
+        (
+            "the pool holds them",
+            "yes" if w.pool_fits else "no",
+            "engine would not start" if p.startup_error else "not part of the verdict",
+        ),
+    )
+    return Section("The pool (context, not the verdict)", rows, ("", "", ""))
+
+
 def workspace_data(w: Workspace) -> dict[str, Any]:
     return {
         "batch": w.batch,
@@ -172,7 +202,13 @@ def workspace_data(w: Workspace) -> dict[str, Any]:
         "left_bytes": w.left_bytes,
         "fits": w.fits,
         "logits_budget_bytes": w.budget_bytes,
-        "prefill": {**asdict(w.prefill), "chunk_bytes": w.prefill.chunk_bytes},
+        "pool_fits": w.pool_fits,
+        "prefill": {
+            **asdict(w.prefill),
+            "chunk_bytes": w.prefill.chunk_bytes,
+            "last_chunk_rows": w.prefill.last_chunk_rows,
+            "last_chunk_bytes": w.prefill.last_chunk_bytes,
+        },
     }
 
 
@@ -190,7 +226,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
             else "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
         ),
         ("budget checked", "yes" if pre.checked else "no", "rows × keys >= 8,000,000" if p.engine == "sglang" else ""),
-        ("rows per chunk", count(pre.rows_per_chunk), f"{pre.chunks:,} chunk(s), {size(pre.chunk_bytes)} each"),
+        ("rows per chunk", count(pre.rows_per_chunk), _chunks_text(pre)),
     )
     wall_rows = tuple(
         (
@@ -200,18 +236,19 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         )
         for wl in walls
     )
-    ok = w.fits and w.pool_fits
+    ok = w.fits  # the verdict is about the workspaces; the pool is context (its own section)
     verdict = (
         f"FITS: {gib(w.peak_bytes)} of workspaces in {gib(w.room_bytes)}, {gib(w.left_bytes)} left"
         if ok
-        else f"DOES NOT FIT: {'the pool' if not w.pool_fits else 'the workspaces'} at batch {w.batch:,}, "
-        f"context {w.ctx:,}"
+        else f"DOES NOT FIT: {gib(w.peak_bytes)} of workspaces in {gib(w.room_bytes)}, "
+        f"{gib(-w.left_bytes)} over, at batch {w.batch:,}, context {w.ctx:,}"
     )
     return Report(
         "workspace",
         title("workspace", p),
         (
             workspace_section(w),
+            pool_context_section(w),
             Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),
             Section(
                 "Growing one knob at a time: the largest value that fits, and what breaks next",

@@ -10,6 +10,7 @@ from kvplan.plan.admit import Request, admit
 from kvplan.plan.budget import footprint
 from kvplan.plan.workspace import (
     WorkspaceQuery,
+    default_ctx,
     logits_row_bytes,
     sglang_prefill_chunking,
     sglang_static_budget,
@@ -163,3 +164,48 @@ def test_walls_when_already_over() -> None:
     # a 1M request does not fit the default pool (8,869 pages < 16,384): no knob can grow from there
     ws = walls(make_plan(), WorkspaceQuery(batch=1, ctx=M, draft_tokens=3))
     assert all(w.largest_fitting == -1 and w.breaks == "pool pages" for w in ws)
+
+
+def test_the_last_chunk_is_the_remainder() -> None:
+    # 8,192 rows × 131,072 keys × 4 B = 4 GiB against a 3 GiB budget: 3 GiB // (131,072 × 4) = 6,144 rows a
+    # chunk -> cdiv(8,192, 6,144) = 2 chunks, the last of 8,192 − 6,144 = 2,048 rows = 2,048 × 524,288 B = 1 GiB
+    c = sglang_prefill_chunking(8192, 128 * 1024, 3 * GiB)
+    assert (c.rows_per_chunk, c.chunks, c.last_chunk_rows) == (6_144, 2, 2_048)
+    assert (c.chunk_bytes, c.last_chunk_bytes) == (3 * GiB, 1 * GiB)
+    # even chunks: 8,192 rows in chunks of 4,096 (budget 2 GiB): the last is a full one
+    even = sglang_prefill_chunking(8192, 128 * 1024, 2 * GiB)
+    assert (even.chunks, even.last_chunk_rows, even.last_chunk_bytes) == (2, 4_096, 2 * GiB)
+
+
+def test_chunks_are_described_with_the_smaller_last_one() -> None:
+    # Regression: "2 chunk(s), 3.00 GiB each" when the second chunk is 1 GiB (numbers from the test above;
+    # 3 GiB = 3,221,225,472 B = 3.22 GB, 1 GiB = 1,073,741,824 B = 1.07 GB)
+    from kvplan.render.reports import _chunks_text
+
+    text = _chunks_text(sglang_prefill_chunking(8192, 128 * 1024, 3 * GiB))
+    assert text == "2 chunks: 1 of 3.00 GiB (3.22 GB), the last (2,048 rows) of 1.00 GiB (1.07 GB)"
+    assert _chunks_text(sglang_prefill_chunking(8192, 128 * 1024, 2 * GiB)) == "2 chunks of 2.00 GiB (2.15 GB)"
+    # below the budget: 8,192 × 1,024 × 4 B = 32 MiB (33.55 MB), one chunk
+    assert _chunks_text(sglang_prefill_chunking(8192, 1024, 3 * GiB)) == "one chunk of 32.00 MiB (33.55 MB)"
+
+
+def test_default_context_is_the_longest_the_pool_holds() -> None:
+    # The pool holds 8,869 pages of 64 tokens (567,616 tokens) < the 1,048,576 context length:
+    # one request defaults to 567,616; four to 8,869 // 4 = 2,217 pages = 141,888 tokens each
+    p = make_plan()
+    assert (p.usable_pages, p.logical_page_tokens, p.context_len) == (8_869, 64, M)
+    assert default_ctx(p, 1) == 567_616
+    assert default_ctx(p, 4) == 2_217 * 64 == 141_888
+    assert workspace(p, WorkspaceQuery()).ctx == 567_616 and workspace(p, WorkspaceQuery()).pool_fits
+    # more requests than pages: no context fits, so the context length itself
+    assert default_ctx(p, 10_000) == M
+    # a pool larger than the context length: the context length (capped)
+    big = make_plan(context_length=131_072)
+    assert default_ctx(big, 1) == 131_072
+
+
+def test_walls_grow_the_batch_at_the_querys_context() -> None:
+    # With no --ctx the context is the default for batch 1 (567,616 tokens = all 8,869 pages), and the batch
+    # wall grows at that context: a second request does not fit in the pool.
+    ws = {w.knob: w for w in walls(make_plan(), WorkspaceQuery())}
+    assert ws["batch"].largest_fitting == 1 and ws["batch"].breaks == "pool pages"
