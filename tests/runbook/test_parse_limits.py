@@ -1,0 +1,279 @@
+"""Hostile logs (issue 10): every pattern of the parser is linear, wrapped lines join in linear time, long
+figures are not converted, and log files are streamed (regular files only, a bounded readline, limits.LOG)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from kvplan import limits
+from kvplan.runbook import parse
+from kvplan.runbook.parse import Args, LogError, log_lines, parse_log
+from tests.runbook.conftest import LOGS
+
+N = 1 << 20
+"""1 MiB of pathological text per line (the line cap, limits.MAX_LINE_CHARS)."""
+BUDGET_S = 0.5
+"""Generous for CI: a linear pattern takes a few milliseconds over 1 MiB; a quadratic one takes seconds."""
+
+# For each pattern: (a text that starts a match, the characters the pattern would loop on after it).
+PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
+    "_ANSI": [("\x1b[", "0"), ("\x1b[", " "), ("\x1b]", "a"), ("[1", ";1")],
+    "_START": [
+        ("(", "a"),
+        ("(a ", "b"),
+        ("(a pid=", "1"),
+        ("INFO", " "),
+        ("INFO 03-01 12:00:00.", "1"),
+        ("[2026-03-01 12:00:00", "x"),
+        ("[2026-03-01 12:00:00.", "1"),
+    ],
+    "_CONTAINER": [("", "a"), ("a", " "), ("2026-03-01 12:00:00", "0"), ("2026-03-01T", ":")],
+    "_ARG_INT": [("-", "1"), ("", "1")],
+    "_ARG_NUMBER": [("1.", "1"), ("", "1")],
+    "_DICT_ITEM": [("'", "a"), ("'a':", " "), ("'a': '", "b"), ("'a': ", "b")],
+    "_LOAD_AVAIL": [("avail mem=", "1"), ("avail mem=1.", "1")],
+    "_LOAD_USAGE": [("mem usage=", "1")],
+    "_LOAD_TYPE": [("type=", "a")],
+    "_LOAD_DTYPE": [("dtype=", "a.")],
+    "_LOAD_QUANT": [("quant=", "a")],
+    "_SG_ARGS": [("server_args=ServerArgs", "(")],
+    "_SG_BASELINE": [("Memory baseline taken. mem usage=", "1")],
+    "_SG_LOAD_BEGIN": [("Load weight begin. avail mem=", "1")],
+    "_SG_LOAD_END": [("Load weight end.", "x"), ("Load weight end.", "Load weight")],
+    "_SG_KV": [
+        ("KV Cache is allocated. dtype: ", "a"),
+        ("KV Cache is allocated. #tokens: ", "1"),
+        ("KV Cache is allocated. #tokens: 1, KV size: ", "1"),
+    ],
+    "_SG_POOL_END": [("Memory pool end. avail mem=", "1")],
+    "_SG_SUMMARY": [
+        ("max_total_num_tokens=", "1"),
+        (
+            "max_total_num_tokens=1, chunked_prefill_size=1, max_prefill_tokens=1, max_running_requests=1, "
+            "context_len=",
+            "1",
+        ),
+    ],
+    "_SG_PAGE": [("Setting page size to ", "1")],
+    "_SG_KV_DTYPE": [("Setting KV cache dtype to ", "a")],
+    "_SG_BACKENDS": [("Set DSA backends for ", "a"), ("Set DSA backends for a KV Cache: prefill=", "a")],
+    "_SG_ERROR": [("Not enough memory", ". ")],
+    "_VL_VERSION": [("vLLM API server version ", "a")],
+    "_VL_ENGINE": [
+        ("Initializing a V1 LLM engine (v", "1"),
+        ("Initializing a V1 LLM engine (v1) with config: ", "a=("),
+    ],
+    "_VL_NON_DEFAULT": [("non-default args: {", "{")],
+    "_VL_BLOCK": [("Setting kv cache block size to ", "1")],
+    "_VL_FORMAT": [("Using ", "a")],
+    "_VL_LOADING": [("Model loading took ", "1")],
+    "_VL_AVAILABLE": [("Available KV cache memory: ", "1")],
+    "_VL_OVERRIDE": [
+        ("Overriding num_gpu_blocks=", "1"),
+        ("Overriding num_gpu_blocks=1 with num_gpu_blocks_override=", "1"),
+    ],
+    "_VL_DCP": [("Multiplying the GPU KV cache size by the dcp_world_size ", "1")],
+    "_VL_KV_SIZE": [("GPU KV cache size: ", "1,"), ("GPU KV cache size: 1 tokens, Maximum concurrency for ", "1")],
+    "_VL_CONCURRENCY": [("Maximum concurrency for ", "1,"), (", Maximum concurrency for ", "1")],
+    "_VL_MAX_LEN": [("Using max model len ", "1")],
+    "_VL_ARCH": [("Resolved architecture: ", "a")],
+    "_VL_MAXLEN_ERROR": [
+        ("To serve at least one request with the model's max seq len (", "1"),
+        (
+            "To serve at least one request with the model's max seq len (1), (1 GiB KV cache is needed, which is "
+            "larger than the available KV cache memory (",
+            "1",
+        ),
+    ],
+    "_VL_NO_MEMORY": [("No available memory for the cache", " ")],
+}
+
+
+def _patterns() -> dict[str, re.Pattern[str]]:
+    return {k: v for k, v in vars(parse).items() if isinstance(v, re.Pattern)}
+
+
+def test_every_pattern_has_a_pathological_case() -> None:
+    # a new pattern in runbook/parse.py must be added to the table above (and so be shown linear)
+    assert sorted(_patterns()) == sorted(PATHOLOGICAL)
+
+
+def _lines(start: str, loop: str) -> list[str]:
+    """One start then 1 MiB of its loop; the start repeated with short loops; the start alone, repeated."""
+    return [
+        (start + loop * N)[:N],
+        ((start + loop * 3) * (N // (len(start) + 3 * len(loop)) + 1))[:N],
+        (start * (N // max(len(start), 1) + 1))[:N] if start else loop * N,
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_each_pattern_is_linear_on_a_pathological_line(name: str) -> None:
+    pattern = _patterns()[name]
+    for start, loop in PATHOLOGICAL[name]:
+        for line in _lines(start, loop):
+            t0 = time.perf_counter()
+            for _ in pattern.finditer(line):
+                pass
+            pattern.fullmatch(line)
+            took = time.perf_counter() - t0
+            assert took < BUDGET_S, f"{name} took {took:.2f} s on {start!r} + {loop!r}…"
+
+
+# --------------------------------------------------------------------------- the parse as a whole
+
+
+def _timed(text: str) -> float:
+    t0 = time.perf_counter()
+    with contextlib.suppress(LogError):
+        parse_log(text)
+    return time.perf_counter() - t0
+
+
+def test_repeated_non_default_args_is_linear() -> None:
+    # defect: `non-default args: (\{.*\})` rescanned to the line's end from every start: 41 s for 1 MB
+    line = "INFO 03-01 12:00:00 " + "non-default args: {" * (N // 19)
+    assert _timed(line) < BUDGET_S
+
+
+def test_non_default_args_still_read() -> None:
+    run = parse_log(
+        "INFO 03-01 12:00:00 non-default args: {'model': 'zai-org/GLM-5.3', 'block_size': 64}\n"
+        "INFO 03-01 12:00:01 Available KV cache memory: 30.5 GiB\n"
+    ).chosen
+    assert run.cli_args is not None and run.cli_args.value.integer("block_size") == 64
+
+
+def test_wrapped_lines_join_in_linear_time() -> None:
+    # defect: each line without a record prefix was joined by copying the whole record so far (quadratic:
+    # 2.5 s at 2 MB, 102 s at 10 MB); here 8 MB of wrapped lines after one record
+    text = "INFO 03-01 12:00:00 Available KV cache memory: 10.25 GiB\n" + ("x" * 79 + "\n") * (8 * N // 80)
+    t0 = time.perf_counter()
+    parsed = parse_log(text)
+    took = time.perf_counter() - t0
+    assert took < 4 * BUDGET_S, f"{took:.2f} s"
+    (avail,) = parsed.chosen.available_kv
+    assert avail.value.units == 1025 and avail.line == 1  # 10.25 GiB = 1025 hundredths
+    assert parsed.lines == 1 + 8 * N // 80
+
+
+def test_joined_record_stops_at_the_line_cap() -> None:
+    rec_parts = list(parse._records(iter(["INFO 03-01 12:00:00 a"] + ["x" * 1000] * 3000), parse._LineCount()))
+    (rec,) = rec_parts
+    assert rec.size == len(rec.text) == limits.MAX_LINE_CHARS  # 3,000,000+ characters offered, 1 MiB kept
+
+
+def test_long_figures_are_not_engine_lines() -> None:
+    # defect: a 5,000-digit figure passed Python's int-string limit (ValueError traceback); a 4,000-digit
+    # one was converted and carried into the arithmetic
+    for line in (
+        "[2026-03-01 12:00:00 TP0] max_total_num_tokens=" + "9" * 5000 + ", chunked_prefill_size=1, "
+        "max_prefill_tokens=1, max_running_requests=1, context_len=1",
+        "INFO 03-01 12:00:00 Available KV cache memory: " + "9" * 4000 + ".5 GiB",
+        "INFO 03-01 12:00:00 Available KV cache memory: 1." + "5" * 4000 + " GiB",
+        "INFO 03-01 12:00:00 Using max model len " + "9" * 5000,
+    ):
+        with pytest.raises(LogError, match="no engine startup lines recognised"):
+            parse_log(line)
+
+
+def test_thirty_digit_figures_are_read() -> None:
+    # boundary: MAX_INT_DIGITS = 30 digits is still a figure
+    run = parse_log("INFO 03-01 12:00:00 Available KV cache memory: " + "9" * 30 + ".25 GiB").chosen
+    (avail,) = run.available_kv
+    assert avail.value.units == int("9" * 30 + "25")
+
+
+def test_server_args_with_long_integers() -> None:
+    # defect: Args.integer ran int() on any run of digits (5,000 digits: ValueError)
+    args = Args((("tp_size", "9" * 5000), ("dp_size", "9" * 30), ("mem_fraction_static", "0." + "8" * 4000)))
+    assert args.integer("tp_size") is None
+    assert args.integer("dp_size") == int("9" * 30)
+    assert args.number("mem_fraction_static") is None
+
+
+# --------------------------------------------------------------------------- reading the file
+
+
+def _kvplan_cli(*args: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from kvplan.cli import main; sys.argv = ['kvplan', *sys.argv[1:]]; main()"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_log_is_refused_without_blocking(tmp_path: Path) -> None:
+    # defect: `kvplan doctor --log fifo` blocked in open() until a writer came
+    fifo = tmp_path / "server.log"
+    os.mkfifo(fifo)
+    r = _kvplan_cli("doctor", "--log", fifo, timeout=30)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"kvplan: error: log {fifo}: not a regular file"), r.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_device_log_is_refused() -> None:
+    # defect: /dev/zero as a log was read whole (MemoryError)
+    r = _kvplan_cli("doctor", "--log", "/dev/zero", timeout=30)
+    assert r.returncode == 2 and "not a regular file" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_long_log_line_is_cut_while_streaming(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # defect: the log was read whole; here the cap is 64 KiB and one line 8 MiB, so a reader that holds the
+    # line (or the file) peaks above 8 MiB
+    monkeypatch.setattr(limits, "MAX_LINE_CHARS", 64 << 10)
+    p = tmp_path / "server.log"
+    with p.open("w") as f:
+        f.write("INFO 03-01 12:00:00 " + "y" * (8 << 20) + "\n")
+        f.write("INFO 03-01 12:00:01 Available KV cache memory: 10.25 GiB\n")
+    lines = log_lines(p)
+    first = next(lines)
+    assert len(first) == 64 << 10
+    tracemalloc.start()
+    try:
+        parsed = parse_log(log_lines(p), str(p))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, f"peak {peak:,} B"
+    assert parsed.lines == 2 and parsed.chosen.available_kv[0].line == 2
+
+
+def test_log_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "server.log"
+    p.write_text("INFO 03-01 12:00:01 Available KV cache memory: 10.25 GiB\n")  # 57 bytes
+    monkeypatch.setenv(limits.LOG.env, "56")
+    with pytest.raises(limits.LimitError, match="57 bytes is over kvplan's log limit of 56 bytes"):
+        list(log_lines(p))
+    monkeypatch.setenv(limits.LOG.env, "57")
+    assert len(list(log_lines(p))) == 1
+
+
+def test_invalid_utf8_in_a_log_is_replaced(tmp_path: Path) -> None:
+    p = tmp_path / "server.log"
+    p.write_bytes(b"\xff\xfe garbage\nINFO 03-01 12:00:01 Available KV cache memory: 10.25 GiB\n")
+    parsed = parse_log(log_lines(p), str(p))
+    assert parsed.chosen.available_kv[0].line == 2
+
+
+@pytest.mark.parametrize("name", sorted(x.name for x in LOGS.glob("*.log")))
+def test_streamed_parse_equals_the_whole_text(name: str) -> None:
+    # streaming changes nothing: the same runs, lines and figures as parsing the whole text
+    path = LOGS / name
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    try:
+        whole = parse_log(text, str(path))
+    except LogError as e:
+        with pytest.raises(LogError, match=re.escape(str(e))):
+            parse_log(log_lines(path), str(path))
+        return
+    assert parse_log(log_lines(path), str(path)) == whole
