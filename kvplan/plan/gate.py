@@ -17,7 +17,7 @@ from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.limits import MAX_DEPTH, MAX_GPU_BYTES, MAX_GPUS, MAX_LAYERS, MAX_TOKENS, LimitError, bounded_int, int_text
 from kvplan.models.arch import ModelArch
-from kvplan.models.deploy import Deployment, Requirements
+from kvplan.models.deploy import ENGINE_KNOBS, KNOBS, Deployment, Requirements
 from kvplan.plan.admit import Request, admit, largest_admitted
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 
@@ -337,7 +337,7 @@ class KnobEffect:
     kind: str = "knob"
 
 
-_NOT_KNOBS = {"name", "source", "explicit", "description", "model", "engine", "engine_version"}
+_OWN_ROWS = {"model", "engine", "engine_version"}
 
 
 def _apply(knob: str, old: object, new: object, arch: ModelArch, dep: Deployment, base: int, kind: str) -> KnobEffect:
@@ -354,44 +354,48 @@ def diff(old: PoolPlan, new: PoolPlan) -> tuple[KnobEffect, ...]:
     A model change and an engine change (engine or its version) are one row each, applied to OLD. Knobs are
     compared by their resolved values (the plan's knobs, engine defaults computed), so an explicit 64 against a
     default that resolves to 64 is no change, and a default that only follows another knob is not a change of
-    its own. After an engine change, a knob is applied to OLD's settings on NEW's engine, and only knobs NEW's
-    engine reads are applied; the rest go with the engine.
+    its own. After an engine change, knobs are applied to OLD's settings on NEW's engine (without the knobs
+    only OLD's engine reads, which go with the engine), and only knobs NEW's engine reads are applied.
     """
     a, b = old.deployment, new.deployment
     out: list[KnobEffect] = []
     if old.arch != new.arch:
         out.append(_apply("model", old.arch.name, new.arch.name, new.arch, a, old.logged_tokens, "model"))
-    base_dep, base_tokens = a, old.logged_tokens
+    base_dep, base_plan = a, old
     if (a.engine, a.engine_version) != (b.engine, b.engine_version):
-        base_dep = replace(a, engine=b.engine, engine_version=b.engine_version)
+        base_dep = replace(a, engine=b.engine, engine_version=b.engine_version, **_other_engine_knobs(b.engine))
         eff = _apply(
             "engine", f"{a.engine} {a.engine_version}", f"{b.engine} {b.engine_version}", old.arch, base_dep,
             old.logged_tokens, "engine",
         )  # fmt: skip
         out.append(eff)
-        if eff.startup_error is not None and eff.pool_tokens == 0 and eff.cell_bytes == 0:
-            return tuple(out)  # OLD's settings do not plan on NEW's engine: knobs alone mean nothing
-        base_tokens = eff.pool_tokens
-    ra = {k.name: k.value for k in old.knobs}
+        try:
+            base_plan = plan_pool(old.arch, base_dep)
+        except InputError:
+            return tuple(out)  # OLD's settings do not plan on NEW's engine: knobs alone mean nothing there
+    ra = {k.name: k.value for k in base_plan.knobs}
     rb = {k.name: k.value for k in new.knobs}
-    reads = rb if base_dep is not a else ra
-    for f in fields(Deployment):
-        name = f.name
-        if name in _NOT_KNOBS:
+    for name in KNOBS:
+        if name in _OWN_ROWS:
             continue
-        raw_a, raw_b = getattr(a, name), getattr(b, name)
+        only = ENGINE_KNOBS.get(name)
+        if only is not None and only[0] != b.engine:
+            continue  # a knob NEW's engine does not read
+        raw_a, raw_b = getattr(base_dep, name), getattr(b, name)
         if raw_a == raw_b:
             continue  # the same setting; a resolved difference follows another knob
-        if name in ra or name in rb:
-            if name not in reads:
-                continue  # the engine the change is applied to does not read this knob
-            va, vb = ra.get(name, _show(raw_a)), rb.get(name, _show(raw_b))
-            if va == vb:
-                continue  # e.g. page_size 64 set against the default, which is 64
-        else:
-            va, vb = _show(raw_a), _show(raw_b)
-        out.append(_apply(name, va, vb, old.arch, replace(base_dep, **{name: raw_b}), base_tokens, "knob"))
+        va, vb = ra.get(name, _show(raw_a)), rb.get(name, _show(raw_b))
+        if va == vb:
+            continue  # e.g. page_size 64 set against the default, which is 64
+        dep = replace(base_dep, **{name: raw_b})
+        out.append(_apply(name, va, vb, old.arch, dep, base_plan.logged_tokens, "knob"))
     return tuple(out)
+
+
+def _other_engine_knobs(engine: str) -> dict[str, Any]:
+    """The knobs only the other engine reads, back to their defaults (the engine refuses them otherwise)."""
+    defaults: dict[str, Any] = {f.name: f.default for f in fields(Deployment)}
+    return {k: defaults[k] for k, (only, _) in ENGINE_KNOBS.items() if only != engine}
 
 
 def _show(v: object) -> object:

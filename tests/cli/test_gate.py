@@ -329,3 +329,21 @@ def test_diff_model_change_is_shown_as_such(repo: Path) -> None:
     r = run("diff", "base.yaml", "indexer39.yaml")
     assert r.exit_code == 0
     assert "model (model change)" in r.stdout and "glm-5.3-39" in r.stdout
+
+
+def test_diff_engine_change_applies_only_knobs_the_new_engine_reads(repo: Path) -> None:
+    # OLD: SGLang with mem_fraction_static 0.85; NEW: vLLM with gpu_memory_utilization 0.9. mem_fraction_static
+    # goes with the engine (vLLM does not read it); gpu_memory_utilization is applied to OLD's settings on
+    # vLLM, so its row starts from the engine row's pool, shows vLLM's resolved default (not "None"), and ends
+    # at NEW's pool (NEW is exactly those settings plus that knob).
+    text = (repo / "base.yaml").read_text()
+    (repo / "s85.yaml").write_text(text + "mem_fraction_static: 0.85\n")
+    (repo / "v90.yaml").write_text(text.replace("engine: sglang", "engine: vllm") + "gpu_memory_utilization: 0.9\n")
+    r = run("diff", "s85.yaml", "v90.yaml", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    engine, knob = d["effects"]
+    assert (engine["knob"], knob["knob"]) == ("engine", "gpu_memory_utilization")
+    assert knob["old"] != "None" and knob["new"] == "0.9"
+    assert knob["base_pool_tokens"] == engine["pool_tokens"]
+    assert knob["pool_tokens"] == d["new_pool_tokens"]
