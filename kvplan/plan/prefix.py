@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
+from kvplan.limits import MAX_LOOP, bounded_int
 from kvplan.units import cdiv
 
 
@@ -154,7 +155,8 @@ def prefix_hit(
 
 
 def sweep_points(ctx: int, steps: int) -> tuple[int, ...]:
-    """Hit lengths 0, ctx/steps, ..., ctx."""
+    """Hit lengths 0, ctx/steps, ..., ctx: at most limits.MAX_LOOP steps (one prefix plan each)."""
     if steps <= 0:
         raise InputError(f"--sweep must be positive, got {steps}")
+    bounded_int(steps, name="--sweep (points, limits.MAX_LOOP)", low=1, high=MAX_LOOP)
     return tuple(ctx * k // steps for k in range(steps + 1))

@@ -107,3 +107,26 @@ def test_bad_unit() -> None:
 
 def test_pairs() -> None:
     assert [pairs(n) for n in (0, 1, 2, 3)] == [0, 1, 3, 6]
+
+
+def test_the_sweep_is_bounded_by_max_loop() -> None:
+    # Regression: `kvplan prefix --sweep 1000000` planned 1,000,001 prefix hits (it hung); the sweep is one of
+    # the loops kvplan.limits.MAX_LOOP (10,000) bounds. 10,000 steps give 10,001 points, 0 and ctx included.
+    from kvplan.limits import MAX_LOOP, LimitError
+    from kvplan.plan.prefix import sweep_points
+
+    assert MAX_LOOP == 10_000
+    points = sweep_points(1 << 20, MAX_LOOP)
+    assert len(points) == 10_001 and (points[0], points[-1]) == (0, 1 << 20)
+    with pytest.raises(LimitError, match=r"--sweep.*MAX_LOOP.*10,000"):
+        sweep_points(1 << 20, MAX_LOOP + 1)
+
+
+def test_prefix_sweep_past_the_limit_is_exit_2_at_once() -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    r = CliRunner(env={"KVPLAN_FORMAT": None}).invoke(app, ["prefix", "--ctx", "1M", "--sweep", "1000000"])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("kvplan: error: --sweep") and "10,000" in r.stderr and r.stdout == ""
