@@ -156,5 +156,5 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
     from kvplan.models.load import deployment_model_ref, load_deployment, load_model
 
     dep = load_deployment(deploy, sets or ())
-    arch = load_model(model or deployment_model_ref(dep))
+    arch = load_model(model if model is not None else deployment_model_ref(dep))
     return plan_pool(arch, dep)

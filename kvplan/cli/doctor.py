@@ -44,7 +44,7 @@ def doctor(
             raise InputError(f"--ctx must be positive, got {length}")
         parsed = parse_log(log_lines(log), str(log))
         dep = load_deployment(deploy, set_ or ())
-        arch = load_model(model or deployment_model_ref(dep))
+        arch = load_model(model if model is not None else deployment_model_ref(dep))
         result = diagnose(arch, dep, parsed, ctx=length, hit=cached)
         emit(doctor_report(result), fmt)
     raise typer.Exit(EXIT_OK if result.ok else EXIT_REJECTED)
