@@ -49,5 +49,5 @@ def prefix(
         if plot is not None:
             from kvplan.render.plot import plot_prefix_sweep
 
-            plot_prefix_sweep(curve, plot)
+            plot_prefix_sweep(curve, plot, reads=[Path(x) for x in (model, deploy) if x])
         emit(prefix_report(h, curve), fmt)

@@ -304,11 +304,11 @@ def simulate(
                 from kvplan.render.sim_plot import plot_sweep
 
                 plot_sweep(result, plot, title=report.title, published=published,
-                           published_label=setting.published_label)  # fmt: skip
+                           published_label=setting.published_label, reads=(trace,))  # fmt: skip
         else:
             report = simulate_report(result, setting)
             if plot is not None:
                 from kvplan.render.sim_plot import plot_occupancy
 
-                plot_occupancy(result, plot, title=report.title)
+                plot_occupancy(result, plot, title=report.title, reads=(trace,))
         emit(report, fmt)

@@ -248,3 +248,15 @@ def test_two_concurrent_locks_keep_both_entries(repo: Path) -> None:
         }
     assert not [x for x in repo.iterdir() if x.name.endswith(".tmp")]
     json.loads((repo / "kvplan.lock").read_text())
+
+
+def test_plot_refuses_to_replace_the_trace_it_reads(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    # a trace named like an image is still an input: --plot must not replace it
+    trace = tmp_path / "trace.png"
+    trace.write_text('{"timestamp": 0, "input_length": 1024, "output_length": 16, "hash_ids": [1, 2]}\n')
+    before = trace.read_bytes()
+    r = run("simulate", str(trace), "--trace-format", "mooncake", "--sweep", "1e5..1e6", "--points", "2",
+            "--plot", str(trace))  # fmt: skip
+    one_error(r, 2, "which this command reads")
+    assert trace.read_bytes() == before
