@@ -154,6 +154,12 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
+def _printable(text: str) -> str:
+    """A key as an error message may quote it: control characters escaped (one line, no terminal escapes)."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:_MAX_NAME_CHARS])
+    return out + ("…" if len(text) > _MAX_NAME_CHARS else "")
+
+
 def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 recorded the rank page as `page_tokens`; the logical page is it × dcp."""
     out = dict(data)
@@ -167,7 +173,7 @@ def _migrate_v1(data: dict[str, Any]) -> dict[str, Any]:
 
 def figures_from_json(name: str, data: object, source: str, schema: int = LOCK_SCHEMA_VERSION) -> Figures:
     """One entry, every field checked for its type and bounds (bool is not an int, no floats, no nulls)."""
-    where = f"{source}: configs.{name}"
+    where = f"{source}: configs.{_printable(name)}"
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected an object, got {_kind(data)}")
     if schema == 1:
@@ -183,8 +189,8 @@ def figures_from_json(name: str, data: object, source: str, schema: int = LOCK_S
     for key, kind in known.items():
         v, at = data[key], f"{where}.{key}"
         if kind == "str":
-            if not isinstance(v, str) or len(v) > _MAX_NAME_CHARS:
-                raise InputError(f"{at}: expected a short string, got {_kind(v)}")
+            if not isinstance(v, str) or len(v) > _MAX_NAME_CHARS or _printable(v) != v:
+                raise InputError(f"{at}: expected a short string without control characters, got {_kind(v)}")
             values[key] = v
         elif kind == "bool":
             if not isinstance(v, bool):
@@ -253,6 +259,9 @@ def read_lock(doc: object, source: str) -> dict[str, Figures]:
     configs = doc["configs"]
     if not isinstance(configs, dict):
         raise InputError(f"{source}: configs: expected an object, got {_kind(configs)}")
+    for name in configs:
+        if not name or _printable(name) != name:
+            raise InputError(f"{source}: configs: {_printable(name)!r} is not a config path (control characters)")
     return {name: figures_from_json(name, data, source, version) for name, data in configs.items()}
 
 

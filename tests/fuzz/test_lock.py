@@ -88,6 +88,11 @@ def test_random_documents_as_a_lock(doc: object, text: str) -> None:
     read(text)
 
 
+@given(name=st.text(max_size=12), doc=json_values)
+def test_config_names_never_break_the_one_line(name: str, doc: object) -> None:
+    read(json.dumps({"schema_version": 2, "configs": {name: doc}}))
+
+
 @given(data=st.data())
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_mutations_of_a_real_lock(real_lock: dict[str, Any], data: st.DataObject) -> None:
