@@ -53,12 +53,13 @@ class Check:
 
 @dataclass(frozen=True)
 class Remedy:
-    """A single change that admits the request, verified by re-planning."""
+    """A single deployment change (``--set knob=value``, a knob the loader accepts) that admits the request as
+    asked, verified by re-planning the changed deployment."""
 
     knob: str
     value: object
     pool_tokens: int
-    """The engine's logged capacity after the change."""
+    """The engine's logged capacity after the change (scaled like the logged pool under --pool-tokens)."""
     detail: str
 
 
@@ -85,6 +86,8 @@ class Admission:
     main_only: MainOnlyClaim
     pool_source: str
     workspace: Workspace
+    fewer_at_once: int | None = None
+    """When N copies are asked and only fewer fit, how many do (``4`` of the 8): not a deployment change."""
 
     @property
     def tail_waste_tokens(self) -> int:
@@ -115,17 +118,28 @@ class Admission:
         return self.usable_tokens - self.request.concurrent * self.need.pages * self.plan.logical_page_tokens
 
 
+LOGGED_POOL = "log_pool_tokens"
+PLANNED_POOL = "planned_pool_tokens"
+"""extras keys of a plan whose pool came from a log: the logged and the planned pool, to scale remedies alike."""
+
+
 def with_pool_tokens(plan: PoolPlan, tokens: int) -> PoolPlan:
-    """The plan, with the pool an engine log reported (SGLang max_total_num_tokens; vLLM blocks × 64)."""
+    """The plan, with the pool an engine log reported (SGLang max_total_num_tokens; vLLM blocks × 64).
+
+    The plan remembers both pools, so that remedies re-plan the deployment and scale the new pool the same
+    way (logged / planned).
+    """
     page = plan.logical_page_tokens
     pages = tokens // page
     usable = pages - 1 if plan.engine == "vllm" else pages
+    planned = plan.extras.get(PLANNED_POOL, plan.logged_tokens if plan.startup_error is None else 0)
     return replace(
         plan,
         rows=pages * plan.page_tokens,
         usable_pages=max(usable, 0),
         logged_tokens=tokens,
         startup_error=None,
+        extras={**plan.extras, LOGGED_POOL: tokens, PLANNED_POOL: planned},
     )
 
 
@@ -207,6 +221,7 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
     checks = _checks(plan, req, ws)
     per_req = need.pages
     fit = plan.usable_pages // per_req if per_req and not plan.startup_error else 0
+    at_once = min(fit, plan.max_running_requests)
     result = Admission(
         plan=plan,
         request=req,
@@ -214,13 +229,14 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
         need=need,
         usable_tokens=plan.usable_tokens if not plan.startup_error else 0,
         largest_ctx=largest_admitted(plan),
-        max_concurrent=min(fit, plan.max_running_requests),
+        max_concurrent=at_once,
         remedies=(),
         main_only=_main_only(plan, req),
         pool_source=pool_source,
         workspace=ws,
+        fewer_at_once=at_once if 1 <= at_once < req.concurrent else None,
     )
-    if remedies and not result.admitted and pool_source == "planned":
+    if remedies and not result.admitted:
         result = replace(result, remedies=tuple(find_remedies(plan, req)))
     return result
 
@@ -228,36 +244,70 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
 # --------------------------------------------------------------------------- remedies
 
 
-def _try(plan: PoolPlan, req: Request, **changes: object) -> PoolPlan | None:
-    """Re-plan with the changes; the new plan if it admits the request."""
+def _replan(plan: PoolPlan, **changes: object) -> PoolPlan | None:
+    """The deployment re-planned with the changes (None if the engine refuses them at startup).
+
+    Under --pool-tokens (a pool from a log), the new pool is scaled like the logged one: new planned pool ×
+    logged / planned, rounded down to the page. The scaled plan keeps the re-planned startup error: the log proves
+    nothing about the changed deployment.
+    """
     dep: Deployment = replace(plan.deployment, **changes)  # type: ignore[arg-type]
     try:
         new = plan_pool(plan.arch, dep)
     except InputError:
+        return None
+    if LOGGED_POOL not in plan.extras:
+        return new
+    logged, planned = plan.extras[LOGGED_POOL], plan.extras[PLANNED_POOL]
+    if new.startup_error is not None or planned <= 0:
+        return None
+    page = new.logical_page_tokens
+    return with_pool_tokens(new, new.logged_tokens * logged // planned // page * page)
+
+
+def _try(plan: PoolPlan, req: Request, **changes: object) -> PoolPlan | None:
+    """Re-plan with the changes; the new plan if it admits the request."""
+    new = _replan(plan, **changes)
+    if new is None:
         return None
     return new if admit(new, req, remedies=False).admitted else None
 
 
 def _pool_fits(plan: PoolPlan, req: Request, **changes: object) -> bool:
     """Whether the re-planned pool alone (pages, engine start) holds the request."""
-    dep: Deployment = replace(plan.deployment, **changes)  # type: ignore[arg-type]
-    try:
-        new = plan_pool(plan.arch, dep)
-    except InputError:
+    new = _replan(plan, **changes)
+    if new is None:
         return False
     return new.startup_error is None and req.concurrent * new.pages_for(req.total_tokens) <= new.usable_pages
 
 
+def _scaled(plan: PoolPlan) -> str:
+    """How remedies relate to a logged pool, for their detail text."""
+    if LOGGED_POOL not in plan.extras:
+        return ""
+    return f"; pool scaled by logged / planned = {plan.extras[LOGGED_POOL]:,} / {plan.extras[PLANNED_POOL]:,}"
+
+
 def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
+    """Deployment changes that admit the request as asked (N copies of ctx + gen), each re-planned.
+
+    Every remedy is one ``--set knob=value`` of a knob the deployment loader accepts; "fewer at once" is
+    not one of them (it is ``Admission.fewer_at_once``). Under --pool-tokens, plans are scaled like the log.
+    """
     dep = plan.deployment
+    if LOGGED_POOL in plan.extras and plan.extras[PLANNED_POOL] <= 0:
+        return []  # the planned deployment builds no pool: a logged pool cannot be scaled from it
     out: list[Remedy] = []
     total = req.total_tokens
+    how = _scaled(plan)
 
     # a dcp size: the smallest divisor of tp above the current one
     for d in range(dep.dcp + 1, dep.tp + 1):
         if dep.tp % d == 0 and (new := _try(plan, req, dcp=d)) is not None:
             out.append(
-                Remedy("dcp", d, new.logged_tokens, f"{new.mla_layout.value} rows, cell {new.cell.total_bytes:,} B")
+                Remedy(
+                    "dcp", d, new.logged_tokens, f"{new.mla_layout.value} rows, cell {new.cell.total_bytes:,} B{how}"
+                )
             )
             break
 
@@ -272,26 +322,30 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
         if best is not None and (new := _try(plan, req, **{knob: best / steps})) is not None:
             room = new.extras.get("slack_bytes")
             detail = f"leaves {room:,} B of slack outside the pool" if room is not None else "higher utilization"
-            out.append(Remedy(knob, best / steps, new.logged_tokens, detail))
+            out.append(Remedy(knob, best / steps, new.logged_tokens, detail + how))
 
-    # the kv cache dtype
+    # the kv cache dtype (an explicit mla_layout would pin the row, so only the dtype is changed, as --set does)
     if plan.mla_layout.value == "bf16":
         dtype = "fp8_e4m3" if plan.engine == "sglang" else "fp8"
-        if (new := _try(plan, req, kv_cache_dtype=dtype, mla_layout=None)) is not None:
-            out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.mla_layout.value} rows"))
+        if (new := _try(plan, req, kv_cache_dtype=dtype)) is not None:
+            out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.mla_layout.value} rows{how}"))
 
     # the context length: lower (vLLM refuses to start) or raise it to the request (up to the model's)
     if plan.startup_error and plan.engine == "vllm":
         new = _try(plan, req, context_length=total)
         if new is not None:
-            out.append(Remedy("context_length", total, new.logged_tokens, "max_model_len the pool can start with"))
+            out.append(
+                Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
+            )
     elif plan.context_len < total <= plan.arch.max_position_embeddings and (
         new := _try(plan, req, context_length=total)
     ):
-        out.append(Remedy("context_length", total, new.logged_tokens, "up to max_position_embeddings"))
+        out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))
 
-    # fewer running requests (SGLang: a smaller req_to_token table in the slack)
+    # more running requests (the N copies must run at once) or fewer (SGLang: a smaller req_to_token table)
     failed = {c.name for c in admit(plan, req, remedies=False).checks if not c.ok}
+    if "running requests" in failed and (new := _try(plan, req, max_running_requests=req.concurrent)) is not None:
+        out.append(Remedy("max_running_requests", req.concurrent, new.logged_tokens, f"{req.concurrent} at once{how}"))
     if plan.engine == "sglang" and "workspace" in failed:
         cur = plan.max_running_requests
         best_mrr = largest_true(req.concurrent, cur - 1, lambda m: _try(plan, req, max_running_requests=m) is not None)
@@ -304,14 +358,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                     best_mrr,
                     new.logged_tokens,
                     f"req_to_token {new.extras['req_to_token_bytes']:,} B instead of "
-                    f"{plan.extras['req_to_token_bytes']:,} B",
+                    f"{plan.extras['req_to_token_bytes']:,} B{how}",
                 )
             )
-
-    # fewer concurrent copies
-    if req.concurrent > 1:
-        fit = plan.usable_pages // plan.pages_for(total) if not plan.startup_error else 0
-        fit = min(fit, plan.max_running_requests)
-        if fit >= 1:
-            out.append(Remedy("concurrent", fit, plan.logged_tokens, "requests of this size that fit at once"))
     return out

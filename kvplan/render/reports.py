@@ -446,6 +446,11 @@ def admit_report(a: Admission) -> Report:
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
         ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
         ("such requests at once", count(a.max_concurrent), ""),
+        *(
+            (("fewer at once", f"{a.fewer_at_once:,} of the {r.concurrent:,} fit", "a smaller -n, not a --set"),)
+            if a.fewer_at_once is not None
+            else ()
+        ),
     )
     mo = a.main_only
     main_only = (
@@ -486,6 +491,7 @@ def admit_report(a: Admission) -> Report:
         "headroom_tokens": a.headroom_tokens,
         "largest_ctx": a.largest_ctx,
         "max_concurrent": a.max_concurrent,
+        "fewer_at_once": a.fewer_at_once,
         "remedies": [asdict(m) for m in a.remedies],
         "main_only": asdict(mo),
         "pool_source": a.pool_source,

@@ -63,8 +63,36 @@ def test_concurrency() -> None:
     a = admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=5))
     assert not a.admitted
     assert a.max_concurrent == 4
-    assert {r.knob: r.value for r in a.remedies}["concurrent"] == 4
     assert admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=4)).admitted
+
+
+def test_fewer_at_once_is_not_a_remedy() -> None:
+    # admit --ctx 128K -n 8 used to propose `--set concurrent=4`, which is not a knob (exit 2).
+    # 4 of the 8 fit (8,869 // 2,048 = 4): that is Admission.fewer_at_once, not a deployment change.
+    # The remedy is dcp 2: cell 50,472 B per row of 2 tokens (576 × 78 + 132 × 21 × 2), mfs 0.897:
+    # 1,278,208 tokens = 9,986 pages of 128; 8 × cdiv(131,072, 128) = 8 × 1,024 = 8,192 <= 9,986.
+    a = admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=8))
+    assert not a.admitted
+    assert a.fewer_at_once == 4
+    assert "concurrent" not in {r.knob for r in a.remedies}
+    assert [(r.knob, r.value, r.pool_tokens) for r in a.remedies] == [("dcp", 2, 1_278_208)]
+    # admitted, or a single request that does not fit: no "fewer at once" line
+    assert admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=4)).fewer_at_once is None
+    assert admit(make_plan(), Request(ctx_tokens=M, concurrent=2)).fewer_at_once is None
+
+
+def test_pool_tokens_keep_the_remedies() -> None:
+    # admit --ctx 1M --pool-tokens 567616 used to say "none found" while the planned pool (567,616) gives dcp 2.
+    # Remedies re-plan the deployment and scale its pool by logged / planned: here 567,616 / 567,616 = 1, so the
+    # same dcp 2 at 1,278,208 tokens.
+    a = admit(with_pool_tokens(make_plan(), 567_616), Request(ctx_tokens=M), pool_source="log")
+    assert [(r.knob, r.value, r.pool_tokens) for r in a.remedies] == [("dcp", 2, 1_278_208)]
+    assert "scaled by logged / planned = 567,616 / 567,616" in a.remedies[0].detail
+    # a log with fewer tokens: 1,278,208 × 500,000 // 567,616 = 1,125,944 -> to the 128-token page: 1,125,888
+    # = 8,796 pages, still >= 8,192 for 1M at dcp 2
+    b = admit(with_pool_tokens(make_plan(), 500_000), Request(ctx_tokens=M), pool_source="log")
+    assert [(r.knob, r.value, r.pool_tokens) for r in b.remedies] == [("dcp", 2, 1_125_888)]
+    assert 1_278_208 * 500_000 // 567_616 // 128 * 128 == 1_125_888
 
 
 def test_pool_tokens_from_a_log() -> None:
