@@ -16,7 +16,7 @@ from kvplan.cli.budget import budget
 from kvplan.cli.doctor import doctor
 from kvplan.cli.gate import diff, gate, lock
 from kvplan.cli.prefix import prefix
-from kvplan.cli.presets import deployments_app, models_app
+from kvplan.cli.presets import deployments_app, knobs, models_app
 from kvplan.cli.probe import probe, validate
 from kvplan.cli.simulate import simulate
 from kvplan.cli.transfer import transfer
@@ -104,5 +104,6 @@ app.command()(diff)
 app.command()(probe)
 app.command()(validate)
 app.command()(simulate)
+app.command()(knobs)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")

@@ -17,19 +17,41 @@ from kvplan.render import OutputFormat
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="Model preset name, kvplan model YAML, or Hugging Face config.json."),
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="NAME|PATH",
+        help="Model preset name, kvplan model YAML, or Hugging Face config.json [default: the deployment's].",
+    ),
 ]
 DeployOpt = Annotated[
     str | None,
-    typer.Option("--deploy", "-d", help="Deployment preset name or YAML file [default: glm-5.3-8xh200-sglang]."),
+    typer.Option(
+        "--deploy",
+        "-d",
+        metavar="NAME|PATH",
+        help="Deployment preset name or YAML file [default: glm-5.3-8xh200-sglang].",
+    ),
 ]
 SetOpt = Annotated[
     list[str] | None,
-    typer.Option("--set", "-s", help="Override a deployment knob, e.g. --set dcp=8 (repeatable)."),
+    typer.Option(
+        "--set",
+        "-s",
+        metavar="KNOB=VALUE",
+        help="Override a deployment knob, e.g. --set dcp=8 (repeatable; kvplan knobs lists them).",
+    ),
 ]
 FormatOpt = Annotated[
     OutputFormat,
-    typer.Option("--format", "-f", case_sensitive=False, envvar="KVPLAN_FORMAT", help="Output format."),
+    typer.Option(
+        "--format",
+        "-f",
+        case_sensitive=False,
+        envvar="KVPLAN_FORMAT",
+        metavar="table|json|markdown",
+        help="Output format.",
+    ),
 ]
 
 

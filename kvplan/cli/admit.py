@@ -10,7 +10,9 @@ from kvplan.render import OutputFormat, emit
 
 
 def admit(
-    ctx: Annotated[str, typer.Option("--ctx", help="Request context length: 1M, 128K or an exact count.")],
+    ctx: Annotated[
+        str, typer.Option("--ctx", metavar="TOKENS", help="Request context length: 1M, 128K or an exact count.")
+    ],
     gen: Annotated[str, typer.Option("--gen", help="Generated tokens on top of --ctx.")] = "0",
     concurrent: Annotated[int, typer.Option("--concurrent", "-n", help="Copies of the request at once.")] = 1,
     pool_tokens: Annotated[

@@ -9,7 +9,9 @@ from kvplan.render import OutputFormat, emit
 
 
 def budget(
-    ctx: Annotated[str, typer.Option("--ctx", help="Comma-separated context lengths.")] = "8K,128K,512K,1M",
+    ctx: Annotated[
+        str, typer.Option("--ctx", metavar="TOKENS", help="Comma-separated context lengths.")
+    ] = "8K,128K,512K,1M",
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,

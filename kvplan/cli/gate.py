@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from kvplan.models.deploy import Requirements
     from kvplan.plan.gate import Figures
 
-ConfigsArg = Annotated[list[str], typer.Argument(help="Deployment YAML files (or preset names).")]
+ConfigsArg = Annotated[
+    list[str], typer.Argument(help="Deployment YAML files (or preset names).", metavar="CONFIG...")
+]
 LockOpt = Annotated[Path, typer.Option("--lock", "-l", help="The lock file.")]
 CtxOpt = Annotated[str | None, typer.Option("--require-ctx", help="A context that must be admitted, e.g. 1M.")]
 ConcOpt = Annotated[
@@ -214,8 +216,8 @@ def _display(config: str) -> str:
 
 
 def diff(
-    old: Annotated[str, typer.Argument(help="The deployment before.")],
-    new: Annotated[str, typer.Argument(help="The deployment after.")],
+    old: Annotated[str, typer.Argument(help="The deployment before.", metavar="OLD")],
+    new: Annotated[str, typer.Argument(help="The deployment after.", metavar="NEW")],
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Two configs side by side, with the capacity effect of each changed knob on its own.

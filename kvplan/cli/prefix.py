@@ -10,7 +10,7 @@ from kvplan.render import OutputFormat, emit
 
 
 def prefix(
-    ctx: Annotated[str, typer.Option("--ctx", help="Request length L: 1M, 128K or an exact count.")],
+    ctx: Annotated[str, typer.Option("--ctx", metavar="TOKENS", help="Request length L: 1M, 128K or an exact count.")],
     hit: Annotated[str, typer.Option("--hit", help="Cached prefix P (tokens).")] = "0",
     chunk: Annotated[str | None, typer.Option("--chunk", help="Prefill chunk [default: the engine's].")] = None,
     eagle: Annotated[bool, typer.Option("--eagle/--no-eagle", help="EAGLE/MTP on (bigram keys, drop rules).")] = False,

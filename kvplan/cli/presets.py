@@ -23,7 +23,7 @@ def models_list(fmt: FormatOpt = OutputFormat.table) -> None:
 
 @models_app.command("show")
 def models_show(
-    name: Annotated[str, typer.Argument(help="Preset name, model YAML or config.json.")],
+    name: Annotated[str, typer.Argument(help="Preset name, model YAML or config.json.", metavar="NAME|PATH")],
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Show one model: layers, indexer layers, parameter groups, measured weights."""
@@ -46,7 +46,7 @@ def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
 
 @deployments_app.command("show")
 def deployments_show(
-    name: Annotated[str, typer.Argument(help="Preset name or deployment YAML.")],
+    name: Annotated[str, typer.Argument(help="Preset name or deployment YAML.", metavar="NAME|PATH")],
     set_: SetOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
@@ -55,3 +55,14 @@ def deployments_show(
         from kvplan.render.reports import deployment_report
 
         emit(deployment_report(load_plan(None, name, set_)), fmt)
+
+
+def knobs(fmt: FormatOpt = OutputFormat.table) -> None:
+    """List every deployment knob: the engine(s) that read it, its unit and its default.
+
+    Example: kvplan knobs --format json
+    """
+    with boundary():
+        from kvplan.render.reports import knobs_report
+
+        emit(knobs_report(), fmt)

@@ -51,7 +51,7 @@ def probe(
 def validate(
     tokens: Annotated[str | None, typer.Option("--tokens", help="Allocate a pool of about N tokens instead.")] = None,
     scale: Annotated[float | None, typer.Option("--scale", help="Allocate this fraction of the planned pool.")] = None,
-    device: Annotated[str, typer.Option("--device", help="cuda (default) or cpu (the CPU build of torch).")] = "cuda",
+    device: Annotated[str, typer.Option("--device", help="cuda or cpu (the CPU build of torch).")] = "cuda",
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,

@@ -9,7 +9,7 @@ from kvplan.render import OutputFormat, emit
 
 
 def transfer(
-    ctx: Annotated[str, typer.Option("--ctx", help="Tokens to move: 1M, 128K or an exact count.")],
+    ctx: Annotated[str, typer.Option("--ctx", metavar="TOKENS", help="Tokens to move: 1M, 128K or an exact count.")],
     link: Annotated[str, typer.Option("--link", help="Link speed per rank: 400Gbps, 50GB/s, 46.5GiB/s.")] = "400Gbps",
     unit: Annotated[
         str,

@@ -14,7 +14,9 @@ def workspace(
     mtp: Annotated[int | None, typer.Option("--mtp", help="MTP draft tokens [default: the deployment's].")] = None,
     ctx: Annotated[
         str | None,
-        typer.Option("--ctx", help="Context of each request [default: the longest the pool holds for --batch]."),
+        typer.Option(
+            "--ctx", metavar="TOKENS", help="Context of each request [default: the longest the pool holds for --batch]."
+        ),
     ] = None,
     chunk: Annotated[
         str | None, typer.Option("--chunk", help="Prefill chunk in query tokens [default: the engine's].")

@@ -108,10 +108,12 @@ class WorkspaceQuery:
     """Prefill chunk (query rows); None = the engine's chunked_prefill_size / max_num_batched_tokens."""
 
     def __post_init__(self) -> None:
-        for name in ("batch", "draft_tokens", "ctx", "chunk"):
+        for name, option in (("batch", "--batch"), ("draft_tokens", "--mtp"), ("ctx", "--ctx"), ("chunk", "--chunk")):
             v = getattr(self, name)
-            if v is not None and (v < 0 or (v == 0 and name != "draft_tokens")):
-                raise InputError(f"--{name.replace('_tokens', '').replace('_', '-')} must be positive, got {v}")
+            if v is not None and v < 0 and name == "draft_tokens":
+                raise InputError(f"{option} must be 0 or more draft tokens, got {v}")
+            if v is not None and v <= 0 and name != "draft_tokens":
+                raise InputError(f"{option} must be positive, got {v}")
 
 
 @dataclass(frozen=True, kw_only=True)

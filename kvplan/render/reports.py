@@ -707,3 +707,90 @@ def deployment_report(p: PoolPlan) -> Report:
         notes=p.notes,
         startup_error=p.startup_error,
     )
+
+
+def _knob_unit(name: str) -> str:
+    """What a knob's value is, from the loader's own tables of how it parses each knob."""
+    from kvplan.models import load
+    from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES
+    from kvplan.models.formats import MlaLayout
+
+    if name in load._GPU_COUNTS:
+        return "count (GPUs)"
+    if name in load._TOKEN_KNOBS:
+        return "tokens (1M, 128K)"
+    if name in (*load._MEMORY_KNOBS, "non_kv_other"):
+        return "bytes (80GiB, 141GB)"
+    units = {
+        "mem_fraction_static": "fraction (0, 1]",
+        "gpu_memory_utilization": "fraction (0, 1]",
+        "max_running_requests": "count (requests)",
+        "cuda_graph_max_bs": "count (batch size)",
+        "speculative_num_draft_tokens": "count (draft tokens)",
+        "speculative_eagle_topk": "count",
+        "disable_cuda_graph": "true or false",
+        "engine": " | ".join(ENGINES),
+        "engine_version": "; ".join(f"{e} {' | '.join(v)}" for e, v in ENGINES.items()),
+        "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
+        "mla_layout": " | ".join(m.value for m in MlaLayout),
+        "gpu": "gpus.yaml name or a mapping",
+        "attention_backend": "backend name",
+        "model": "preset name or path",
+    }
+    return units.get(name, "value")
+
+
+def _knob_default(name: str) -> str:
+    from dataclasses import MISSING, fields
+
+    from kvplan.models import load
+    from kvplan.models.deploy import ENGINES, Deployment
+
+    if name == "engine":
+        return load.DEFAULT_ENGINE
+    if name == "engine_version":
+        return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
+    if name == "gpu":
+        return load.DEFAULT_GPU
+    field = next(f for f in fields(Deployment) if f.name == name)
+    if field.default is MISSING:
+        return "required"
+    if field.default is None:
+        return "engine's"
+    return str(field.default).lower() if isinstance(field.default, bool) else str(field.default)
+
+
+def knobs_report() -> Report:
+    """Every deployment knob (kvplan.models.deploy.KNOBS): which engine reads it, its unit and its default."""
+    from kvplan.models.deploy import ENGINE_KNOBS, KNOBS
+    from kvplan.models.load import ALIASES
+
+    rows = []
+    data = []
+    for name in KNOBS:
+        only = ENGINE_KNOBS.get(name)
+        engines = only[0] if only else "sglang, vllm"
+        aliases = sorted(a for a, k in ALIASES.items() if k == name)
+        rows.append((name, engines, _knob_unit(name), _knob_default(name)))
+        data.append(
+            {
+                "name": name,
+                "engines": engines.split(", "),
+                "unit": _knob_unit(name),
+                "default": _knob_default(name),
+                "aliases": aliases,
+                "other_engine": only[1] if only else None,
+            }
+        )
+    notes = (
+        "engine's: left out, the knob takes the engine's own default, computed as the engine does "
+        "(kvplan deployments show marks each one)",
+        *(f"{n} ({engine} only), instead: {other}" for n, (engine, other) in ENGINE_KNOBS.items()),
+    )
+    return Report(
+        "knobs",
+        "Deployment knobs (YAML keys and --set KNOB=VALUE; engine flag spellings are accepted too)",
+        (Section("", tuple(rows), ("knob", "engines", "unit", "default")),),
+        {"knobs": data},
+        notes=notes,
+    )
