@@ -124,7 +124,7 @@ def sidecar(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def exclusive(path: Path, what: str, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator[None]:
     """Hold an exclusive flock on ``<path>.lck`` (created if missing, never deleted) for the block.
 
     Another kvplan writing the same target waits up to ``timeout_s`` seconds, then exits 2. The sidecar
@@ -135,6 +135,7 @@ def exclusive(path: Path, what: str, timeout_s: float = LOCK_TIMEOUT_S) -> Itera
     except ImportError:  # no flock on this platform: the atomic replace still never leaves a mix
         yield
         return
+    timeout_s = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
     lck = sidecar(path)
     try:
         fd = os.open(lck, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)

@@ -260,3 +260,15 @@ def test_plot_refuses_to_replace_the_trace_it_reads(tmp_path: Path) -> None:
             "--plot", str(trace))  # fmt: skip
     one_error(r, 2, "which this command reads")
     assert trace.read_bytes() == before
+
+
+def test_lock_held_by_another_run_is_a_clean_exit_2(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import kvplan.fsio
+
+    monkeypatch.setattr(kvplan.fsio, "LOCK_TIMEOUT_S", 0.2)
+    assert run("lock", "base.yaml").exit_code == 0
+    before = (repo / "kvplan.lock").read_bytes()
+    with exclusive(repo / "kvplan.lock", "test"):  # another kvplan lock in the middle of its write
+        r = run("lock", "bf16.yaml")
+    one_error(r, 2, "another kvplan has held kvplan.lock.lck for 0.2 s")
+    assert (repo / "kvplan.lock").read_bytes() == before
