@@ -77,7 +77,7 @@ def default_mem_fraction(dep: Deployment, *, chunk: int, max_bs: int, version: s
         reserved += 2048
         parts.append("EAGLE/MTP 2048")
     mfs = round((gpu_mem - reserved) / gpu_mem, 3)
-    why = f"round(({gpu_mem} MiB − {reserved:g} MiB reserved) / {gpu_mem} MiB, 3); reserved = " + " + ".join(
+    why = f"round(({gpu_mem:,} MiB − {reserved:,g} MiB reserved) / {gpu_mem:,} MiB, 3); reserved = " + " + ".join(
         p for p in parts if p
     )
     return mfs, why, int(reserved)
@@ -208,7 +208,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     # ---- memory fraction
     gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
     chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp)
-    chunk_k = resolve(dep, "chunked_prefill_size", chunk_default, f"{gpu_mem_mib} MiB GPU")
+    chunk_k = resolve(dep, "chunked_prefill_size", chunk_default, f"{gpu_mem_mib:,} MiB GPU")
     max_bs = dep.cuda_graph_max_bs or bs_default
     if dep.max_running_requests is not None and dep.cuda_graph_max_bs is None:
         max_bs = min(max_bs, dep.max_running_requests)
@@ -281,7 +281,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         extra = max(extra, page * dcp - 1)
     req_to_token = (mrr + 1) * (context_len + extra) * 4
     if logged and logged < context_len:
-        notes.append(f"KV pool holds {logged} tokens, fewer than --context-length {context_len}.")
+        notes.append(f"KV pool holds {logged:,} tokens, fewer than --context-length {context_len:,}.")
     if capped:
         notes.append(f"--max-total-tokens {dep.max_total_tokens} caps the profiled pool")
 

@@ -243,7 +243,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in buffers.items()),
         Term("activations + non-torch + CUDA graphs", other, other_k.origin),
         Term("available KV cache memory", available, avail_detail),
-        Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes} B"),
+        Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes:,} B"),
         Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
         Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
     )
