@@ -454,16 +454,16 @@ def admit_report(a: Admission) -> Report:
     )
     mo = a.main_only
     main_only = (
-        ("cell", nbytes(mo.cell_bytes), f"vs {p.cell.total_bytes:,} B with the indexer"),
-        ("pool tokens", count(mo.pool_tokens), f"vs {p.logged_tokens:,}"),
-        ("largest context", count(mo.largest_ctx), f"vs {a.largest_ctx:,}"),
+        ("cell", nbytes(mo.cell_bytes), nbytes(p.cell.total_bytes)),
+        ("pool tokens", count(mo.pool_tokens), count(p.logged_tokens)),
+        ("largest context", count(mo.largest_ctx), count(a.largest_ctx)),
         ("verdict", "admitted" if mo.admitted else "rejected", "admitted" if a.admitted else "rejected"),
     )
     sections = [
         cell_section(p),
         chain_section(p),
         Section("What the request needs", req_rows, ("", "", "")),
-        Section("Checks", checks, ("check", "result", "need / have", "")),
+        Section("Checks", checks, ("check", "result", "need / have", "detail")),
         Section("Fit", fit_rows, ("", "", "")),
     ]
     if a.remedies:
@@ -471,14 +471,18 @@ def admit_report(a: Admission) -> Report:
             Section(
                 "Smallest changes that admit it (each re-planned)",
                 tuple((f"--set {m.knob}={m.value}", count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies),
-                ("change", "pool after", ""),
+                ("change", "pool after", "detail"),
             )
         )
     elif not a.admitted:
         sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
     sections += [
         workspace_section(a.workspace),
-        Section("A plan that counted main KV only would have claimed", main_only, ("", "main only", "real")),
+        Section(
+            "A plan that counted main KV only would have claimed",
+            main_only,
+            ("figure", "main KV only", "with the indexer"),
+        ),
         knobs_section(p),
     ]
     data = {
