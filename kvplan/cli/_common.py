@@ -175,8 +175,9 @@ def _format_is_json(argv: Sequence[str] | None = None) -> bool:
 
 
 def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> PoolPlan:
-    from kvplan.models.load import deployment_model_ref, load_deployment, load_model
+    from kvplan.models.load import check_model_for_deployment, deployment_model_ref, load_deployment, load_model
 
     dep = load_deployment(deploy, sets or ())
     arch = load_model(model if model is not None else deployment_model_ref(dep))
+    check_model_for_deployment(arch, dep)
     return plan_pool(arch, dep)

@@ -1009,3 +1009,28 @@ def deployment_model_ref(d: Deployment) -> str:
         return d.model
     path = Path(d.model)
     return str(path if path.is_absolute() else Path(d.source).parent / path)
+
+
+def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
+    """Rules that need both the model and the deployment, applied where a user's plan is loaded.
+
+    - weights: a model with no parameter groups (a config.json without ``hidden_size``) and no measured point
+      cannot be planned unless ``weights_per_gpu`` is given (kvplan would otherwise plan 0 B of weights);
+    - ``weights_per_gpu`` under limits.MIN_WEIGHTS_PPM (1 %) of the model's own estimate is a unit slip.
+    """
+    from kvplan.models.arch import Split
+
+    split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
+    estimate = arch.estimated_weights_per_gpu(split, with_mtp=dep.mtp)
+    if dep.weights_per_gpu is not None:
+        if estimate > 0 and dep.weights_per_gpu * 1_000_000 < estimate * limits.MIN_WEIGHTS_PPM:
+            raise InputError(
+                f"weights_per_gpu {dep.weights_per_gpu:,} B is under 1 % of the {estimate:,} B that {arch.name}'s"
+                f" parameters take split {split}: a unit slip? (kvplan refuses weights below 1 % of its estimate)"
+            )
+        return
+    if estimate <= 0 and arch.measured_weights_for(split) is None:
+        raise InputError(
+            f"model {arch.name} ({arch.source}): no weights to plan with (the config has no hidden_size, so kvplan"
+            " cannot count the parameters): give --set weights_per_gpu=...GiB, e.g. from the engine log"
+        )
