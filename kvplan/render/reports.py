@@ -92,6 +92,7 @@ def knobs_section(p: PoolPlan) -> Section:
         (k.name, _value(k.name, k.value), "defaulted — " + k.origin.removeprefix("default: ") if k.defaulted else "set")
         for k in p.knobs
     )
+    rows = tuple((name, shown, f"defaulted — {why}") for name, shown, why in p.deployment.defaulted) + rows
     return Section("Knobs", rows, ("knob", "value", "origin"))
 
 
@@ -130,6 +131,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "startup_error": p.startup_error,
         "chain": [{"label": t.label, "bytes": t.bytes, "detail": t.detail} for t in p.chain],
         "knobs": [{"name": k.name, "value": k.value, "origin": k.origin, "defaulted": k.defaulted} for k in p.knobs],
+        "deployment_defaults": [{"name": n, "value": v, "why": w} for n, v, w in p.deployment.defaulted],
         "memory_map": {s.label: s.bytes for s in p.memory_map},
         "extras": dict(p.extras),
         "notes": list(p.notes),
