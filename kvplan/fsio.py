@@ -8,7 +8,8 @@ Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes throug
   replace the target with one ``os.replace``; the folder is fsynced after. A run killed at any moment leaves
   the old file or the new one, never a mix, and a failed write leaves the old file as it was;
 - a read-modify-write (``kvplan lock`` merging into an existing lock) holds an exclusive ``flock`` on a
-  sidecar ``<target>.lck`` for its whole length, so two runs on one file serialize instead of racing.
+  sidecar ``<target>.lck`` for its whole length, so two runs on one file serialize instead of racing; the
+  holder removes temporaries a SIGKILLed writer left behind.
 
 Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
 """
@@ -16,6 +17,7 @@ Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import stat
 import tempfile
@@ -119,6 +121,14 @@ def write_atomic(path: Path, data: str | bytes, what: str, reads: Iterable[Path]
         f.write(raw)
 
 
+def _sweep_temporaries(path: Path) -> None:
+    """Remove what a writer killed with SIGKILL left (``.<name>.*.tmp``): holding the lock, no writer is live."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(stale).st_mode):
+                os.unlink(stale)
+
+
 def sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".lck")
 
@@ -157,6 +167,7 @@ def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator
                 time.sleep(0.02)
             except OSError as e:
                 raise InputError(f"{what} {path}: cannot lock {lck}: {e.strerror or e}") from None
+        _sweep_temporaries(path)
         yield
     finally:
         os.close(fd)  # releases the flock

@@ -231,6 +231,9 @@ def test_a_killed_lock_leaves_the_old_lock_or_the_new_one(repo: Path, sig: signa
         if sig is signal.SIGINT:  # Python unwinds: the temporary file is removed
             assert not [x for x in repo.iterdir() if x.name.endswith(".tmp")]
     assert _pool(repo / "kvplan.lock", "prod.yaml") in (BASE_TOKENS, IDX39_TOKENS)
+    # the next run, holding the lock, removes any temporary a SIGKILLed run left behind
+    assert run("lock", "prod.yaml").exit_code == 0
+    assert not [x for x in repo.iterdir() if x.name.endswith(".tmp")]
 
 
 def test_two_concurrent_locks_keep_both_entries(repo: Path) -> None:
