@@ -108,7 +108,7 @@ def lock_report(entries: dict[str, Figures], path: str, updated: tuple[str, ...]
         Section(
             "",
             rows,
-            ("config", "", "engine", "pool tokens", "largest context", "bytes per row", "page tokens"),
+            ("config", "entry", "engine", "pool tokens", "largest context", "bytes per row", "page tokens"),
         )
     ]
     if pruned:
