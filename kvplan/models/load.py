@@ -483,6 +483,11 @@ def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
         option = "--model" if kind == "models" else "--deploy"
         raise InputError(f"{option} is empty: give a {kind[:-1]} preset name or a file path")
     looks_like_path = any(ch in ref for ch in "/\\") or ref.endswith((".yaml", ".yml", ".json"))
+    if not looks_like_path and ref.strip().lower() not in preset_names(kind):
+        try:
+            looks_like_path = Path(ref).exists()  # a snapshot folder or file in the working directory
+        except OSError:
+            looks_like_path = False
     if looks_like_path:
         path = Path(ref)
         if base is not None and not path.is_absolute():
