@@ -66,18 +66,21 @@ def _check_numbers(
 
 def simulate(
     trace: Annotated[
-        Path, typer.Argument(help="Trace file, or a directory of kv-cache-tester conversations.", show_default=False)
+        Path,
+        typer.Argument(
+            help="Trace file, or a directory of kv-cache-tester conversations.", show_default=False, metavar="TRACE"
+        ),
     ],
     trace_format: Annotated[
-        str | None, typer.Option("--trace-format", help="mooncake, kvtester, azure or kvplan \\[default: detected].")
+        str | None, typer.Option("--trace-format", help="mooncake, kvtester, azure or kvplan [default: detected].")
     ] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count malformed records.")] = False,
     block_size: Annotated[
-        int | None, typer.Option("--block-size", help="Tokens per trace block \\[default: the format's].")
+        int | None, typer.Option("--block-size", help="Tokens per trace block [default: the format's].")
     ] = None,
     semantics: Annotated[
         str | None,
-        typer.Option("--semantics", help="ideal, sglang or vllm \\[default: ideal, or the --deploy engine]."),
+        typer.Option("--semantics", help="ideal, sglang or vllm [default: ideal, or the --deploy engine]."),
     ] = None,
     policy: Annotated[
         str,
@@ -88,7 +91,7 @@ def simulate(
         typer.Option(
             "--capacity",
             help="Pool: tokens (3M, 1e6), '6000 pages', bytes per GPU (40GiB) or inf "
-            "\\[default: the planned pool; ideal: unbounded].",
+            "[default: the planned pool; ideal: unbounded].",
         ),
     ] = None,
     sweep: Annotated[
@@ -107,20 +110,21 @@ def simulate(
     ] = 10_000,
     tpot_ms: Annotated[float, typer.Option("--tpot-ms", help="Occupancy: decode time per output token, ms.")] = 40.0,
     max_running: Annotated[
-        int | None, typer.Option("--max-running", help="Occupancy: running requests at most \\[default: the plan's].")
+        int | None, typer.Option("--max-running", help="Occupancy: running requests at most [default: the plan's].")
     ] = None,
     eagle: Annotated[
         bool, typer.Option("--eagle/--no-eagle", help="EAGLE/MTP: SGLang bigram keys; vLLM drops one hit block.")
     ] = False,
     page_tokens: Annotated[
-        int | None, typer.Option("--page-tokens", help="Engine page size \\[default: the plan's, 64 × dcp].")
+        int | None, typer.Option("--page-tokens", help="Engine page size [default: the plan's, 64 × dcp].")
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", help="Processes for a per-capacity sweep \\[default: CPUs].", show_default=False),
+        typer.Option("--jobs", "-j", help="Processes for a per-capacity sweep [default: CPUs].", show_default=False),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Draw the curve or the occupancy timeline to a PNG (kvplan\\[plot]).")
+        Path | None,
+        typer.Option("--plot", help="Draw the curve or the occupancy timeline to a PNG (kvplan-dsa[plot])."),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="Assert the pool's invariants after every step (slow: small traces).")

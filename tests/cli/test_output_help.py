@@ -4,6 +4,7 @@ errors name the option the user typed, and every knob is listed once from kvplan
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import fields
 
 import pytest
@@ -90,3 +91,19 @@ def test_knobs_units_and_defaults_come_from_the_model() -> None:
     table = invoke("knobs").stdout
     for name in KNOBS:
         assert any(line.startswith(name + " ") for line in table.splitlines()), name
+
+
+COMMANDS = [
+    ["admit"], ["budget"], ["workspace"], ["prefix"], ["transfer"], ["doctor"], ["lock"], ["gate"], ["diff"],
+    ["probe"], ["validate"], ["simulate"], ["knobs"], ["models", "list"], ["models", "show"],
+    ["deployments", "list"], ["deployments", "show"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_has_no_markup_left_over(command: list[str]) -> None:
+    # Regression: with markup off, escapes written for rich ("\\[default: ...]") showed their backslash
+    r = invoke(*command, "--help")
+    assert r.exit_code == 0, r.output
+    assert "\\[" not in r.stdout and "[/" not in r.stdout
+    assert not re.search(r"\{[a-z_]+\}", r.stdout.splitlines()[0]), r.stdout.splitlines()[0]  # {configs}, {trace}
