@@ -108,9 +108,9 @@ def test_every_output_format(fmt: OutputFormat) -> None:
 
 
 def test_admit_with_the_vllm_preset() -> None:
-    # The preset asks for max_model_len 1M, which vLLM refuses at startup with TP8 / dcp 1 (its KV
-    # needs more than the pool): every request is rejected, and lowering context_length admits 128K.
-    data = admit_json("--ctx", "128K", "--deploy", "glm-5.3-8xh200-vllm", code=1)
+    # The recipe's max_model_len 1M (the preset ships 512K), which vLLM refuses at startup with TP8 / dcp 1
+    # (its KV needs more than the pool): every request is rejected, and lowering context_length admits 128K.
+    data = admit_json("--ctx", "128K", "--deploy", "glm-5.3-8xh200-vllm", "--set", "context_length=1M", code=1)
     assert data["plan"]["engine"] == "vllm"
     assert data["binding"] == "engine starts"
     assert data["plan"]["startup_error"]

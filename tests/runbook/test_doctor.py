@@ -159,7 +159,7 @@ def test_bf16_vs_fp8() -> None:
 
 def test_vllm_max_seq_len_refusal(tmp_path: Path) -> None:
     text = fixture("vllm-0.33.0-glm53-max-seq-len.log")
-    d = run_doctor(text, deploy=VLLM)
+    d = run_doctor(text, deploy=VLLM, sets=("context_length=1M",))  # the recipe's 1M (the preset ships 512K)
     assert d.status == MISMATCH and d.problems == ("startup",)
     assert d.memory_matches is True
     s = d.startup
@@ -340,7 +340,7 @@ def test_vllm_null_block() -> None:
     # memory line the comparison is exact. The config's 27,852,520,897 B // 3,452,160 = 8,068 blocks = 516,352
     # tokens; a count one block short (516,288) is the null block
     text = "(EngineCore_DP0 pid=2) INFO 03-01 12:00:01 [k.py:1] GPU KV cache size: 516,288 tokens\n"
-    d = run_doctor(text, deploy=VLLM)
+    d = run_doctor(text, deploy=VLLM, sets=("context_length=1M",))  # the recipe's 1M (the preset ships 512K)
     assert d.comparison is not None and not d.comparison.memory_from_log
     assert (d.comparison.expected, d.comparison.low, d.comparison.high) == (516_352, 516_352, 516_352)
     assert d.problems == ("pool",)

@@ -23,7 +23,8 @@ SCENARIOS = [
     (SGLANG, ("context_length=128K",), Request(ctx_tokens=128 * K, gen_tokens=1)),  # context_length
     (SGLANG, ("max_running_requests=4096",), Request(ctx_tokens=8192)),  # workspace: max_running_requests
     (SGLANG, ("max_running_requests=2",), Request(ctx_tokens=8192, concurrent=3)),  # running requests: 3
-    (VLLM, (), Request(ctx_tokens=M)),  # engine starts: dcp 4, context_length
+    (VLLM, ("context_length=1M",), Request(ctx_tokens=M)),  # engine starts: dcp 4
+    (VLLM, (), Request(ctx_tokens=512 * K, concurrent=2)),  # the 512K preset: dcp 2
     (VLLM, ("context_length=256K",), Request(ctx_tokens=128 * K, concurrent=8)),  # pool: dcp 2
     (VLLM, ("context_length=256K", "kv_cache_dtype=auto"), Request(ctx_tokens=256 * K, concurrent=2)),
 ]

@@ -85,8 +85,9 @@ def test_recipe_893_calibration() -> None:
     # vllm-project/recipes PR #893: GLM-5.3 FP8 on 8×H200 TP8: 94.46 GiB weights per rank leave 25.94 GiB of KV.
     # kvplan's non-KV "other" default is calibrated on it: requested = ceil(143,156 MiB × 0.92) = 128.6167 GiB;
     # minus weights 94.46, DSA buffers at max_model_len 1M (64 MiB + 168.25 MiB + 2.0625 GiB) and 6,070 MiB
-    # = 25.9397 GiB, which vLLM logs as "Available KV cache memory: 25.94 GiB".
-    p = make_plan(VLLM)
+    # = 25.9397 GiB, which vLLM logs as "Available KV cache memory: 25.94 GiB". The recipe's H200 command sets no
+    # --max-model-len, so vLLM takes the model's 1M (the preset ships 512K: test_preset_starts_at_512k).
+    p = make_plan(VLLM, context_length="1M")
     assert p.knob("non_kv_other").value == DEFAULT_NON_KV_OTHER == 6_070 * MiB
     assert round(p.available_bytes / GiB, 2) == 25.94
     # num_blocks = 27,852,... // 3,452,160 = 8,068; 8,068 × 64 = 516,352 tokens: "about 516K"
@@ -98,13 +99,13 @@ def test_recipe_893_rejects_1m_and_the_remedy_admits() -> None:
     # 25.94 GiB holds 516,352 tokens, so a 1,048,576-token request cannot fit; with max_model_len 1M vLLM
     # does not even start. The smallest dcp that fits: dcp 2 gives 8,068 × 128 = 1,032,704 < 1,048,576,
     # dcp 4 gives 8,068 × 256 = 2,065,408 (a request needs cdiv(1M, 256) = 4,096 of the 8,067 usable blocks).
-    p = make_plan(VLLM)
+    p = make_plan(VLLM, context_length="1M")
     a = admit(p, Request(ctx_tokens=1 << 20))
     assert not a.admitted
     assert a.binding.name == "engine starts"
     dcp = {r.knob: r.value for r in a.remedies}["dcp"]
     assert dcp == 4
-    fixed = make_plan(VLLM, dcp=dcp)
+    fixed = make_plan(VLLM, dcp=dcp, context_length="1M")
     assert admit(fixed, Request(ctx_tokens=1 << 20)).admitted
     assert fixed.logged_tokens == 2_065_408
 
@@ -138,10 +139,26 @@ def test_null_block_is_not_usable() -> None:
 def test_dcp8_shards_tokens_not_bytes() -> None:
     # vLLM DCP: every layer spec is dcp-sharded, so bytes per block stay 3,452,160 while one block id holds
     # 64 × 8 = 512 tokens of a request across the 8 ranks; the startup check uses cdiv(max_model_len, 8).
-    p1, p8 = make_plan(VLLM), make_plan(VLLM, dcp=8)
+    p1, p8 = make_plan(VLLM, context_length="1M"), make_plan(VLLM, dcp=8, context_length="1M")
     assert p8.extras["bytes_per_block"] == p1.extras["bytes_per_block"] == 3_452_160
     assert p8.extras["num_blocks"] == p1.extras["num_blocks"] == 8_068
     assert p8.logged_tokens == 8_068 * 64 * 8 == 4_130_816
     # max_model_len 1,048,576 needs cdiv(cdiv(1,048,576, 8), 64) = 2,048 blocks × 3,452,160 B
     assert p8.extras["max_model_len_needed_bytes"] == 2_048 * 3_452_160
     assert p8.startup_error is None
+
+
+def test_preset_starts_at_512k() -> None:
+    # The preset ships max_model_len 524,288 (the recipe's own --max-model-len, its MI300X command): vLLM starts.
+    # requested = ceil(150,109,945,856 × 0.92) = 138,101,150,188; non-KV = weights 101,425,652,695
+    #   + top-k 8,192 × 2,048 × 4 = 67,108,864 + per-layer top-k 21 × (1,025 × 2,048 × 4 + 1,025 × 4) = 176,418,900
+    #   + prefill 524,288 × 8 × 2 × 132 = 1,107,296,256 (factor 2 above 256K) + other 6,070 MiB = 6,364,856,320
+    # available = 28,959,817,153 B (26.97 GiB) -> 8,388 blocks = 536,832 tokens;
+    # check: 8,192 blocks × 3,452,160 = 28,280,094,720 <= 28,959,817,153 − 3,452,160 = 28,956,364,993
+    p = make_plan(VLLM)
+    assert p.context_len == 524_288 and p.startup_error is None
+    assert p.available_bytes == 28_959_817_153
+    assert p.extras["num_blocks"] == 8_388 and p.logged_tokens == 536_832
+    assert p.extras["max_model_len_needed_bytes"] == 8_192 * 3_452_160 == 28_280_094_720
+    # one full-length request is admitted: cdiv(524,288, 64) = 8,192 of the 8,387 usable blocks
+    assert admit(p, Request(ctx_tokens=524_288)).admitted

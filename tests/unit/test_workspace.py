@@ -85,7 +85,7 @@ def test_vllm_indexer_prefill_buffer() -> None:
         == 163_840 * 8 * 5 * 132
         == 865_075_200
     )
-    assert make_plan("glm-5.3-8xh200-vllm").extras["indexer_prefill_buffer_bytes"] == M * 8 * 2 * 132
+    assert make_plan("glm-5.3-8xh200-vllm", context_length=M).extras["indexer_prefill_buffer_bytes"] == M * 8 * 2 * 132
 
 
 def test_sglang_workspace_items_default() -> None:
