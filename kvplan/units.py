@@ -46,6 +46,7 @@ _LINK_RE = re.compile(
     re.IGNORECASE,
 )
 _LIST_ITEM_RE = re.compile(rf"\s*({_GROUPED}(?:\.\d+)?\s*[kKmMgG]?(?![\d,])|[^,;\s]+)\s*(?:[,;]|\s+|$)")
+LIST_RULE = "list items are separated by ',', ';' or spaces; digits grouped in threes by commas are one number"
 TOKENS_HELP = "an integer (1048576, 1,048,576, 1e6) or a binary count such as 128K or 1M"
 
 
@@ -181,7 +182,10 @@ def parse_token_list(text: str) -> tuple[int, ...]:
         pos = m.end()
     if not items or s[pos:].strip(" ,;"):
         raise InputError("empty list of token counts" if not s.strip(" ,;") else f"cannot read {s[:40]!r} as a list")
-    return tuple(parse_positive_tokens(t) for t in items)
+    try:
+        return tuple(parse_positive_tokens(t) for t in items)
+    except InputError as e:
+        raise type(e)(f"{e} ({LIST_RULE})") from None
 
 
 def parse_option_tokens(option: str, text: str) -> int:

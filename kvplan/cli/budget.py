@@ -10,7 +10,12 @@ from kvplan.render import OutputFormat, emit
 
 def budget(
     ctx: Annotated[
-        str, typer.Option("--ctx", metavar="TOKENS", help="Comma-separated context lengths.")
+        str,
+        typer.Option(
+            "--ctx",
+            metavar="TOKENS",
+            help="Context lengths separated by ',', ';' or spaces; digits grouped in threes (1,000,000) are one number",
+        ),
     ] = "8K,128K,512K,1M",
     model: ModelOpt = None,
     deploy: DeployOpt = None,
