@@ -104,7 +104,7 @@ def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], budget: _Budg
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_node_to_data(v, (*path, i), lines, budget) for i, v in enumerate(node.value)]
-    if node.tag.endswith(":int") and sum(ch.isdigit() for ch in node.value) > limits.MAX_INT_DIGITS:
+    if node.tag.endswith(":int") and len(node.value) > limits.MAX_INT_DIGITS + 10:  # '0x…', '1:2:3…' alike
         raise ConfigError(
             f"an integer of {len(node.value):,} characters is past kvplan's limit of {limits.MAX_INT_DIGITS} digits",
             source=source,

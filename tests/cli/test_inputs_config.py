@@ -411,3 +411,12 @@ def test_model_preset_case_insensitive() -> None:
 
 def test_memory_limits_are_consistent() -> None:
     assert MiB == limits.MIN_MEMORY_KNOB_BYTES and GiB == limits.MIN_GPU_BYTES
+
+
+def test_yaml_base_60_integer_is_length_checked_before_conversion(tmp_path: Path) -> None:
+    # YAML 1.1 reads '59:59:…' as a base-60 integer; 20,000 groups would take quadratic time to convert
+    text = "model: glm-5.3\ntp: " + ":".join(["59"] * 20_000) + "\n"
+    start = time.monotonic()
+    msg = error_line(invoke("budget", "-d", deploy(tmp_path, text)))
+    assert "dep.yaml:2: tp: an integer of 59,999 characters" in msg  # 20,000 × 2 digits + 19,999 colons
+    assert time.monotonic() - start < 5
