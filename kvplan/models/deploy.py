@@ -21,6 +21,7 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "chunked_prefill_size": ("sglang", "max_num_batched_tokens"),
     "cuda_graph_max_bs": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
     "disable_cuda_graph": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
+    "speculative_eagle_topk": ("sglang", "its MTP drafts one chain of num_speculative_tokens, no top-k tree"),
     "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),

@@ -304,6 +304,7 @@ def test_config_without_hidden_size_does_not_plan_zero_weights(tmp_path: Path) -
         ("glm-5.3-8xh200-vllm", "mem_fraction_static=0.9", "is an SGLang knob; vLLM's is gpu_memory_utilization"),
         ("glm-5.3-8xh200-vllm", "pre_load_free=130GiB", "is an SGLang knob; vLLM has none"),
         ("glm-5.3-8xh200-vllm", "chunked_prefill_size=16K", "vLLM's is max_num_batched_tokens"),
+        ("glm-5.3-8xh200-vllm", "speculative_eagle_topk=4", "is an SGLang knob; vLLM has none"),
     ],
 )
 def test_other_engines_knob_is_refused(deploy_ref: str, item: str, words: str) -> None:
