@@ -21,6 +21,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
+from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
@@ -144,16 +145,19 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     dtype, _backend, layout, knobs = _layout(arch, dep, version)
     dcp = dep.dcp
     if old and dcp > 1:
-        from kvplan.errors import PlanError
-
         raise PlanError("SGLang 0.5.9 has no decode context parallel for DSA models: use dcp 1")
+    if dcp > 1 and arch.is_dsa and arch.index_kpool > 1:
+        raise PlanError(f"SGLang rejects --dcp-size {dcp} with index_kpool {arch.index_kpool} (DSA DCP needs 1)")
+    if dcp > 1 and arch.is_dsa and dep.speculative_eagle_topk not in (None, 1):
+        raise PlanError(
+            f"SGLang rejects --dcp-size {dcp} with speculative_eagle_topk {dep.speculative_eagle_topk} "
+            "(DSA DCP needs 1)"
+        )
 
     page_default = 64 * arch.index_kpool if arch.is_dsa and dep.gpu.vendor == "nvidia" else 1
     page_k = resolve(dep, "page_size", page_default, "DSA on CUDA: 64 × index_kpool")
     page = page_k.as_int()
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and page // arch.index_kpool != 64:
-        from kvplan.errors import PlanError
-
         raise PlanError(
             f"DSA requires 64-token physical pages, got page_size={page} with "
             f"index_kpool={arch.index_kpool} (SGLang asserts this at startup)"
@@ -259,6 +263,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
     context_len = ctx_k.as_int()
+    if context_len > arch.max_position_embeddings:
+        # configs/model_config.py: refused while the model config is built, before any memory is profiled
+        startup_error = (
+            f"User-specified context_length ({context_len}) is greater than the derived context_length "
+            f"({arch.max_position_embeddings}). This may lead to incorrect model outputs or CUDA errors. "
+            "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
+        )
     estimated = min(max(int(rows / context_len * 512), 2048), 4096)
     if dep.max_running_requests is not None:
         mrr = min(max(1, dep.max_running_requests // dep.dp_attention), rows // 2)

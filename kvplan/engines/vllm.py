@@ -221,6 +221,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
             "for more details."
         )
+    if max_model_len > arch.max_position_embeddings:
+        # config/model.py: refused before any memory is profiled (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)
+        startup_error = (
+            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json). "
+            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+        )
     rows = num_blocks * block
     logged = rows * dcp
     knobs += [

@@ -11,7 +11,7 @@ from kvplan.engines import plan_pool
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.load import load_deployment, load_model
-from kvplan.units import GiB
+from kvplan.units import GiB, cdiv
 
 GLM = load_model("glm-5.3")
 DEPLOYS = {e: load_deployment(f"glm-5.3-8xh200-{e}") for e in ("sglang", "vllm")}
@@ -90,3 +90,21 @@ def test_any_gpu_and_weights_plan_or_refuse(engine: str, total: int, driver: int
     assert all(s.bytes >= 0 for s in p.memory_map if s.label != "reserve")
     if engine == "sglang":
         assert (p.rows == 0) == (p.startup_error is not None)
+
+
+@given(
+    engines,
+    st.integers(min_value=80 * GiB, max_value=135 * GiB),
+    st.sampled_from([4096, 131072, 524288, 1 << 20, 2 << 20]),
+    dcps,
+)
+def test_no_startup_error_means_the_engine_starts(engine: str, w: int, ctx: int, dcp: int) -> None:
+    """startup_error is None only when the engine's own startup checks pass."""
+    p = plan(engine, weights_per_gpu=w, context_length=ctx, dcp=dcp)
+    if p.startup_error is not None:
+        return
+    assert p.context_len <= p.arch.max_position_embeddings
+    assert p.available_bytes > 0 and p.rows > 0
+    if engine == "vllm":  # the max-model-len check, with available − one block
+        bpb = p.extras["bytes_per_block"]
+        assert bpb * cdiv(cdiv(p.context_len, p.dcp), p.page_tokens) <= p.available_bytes - bpb
