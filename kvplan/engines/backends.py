@@ -90,7 +90,8 @@ SGLANG: tuple[Backend, ...] = (
     # trtllm: TRT-LLM gen kernels; SGLang accepts it on SM90 too (its DCP override picks it there, §2.7)
     Backend("trtllm", max_sm=109, raw_fp8=True),
     Backend("tilelang", fp8=False),  # CUDA tilelang: bf16 cache only
-    Backend("flashinfer_sparse_mla", min_sm=120, raw_fp8=True),
+    # GLM fp8 on SM12x; calculate_mla_kv_cache_dim lists no raw case for it: fp8_ds_mla rows (reference §1.2)
+    Backend("flashinfer_sparse_mla", min_sm=120),
     Backend("tilelang", rocm=True, raw_fp8=True),
     Backend("triton", rocm=True, raw_fp8=True),
     Backend("aiter", rocm=True, raw_fp8=True),

@@ -98,6 +98,8 @@ def _default_backend(arch: ModelArch, dep: Deployment, version: str, dtype: str)
         return "triton", f"DSA on HIP, {where}"
     if dep.dcp > 1 and version != "0.5.9":
         return "trtllm", "dcp > 1 sets both DSA backends to trtllm"
+    if dtype == "fp8_e4m3" and arch.architecture.startswith("GlmMoeDsa") and sm // 10 == 12:
+        return "flashinfer_sparse_mla", f"GLM fp8 on {where}"
     if dtype == "fp8_e4m3":
         return ("trtllm" if sm >= 100 else "flashmla_kv"), f"fp8 on {where}"
     return f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}", f"bf16 on {where} (prefill/decode)"

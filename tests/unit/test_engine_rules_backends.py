@@ -108,3 +108,18 @@ def test_sglang_on_mi300x_follows_hip_rules() -> None:
 def test_no_knob_speaks_of_sm0(deploy: str, gpu: str) -> None:
     p = make_plan(deploy, gpu=gpu, kv_cache_dtype="auto")
     assert not any("SM0" in k.origin for k in p.knobs)
+
+
+def test_sglang_glm_fp8_on_sm120_uses_flashinfer_sparse_mla() -> None:
+    # _dsa_split_backend_resolution: GlmMoeDsa with fp8 on SM12x -> flashinfer_sparse_mla on both sides; it is not
+    # one of calculate_mla_kv_cache_dim's raw cases, so fp8_ds_mla rows: 656 × 78 + 2,772 = 53,940 B per token.
+    # (Not in the catalog: a custom SM120 GPU of the H200's size.)
+    from dataclasses import replace
+
+    from kvplan.engines import plan_pool
+    from kvplan.models.load import load_deployment, load_model
+
+    dep = load_deployment(SGLANG)
+    p = plan_pool(load_model("glm-5.3"), replace(dep, gpu=replace(dep.gpu, sm=120, name="SM120 GPU")))
+    assert p.knob("attention_backend").value == "flashinfer_sparse_mla"
+    assert p.cell.total_bytes == 656 * 78 + IDX == 53_940
