@@ -145,8 +145,8 @@ def _memory_rows(terms: tuple[MemoryTerm, ...]) -> tuple[tuple[str, ...], ...]:
             log = f"{size(t.low_bytes)} – {size(t.high_bytes)}"
         else:
             log = "not in the log"
-        ok = {True: "ok", False: "DIFFERS", None: ""}[t.matches]
-        rows.append((t.name, size(t.config_bytes) if t.config_bytes is not None else "", log, ok))
+        ok = {True: "ok", False: "DIFFERS", None: "n/a"}[t.matches]
+        rows.append((t.name, size(t.config_bytes) if t.config_bytes is not None else "n/a", log, ok))
     return tuple(rows)
 
 
@@ -478,16 +478,20 @@ def doctor_report(d: Diagnosis) -> Report:
         sections.append(Section("What the log reports", tuple(figures), ("line", "value", "where")))
     if d.revealed:
         sections.append(
-            Section("Knobs the log reveals", _revealed_rows(d.revealed), ("knob", "log", "config", "", "evidence"))
+            Section(
+                "Knobs the log reveals", _revealed_rows(d.revealed), ("knob", "log", "config", "status", "evidence")
+            )
         )
     if d.memory:
-        sections.append(Section("Memory of one GPU", _memory_rows(d.memory), ("term", "config", "log", "")))
+        sections.append(Section("Memory of one GPU", _memory_rows(d.memory), ("term", "config", "log", "agrees")))
     if d.comparison is not None:
         title = "The pool" if d.comparison.logged.unit != "needed" else "KV one max_model_len request needs"
         sections.append(Section(title, _pool_rows(d), ("", "", "")))
         if d.causes:
             sections.append(
-                Section("Known causes, each re-planned", _cause_rows(d), ("cause", "cell", "pool", "", "change"))
+                Section(
+                    "Known causes, each re-planned", _cause_rows(d), ("cause", "cell", "pool", "explains", "change")
+                )
             )
     findings = _findings(d)
     if findings:

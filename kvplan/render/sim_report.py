@@ -134,7 +134,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
     ]
     sections = [
         Section("Setting", _setting_rows(s), ("", "")),
-        Section("Prefix hit rate", hit_rows, ("", "rate", "")),
+        Section("Prefix hit rate", hit_rows, ("measure", "rate", "of")),
         Section("Hit length per request", length_rows, ("", "")),
         Section("Hit-length histogram", hist_rows, ("hit tokens", "requests", "share")),
         Section("Pool", tuple(used_rows), ("", "", "")),
