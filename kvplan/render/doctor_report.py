@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
-from kvplan.render.reports import plan_data
+from kvplan.render.reports import deployment_label, plan_data
 from kvplan.runbook.doctor import CANNOT_CHECK, MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.parse import At, Gib, Run
 
@@ -501,7 +501,7 @@ def doctor_report(d: Diagnosis) -> Report:
         sections.append(Section("Runbook checks", tuple(checks), ("", "", "")))
     title = f"kvplan doctor: {d.log.source}"
     if d.best is not None:
-        title += f" against {d.best.arch.name} on {d.best.deployment.name} ({d.best.semantics})"
+        title += f" against {d.best.arch.name} on {deployment_label(d.best)}, {d.best.semantics}"
     return Report(
         "doctor",
         title,

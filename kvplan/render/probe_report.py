@@ -10,6 +10,7 @@ from kvplan.models.deploy import Deployment, Gpu
 from kvplan.probes.nvml import GpuReading, match_catalog
 from kvplan.probes.validate import Measured
 from kvplan.render import Report, Section, count, size
+from kvplan.render.reports import title
 
 _BYTE_KNOBS = {"kv_cache_memory", "weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other"}
 
@@ -122,7 +123,7 @@ def validate_report(plan: PoolPlan, results: tuple[Measured, ...], scaled_to: in
         notes.append(f"scaled pool: --tokens {scaled_to:,} (same layer structure, context capped to the pool)")
     return Report(
         "validate",
-        f"kvplan validate: {plan.arch.name} on {plan.deployment.name} ({plan.semantics}), {plan.rows:,} rows per rank",
+        title("validate", plan, f"{plan.rows:,} rows per rank"),
         (
             Section(
                 "Predicted vs allocated",
