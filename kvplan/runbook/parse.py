@@ -785,6 +785,8 @@ class _Builder:
     seen: set[tuple[str, str | None]] = field(default_factory=set)
     phases: set[str] = field(default_factory=set)
     kv_per_rank: dict[str | None, int] = field(default_factory=dict)
+    kv_mha: bool | None = None
+    """Whether this run's pool lines are K/V (MHA/GQA) ones; every pool line of one start is the same kind."""
 
     def restarts(self, ev: _Event) -> bool:
         """Whether this event belongs to a new server start."""
@@ -798,6 +800,8 @@ class _Builder:
         if phase == LOAD and POOL in self.phases:
             return True  # weights load again after the pool: a restart
         if ev.kind == "kv":
+            if self.kv_mha is not None and isinstance(ev.value, KvAlloc) and ev.value.mha != self.kv_mha:
+                return True  # a K/V pool line after an MLA one (or back): another model's start
             return self.kv_per_rank.get(ev.rank, 0) >= 2  # target + draft per rank; a third is a new start
         return ev.kind in _RESTART_ON_REPEAT and (ev.kind, ev.rank) in self.seen
 
@@ -809,6 +813,8 @@ class _Builder:
         self.seen.add((ev.kind, ev.rank))
         if ev.kind == "kv":
             self.kv_per_rank[ev.rank] = self.kv_per_rank.get(ev.rank, 0) + 1
+            if self.kv_mha is None and isinstance(ev.value, KvAlloc):
+                self.kv_mha = ev.value.mha
 
     def freeze(self, index: int) -> Run:
         def all_of(kind: str) -> list[_Event]:

@@ -277,3 +277,21 @@ def test_streamed_parse_equals_the_whole_text(name: str) -> None:
             parse_log(log_lines(path), str(path))
         return
     assert parse_log(log_lines(path), str(path)) == whole
+
+
+# --------------------------------------------------------------------------- found by tests/fuzz/test_logs.py
+
+
+def test_mla_and_mha_pool_lines_are_two_starts(tmp_path: Path) -> None:
+    # defect (fuzz): an MLA pool line and an MHA (K size / V size) one glued into one run made the doctor
+    # call the run MHA but render the MLA line as if it had K and V sizes (AssertionError, exit 4)
+    text = (
+        "[2026-03-01 12:05:20 TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 330560, KV size: 28.52 GB"
+        "[2025-03-08 12:29:21 TP1] KV Cache is allocated. #tokens: 46611, K size: 1.42 GB, V size: 1.42 GB"
+    )
+    parsed = parse_log(text)
+    assert [[k.value.mha for k in r.kv] for r in parsed.runs] == [[False], [True]]
+    p = tmp_path / "server.log"
+    p.write_text(text)
+    r = _kvplan_cli("doctor", "--log", p)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
