@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -21,7 +22,7 @@ from kvplan.cli.probe import probe, validate
 from kvplan.cli.simulate import simulate
 from kvplan.cli.transfer import transfer
 from kvplan.cli.workspace import workspace
-from kvplan.errors import EXIT_INTERNAL, EXIT_OK
+from kvplan.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED
 
 
 class _OneLineErrors(TyperGroup):
@@ -42,14 +43,17 @@ class _OneLineErrors(TyperGroup):
         argv = list(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        except SystemExit:
+        except SystemExit as e:
+            if e.code == EXIT_REJECTED and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+                sys.exit(EXIT_OK)  # click's answer to a closed pipe (--help | head -1) is exit 1, which is no verdict
             raise
         except BaseException as e:
             code = getattr(e, "exit_code", None)
             if hasattr(e, "format_message") and isinstance(code, int):
                 # click's UsageError family (vendored by typer): duck-typed on its interface
                 if type(e).__name__ == "NoArgsIsHelpError":
-                    sys.stdout.write(e.format_message() + "\n")  # help asked for by giving nothing: not an error
+                    with contextlib.suppress(BrokenPipeError):  # help asked for by giving nothing: not an error
+                        sys.stdout.write(e.format_message() + "\n")
                     sys.exit(EXIT_OK)
                 sys.exit(usage_error(e, code, argv))
             if type(e).__name__ == "Exit":  # typer/click Exit under standalone_mode=False
@@ -61,6 +65,8 @@ class _OneLineErrors(TyperGroup):
             except BaseException:  # the boundary itself must not leak a traceback
                 sys.stderr.write(f"kvplan: internal error: {type(e).__name__}: {e} (this is a kvplan bug)\n")
                 sys.exit(EXIT_INTERNAL)
+        if rv == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130), silently
+            sys.stderr.write("kvplan: interrupted\n")
         if standalone_mode:
             sys.exit(rv if isinstance(rv, int) else EXIT_OK)
         return rv

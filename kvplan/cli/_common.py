@@ -70,8 +70,8 @@ def boundary() -> Iterator[None]:
     """
     try:
         yield
-    except (typer.Exit, typer.Abort):
-        raise
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise  # Ctrl-C: typer makes it Exit(130) and the group says "interrupted", once
     except BaseException as e:
         if hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int):
             raise  # click's usage errors: the group words them

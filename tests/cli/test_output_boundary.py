@@ -212,3 +212,15 @@ def test_columns_0_still_prints_every_figure() -> None:
     assert p.returncode == EXIT_REJECTED, err
     # 567,616 pool tokens: 28.52 GiB available // 53,940 B a row, rounded down to 64-token pages (engine goldens)
     assert b"567,616" in out
+
+
+@pytest.mark.parametrize("args", [["--help"], ["admit", "--help"], []])
+def test_help_into_a_closed_pipe_is_exit_0(args: list[str]) -> None:
+    # Regression: click answers a closed stdout with exit 1, the verdict's code, for `kvplan --help | head -1`
+    p = kvplan_process(*args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()
+    err = p.stderr.read()
+    p.stderr.close()
+    assert p.wait(timeout=60) == EXIT_OK, err
+    assert err == b""
