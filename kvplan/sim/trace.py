@@ -47,7 +47,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from kvplan import limits
 from kvplan.errors import InputError
@@ -186,9 +186,8 @@ def _open(path: Path) -> Iterator[IO[bytes]]:
 _GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
 
 
-@dataclass(frozen=True)
-class _Line:
-    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8)."""
+class _Line(NamedTuple):
+    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8). A tuple: one a line."""
 
     number: int
     text: str
@@ -243,7 +242,7 @@ def _lines(path: Path) -> Generator[_Line, None, None]:
             yield _Line(number, text)
 
 
-_LONG_INT = re.compile(rf"\d{{{limits.MAX_INT_DIGITS + 1}}}")
+_LONG_INT = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")  # [0-9]: twice as fast as \d
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 
@@ -256,6 +255,11 @@ def _parse_int(text: str) -> int:
 
 def _no_constant(name: str) -> Any:
     raise _Bad(f"{name} is not a number kvplan accepts (JSON has no {name})")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+"""Built once: json.loads with any hook builds a decoder per call."""
+_LONG_INT_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_no_constant)
 
 
 def _too_deep(text: str) -> bool:
@@ -276,8 +280,8 @@ def _json(text: str) -> Any:
         raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}")
     try:
         if _LONG_INT.search(text):
-            return json.loads(text, parse_int=_parse_int, parse_constant=_no_constant)
-        return json.loads(text, parse_constant=_no_constant)
+            return _LONG_INT_DECODER.decode(text)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as e:
         raise _Bad(f"not JSON ({e.msg})") from None
     except RecursionError:
