@@ -71,6 +71,10 @@ MAX_TOKENS = 1 << 40
 MAX_LAYERS = 100_000
 MAX_DIM = 1 << 24
 """Largest hidden size, head dim, vocab size or head count kvplan accepts in a model config."""
+MAX_MODULE_PATTERNS = 4096
+"""Most module names or patterns in one list of a quantization_config (ignore, exclude_modules, targets)."""
+MAX_MODULE_PATTERN_CHARS = 512
+"""Longest module name or ``re:`` pattern kvplan matches (regexes run against short module names only)."""
 MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
 MAX_LOOP = 10_000

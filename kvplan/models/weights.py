@@ -14,9 +14,14 @@ Norm vectors are left out (under 0.01 % of the total).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
 
-from kvplan.models.arch import ParamGroup
+from kvplan.errors import ConfigError
+from kvplan.models.arch import ParamGroup, Split
+from kvplan.models.quant import Fail, Fields, Quantization, resolve
 
 FP8_BLOCK_ELEMS = 128 * 128
 """fp8 block quantization: one fp32 scale per 128×128 block."""
@@ -43,20 +48,29 @@ class MoeShape:
     vocab_size: int
     tie_word_embeddings: bool
 
-    def attention_params(self) -> int:
+    def attention_modules(self) -> tuple[tuple[str, int], ...]:
+        """(module under ``self_attn.``, parameters) of one layer's attention, with the indexer's."""
         h, heads = self.hidden_size, self.num_attention_heads
         qk = self.qk_nope_head_dim + self.qk_rope_head_dim
         q_lora = self.q_lora_rank
-        q = h * q_lora + q_lora * heads * qk if q_lora else h * heads * qk
-        kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * heads * (
-            self.qk_nope_head_dim + self.v_head_dim
+        q = (("q_a_proj", h * q_lora), ("q_b_proj", q_lora * heads * qk)) if q_lora else (("q_proj", h * heads * qk),)
+        kv = (
+            ("kv_a_proj_with_mqa", h * (self.kv_lora_rank + self.qk_rope_head_dim)),
+            ("kv_b_proj", self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)),
         )
-        o = heads * self.v_head_dim * h
-        indexer = 0
+        o = (("o_proj", heads * self.v_head_dim * h),)
+        indexer: tuple[tuple[str, int], ...] = ()
         if self.index_n_heads and self.index_head_dim:
             q_in = self.q_lora_rank or h
-            indexer = q_in * self.index_n_heads * self.index_head_dim + h * self.index_head_dim + h * self.index_n_heads
-        return q + kv + o + indexer
+            indexer = (
+                ("indexer.wq_b", q_in * self.index_n_heads * self.index_head_dim),
+                ("indexer.wk", h * self.index_head_dim),
+                ("indexer.weights_proj", h * self.index_n_heads),
+            )
+        return (*q, *kv, *o, *indexer)
+
+    def attention_params(self) -> int:
+        return sum(n for _, n in self.attention_modules())
 
     def expert_params(self) -> int:
         return 3 * self.hidden_size * self.moe_intermediate_size
@@ -121,3 +135,264 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
         ),
     ]
     return tuple(g for g in groups if g.params > 0)
+
+
+# --------------------------------------------------------------------------- any family, any quantization
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadsGroup(ParamGroup):
+    """An attention group split by heads, so over at most ``heads`` ranks.
+
+    The k/v projections of a GQA model with fewer kv heads than attention ranks are replicated: each rank loads
+    ``max(kv_heads / attn_tp, 1)`` heads' worth (SGLang and vLLM ``QKVParallelLinear``: ``num_kv_head_replicas``).
+    """
+
+    heads: int
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        if self.split == "attn" and split.attention > self.heads:
+            split = replace(split, attention=self.heads)
+        return super().bytes_per_gpu(split)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightsModel:
+    """The parameter groups of a checkpoint, the quantization they were counted in, and what was assumed."""
+
+    groups: tuple[ParamGroup, ...]
+    family: str
+    """'dense GQA', 'GQA MoE' or 'MLA MoE' (DSA when it has an indexer); '' when the config has no hidden_size."""
+    quantization: Quantization
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """Said on the weights line: an unknown quant_method or dtype planned as bf16, never silently."""
+        return self.quantization.assumptions
+
+    @property
+    def summary(self) -> str:
+        """One line for the weights line: the schemes, e.g. 'fp8: fp8 e4m3, fp32 scale per 128×128 block; …'."""
+        return self.quantization.summary
+
+    @property
+    def total_params(self) -> int:
+        return sum(g.params for g in self.groups)
+
+
+class _Groups:
+    """Parameters and checkpoint bytes accumulated per group, each module in the scheme its name resolves to."""
+
+    def __init__(self, quant: Quantization):
+        self.quant = quant
+        self.acc: dict[str, tuple[int, Fraction, str, int]] = {}
+        self._cache: dict[str, Fraction] = {}
+
+    def add(self, group: str, split: str, params: int, module: str | None = None, *, heads: int = 0) -> None:
+        """``module`` None: not a quantizable linear (embeddings, LM head, routers): the checkpoint dtype."""
+        if params <= 0:
+            return
+        per = self.quant.plain.bytes_per_param if module is None else self._per_param(module)
+        n, b, _, _ = self.acc.get(group, (0, Fraction(0), split, heads))
+        self.acc[group] = (n + params, b + per * params, split, heads)
+
+    def _per_param(self, module: str) -> Fraction:
+        uniform = not self.quant.ignore and len(self.quant.groups) <= 1  # one scheme for every linear module
+        key = "" if uniform else module
+        if key not in self._cache:
+            self._cache[key] = self.quant.scheme_for(module).bytes_per_param
+        return self._cache[key]
+
+    def groups(self) -> tuple[ParamGroup, ...]:
+        out: list[ParamGroup] = []
+        for name, (params, total, split, heads) in self.acc.items():
+            per = total / params
+            kw = {
+                "name": name,
+                "params": params,
+                "bytes_per_param_num": per.numerator,
+                "bytes_per_param_den": per.denominator,
+                "split": split,
+            }
+            out.append(HeadsGroup(**kw, heads=heads) if heads else ParamGroup(**kw))  # type: ignore[arg-type]
+        return tuple(out)
+
+
+def param_groups_from_hf(
+    config: Mapping[str, Any], source: str, *, fail: Fail | None = None, mla: MoeShape | None = None
+) -> WeightsModel:
+    """Parameter groups of a Hugging Face ``config.json``, in the checkpoint's own storage, for weights per GPU.
+
+    Families, recognised from the keys (the architecture check is the loader's):
+    - MLA (``kv_lora_rank``; DeepSeek-V2/V3/R1, Kimi-K2, and the DSA models with an indexer): the MoeShape
+      groups above, each module in its scheme; ``mla`` passes the shape the loader already built;
+    - GQA / MHA / MQA (Llama, Mistral, Qwen2, Qwen3): per layer q + o (``attention``, attention TP) and k + v
+      (``kv_proj``, at most ``num_key_value_heads`` ways: replicated beyond), a gated MLP 3 × h × intermediate;
+    - GQA MoE: Mixtral (``num_local_experts``, experts of ``intermediate_size``), Qwen3-MoE (``num_experts``,
+      ``moe_intermediate_size``, MoE on layer i iff i is not in ``mlp_only_layers`` and (i + 1) %
+      ``decoder_sparse_step`` == 0), GLM-4.5 (``first_k_dense_replace`` dense layers, ``n_routed_experts`` +
+      ``n_shared_experts``, ``num_nextn_predict_layers`` MTP layers: one MoE decoder layer + eh_proj 2h × h);
+      routers n_experts × h per MoE layer, in the checkpoint dtype.
+    Embeddings and the LM head: vocab × h each, one copy when ``tie_word_embeddings``. Norms, biases (Qwen2's
+    q/k/v, GLM-4.5's) and rotary tables are left out (under 0.01 %). Splits: 'attn' attention, 'tp' dense MLP,
+    shared experts and embeddings (vocab parallel), 'experts' routed experts and MTP, 'none' routers.
+
+    No ``hidden_size``: no groups (the loader then asks for ``weights_per_gpu``). Bad values raise through
+    ``fail`` (a key path and a message; load.Reader.fail fits) or a ConfigError naming ``source``.
+
+    >>> w = param_groups_from_hf({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    ...     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+    ...     "torch_dtype": "bfloat16"}, "llama-3.1-8b")
+    >>> w.total_params, w.summary
+    (8029995008, 'bf16 checkpoint')
+    """
+    quant = resolve(config, source, fail)
+
+    def bad(path: tuple[str | int, ...], message: str) -> ConfigError:
+        if fail is not None:
+            fail(path, message)
+        return ConfigError(message, source=source, key=".".join(str(p) for p in path))
+
+    c = Fields(config, (), bad)
+    if c.integer("hidden_size", 0) == 0:
+        return WeightsModel(groups=(), family="", quantization=quant)
+    acc = _Groups(quant)
+    if mla is not None or config.get("kv_lora_rank") is not None:
+        shape = mla or _mla_shape(c)
+        _mla_groups(shape, acc)
+        family = "DSA MoE" if shape.index_n_heads and shape.index_head_dim else "MLA MoE"
+        if not shape.n_routed_experts:
+            family = family.replace(" MoE", "")
+    else:
+        family = _gqa_groups(c, acc)
+    return WeightsModel(groups=acc.groups(), family=family, quantization=quant)
+
+
+def _mla_shape(c: Fields) -> MoeShape:
+    return MoeShape(
+        hidden_size=c.required("hidden_size"),
+        num_layers=c.required("num_hidden_layers"),
+        num_mtp_layers=c.integer("num_nextn_predict_layers", 0, minimum=0),
+        num_attention_heads=c.required("num_attention_heads"),
+        q_lora_rank=c.integer("q_lora_rank", 0, minimum=0) or None,
+        kv_lora_rank=c.required("kv_lora_rank"),
+        qk_nope_head_dim=c.integer("qk_nope_head_dim", 128),
+        qk_rope_head_dim=c.required("qk_rope_head_dim"),
+        v_head_dim=c.integer("v_head_dim", 128),
+        index_n_heads=c.integer("index_n_heads", 0, minimum=0),
+        index_head_dim=c.integer("index_head_dim", 128 if c.integer("index_topk", 0, minimum=0) else 0),
+        first_k_dense_replace=c.integer("first_k_dense_replace", 0, minimum=0),
+        intermediate_size=c.integer("intermediate_size", 0, minimum=0),
+        n_routed_experts=c.integer("n_routed_experts", 0, minimum=0),
+        n_shared_experts=c.integer("n_shared_experts", 0, minimum=0),
+        moe_intermediate_size=c.integer("moe_intermediate_size", 0, minimum=0),
+        vocab_size=c.integer("vocab_size", 0, minimum=0),
+        tie_word_embeddings=c.flag("tie_word_embeddings", False),
+    )
+
+
+def _mla_groups(s: MoeShape, acc: _Groups) -> None:
+    """The groups of :func:`param_groups` (same names, order, counts and splits), each module in its scheme."""
+    h = s.hidden_size
+    mlp = ("gate_proj", "up_proj", "down_proj")
+    ffn = h * s.moe_intermediate_size
+
+    def moe_layer(group_attn: str, group_exp: str, group_shared: str, split_shared: str, i: int) -> None:
+        p = f"model.layers.{i}."
+        for mod, n in s.attention_modules():
+            acc.add(group_attn, "attn" if group_attn == "attention" else "experts", n, f"{p}self_attn.{mod}")
+        for m in mlp:
+            acc.add(group_exp, "experts", s.n_routed_experts * ffn, f"{p}mlp.experts.0.{m}")
+            acc.add(group_shared, split_shared, s.n_shared_experts * ffn, f"{p}mlp.shared_experts.{m}")
+
+    for i in range(s.num_layers):
+        p = f"model.layers.{i}."
+        if i < s.first_k_dense_replace:
+            for mod, n in s.attention_modules():
+                acc.add("attention", "attn", n, f"{p}self_attn.{mod}")
+            for m in mlp:
+                acc.add("dense_mlp", "tp", h * s.intermediate_size, f"{p}mlp.{m}")
+        else:
+            moe_layer("attention", "routed_experts", "shared_experts", "tp", i)
+            acc.add("router", "none", s.n_routed_experts * h)
+    # param_groups' order: attention, dense_mlp, routed, shared, router, embeddings, mtp
+    acc.add("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
+    for k in range(s.num_mtp_layers):
+        i = s.num_layers + k
+        moe_layer("mtp", "mtp", "mtp", "experts", i)
+        acc.add("mtp", "experts", 2 * h * h, f"model.layers.{i}.eh_proj")
+
+
+def _gqa_groups(c: Fields, acc: _Groups) -> str:
+    h = c.required("hidden_size")
+    layers = c.required("num_hidden_layers")
+    heads = c.required("num_attention_heads")
+    kv_heads = c.integer("num_key_value_heads", heads)
+    if kv_heads > heads or heads % kv_heads:
+        raise c.bad(
+            ("num_attention_heads",),
+            f"{heads} attention heads are not a multiple of num_key_value_heads {kv_heads}",
+        )
+    head_dim = c.integer("head_dim", h // heads)
+    vocab = c.integer("vocab_size", 0, minimum=0)
+    mixtral = c.integer("num_local_experts", 0, minimum=0)
+    qwen = c.integer("num_experts", 0, minimum=0)
+    glm = c.integer("n_routed_experts", 0, minimum=0)
+    experts = mixtral or qwen or glm
+    inter = c.integer("intermediate_size", 0, minimum=0)
+    moe_inter = inter if mixtral else c.integer("moe_intermediate_size", 0, minimum=0)
+    if experts and not moe_inter:
+        raise c.bad(("moe_intermediate_size",), "missing (required for a MoE model)")
+    shared = c.integer("n_shared_experts", 0, minimum=0) if glm else 0
+    dense_first = c.integer("first_k_dense_replace", 0, minimum=0) if glm else 0
+    step = c.integer("decoder_sparse_step", 1) if qwen else 1
+    only = _int_set(c, "mlp_only_layers") if qwen else frozenset()
+    mtp = c.integer("num_nextn_predict_layers", 0, minimum=0)
+
+    def is_moe(i: int) -> bool:
+        return bool(experts) and i >= dense_first and i not in only and (i + 1) % step == 0
+
+    if not all(is_moe(i) for i in range(layers)) and not inter:
+        raise c.bad(("intermediate_size",), "missing (required for the dense MLP layers)")
+    q_out = heads * head_dim
+    kv_out = kv_heads * head_dim
+    if mixtral:
+        moe, names = "block_sparse_moe", ("w1", "w3", "w2")
+    else:
+        moe, names = "mlp", ("gate_proj", "up_proj", "down_proj")
+
+    def layer(i: int, attn: str, attn_split: str, kv: str, exp: str, shr: str, shr_split: str) -> None:
+        p = f"model.layers.{i}."
+        acc.add(attn, attn_split, h * q_out, f"{p}self_attn.q_proj")
+        acc.add(attn, attn_split, q_out * h, f"{p}self_attn.o_proj")
+        heads_cap = kv_heads if kv == "kv_proj" else 0
+        acc.add(kv, attn_split, h * kv_out, f"{p}self_attn.k_proj", heads=heads_cap)
+        acc.add(kv, attn_split, h * kv_out, f"{p}self_attn.v_proj", heads=heads_cap)
+        if not is_moe(i) and attn == "attention":
+            for m in ("gate_proj", "up_proj", "down_proj"):
+                acc.add("dense_mlp", "tp", h * inter, f"{p}mlp.{m}")
+            return
+        for m in names:
+            acc.add(exp, "experts", experts * h * moe_inter, f"{p}{moe}.experts.0.{m}")
+        for m in ("gate_proj", "up_proj", "down_proj"):
+            acc.add(shr, shr_split, shared * h * moe_inter, f"{p}mlp.shared_experts.{m}")
+
+    for i in range(layers):
+        layer(i, "attention", "attn", "kv_proj", "routed_experts", "shared_experts", "tp")
+        if is_moe(i):
+            acc.add("router", "none", experts * h)
+    acc.add("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
+    for k in range(mtp if experts else 0):
+        i = layers + k
+        layer(i, "mtp", "experts", "mtp", "mtp", "mtp", "experts")
+        acc.add("mtp", "experts", 2 * h * h, f"model.layers.{i}.eh_proj")
+    return "GQA MoE" if experts else "dense GQA"
+
+
+def _int_set(c: Fields, key: str) -> frozenset[int]:
+    v = c.data.get(key)
+    if v is None:
+        return frozenset()
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
+        raise c.bad((key,), "expected a list of layer numbers")
+    return frozenset(v)

@@ -1,0 +1,372 @@
+"""How a checkpoint stores its linear weights: the schemes of ``quantization_config`` (pure data).
+
+A :class:`Scheme` is bits per value plus one scale (and zero point) per group of values, so its bytes per
+parameter is a fraction::
+
+    bytes/param = (weight_bits + (scale_bits + zero_bits) / values_per_scale) / 8
+
+- bf16 / fp16 / fp32: 2 / 2 / 4 (``weight``);
+- fp8 in 128×128 blocks (``quant_method: fp8`` with ``weight_block_size``): 1 + 4/16,384 (``weight`` e4m3 and a
+  ``weight_scale_inv`` fp32 per block); fp8 per tensor or per channel: 1 (the scales, 4 B a tensor or a row,
+  are left out);
+- NVFP4 (modelopt ``quant_algo: NVFP4``): 0.5 + 1/16 (packed e2m1, one fp8 e4m3 scale per 16; the two fp32
+  globals a tensor are left out);
+- MXFP4 (``quant_method: mxfp4``): 0.5 + 1/32 (packed e2m1 ``blocks``, one e8m0 ``scales`` byte per 32);
+- AWQ intN, group g: N/8 + (2 + N/8)/g (``qweight`` packed in int32, fp16 ``scales``, N-bit ``qzeros`` per
+  group; ``zero_point: false`` drops the zeros);
+- GPTQ intN, group g: N/8 + (2 + N/8)/g (``qweight``, fp16 ``scales``, N-bit ``qzeros``, stored even when
+  ``sym``; ``g_idx``, 4 B an input row, is left out);
+- compressed-tensors intN, group g: N/8 + (scale + zero)/g (``weight_packed``, ``weight_scale`` in the model
+  dtype, ``weight_zero_point`` N-bit only when asymmetric); fp4 (``type: float``, 4 bits) has fp8 scales.
+
+Group scales are exact when a matrix's input dim is a multiple of the group (true for every modelled family but
+GLM-4.5-Air's 10,944-wide dense MLP, < 0.01 % off). Which modules stay unquantized follows each method's own list:
+compressed-tensors ``ignore`` (``re:`` patterns matched from the start of the name, else the exact name; ``targets``
+likewise, "Linear" matching every linear layer), modelopt ``exclude_modules`` (glob patterns), and
+``modules_to_not_convert`` / ``ignored_layers`` (a substring of the module name, as transformers matches them).
+Embeddings, the LM head and MoE routers always stay in the checkpoint dtype (the engines load them unquantized).
+An unknown ``quant_method`` is planned as the checkpoint dtype and said as an assumption, never silently.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from kvplan.errors import ConfigError
+from kvplan.limits import MAX_DIM, MAX_MODULE_PATTERN_CHARS, MAX_MODULE_PATTERNS
+
+Fail = Callable[[tuple[str | int, ...], str], object]
+"""Raises a located error for a key path under the config (load.Reader.fail fits); must not return."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scheme:
+    """One storage format of a linear weight: bits per value plus a scale (and a zero point) per group."""
+
+    name: str
+    weight_bits: int
+    values_per_scale: int = 0
+    """Values sharing one scale: g for group quantization, 128 × 128 for fp8 blocks; 0 for per-tensor or
+    per-channel scales, which are left out (4 B a tensor or a row: under 0.05 % of any modelled matrix)."""
+    scale_bits: int = 0
+    zero_bits: int = 0
+    """Zero point per group (asymmetric integer schemes); 0 when symmetric."""
+
+    @property
+    def bytes_per_param(self) -> Fraction:
+        bits = Fraction(self.weight_bits)
+        if self.values_per_scale:
+            bits += Fraction(self.scale_bits + self.zero_bits, self.values_per_scale)
+        return bits / 8
+
+
+BF16 = Scheme(name="bf16", weight_bits=16)
+FP16 = Scheme(name="fp16", weight_bits=16)
+FP32 = Scheme(name="fp32", weight_bits=32)
+FP8_BLOCK = Scheme(
+    name="fp8 e4m3, fp32 scale per 128×128 block", weight_bits=8, values_per_scale=128 * 128, scale_bits=32
+)
+FP8_TENSOR = Scheme(name="fp8 e4m3, per-tensor scale", weight_bits=8)
+NVFP4 = Scheme(name="NVFP4 (e2m1, fp8 scale per 16)", weight_bits=4, values_per_scale=16, scale_bits=8)
+MXFP4 = Scheme(name="MXFP4 (e2m1, e8m0 scale per 32)", weight_bits=4, values_per_scale=32, scale_bits=8)
+
+_DTYPES = {
+    "bfloat16": BF16,
+    "bf16": BF16,
+    "float16": FP16,
+    "fp16": FP16,
+    "half": FP16,
+    "float32": FP32,
+    "fp32": FP32,
+    "float": FP32,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Quantization:
+    """A checkpoint's ``quantization_config`` resolved: which scheme each linear module is stored in."""
+
+    method: str
+    """'none' (plain dtype), 'fp8', 'modelopt', 'mxfp4', 'awq', 'gptq', 'compressed-tensors', or the unknown name."""
+    plain: Scheme
+    """The checkpoint dtype (``torch_dtype``): embeddings, LM head, routers and every unquantized module."""
+    groups: tuple[tuple[tuple[str, ...], Scheme], ...] = ()
+    """(targets, scheme) in order; empty targets match every linear module (single-scheme methods)."""
+    ignore: tuple[str, ...] = ()
+    match: str = "substring"
+    """How ``ignore`` (and targets) match a module name: 'substring', 'glob' (modelopt) or 'ct' (compressed-tensors)."""
+    assumptions: tuple[str, ...] = ()
+
+    def scheme_for(self, module: str) -> Scheme:
+        """The scheme of one linear module, by its Hugging Face name (``model.layers.3.mlp.experts.0.up_proj``)."""
+        if any(_matches(p, module, self.match) for p in self.ignore):
+            return self.plain
+        for targets, scheme in self.groups:
+            if not targets or any(_matches(t, module, self.match) for t in targets):
+                return scheme
+        return self.plain
+
+    @property
+    def summary(self) -> str:
+        """One line for the weights line, e.g. 'compressed-tensors: int4 group 32 (…); bf16 where ignored'."""
+        schemes = "; ".join(dict.fromkeys(s.name for _, s in self.groups))
+        if self.method == "none" or not schemes:
+            return f"{self.plain.name} checkpoint"
+        return f"{self.method}: {schemes}; {self.plain.name} elsewhere"
+
+
+def _matches(pattern: str, name: str, style: str) -> bool:
+    if style == "glob":
+        return fnmatch.fnmatchcase(name, pattern)
+    if style == "ct":
+        if pattern.startswith("re:"):
+            return re.match(pattern[3:], name) is not None
+        return pattern in (name, "Linear")
+    return pattern in name
+
+
+def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) -> Quantization:
+    """The quantization of a Hugging Face ``config.json`` (its ``quantization_config`` and ``torch_dtype``).
+
+    Bad values (a group size that is not a positive integer, a pattern list that is not a list of strings)
+    raise through ``fail`` with the key path, or a ConfigError naming ``source``; an unknown method is an
+    assumption, not an error.
+    """
+
+    def bad(path: tuple[str | int, ...], message: str) -> ConfigError:
+        if fail is not None:
+            fail(path, message)
+        key = ".".join(str(p) for p in path)
+        return ConfigError(message, source=source, key=key)
+
+    plain, assumptions = _plain(config)
+    q = config.get("quantization_config")
+    if q is None:
+        return Quantization(method="none", plain=plain, assumptions=assumptions)
+    if not isinstance(q, Mapping):
+        raise bad(("quantization_config",), f"expected a mapping, got {type(q).__name__}")
+    r = Fields(q, ("quantization_config",), bad)
+    method = r.text("quant_method", "").lower().replace("_", "-")
+    if method == "modelopt" or method.startswith("modelopt-") or isinstance(q.get("quantization"), Mapping):
+        return _modelopt(r, plain, assumptions)
+    if method == "fp8":
+        block = r.int_list("weight_block_size")
+        if block:
+            rows, cols = [*block, block[0]][:2]
+            scheme = (
+                FP8_BLOCK
+                if (rows, cols) == (128, 128)
+                else Scheme(
+                    name=f"fp8 e4m3, fp32 scale per {rows}×{cols} block",
+                    weight_bits=8,
+                    values_per_scale=rows * cols,
+                    scale_bits=32,
+                )
+            )
+        else:
+            scheme = FP8_TENSOR
+        return _simple("fp8", scheme, r, plain, assumptions)
+    if method == "mxfp4":
+        return _simple("mxfp4", MXFP4, r, plain, assumptions)
+    if method in ("awq", "gptq"):
+        bits = r.integer("bits", r.integer("w_bit", 4))
+        group = r.integer("group_size", r.integer("q_group_size", 128), minimum=-1)
+        if bits not in (2, 3, 4, 8):
+            raise bad(("quantization_config", "bits"), f"expected 2, 3, 4 or 8 bits, got {bits}")
+        zero = bits if method == "gptq" or r.flag("zero_point", True) else 0
+        per = f"group {group}" if group > 0 else "per channel"
+        extra = ", g_idx left out" if method == "gptq" else ""
+        scheme = Scheme(
+            name=f"int{bits} {method.upper()} {per} (fp16 scales{', zero points' if zero else ''}{extra})",
+            weight_bits=bits,
+            values_per_scale=max(group, 0),
+            scale_bits=16,
+            zero_bits=zero,
+        )
+        return _simple(method, scheme, r, plain, assumptions)
+    if method == "compressed-tensors":
+        return _compressed_tensors(r, plain, assumptions)
+    shown = r.text("quant_method", "") or "(none)"
+    return Quantization(
+        method=shown,
+        plain=plain,
+        assumptions=(*assumptions, f"assumed {plain.name}: quant_method {shown!r} is not modelled"),
+    )
+
+
+def _plain(config: Mapping[str, Any]) -> tuple[Scheme, tuple[str, ...]]:
+    raw = config.get("torch_dtype", config.get("dtype"))
+    if raw is None:
+        return BF16, ("assumed bf16: the config names no torch_dtype",)
+    scheme = _DTYPES.get(str(raw).strip().lower().removeprefix("torch.")) if isinstance(raw, str) else None
+    if scheme is None:
+        return BF16, (f"assumed bf16: torch_dtype {str(raw)[:40]!r} is not modelled",)
+    return scheme, ()
+
+
+def _simple(method: str, scheme: Scheme, r: Fields, plain: Scheme, assumptions: tuple[str, ...]) -> Quantization:
+    skip = r.patterns("modules_to_not_convert") + r.patterns("ignored_layers")
+    return Quantization(method=method, plain=plain, groups=(((), scheme),), ignore=skip, assumptions=assumptions)
+
+
+def _modelopt(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) -> Quantization:
+    inner = r.sub("quantization") or r
+    algo = inner.text("quant_algo", "").upper()
+    excl = inner.patterns("exclude_modules") or r.patterns("exclude_modules") or r.patterns("ignore")
+    if "FP4" in algo:
+        group = inner.integer("group_size", 16)
+        scheme = (
+            NVFP4
+            if group == 16
+            else Scheme(
+                name=f"NVFP4 (e2m1, fp8 scale per {group})", weight_bits=4, values_per_scale=group, scale_bits=8
+            )
+        )
+    elif "FP8" in algo:
+        scheme = FP8_TENSOR
+    else:
+        shown = algo or "(none)"
+        return Quantization(
+            method="modelopt",
+            plain=plain,
+            assumptions=(*assumptions, f"assumed {plain.name}: modelopt quant_algo {shown!r} is not modelled"),
+        )
+    return Quantization(
+        method="modelopt", plain=plain, groups=(((), scheme),), ignore=excl, match="glob", assumptions=assumptions
+    )
+
+
+def _compressed_tensors(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) -> Quantization:
+    groups: list[tuple[tuple[str, ...], Scheme]] = []
+    notes = list(assumptions)
+    cg = r.sub("config_groups")
+    if cg is not None:
+        for key in list(cg.data)[:MAX_MODULE_PATTERNS]:
+            g = cg.sub(str(key))
+            if g is None:
+                continue
+            targets = g.patterns("targets") or ("Linear",)
+            w = g.sub("weights")
+            if w is None:
+                continue  # activations only: weights stay in the model dtype
+            bits = w.integer("num_bits", 8)
+            kind = w.text("type", "int").lower()
+            strategy = w.text("strategy", "tensor").lower()
+            if strategy in ("group", "tensor-group", "tensor_group"):
+                per = w.integer("group_size", 128)
+            elif strategy == "block":
+                block = w.int_list("block_structure") or [128, 128]
+                per = block[0] * (block + block[:1])[1]
+            else:
+                per = 0
+            fp4 = kind == "float" and bits == 4
+            scale_dtype = w.text("scale_dtype", "").lower().removeprefix("torch.")
+            scale = _DTYPES.get(scale_dtype) or (Scheme(name="fp8", weight_bits=8) if fp4 else plain)
+            scale_bits = scale.weight_bits
+            zero = 0 if kind == "float" or w.flag("symmetric", True) else bits
+            what = f"{'fp' if kind == 'float' else 'int'}{bits}"
+            how = f"group {per}" if strategy in ("group", "tensor-group", "tensor_group") else strategy
+            scales = f"{scale.name} scales"
+            name = f"{what} {how} ({scales}{', zero points' if zero else ''})" if per else f"{what} {how}"
+            groups.append(
+                (
+                    targets,
+                    Scheme(
+                        name=name,
+                        weight_bits=bits,
+                        values_per_scale=per,
+                        scale_bits=scale_bits if per else 0,
+                        zero_bits=zero,
+                    ),
+                )
+            )
+    if not groups:
+        notes.append(f"assumed {plain.name}: compressed-tensors config without weight config_groups")
+    return Quantization(
+        method="compressed-tensors",
+        plain=plain,
+        groups=tuple(groups),
+        ignore=r.patterns("ignore"),
+        match="ct",
+        assumptions=tuple(notes),
+    )
+
+
+class Fields:
+    """Typed, located reads of a config mapping (errors name the key path through ``bad``)."""
+
+    def __init__(self, data: Mapping[str, Any], path: tuple[str | int, ...], bad: Callable[..., ConfigError]):
+        self.data = data
+        self.path = path
+        self.bad = bad
+
+    def sub(self, key: str) -> Fields | None:
+        v = self.data.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, Mapping):
+            raise self.bad((*self.path, key), f"expected a mapping, got {type(v).__name__}")
+        return Fields(v, (*self.path, key), self.bad)
+
+    def text(self, key: str, default: str) -> str:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            raise self.bad((*self.path, key), f"expected a string, got {type(v).__name__}")
+        return v.strip()[:64]
+
+    def flag(self, key: str, default: bool) -> bool:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self.bad((*self.path, key), f"expected true or false, got {type(v).__name__}")
+        return v
+
+    def integer(self, key: str, default: int, *, minimum: int = 1) -> int:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= MAX_DIM or (v == 0 and minimum < 0):
+            raise self.bad((*self.path, key), f"expected an integer from {minimum} to {MAX_DIM:,}, got {v!r}"[:120])
+        return v
+
+    def required(self, key: str, *, minimum: int = 1) -> int:
+        if self.data.get(key) is None:
+            raise self.bad((*self.path, key), "missing (required)")
+        return self.integer(key, 0, minimum=minimum)
+
+    def int_list(self, key: str) -> list[int]:
+        v = self.data.get(key)
+        if v is None:
+            return []
+        ok = isinstance(v, list) and 1 <= len(v) <= 2
+        if not ok or any(isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= 1 << 16 for x in v):
+            raise self.bad((*self.path, key), f"expected one or two integers from 1 to 65,536, got {v!r}"[:120])
+        return list(v)
+
+    def patterns(self, key: str) -> tuple[str, ...]:
+        v = self.data.get(key)
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list) or len(v) > MAX_MODULE_PATTERNS:
+            raise self.bad((*self.path, key), f"expected a list of at most {MAX_MODULE_PATTERNS:,} module names")
+        for i, p in enumerate(v):
+            if not isinstance(p, str) or len(p) > MAX_MODULE_PATTERN_CHARS:
+                raise self.bad(
+                    (*self.path, key, i), f"expected a module name of at most {MAX_MODULE_PATTERN_CHARS} characters"
+                )
+            if p.startswith("re:"):
+                try:
+                    re.compile(p[3:])
+                except re.error as e:
+                    raise self.bad((*self.path, key, i), f"not a regular expression: {e}") from None
+        return tuple(v)
