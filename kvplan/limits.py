@@ -46,6 +46,8 @@ TRACE = FileLimit("trace", 64 << 30, "KVPLAN_MAX_TRACE_BYTES")
 """Traces are streamed; the decompressed size of a .gz counts."""
 TRACE_JSON = FileLimit("trace-json", 512 * MiB_, "KVPLAN_MAX_TRACE_JSON_BYTES")
 """A kv-cache-tester JSON document is read whole."""
+CHECKPOINT_INDEX = FileLimit("checkpoint-index", 64 * MiB_, "KVPLAN_MAX_CHECKPOINT_INDEX_BYTES")
+"""model.safetensors.index.json: DeepSeek-V3's lists ~91,000 tensors in ~9 MB."""
 
 MAX_LINE_CHARS = 1 << 20
 """Longest line of a streamed file (trace, log) kvplan reads; longer lines are cut (logs) or bad (traces)."""
@@ -55,6 +57,8 @@ MAX_YAML_ALIASES = 100
 """YAML aliases expanded per document; real configs use none."""
 MAX_YAML_NODES = 100_000
 """Values in one YAML or JSON config once aliases are expanded; a real config.json has a few hundred."""
+MAX_SAFETENSORS_HEADER_BYTES = 100 * MiB_
+"""Largest JSON header of one .safetensors file kvplan reads (a 91,000-tensor shard's is ~10 MB)."""
 MAX_INT_DIGITS = 30
 """Longest integer literal kvplan parses (2**64 has 20 digits); longer is refused before int()."""
 

@@ -1,0 +1,659 @@
+"""Weights per GPU from the checkpoint itself: safetensors headers, the shard index, and the engines' sharding.
+
+A ``*.safetensors`` file starts with an 8-byte little-endian header length N, then N bytes of JSON: for every
+tensor its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__`` of strings). kvplan reads
+only that header (never the tensor data), so a 700 GB snapshot is sized in milliseconds.
+
+Each tensor is then placed by the rule the engines' model files apply to its name (SGLang 0.5.23
+``srt/models/{llama,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v2}.py``, vLLM 0.33 ``model_executor/models/`` of the
+same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
+
+- ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
+  ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways;
+- ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
+  ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
+  replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
+- MLA ``q_a_proj``, ``kv_a_proj_with_mqa`` (fused as ``fused_qkv_a_proj_with_mqa``): ``ReplicatedLinear``;
+- the DSA indexer ``wq_b``, ``wk``, ``weights_proj``, ``k_norm``: ``ReplicatedLinear`` / LayerNorm on every rank
+  (``Indexer`` in SGLang ``layers/attention/nsa/nsa_indexer.py``, vLLM ``models/deepseek_v2.py``);
+- dense MLP and shared experts: ``MergedColumnParallelLinear`` gate/up, ``RowParallelLinear`` down, tp ways;
+- routed experts: EP gives each rank whole experts (E / ep of them), and the remaining max(tp, ep) / ep ways
+  split each expert's intermediate dim (``FusedMoE``: ``moe_tp_size = tp / ep``);
+- routers (``mlp.gate``, ``e_score_correction_bias``), norms, an MTP layer's ``eh_proj``, ``enorm``, ``hnorm``:
+  replicated;
+- quantization tensors follow their weight: fp8 ``weight_scale_inv`` (one fp32 per 128×128 block) and NVFP4
+  ``weight_scale`` (one fp8 per 16 inputs) split on the same dim; per-tensor scalars (``weight_scale_2``,
+  ``input_scale``) are whole on every rank. GPTQ/AWQ ``qweight``/``qzeros``/``scales`` store [in, out]: the
+  output dim is the last one.
+- layers numbered ``num_hidden_layers`` and above are the MTP layers (DeepSeek, GLM): counted only when
+  speculative decoding loads them. vLLM's ``DeepSeekMTP`` loads the layer's own ``embed_tokens`` and
+  ``shared_head.head``; SGLang's ``DeepseekV3ForCausalLMNextN`` shares the target's (counted here as vLLM).
+
+A name no rule knows is counted whole on every rank (replicated), listed, and said as an assumption.
+
+With only ``model.safetensors.index.json`` (the shards not downloaded), :func:`config_tensors` derives each
+tensor's dtype and shape from ``config.json`` for the families kvplan models and :func:`reconcile` checks them
+against the index's ``metadata.total_size`` to the byte, saying what is left unexplained.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kvplan import limits
+from kvplan.errors import ConfigError, InputError
+from kvplan.models.arch import Split
+
+VOCAB_PADDING = 64
+"""``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
+FP8_BLOCK = 128
+"""fp8 block quantization: one fp32 ``weight_scale_inv`` per 128 × 128 block of the weight."""
+
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64,
+    "F64": 64, "C64": 64,
+}  # fmt: skip
+"""Bits per element of each safetensors dtype (the format's ``Dtype`` enum)."""
+
+CATEGORIES = (
+    "embeddings", "attention", "indexer", "dense_mlp", "shared_experts", "routed_experts", "router", "norms",
+    "mtp", "unrecognised",
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- tensors and headers
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One tensor of a checkpoint: its name, safetensors dtype and shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return -(-self.numel * DTYPE_BITS[self.dtype] // 8)
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a number kvplan reads")
+
+
+def _strict_json(text: str, where: str) -> Any:
+    """JSON with no duplicate keys, no NaN/Infinity and no integer past MAX_INT_DIGITS digits."""
+    long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
+    if long_int is not None:
+        raise limits.LimitError(f"{where}: a number of more than {limits.MAX_INT_DIGITS} digits is past kvplan's limit")
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except _Duplicate as e:
+        raise InputError(f"{where}: duplicate key {str(e)[:80]!r}") from None
+    except ValueError as e:
+        raise InputError(f"{where}: not valid JSON: {e}") from None
+    except RecursionError:
+        raise limits.LimitError(f"{where}: nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels") from None
+
+
+def _dims(value: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or len(value) > 8:
+        raise InputError(f"{where}: expected a list of at most 8 dimensions")
+    for d in value:
+        if isinstance(d, bool) or not isinstance(d, int) or d < 0 or d > limits.MAX_TOKENS:
+            raise InputError(f"{where}: {str(d)[:40]} is not a dimension (0 .. {limits.MAX_TOKENS:,})")
+    return tuple(value)
+
+
+def read_safetensors_header(path: Path) -> tuple[Tensor, ...]:
+    """Every tensor of one ``.safetensors`` file, from its header alone (the tensor data is never read).
+
+    The header length is bounded by ``limits.MAX_SAFETENSORS_HEADER_BYTES``; each entry's ``data_offsets`` must
+    span exactly its dtype × shape bytes inside the file, so a truncated or forged header is an error.
+    """
+    where = f"safetensors file {path}"
+    st = limits.check_regular(path, "safetensors file")
+    with limits.open_regular(path, "safetensors file") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise InputError(f"{where}: shorter than the 8-byte header length; not a safetensors file")
+        n = int.from_bytes(head, "little")
+        cap = limits.MAX_SAFETENSORS_HEADER_BYTES
+        if n > cap:
+            raise limits.LimitError(f"{where}: a {n:,}-byte header is over kvplan's limit of {cap:,} bytes")
+        if n + 8 > st.st_size:
+            raise InputError(f"{where}: the header claims {n:,} bytes but the file has {st.st_size:,}")
+        raw = f.read(n)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: the header is not valid UTF-8; not a safetensors file") from None
+    doc = _strict_json(text, where)
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: the header is not a JSON object")
+    data_bytes = st.st_size - 8 - n
+    out = []
+    for name, entry in doc.items():
+        if name == "__metadata__":
+            continue
+        at = f"{where}: {name[:120]}"
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+            raise InputError(f"{at}: expected dtype, shape and data_offsets")
+        dtype = entry["dtype"]
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+            raise InputError(f"{at}.dtype: {str(dtype)[:20]!r} is not a safetensors dtype")
+        t = Tensor(name, dtype, _dims(entry["shape"], f"{at}.shape"))
+        offsets = _dims(entry["data_offsets"], f"{at}.data_offsets")
+        begin, end = offsets if len(offsets) == 2 else (-1, -1)
+        if not 0 <= begin <= end <= data_bytes or end - begin != t.nbytes:
+            raise InputError(
+                f"{at}.data_offsets: {entry['data_offsets']!r} does not hold {t.nbytes:,} bytes of {dtype}"
+                f" {list(t.shape)} inside the file's {data_bytes:,} data bytes"
+            )
+        out.append(t)
+    return tuple(out)
+
+
+def snapshot_shards(folder: Path) -> tuple[Path, ...]:
+    """The ``*.safetensors`` files of a snapshot folder, sorted (what the engines load)."""
+    try:
+        return tuple(sorted(p for p in folder.glob("*.safetensors") if p.is_file()))
+    except OSError as e:
+        raise InputError(f"snapshot {folder}: cannot list: {e.strerror or e}") from None
+
+
+def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
+    """Every tensor of every ``*.safetensors`` file in a snapshot folder (a name twice is an error)."""
+    seen: dict[str, Path] = {}
+    out: list[Tensor] = []
+    for shard in snapshot_shards(folder):
+        for t in read_safetensors_header(shard):
+            if t.name in seen:
+                raise InputError(
+                    f"snapshot {folder}: tensor {t.name[:120]} is in both {seen[t.name].name} and {shard.name}"
+                )
+            seen[t.name] = shard
+            out.append(t)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- sharding rules
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+_EXPERT = re.compile(r"\.experts\.(\d+)\.")
+_SKIP = re.compile(r"rotary_emb\.inv_freq$")
+"""Buffers some checkpoints carry that no engine loads."""
+
+_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
+    (re.compile(p), cat, how)
+    for p, cat, how in (
+        (r"(embed_tokens|lm_head|shared_head\.head|wte|embed_out)$", "embeddings", "vocab"),
+        (r"self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)$", "indexer", "replicated"),
+        (r"self_attn\.(q_a_proj|kv_a_proj_with_mqa|fused_qkv_a_proj_with_mqa)$", "attention", "replicated"),
+        (r"self_attn\.(q_a_layernorm|kv_a_layernorm|q_norm|k_norm)$", "norms", "replicated"),
+        (r"self_attn\.(q_proj|q_b_proj|kv_b_proj|qkv_proj)$", "attention", "attn_col"),
+        (r"self_attn\.(k_proj|v_proj)$", "attention", "kv"),
+        (r"self_attn\.(o_proj|dense)$", "attention", "attn_row"),
+        (r"\.experts\.\d+\.(gate_proj|up_proj|w1|w3)$", "routed_experts", "expert_col"),
+        (r"\.experts\.\d+\.(down_proj|w2)$", "routed_experts", "expert_row"),
+        (r"mlp\.shared_experts?\.(gate_proj|up_proj)$", "shared_experts", "col"),
+        (r"mlp\.shared_experts?\.down_proj$", "shared_experts", "row"),
+        (r"(mlp|block_sparse_moe)\.(gate|shared_expert_gate)$", "router", "replicated"),
+        (r"mlp\.(gate_proj|up_proj)$", "dense_mlp", "col"),
+        (r"mlp\.down_proj$", "dense_mlp", "row"),
+        (r"(layernorm|_norm|^norm|\.norm|enorm|hnorm)$", "norms", "replicated"),
+        (r"eh_proj$", "mtp", "replicated"),
+    )
+)
+
+_PARAMS = (
+    "weight", "bias", "weight_scale_inv", "weight_scale", "weight_scale_2", "input_scale", "e_score_correction_bias",
+    "qweight", "qzeros", "scales", "g_idx", "weight_packed", "weight_zero_point", "weight_shape", "k_scale",
+    "v_scale", "blocks",
+)  # fmt: skip
+_OUT_LAST = frozenset({"qweight", "qzeros", "scales"})
+"""GPTQ/AWQ store [in, out]: the output (column-parallel) dim is the last one."""
+
+
+def _module(name: str) -> tuple[str, str]:
+    module, _, param = name.rpartition(".")
+    if param in _PARAMS and module:
+        return module, param
+    return name, ""
+
+
+def rule_for(name: str) -> tuple[str, str] | None:
+    """(category, how) of one tensor name, or None when kvplan has no rule for it."""
+    module, _ = _module(name)
+    for rx, cat, how in _RULES:
+        if rx.search(module):
+            return cat, how
+    return None
+
+
+def _shard(shape: tuple[int, ...], dim: int, ways: int) -> int:
+    """Elements on the largest shard when ``dim`` is split ``ways`` ways (a missing dim is not split)."""
+    if ways <= 1 or not shape or dim >= len(shape) or dim < -len(shape):
+        return math.prod(shape)
+    dims = list(shape)
+    dims[dim] = -(-dims[dim] // ways)
+    return math.prod(dims)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sharding:
+    """What one rank loads of a checkpoint, by the engines' rules per tensor name."""
+
+    split: Split
+    ep: int
+    with_mtp: bool
+    bytes: int
+    """Checkpoint bytes on the most loaded rank (rank 0)."""
+    total_bytes: int
+    """The whole checkpoint, every tensor once (``metadata.total_size`` when it is the full set of shards)."""
+    by_category: tuple[tuple[str, int], ...]
+    """Per-rank bytes by category, in CATEGORIES order, categories with no bytes left out."""
+    mtp_bytes: int
+    """Per-rank bytes of the MTP layers (in ``bytes`` only when ``with_mtp``)."""
+    unrecognised: tuple[str, ...] = ()
+    """Names no rule knows: counted whole on every rank (an assumption)."""
+    unrecognised_bytes: int = 0
+    assumptions: tuple[str, ...] = field(default=())
+
+    def category(self, name: str) -> int:
+        return dict(self.by_category).get(name, 0)
+
+
+def shard(
+    tensors: Iterable[Tensor],
+    split: Split,
+    *,
+    num_layers: int,
+    num_kv_heads: int = 0,
+    ep: int = 1,
+    with_mtp: bool = False,
+) -> Sharding:
+    """Bytes on rank 0 of ``split`` (ep: how many of ``split.experts`` ways split whole experts).
+
+    ``num_layers``: the config's ``num_hidden_layers`` (layers at or past it are MTP layers);
+    ``num_kv_heads``: ``num_key_value_heads`` for GQA (0: k/v split like q).
+    """
+    tensors = tuple(tensors)
+    ep = max(1, min(ep, split.experts))
+    moe_tp = max(split.experts // ep, 1)
+    n_experts = 1 + max((int(m.group(1)) for t in tensors if (m := _EXPERT.search(t.name))), default=-1)
+    experts_here = -(-n_experts // ep) if n_experts else 0
+    acc: dict[str, int] = {}
+    unknown: list[str] = []
+    unknown_bytes = mtp = total = 0
+    bits_of = DTYPE_BITS
+    for t in tensors:
+        total += t.nbytes
+        if _SKIP.search(t.name):
+            continue
+        rule = rule_for(t.name)
+        cat, how = rule if rule is not None else ("unrecognised", "replicated")
+        _, param = _module(t.name)
+        out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
+        shape = t.shape
+        if how == "vocab" and shape:
+            shape = (-(-shape[0] // VOCAB_PADDING) * VOCAB_PADDING, *shape[1:])
+            elems = _shard(shape, 0, split.tp)
+        elif how in ("col", "attn_col", "expert_col", "kv"):
+            ways = {"col": split.tp, "attn_col": split.attention, "expert_col": moe_tp, "kv": split.attention}[how]
+            if how == "kv" and num_kv_heads and shape and len(shape) >= 1:
+                heads_here = max(num_kv_heads // ways, 1) if ways <= num_kv_heads else 1
+                dims = list(shape)
+                dims[out_dim] = dims[out_dim] * heads_here // num_kv_heads
+                elems = math.prod(dims)
+            else:
+                elems = _shard(shape, out_dim, ways)
+        elif how in ("row", "attn_row", "expert_row"):
+            ways = {"row": split.tp, "attn_row": split.attention, "expert_row": moe_tp}[how]
+            elems = _shard(shape, in_dim, ways) if len(shape) >= 2 else math.prod(shape)
+        else:
+            elems = math.prod(shape)
+        if how.startswith("expert") and (m := _EXPERT.search(t.name)) and int(m.group(1)) >= experts_here:
+            elems = 0  # whole experts on other EP ranks
+        nbytes = -(-elems * bits_of[t.dtype] // 8)
+        layer = _LAYER.search(t.name)
+        if layer is not None and int(layer.group(1)) >= num_layers:
+            mtp += nbytes
+            if not with_mtp:
+                continue
+            cat = "mtp"
+        if rule is None:
+            unknown.append(t.name)
+            unknown_bytes += nbytes
+        acc[cat] = acc.get(cat, 0) + nbytes
+    notes: list[str] = []
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        notes.append(f"assumed replicated: {len(unknown)} tensors kvplan has no sharding rule for ({shown})")
+    return Sharding(
+        split=split,
+        ep=ep,
+        with_mtp=with_mtp,
+        bytes=sum(acc.values()),
+        total_bytes=total,
+        by_category=tuple((c, acc[c]) for c in CATEGORIES if acc.get(c)),
+        mtp_bytes=mtp,
+        unrecognised=tuple(unknown),
+        unrecognised_bytes=unknown_bytes,
+        assumptions=tuple(notes),
+    )
+
+
+# --------------------------------------------------------------------------- index.json and the config
+
+
+@dataclass(frozen=True)
+class CheckpointIndex:
+    """``model.safetensors.index.json``: the total size of the shards and every tensor name."""
+
+    source: str
+    total_size: int
+    names: tuple[str, ...]
+
+
+def read_index(path: Path) -> CheckpointIndex:
+    where = f"checkpoint index {path}"
+    text = limits.read_text(path, limits.CHECKPOINT_INDEX, "checkpoint index")
+    doc = _strict_json(text, where)
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    wmap = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+        raise ConfigError("expected an object of tensor name -> shard file", source=str(path), key="weight_map")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(total, float) and total.is_integer():
+        total = int(total)  # some exporters write 1.5e10
+    if isinstance(total, bool) or not isinstance(total, int):
+        raise ConfigError("expected the shards' total size in bytes", source=str(path), key="metadata.total_size")
+    limits.bounded_int(total, name=f"{where}: metadata.total_size", low=0, high=limits.MAX_GPU_BYTES)
+    return CheckpointIndex(str(path), total, tuple(wmap))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reconciliation:
+    """The config-derived tensors checked against an index's ``metadata.total_size``, to the byte."""
+
+    total_size: int
+    explained_bytes: int
+    """Bytes of the config-derived tensors whose names the index lists."""
+    unknown_names: tuple[str, ...]
+    """In the index, not derived from the config (their bytes are the unexplained part)."""
+    missing_names: tuple[str, ...]
+    """Derived from the config, absent from the index (not counted)."""
+
+    @property
+    def unexplained_bytes(self) -> int:
+        return self.total_size - self.explained_bytes
+
+    @property
+    def unexplained_ppm(self) -> int:
+        """Unexplained bytes in parts per million of total_size (rounded toward zero)."""
+        return self.unexplained_bytes * 1_000_000 // self.total_size if self.total_size else 0
+
+
+def reconcile(index: CheckpointIndex, tensors: Iterable[Tensor]) -> Reconciliation:
+    derived = {t.name: t for t in tensors}
+    listed = set(index.names)
+    return Reconciliation(
+        total_size=index.total_size,
+        explained_bytes=sum(t.nbytes for n, t in derived.items() if n in listed),
+        unknown_names=tuple(n for n in index.names if n not in derived),
+        missing_names=tuple(n for n in derived if n not in listed),
+    )
+
+
+_DT = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16", "float32": "F32"}
+
+
+def _get(config: Mapping[str, Any], key: str, default: int = 0) -> int:
+    v = config.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= limits.MAX_DIM:
+        raise ConfigError(f"expected an integer 0 .. {limits.MAX_DIM:,}, got {str(v)[:40]}", key=key)
+    return v
+
+
+def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tuple[Tensor, ...] | None:
+    """Every tensor a checkpoint of this config holds, with dtype and shape; None for a family or a
+    quantization scheme kvplan cannot lay out per tensor (the caller falls back to parameter groups).
+
+    Families: GQA dense (Llama, Mistral, Qwen2 with q/k/v biases, Qwen3 with q/k norms), GQA MoE (Qwen3-MoE,
+    Mixtral), MLA/DSA MoE (DeepSeek-V2/V3/R1, Kimi-K2, GLM-5.x: MTP layers and the indexer included).
+    Linear weights in the checkpoint's scheme (quant.resolve): plain dtype, fp8 128×128 blocks
+    (``weight_scale_inv`` fp32), fp8 per tensor (``weight_scale`` fp32 scalar), NVFP4 (packed U8 ``weight``,
+    fp8 ``weight_scale`` per 16, fp32 ``weight_scale_2`` and ``input_scale``).
+    """
+    from kvplan.models.quant import resolve  # the quant helper's resolver: which scheme each module is in
+
+    quant = resolve(config, source)
+    plain = _DT.get(str(config.get("torch_dtype", config.get("dtype", "bfloat16"))).removeprefix("torch."), "BF16")
+    out: list[Tensor] = []
+    failed = False
+
+    def add(name: str, *shape: int, dtype: str | None = None) -> None:
+        out.append(Tensor(name, dtype or plain, tuple(shape)))
+
+    def linear(module: str, n_out: int, n_in: int, *, bias: bool = False) -> None:
+        nonlocal failed
+        s = quant.scheme_for(module)
+        vps, wb = s.values_per_scale, s.weight_bits
+        if wb in (16, 32) and not vps:
+            add(f"{module}.weight", n_out, n_in, dtype={16: plain if plain != "F32" else "BF16", 32: "F32"}[wb])
+        elif wb == 8 and vps == FP8_BLOCK * FP8_BLOCK:
+            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3")
+            add(f"{module}.weight_scale_inv", -(-n_out // FP8_BLOCK), -(-n_in // FP8_BLOCK), dtype="F32")
+        elif wb == 8 and not vps:
+            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3")
+            if "channel" in s.name:
+                add(f"{module}.weight_scale", n_out, 1, dtype=plain)
+            else:
+                add(f"{module}.weight_scale", dtype="F32")
+        elif wb == 4 and vps and s.scale_bits == 8 and "NVFP4" in s.name:
+            add(f"{module}.weight", n_out, n_in // 2, dtype="U8")
+            add(f"{module}.weight_scale", n_out, -(-n_in // vps), dtype="F8_E4M3")
+            add(f"{module}.weight_scale_2", dtype="F32")
+            add(f"{module}.input_scale", dtype="F32")
+        else:
+            failed = True
+        if bias:
+            add(f"{module}.bias", n_out)
+
+    h = _get(config, "hidden_size")
+    layers = _get(config, "num_hidden_layers")
+    vocab = _get(config, "vocab_size")
+    if not h or not layers or not vocab:
+        return None
+    heads = _get(config, "num_attention_heads")
+    tied = bool(config.get("tie_word_embeddings", False))
+    add("model.embed_tokens.weight", vocab, h)
+    if config.get("kv_lora_rank") is not None:
+        _mla(config, add, linear, h, layers, heads, vocab)
+    else:
+        if not _gqa(config, add, linear, h, layers, heads):
+            return None
+    add("model.norm.weight", h)
+    if not tied:
+        add("lm_head.weight", vocab, h)
+    return None if failed else tuple(out)
+
+
+def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int) -> bool:
+    kv = _get(config, "num_key_value_heads", heads)
+    hd = _get(config, "head_dim") or (h // heads if heads else 0)
+    inter = _get(config, "intermediate_size")
+    mt = str(config.get("model_type", ""))
+    qkv_bias = mt == "qwen2" or bool(config.get("attention_bias", False))
+    qk_norm = mt.startswith("qwen3")
+    mixtral = _get(config, "num_local_experts")
+    experts = mixtral or _get(config, "num_experts")
+    moe_inter = inter if mixtral else _get(config, "moe_intermediate_size")
+    step = _get(config, "decoder_sparse_step", 1) or 1
+    only = set(config.get("mlp_only_layers") or ())
+    if not heads or not hd:
+        return False
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        linear(f"{p}self_attn.q_proj", heads * hd, h, bias=qkv_bias)
+        linear(f"{p}self_attn.k_proj", kv * hd, h, bias=qkv_bias)
+        linear(f"{p}self_attn.v_proj", kv * hd, h, bias=qkv_bias)
+        linear(f"{p}self_attn.o_proj", h, heads * hd)
+        if qk_norm:
+            add(f"{p}self_attn.q_norm.weight", hd)
+            add(f"{p}self_attn.k_norm.weight", hd)
+        add(f"{p}input_layernorm.weight", h)
+        add(f"{p}post_attention_layernorm.weight", h)
+        if experts and i not in only and (i + 1) % step == 0:
+            moe = "block_sparse_moe" if mixtral else "mlp"
+            add(f"{p}{moe}.gate.weight", experts, h)
+            names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+            for e in range(experts):
+                q = f"{p}{moe}.experts.{e}."
+                linear(q + names[0], moe_inter, h)
+                linear(q + names[1], moe_inter, h)
+                linear(q + names[2], h, moe_inter)
+        else:
+            linear(f"{p}mlp.gate_proj", inter, h)
+            linear(f"{p}mlp.up_proj", inter, h)
+            linear(f"{p}mlp.down_proj", h, inter)
+    return True
+
+
+def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int, vocab: int) -> None:
+    q_lora = _get(config, "q_lora_rank")
+    kv_lora = _get(config, "kv_lora_rank")
+    nope = _get(config, "qk_nope_head_dim", 128)
+    rope = _get(config, "qk_rope_head_dim")
+    v = _get(config, "v_head_dim", 128)
+    idx_heads = _get(config, "index_n_heads")
+    idx_dim = _get(config, "index_head_dim", 128 if config.get("index_topk") else 0)
+    dense = _get(config, "first_k_dense_replace")
+    inter = _get(config, "intermediate_size")
+    experts = _get(config, "n_routed_experts")
+    shared = _get(config, "n_shared_experts")
+    moe_inter = _get(config, "moe_intermediate_size")
+    mtp = _get(config, "num_nextn_predict_layers")
+    for i in range(layers + mtp):
+        p = f"model.layers.{i}."
+        a = p + "self_attn."
+        if q_lora:
+            linear(a + "q_a_proj", q_lora, h)
+            add(a + "q_a_layernorm.weight", q_lora)
+            linear(a + "q_b_proj", heads * (nope + rope), q_lora)
+        else:
+            linear(a + "q_proj", heads * (nope + rope), h)
+        linear(a + "kv_a_proj_with_mqa", kv_lora + rope, h)
+        add(a + "kv_a_layernorm.weight", kv_lora)
+        linear(a + "kv_b_proj", heads * (nope + v), kv_lora)
+        linear(a + "o_proj", h, heads * v)
+        if idx_heads and idx_dim:
+            linear(a + "indexer.wq_b", idx_heads * idx_dim, q_lora or h)
+            linear(a + "indexer.wk", idx_dim, h)
+            add(a + "indexer.k_norm.weight", idx_dim)
+            add(a + "indexer.k_norm.bias", idx_dim)
+            add(a + "indexer.weights_proj.weight", idx_heads, h)
+        add(p + "input_layernorm.weight", h)
+        add(p + "post_attention_layernorm.weight", h)
+        if i < dense:
+            linear(p + "mlp.gate_proj", inter, h)
+            linear(p + "mlp.up_proj", inter, h)
+            linear(p + "mlp.down_proj", h, inter)
+        else:
+            add(p + "mlp.gate.weight", experts, h)
+            if config.get("topk_method") == "noaux_tc" or experts:
+                add(p + "mlp.gate.e_score_correction_bias", experts, dtype="F32")
+            for e in range(experts):
+                q = f"{p}mlp.experts.{e}."
+                linear(q + "gate_proj", moe_inter, h)
+                linear(q + "up_proj", moe_inter, h)
+                linear(q + "down_proj", h, moe_inter)
+            if shared:
+                linear(p + "mlp.shared_experts.gate_proj", moe_inter * shared, h)
+                linear(p + "mlp.shared_experts.up_proj", moe_inter * shared, h)
+                linear(p + "mlp.shared_experts.down_proj", h, moe_inter * shared)
+        if i >= layers:  # the MTP layer's own modules (DeepSeek-V3 checkpoint layout)
+            add(p + "enorm.weight", h)
+            add(p + "hnorm.weight", h)
+            add(p + "eh_proj.weight", h, 2 * h)
+            add(p + "embed_tokens.weight", vocab, h)
+            add(p + "shared_head.norm.weight", h)
+            add(p + "shared_head.head.weight", vocab, h)
+
+
+# --------------------------------------------------------------------------- the local Hugging Face cache
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def hf_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return Path(env["HF_HUB_CACHE"]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def resolve_repo_id(ref: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The snapshot folder of a repo id (``ORG/NAME``) in the local Hugging Face cache, or None.
+
+    Never touches the network: ``models--ORG--NAME/refs/main`` names the revision when present, else the only
+    snapshot (several snapshots and no ``refs/main`` is ambiguous: an error naming them).
+    """
+    if not _REPO_ID.match(ref) or ".." in ref:
+        return None
+    org, name = ref.split("/")
+    repo = hf_cache_dir(env) / f"models--{org}--{name}"
+    snaps = repo / "snapshots"
+    try:
+        if not snaps.is_dir():
+            return None
+        ref_file = repo / "refs" / "main"
+        if ref_file.is_file():
+            rev = limits.read_text(ref_file, limits.CONFIG, "Hugging Face cache ref").strip()
+            if re.fullmatch(r"[0-9a-f]{40}", rev) and (snaps / rev).is_dir():
+                return snaps / rev
+        revs = sorted(p for p in snaps.iterdir() if p.is_dir())
+    except OSError as e:
+        raise InputError(f"Hugging Face cache {repo}: cannot read: {e.strerror or e}") from None
+    if len(revs) == 1:
+        return revs[0]
+    if len(revs) > 1:
+        shown = ", ".join(p.name[:12] for p in revs[:4])
+        raise InputError(
+            f"Hugging Face cache {repo}: {len(revs)} snapshots ({shown}) and no refs/main; give the snapshot folder"
+        )
+    return None
