@@ -74,6 +74,8 @@ class Backend:
     """Accepts a bf16 KV cache."""
     raw_fp8: bool = False
     """With fp8, stores the raw 576-B latent (True) rather than FlashMLA's 656-B fp8_ds_mla rows."""
+    mha: bool = False
+    """A full-attention (MHA / GQA / MQA) backend; ``dsa`` is then irrelevant."""
 
     def runs_on(self, gpu: Gpu) -> bool:
         if gpu.vendor == "amd":
@@ -104,6 +106,14 @@ SGLANG: tuple[Backend, ...] = (
     Backend("triton", dsa=False, min_sm=70),
     Backend("aiter", dsa=False, rocm=True),
     Backend("triton", dsa=False, rocm=True),
+    # full attention (--attention-backend, MHATokenToKVPool)
+    Backend("fa3", mha=True, min_sm=80, max_sm=99),
+    Backend("flashinfer", mha=True, min_sm=75),
+    Backend("triton", mha=True, min_sm=70),
+    Backend("trtllm_mha", mha=True, min_sm=100, max_sm=109),
+    Backend("fa4", mha=True, min_sm=100, max_sm=109),
+    Backend("aiter", mha=True, rocm=True),
+    Backend("triton", mha=True, rocm=True),
 )
 
 VLLM: tuple[Backend, ...] = (
@@ -123,6 +133,14 @@ VLLM: tuple[Backend, ...] = (
     Backend("ROCM_AITER_MLA", dsa=False, rocm=True),
     Backend("ROCM_AITER_TRITON_MLA", dsa=False, rocm=True),
     Backend("TRITON_MLA", dsa=False, rocm=True),
+    # full attention (FullAttentionSpec)
+    Backend("FLASH_ATTN", mha=True, min_sm=80),
+    Backend("FLASHINFER", mha=True, min_sm=75),
+    Backend("TRITON_ATTN", mha=True, min_sm=70),
+    Backend("FLEX_ATTENTION", mha=True, min_sm=70),
+    Backend("ROCM_ATTN", mha=True, rocm=True),
+    Backend("ROCM_AITER_FA", mha=True, rocm=True),
+    Backend("TRITON_ATTN", mha=True, rocm=True),
 )
 
 
@@ -134,24 +152,35 @@ def _engine_name(engine: str, version: str) -> str:
     return f"{'SGLang' if engine == 'sglang' else 'vLLM'} {version}"
 
 
-def valid_backends(engine: str, gpu: Gpu, *, dsa: bool, fp8: bool) -> tuple[str, ...]:
+def _kind_is(b: Backend, *, dsa: bool, mha: bool) -> bool:
+    return b.mha if mha else (not b.mha and b.dsa == dsa)
+
+
+def valid_backends(engine: str, gpu: Gpu, *, dsa: bool, fp8: bool, mha: bool = False) -> tuple[str, ...]:
     """The backend names the engine accepts for this model kind, GPU and cache dtype, in table order."""
     out: list[str] = []
     for b in _table(engine):
-        if b.dsa == dsa and b.runs_on(gpu) and (b.fp8 if fp8 else b.bf16) and b.name not in out:
+        if _kind_is(b, dsa=dsa, mha=mha) and b.runs_on(gpu) and (b.fp8 if fp8 else b.bf16) and b.name not in out:
             out.append(b.name)
     return tuple(out)
 
 
-def _find(engine: str, name: str, gpu: Gpu, *, dsa: bool) -> Backend | None:
+def _find(engine: str, name: str, gpu: Gpu, *, dsa: bool, mha: bool = False) -> Backend | None:
     for b in _table(engine):
-        if b.name == name and b.dsa == dsa and b.runs_on(gpu):
+        if b.name == name and _kind_is(b, dsa=dsa, mha=mha) and b.runs_on(gpu):
             return b
     return None
 
 
-def check_serves(engine: str, version: str, gpu: Gpu, *, dsa: bool) -> None:
+def check_serves(engine: str, version: str, gpu: Gpu, *, dsa: bool, mha: bool = False) -> None:
     """Raise when the engine has no backend for this model kind on this GPU at all."""
+    if mha:
+        if not valid_backends(engine, gpu, dsa=False, fp8=False, mha=True):
+            raise PlanError(
+                f"the engine does not start: {_engine_name(engine, version)} has no attention backend for "
+                f"{gpu.name} ({platform_label(gpu)})"
+            )
+        return
     if dsa and not valid_backends(engine, gpu, dsa=True, fp8=False) + valid_backends(engine, gpu, dsa=True, fp8=True):
         raise PlanError(
             f"the engine does not start: {_engine_name(engine, version)} has no DSA attention backend for "
@@ -165,20 +194,22 @@ def check_serves(engine: str, version: str, gpu: Gpu, *, dsa: bool) -> None:
         )
 
 
-def check_backend(engine: str, version: str, gpu: Gpu, value: str, *, dsa: bool, fp8: bool) -> tuple[Backend, ...]:
+def check_backend(
+    engine: str, version: str, gpu: Gpu, value: str, *, dsa: bool, fp8: bool, mha: bool = False
+) -> tuple[Backend, ...]:
     """Validate an explicit ``attention_backend`` (SGLang DSA: 'name' or 'prefill/decode'); the backends used.
 
     Unknown or unsupported on this GPU / cache dtype: PlanError listing the valid ones.
     """
-    parts = value.split("/") if engine == "sglang" and dsa else [value]
+    parts = value.split("/") if engine == "sglang" and dsa and not mha else [value]
     if len(parts) > 2 or not all(parts):
         raise PlanError(f"attention_backend {value!r}: expected NAME or PREFILL/DECODE (SGLang DSA backends)")
     out: list[Backend] = []
     for name in parts:
-        b = _find(engine, name, gpu, dsa=dsa)
+        b = _find(engine, name, gpu, dsa=dsa, mha=mha)
         cache = "an fp8" if fp8 else "a bf16"
-        valid = valid_backends(engine, gpu, dsa=dsa, fp8=fp8)
-        kind = "DSA" if dsa else "MLA"
+        valid = valid_backends(engine, gpu, dsa=dsa, fp8=fp8, mha=mha)
+        kind = "full-attention (MHA/GQA)" if mha else "DSA" if dsa else "MLA"
         where = f"{_engine_name(engine, version)} on {gpu.name} ({platform_label(gpu)}) with {cache} KV cache"
         if b is None or not (b.fp8 if fp8 else b.bf16):
             known = any(x.name == name for x in _table(engine))

@@ -80,8 +80,10 @@ class PoolPlan:
     arch: ModelArch
     deployment: Deployment
     knobs: tuple[Knob, ...]
-    mla_layout: MlaLayout
+    mla_layout: MlaLayout | None
+    """The MLA row layout; None for a full-attention (MHA / GQA / MQA) model."""
     mla_bytes_per_layer: int
+    """Main KV bytes of one token in one layer on one rank (MLA row, or K + V of the kv heads per rank)."""
     main_layers: int
     indexer_bytes_per_layer: int
     indexer_layers: int
@@ -108,6 +110,25 @@ class PoolPlan:
     startup_error: str | None = None
     notes: tuple[str, ...] = ()
     extras: dict[str, int] = field(default_factory=dict)
+    kv_dtype: str = ""
+    """The resolved KV cache dtype (full attention: what sets the element size)."""
+    attn_tp: int = 1
+    """Attention tensor-parallel ranks (tp / dp_attention): how the kv heads are split."""
+
+    @property
+    def main_bytes_per_layer(self) -> int:
+        return self.mla_bytes_per_layer
+
+    @property
+    def kv_format(self) -> str:
+        """The main cache's format as printed: the MLA layout ('bf16', 'fp8_ds_mla', 'fp8') or the kv dtype."""
+        if self.mla_layout is not None:
+            return self.mla_layout.value
+        return {"bfloat16": "bf16", "float16": "fp16", "auto": "bf16"}.get(self.kv_dtype, self.kv_dtype)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.kv_format.startswith("fp8")
 
     @property
     def logical_page_tokens(self) -> int:

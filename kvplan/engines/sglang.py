@@ -1,8 +1,9 @@
 """SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it (0.5.9 as a named variant).
 
-Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10. In short, on one GPU:
+Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engines.md. In short, on one GPU:
 
     cell      = mla_row × layers + indexer_row × full_indexer_layers × dcp  (+ draft terms with MTP)
+              = kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes × layers   (MHA / GQA: MHATokenToKVPool)
     available = int((free_after_weights − pre_load_free × (1 − mem_fraction_static)) × 2^30)   [GiB floats]
     rows S    = available // cell // page × page
     logged max_total_num_tokens = S × dcp
@@ -23,6 +24,7 @@ from kvplan.engines.common import (
 )
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
+from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
@@ -48,8 +50,31 @@ def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
     return 16384, 512
 
 
-def default_mem_fraction(dep: Deployment, *, chunk: int, max_bs: int, version: str) -> tuple[float, str, int]:
-    """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB)."""
+def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
+    """``cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes``: the prefill capture sizes up to ``max_bs``.
+
+    >>> len(prefill_graph_batch_sizes(8192))   # 8 + 14 + 8 + 8 + 14 + 8
+    60
+    """
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_bs + 1, 512))
+    )
+    return tuple(x for x in sizes if x <= max_bs)
+
+
+def default_mem_fraction(
+    dep: Deployment, *, chunk: int, max_bs: int, version: str, mla: bool = True
+) -> tuple[float, str, int]:
+    """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB).
+
+    The prefill-graph part (``memory_hook.reserve_for_graph_mb``) is 1.5 × 1024 MiB with an MLA backend, else
+    ``len(prefill bs) × 8`` with the prefill graph's max_bs = chunked_prefill_size (capped by max_total_tokens).
+    """
     gpu_mem = dep.gpu.nvml_total_bytes // MiB
     decode_graph = not dep.disable_cuda_graph
     parts: list[str] = []
@@ -67,9 +92,14 @@ def default_mem_fraction(dep: Deployment, *, chunk: int, max_bs: int, version: s
         reserved += dp_terms
         parts.append(f"dp-attention {dp_terms:g}")
     prefill_graph = decode_graph and dep.dcp == 1 and dep.pp == 1 and version != "0.5.9"
-    if prefill_graph:
+    if prefill_graph and mla:
         reserved += 1536
         parts.append("MLA prefill graph 1536")
+    elif prefill_graph:
+        graph_bs = chunk if dep.max_total_tokens is None else min(chunk, dep.max_total_tokens)
+        n = len(prefill_graph_batch_sizes(graph_bs))
+        reserved += n * 8
+        parts.append(f"prefill graph {n} sizes × 8")
     elif version != "0.5.9":
         parts.append("no prefill graph (dcp > 1 or pp > 1 disables it)" if decode_graph else "")
     if gpu_mem > 60 * 1024:
@@ -105,10 +135,61 @@ def _default_backend(arch: ModelArch, dep: Deployment, version: str, dtype: str)
     return f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}", f"bf16 on {where} (prefill/decode)"
 
 
-def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout, list[Knob]]:
+_MHA_DTYPES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+}
+"""--kv-cache-dtype for MHATokenToKVPool (``server_args`` choices auto, bf16, fp16, fp8_e4m3, fp8_e5m2)."""
+
+PAGE_BY_BACKEND = {"trtllm_mha": 64, "flashmla": 64, "cutlass_mla": 128, "trtllm_mla": 64}
+"""Backends that force a page size when none is given (docs/engines.md); every other backend keeps 1."""
+
+
+def _mha_layout(dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
+    """kv dtype and backend of a full-attention model (no MLA row layout)."""
+    gpu, sm = dep.gpu, dep.gpu.sm
+    check_serves("sglang", version, gpu, dsa=False, mha=True)
+    knobs: list[Knob] = []
+    if dep.kv_cache_dtype == "auto":
+        dtype = "bfloat16"
+        knobs.append(Knob("kv_cache_dtype", dtype, "default: auto = the model dtype (bf16)"))
+    elif dep.kv_cache_dtype in _MHA_DTYPES:
+        dtype = _MHA_DTYPES[dep.kv_cache_dtype]
+        knobs.append(Knob("kv_cache_dtype", dtype, "set"))
+    else:
+        raise PlanError(f"kv_cache_dtype {dep.kv_cache_dtype} is an MLA row format: a full-attention model "
+                        f"takes {', '.join(['auto', *_MHA_DTYPES])}")  # fmt: skip
+    if dep.mla_layout:
+        raise PlanError("mla_layout applies to MLA models only: this model has full attention (MHA / GQA)")
+    if dep.attention_backend:
+        backend = dep.attention_backend
+        knobs.append(Knob("attention_backend", backend, "set"))
+    else:
+        where = platform_label(gpu)
+        if gpu.vendor == "amd":
+            backend = "aiter"
+        elif sm >= 100:
+            backend = "trtllm_mha"
+        elif sm >= 90:
+            backend = "fa3"
+        else:
+            backend = "flashinfer"
+        knobs.append(Knob("attention_backend", backend, f"default: full attention on {where}"))
+    check_backend("sglang", version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
+    return dtype, backend, None, knobs
+
+
+def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
     """kv dtype, backend and MLA row layout, resolved as SGLang does (backends checked per GPU)."""
     knobs: list[Knob] = []
     gpu, sm = dep.gpu, dep.gpu.sm
+    if not arch.is_mla:
+        return _mha_layout(dep, version)
     check_serves("sglang", version, gpu, dsa=arch.is_dsa)
     requested = dep.kv_cache_dtype
     if requested in ("auto",):
@@ -144,8 +225,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     version = dep.engine_version
     old = version == "0.5.9"
     notes: list[str] = []
-    dtype, _backend, layout, knobs = _layout(arch, dep, version)
+    dtype, backend, layout, knobs = _layout(arch, dep, version)
     dcp = dep.dcp
+    attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
+    if dcp > 1 and not arch.is_mla:
+        raise PlanError(f"SGLang's decode context parallel shards an MLA latent: dcp {dcp} does not apply to "
+                        f"a full-attention ({arch.kind_label}) model; use dcp 1")  # fmt: skip
     if old and dcp > 1:
         raise PlanError("SGLang 0.5.9 has no decode context parallel for DSA models: use dcp 1")
     if dcp > 1 and arch.is_dsa and arch.index_kpool > 1:
@@ -156,8 +241,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "(DSA DCP needs 1)"
         )
 
-    page_default = 64 * arch.index_kpool if arch.is_dsa and dep.gpu.vendor == "nvidia" else 1
-    page_k = resolve(dep, "page_size", page_default, "DSA on CUDA: 64 × index_kpool")
+    if arch.is_dsa and dep.gpu.vendor == "nvidia":
+        page_default, page_why = 64 * arch.index_kpool, "DSA on CUDA: 64 × index_kpool"
+    else:
+        page_default = PAGE_BY_BACKEND.get(backend, 1)
+        page_why = f"{backend} backend" + (" forces it" if page_default > 1 else " keeps 1")
+    page_k = resolve(dep, "page_size", page_default, page_why)
     page = page_k.as_int()
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and page // arch.index_kpool != 64:
         raise PlanError(
@@ -166,9 +255,15 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
 
     # ---- cell size
-    mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
-    kv_size = 1 if dtype == "fp8_e4m3" else 2
-    if old:
+    att = arch.attention
+    if layout is None and isinstance(att, FullAttention):
+        # MHATokenToKVPool: K (head_dim) and V (v_head_dim) for the kv heads of this attention-TP rank
+        mla_row = att.bytes_per_token(attn_tp, dtype)
+    else:
+        assert layout is not None
+        mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+    kv_size = 1 if dtype.startswith("fp8") else 2
+    if old and layout is not None:
         # 0.5.9 charged (kv_lora_rank + rope) × kv_size whatever the allocated row, and the indexer on all layers
         cell_row = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_size
         if cell_row != mla_row:
@@ -223,6 +318,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         chunk=chunk_k.as_int(),
         max_bs=max_bs,
         version=version,
+        mla=arch.is_mla,
     )
     mfs_k = resolve(dep, "mem_fraction_static", mfs_default, mfs_why)
     mfs = mfs_k.as_float()
@@ -313,7 +409,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     ]
     slack_bytes = int(slack_gib * GiB)
     chain = (
-        Term("GPU total (NVML)", dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
         Term("CUDA-visible total", dep.gpu.cuda_total_bytes, "NVML total − driver reserve"),
         Term("pre-load free", pre, pre_k.origin),
         Term("weights per GPU", weights, w_k.origin),
@@ -363,6 +459,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         ),
         startup_error=startup_error,
         notes=tuple(notes),
+        kv_dtype=dtype,
+        attn_tp=attn_tp,
         extras={
             "mem_fraction_reserved_mib": reserved_mib,
             "index_buf_size": index_buf_size,

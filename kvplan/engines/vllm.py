@@ -3,6 +3,7 @@
 Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
 
     bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
+    full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
     available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
     num_blocks      = available // bytes_per_block;  block 0 is the null block
     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
@@ -25,6 +26,7 @@ from kvplan.engines.common import (
 )
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
+from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv
@@ -98,6 +100,39 @@ def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
     return "FLASHMLA_SPARSE" if fp8 else "FLASH_ATTN_MLA_SPARSE"
 
 
+BLOCK_BY_BACKEND = {"FLASHMLA": 64, "FLASHINFER_MLA": 32, "CUTLASS_MLA": 128, "ROCM_AITER_MLA": 1}
+"""The smallest kernel block size each backend lists (``get_supported_kernel_block_sizes``), chosen by
+``Platform.update_block_size_for_backend`` when --block-size is not given; every other backend takes the
+``CacheConfig.DEFAULT_BLOCK_SIZE`` 16 (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASH_ATTN_MLA, TRITON_MLA)."""
+
+
+def _mha_backend(gpu: Gpu) -> str:
+    """``platforms/cuda.py _get_backend_priorities``, non-MLA: FLASHINFER first on SM10x, else FLASH_ATTN."""
+    if gpu.vendor == "amd":
+        return "TRITON_ATTN"
+    if gpu.sm // 10 == 10:
+        return "FLASHINFER"
+    return "FLASH_ATTN" if gpu.sm >= 80 else "TRITON_ATTN"
+
+
+def _mha_layout(dep: Deployment) -> tuple[str, list[Knob]]:
+    """kv dtype and backend of a full-attention model: (dtype, knobs)."""
+    gpu = dep.gpu
+    check_serves("vllm", dep.engine_version, gpu, dsa=False, mha=True)
+    dtype = dep.kv_cache_dtype
+    if dtype == "fp8_ds_mla":
+        raise PlanError("kv_cache_dtype fp8_ds_mla is FlashMLA's MLA row format: a full-attention model takes "
+                        "auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2")  # fmt: skip
+    if dep.mla_layout:
+        raise PlanError("mla_layout applies to MLA models only: this model has full attention (MHA / GQA)")
+    knobs = [Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype (bf16)")]
+    backend = dep.attention_backend or _mha_backend(gpu)
+    check_backend("vllm", dep.engine_version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
+    where = platform_label(gpu)
+    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: on {where}"))
+    return dtype, knobs
+
+
 def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
     gpu, sm = dep.gpu, dep.gpu.sm
     where = platform_label(gpu)
@@ -135,10 +170,24 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
 
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    layout, knobs = _layout(arch, dep)
+    att = arch.attention
+    attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
+    layout: MlaLayout | None
+    if isinstance(att, FullAttention):
+        layout = None
+        dtype, knobs = _mha_layout(dep)
+    else:
+        layout, knobs = _layout(arch, dep)
+        dtype = str(knobs[0].value)
+    backend = str(next(k.value for k in knobs if k.name == "attention_backend"))
     notes: list[str] = []
     dcp = dep.dcp
-    page_k = resolve(dep, "page_size", 64 if arch.is_dsa else 16, "the DSA backends accept 64")
+    if arch.is_dsa:
+        block_default, block_why = 64, "the DSA backends accept 64"
+    else:
+        block_default = BLOCK_BY_BACKEND.get(backend, 16)
+        block_why = f"{backend}: smallest kernel block size" if backend in BLOCK_BY_BACKEND else "DEFAULT_BLOCK_SIZE"
+    page_k = resolve(dep, "page_size", block_default, block_why)
     block = page_k.as_int()
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and block % 64:
         raise PlanError(f"block_size {block}: the DeepSeek-V3.2 indexer backend supports multiples of 64 on CUDA")
@@ -146,7 +195,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     mtp_layers = arch.num_mtp_layers if dep.mtp else 0
     flags = indexer_layer_flags(arch)
     indexer_layers = sum(flags) + (mtp_layers if arch.is_dsa else 0)
-    mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+    if isinstance(att, FullAttention):
+        # FullAttentionSpec: num_kv_heads (max(1, total // tp)) × (head_size + head_size_v) × dtype size
+        mla_row = att.kv_heads_per_rank(attn_tp) * (att.head_dim + att.v_head_dim) * kv_dtype_bytes(dtype)
+    else:
+        assert layout is not None
+        mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
         main_bytes=mla_row * arch.num_layers,
@@ -243,7 +297,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     ]
     allocated = num_blocks * bytes_per_block
     chain = (
-        Term("GPU total (NVML)", dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
         Term("CUDA total (torch)", total, "what vLLM's memory snapshot reads"),
         Term("requested", requested, f"ceil(CUDA total × gpu_memory_utilization {util})"),
         Term("weights per GPU", weights, w_k.origin),
@@ -289,6 +343,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         ),
         startup_error=startup_error,
         notes=tuple(notes),
+        kv_dtype=dtype,
+        attn_tp=attn_tp,
         extras={
             "num_blocks": num_blocks,
             "bytes_per_block": bytes_per_block,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from kvplan.models.cache import AttentionCache, FullAttention, IndexerK, Layer, MlaLatent
+
 
 class IndexerRule(str, Enum):
     """Where the set of indexer-owning ("full") layers came from, in SGLang's order of priority."""
@@ -111,16 +113,26 @@ class ParamGroup:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelArch:
-    """A DSA (or plain MLA) model, from a preset YAML or a Hugging Face config.json."""
+    """A model as far as memory is concerned, from a preset YAML or a Hugging Face config.json.
+
+    Its layers (``layers``: each with the caches it owns, kvplan.models.cache) are what engines size; the
+    fields below are the config values they are built from. A model with ``kv_lora_rank`` is MLA (DSA when
+    it also has an indexer), else full attention (MHA / GQA / MQA) with ``num_kv_heads`` × ``head_dim``.
+    """
 
     name: str
     source: str
     architecture: str
     num_layers: int
     num_mtp_layers: int
-    kv_lora_rank: int
-    qk_rope_head_dim: int
     max_position_embeddings: int
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    num_attention_heads: int = 0
+    num_kv_heads: int = 0
+    """Full attention: total kv heads of the model (``num_key_value_heads``)."""
+    head_dim: int = 0
+    v_head_dim: int = 0
     index_head_dim: int = 0
     index_n_heads: int = 0
     index_topk: int = 0
@@ -135,10 +147,48 @@ class ModelArch:
     param_groups: tuple[ParamGroup, ...] = ()
     measured_weights: tuple[WeightPoint, ...] = field(default=())
     description: str = ""
+    weights_summary: str = ""
+    """How the checkpoint stores its weights (quantization schemes), said on the weights line."""
+    weights_assumptions: tuple[str, ...] = ()
 
     @property
     def is_dsa(self) -> bool:
-        return self.index_topk > 0 and self.index_head_dim > 0
+        return self.is_mla and self.index_topk > 0 and self.index_head_dim > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def has_indexer(self) -> bool:
+        return self.is_dsa
+
+    @property
+    def attention(self) -> AttentionCache:
+        """The attention cache every layer owns (uniform models; hybrids will add per-layer kinds)."""
+        if self.is_mla:
+            return MlaLatent(self.kv_lora_rank, self.qk_rope_head_dim)
+        return FullAttention(self.num_kv_heads, self.head_dim, self.v_head_dim or self.head_dim,
+                             self.num_attention_heads)  # fmt: skip
+
+    @property
+    def indexer(self) -> IndexerK | None:
+        return IndexerK(self.index_head_dim, self.index_kpool) if self.is_dsa else None
+
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        """Each decoder layer with the caches it owns: attention, plus indexer K on the full layers."""
+        att, idx = self.attention, self.indexer
+        out = []
+        for i in range(self.num_layers):
+            full = idx is not None and i < len(self.indexer_full) and self.indexer_full[i]
+            out.append(Layer(i, (att, idx) if full and idx is not None else (att,)))
+        return tuple(out)
+
+    @property
+    def kind_label(self) -> str:
+        """'DSA', 'MLA' or the full-attention label ('GQA', 'MHA', 'MQA')."""
+        return "DSA" if self.is_dsa else self.attention.label
 
     @property
     def full_indexer_layers(self) -> int:

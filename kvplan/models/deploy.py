@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 """Engine semantics kvplan implements; the first version of each is the default."""
 
-KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla")
+KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
 ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     # knob: (the one engine that reads it, what the other engine uses instead: a knob name, or why it has none)

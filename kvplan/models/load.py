@@ -21,7 +21,7 @@ from kvplan.limits import LimitError
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
-from kvplan.models.weights import MoeShape, param_groups
+from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
@@ -512,7 +512,16 @@ _HF_KEYS = {
     "first_k_dense_replace", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
     "moe_intermediate_size", "intermediate_size", "vocab_size", "tie_word_embeddings",
     "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim",
+    "num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers", "sliding_window",
+    "use_sliding_window",
 }  # fmt: skip
+
+MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                     "GlmMoeDsaForCausalLM")  # fmt: skip
+"""MLA models (DSA when the config has an indexer): DeepSeek-V2/V3/R1, Kimi-K2, DeepSeek-V3.2, GLM-5.x."""
+FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+                                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM")  # fmt: skip
+"""Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights"}  # fmt: skip
 
@@ -570,9 +579,16 @@ def _model_from_hf(
     if strict:
         r.reject_unknown(_HF_KEYS)
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    architecture = _architecture(r)
+    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES)
+    if architecture != "unknown" and architecture not in supported:
+        r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
+    if architecture in FULL_ATTENTION_ARCHITECTURES or (architecture == "unknown" and not r.has("kv_lora_rank")):
+        return _full_attention_from_hf(
+            r, name=name, source=source, description=description, num_layers=num_layers, architecture=architecture
+        )
     kv_lora_rank = r.get_int("kv_lora_rank", required=True, maximum=limits.MAX_DIM)
     rope = r.get_int("qk_rope_head_dim", required=True, maximum=limits.MAX_DIM)
-    architecture = _architecture(r)
     index_topk = r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS)
     index_head_dim = r.get_int("index_head_dim", default=128 if index_topk else 0, maximum=limits.MAX_DIM)
     flags: tuple[bool, ...] = ()
@@ -593,10 +609,12 @@ def _model_from_hf(
             freq=freq,
             offset=offset,
         )
+    explicit_dtype = checkpoint_dtype is not None
     if checkpoint_dtype is None:
         checkpoint_dtype = _checkpoint_dtype(r.data)
     hidden = r.get_int("hidden_size", default=0, maximum=limits.MAX_DIM)
     groups: tuple[Any, ...] = ()
+    summary, assumptions = "", tuple[str, ...]()
     if hidden:
         heads = r.get_int("num_attention_heads", required=True, maximum=limits.MAX_DIM)
         shape = MoeShape(
@@ -619,7 +637,11 @@ def _model_from_hf(
             vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
-        groups = param_groups(shape, checkpoint_dtype=checkpoint_dtype)
+        if explicit_dtype or index_topk:  # a preset, or DSA: one checkpoint dtype (the DSA goldens' groups)
+            groups = param_groups(shape, checkpoint_dtype=checkpoint_dtype)
+        else:  # plain MLA config.json: every module in the scheme its quantization_config gives it
+            w = param_groups_from_hf(r.data, source, fail=r.fail, mla=shape)
+            groups, summary, assumptions = w.groups, w.summary, w.assumptions
     return ModelArch(
         name=name,
         source=source,
@@ -629,6 +651,7 @@ def _model_from_hf(
         num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope,
+        num_attention_heads=r.get_int("num_attention_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         index_head_dim=index_head_dim,
         index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
@@ -640,6 +663,54 @@ def _model_from_hf(
         index_skip_topk_offset=offset,
         index_topk_pattern=pattern,
         param_groups=groups,
+        weights_summary=summary,
+        weights_assumptions=assumptions,
+    )
+
+
+def _full_attention_from_hf(
+    r: Reader, *, name: str, source: str, description: str, num_layers: int, architecture: str
+) -> ModelArch:
+    """A full-attention (MHA / GQA / MQA) model: heads, kv heads and head_dim, every layer the same.
+
+    ``num_key_value_heads`` defaults to ``num_attention_heads`` (MHA) and ``head_dim`` to hidden_size //
+    num_attention_heads, as transformers does; the query heads must be a multiple of the kv heads.
+    """
+    heads = r.get_int("num_attention_heads", required=True, maximum=limits.MAX_DIM)
+    kv_heads = r.get_int("num_key_value_heads", default=heads, maximum=limits.MAX_DIM)
+    if heads % kv_heads:
+        r.fail(
+            "num_key_value_heads",
+            f"{kv_heads} does not divide num_attention_heads {heads}: each kv head serves a whole group of query heads",
+        )
+    hidden = r.get_int("hidden_size", default=0, minimum=0, maximum=limits.MAX_DIM)
+    if r.has("head_dim"):
+        head_dim = r.get_int("head_dim", required=True, maximum=limits.MAX_DIM)
+    elif hidden:
+        head_dim = hidden // heads
+        if head_dim == 0:
+            r.fail("hidden_size", f"{hidden} is smaller than num_attention_heads {heads}: no head_dim")
+    else:
+        r.fail("head_dim", "missing (required): neither head_dim nor hidden_size is given")
+    window = r.data.get("sliding_window")
+    if window is not None and r.data.get("use_sliding_window", True) is not False:
+        r.fail("sliding_window", f"{_show(window)}: sliding-window attention is not modelled yet (full attention only)")
+    w = param_groups_from_hf(r.data, source, fail=r.fail)
+    return ModelArch(
+        name=name,
+        source=source,
+        description=description,
+        architecture=architecture,
+        num_layers=num_layers,
+        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
+        max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        param_groups=w.groups,
+        weights_summary=w.summary,
+        weights_assumptions=w.assumptions,
     )
 
 

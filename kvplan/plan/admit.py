@@ -306,7 +306,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
         if dep.tp % d == 0 and (new := _try(plan, req, dcp=d)) is not None:
             out.append(
                 Remedy(
-                    "dcp", d, new.logged_tokens, f"{new.mla_layout.value} rows, cell {new.cell.total_bytes:,} B{how}"
+                    "dcp", d, new.logged_tokens, f"{new.kv_format} rows, cell {new.cell.total_bytes:,} B{how}"
                 )
             )
             break
@@ -325,10 +325,10 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(Remedy(knob, best / steps, new.logged_tokens, detail + how))
 
     # the kv cache dtype (an explicit mla_layout would pin the row, so only the dtype is changed, as --set does)
-    if plan.mla_layout.value == "bf16":
+    if plan.kv_format in ("bf16", "fp16"):
         dtype = "fp8_e4m3" if plan.engine == "sglang" else "fp8"
         if (new := _try(plan, req, kv_cache_dtype=dtype)) is not None:
-            out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.mla_layout.value} rows{how}"))
+            out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.kv_format} rows{how}"))
 
     # the context length: lower (vLLM refuses to start) or raise it to the request (up to the model's)
     if plan.startup_error and plan.engine == "vllm":

@@ -67,7 +67,7 @@ def figures(plan: PoolPlan, contexts: tuple[int, ...]) -> Figures:
     return Figures(
         engine=f"{plan.engine} {plan.engine_version}",
         model=plan.arch.name,
-        mla_layout=plan.mla_layout.value,
+        mla_layout=plan.kv_format,
         main_bytes_per_row=c.main_bytes,
         indexer_bytes_per_row=c.indexer_bytes,
         draft_bytes_per_row=c.draft_main_bytes + c.draft_indexer_bytes,

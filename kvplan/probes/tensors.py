@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
+from kvplan.models.cache import FullAttention
 from kvplan.plan.workspace import Workspace
 
-_ITEMSIZE = {"uint8": 1, "int8": 1, "int32": 4, "float32": 4}
+_ITEMSIZE = {"uint8": 1, "int8": 1, "int32": 4, "float32": 4, "bfloat16": 2, "float16": 2}
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,31 @@ def pool_tensors(plan: PoolPlan) -> list[TensorSpec]:
     return _sglang(plan) if plan.engine == "sglang" else _vllm(plan)
 
 
+def _mha_buffers(p: PoolPlan, att: FullAttention, rows: int, prefix: str, layers: int) -> list[TensorSpec]:
+    """SGLang MHATokenToKVPool._create_buffers: per layer k_buffer (rows, heads, head_dim) and v_buffer
+    (rows, heads, v_head_dim) in the store dtype (fp8 caches are stored as uint8)."""
+    heads = att.kv_heads_per_rank(p.attn_tp)
+    dtype = p.kv_dtype if p.kv_dtype in ("bfloat16", "float16") else "uint8"
+    out: list[TensorSpec] = []
+    for i in range(layers):
+        out.append(TensorSpec(f"{prefix}k_buffer[{i}]", (rows, heads, att.head_dim), dtype, "pool"))
+        out.append(TensorSpec(f"{prefix}v_buffer[{i}]", (rows, heads, att.v_head_dim), dtype, "pool"))
+    return out
+
+
 def _sglang(p: PoolPlan) -> list[TensorSpec]:
     a = p.arch
     page = p.page_tokens
-    mla_row = p.mla_layout.bytes_per_token_layer(a.kv_lora_rank, a.qk_rope_head_dim)
+    att = a.attention
+    if isinstance(att, FullAttention):
+        out = _mha_buffers(p, att, p.rows + page, "", a.num_layers)
+        if p.draft_layers:
+            out += _mha_buffers(p, att, p.rows + page, "draft_", p.draft_layers)
+        extra = p.extras["req_to_token_bytes"] // 4 // (p.max_running_requests + 1)
+        out.append(TensorSpec("req_to_token", (p.max_running_requests + 1, extra), "int32", "table"))
+        return out
+    mla_row = p.mla_bytes_per_layer if p.mla_layout is None else p.mla_layout.bytes_per_token_layer(
+        a.kv_lora_rank, a.qk_rope_head_dim)  # fmt: skip
     out = [TensorSpec(f"kv_buffer[{i}]", (p.rows + page, 1, mla_row), "uint8", "pool") for i in range(a.num_layers)]
     if a.is_dsa:
         row = page // a.index_kpool * (a.index_head_dim + a.index_head_dim // 128 * 4)

@@ -46,9 +46,9 @@ def cell_section(p: PoolPlan) -> Section:
     c = p.cell
     rows = [
         (
-            "main MLA KV",
+            f"main {'MLA' if p.arch.is_mla else p.arch.kind_label} KV",
             nbytes(c.main_bytes),
-            f"{p.mla_bytes_per_layer} B ({p.mla_layout.value}) × {p.main_layers} layers",
+            f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers",
         ),
         (
             "indexer K",
@@ -110,7 +110,10 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "model": p.arch.name,
         "deployment": p.deployment.name,
         "gpu": p.deployment.gpu.key,
-        "mla_layout": p.mla_layout.value,
+        "mla_layout": p.mla_layout.value if p.mla_layout is not None else None,
+        "kv_format": p.kv_format,
+        "attention": p.arch.kind_label,
+        "attn_tp": p.attn_tp,
         "mla_bytes_per_layer": p.mla_bytes_per_layer,
         "main_layers": p.main_layers,
         "indexer_bytes_per_layer": p.indexer_bytes_per_layer,

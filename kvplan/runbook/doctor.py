@@ -286,15 +286,15 @@ def _plan(arch: ModelArch, dep: Deployment) -> PoolPlan | None:
 
 
 def _family(p: PoolPlan) -> str:
-    return "bf16" if p.mla_layout is MlaLayout.BF16 else "fp8"
+    return "fp8" if p.is_fp8 else "bf16"
 
 
 def _resolved(p: PoolPlan, knob: str) -> object:
     """A knob's effective value in a plan, for comparing the config with the log."""
     if knob == "kv_cache_dtype":
-        return f"{_family(p)}/{p.mla_layout.value}"
+        return f"{_family(p)}/{p.kv_format}"
     if knob == "mla_layout":
-        return p.mla_layout.value
+        return p.kv_format
     if knob == "context_length":
         return p.context_len
     if knob == "dcp":
@@ -313,7 +313,7 @@ def _shown_config(p: PoolPlan, knob: str) -> tuple[object, str]:
         if k.name == knob:
             value = k.value
             if knob == "kv_cache_dtype":
-                value = f"{k.value} ({p.mla_layout.value} rows)"
+                value = f"{k.value} ({p.kv_format} rows)"
             return value, k.origin
     if knob == "page_size":
         return p.page_tokens, "set" if "page_size" in p.deployment.explicit else "default"
@@ -803,7 +803,8 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
         for d in range(1, dep.tp + 1):
             if dep.tp % d == 0 and d != dep.dcp:
                 out.append(_Hypothesis("dcp", f"dcp {d} instead of {dep.dcp}", f"--set dcp={d}", None, (("dcp", d),)))
-    if "mla_layout" not in revealed:
+    if "mla_layout" not in revealed and p.mla_layout is not None:
+        current = p.mla_layout
         shown = str(revealed.get("kv_cache_dtype", "")).lower()
         family = "bf16" if shown in ("bfloat16", "bf16") else "fp8" if shown.startswith("fp8") else ""
         for layout in MlaLayout:
@@ -817,8 +818,8 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
             out.append(
                 _Hypothesis(
                     "layout",
-                    f"{layout.value} rows ({size} B/layer) instead of {p.mla_layout.value} "
-                    f"({p.mla_layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)} B/layer)",
+                    f"{layout.value} rows ({size} B/layer) instead of {current.value} "
+                    f"({current.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)} B/layer)",
                     f"--set kv_cache_dtype={dtype} --set mla_layout={layout.value}",
                     None,
                     (("kv_cache_dtype", dtype), ("mla_layout", layout.value)),
