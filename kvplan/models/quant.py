@@ -1,23 +1,26 @@
 """How a checkpoint stores its linear weights: the schemes of ``quantization_config`` (pure data).
 
-A :class:`Scheme` is bits per value plus one scale (and zero point) per group of values, so its bytes per
-parameter is a fraction::
+A :class:`Scheme` is bits per value plus one scale (and zero point) per group of values, and a few bits per
+output row, input column or whole matrix; :meth:`Scheme.bytes_for` sizes ``count`` matrices of rows × cols::
 
-    bytes/param = (weight_bits + (scale_bits + zero_bits) / values_per_scale) / 8
+    bytes = (rows·cols·(weight_bits + (scale_bits + zero_bits) / values_per_scale)
+             + rows·row_bits + cols·col_bits + tensor_bits) / 8
 
+Per value (what ParamGroup's bytes per parameter carries), and the extras:
 - bf16 / fp16 / fp32: 2 / 2 / 4 (``weight``);
 - fp8 in 128×128 blocks (``quant_method: fp8`` with ``weight_block_size``): 1 + 4/16,384 (``weight`` e4m3 and a
-  ``weight_scale_inv`` fp32 per block); fp8 per tensor or per channel: 1 (the scales, 4 B a tensor or a row,
-  are left out);
-- NVFP4 (modelopt ``quant_algo: NVFP4``): 0.5 + 1/16 (packed e2m1, one fp8 e4m3 scale per 16; the two fp32
-  globals a tensor are left out);
+  ``weight_scale_inv`` fp32 per block); fp8 per tensor: 1, + 4 B a tensor (+ 4 B input scale when static);
+- NVFP4 (modelopt ``quant_algo: NVFP4``): 0.5 + 1/16 (packed e2m1, one fp8 e4m3 scale per 16), + 8 B a tensor
+  (``weight_scale_2`` and ``input_scale``, fp32);
 - MXFP4 (``quant_method: mxfp4``): 0.5 + 1/32 (packed e2m1 ``blocks``, one e8m0 ``scales`` byte per 32);
 - AWQ intN, group g: N/8 + (2 + N/8)/g (``qweight`` packed in int32, fp16 ``scales``, N-bit ``qzeros`` per
   group; ``zero_point: false`` drops the zeros);
 - GPTQ intN, group g: N/8 + (2 + N/8)/g (``qweight``, fp16 ``scales``, N-bit ``qzeros``, stored even when
-  ``sym``; ``g_idx``, 4 B an input row, is left out);
+  ``sym``), + 4 B an input column (``g_idx``); group -1: one scale and zero a row instead;
 - compressed-tensors intN, group g: N/8 + (scale + zero)/g (``weight_packed``, ``weight_scale`` in the model
-  dtype, ``weight_zero_point`` N-bit only when asymmetric); fp4 (``type: float``, 4 bits) has fp8 scales.
+  dtype, ``weight_zero_point`` N-bit only when asymmetric); fp8 (``type: float``) scales are fp32 as vLLM holds
+  them (per ``channel``: 4 B a row; ``tensor``: 4 B a tensor; ``block``: per block); fp4 has fp8 scales per
+  group and an fp32 global a tensor; a ``scale_dtype`` in the config wins.
 
 Group scales are exact when a matrix's input dim is a multiple of the group (true for every modelled family but
 GLM-4.5-Air's 10,944-wide dense MLP, < 0.01 % off). Which modules stay unquantized follows each method's own list:
@@ -34,7 +37,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
@@ -53,18 +56,43 @@ class Scheme:
     name: str
     weight_bits: int
     values_per_scale: int = 0
-    """Values sharing one scale: g for group quantization, 128 × 128 for fp8 blocks; 0 for per-tensor or
-    per-channel scales, which are left out (4 B a tensor or a row: under 0.05 % of any modelled matrix)."""
+    """Values sharing one scale (and zero point): g for group quantization, 128 × 128 for fp8 blocks; 0: none."""
     scale_bits: int = 0
     zero_bits: int = 0
     """Zero point per group (asymmetric integer schemes); 0 when symmetric."""
+    row_bits: int = 0
+    """Per output row (per-channel scale, and zero point): vLLM keeps fp8 channel scales in fp32."""
+    col_bits: int = 0
+    """Per input column: GPTQ's ``g_idx`` (int32)."""
+    tensor_bits: int = 0
+    """Per matrix: an fp8 per-tensor scale (fp32), NVFP4's two fp32 globals."""
 
     @property
     def bytes_per_param(self) -> Fraction:
+        """The per-value part: weight bits plus the group scales and zeros, in bytes."""
         bits = Fraction(self.weight_bits)
         if self.values_per_scale:
             bits += Fraction(self.scale_bits + self.zero_bits, self.values_per_scale)
         return bits / 8
+
+    @property
+    def natural(self) -> tuple[int, int]:
+        """bytes_per_param as (bytes of one scale group, values in it): fp8 blocks (16,388, 16,384), NVFP4 (9, 16)."""
+        per = self.values_per_scale or 1
+        bits = per * self.weight_bits + (self.scale_bits + self.zero_bits if self.values_per_scale else 0)
+        return (bits // 8, per) if bits % 8 == 0 else (bits, 8 * per)
+
+    @property
+    def has_extras(self) -> bool:
+        """Bytes by row, column or tensor on top of the per-value ones."""
+        return bool(self.row_bits or self.col_bits or self.tensor_bits)
+
+    def bytes_for(self, rows: int, cols: int, count: int = 1) -> Fraction:
+        """Bytes of ``count`` matrices of ``rows`` outputs × ``cols`` inputs (exact when groups divide ``cols``)."""
+        per_matrix = self.bytes_per_param * rows * cols + Fraction(
+            rows * self.row_bits + cols * self.col_bits + self.tensor_bits, 8
+        )
+        return per_matrix * count
 
 
 BF16 = Scheme(name="bf16", weight_bits=16)
@@ -73,10 +101,17 @@ FP32 = Scheme(name="fp32", weight_bits=32)
 FP8_BLOCK = Scheme(
     name="fp8 e4m3, fp32 scale per 128×128 block", weight_bits=8, values_per_scale=128 * 128, scale_bits=32
 )
-FP8_TENSOR = Scheme(name="fp8 e4m3, per-tensor scale", weight_bits=8)
-NVFP4 = Scheme(name="NVFP4 (e2m1, fp8 scale per 16)", weight_bits=4, values_per_scale=16, scale_bits=8)
+FP8_TENSOR = Scheme(name="fp8 e4m3, fp32 scale per tensor", weight_bits=8, tensor_bits=32)
+NVFP4 = Scheme(
+    name="NVFP4 (e2m1, fp8 scale per 16, two fp32 globals)",
+    weight_bits=4,
+    values_per_scale=16,
+    scale_bits=8,
+    tensor_bits=64,
+)
 MXFP4 = Scheme(name="MXFP4 (e2m1, e8m0 scale per 32)", weight_bits=4, values_per_scale=32, scale_bits=8)
 
+_SCALE_BITS = {"float32": 32, "bfloat16": 16, "float16": 16, "float8_e4m3fn": 8, "float8_e8m0fnu": 8, "uint8": 8}
 _DTYPES = {
     "bfloat16": BF16,
     "bf16": BF16,
@@ -103,6 +138,11 @@ class Quantization:
     match: str = "substring"
     """How ``ignore`` (and targets) match a module name: 'substring', 'glob' (modelopt) or 'ct' (compressed-tensors)."""
     assumptions: tuple[str, ...] = ()
+
+    @property
+    def uniform(self) -> bool:
+        """One scheme for every linear module (nothing ignored, one group for all): no names to match."""
+        return not self.ignore and len(self.groups) <= 1 and all(t in ((), ("Linear",)) for t, _ in self.groups)
 
     def scheme_for(self, module: str) -> Scheme:
         """The scheme of one linear module, by its Hugging Face name (``model.layers.3.mlp.experts.0.up_proj``)."""
@@ -204,8 +244,9 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
                     scale_bits=32,
                 )
             )
-        else:
-            scheme = FP8_TENSOR
+        else:  # per-tensor weight scale, and an input scale with static activations (fp32 each)
+            static = r.text("activation_scheme", "dynamic").lower() == "static"
+            scheme = replace(FP8_TENSOR, tensor_bits=64) if static else FP8_TENSOR
         return _simple("fp8", scheme, r, plain, assumptions)
     if method == "mxfp4":
         return _simple("mxfp4", MXFP4, r, plain, assumptions)
@@ -216,13 +257,15 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
             raise bad(("quantization_config", "bits"), f"expected 2, 3, 4 or 8 bits, got {bits}")
         zero = bits if method == "gptq" or r.flag("zero_point", True) else 0
         per = f"group {group}" if group > 0 else "per channel"
-        extra = ", g_idx left out" if method == "gptq" else ""
+        extra = ", int32 g_idx" if method == "gptq" else ""
         scheme = Scheme(
             name=f"int{bits} {method.upper()} {per} (fp16 scales{', zero points' if zero else ''}{extra})",
             weight_bits=bits,
             values_per_scale=max(group, 0),
-            scale_bits=16,
-            zero_bits=zero,
+            scale_bits=16 if group > 0 else 0,
+            zero_bits=zero if group > 0 else 0,
+            row_bits=0 if group > 0 else 16 + zero,
+            col_bits=32 if method == "gptq" else 0,
         )
         return _simple(method, scheme, r, plain, assumptions)
     if method == "compressed-tensors":
@@ -259,9 +302,7 @@ def _modelopt(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) -> Quantiz
         scheme = (
             NVFP4
             if group == 16
-            else Scheme(
-                name=f"NVFP4 (e2m1, fp8 scale per {group})", weight_bits=4, values_per_scale=group, scale_bits=8
-            )
+            else replace(NVFP4, name=f"NVFP4 (e2m1, fp8 scale per {group}, two fp32 globals)", values_per_scale=group)
         )
     elif "FP8" in algo:
         scheme = FP8_TENSOR
@@ -301,26 +342,28 @@ def _compressed_tensors(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) 
             else:
                 per = 0
             fp4 = kind == "float" and bits == 4
-            scale_dtype = w.text("scale_dtype", "").lower().removeprefix("torch.")
-            scale = _DTYPES.get(scale_dtype) or (Scheme(name="fp8", weight_bits=8) if fp4 else plain)
-            scale_bits = scale.weight_bits
+            # scales as vLLM holds them: fp8 weights' in fp32, fp4's in fp8 (+ an fp32 global a tensor), int's in
+            # the model dtype; a config's own scale_dtype wins
+            default = 8 if fp4 else 32 if kind == "float" else plain.weight_bits
+            given = w.text("scale_dtype", "").lower().removeprefix("torch.")
+            scale_bits = _SCALE_BITS.get(given, default)
+            scale_name = given if given in _SCALE_BITS else {8: "fp8", 32: "fp32"}.get(scale_bits, plain.name)
             zero = 0 if kind == "float" or w.flag("symmetric", True) else bits
+            grouped = strategy in ("group", "tensor-group", "tensor_group", "block")
             what = f"{'fp' if kind == 'float' else 'int'}{bits}"
-            how = f"group {per}" if strategy in ("group", "tensor-group", "tensor_group") else strategy
-            scales = f"{scale.name} scales"
-            name = f"{what} {how} ({scales}{', zero points' if zero else ''})" if per else f"{what} {how}"
-            groups.append(
-                (
-                    targets,
-                    Scheme(
-                        name=name,
-                        weight_bits=bits,
-                        values_per_scale=per,
-                        scale_bits=scale_bits if per else 0,
-                        zero_bits=zero,
-                    ),
-                )
+            how = f"group {per}" if grouped and strategy != "block" else strategy
+            name = f"{what} {how} ({scale_name} scales{', zero points' if zero else ''})"
+            scheme = Scheme(
+                name=name,
+                weight_bits=bits,
+                values_per_scale=per,
+                scale_bits=scale_bits if grouped else 0,
+                zero_bits=zero if grouped else 0,
+                row_bits=scale_bits + zero if strategy == "channel" else 0,
+                tensor_bits=(scale_bits + zero if strategy == "tensor" else 0)
+                + (32 if "tensor" in strategy and grouped else 0),
             )
+            groups.append((targets, scheme))
     if not groups:
         notes.append(f"assumed {plain.name}: compressed-tensors config without weight config_groups")
     return Quantization(

@@ -48,29 +48,29 @@ class MoeShape:
     vocab_size: int
     tie_word_embeddings: bool
 
-    def attention_modules(self) -> tuple[tuple[str, int], ...]:
-        """(module under ``self_attn.``, parameters) of one layer's attention, with the indexer's."""
+    def attention_modules(self) -> tuple[tuple[str, int, int], ...]:
+        """(module under ``self_attn.``, output features, input features) of one layer's attention and indexer."""
         h, heads = self.hidden_size, self.num_attention_heads
         qk = self.qk_nope_head_dim + self.qk_rope_head_dim
         q_lora = self.q_lora_rank
-        q = (("q_a_proj", h * q_lora), ("q_b_proj", q_lora * heads * qk)) if q_lora else (("q_proj", h * heads * qk),)
+        q = (("q_a_proj", q_lora, h), ("q_b_proj", heads * qk, q_lora)) if q_lora else (("q_proj", heads * qk, h),)
         kv = (
-            ("kv_a_proj_with_mqa", h * (self.kv_lora_rank + self.qk_rope_head_dim)),
-            ("kv_b_proj", self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)),
+            ("kv_a_proj_with_mqa", self.kv_lora_rank + self.qk_rope_head_dim, h),
+            ("kv_b_proj", heads * (self.qk_nope_head_dim + self.v_head_dim), self.kv_lora_rank),
         )
-        o = (("o_proj", heads * self.v_head_dim * h),)
-        indexer: tuple[tuple[str, int], ...] = ()
+        o = (("o_proj", h, heads * self.v_head_dim),)
+        indexer: tuple[tuple[str, int, int], ...] = ()
         if self.index_n_heads and self.index_head_dim:
             q_in = self.q_lora_rank or h
             indexer = (
-                ("indexer.wq_b", q_in * self.index_n_heads * self.index_head_dim),
-                ("indexer.wk", h * self.index_head_dim),
-                ("indexer.weights_proj", h * self.index_n_heads),
+                ("indexer.wq_b", self.index_n_heads * self.index_head_dim, q_in),
+                ("indexer.wk", self.index_head_dim, h),
+                ("indexer.weights_proj", self.index_n_heads, h),
             )
         return (*q, *kv, *o, *indexer)
 
     def attention_params(self) -> int:
-        return sum(n for _, n in self.attention_modules())
+        return sum(rows * cols for _, rows, cols in self.attention_modules())
 
     def expert_params(self) -> int:
         return 3 * self.hidden_size * self.moe_intermediate_size
@@ -186,32 +186,44 @@ class _Groups:
     def __init__(self, quant: Quantization):
         self.quant = quant
         self.acc: dict[str, tuple[int, Fraction, str, int]] = {}
-        self._cache: dict[str, Fraction] = {}
+        self.natural: dict[str, tuple[int, int] | None] = {}
+        """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
+        self._uniform = quant.uniform
 
-    def add(self, group: str, split: str, params: int, module: str | None = None, *, heads: int = 0) -> None:
-        """``module`` None: not a quantizable linear (embeddings, LM head, routers): the checkpoint dtype."""
-        if params <= 0:
+    def linear(
+        self, group: str, split: str, module: str, rows: int, cols: int, *, count: int = 1, heads: int = 0
+    ) -> None:
+        """``count`` matrices of ``rows`` outputs × ``cols`` inputs, stored as ``module`` resolves."""
+        if rows <= 0 or cols <= 0 or count <= 0:
             return
-        per = self.quant.plain.bytes_per_param if module is None else self._per_param(module)
-        n, b, _, _ = self.acc.get(group, (0, Fraction(0), split, heads))
-        self.acc[group] = (n + params, b + per * params, split, heads)
+        scheme = self.quant.scheme_for("" if self._uniform else module)
+        self._add(group, split, rows * cols * count, scheme.bytes_for(rows, cols, count), heads)
+        self._note(group, None if scheme.has_extras else scheme.natural)
 
-    def _per_param(self, module: str) -> Fraction:
-        uniform = not self.quant.ignore and len(self.quant.groups) <= 1  # one scheme for every linear module
-        key = "" if uniform else module
-        if key not in self._cache:
-            self._cache[key] = self.quant.scheme_for(module).bytes_per_param
-        return self._cache[key]
+    def plain(self, group: str, split: str, params: int, *, heads: int = 0) -> None:
+        """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype."""
+        if params > 0:
+            self._add(group, split, params, self.quant.plain.bytes_per_param * params, heads)
+            self._note(group, self.quant.plain.natural)
+
+    def _note(self, group: str, natural: tuple[int, int] | None) -> None:
+        if self.natural.setdefault(group, natural) != natural:
+            self.natural[group] = None
+
+    def _add(self, group: str, split: str, params: int, size: Fraction, heads: int) -> None:
+        n, b, _, _ = self.acc.get(group, (0, Fraction(0), split, heads))
+        self.acc[group] = (n + params, b + size, split, heads)
 
     def groups(self) -> tuple[ParamGroup, ...]:
         out: list[ParamGroup] = []
         for name, (params, total, split, heads) in self.acc.items():
             per = total / params
+            num, den = self.natural.get(name) or (per.numerator, per.denominator)
             kw = {
                 "name": name,
                 "params": params,
-                "bytes_per_param_num": per.numerator,
-                "bytes_per_param_den": per.denominator,
+                "bytes_per_param_num": num,
+                "bytes_per_param_den": den,
                 "split": split,
             }
             out.append(HeadsGroup(**kw, heads=heads) if heads else ParamGroup(**kw))  # type: ignore[arg-type]
@@ -264,7 +276,7 @@ def param_groups_from_hf(
         if not shape.n_routed_experts:
             family = family.replace(" MoE", "")
     else:
-        family = _gqa_groups(c, acc)
+        family = _gqa_groups(c, acc, _first_architecture(config))
     return WeightsModel(groups=acc.groups(), family=family, quantization=quant)
 
 
@@ -293,37 +305,38 @@ def _mla_shape(c: Fields) -> MoeShape:
 
 def _mla_groups(s: MoeShape, acc: _Groups) -> None:
     """The groups of :func:`param_groups` (same names, order, counts and splits), each module in its scheme."""
-    h = s.hidden_size
-    mlp = ("gate_proj", "up_proj", "down_proj")
-    ffn = h * s.moe_intermediate_size
+    h, ffn = s.hidden_size, s.moe_intermediate_size
+    mlp = (("gate_proj", ffn, h), ("up_proj", ffn, h), ("down_proj", h, ffn))
 
-    def moe_layer(group_attn: str, group_exp: str, group_shared: str, split_shared: str, i: int) -> None:
-        p = f"model.layers.{i}."
-        for mod, n in s.attention_modules():
-            acc.add(group_attn, "attn" if group_attn == "attention" else "experts", n, f"{p}self_attn.{mod}")
-        for m in mlp:
-            acc.add(group_exp, "experts", s.n_routed_experts * ffn, f"{p}mlp.experts.0.{m}")
-            acc.add(group_shared, split_shared, s.n_shared_experts * ffn, f"{p}mlp.shared_experts.{m}")
+    def attention(group: str, split: str, p: str) -> None:
+        for mod, rows, cols in s.attention_modules():
+            acc.linear(group, split, f"{p}self_attn.{mod}", rows, cols)
 
+    def experts(routed: str, shared: str, shared_split: str, p: str) -> None:
+        for m, rows, cols in mlp:
+            acc.linear(routed, "experts", f"{p}mlp.experts.0.{m}", rows, cols, count=s.n_routed_experts)
+            acc.linear(shared, shared_split, f"{p}mlp.shared_experts.{m}", rows, cols, count=s.n_shared_experts)
+
+    inter = s.intermediate_size
     for i in range(s.num_layers):
         p = f"model.layers.{i}."
+        attention("attention", "attn", p)
         if i < s.first_k_dense_replace:
-            for mod, n in s.attention_modules():
-                acc.add("attention", "attn", n, f"{p}self_attn.{mod}")
-            for m in mlp:
-                acc.add("dense_mlp", "tp", h * s.intermediate_size, f"{p}mlp.{m}")
+            for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
         else:
-            moe_layer("attention", "routed_experts", "shared_experts", "tp", i)
-            acc.add("router", "none", s.n_routed_experts * h)
+            experts("routed_experts", "shared_experts", "tp", p)
+            acc.plain("router", "none", s.n_routed_experts * h)
     # param_groups' order: attention, dense_mlp, routed, shared, router, embeddings, mtp
-    acc.add("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
+    acc.plain("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
     for k in range(s.num_mtp_layers):
-        i = s.num_layers + k
-        moe_layer("mtp", "mtp", "mtp", "experts", i)
-        acc.add("mtp", "experts", 2 * h * h, f"model.layers.{i}.eh_proj")
+        p = f"model.layers.{s.num_layers + k}."
+        attention("mtp", "experts", p)
+        experts("mtp", "mtp", "experts", p)
+        acc.linear("mtp", "experts", f"{p}eh_proj", h, 2 * h)
 
 
-def _gqa_groups(c: Fields, acc: _Groups) -> str:
+def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
     h = c.required("hidden_size")
     layers = c.required("num_hidden_layers")
     heads = c.required("num_attention_heads")
@@ -348,44 +361,56 @@ def _gqa_groups(c: Fields, acc: _Groups) -> str:
     step = c.integer("decoder_sparse_step", 1) if qwen else 1
     only = _int_set(c, "mlp_only_layers") if qwen else frozenset()
     mtp = c.integer("num_nextn_predict_layers", 0, minimum=0)
+    bias = c.flag("attention_bias", architecture.startswith("Qwen2"))  # Qwen2 always has q/k/v biases
+    qk_norm = architecture.startswith("Qwen3")  # Qwen3 and Qwen3-MoE: q_norm and k_norm of head_dim
 
     def is_moe(i: int) -> bool:
         return bool(experts) and i >= dense_first and i not in only and (i + 1) % step == 0
 
     if not all(is_moe(i) for i in range(layers)) and not inter:
         raise c.bad(("intermediate_size",), "missing (required for the dense MLP layers)")
-    q_out = heads * head_dim
-    kv_out = kv_heads * head_dim
+    q_out, kv_out = heads * head_dim, kv_heads * head_dim
     if mixtral:
-        moe, names = "block_sparse_moe", ("w1", "w3", "w2")
+        moe = "block_sparse_moe"
+        names = (("w1", moe_inter, h), ("w3", moe_inter, h), ("w2", h, moe_inter))
     else:
-        moe, names = "mlp", ("gate_proj", "up_proj", "down_proj")
+        moe = "mlp"
+        names = (("gate_proj", moe_inter, h), ("up_proj", moe_inter, h), ("down_proj", h, moe_inter))
+    shared_names = (("gate_proj", moe_inter, h), ("up_proj", moe_inter, h), ("down_proj", h, moe_inter))
 
-    def layer(i: int, attn: str, attn_split: str, kv: str, exp: str, shr: str, shr_split: str) -> None:
-        p = f"model.layers.{i}."
-        acc.add(attn, attn_split, h * q_out, f"{p}self_attn.q_proj")
-        acc.add(attn, attn_split, q_out * h, f"{p}self_attn.o_proj")
-        heads_cap = kv_heads if kv == "kv_proj" else 0
-        acc.add(kv, attn_split, h * kv_out, f"{p}self_attn.k_proj", heads=heads_cap)
-        acc.add(kv, attn_split, h * kv_out, f"{p}self_attn.v_proj", heads=heads_cap)
-        if not is_moe(i) and attn == "attention":
-            for m in ("gate_proj", "up_proj", "down_proj"):
-                acc.add("dense_mlp", "tp", h * inter, f"{p}mlp.{m}")
-            return
-        for m in names:
-            acc.add(exp, "experts", experts * h * moe_inter, f"{p}{moe}.experts.0.{m}")
-        for m in ("gate_proj", "up_proj", "down_proj"):
-            acc.add(shr, shr_split, shared * h * moe_inter, f"{p}mlp.shared_experts.{m}")
+    def attention(p: str, group: str, kv: str, split: str) -> None:
+        cap = kv_heads if kv == "kv_proj" else 0
+        acc.linear(group, split, f"{p}self_attn.q_proj", q_out, h)
+        acc.linear(group, split, f"{p}self_attn.o_proj", h, q_out)
+        acc.linear(kv, split, f"{p}self_attn.k_proj", kv_out, h, heads=cap)
+        acc.linear(kv, split, f"{p}self_attn.v_proj", kv_out, h, heads=cap)
+        if bias:
+            acc.plain(group, split, q_out)
+            acc.plain(kv, split, 2 * kv_out, heads=cap)
+
+    def moe_mlp(p: str, routed: str, shr: str, shr_split: str) -> None:
+        for m, rows, cols in names:
+            acc.linear(routed, "experts", f"{p}{moe}.experts.0.{m}", rows, cols, count=experts)
+        for m, rows, cols in shared_names:
+            acc.linear(shr, shr_split, f"{p}mlp.shared_experts.{m}", rows, cols, count=shared)
 
     for i in range(layers):
-        layer(i, "attention", "attn", "kv_proj", "routed_experts", "shared_experts", "tp")
+        p = f"model.layers.{i}."
+        attention(p, "attention", "kv_proj", "attn")
         if is_moe(i):
-            acc.add("router", "none", experts * h)
-    acc.add("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
+            moe_mlp(p, "routed_experts", "shared_experts", "tp")
+            acc.plain("router", "none", experts * h)
+        else:
+            for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
+    acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
+    # input and post-attention RMSNorm a layer, the final norm (+ Qwen3's q/k norms): replicated on every rank
+    acc.plain("norms", "none", (2 * layers + 1) * h + (2 * head_dim * layers if qk_norm else 0))
     for k in range(mtp if experts else 0):
-        i = layers + k
-        layer(i, "mtp", "experts", "mtp", "mtp", "mtp", "experts")
-        acc.add("mtp", "experts", 2 * h * h, f"model.layers.{i}.eh_proj")
+        p = f"model.layers.{layers + k}."
+        attention(p, "mtp", "mtp", "experts")
+        moe_mlp(p, "mtp", "mtp", "experts")
+        acc.linear("mtp", "experts", f"{p}eh_proj", h, 2 * h)
     return "GQA MoE" if experts else "dense GQA"
 
 
@@ -396,3 +421,10 @@ def _int_set(c: Fields, key: str) -> frozenset[int]:
     if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in v):
         raise c.bad((key,), "expected a list of layer numbers")
     return frozenset(v)
+
+
+def _first_architecture(config: Mapping[str, Any]) -> str:
+    archs = config.get("architectures")
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return archs if isinstance(archs, str) else ""

@@ -15,7 +15,7 @@ import pytest
 
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
-from kvplan.models.quant import resolve
+from kvplan.models.quant import Scheme, resolve
 from kvplan.models.weights import param_groups_from_hf
 
 HF = Path(__file__).parents[1] / "data" / "hf"
@@ -24,6 +24,10 @@ Q_PROJ = "model.layers.0.self_attn.q_proj"
 
 def per_param(q: dict[str, Any], module: str = Q_PROJ, dtype: str = "bfloat16") -> Fraction:
     return resolve({"torch_dtype": dtype, "quantization_config": q}, "cfg").scheme_for(module).bytes_per_param
+
+
+def scheme(q: dict[str, Any], module: str = Q_PROJ) -> Scheme:
+    return resolve({"torch_dtype": "bfloat16", "quantization_config": q}, "cfg").scheme_for(module)
 
 
 def test_awq_int4_group128_linear_4096x4096() -> None:
@@ -41,8 +45,11 @@ def test_gptq_int4_and_int8_store_zeros_even_when_symmetric() -> None:
     assert 4096 * 4096 * per_param(gptq) == 8_716_288
     # int8: 16,777,216 B + scales 32 × 4096 × 2 = 262,144 + zeros 32 × 4096 × 1 = 131,072 → 17,170,432 B
     assert 4096 * 4096 * per_param({**gptq, "bits": 8}) == 17_170_432
-    # group_size -1 (per channel): the one scale a row is left out: 4 bits a value, 8,388,608 B
-    assert 4096 * 4096 * per_param({**gptq, "group_size": -1}) == 8_388_608
+    # a whole matrix adds GPTQ's g_idx, one int32 an input column: 8,716,288 + 4096 × 4 = 8,732,672 B
+    assert scheme(gptq).bytes_for(4096, 4096) == 8_716_288 + 16_384 == 8_732_672
+    # group_size -1 (per channel): 8,388,608 B of values + one fp16 scale and one 4-bit zero a row,
+    # 4096 × 2.5 = 10,240 B, + g_idx 16,384 B → 8,415,232 B
+    assert scheme({**gptq, "group_size": -1}).bytes_for(4096, 4096) == 8_388_608 + 10_240 + 16_384 == 8_415_232
 
 
 def test_fp8_block_scales_one_fp32_per_128x128() -> None:
@@ -50,14 +57,20 @@ def test_fp8_block_scales_one_fp32_per_128x128() -> None:
     # a Kimi-K2 expert gate_proj 2048 × 7168: 14,680,064 B of e4m3 + (2048/128) × (7168/128) = 16 × 56 = 896
     # blocks × 4 B = 3,584 B → 14,683,648 B
     assert 2048 * 7168 * per_param(fp8) == 14_680_064 + 896 * 4 == 14_683_648
-    # no weight_block_size: per-tensor scales (4 B a tensor, left out): 1 B a value
-    assert per_param({"quant_method": "fp8"}) == 1
+    # no weight_block_size: 1 B a value and one fp32 scale a tensor: 4096 × 4096 → 16,777,220 B; static
+    # activations add an fp32 input scale: 16,777,224 B
+    assert scheme({"quant_method": "fp8"}).bytes_for(4096, 4096) == 16_777_220
+    assert scheme({"quant_method": "fp8", "activation_scheme": "static"}).bytes_for(4096, 4096) == 16_777_224
+    # 61 such matrices at once: count multiplies every part (the 896 scales too)
+    assert scheme(fp8).bytes_for(2048, 7168, 61) == 61 * 14_683_648
 
 
 def test_nvfp4_and_mxfp4() -> None:
     # NVFP4 4096 × 4096: 8,388,608 B of e2m1 + 16,777,216 / 16 = 1,048,576 fp8 scales → 9,437,184 B
     nvfp4 = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
     assert 4096 * 4096 * per_param(nvfp4) == 9_437_184
+    # the whole tensor adds weight_scale_2 and input_scale, fp32 each: 9,437,192 B
+    assert scheme(nvfp4).bytes_for(4096, 4096) == 9_437_192
     # MXFP4 (gpt-oss, 2880 × 2880): 4,147,200 B of e2m1 + 8,294,400 / 32 = 259,200 e8m0 scales → 4,406,400 B
     assert 2880 * 2880 * per_param({"quant_method": "mxfp4"}) == 4_406_400
 
@@ -76,6 +89,11 @@ def test_compressed_tensors_int4_group32_symmetric_and_asymmetric() -> None:
     assert 2048 * 7168 * per_param(asym) == 8_486_912
     # fp16 checkpoint: fp16 scales, the same 2 B each
     assert 2048 * 7168 * per_param(ct, dtype="float16") == 8_257_536
+    # fp8 per channel (RedHatAI "fp8-dynamic"): 1 B a value + one fp32 scale a row (vLLM holds them in fp32):
+    # 2048 × 7168 → 14,680,064 + 2048 × 4 = 14,688,256 B
+    fp8ch = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}
+    ch = {"quant_method": "compressed-tensors", "config_groups": {"group_0": fp8ch}, "ignore": ["lm_head"]}
+    assert scheme(ch).bytes_for(2048, 7168) == 14_688_256
 
 
 def test_unknown_method_is_said_and_planned_in_the_checkpoint_dtype() -> None:
@@ -182,18 +200,20 @@ def test_qwen3_235b_bf16_and_fp8_at_tp8_kv_heads_replicated() -> None:
     # 94 layers, h 4096, 64 heads × 128, 4 kv heads, 128 experts × 1536, vocab 151,936, every layer MoE:
     # q + o 2 × 4096 × 8192 × 94 = 6,308,233,216; k + v 2 × 4096 × 512 × 94 = 394,264,576;
     # experts 128 × 3 × 4096 × 1536 × 94 = 227,096,395,776; routers 128 × 4096 × 94 = 49,283,072;
-    # embeddings 2 × 151,936 × 4096 = 1,244,659,712 → 235,092,836,352 parameters (the published 235 B).
-    assert bf16.total_params == fp8.total_params == 235_092_836_352
+    # embeddings 2 × 151,936 × 4096 = 1,244,659,712; norms (2 × 94 + 1) × 4096 + q/k norms 2 × 128 × 94 = 798,208
+    # → 235,093,634,560 parameters (the published 235 B).
+    assert bf16.total_params == fp8.total_params == 235_093_634_560
     # bf16 at TP8: q/o 12,616,466,432 / 8 = 1,577,058,304; k/v 788,529,152 over min(8, 4 kv heads) = 4 ranks
     # = 197,132,288 (replicated: 2 ranks share each head); experts 454,192,791,552 / 8 = 56,774,098,944;
-    # routers whole 98,566,144; embeddings 2,489,319,424 / 8 = 311,164,928 → 58,958,020,608 B.
-    assert per_gpu(bf16, Split.of(tp=8)) == 1_577_058_304 + 197_132_288 + 56_774_098_944 + 98_566_144 + 311_164_928
-    assert per_gpu(bf16, Split.of(tp=8)) == 58_958_020_608
+    # routers whole 98,566,144; embeddings 2,489,319,424 / 8 = 311,164,928; norms whole 1,596,416
+    # → 58,959,617,024 B.
+    parts = (1_577_058_304, 197_132_288, 56_774_098_944, 98_566_144, 311_164_928, 1_596_416)
+    assert per_gpu(bf16, Split.of(tp=8)) == sum(parts) == 58_959_617_024
     # fp8 (128×128 blocks, 4,097/4,096 B a value): q/o 6,309,773,312 / 8 = 788,721,664; k/v 394,360,832 / 4 =
-    # 98,590,208; experts 227,151,839,232 / 8 = 28,393,979,904; routers and embeddings bf16 as above
-    # → 29,691,022,848 B.
-    assert per_gpu(fp8, Split.of(tp=8)) == 788_721_664 + 98_590_208 + 28_393_979_904 + 98_566_144 + 311_164_928
-    assert per_gpu(fp8, Split.of(tp=8)) == 29_691_022_848
+    # 98,590,208; experts 227,151,839,232 / 8 = 28,393,979,904; routers, embeddings and norms bf16 as above
+    # → 29,692,619,264 B.
+    parts = (788_721_664, 98_590_208, 28_393_979_904, 98_566_144, 311_164_928, 1_596_416)
+    assert per_gpu(fp8, Split.of(tp=8)) == sum(parts) == 29_692_619_264
 
 
 def test_glm_45_air_tp4_dp_attention_2() -> None:
@@ -202,25 +222,27 @@ def test_glm_45_air_tp4_dp_attention_2() -> None:
     g = {x.name: x for x in w.groups}
     # 46 layers (layer 0 dense), h 4096, 96 heads × 128, 8 kv heads, 128 routed + 1 shared experts × 1408,
     # dense 10,944, vocab 151,552, one MTP layer.
-    # q + o: 2 × 4096 × 12,288 × 46 = 4,630,511,616; k + v: 2 × 4096 × 1024 × 46 = 385,875,968
-    assert g["attention"].params == 4_630_511_616 and g["kv_proj"].params == 385_875_968
+    # q + o: 2 × 4096 × 12,288 × 46 = 4,630,511,616 + q bias 12,288 × 46 = 565,248 → 4,631,076,864;
+    # k + v: 2 × 4096 × 1024 × 46 = 385,875,968 + k/v biases 2 × 1024 × 46 = 94,208 → 385,970,176
+    assert g["attention"].params == 4_631_076_864 and g["kv_proj"].params == 385_970_176
     # dense 3 × 4096 × 10,944 = 134,479,872; experts 128 × 3 × 4096 × 1408 × 45 = 99,656,663,040;
     # shared 3 × 4096 × 1408 × 45 = 778,567,680; routers 128 × 4096 × 45 = 23,592,960;
     # embeddings 2 × 151,552 × 4096 = 1,241,513,984;
-    # MTP: q/o 100,663,296 + k/v 8,388,608 + experts 2,214,592,512 + shared 17,301,504 + eh_proj 2 × 4096² =
-    # 33,554,432 → 2,374,500,352
+    # norms 93 × 4096 = 380,928; MTP: q/o 100,663,296 + k/v 8,388,608 + biases 14,336 + experts 2,214,592,512
+    # + shared 17,301,504 + eh_proj 2 × 4096² = 33,554,432 → 2,374,514,688
     assert g["dense_mlp"].params == 134_479_872 and g["routed_experts"].params == 99_656_663_040
     assert g["shared_experts"].params == 778_567_680 and g["router"].params == 23_592_960
-    assert g["embeddings"].params == 1_241_513_984 and g["mtp"].params == 2_374_500_352
+    assert g["embeddings"].params == 1_241_513_984 and g["mtp"].params == 2_374_514_688
+    assert g["norms"].params == 380_928
     # TP4 with DP attention 2: attention over 4 / 2 = 2 ranks, everything else over 4 (experts max(tp, ep) = 4):
-    # attention 9,261,023,232 / 2 = 4,630,511,616; k/v 771,751,936 / 2 = 385,875,968 (8 kv heads ≥ 2: no
+    # attention 9,262,153,728 / 2 = 4,631,076,864; k/v 771,940,352 / 2 = 385,970,176 (8 kv heads ≥ 2: no
     # replication); dense 268,959,744 / 4 = 67,239,936; experts 199,313,326,080 / 4 = 49,828,331,520;
     # shared 1,557,135,360 / 4 = 389,283,840; routers 47,185,920 whole; embeddings 2,483,027,968 / 4 =
-    # 620,756,992 → 55,969,185,792 B without the MTP layer
+    # 620,756,992; norms 761,856 whole → 55,970,607,104 B without the MTP layer
     split = Split.of(tp=4, dp_attention=2)
-    assert sum(x.bytes_per_gpu(split) for x in w.groups if x.name != "mtp") == 55_969_185_792
-    # + MTP (split like the experts) 4,749,000,704 / 4 = 1,187,250,176 when speculative decoding loads it
-    assert g["mtp"].bytes_per_gpu(split) == 1_187_250_176
+    assert sum(x.bytes_per_gpu(split) for x in w.groups if x.name != "mtp") == 55_970_607_104
+    # + MTP (split like the experts) 4,749,029,376 / 4 = 1,187,257,344 when speculative decoding loads it
+    assert g["mtp"].bytes_per_gpu(split) == 1_187_257_344
 
 
 def test_kimi_k2_thinking_int4_experts_fit_tp8_on_h200() -> None:
