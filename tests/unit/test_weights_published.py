@@ -1,0 +1,205 @@
+"""Weights per GPU from the config alone against public measured figures (engine load lines), each with its source.
+
+The prediction: every tensor of the checkpoint derived from the real ``config.json`` (kvplan.models.checkpoint.
+config_tensors: dtype and shape, quantization scales included), placed on rank 0 by the engines' sharding rules
+(checkpoint.shard). The published figure: vLLM ``Model loading took X GiB`` (GiB = 2^30) or SGLang ``Load weight
+end ... mem usage=X GB`` (SGLang's "GB" is 2^30 too: ``get_available_gpu_memory`` divides by ``1 << 30``), both
+printed to 2 decimals. Each figure is read from the public log excerpt kept in tests/data/logs/field/ (source
+URL, engine version and deployment in its header), or quoted from the recipe named in the row.
+
+Error = (predicted − published) / published. The vLLM Llama rows sit a constant ~0.03 GiB low: vLLM's rotary
+cos/sin cache (131,072 positions × 128 × 2 B = 33,554,432 B, ``rotary_embedding`` ``cos_sin_cache``) is
+allocated during the load and is an engine addition (issue 12 item 2), not part of the checkpoint.
+Rows within 1 % pass; rows the model does not explain yet are known gaps: xfail (not strict) with the error in
+the reason, and their current error is pinned exactly in ``test_known_gaps_pinned`` so that any change to the
+model shows up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.models.arch import Split
+from kvplan.models.checkpoint import config_tensors, shard
+
+DATA = Path(__file__).parents[1] / "data"
+GiB = 1 << 30
+
+# RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (the checkpoint of the two llm-d-planner fp8 runs): its published
+# quantization_config, compressed-tensors fp8 weights with one scale per output channel, lm_head left bf16; the
+# model's shapes are Llama-3.1-70B's (tests/data/hf/llama-3.1-70b: 80 layers, hidden 8,192, 64/8 heads,
+# intermediate 28,672, vocab 128,256).
+FP8_DYNAMIC = {
+    "quantization_config": {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "ignore": ["lm_head"],
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+                "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True},
+            }
+        },
+    }
+}
+
+
+@dataclass(frozen=True)
+class Published:
+    label: str
+    config: str
+    """tests/data/hf/<config>/config.json"""
+    tp: int
+    published_gib: str
+    """The printed figure, 2 decimals, GiB."""
+    source: str
+    """A log excerpt under tests/data/logs/field/ (the figure is read from it) or a URL the figure is quoted from."""
+    ep: int = 1
+    dp: int = 1
+    with_mtp: bool = False
+    extra: Any = None
+    gap: str = ""
+    """Non-empty: a known gap (the reason, with the error)."""
+
+
+ROWS = (
+    Published("vLLM 0.19 Llama-3.1-8B bf16", "llama-3.1-8b", 1, "14.99", "vllm-llama-3.1-8b-h100-llmd-planner-tp1.log"),
+    Published("vLLM 0.19 Llama-3.1-8B bf16", "llama-3.1-8b", 2, "7.51", "vllm-llama-3.1-8b-h100-llmd-planner-tp2.log"),
+    Published("vLLM 0.19 Llama-3.1-8B bf16", "llama-3.1-8b", 4, "3.77", "vllm-llama-3.1-8b-h100-llmd-planner-tp4.log"),
+    Published(
+        "vLLM 0.19 Llama-3.3-70B fp8-dynamic",
+        "llama-3.1-70b",
+        2,
+        "33.88",
+        "vllm-llama-3.3-70b-fp8-h100-llmd-planner-tp2.log",
+        extra=FP8_DYNAMIC,
+    ),
+    Published(
+        "vLLM 0.19 Llama-3.3-70B fp8-dynamic",
+        "llama-3.1-70b",
+        4,
+        "16.96",
+        "vllm-llama-3.3-70b-fp8-h100-llmd-planner-tp4.log",
+        extra=FP8_DYNAMIC,
+    ),
+    Published("vLLM 0.19 Qwen3-8B bf16", "qwen3-8b", 1, "15.27", "vllm-qwen3-8b-h100-llmd-planner-tp1.log"),
+    Published(
+        "vLLM 0.19 Qwen3-30B-A3B bf16", "qwen3-30b-a3b", 1, "56.88", "vllm-qwen3-30b-a3b-h100-llmd-planner-tp1.log"
+    ),
+    Published("vLLM 0.19 Mixtral-8x7B bf16", "mixtral-8x7b", 2, "43.51", "vllm-mixtral-8x7b-h100-llmd-planner-tp2.log"),
+    Published(
+        "SGLang 0.4.4 Llama-3.1-8B bf16",
+        "llama-3.1-8b",
+        1,
+        "15.11",
+        "sglang-llama-3.1-8b-h100-sglang-pr-4760.log",
+        gap="-1.01 %: SGLang's mem usage is the drop in device free memory across the load (whatever else "
+        "was allocated meanwhile counts), 0.15 GiB over the checkpoint here",
+    ),
+    Published(
+        "SGLang 0.4.9 Llama-3.1-8B bf16", "llama-3.1-8b", 1, "15.02", "sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log"
+    ),
+    Published(
+        "vLLM 0.28 GLM-5.3 fp8 (8×H200)",
+        "glm-5.3",
+        8,
+        "94.46",
+        "https://github.com/vllm-project/recipes/pull/893 ('FP8 weights take 94.46 GiB per rank')",
+        gap="-6.11 %: 5.77 GiB a rank the engine adds on top of the checkpoint (issue 12 item 2: loader copies, "
+        "MTP layer if loaded, dequantized MLA matrices) is not modelled yet",
+    ),
+)
+
+
+def published_bytes(row: Published) -> int:
+    """The printed figure in bytes: X.XX × 2^30. From the log file when the row names one (checked equal)."""
+    if not row.source.startswith("http"):
+        text = (DATA / "logs" / "field" / row.source).read_text()
+        body = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+        line = re.compile(r"Model loading took ([\d.]+) GiB|Load weight end\..*mem usage=([\d.]+) GB")
+        found = [m.group(1) or m.group(2) for ln in body if (m := line.search(ln))]
+        figures = {f for f in found if f}
+        assert figures == {row.published_gib}, (row.source, figures)
+    return int(Fraction(row.published_gib) * GiB)
+
+
+def predicted_bytes(row: Published) -> int:
+    config = json.loads((DATA / "hf" / row.config / "config.json").read_text())
+    if row.extra:
+        config.update(row.extra)
+    tensors = config_tensors(config, row.config)
+    assert tensors is not None
+    split = Split.of(tp=row.tp, ep=row.ep, dp_attention=row.dp)
+    return shard(
+        tensors,
+        split,
+        num_layers=config["num_hidden_layers"],
+        num_kv_heads=config.get("num_key_value_heads", 0),
+        ep=row.ep,
+        with_mtp=row.with_mtp,
+    ).bytes
+
+
+def error_ppm(row: Published) -> int:
+    """(predicted − published) / published in parts per million, rounded to nearest."""
+    pub = published_bytes(row)
+    return round(Fraction(predicted_bytes(row) - pub, pub) * 1_000_000)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [pytest.param(r, marks=pytest.mark.xfail(strict=False, reason=r.gap)) if r.gap else r for r in ROWS],
+    ids=lambda r: f"{r.label} tp{r.tp}",
+)
+def test_weights_per_gpu_within_1_percent(row: Published) -> None:
+    assert abs(error_ppm(row)) <= 10_000
+
+
+def test_predictions_exact() -> None:
+    # The predicted bytes, each derived from the config (bf16 = 2 B, the vocab padded to a multiple of 64 and
+    # split tp ways, kv heads replicated past their count):
+    got = {(r.config, r.tp): predicted_bytes(r) for r in ROWS if r.config in ("llama-3.1-8b", "mixtral-8x7b")}
+    # Llama-3.1-8B tp 1: the whole checkpoint, 16,060,522,496 B (the published total_size; 128,256 = 2,004 × 64)
+    assert got[("llama-3.1-8b", 1)] == 16_060_522_496
+    # tp 2: embeddings 2 × 128,256 × 4,096 × 2 / 2 = 1,050,673,152; attention 32 × (2 × 4,096² + 2 × 1,024 ×
+    # 4,096) × 2 / 2 = 1,342,177,280; MLP 32 × 3 × 4,096 × 14,336 × 2 / 2 = 5,637,144,576; norms whole
+    # (65 × 4,096 × 2 = 532,480) -> 8,030,527,488
+    assert got[("llama-3.1-8b", 2)] == 8_030_527_488
+    # Mixtral tp 2: embeddings 2 × 32,000 × 4,096 × 2 / 2 = 262,144,000; attention 32 × (2 × 4,096² + 2 × 1,024
+    # × 4,096) × 2 / 2 = 1,342,177,280; experts 32 × 8 × 3 × 4,096 × 14,336 × 2 / 2 = 45,097,156,608; routers
+    # whole 32 × 8 × 4,096 × 2 = 2,097,152; norms 532,480 -> 46,704,107,520
+    assert got[("mixtral-8x7b", 2)] == 46_704_107_520
+
+
+def test_known_gaps_pinned() -> None:
+    # GLM-5.3 fp8 TP8: predicted 95,228,613,120 B (88.69 GiB; with the MTP layer 97,115,900,608 B, 90.45 GiB)
+    # vs 94.46 GiB = 101,425,652,695 B: −6,197,039,575 / 101,425,652,695 = −6.10993 % = −61,099 ppm
+    glm = next(r for r in ROWS if r.config == "glm-5.3")
+    assert predicted_bytes(glm) == 95_228_613_120
+    assert error_ppm(glm) == -61_099
+    # SGLang Llama-3.1-8B, mem usage=15.11 GB = 16,224,238,960 B: −163,716,464 / 16,224,238,960 = −1.00909 %
+    sg = next(r for r in ROWS if r.published_gib == "15.11")
+    assert error_ppm(sg) == -10_091
+
+
+def table() -> str:
+    """The README table (predicted vs published), printed by ``python tests/unit/test_weights_published.py``."""
+    lines = ["| deployment | tp | published (GiB) | predicted (GiB) | error | source |", "|---|---|---|---|---|---|"]
+    for r in ROWS:
+        pred = predicted_bytes(r)
+        err = error_ppm(r) / 10_000
+        src = r.source if r.source.startswith("http") else f"tests/data/logs/field/{r.source}"
+        lines.append(f"| {r.label} | {r.tp} | {r.published_gib} | {pred / GiB:.2f} | {err:+.2f} % | {src} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())
