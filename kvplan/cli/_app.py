@@ -16,6 +16,7 @@ from kvplan.cli.admit import admit
 from kvplan.cli.budget import budget
 from kvplan.cli.doctor import doctor
 from kvplan.cli.gate import diff, gate, lock
+from kvplan.cli.gpus import gpus
 from kvplan.cli.prefix import prefix
 from kvplan.cli.presets import deployments_app, knobs, models_app
 from kvplan.cli.probe import probe, validate
@@ -111,5 +112,6 @@ app.command()(probe)
 app.command()(validate)
 app.command()(simulate)
 app.command()(knobs)
+app.command()(gpus)
 app.add_typer(models_app, name="models")
 app.add_typer(deployments_app, name="deployments")

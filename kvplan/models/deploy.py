@@ -44,6 +44,18 @@ class Gpu:
     vendor: str
     hbm_bandwidth_bytes_per_s: int
     source: str
+    gfx: str = ""
+    """AMD ISA (gfx942 = MI300X/MI308X/MI325X, gfx950 = MI355X); empty on NVIDIA, whose generation is ``sm``."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings ``--set gpu=...`` accepts (the catalog's)."""
+    derived: tuple[str, ...] = ()
+    """Figures not read from a public nvidia-smi / amd-smi / torch output: ``nvml_total`` from the datasheet,
+    ``cuda_total`` from kvplan's reserve rule (kvplan.models.load.DERIVED_CUDA_RESERVE_BYTES)."""
+
+    @property
+    def total_label(self) -> str:
+        """How the total is named where it is printed: NVML on NVIDIA, amd-smi (ROCm SMI) on AMD."""
+        return "GPU total (amd-smi)" if self.vendor == "amd" else "GPU total (NVML)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -744,27 +744,44 @@ def _checkpoint_dtype(config: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- GPUs
 
-_GPU_KEYS = {"name", "nvml_total", "cuda_total", "sm", "vendor", "hbm_bandwidth_per_s", "source", "aliases"}
+_GPU_KEYS = {
+    "name", "nvml_total", "cuda_total", "sm", "gfx", "vendor", "hbm_bandwidth_per_s", "source", "aliases", "derived",
+}  # fmt: skip
+_GPU_DERIVABLE = ("nvml_total", "cuda_total")
+_GPU_VENDOR_WORDS = ("nvidia", "amd", "geforce", "instinct", "radeon")
+"""Words a GPU name may start with that name no model: ``NVIDIA GeForce RTX 4090`` is ``rtx-4090``."""
+DERIVED_CUDA_RESERVE_BYTES = 512 * MiB
+"""An NVIDIA GPU's CUDA total, where no public torch / cudaMemGetInfo figure was found (and for a custom GPU): its
+NVML total less this, inside the 325-870 MiB driver reserves measured on H100, H200, B200, GB200 and A100
+(reference C.1). ROCm reports the VRAM total itself. `kvplan probe` measures the real figure."""
+GPU_SPEC_KNOBS = ("gpu_memory", "gpu_sm")
+"""--set / YAML keys that describe a custom GPU together with ``gpu: custom`` (its NVML total and compute
+capability); a deployment may instead give ``gpu`` as a mapping of gpus.yaml's keys."""
 
 
 def _gpu_key(name: str) -> str:
-    """How GPU names are compared: case-insensitive, spaces and underscores as dashes."""
-    return "-".join(name.strip().lower().replace("_", " ").split())
+    """How GPU names are compared: case-insensitive, spaces and underscores as dashes, a leading vendor or brand
+    word (NVIDIA, AMD, GeForce, Instinct, Radeon) dropped."""
+    words = name.strip().lower().replace("_", " ").replace("-", " ").split()
+    while len(words) > 1 and words[0] in _GPU_VENDOR_WORDS:
+        words = words[1:]
+    return "-".join(words)
 
 
 @lru_cache(maxsize=1)
 def _gpu_table() -> tuple[dict[str, Gpu], dict[str, str]]:
-    """The catalog, and every spelling (key, alias, marketing name) -> catalog key."""
+    """The catalog, and every spelling (key, alias, marketing name) -> catalog key; one spelling names one GPU."""
     doc = parse_text((_configs() / "gpus.yaml").read_text(encoding="utf-8"), "gpus.yaml (built-in)")
     r = Reader(doc)
     _check_schema(r)
     gpus = r.sub("gpus")
-    catalog = {key: _gpu(gpus.sub(key), key) for key in gpus.data}
+    catalog = {str(key): _gpu(gpus.sub(key), str(key)) for key in gpus.data}
     spellings: dict[str, str] = {}
     for key, gpu in catalog.items():
-        aliases = gpus.sub(key).data.get("aliases") or []
-        for spelling in (key, gpu.name, *aliases):
-            spellings.setdefault(_gpu_key(str(spelling)), key)
+        for spelling in (key, gpu.name, *gpu.aliases):
+            other = spellings.setdefault(_gpu_key(spelling), key)
+            if other != key:
+                gpus.sub(key).fail("aliases", f"{spelling!r} already names {other}: a spelling names one GPU")
     return catalog, spellings
 
 
@@ -773,17 +790,34 @@ def gpu_catalog() -> dict[str, Gpu]:
 
 
 def _gpu(r: Reader, key: str) -> Gpu:
+    """A GPU from a gpus.yaml entry or a deployment's ``gpu:`` mapping; a missing cuda_total is derived."""
     r.reject_unknown(_GPU_KEYS)
-    sizes = {"minimum": limits.MIN_GPU_BYTES, "maximum": limits.MAX_GPU_BYTES}
+    vendor = r.get_choice("vendor", ("nvidia", "amd"), default="nvidia")
+    nvml_total = r.get_bytes("nvml_total", required=True, minimum=limits.MIN_GPU_BYTES, maximum=limits.MAX_GPU_BYTES)
+    derived = set(r.get_str_list("derived", _GPU_DERIVABLE) or ())
+    if not r.has("cuda_total"):
+        derived.add("cuda_total")
+    reserve = 0 if vendor == "amd" else DERIVED_CUDA_RESERVE_BYTES
+    aliases = r.data.get("aliases") or []
+    if not isinstance(aliases, list) or not all(isinstance(a, str | int) for a in aliases):
+        r.fail("aliases", f"expected a list of names, got {_kind(aliases)}")
     gpu = Gpu(
         key=key,
         name=r.get_str("name", required=True),
-        nvml_total_bytes=r.get_bytes("nvml_total", required=True, **sizes),
-        cuda_total_bytes=r.get_bytes("cuda_total", required=True, **sizes),
+        nvml_total_bytes=nvml_total,
+        cuda_total_bytes=r.get_bytes(
+            "cuda_total",
+            default=max(nvml_total - reserve, limits.MIN_GPU_BYTES),
+            minimum=limits.MIN_GPU_BYTES,
+            maximum=limits.MAX_GPU_BYTES,
+        ),
         sm=r.get_int("sm", default=0, minimum=0, maximum=1000),
-        vendor=r.get_choice("vendor", ("nvidia", "amd"), default="nvidia"),
+        gfx=r.get_str("gfx", default=""),
+        vendor=vendor,
         hbm_bandwidth_bytes_per_s=r.get_bytes("hbm_bandwidth_per_s", default=0, minimum=0, maximum=1 << 60),
         source=r.get_str("source", default=""),
+        aliases=tuple(str(a) for a in aliases),
+        derived=tuple(d for d in _GPU_DERIVABLE if d in derived),
     )
     if gpu.cuda_total_bytes > gpu.nvml_total_bytes:
         r.fail(
@@ -794,13 +828,56 @@ def _gpu(r: Reader, key: str) -> Gpu:
     return gpu
 
 
+def close_gpus(name: str, n: int = 3) -> list[str]:
+    """Catalog keys whose spellings are closest to name (difflib), best first."""
+    import difflib
+
+    spellings = _gpu_table()[1]
+    wanted = _gpu_key(name)
+    close = difflib.get_close_matches(wanted, list(spellings), n=4 * n, cutoff=0.5)
+    close += [s for s in spellings if wanted and (wanted in s or s in wanted.split("-"))]
+    return list(dict.fromkeys(spellings[s] for s in close))[:n]
+
+
 def find_gpu(name: str) -> Gpu:
-    """A catalog GPU by key, alias or name, case-insensitively: ``H100`` is h100-sxm, ``H200`` is h200."""
+    """A catalog GPU by key, alias or name, case-insensitively: ``H100`` is h100-sxm, ``NVIDIA H20`` is h20,
+    ``4090`` is rtx-4090, ``MI300`` is mi300x."""
     catalog, spellings = _gpu_table()
     key = spellings.get(_gpu_key(name))
     if key is not None:
         return catalog[key]
-    raise InputError(f"unknown GPU {_show(name)}: choose one of {', '.join(catalog)}, or describe it as a mapping")
+    close = close_gpus(name)
+    hint = f"closest: {', '.join(close)}" if close else f"{len(catalog)} are listed by `kvplan gpus`"
+    raise InputError(
+        f"unknown GPU {_show(name)} ({hint}); for another GPU: --set gpu=custom --set gpu_memory=...GiB"
+        " (its NVML total) [--set gpu_sm=90], or a gpu: mapping in the deployment"
+    )
+
+
+def _custom_gpu(values: dict[str, Any], blame: Callable[..., Reader]) -> None:
+    """``gpu: custom`` with ``gpu_memory`` (and ``gpu_sm``) becomes a Gpu, through the same path as a gpu mapping."""
+    spec = {k: values.pop(k) for k in GPU_SPEC_KNOBS if k in values}
+    if values.get("gpu") != "custom":
+        if spec:
+            knob = next(iter(spec))
+            gpu = values.get("gpu")
+            what = f"the catalog's {gpu.name} has its own" if isinstance(gpu, Gpu) else "the catalog GPUs have their"
+            blame(knob).fail(knob, f"{knob} describes a custom GPU: add gpu=custom ({what} memory and SM)")
+        return
+    if "gpu_memory" not in spec:
+        blame("gpu").fail(
+            "gpu", "gpu=custom needs gpu_memory=...GiB (the NVML total, e.g. 96GiB); optional gpu_sm=90 (the default)"
+        )
+    sm = spec.get("gpu_sm", 90)
+    memory = spec["gpu_memory"]
+    mapping = {
+        "name": "custom GPU",
+        "nvml_total": f"{memory}B",
+        "sm": sm,
+        "source": f"gpu=custom: gpu_memory {memory:,} B ({memory / GiB:.2f} GiB) as the NVML total, SM {sm}"
+        + ("" if "gpu_sm" in spec else " (kvplan's default: Hopper)"),
+    }
+    values["gpu"] = _gpu(Reader(Doc(mapping, blame("gpu_memory").doc.source)), "custom")
 
 
 # --------------------------------------------------------------------------- deployments
@@ -829,7 +906,7 @@ def canonical_key(key: str) -> str:
 
 
 def _knobs_list() -> str:
-    return ", ".join(KNOBS)
+    return ", ".join((*KNOBS, *GPU_SPEC_KNOBS))
 
 
 def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, Any]]:
@@ -869,18 +946,26 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             if isinstance(r.data[key], dict):
                 yield key, _gpu(r.sub(key), "custom")
             else:
-                name = r.get_str(key)
+                value = r.data[key]
+                name = str(value) if isinstance(value, int) and not isinstance(value, bool) else r.get_str(key)
+                if _gpu_key(name) == "custom":
+                    yield key, "custom"  # with gpu_memory (and gpu_sm): _custom_gpu
+                    continue
                 try:
                     yield key, find_gpu(name)
                 except InputError as e:
                     r.fail(key, str(e))
+        elif key == "gpu_memory":
+            yield key, r.get_bytes(key, minimum=limits.MIN_GPU_BYTES)
+        elif key == "gpu_sm":
+            yield key, r.get_int(key, minimum=0, maximum=1000)
         elif key in ("model", "engine_version", "attention_backend"):
             value = r.data[key]
             if isinstance(value, int | float) and not isinstance(value, bool) and key == "engine_version":
                 r.fail(key, f'write the version as a string, e.g. engine_version: "{value}" (YAML read {value!r})')
             yield key, str(r.get_str(key))
         else:
-            r.fail(key, f"unknown key{_suggest(key, KNOBS)}; the knobs are: {_knobs_list()}")
+            r.fail(key, f"unknown key{_suggest(key, (*KNOBS, *GPU_SPEC_KNOBS))}; the knobs are: {_knobs_list()}")
 
 
 def _normalized(doc: Doc) -> Doc:
@@ -993,6 +1078,7 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         where = override if "engine_version" in overridden or "engine" in overridden else r
         where.fail("engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}")
     _check_engine_knobs(values, engine, blame)
+    _custom_gpu(values, blame)
     if "gpu" not in values:
         default("gpu", find_gpu(DEFAULT_GPU), DEFAULT_GPU, "kvplan's default GPU")
     if "gpus_per_node" not in values:
@@ -1037,10 +1123,23 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("dcp", "tp").fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
     if d.tp % d.dp_attention:
         blame("dp_attention", "tp").fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
-    if d.tp * d.pp > d.gpus_per_node * d.nodes:
-        blame("tp", "pp", "nodes", "gpus_per_node").fail(
-            "tp", f"tp {d.tp} × pp {d.pp} needs more GPUs than {d.nodes} node(s) × {d.gpus_per_node}"
-        )
+    _check_gpu_count(d, blame)
+
+
+def _check_gpu_count(d: Deployment, blame: Callable[..., Reader]) -> None:
+    """The one GPU-count rule: the layout's ranks, max(tp, ep) × pp (dp-attention and dcp split tp), fit on
+    nodes × gpus_per_node; if not, the message names the node count that would hold them."""
+    width, knob = (d.ep, "ep") if d.ep > d.tp else (d.tp, "tp")
+    needed = width * d.pp
+    have = d.nodes * d.gpus_per_node
+    if needed <= have:
+        return
+    nodes = -(-needed // d.gpus_per_node)
+    blame(knob, "pp", "nodes", "gpus_per_node").fail(
+        knob,
+        f"{knob} {width} × pp {d.pp} needs {needed} GPUs, and {d.nodes} node(s) × {d.gpus_per_node} GPUs hold {have}:"
+        f" add nodes={nodes} (--set nodes={nodes}) for {nodes} × {d.gpus_per_node} GPUs, or give gpus_per_node",
+    )
 
 
 def _check_memory(d: Deployment, blame: Callable[..., Reader]) -> None:

@@ -14,6 +14,7 @@ Norm vectors are left out (under 0.01 % of the total).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -157,6 +158,21 @@ class HeadsGroup(ParamGroup):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BufferGroup(ParamGroup):
+    """A buffer the engine builds on every GPU as it loads the model: not a checkpoint parameter (``params`` 0).
+
+    The rotary cos/sin cache, ``max_position_embeddings`` × rotary dim in the model dtype (vLLM and SGLang
+    ``RotaryEmbedding.cos_sin_cache``, one per process): vLLM's "Model loading took" counts it (32 MiB for
+    Llama-3.1's 131,072 positions × 128).
+    """
+
+    buffer_bytes: int
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        return self.buffer_bytes
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightsModel:
     """The parameter groups of a checkpoint, the quantization they were counted in, and what was assumed."""
 
@@ -186,6 +202,7 @@ class _Groups:
     def __init__(self, quant: Quantization):
         self.quant = quant
         self.acc: dict[str, tuple[int, Fraction, str, int]] = {}
+        self.buffers: dict[str, Fraction] = {}
         self.natural: dict[str, tuple[int, int] | None] = {}
         """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
         self._uniform = quant.uniform
@@ -210,6 +227,11 @@ class _Groups:
         if self.natural.setdefault(group, natural) != natural:
             self.natural[group] = None
 
+    def buffer(self, group: str, size: Fraction) -> None:
+        """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
+        if size > 0:
+            self.buffers[group] = self.buffers.get(group, Fraction(0)) + size
+
     def _add(self, group: str, split: str, params: int, size: Fraction, heads: int) -> None:
         n, b, _, _ = self.acc.get(group, (0, Fraction(0), split, heads))
         self.acc[group] = (n + params, b + size, split, heads)
@@ -227,6 +249,10 @@ class _Groups:
                 "split": split,
             }
             out.append(HeadsGroup(**kw, heads=heads) if heads else ParamGroup(**kw))  # type: ignore[arg-type]
+        for name, size in self.buffers.items():
+            out.append(
+                BufferGroup(name=name, params=0, bytes_per_param_num=0, buffer_bytes=math.ceil(size), split="none")
+            )
         return tuple(out)
 
 
@@ -245,9 +271,12 @@ def param_groups_from_hf(
       ``decoder_sparse_step`` == 0), GLM-4.5 (``first_k_dense_replace`` dense layers, ``n_routed_experts`` +
       ``n_shared_experts``, ``num_nextn_predict_layers`` MTP layers: one MoE decoder layer + eh_proj 2h × h);
       routers n_experts × h per MoE layer, in the checkpoint dtype.
-    Embeddings and the LM head: vocab × h each, one copy when ``tie_word_embeddings``. Norms, biases (Qwen2's
-    q/k/v, GLM-4.5's) and rotary tables are left out (under 0.01 %). Splits: 'attn' attention, 'tp' dense MLP,
-    shared experts and embeddings (vocab parallel), 'experts' routed experts and MTP, 'none' routers.
+    Embeddings and the LM head: vocab × h each, one copy when ``tie_word_embeddings``. GQA families also count
+    their norms (2 a layer + the final one, Qwen3's q/k norms: replicated, 'none'), q/k/v biases
+    (``attention_bias``; Qwen2 always) and the rotary cos/sin cache (:class:`BufferGroup`); the MLA groups stay
+    exactly :func:`param_groups`' (every DSA golden keeps its weights). Splits: 'attn' attention, 'tp' dense
+    MLP, shared experts and embeddings (vocab parallel), 'experts' routed experts and MTP, 'none' routers.
+    Checked against vLLM's "Model loading took" of eight real startups (tests/unit/test_weights_measured.py).
 
     No ``hidden_size``: no groups (the loader then asks for ``weights_per_gpu``). Bad values raise through
     ``fail`` (a key path and a message; load.Reader.fail fits) or a ConfigError naming ``source``.
@@ -256,7 +285,7 @@ def param_groups_from_hf(
     ...     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
     ...     "torch_dtype": "bfloat16"}, "llama-3.1-8b")
     >>> w.total_params, w.summary
-    (8029995008, 'bf16 checkpoint')
+    (8030261248, 'bf16 checkpoint')
     """
     quant = resolve(config, source, fail)
 
@@ -411,7 +440,20 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
         attention(p, "mtp", "mtp", "experts")
         moe_mlp(p, "mtp", "mtp", "experts")
         acc.linear("mtp", "experts", f"{p}eh_proj", h, 2 * h)
+    positions = c.integer("max_position_embeddings", 0, minimum=0)
+    rotary_dim = int(head_dim * _factor(c, "partial_rotary_factor"))
+    acc.buffer("rotary_cache", positions * rotary_dim * acc.quant.plain.bytes_per_param)
     return "GQA MoE" if experts else "dense GQA"
+
+
+def _factor(c: Fields, key: str) -> float:
+    """A fraction in (0, 1] (``partial_rotary_factor``); 1 when absent."""
+    v = c.data.get(key)
+    if v is None:
+        return 1.0
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+        raise c.bad((key,), f"expected a number in (0, 1], got {v!r}"[:120])
+    return float(v)
 
 
 def _int_set(c: Fields, key: str) -> frozenset[int]:

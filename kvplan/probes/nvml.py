@@ -154,8 +154,13 @@ def with_torch(readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
 
 def match_catalog(reading: GpuReading) -> Gpu | None:
     """The catalog GPU of the same name (longest name match; NVML total breaks ties), or None."""
-    from kvplan.models.load import gpu_catalog
+    from kvplan.errors import InputError
+    from kvplan.models.load import find_gpu, gpu_catalog
 
+    try:
+        return find_gpu(reading.name)  # the exact name or an alias first: "NVIDIA H200" is h200, not h200-nvl
+    except InputError:
+        pass
     name = reading.name.lower()
     candidates = [g for g in gpu_catalog().values() if g.name.lower() in name or name in g.name.lower()]
     if not candidates:

@@ -205,15 +205,15 @@ def test_qwen3_235b_bf16_and_fp8_at_tp8_kv_heads_replicated() -> None:
     assert bf16.total_params == fp8.total_params == 235_093_634_560
     # bf16 at TP8: q/o 12,616,466,432 / 8 = 1,577,058,304; k/v 788,529,152 over min(8, 4 kv heads) = 4 ranks
     # = 197,132,288 (replicated: 2 ranks share each head); experts 454,192,791,552 / 8 = 56,774,098,944;
-    # routers whole 98,566,144; embeddings 2,489,319,424 / 8 = 311,164,928; norms whole 1,596,416
-    # → 58,959,617,024 B.
-    parts = (1_577_058_304, 197_132_288, 56_774_098_944, 98_566_144, 311_164_928, 1_596_416)
-    assert per_gpu(bf16, Split.of(tp=8)) == sum(parts) == 58_959_617_024
+    # routers whole 98,566,144; embeddings 2,489,319,424 / 8 = 311,164,928; norms whole 1,596,416; the rotary
+    # cache whole, 40,960 positions × 128 × 2 B = 10,485,760 → 58,970,102,784 B.
+    parts = (1_577_058_304, 197_132_288, 56_774_098_944, 98_566_144, 311_164_928, 1_596_416, 10_485_760)
+    assert per_gpu(bf16, Split.of(tp=8)) == sum(parts) == 58_970_102_784
     # fp8 (128×128 blocks, 4,097/4,096 B a value): q/o 6,309,773,312 / 8 = 788,721,664; k/v 394,360,832 / 4 =
-    # 98,590,208; experts 227,151,839,232 / 8 = 28,393,979,904; routers, embeddings and norms bf16 as above
-    # → 29,692,619,264 B.
-    parts = (788_721_664, 98_590_208, 28_393_979_904, 98_566_144, 311_164_928, 1_596_416)
-    assert per_gpu(fp8, Split.of(tp=8)) == sum(parts) == 29_692_619_264
+    # 98,590,208; experts 227,151,839,232 / 8 = 28,393,979,904; routers, embeddings, norms and rotary cache
+    # bf16 as above → 29,703,105,024 B.
+    parts = (788_721_664, 98_590_208, 28_393_979_904, 98_566_144, 311_164_928, 1_596_416, 10_485_760)
+    assert per_gpu(fp8, Split.of(tp=8)) == sum(parts) == 29_703_105_024
 
 
 def test_glm_45_air_tp4_dp_attention_2() -> None:
@@ -238,9 +238,10 @@ def test_glm_45_air_tp4_dp_attention_2() -> None:
     # attention 9,262,153,728 / 2 = 4,631,076,864; k/v 771,940,352 / 2 = 385,970,176 (8 kv heads ≥ 2: no
     # replication); dense 268,959,744 / 4 = 67,239,936; experts 199,313,326,080 / 4 = 49,828,331,520;
     # shared 1,557,135,360 / 4 = 389,283,840; routers 47,185,920 whole; embeddings 2,483,027,968 / 4 =
-    # 620,756,992; norms 761,856 whole → 55,970,607,104 B without the MTP layer
+    # 620,756,992; norms 761,856 whole; rotary cache whole, 131,072 positions × (128 × partial_rotary_factor 0.5)
+    # × 2 B = 16,777,216 → 55,987,384,320 B without the MTP layer
     split = Split.of(tp=4, dp_attention=2)
-    assert sum(x.bytes_per_gpu(split) for x in w.groups if x.name != "mtp") == 55_970_607_104
+    assert sum(x.bytes_per_gpu(split) for x in w.groups if x.name != "mtp") == 55_987_384_320
     # + MTP (split like the experts) 4,749,029,376 / 4 = 1,187,257,344 when speculative decoding loads it
     assert g["mtp"].bytes_per_gpu(split) == 1_187_257_344
 
