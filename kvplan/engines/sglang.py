@@ -53,8 +53,8 @@ def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
 def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
     """``cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes``: the prefill capture sizes up to ``max_bs``.
 
-    >>> len(prefill_graph_batch_sizes(8192))   # 8 + 14 + 8 + 8 + 14 + 8
-    60
+    >>> len(prefill_graph_batch_sizes(8192))   # 8 + 14 + 8 + 8 + 12 + 8
+    58
     """
     sizes = (
         list(range(4, 33, 4))

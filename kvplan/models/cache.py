@@ -105,7 +105,9 @@ class MlaLatent:
     label = "MLA"
 
     def bytes_per_token(self, layout: MlaLayout) -> int:
-        """>>> MlaLatent(512, 64).bytes_per_token(MlaLayout.BF16)
+        """One token of one layer in ``layout``.
+
+        >>> MlaLatent(512, 64).bytes_per_token(MlaLayout.BF16)
         1152
         """
         return layout.bytes_per_token_layer(self.kv_lora_rank, self.qk_rope_head_dim)
@@ -126,7 +128,9 @@ class IndexerK:
 
     @property
     def bytes_per_token(self) -> int:
-        """>>> IndexerK(128).bytes_per_token
+        """fp8 K + one fp32 scale per 128 elements, shared by ``index_kpool`` tokens.
+
+        >>> IndexerK(128).bytes_per_token
         132
         """
         return indexer_bytes_per_token_layer(self.index_head_dim, self.index_kpool)

@@ -513,7 +513,7 @@ _HF_KEYS = {
     "moe_intermediate_size", "intermediate_size", "vocab_size", "tie_word_embeddings",
     "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim",
     "num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers", "sliding_window",
-    "use_sliding_window",
+    "use_sliding_window", "attention_bias",
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
