@@ -541,3 +541,25 @@ def test_field_log_doctor_pool_from_the_log_memory_figures(case: DoctorCase, tmp
     assert c is not None and c.memory_from_log
     assert c.low <= c.logged.value <= c.high, (c.low, c.logged.value, c.high)
     assert within_half_percent(c.expected, c.logged.value)
+
+
+def test_sglang_plain_mla_kv_size_on_mi355x(tmp_path: Path) -> None:
+    # sglang-kimi-k2.5-mi355x: Kimi-K2.5's text model has the attention of tests/data/hf/kimi-k2; SGLang 0.5.8 on ROCm,
+    # kv_cache_dtype auto -> bf16 MLA: 61 layers × (512 + 64) × 2 B = 70,272 B/token;
+    # KV size = 2,454,421 × 70,272 = 172,477,072,512 B = 160.6318 GiB -> "160.63"
+    text = field("sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log")
+    run = parse_log(text, "kimi-k2.5").chosen
+    assert {(a.value.tokens, a.value.kv and a.value.kv.text) for a in run.kv} == {(2_454_421, "160.63")}
+    assert len(run.kv) == 8 and not any(a.value.mha for a in run.kv)
+    # SGLang budgets from the smallest figure over the 8 ranks: 283.53 GiB before the weights (TP3), 209.96 after
+    assert min(b.value.bytes for b in run.load_begin) == 28353 * GiB // 100
+    assert min(e.value.avail.bytes for e in run.load_end if e.value.avail is not None) == 20996 * GiB // 100
+    assert run.args is not None and run.args.value.number("mem_fraction_static") == "0.8260405859375"
+    cfg = str(HF / "kimi-k2" / "config.json")
+    sets = (f"model={cfg}", "engine=sglang", "gpu=h200", "tp=8", "kv_cache_dtype=auto", "page_size=1")
+    plan = plan_pool(load_model(cfg), load_deployment(None, sets))
+    assert plan.cell.total_bytes == 70_272
+    kv = run.kv[0].value.kv
+    assert kv is not None and kv.covers(2_454_421 * plan.cell.total_bytes)
+    # the pool from the log's figures (2,454,504, window 2,454,415 .. 2,454,594 around the logged 2,454,421; header)
+    # needs a 288 GB MI355X in configs/gpus.yaml: pre_load_free 283.53 GiB is more than any GPU in the catalog
