@@ -43,13 +43,14 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
-from kvplan.models.arch import Split
+from kvplan.models.arch import ModelArch, ParamGroup, Split
 
 VOCAB_PADDING = 64
 """``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
@@ -206,9 +207,10 @@ def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
 
 # --------------------------------------------------------------------------- sharding rules
 
-_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
-_EXPERT = re.compile(r"\.experts\.(\d+)\.")
-_SKIP = re.compile(r"rotary_emb\.inv_freq$")
+_SKIP = ("rotary_emb.inv_freq",)
+_NUM = re.compile(r"(?<=\.)\d+(?=\.|$)")
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d{1,9})\.")
+_EXPERT = re.compile(r"\.experts\.(\d{1,9})\.")
 """Buffers some checkpoints carry that no engine loads."""
 
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
@@ -221,8 +223,8 @@ _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"self_attn\.(q_proj|q_b_proj|kv_b_proj|qkv_proj)$", "attention", "attn_col"),
         (r"self_attn\.(k_proj|v_proj)$", "attention", "kv"),
         (r"self_attn\.(o_proj|dense)$", "attention", "attn_row"),
-        (r"\.experts\.\d+\.(gate_proj|up_proj|w1|w3)$", "routed_experts", "expert_col"),
-        (r"\.experts\.\d+\.(down_proj|w2)$", "routed_experts", "expert_row"),
+        (r"\.experts\.(\d+|#)\.(gate_proj|up_proj|w1|w3)$", "routed_experts", "expert_col"),
+        (r"\.experts\.(\d+|#)\.(down_proj|w2)$", "routed_experts", "expert_row"),
         (r"mlp\.shared_experts?\.(gate_proj|up_proj)$", "shared_experts", "col"),
         (r"mlp\.shared_experts?\.down_proj$", "shared_experts", "row"),
         (r"(mlp|block_sparse_moe)\.(gate|shared_expert_gate)$", "router", "replicated"),
@@ -251,11 +253,26 @@ def _module(name: str) -> tuple[str, str]:
 
 def rule_for(name: str) -> tuple[str, str] | None:
     """(category, how) of one tensor name, or None when kvplan has no rule for it."""
-    module, _ = _module(name)
+    return _rule(_module(name)[0])
+
+
+@lru_cache(maxsize=4096)
+def _rule(module: str) -> tuple[str, str] | None:
     for rx, cat, how in _RULES:
         if rx.search(module):
             return cat, how
     return None
+
+
+def _indices(name: str) -> tuple[str, int, int]:
+    """The name with every numeric part as '#' (rules are cached on it), its layer and expert index (-1: none)."""
+    layer = _LAYER.search(name)
+    expert = _EXPERT.search(name) if "experts." in name else None
+    return (
+        _NUM.sub("#", name),
+        int(layer.group(1)) if layer else -1,
+        int(expert.group(1)) if expert else -1,
+    )
 
 
 def _shard(shape: tuple[int, ...], dim: int, ways: int) -> int:
@@ -291,6 +308,99 @@ class Sharding:
         return dict(self.by_category).get(name, 0)
 
 
+class Placed(NamedTuple):
+    """One tensor with its rule resolved once (names are matched once, then any split is arithmetic)."""
+
+    name: str
+    category: str
+    how: str
+    bits: int
+    shape: tuple[int, ...]
+    out_dim: int
+    in_dim: int
+    expert: int
+    """The expert index of a routed-expert tensor, else -1."""
+    mtp: bool
+    """A layer at or past num_hidden_layers: an MTP layer."""
+    known: bool
+    skip: bool = False
+    """A buffer no engine loads (``rotary_emb.inv_freq``)."""
+
+    @property
+    def nbytes(self) -> int:
+        return -(-math.prod(self.shape) * self.bits // 8)
+
+
+def place(tensors: Iterable[Tensor], *, num_layers: int) -> tuple[Placed, ...]:
+    """Each tensor with its category and sharding rule (see the module docstring)."""
+    out = []
+    for t in tensors:
+        norm, layer, expert = _indices(t.name)
+        module, param = _module(norm)
+        rule = _rule(module)
+        cat, how = rule if rule is not None else ("unrecognised", "replicated")
+        out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
+        out.append(
+            Placed(
+                name=t.name,
+                category=cat,
+                how=how,
+                bits=DTYPE_BITS[t.dtype],
+                shape=t.shape,
+                out_dim=out_dim,
+                in_dim=in_dim,
+                expert=expert if how.startswith("expert") else -1,
+                mtp=layer >= num_layers,
+                known=rule is not None,
+                skip=module.endswith(_SKIP),
+            )
+        )
+    return tuple(out)
+
+
+def rank_bytes(p: Placed, split: Split, *, moe_tp: int, experts_here: int, num_kv_heads: int) -> int:
+    """Bytes of one tensor on rank 0 of ``split`` (``moe_tp``: ways each expert is sliced; ``experts_here``:
+    how many whole experts rank 0 holds under EP, or a number past the last expert without EP)."""
+    if p.skip or 0 <= experts_here <= p.expert:
+        return 0  # not loaded, or a whole expert that lives on another EP rank
+    shape, how = p.shape, p.how
+    if how == "vocab" and shape:
+        elems = _shard((-(-shape[0] // VOCAB_PADDING) * VOCAB_PADDING, *shape[1:]), 0, split.tp)
+    elif how == "kv" and num_kv_heads and shape:
+        ways = split.attention
+        heads_here = max(num_kv_heads // ways, 1) if ways <= num_kv_heads else 1
+        dims = list(shape)
+        dims[p.out_dim] = dims[p.out_dim] * heads_here // num_kv_heads
+        elems = math.prod(dims)
+    elif how in ("col", "attn_col", "expert_col", "kv"):
+        ways = {"col": split.tp, "attn_col": split.attention, "expert_col": moe_tp, "kv": split.attention}[how]
+        elems = _shard(shape, p.out_dim, ways)
+    elif how in ("row", "attn_row", "expert_row"):
+        ways = {"row": split.tp, "attn_row": split.attention, "expert_row": moe_tp}[how]
+        elems = _shard(shape, p.in_dim, ways) if len(shape) >= 2 else math.prod(shape)
+    else:
+        elems = math.prod(shape)
+    return -(-elems * p.bits // 8)
+
+
+def _unique(placed: Iterable[Placed], experts_here: int) -> list[tuple[Placed, int]]:
+    """Tensors that land alike (same rule, dtype, shape, MTP or not, on rank 0's experts or not) counted once:
+    a 119,000-tensor checkpoint has a few hundred such kinds."""
+    kinds: dict[tuple[Any, ...], list[Any]] = {}
+    for p in placed:
+        key = (p.category, p.how, p.bits, p.shape, p.out_dim, p.in_dim, p.mtp, p.known, p.skip, p.expert < experts_here)
+        entry = kinds.get(key)
+        if entry is None:
+            kinds[key] = [p, 1]
+        else:
+            entry[1] += 1
+    return [(p, n) for p, n in kinds.values()]
+
+
+def _experts(placed: Iterable[Placed]) -> int:
+    return 1 + max((p.expert for p in placed), default=-1)
+
+
 def shard(
     tensors: Iterable[Tensor],
     split: Split,
@@ -303,56 +413,28 @@ def shard(
     """Bytes on rank 0 of ``split`` (ep: how many of ``split.experts`` ways split whole experts).
 
     ``num_layers``: the config's ``num_hidden_layers`` (layers at or past it are MTP layers);
-    ``num_kv_heads``: ``num_key_value_heads`` for GQA (0: k/v split like q).
+    ``num_kv_heads``: ``num_key_value_heads`` for GQA (0: k/v split like q). Pipeline stages are not applied
+    here (rank 0 of one stage holds every layer it is given; :class:`TensorGroup` divides by ``pp``).
     """
-    tensors = tuple(tensors)
+    placed = place(tensors, num_layers=num_layers)
     ep = max(1, min(ep, split.experts))
     moe_tp = max(split.experts // ep, 1)
-    n_experts = 1 + max((int(m.group(1)) for t in tensors if (m := _EXPERT.search(t.name))), default=-1)
-    experts_here = -(-n_experts // ep) if n_experts else 0
+    n_experts = _experts(placed)
+    experts_here = -(-n_experts // ep)
     acc: dict[str, int] = {}
-    unknown: list[str] = []
-    unknown_bytes = mtp = total = 0
-    bits_of = DTYPE_BITS
-    for t in tensors:
-        total += t.nbytes
-        if _SKIP.search(t.name):
-            continue
-        rule = rule_for(t.name)
-        cat, how = rule if rule is not None else ("unrecognised", "replicated")
-        _, param = _module(t.name)
-        out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
-        shape = t.shape
-        if how == "vocab" and shape:
-            shape = (-(-shape[0] // VOCAB_PADDING) * VOCAB_PADDING, *shape[1:])
-            elems = _shard(shape, 0, split.tp)
-        elif how in ("col", "attn_col", "expert_col", "kv"):
-            ways = {"col": split.tp, "attn_col": split.attention, "expert_col": moe_tp, "kv": split.attention}[how]
-            if how == "kv" and num_kv_heads and shape and len(shape) >= 1:
-                heads_here = max(num_kv_heads // ways, 1) if ways <= num_kv_heads else 1
-                dims = list(shape)
-                dims[out_dim] = dims[out_dim] * heads_here // num_kv_heads
-                elems = math.prod(dims)
-            else:
-                elems = _shard(shape, out_dim, ways)
-        elif how in ("row", "attn_row", "expert_row"):
-            ways = {"row": split.tp, "attn_row": split.attention, "expert_row": moe_tp}[how]
-            elems = _shard(shape, in_dim, ways) if len(shape) >= 2 else math.prod(shape)
-        else:
-            elems = math.prod(shape)
-        if how.startswith("expert") and (m := _EXPERT.search(t.name)) and int(m.group(1)) >= experts_here:
-            elems = 0  # whole experts on other EP ranks
-        nbytes = -(-elems * bits_of[t.dtype] // 8)
-        layer = _LAYER.search(t.name)
-        if layer is not None and int(layer.group(1)) >= num_layers:
+    unknown_bytes = mtp = 0
+    for p, count in _unique(placed, experts_here):
+        nbytes = count * rank_bytes(p, split, moe_tp=moe_tp, experts_here=experts_here, num_kv_heads=num_kv_heads)
+        cat = p.category
+        if p.mtp:
             mtp += nbytes
             if not with_mtp:
                 continue
             cat = "mtp"
-        if rule is None:
-            unknown.append(t.name)
+        if not p.known:
             unknown_bytes += nbytes
         acc[cat] = acc.get(cat, 0) + nbytes
+    unknown = [p.name for p in placed if not p.known and (with_mtp or not p.mtp)]
     notes: list[str] = []
     if unknown:
         shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
@@ -362,13 +444,77 @@ def shard(
         ep=ep,
         with_mtp=with_mtp,
         bytes=sum(acc.values()),
-        total_bytes=total,
+        total_bytes=sum(p.nbytes for p in placed),
         by_category=tuple((c, acc[c]) for c in CATEGORIES if acc.get(c)),
         mtp_bytes=mtp,
         unrecognised=tuple(unknown),
         unrecognised_bytes=unknown_bytes,
         assumptions=tuple(notes),
     )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorGroup(ParamGroup):
+    """A parameter group made of real tensors: bytes per GPU by the per-tensor rules for any split.
+
+    ``ModelArch.estimated_weights_per_gpu`` sums these like any ParamGroup (the group named 'mtp' counts only
+    with speculative decoding). Experts are sliced ``split.experts`` ways (a Split does not say how much of it
+    is EP; whole experts differ only by how block scales round). Layer groups divide over ``split.pp`` stages.
+    """
+
+    placed: tuple[Placed, ...] = field(default=(), repr=False)
+    num_kv_heads: int = 0
+    n_experts: int = 0
+    _memo: dict[Split, int] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _kinds: dict[int, list[tuple[Placed, int]]] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        if split not in self._memo:
+            kw = {"moe_tp": split.experts, "experts_here": self.n_experts, "num_kv_heads": self.num_kv_heads}
+            kinds = self._memo_kinds()
+            total = sum(n * rank_bytes(p, split, **kw) for p, n in kinds)
+            stages = 1 if self.name == "embeddings" else split.pp
+            self._memo[split] = -(-total // stages)
+        return self._memo[split]
+
+    def _memo_kinds(self) -> list[tuple[Placed, int]]:
+        kinds = self._kinds.get(0)
+        if kinds is None:
+            kinds = self._kinds[0] = _unique(self.placed, self.n_experts)
+        return kinds
+
+
+def param_groups_from_tensors(
+    tensors: Iterable[Tensor], *, num_layers: int, num_kv_heads: int = 0
+) -> tuple[TensorGroup, ...]:
+    """One TensorGroup per category (MTP layers in one group named 'mtp'), in CATEGORIES order."""
+    placed = place(tensors, num_layers=num_layers)
+    n_experts = _experts(placed)
+    by: dict[str, list[Placed]] = {}
+    for p in placed:
+        by.setdefault("mtp" if p.mtp else p.category, []).append(p)
+    split_of = {"attention": "attn", "indexer": "none", "routed_experts": "experts", "router": "none",
+                "norms": "none", "unrecognised": "none", "mtp": "experts"}  # fmt: skip
+    out = []
+    for cat in CATEGORIES:
+        group = by.get(cat)
+        if not group:
+            continue
+        elems = sum(math.prod(p.shape) for p in group) or 1
+        nbytes = sum(p.nbytes for p in group)
+        out.append(
+            TensorGroup(
+                name=cat,
+                params=elems,
+                bytes_per_param_num=nbytes,
+                bytes_per_param_den=elems,
+                split=split_of.get(cat, "tp"),
+                placed=tuple(group),
+                num_kv_heads=num_kv_heads,
+                n_experts=n_experts,
+            )
+        )
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- index.json and the config
@@ -657,3 +803,79 @@ def resolve_repo_id(ref: str, env: Mapping[str, str] | None = None) -> Path | No
             f"Hugging Face cache {repo}: {len(revs)} snapshots ({shown}) and no refs/main; give the snapshot folder"
         )
     return None
+
+
+# --------------------------------------------------------------------------- --model: a snapshot folder or a repo id
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
+    """``--model ORG/NAME`` found in the local Hugging Face cache -> its snapshot folder; any other ref unchanged
+    (an existing path, a preset name, a file name, or a repo id that is not cached: the loader then says so)."""
+    if ref.count("/") != 1 or ref.endswith((".yaml", ".yml", ".json")):
+        return ref
+    try:
+        if Path(ref).exists():
+            return ref
+    except OSError:
+        return ref
+    snapshot = resolve_repo_id(ref, env)
+    return str(snapshot) if snapshot is not None else ref
+
+
+def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any]) -> ModelArch:
+    """``arch`` with its weights taken from the checkpoint beside ``source`` (a snapshot's config.json).
+
+    ``*.safetensors`` present: every tensor from their headers. Only ``model.safetensors.index.json``: the
+    config-derived tensors, reconciled to its ``metadata.total_size``; bytes the config does not explain are
+    kept as one replicated 'unrecognised' block and said. Neither (or a config kvplan cannot lay out per
+    tensor): ``arch`` unchanged, the parameter-group estimate stands.
+    """
+    src = Path(source)
+    if src.name != "config.json":
+        return arch
+    folder = src.parent
+    num_kv_heads = _get(config, "num_key_value_heads")
+    notes: list[str] = []
+    if snapshot_shards(folder):
+        tensors = snapshot_tensors(folder)
+        total = sum(t.nbytes for t in tensors)
+        summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"
+    elif (folder / INDEX_NAME).is_file():
+        index = read_index(folder / INDEX_NAME)
+        derived = config_tensors(config, source)
+        if derived is None:
+            return replace(
+                arch,
+                weights_assumptions=(
+                    *arch.weights_assumptions,
+                    f"{INDEX_NAME} not used: kvplan cannot lay this config out per tensor (parameter groups)",
+                ),
+            )
+        r = reconcile(index, derived)
+        listed = set(index.names)
+        tensors = tuple(t for t in derived if t.name in listed)
+        summary = f"per tensor from config.json, reconciled to {INDEX_NAME} total_size {index.total_size:,} B"
+        if r.unexplained_bytes > 0:
+            tensors = (*tensors, Tensor("unexplained", "U8", (r.unexplained_bytes,)))
+            shown = ", ".join(r.unknown_names[:3]) + (" …" if len(r.unknown_names) > 3 else "")
+            notes.append(
+                f"assumed replicated: {r.unexplained_bytes:,} B ({r.unexplained_ppm / 10_000:.3f} % of total_size)"
+                f" the config does not explain; {len(r.unknown_names)} unknown tensor names ({shown})"
+            )
+        elif r.unexplained_bytes < 0:
+            notes.append(f"the config derives {-r.unexplained_bytes:,} B more than {INDEX_NAME}'s total_size")
+    else:
+        return arch
+    groups = param_groups_from_tensors(tensors, num_layers=arch.num_layers, num_kv_heads=num_kv_heads)
+    unknown = [p.name for g in groups if g.name == "unrecognised" for p in g.placed if p.name != "unexplained"]
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        notes.append(f"assumed replicated: {len(unknown)} tensors kvplan has no sharding rule for ({shown})")
+    return replace(
+        arch,
+        param_groups=groups,
+        weights_summary=f"{arch.weights_summary}; {summary}" if arch.weights_summary else summary,
+        weights_assumptions=(*arch.weights_assumptions, *notes),
+    )

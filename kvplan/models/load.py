@@ -527,14 +527,18 @@ _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dt
 
 
 def load_model(ref: str) -> ModelArch:
-    """A preset name, a kvplan model YAML, or a Hugging Face config.json."""
-    doc = _resolve("models", ref)
+    """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id found in
+    the local Hugging Face cache (weights per tensor from the snapshot's safetensors headers or index)."""
+    from kvplan.models import checkpoint
+
+    doc = _resolve("models", checkpoint.local_ref(ref))
     r = Reader(doc)
     if doc.source.endswith(".json") or "config" not in r.data:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
-        return _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        return checkpoint.with_checkpoint(arch, doc.source, r.data)
     _check_schema(r)
     r.reject_unknown(_MODEL_KEYS)
     arch = _model_from_hf(

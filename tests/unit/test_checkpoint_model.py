@@ -1,0 +1,115 @@
+"""--model on a snapshot folder or a cached repo id: weights per GPU from the checkpoint (load_model wiring)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import InputError
+from kvplan.models.arch import Split
+from kvplan.models.checkpoint import Tensor, config_tensors, local_ref, param_groups_from_tensors, shard
+from kvplan.models.load import load_model
+from tests.unit.test_checkpoint_headers import write_safetensors
+
+DATA = Path(__file__).parents[1] / "data"
+COGITO = DATA / "checkpoints" / "cogito-qwen2.5-14b"
+
+
+def test_groups_size_any_split_like_shard() -> None:
+    # GLM-5.3 fp8 from its config: TensorGroups summed per split equal shard() for the same split, MTP apart
+    config = json.loads((DATA / "hf" / "glm-5.3" / "config.json").read_text())
+    tensors = config_tensors(config)
+    assert tensors is not None
+    groups = param_groups_from_tensors(tensors, num_layers=config["num_hidden_layers"])
+    for split in (Split.of(tp=8), Split.of(tp=8, dp_attention=8)):
+        s = shard(tensors, split, num_layers=config["num_hidden_layers"])
+        assert sum(g.bytes_per_gpu(split) for g in groups if g.name != "mtp") == s.bytes
+        assert next(g for g in groups if g.name == "mtp").bytes_per_gpu(split) == s.mtp_bytes
+    # pp 2: layer groups halve (rounded up), the embeddings stay whole: only routed experts checked here,
+    # 90,619,084,800 B at tp 8 (the published test's breakdown) / 2 = 45,309,542,400
+    experts = next(g for g in groups if g.name == "routed_experts")
+    assert experts.bytes_per_gpu(Split.of(tp=8)) == 90_619_084_800
+    assert experts.bytes_per_gpu(Split.of(tp=8, pp=2)) == 45_309_542_400
+
+
+def _snapshot(tmp_path: Path, config: Path) -> Path:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    shutil.copy(config, snap / "config.json")
+    return snap
+
+
+def test_snapshot_with_index_only(tmp_path: Path) -> None:
+    snap = _snapshot(tmp_path, COGITO / "config.json")
+    shutil.copy(COGITO / "model.safetensors.index.json", snap)
+    arch = load_model(str(snap))
+    # the index reconciles to the byte (test_checkpoint_index), so the groups are the config's tensors:
+    # tp 8 -> 3,692,394,496 B (derived in test_checkpoint_index)
+    assert arch.estimated_weights_per_gpu(Split.of(tp=8)) == 3_692_394_496
+    assert "reconciled to model.safetensors.index.json total_size 29,531,895,808 B" in arch.weights_summary
+    assert not [a for a in arch.weights_assumptions if "unexplained" in a or "does not explain" in a]
+
+
+def test_snapshot_index_with_unexplained_bytes(tmp_path: Path) -> None:
+    # the same index read with a Llama config (no q/k/v biases): 688,128 B are unexplained (test_checkpoint_index),
+    # 23 ppm of total_size, shown to 3 decimals as 0.002 %,
+    # and kept whole on every rank: tp 8 bytes = 3,692,394,496 − the biases' tp-8 share + 688,128, where the
+    # biases on a tp-8 rank are 48 × (640 + 128 + 128) × 2 B = 86,016 -> 3,692,394,496 − 86,016 + 688,128
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    config = {**json.loads((COGITO / "config.json").read_text()), "model_type": "llama"}
+    (snap / "config.json").write_text(json.dumps(config))
+    shutil.copy(COGITO / "model.safetensors.index.json", snap)
+    arch = load_model(str(snap))
+    assert arch.estimated_weights_per_gpu(Split.of(tp=8)) == 3_692_394_496 - 86_016 + 688_128
+    assert any("688,128 B (0.002 % of total_size) the config does not explain" in a for a in arch.weights_assumptions)
+
+
+def test_snapshot_with_safetensors_headers(tmp_path: Path) -> None:
+    # A 2-layer Llama-like snapshot whose one shard holds what the config says plus one unknown tensor
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "config.json").write_text(json.dumps(config))
+    tensors = config_tensors(config)
+    assert tensors is not None
+    write_safetensors(
+        snap / "model.safetensors",
+        {**{t.name: (t.dtype, t.shape) for t in tensors}, "model.layers.0.odd.weight": ("F32", (16,))},
+    )
+    arch = load_model(str(snap))
+    # tp 2: embeddings (100 -> 128 rows) 2 × 64 × 64 × 2 = 16,384; per layer q 32 × 64, k and v one kv head
+    # (16 rows) each, o 64 × 32: (2,048 + 1,024 + 1,024 + 2,048) × 2 B = 12,288; MLP 3 × 64 × 64 × 2 = 24,576;
+    # two norms 256 -> 2 layers × 37,120 = 74,240; final norm 128; odd 64 whole -> 16,384 + 74,240 + 128 + 64
+    assert arch.estimated_weights_per_gpu(Split.of(tp=2)) == 90_816
+    assert "per tensor from the safetensors headers (22 tensors, " in arch.weights_summary
+    assert any("1 tensors kvplan has no sharding rule for (model.layers.0.odd.weight)" in a
+               for a in arch.weights_assumptions)  # fmt: skip
+
+
+def test_repo_id_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    snap = tmp_path / "hub" / "models--deepcogito--cogito-v1-preview-qwen-14B" / "snapshots" / ("e" * 40)
+    snap.mkdir(parents=True)
+    shutil.copy(COGITO / "config.json", snap)
+    shutil.copy(COGITO / "model.safetensors.index.json", snap)
+    assert local_ref("deepcogito/cogito-v1-preview-qwen-14B") == str(snap)
+    arch = load_model("deepcogito/cogito-v1-preview-qwen-14B")
+    assert arch.estimated_weights_per_gpu(Split.of(tp=8)) == 3_692_394_496
+    # not cached: the ref is left as it was and the loader says there is no such file (exit 2)
+    assert local_ref("deepcogito/not-cached") == "deepcogito/not-cached"
+    with pytest.raises(InputError, match="no such file"):
+        load_model("deepcogito/not-cached")
+
+
+def test_unexplained_tensor_is_replicated() -> None:
+    groups = param_groups_from_tensors([Tensor("unexplained", "U8", (1000,))], num_layers=1)
+    assert [(g.name, g.bytes_per_gpu(Split.of(tp=8))) for g in groups] == [("unrecognised", 1000)]
