@@ -812,7 +812,7 @@ INDEX_NAME = "model.safetensors.index.json"
 
 def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
     """``--model ORG/NAME`` found in the local Hugging Face cache -> its snapshot folder; any other ref unchanged
-    (an existing path, a preset name, a file name, or a repo id that is not cached: the loader then says so)."""
+    (an existing path, a preset name, a file name). A repo id neither on disk nor cached is an InputError."""
     if ref.count("/") != 1 or ref.endswith((".yaml", ".yml", ".json")):
         return ref
     try:
@@ -821,6 +821,12 @@ def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
     except OSError:
         return ref
     snapshot = resolve_repo_id(ref, env)
+    if snapshot is None and _REPO_ID.match(ref):
+        raise InputError(
+            f"--model {ref}: no such file, and no snapshot of that repo id in the local Hugging Face cache"
+            f" ({hf_cache_dir(env)}; HF_HUB_CACHE or HF_HOME move it); kvplan never downloads: give the snapshot"
+            f" folder, or fetch config.json and model.safetensors.index.json into the cache first"
+        )
     return str(snapshot) if snapshot is not None else ref
 
 

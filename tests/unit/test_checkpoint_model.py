@@ -19,20 +19,22 @@ COGITO = DATA / "checkpoints" / "cogito-qwen2.5-14b"
 
 
 def test_groups_size_any_split_like_shard() -> None:
-    # GLM-5.3 fp8 from its config: TensorGroups summed per split equal shard() for the same split, MTP apart
-    config = json.loads((DATA / "hf" / "glm-5.3" / "config.json").read_text())
+    # Qwen3-30B-A3B from its config (18,867 tensors): TensorGroups summed per split equal shard() for the same
+    # split; kv heads (4) replicated past 4 attention ranks in both
+    config = json.loads((DATA / "hf" / "qwen3-30b-a3b" / "config.json").read_text())
     tensors = config_tensors(config)
     assert tensors is not None
-    groups = param_groups_from_tensors(tensors, num_layers=config["num_hidden_layers"])
-    for split in (Split.of(tp=8), Split.of(tp=8, dp_attention=8)):
-        s = shard(tensors, split, num_layers=config["num_hidden_layers"])
-        assert sum(g.bytes_per_gpu(split) for g in groups if g.name != "mtp") == s.bytes
-        assert next(g for g in groups if g.name == "mtp").bytes_per_gpu(split) == s.mtp_bytes
-    # pp 2: layer groups halve (rounded up), the embeddings stay whole: only routed experts checked here,
-    # 90,619,084,800 B at tp 8 (the published test's breakdown) / 2 = 45,309,542,400
+    assert len(tensors) == 18_867  # 48 × (128 × 3 experts + router + 4 attention + 2 qk norms + 2 norms) + 3
+    groups = param_groups_from_tensors(tensors, num_layers=48, num_kv_heads=4)
+    for split in (Split.of(tp=8), Split.of(tp=8, dp_attention=4)):
+        s = shard(tensors, split, num_layers=48, num_kv_heads=4)
+        assert sum(g.bytes_per_gpu(split) for g in groups) == s.bytes
+    # routed experts: 48 layers × 128 × 3 × 2,048 × 768 × 2 B = 57,982,058,496; tp 8: 768 / 8 = 96 rows or
+    # columns a slice -> / 8 = 7,247,757,312; pp 2 halves the layer groups: 3,623,878,656
     experts = next(g for g in groups if g.name == "routed_experts")
-    assert experts.bytes_per_gpu(Split.of(tp=8)) == 90_619_084_800
-    assert experts.bytes_per_gpu(Split.of(tp=8, pp=2)) == 45_309_542_400
+    assert experts.bytes_per_gpu(Split.of(tp=1)) == 57_982_058_496
+    assert experts.bytes_per_gpu(Split.of(tp=8)) == 7_247_757_312
+    assert experts.bytes_per_gpu(Split.of(tp=8, pp=2)) == 3_623_878_656
 
 
 def _snapshot(tmp_path: Path, config: Path) -> Path:
@@ -104,10 +106,14 @@ def test_repo_id_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.Monkey
     assert local_ref("deepcogito/cogito-v1-preview-qwen-14B") == str(snap)
     arch = load_model("deepcogito/cogito-v1-preview-qwen-14B")
     assert arch.estimated_weights_per_gpu(Split.of(tp=8)) == 3_692_394_496
-    # not cached: the ref is left as it was and the loader says there is no such file (exit 2)
-    assert local_ref("deepcogito/not-cached") == "deepcogito/not-cached"
-    with pytest.raises(InputError, match="no such file"):
+    # not cached: one error naming the cache it looked in, never a download (exit 2)
+    with pytest.raises(InputError, match=r"no snapshot of that repo id in the local Hugging Face cache \(.*/hub;"):
         load_model("deepcogito/not-cached")
+    # a path that exists wins over the cache, and a file name is never a repo id
+    (tmp_path / "deepcogito").mkdir()
+    shutil.copytree(COGITO, tmp_path / "deepcogito" / "local")
+    assert local_ref("deepcogito/local") == "deepcogito/local"
+    assert local_ref("models/x.yaml") == "models/x.yaml"
 
 
 def test_unexplained_tensor_is_replicated() -> None:
