@@ -9,7 +9,10 @@ Each tensor is then placed by the rule the engines' model files apply to its nam
 same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
 
 - ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
-  ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways;
+  ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways; under
+  DP attention the embedding splits over the attention ranks only (SGLang ``VocabParallelEmbedding(...,
+  use_attn_tp_group=is_dp_attention_enabled())``) while the LM head keeps the full tp (``enable_dp_lm_head``
+  off by default);
 - ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
   ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
   replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
@@ -216,7 +219,8 @@ _EXPERT = re.compile(r"\.experts\.(\d{1,9})\.")
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
     (re.compile(p), cat, how)
     for p, cat, how in (
-        (r"(embed_tokens|lm_head|shared_head\.head|wte|embed_out)$", "embeddings", "vocab"),
+        (r"(embed_tokens|wte)$", "embeddings", "vocab_attn"),
+        (r"(lm_head|shared_head\.head|embed_out)$", "embeddings", "vocab"),
         (r"self_attn\.indexer\.(wq_b|wk|weights_proj|k_norm)$", "indexer", "replicated"),
         (r"self_attn\.(q_a_proj|kv_a_proj_with_mqa|fused_qkv_a_proj_with_mqa)$", "attention", "replicated"),
         (r"self_attn\.(q_a_layernorm|kv_a_layernorm|q_norm|k_norm)$", "norms", "replicated"),
@@ -240,6 +244,8 @@ _PARAMS = (
     "qweight", "qzeros", "scales", "g_idx", "weight_packed", "weight_zero_point", "weight_shape", "k_scale",
     "v_scale", "blocks",
 )  # fmt: skip
+_WHOLE = frozenset({"weight_shape", "weight_scale_2", "input_scale", "k_scale", "v_scale"})
+"""Per-tensor scalars and shape records: whole on every rank whatever the weight's split."""
 _OUT_LAST = frozenset({"qweight", "qzeros", "scales"})
 """GPTQ/AWQ store [in, out]: the output (column-parallel) dim is the last one."""
 
@@ -339,6 +345,8 @@ def place(tensors: Iterable[Tensor], *, num_layers: int) -> tuple[Placed, ...]:
         module, param = _module(norm)
         rule = _rule(module)
         cat, how = rule if rule is not None else ("unrecognised", "replicated")
+        if param in _WHOLE:
+            how = "replicated"
         out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
         out.append(
             Placed(
@@ -364,8 +372,9 @@ def rank_bytes(p: Placed, split: Split, *, moe_tp: int, experts_here: int, num_k
     if p.skip or 0 <= experts_here <= p.expert:
         return 0  # not loaded, or a whole expert that lives on another EP rank
     shape, how = p.shape, p.how
-    if how == "vocab" and shape:
-        elems = _shard((-(-shape[0] // VOCAB_PADDING) * VOCAB_PADDING, *shape[1:]), 0, split.tp)
+    if how in ("vocab", "vocab_attn") and shape:
+        ways = split.tp if how == "vocab" else split.attention
+        elems = _shard((-(-shape[0] // VOCAB_PADDING) * VOCAB_PADDING, *shape[1:]), 0, ways)
     elif how == "kv" and num_kv_heads and shape:
         ways = split.attention
         heads_here = max(num_kv_heads // ways, 1) if ways <= num_kv_heads else 1

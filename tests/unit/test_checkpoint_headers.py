@@ -27,7 +27,7 @@ from kvplan.models.checkpoint import (
     snapshot_tensors,
 )
 
-BITS = {"BF16": 16, "F32": 32, "F8_E4M3": 8, "U8": 8, "F16": 16, "I32": 32}
+BITS = {"BF16": 16, "F32": 32, "F8_E4M3": 8, "U8": 8, "F16": 16, "I32": 32, "I64": 64}
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...]]], *, pad: int = 0) -> None:
@@ -140,11 +140,13 @@ def test_kv_heads_unknown_split_like_q(tiny: Path) -> None:
 
 
 def test_dp_attention_splits_attention_over_tp_over_dp(tiny: Path) -> None:
-    # tp 4, dp_attention 2: attention over 4 / 2 = 2 ranks (q 64, o 64, k 32, v 32 = 192) while embeddings
-    # (1,024) and MLP (192) stay 4 ways; norms 48, mystery 16 -> 1,024 + 192 + 192 + 48 + 16 = 1,472
+    # tp 4, dp_attention 2: attention over 4 / 2 = 2 ranks (q 64, o 64, k 32, v 32 = 192); the embedding too
+    # (SGLang use_attn_tp_group): 128 / 2 = 64 rows × 8 × 2 = 1,024, while the LM head stays 4 ways (512) and
+    # the MLP too (192); norms 48, mystery 16 -> 1,024 + 512 + 192 + 192 + 48 + 16 = 1,984
     s = shard(snapshot_tensors(tiny), Split.of(tp=4, dp_attention=2), num_layers=1, num_kv_heads=2)
     assert s.category("attention") == 192
-    assert s.bytes == 1472
+    assert s.category("embeddings") == 1536
+    assert s.bytes == 1984
 
 
 # A tiny MoE layer in fp8 blocks: 4 routed experts (intermediate 16, hidden 8), a shared expert, a router with
@@ -182,6 +184,20 @@ def test_rules_of_mla_moe_names() -> None:
     assert rule_for("model.layers.0.mlp.gate.e_score_correction_bias") == ("router", "replicated")
     assert rule_for("model.layers.0.block_sparse_moe.experts.3.w2.weight") == ("routed_experts", "expert_row")
     assert rule_for("model.layers.5.self_attn.rotary.weird") is None
+
+
+def test_per_tensor_scalars_stay_whole() -> None:
+    # NVFP4 q_proj (column-parallel over 4): packed weight [8, 8] U8 -> 2 rows × 8 = 16 B a rank; fp8 scale
+    # per 16 inputs [8, 1] -> 2 rows = 2 B; weight_scale_2 and input_scale (F32 [1]) whole: 4 + 4; the
+    # compressed-tensors weight_shape (I64 [2]) whole, not split like a bias: 16 -> 16 + 2 + 8 + 16 = 42
+    tensors = [
+        Tensor("model.layers.0.self_attn.q_proj.weight", "U8", (8, 8)),
+        Tensor("model.layers.0.self_attn.q_proj.weight_scale", "F8_E4M3", (8, 1)),
+        Tensor("model.layers.0.self_attn.q_proj.weight_scale_2", "F32", (1,)),
+        Tensor("model.layers.0.self_attn.q_proj.input_scale", "F32", (1,)),
+        Tensor("model.layers.0.self_attn.q_proj.weight_shape", "I64", (2,)),
+    ]
+    assert shard(tensors, Split.of(tp=4), num_layers=1).bytes == 42
 
 
 @pytest.mark.parametrize(
