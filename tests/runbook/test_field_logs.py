@@ -367,6 +367,7 @@ class SglangCase:
     mem_fraction_static: str
     bytes_per_token: int
     logged_tokens: int
+    gpu: str = "h100-sxm"
 
 
 SGLANG_CASES = [
@@ -383,7 +384,15 @@ SGLANG_CASES = [
     # shared/logs QwQ-32B at TP4: 8 / 4 = 2 kv heads per rank × 128 × 64 layers × 2 × 2 B = 65,536;
     # int((6.09 − 21.63 × 0.15) GiB) // 65,536 = 46,620 (logged 46,611, -0.02 %)
     SglangCase(
-        "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log", "qwq-32b", 4, "21.63", "6.09", "0.85", 65_536, 46_611
+        "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log",
+        "qwq-32b",
+        4,
+        "21.63",
+        "6.09",
+        "0.85",
+        65_536,
+        46_611,
+        gpu="l4",
     ),
 ]
 
@@ -396,7 +405,7 @@ def test_sglang_field_log_pool_from_its_memory_figures(case: SglangCase, tmp_pat
     sets = (
         f"model={cfg}",
         "engine=sglang",
-        "gpu=h100-sxm",  # the catalog has no L4: pre-load free memory is given, so the GPU's total does not count
+        f"gpu={case.gpu}",
         f"tp={case.tp}",
         "kv_cache_dtype=auto",
         "page_size=1",
@@ -499,7 +508,7 @@ DOCTOR_CASES = [
     DoctorCase(
         "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log",
         "qwq-32b",
-        ("engine=sglang", "gpu=h100-sxm", "tp=4", "kv_cache_dtype=auto", "page_size=1", "context_length=40960"),
+        ("engine=sglang", "gpu=l4", "tp=4", "kv_cache_dtype=auto", "page_size=1", "context_length=40960"),
         pending="doctor: an SGLang 'K size / V size' (MHA) log is a model it cannot check yet (ModelCheck kind 'mha'); "
         "its log budget 3,049,158,346 .. 3,061,506,376 B already brackets the 2.8455 GiB of the header",
     ),
@@ -551,5 +560,25 @@ def test_sglang_plain_mla_kv_size_on_mi355x(tmp_path: Path) -> None:
     assert plan.cell.total_bytes == 70_272
     kv = run.kv[0].value.kv
     assert kv is not None and kv.covers(2_454_421 * plan.cell.total_bytes)
-    # the pool from the log's figures (2,454,504, window 2,454,415 .. 2,454,594 around the logged 2,454,421; header)
-    # needs a 288 GB MI355X in configs/gpus.yaml: pre_load_free 283.53 GiB is more than any GPU in the catalog
+    # the pool from the log's figures, on the MI355X of the catalog: int((209.96 − 283.53 × (1 − 0.8260405859375))
+    # × 2^30) = 172,482,973,901 B // 70,272 = 2,454,504 (logged 2,454,421, -0.0034 %; weights 283.53 − 209.96 = 73.57)
+    sets = (
+        f"model={cfg}",
+        "engine=sglang",
+        "gpu=mi355x",
+        "tp=8",
+        "kv_cache_dtype=auto",
+        "page_size=1",
+        "context_length=131072",
+        "mem_fraction_static=0.8260405859375",
+        "pre_load_free=283.53GiB",
+        "weights_per_gpu=73.57GiB",
+    )
+    plan = plan_pool(load_model(cfg), load_deployment(None, sets))
+    assert (plan.available_bytes, plan.logged_tokens) == (172_482_973_901, 2_454_504)
+    # the doctor from the log alone: the logged 2,454,421 lies in the window of the ±0.005 GiB figures,
+    # 2,454,415 .. 2,454,594 (header)
+    d = run_doctor(text, sets=(f"model={cfg}", *sets[1:7]), model=cfg)
+    c = d.comparison
+    assert c is not None and c.memory_from_log
+    assert (c.expected, c.low, c.high, c.logged.value) == (2_454_504, 2_454_415, 2_454_594, 2_454_421)
