@@ -67,6 +67,16 @@ def test_h20_figures() -> None:
     assert g.cuda_total_bytes == 102_088_310_784 and g.derived == ("cuda_total",)
 
 
+def test_measured_cuda_totals_from_oom_messages() -> None:
+    l40s, rtx4090 = find_gpu("L40S"), find_gpu("RTX 4090")
+    # "GPU 0 has a total capacity of 44.39 GiB" on L40S hosts: 44.39 × 1,024 = 45,455.36 -> 45,455 MiB,
+    # a driver reserve of 46,068 − 45,455 = 613 MiB
+    assert l40s.cuda_total_bytes == 45_455 * MiB and l40s.nvml_total_bytes - l40s.cuda_total_bytes == 613 * MiB
+    # 23.64 GiB on a 24,564 MiB RTX 4090: 23.64 × 1,024 = 24,207.36 -> 24,207 MiB, reserve 357 MiB
+    assert rtx4090.cuda_total_bytes == 24_207 * MiB and rtx4090.nvml_total_bytes - rtx4090.cuda_total_bytes == 357 * MiB
+    assert "cuda_total" not in l40s.derived + rtx4090.derived
+
+
 @pytest.mark.parametrize(
     ("key", "sm"),
     [
