@@ -656,6 +656,9 @@ def _model_from_hf(
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope,
         num_attention_heads=r.get_int("num_attention_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
+        # MLA prefill attends with qk_nope + rope per query head and v_head_dim values (prefix pairs' FLOPs)
+        head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM) + rope,
+        v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         index_head_dim=index_head_dim,
         index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),

@@ -305,9 +305,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     for d in range(dep.dcp + 1, dep.tp + 1):
         if dep.tp % d == 0 and (new := _try(plan, req, dcp=d)) is not None:
             out.append(
-                Remedy(
-                    "dcp", d, new.logged_tokens, f"{new.kv_format} rows, cell {new.cell.total_bytes:,} B{how}"
-                )
+                Remedy("dcp", d, new.logged_tokens, f"{new.kv_format} rows, cell {new.cell.total_bytes:,} B{how}")
             )
             break
 

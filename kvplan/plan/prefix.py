@@ -10,6 +10,10 @@ The lightning indexer scores each query token against every key before it (causa
 L(L + 1)/2 query-key pairs per indexer layer. A hit removes the prefix-internal pairs R(R + 1)/2 but not the
 suffix × prefix cross term S × R nor the suffix-internal S(S + 1)/2 (S = L − R), because top-k selection
 depends on the new queries. So the compute saved is R(R + 1) / (L(L + 1)), not R / L.
+
+A model without an indexer (GQA / MHA, plain MLA) pays the same causal pairs in its attention, on every layer
+and every query head: QK over head_dim and PV over v_head_dim, 2 FLOPs a multiply-add. The counts are then
+attention pairs, and the bytes read per key are the main KV of all layers.
 """
 
 from __future__ import annotations
@@ -76,16 +80,26 @@ class PrefixHit:
         return self.pairs_cross + self.pairs_suffix
 
     @property
+    def counts(self) -> str:
+        """What the pairs are: 'indexer' (DSA: the lightning indexer's scores) or 'attention' (dense attention)."""
+        return "indexer" if self.plan.arch.has_indexer else "attention"
+
+    @property
     def flops_per_pair(self) -> int:
-        """index_n_heads × index_head_dim multiply-adds, 2 FLOPs each, per indexer layer."""
-        return self.plan.arch.index_n_heads * self.plan.arch.index_head_dim * 2
+        """Indexer: index_n_heads × index_head_dim multiply-adds, 2 FLOPs each, per indexer layer.
+        Attention: num_attention_heads × (head_dim + v_head_dim) multiply-adds (QK and PV), 2 FLOPs each."""
+        a = self.plan.arch
+        if a.has_indexer:
+            return a.index_n_heads * a.index_head_dim * 2
+        return a.num_attention_heads * (a.head_dim + a.v_head_dim) * 2
 
     @property
     def indexer_layers(self) -> int:
-        return self.plan.indexer_layers
+        """Layers that pay the pairs: the indexer layers, or every attention layer without an indexer."""
+        return self.plan.indexer_layers if self.plan.arch.has_indexer else self.plan.main_layers
 
     def flops(self, n_pairs: int) -> int:
-        """Indexer FLOPs over all indexer layers."""
+        """Indexer (or attention) FLOPs over all the layers that pay them."""
         return n_pairs * self.flops_per_pair * self.indexer_layers
 
     @property
@@ -109,7 +123,10 @@ class PrefixHit:
 
     @property
     def indexer_k_bytes_per_key(self) -> int:
-        """Indexer K bytes one key costs to read, over all indexer layers (132 B × layers, × dcp replicated)."""
+        """Indexer K bytes one key costs to read, over all indexer layers (132 B × layers, × dcp replicated);
+        without an indexer, the main KV of one key over all layers on one GPU."""
+        if not self.plan.arch.has_indexer:
+            return self.plan.cell.main_bytes
         return self.plan.indexer_bytes_per_layer * self.indexer_layers
 
 
@@ -140,8 +157,6 @@ def prefix_hit(
         raise InputError(f"--hit must not be negative, got {hit}")
     if hit > ctx:
         raise InputError(f"--hit {hit:,} is longer than --ctx {ctx:,}")
-    if not plan.arch.is_dsa:
-        raise InputError(f"{plan.arch.name} has no lightning indexer: nothing to model")
     r, rule = reusable(plan, ctx, hit, eagle=eagle, lookahead=lookahead)
     if chunk is None:
         chunk = (

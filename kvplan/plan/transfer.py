@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
+from kvplan.models.cache import FullAttention
 from kvplan.units import cdiv, parse_link, parse_positive_tokens
 
 
@@ -66,13 +67,22 @@ class Transfer:
 
     @property
     def copies(self) -> int:
-        """How many ranks hold each token's rows: tp without dcp (TP replicates the latent), tp / dcp under dcp."""
+        """How many ranks hold each token's rows: tp without dcp (TP replicates the latent), tp / dcp under dcp;
+        full attention: each kv head on attention-tp / kv-heads ranks (1 when the heads split evenly)."""
+        att = self.plan.arch.attention
+        if isinstance(att, FullAttention):
+            return max(self.plan.attn_tp // att.num_kv_heads, 1)
         return max(self.ranks // self.plan.dcp, 1)
 
     @property
     def sharding(self) -> str:
         """Why the total is per rank × ranks, in the plan's own terms (dcp splits, TP replicates)."""
         dcp, tp = self.plan.dcp, self.ranks
+        att = self.plan.arch.attention
+        if isinstance(att, FullAttention):
+            per = att.kv_heads_per_rank(self.plan.attn_tp)
+            text = f"TP shards the {att.num_kv_heads} kv heads, {per} per rank at attention tp {self.plan.attn_tp}"
+            return text + (f", each head on {self.copies} ranks (replicated)" if self.copies > 1 else "")
         if dcp <= 1:
             return f"TP replicates the MLA latent on each of the {tp} ranks"
         split = f"dcp {dcp} splits the tokens across {dcp} ranks, each sending 1/{dcp} of the rows"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.sglang import prefill_graph_batch_sizes
 from kvplan.errors import InputError
 from kvplan.search import largest_true
 from kvplan.units import MiB, cdiv
@@ -164,7 +165,12 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
     budget = sglang_static_budget(p.deployment.gpu.cuda_total_bytes, mfs)
     graph_bs = p.knob("cuda_graph_max_bs").as_int()
     decode_graph = 0 if p.deployment.disable_cuda_graph else graph_bs * 2 * MiB
-    prefill_graph = 1536 * MiB if not p.deployment.disable_cuda_graph and p.dcp == 1 and p.deployment.pp == 1 else 0
+    graph_on = not p.deployment.disable_cuda_graph and p.dcp == 1 and p.deployment.pp == 1
+    if p.arch.is_mla:
+        prefill_graph, graph_what = (1536 * MiB if graph_on else 0), "MLA prefill graph 1,536 MiB"
+    else:  # memory_hook.reserve_for_graph_mb: 8 MiB per prefill capture size up to chunked_prefill_size
+        sizes = len(prefill_graph_batch_sizes(chunk))
+        prefill_graph, graph_what = (sizes * 8 * MiB if graph_on else 0), f"prefill graph {sizes} sizes × 8 MiB"
     pre = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
     rows = batch * (1 + draft)
     decode_cols = cdiv(ctx, p.page_tokens) * p.page_tokens
@@ -179,8 +185,7 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
             "CUDA graphs (estimate)",
             decode_graph + prefill_graph,
             "persistent",
-            f"SGLang's own reserve: decode max_bs {graph_bs} × 2 MiB"
-            + (" + MLA prefill graph 1,536 MiB" if prefill_graph else ""),
+            f"SGLang's own reserve: decode max_bs {graph_bs} × 2 MiB" + (f" + {graph_what}" if prefill_graph else ""),
         ),
         Item(
             "pool padding",
@@ -205,6 +210,8 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
         ),
         Item("decode top-k indices", rows * topk * TOPK_INDEX_BYTES, "decode", f"{rows:,} × {topk:,} × 4 B"),
     ]
+    if not p.arch.has_indexer:  # indexer logits and top-k buffers exist only with a DSA indexer
+        items = items[:3]
     return items, p.extras["slack_bytes"], budget
 
 
@@ -238,9 +245,11 @@ def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tu
             f"{cdiv(prefill_rows, rows_per_chunk):,} chunks for {prefill_rows:,} rows",
         ),
     ]
+    if not p.arch.has_indexer:  # no top-k buffers, indexer prefill buffer or indexer logits without an indexer
+        items = [i for i in items if i.name == "block table"]
     # vLLM builds these with the model, so its memory profile reserves them before it sizes the pool, and it
     # caps each prefill logits tensor at 512 MiB: they fit by construction once the engine starts.
-    room = sum(i.bytes for i in items if i.phase == "persistent") + VLLM_MAX_LOGITS_BYTES
+    room = sum(i.bytes for i in items if i.phase == "persistent") + (VLLM_MAX_LOGITS_BYTES if p.arch.has_indexer else 0)
     del batch, draft  # vLLM's decode logits path is not in the reference notes: not modelled
     return items, room, VLLM_MAX_LOGITS_BYTES
 

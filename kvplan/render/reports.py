@@ -50,14 +50,17 @@ def cell_section(p: PoolPlan) -> Section:
             nbytes(c.main_bytes),
             f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers",
         ),
-        (
-            "indexer K",
-            nbytes(c.indexer_bytes),
-            f"{p.indexer_bytes_per_layer} B × {p.indexer_layers} full layers"
-            + (f" × dcp {p.dcp} (replicated)" if p.engine == "sglang" and p.dcp > 1 else "")
-            + f" [{p.indexer_rule}]",
-        ),
     ]
+    if p.arch.has_indexer:
+        rows.append(
+            (
+                "indexer K",
+                nbytes(c.indexer_bytes),
+                f"{p.indexer_bytes_per_layer} B × {p.indexer_layers} full layers"
+                + (f" × dcp {p.dcp} (replicated)" if p.engine == "sglang" and p.dcp > 1 else "")
+                + f" [{p.indexer_rule}]",
+            )
+        )
     if p.draft_layers:
         rows.append(
             (
@@ -157,7 +160,8 @@ def workspace_section(w: Workspace) -> Section:
             "",
             "SGLang's slack pre_load_free × (1 − mem_fraction_static)"
             if w.plan.engine == "sglang"
-            else "reserved by vLLM's non-KV profile (+ the 512 MiB logits cap)",
+            else "reserved by vLLM's non-KV profile"
+            + (" (+ the 512 MiB logits cap)" if w.plan.arch.has_indexer else ""),
         ),
         ("left", size(w.left_bytes), "", "for activations, NCCL and allocator slack (not counted)"),
     ]
@@ -254,7 +258,17 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         (
             workspace_section(w),
             pool_context_section(w),
-            Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),
+            *(
+                (Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),)
+                if p.arch.has_indexer
+                else (
+                    Section(
+                        "Indexer logits and top-k buffers",
+                        (("not applicable", f"{p.arch.name} ({p.arch.kind_label}) has no DSA indexer", ""),),
+                        ("", "", ""),
+                    ),
+                )
+            ),
             Section(
                 "Growing one knob at a time: the largest value that fits, and what breaks next",
                 wall_rows,
@@ -276,6 +290,13 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
 
 def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
     p = h.plan
+    what = h.counts  # 'indexer' pairs (DSA) or 'attention' pairs (no indexer)
+    a = p.arch
+    per_pair = (
+        f"pairs × {a.index_n_heads} heads × {a.index_head_dim} × 2 × {h.indexer_layers} layers"
+        if a.has_indexer
+        else f"pairs × {a.num_attention_heads} heads × ({a.head_dim} + {a.v_head_dim}) × 2 × {h.indexer_layers} layers"
+    )
     rows = (
         (
             "context / cached prefix",
@@ -284,19 +305,19 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         ),
         ("reused", f"{h.reusable_tokens:,} tokens = {h.pages:,} pages", h.rule),
         ("main KV not written", size(h.main_bytes_saved), "per GPU"),
-        ("indexer K not written", size(h.indexer_bytes_saved), "per GPU"),
-        ("indexer pairs, all", count(h.pairs_total), "L(L + 1)/2 per indexer layer"),
+        *((("indexer K not written", size(h.indexer_bytes_saved), "per GPU"),) if a.has_indexer else ()),
+        (f"{what} pairs, all", count(h.pairs_total), f"L(L + 1)/2 per {what} layer"),
         ("saved (prefix-internal)", count(h.pairs_saved), "R(R + 1)/2"),
         ("still paid: suffix × prefix", count(h.pairs_cross), "S × R"),
         ("still paid: suffix-internal", count(h.pairs_suffix), "S(S + 1)/2"),
         (
-            "indexer FLOPs saved / paid",
+            f"{what} FLOPs saved / paid",
             f"{h.flops(h.pairs_saved):.3e} / {h.flops(h.pairs_paid):.3e}",
-            f"pairs × {p.arch.index_n_heads} heads × {p.arch.index_head_dim} × 2 × {h.indexer_layers} layers",
+            per_pair,
         ),
-        ("indexer compute saved", ppm(h.saved_ppm), f"vs the naive {ppm(h.naive_ppm)}"),
+        (f"{what} compute saved", ppm(h.saved_ppm), f"vs the naive {ppm(h.naive_ppm)}"),
         (
-            "indexer K read per suffix chunk",
+            "indexer K read per suffix chunk" if a.has_indexer else "KV read per suffix chunk",
             f"{size(h.keys_read_by_chunk()[0] * h.indexer_k_bytes_per_key)} → "
             f"{size(h.keys_read_by_chunk()[-1] * h.indexer_k_bytes_per_key)}"
             if h.suffix_tokens
@@ -319,7 +340,7 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
                     )
                     for x in sweep
                 ),
-                ("cached", "reused", "naive saving", "indexer compute saved", "KV not written"),
+                ("cached", "reused", "naive saving", f"{what} compute saved", "KV not written"),
             )
         )
     data = {
@@ -339,6 +360,7 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         "saved_ppm": h.saved_ppm,
         "naive_ppm": h.naive_ppm,
         "chunk_tokens": h.chunk_tokens,
+        "pairs_counted": h.counts,
         "indexer_k_bytes_read_by_chunk": [k * h.indexer_k_bytes_per_key for k in h.keys_read_by_chunk()],
         "sweep": [
             {
@@ -369,10 +391,16 @@ def transfer_report(t: Transfer) -> Report:
             size(t.main_bytes_per_rank),
             f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
         ),
-        (
-            "indexer K per rank",
-            size(t.indexer_bytes_per_rank),
-            f"{t.rows_per_rank:,} rows × {p.cell.indexer_bytes + p.cell.draft_indexer_bytes:,} B",
+        *(
+            (
+                (
+                    "indexer K per rank",
+                    size(t.indexer_bytes_per_rank),
+                    f"{t.rows_per_rank:,} rows × {p.cell.indexer_bytes + p.cell.draft_indexer_bytes:,} B",
+                ),
+            )
+            if p.arch.has_indexer
+            else ()
         ),
         ("per rank", size(t.bytes_per_rank), f"{t.microseconds(t.bytes_per_rank) / 1000:,.1f} ms at the link speed"),
         (
@@ -380,10 +408,16 @@ def transfer_report(t: Transfer) -> Report:
             size(t.total_bytes),
             f"× {t.ranks} ranks ({t.sharding}); {t.microseconds(t.total_bytes) / 1000:,.1f} ms over one link",
         ),
-        (
-            "indexer share",
-            ppm(t.indexer_bytes_per_rank * 1_000_000 // t.bytes_per_rank) if t.bytes_per_rank else "n/a",
-            "",
+        *(
+            (
+                (
+                    "indexer share",
+                    ppm(t.indexer_bytes_per_rank * 1_000_000 // t.bytes_per_rank) if t.bytes_per_rank else "n/a",
+                    "",
+                ),
+            )
+            if p.arch.has_indexer
+            else ()
         ),
     )
     data = {
@@ -434,7 +468,17 @@ def admit_report(a: Admission) -> Report:
         ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
         ("pages", count(need.pages), f"of {p.logical_page_tokens} tokens"),
         ("main KV per GPU", size(need.main_bytes), ""),
-        ("indexer per GPU", size(need.indexer_bytes), pct(need.indexer_bytes, need.total_bytes) + " of the request"),
+        *(
+            (
+                (
+                    "indexer per GPU",
+                    size(need.indexer_bytes),
+                    pct(need.indexer_bytes, need.total_bytes) + " of the request",
+                ),
+            )
+            if p.arch.has_indexer
+            else ()
+        ),
         *((("draft per GPU", size(need.draft_bytes), ""),) if need.draft_bytes else ()),
         ("total per GPU", size(need.total_bytes), f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""),
         (
@@ -481,15 +525,16 @@ def admit_report(a: Admission) -> Report:
         )
     elif not a.admitted:
         sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
-    sections += [
-        workspace_section(a.workspace),
-        Section(
-            "A plan that counted main KV only would have claimed",
-            main_only,
-            ("figure", "main KV only", "with the indexer"),
-        ),
-        knobs_section(p),
-    ]
+    sections.append(workspace_section(a.workspace))
+    if p.arch.has_indexer:  # the main-only comparison exists only where an indexer is left out of it
+        sections.append(
+            Section(
+                "A plan that counted main KV only would have claimed",
+                main_only,
+                ("figure", "main KV only", "with the indexer"),
+            )
+        )
+    sections.append(knobs_section(p))
     data = {
         "admitted": a.admitted,
         "binding": a.binding.name,
@@ -502,7 +547,7 @@ def admit_report(a: Admission) -> Report:
         "max_concurrent": a.max_concurrent,
         "fewer_at_once": a.fewer_at_once,
         "remedies": [asdict(m) for m in a.remedies],
-        "main_only": asdict(mo),
+        "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
@@ -544,8 +589,14 @@ def budget_report(b: Budget) -> Report:
             )
         )
     share = (
-        ("indexer / main KV", ppm(b.indexer_share_of_main_ppm)),
-        ("indexer / total", ppm(b.indexer_share_of_total_ppm)),
+        *(
+            (
+                ("indexer / main KV", ppm(b.indexer_share_of_main_ppm)),
+                ("indexer / total", ppm(b.indexer_share_of_total_ppm)),
+            )
+            if p.arch.has_indexer
+            else (("indexer", f"none: {p.arch.name} is {p.arch.kind_label}, every byte is main KV"),)
+        ),
         ("tail-page waste per request", f"{nbytes(b.tail_waste_bytes)} ((page − 1) / 2 rows × cell)"),
     )
     data = {

@@ -1,0 +1,87 @@
+"""Checks by kind: what exists only with an indexer, and what a model without one pays (issue 11 item 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.plan.prefix import pairs, prefix_hit
+from kvplan.plan.workspace import WorkspaceQuery, workspace
+from kvplan.units import MiB
+from tests.unit.test_gqa_goldens import _plan
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None})
+SETS = ["--set", "kv_cache_dtype=auto", "--set", "page_size=1"]
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_workspace_has_no_indexer_buffers_without_an_indexer(engine: str) -> None:
+    w = workspace(_plan(engine, "llama-3.1-70b", tp=8), WorkspaceQuery(batch=1))
+    names = {i.name for i in w.items}
+    for dsa_only in ("prefill logits", "decode logits", "prefill top-k indices", "decode top-k indices",
+                     "topk_indices_buffer", "per-layer top-k", "indexer prefill buffer"):  # fmt: skip
+        assert dsa_only not in names
+    if engine == "sglang":
+        # CUDA graphs: decode max_bs 512 × 2 MiB + the non-MLA prefill graph 58 sizes × 8 MiB = 1,488 MiB
+        (graphs,) = (i for i in w.items if i.name == "CUDA graphs (estimate)")
+        assert graphs.bytes == (512 * 2 + 58 * 8) * MiB
+    else:
+        # vLLM's room is its persistent non-KV items; the 512 MiB logits cap is an indexer's
+        assert w.room_bytes == sum(i.bytes for i in w.items if i.phase == "persistent")
+
+
+def test_workspace_dsa_keeps_its_buffers() -> None:
+    w = workspace(_plan("sglang", "glm-5.3", tp=8), WorkspaceQuery(batch=1))
+    assert {"prefill logits", "decode top-k indices"} <= {i.name for i in w.items}
+
+
+def test_prefix_counts_attention_pairs_without_an_indexer() -> None:
+    # Llama-3.1-70B: L = 32,768, P = 16,384 (page 1: R = 16,384); pairs(L) = 32,768 × 32,769 / 2 = 536,887,296;
+    # saved R(R + 1)/2 = 134,225,920 (25.0 %, not the naive 50 %); FLOPs per pair = 64 heads × (128 + 128) × 2
+    # = 32,768 per layer, × 80 layers
+    h = prefix_hit(_plan("sglang", "llama-3.1-70b", tp=8), 32768, 16384)
+    assert h.counts == "attention"
+    assert (h.pairs_total, h.pairs_saved) == (pairs(32768), pairs(16384)) == (536_887_296, 134_225_920)
+    assert h.flops(1) == 64 * (128 + 128) * 2 * 80
+    assert h.indexer_bytes_saved == 0
+    # bytes read per key: the main KV of one token on one GPU (40,960 B at TP8)
+    assert h.indexer_k_bytes_per_key == 40_960
+
+
+def test_prefix_mla_pairs_use_qk_nope_plus_rope() -> None:
+    # DeepSeek-V3 prefill: 128 heads × ((128 + 64) + 128) × 2 = 81,920 FLOPs per pair per layer, 61 layers
+    h = prefix_hit(_plan("sglang", "deepseek-v3", tp=8, kv_cache_dtype="bf16"), 8192, 4096)
+    assert h.flops(1) == 128 * (192 + 128) * 2 * 61
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["admit", "--ctx", "32K"],
+        ["budget", "--ctx", "32K"],
+        ["workspace"],
+        ["prefix", "--ctx", "32K", "--hit", "16K"],
+        ["transfer", "--ctx", "32K"],
+    ],
+)
+@pytest.mark.parametrize("model", ["llama-3.1-70b", "qwen3-235b-a22b", "glm-4.5-air", "deepseek-v3"])
+def test_commands_work_for_every_kind(args: list[str], model: str) -> None:
+    r = runner.invoke(app, [*args, "--model", model, *SETS, "--set", "context_length=32768", "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    text = r.stdout
+    assert "MLA latent on each" not in text
+    if args[0] == "admit":
+        assert doc["main_only"] is None  # the main-only comparison only where there is an indexer
+
+
+def test_tables_say_no_indexer() -> None:
+    r = runner.invoke(
+        app, ["budget", "--ctx", "32K", "--model", "llama-3.1-70b", *SETS, "--set", "context_length=32768"]
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "indexer K" not in r.stdout and "main GQA KV" in r.stdout
+    assert "every byte is main KV" in r.stdout
