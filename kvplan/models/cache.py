@@ -162,6 +162,41 @@ class Layer:
         return None
 
 
+def describe_kinds(layers: tuple[Layer, ...], attn_tp: int) -> tuple[str, ...]:
+    """One line per cache kind the layers own, with its bytes per token on one rank (bf16 for attention).
+
+    >>> describe_kinds(tuple(Layer(i, (FullAttention(8, 128, 128, 64),)) for i in range(80)), 8)
+    ('80 × GQA, 8 kv heads × 128 → 1 per rank at tp 8 (40,960 B/token bf16)',)
+    """
+    counts: dict[CacheKind, int] = {}
+    for layer in layers:
+        for c in layer.caches:
+            counts[c] = counts.get(c, 0) + 1
+    out: list[str] = []
+    for c, n in counts.items():
+        if isinstance(c, FullAttention):
+            v = f"/{c.v_head_dim}" if c.v_head_dim != c.head_dim else ""
+            per = c.kv_heads_per_rank(attn_tp)
+            rep = ", replicated" if c.replicated(attn_tp) else ""
+            total = n * c.bytes_per_token(attn_tp, "bf16")
+            out.append(
+                f"{n} × {c.label}, {c.num_kv_heads} kv heads × {c.head_dim}{v} → {per} per rank{rep} at tp {attn_tp}"
+                f" ({total:,} B/token bf16)"
+            )
+        elif isinstance(c, MlaLatent):
+            bf16, fp8 = c.bytes_per_token(MlaLayout.BF16), c.bytes_per_token(MlaLayout.FP8_RAW)
+            out.append(
+                f"{n} × MLA, latent {c.kv_lora_rank} + rope {c.qk_rope_head_dim}, replicated on every rank"
+                f" ({n * bf16:,} B/token bf16, {n * fp8:,} raw fp8)"
+            )
+        else:
+            out.append(
+                f"{n} × indexer K, head_dim {c.index_head_dim}, kpool {c.index_kpool} "
+                f"({n * c.bytes_per_token:,} B/token: fp8 + fp32 scale per 128)"
+            )
+    return tuple(out)
+
+
 def layer_groups(layers: tuple[Layer, ...]) -> tuple[tuple[int, tuple[CacheKind, ...]], ...]:
     """Runs of layers with the same caches, as (count, caches): what ``models show`` prints one line each."""
     out: list[tuple[int, tuple[CacheKind, ...]]] = []

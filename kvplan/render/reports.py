@@ -7,6 +7,7 @@ from typing import Any
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
+from kvplan.models.cache import describe_kinds
 from kvplan.plan.admit import Admission
 from kvplan.plan.budget import Budget, Footprint
 from kvplan.plan.prefix import PrefixHit
@@ -627,6 +628,7 @@ def models_list_report(models: list[ModelArch]) -> Report:
             m.name,
             m.architecture,
             str(m.num_layers),
+            m.kind_label,
             f"{m.full_indexer_layers}/{m.num_layers}",
             count(m.max_position_embeddings),
             m.description,
@@ -648,7 +650,7 @@ def models_list_report(models: list[ModelArch]) -> Report:
     return Report(
         "models",
         "Model presets",
-        (Section("", rows, ("name", "architecture", "layers", "indexer layers", "positions", "")),),
+        (Section("", rows, ("name", "architecture", "layers", "attention", "indexer layers", "positions", "")),),
         data,
     )
 
@@ -657,7 +659,7 @@ def model_report(m: ModelArch) -> Report:
     rows = (
         ("architecture", m.architecture),
         ("layers (+ MTP)", f"{m.num_layers} (+ {m.num_mtp_layers})"),
-        ("MLA", f"kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}"),
+        *(("cache" if i == 0 else "", line) for i, line in enumerate(describe_kinds(m.layers, 8))),
         (
             "indexer",
             f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}"
@@ -683,6 +685,12 @@ def model_report(m: ModelArch) -> Report:
             "architecture": m.architecture,
             "num_layers": m.num_layers,
             "num_mtp_layers": m.num_mtp_layers,
+            "attention": m.kind_label,
+            "cache_kinds_at_tp8": list(describe_kinds(m.layers, 8)),
+            "num_attention_heads": m.num_attention_heads,
+            "num_kv_heads": m.num_kv_heads,
+            "head_dim": m.head_dim,
+            "v_head_dim": m.v_head_dim,
             "kv_lora_rank": m.kv_lora_rank,
             "qk_rope_head_dim": m.qk_rope_head_dim,
             "index_head_dim": m.index_head_dim,
@@ -845,6 +853,8 @@ def knobs_report() -> Report:
     notes = (
         "engine's: left out, the knob takes the engine's own default, computed as the engine does "
         "(kvplan deployments show marks each one)",
+        "gpu: a name `kvplan gpus` lists (any case, aliases, the name nvidia-smi prints), or gpu=custom with"
+        " gpu_memory=96GiB (its NVML total) and optionally gpu_sm=90",
         *(f"{n} ({engine} only), instead: {other}" for n, (engine, other) in ENGINE_KNOBS.items()),
     )
     return Report(

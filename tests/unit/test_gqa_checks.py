@@ -85,3 +85,23 @@ def test_tables_say_no_indexer() -> None:
     assert r.exit_code == 0, r.stderr
     assert "indexer K" not in r.stdout and "main GQA KV" in r.stdout
     assert "every byte is main KV" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("model", "line"),
+    [
+        # 8 kv heads // 8 = 1 per rank: 1 × (128 + 128) × 2 B × 80 layers = 40,960 B/token
+        ("llama-3.1-70b", "80 × GQA, 8 kv heads × 128 → 1 per rank at tp 8 (40,960 B/token bf16)"),
+        # 4 kv heads < 8 ranks: max(1, 0) = 1, replicated: 256 × 2 × 94 = 48,128
+        ("qwen3-235b-a22b", "94 × GQA, 4 kv heads × 128 → 1 per rank, replicated at tp 8 (48,128 B/token bf16)"),
+        # (512 + 64) × 2 × 61 = 70,272; raw fp8 576 × 61 = 35,136
+        (
+            "deepseek-v3",
+            "61 × MLA, latent 512 + rope 64, replicated on every rank (70,272 B/token bf16, 35,136 raw fp8)",
+        ),
+    ],
+)
+def test_models_show_says_each_layer_kind(model: str, line: str) -> None:
+    r = runner.invoke(app, ["models", "show", model, "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["model"]["cache_kinds_at_tp8"] == [line]
