@@ -119,3 +119,27 @@ def test_repo_id_from_the_local_cache(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_unexplained_tensor_is_replicated() -> None:
     groups = param_groups_from_tensors([Tensor("unexplained", "U8", (1000,))], num_layers=1)
     assert [(g.name, g.bytes_per_gpu(Split.of(tp=8))) for g in groups] == [("unrecognised", 1000)]
+
+
+def test_cache_snapshot_of_symlinks_to_blobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # huggingface_hub stores files once under blobs/ and links them from snapshots/<rev>/: headers are read
+    # through the links. The 2-layer snapshot of test_snapshot_with_safetensors_headers without the odd
+    # tensor: 90,816 − 64 = 90,752 B at tp 2.
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    repo = tmp_path / "hub" / "models--acme--tiny"
+    (repo / "blobs").mkdir(parents=True)
+    snap = repo / "snapshots" / ("f" * 40)
+    snap.mkdir(parents=True)
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    (repo / "blobs" / "c0nf").write_text(json.dumps(config))
+    tensors = config_tensors(config)
+    assert tensors is not None
+    write_safetensors(repo / "blobs" / "w31ght", {t.name: (t.dtype, t.shape) for t in tensors})
+    (snap / "config.json").symlink_to(repo / "blobs" / "c0nf")
+    (snap / "model.safetensors").symlink_to(repo / "blobs" / "w31ght")
+    arch = load_model("acme/tiny")
+    assert arch.estimated_weights_per_gpu(Split.of(tp=2)) == 90_752
