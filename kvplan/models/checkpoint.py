@@ -153,7 +153,9 @@ def read_safetensors_header(path: Path) -> tuple[Tensor, ...]:
         if n > cap:
             raise limits.LimitError(f"{where}: a {n:,}-byte header is over kvplan's limit of {cap:,} bytes")
         if n + 8 > st.st_size:
-            raise InputError(f"{where}: the header claims {n:,} bytes but the file has {st.st_size:,}")
+            raise InputError(
+                f"{where}: the header claims {n:,} bytes but only {st.st_size - 8:,} follow its 8-byte length"
+            )
         raw = f.read(n)
     try:
         text = raw.decode("utf-8")

@@ -284,7 +284,7 @@ def test_bad_header_is_one_input_error(tmp_path: Path, header: bytes, data: int,
 
 
 def test_header_longer_than_file_or_limit(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="the header claims 100 bytes but the file has 12"):
+    with pytest.raises(InputError, match="the header claims 100 bytes but only 4 follow its 8-byte length"):
         read_safetensors_header(_raw(tmp_path / "a.safetensors", b"{}{}", length=100))
     huge = limits.MAX_SAFETENSORS_HEADER_BYTES + 1
     with pytest.raises(limits.LimitError, match=f"a {huge:,}-byte header is over kvplan's limit"):

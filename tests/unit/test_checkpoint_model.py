@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,22 @@ def test_cache_snapshot_of_symlinks_to_blobs(tmp_path: Path, monkeypatch: pytest
     (snap / "model.safetensors").symlink_to(repo / "blobs" / "w31ght")
     arch = load_model("acme/tiny")
     assert arch.estimated_weights_per_gpu(Split.of(tp=2)) == 90_752
+
+
+def test_cli_bad_shard_is_one_error_line_exit_2(tmp_path: Path) -> None:
+    # a shard whose 8-byte length claims 16 header bytes when only 8 follow: exit 2, one line naming the file
+    from typer.testing import CliRunner
+
+    from kvplan.cli import app
+
+    snap = _snapshot(tmp_path, DATA / "hf" / "llama-3.1-8b" / "config.json")
+    (snap / "model-00001.safetensors").write_bytes(struct.pack("<Q", 16) + b'{"w": 1}')
+    result = CliRunner(env={"KVPLAN_FORMAT": None}).invoke(
+        app, ["admit", "--ctx", "8K", "--model", str(snap), "--set", "gpu=h100-sxm", "--set", "tp=1"]
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"kvplan: error: safetensors file {snap / 'model-00001.safetensors'}: the header claims 16 bytes but only"
+        " 8 follow its 8-byte length\n"
+    )
+    assert result.stdout == ""
