@@ -32,10 +32,13 @@ from kvplan.models.checkpoint import config_tensors, shard
 DATA = Path(__file__).parents[1] / "data"
 GiB = 1 << 30
 
-# RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (the checkpoint of the two llm-d-planner fp8 runs): its published
-# quantization_config, compressed-tensors fp8 weights with one scale per output channel, lm_head left bf16; the
-# model's shapes are Llama-3.1-70B's (tests/data/hf/llama-3.1-70b: 80 layers, hidden 8,192, 64/8 heads,
-# intermediate 28,672, vocab 128,256).
+# RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (the checkpoint of the two llm-d-planner fp8 runs): compressed-tensors
+# fp8 weights with one scale per output channel, lm_head left bf16 (the scheme its model card names; this dict is
+# written from that description, not a verbatim copy of its config). The channel scales are counted in bf16:
+# were they fp32, a tp-2 rank would hold 80 layers × ((8,192 + 2 × 1,024 + 2 × 28,672) / 2 + 2 × 8,192) = 80 ×
+# 50,176 rows × 2 B more = 8,028,160 B, 0.02 % of 33.88 GiB. The shapes are
+# Llama-3.1-70B's (tests/data/hf/llama-3.1-70b: 80 layers, hidden 8,192, 64/8 heads, intermediate 28,672,
+# vocab 128,256).
 FP8_DYNAMIC = {
     "quantization_config": {
         "quant_method": "compressed-tensors",
