@@ -339,8 +339,8 @@ def _mha_finding(d: Diagnosis) -> str:
         f"cannot check: the log's pool is MHA/GQA (K size {_gib(k.k)}, V size {_gib(k.v)} for {k.tokens:,} tokens) "
         f"from {d.model.log_class or 'an unnamed model'}"
         + (f" ({d.model.model_path})" if d.model.model_path else "")
-        + f"; kvplan plans MLA/DSA models (kv_lora_rank + rope rows) and {d.model.arch_class} is not this model. "
-        "It would need an MLA/DSA model config (--model) and a deployment of that model (--deploy)"
+        + f"; the config's model {d.model.arch_class} is MLA (one latent row per token), not this model. "
+        "Give the log's own model config (--model, e.g. its config.json) and a deployment of it (--deploy)"
     )
     if d.implied is not None:
         text += f"; the log implies {d.implied.low:,} – {d.implied.high:,} B of K+V per token ({d.implied.how})"

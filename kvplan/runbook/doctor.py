@@ -946,7 +946,7 @@ def _one_page(base: PoolPlan, lp: LoggedPool) -> Cause | None:
 
 
 def _model_check(arch: ModelArch, run: Run) -> ModelCheck:
-    if any(k.value.mha for k in run.kv):
+    if any(k.value.mha for k in run.kv) and arch.is_mla:  # a K/V pool in the log, an MLA model in the config
         kind = "mha"
     elif run.model_class is None:
         kind = "unknown"

@@ -509,8 +509,6 @@ DOCTOR_CASES = [
         "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log",
         "qwq-32b",
         ("engine=sglang", "gpu=l4", "tp=4", "kv_cache_dtype=auto", "page_size=1", "context_length=40960"),
-        pending="doctor: an SGLang 'K size / V size' (MHA) log is a model it cannot check yet (ModelCheck kind 'mha'); "
-        "its log budget 3,049,158,346 .. 3,061,506,376 B already brackets the 2.8455 GiB of the header",
     ),
     DoctorCase(
         "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
