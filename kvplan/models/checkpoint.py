@@ -633,8 +633,9 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
             add(f"{module}.weight_scale_inv", -(-n_out // FP8_BLOCK), -(-n_in // FP8_BLOCK), dtype="F32")
         elif wb == 8 and not vps:
             add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3")
-            if "channel" in s.name:
-                add(f"{module}.weight_scale", n_out, 1, dtype=plain)
+            row_bits = getattr(s, "row_bits", 0)  # per-channel: one scale an output row (vLLM keeps it fp32)
+            if row_bits:
+                add(f"{module}.weight_scale", n_out, 1, dtype="F32" if row_bits == 32 else plain)
             else:
                 add(f"{module}.weight_scale", dtype="F32")
         elif wb == 4 and vps and s.scale_bits == 8 and "NVFP4" in s.name:

@@ -34,9 +34,9 @@ GiB = 1 << 30
 
 # RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic (the checkpoint of the two llm-d-planner fp8 runs): compressed-tensors
 # fp8 weights with one scale per output channel, lm_head left bf16 (the scheme its model card names; this dict is
-# written from that description, not a verbatim copy of its config). The channel scales are counted in bf16:
-# were they fp32, a tp-2 rank would hold 80 layers × ((8,192 + 2 × 1,024 + 2 × 28,672) / 2 + 2 × 8,192) = 80 ×
-# 50,176 rows × 2 B more = 8,028,160 B, 0.02 % of 33.88 GiB. The shapes are
+# written from that description, not a verbatim copy of its config). The channel scales count 4 B a row (vLLM
+# keeps fp8 channel scales in fp32; quant.Scheme row_bits): a tp-2 rank holds 80 layers × ((8,192 + 2 × 1,024 +
+# 2 × 28,672) / 2 + 2 × 8,192) = 80 × 50,176 rows of them, 16,056,320 B. The shapes are
 # Llama-3.1-70B's (tests/data/hf/llama-3.1-70b: 80 layers, hidden 8,192, 64/8 heads, intermediate 28,672,
 # vocab 128,256).
 FP8_DYNAMIC = {
@@ -180,7 +180,7 @@ def test_weights_per_gpu_within_1_percent(row: Published) -> None:
 def test_predictions_exact() -> None:
     # The predicted bytes, each derived from the config (bf16 = 2 B, the vocab padded to a multiple of 64 and
     # split tp ways, kv heads replicated past their count):
-    got = {(r.config, r.tp): predicted_bytes(r) for r in ROWS if r.config in ("llama-3.1-8b", "mixtral-8x7b")}
+    got = {(r.config, r.tp): predicted_bytes(r) for r in ROWS if r.published_gib in ("14.99", "7.51", "43.51", "33.88")}
     # Llama-3.1-8B tp 1: the whole checkpoint, 16,060,522,496 B (the published total_size; 128,256 = 2,004 × 64)
     assert got[("llama-3.1-8b", 1)] == 16_060_522_496
     # tp 2: embeddings 2 × 128,256 × 4,096 × 2 / 2 = 1,050,673,152; attention 32 × (2 × 4,096² + 2 × 1,024 ×
@@ -191,6 +191,13 @@ def test_predictions_exact() -> None:
     # × 4,096) × 2 / 2 = 1,342,177,280; experts 32 × 8 × 3 × 4,096 × 14,336 × 2 / 2 = 45,097,156,608; routers
     # whole 32 × 8 × 4,096 × 2 = 2,097,152; norms 532,480 -> 46,704,107,520
     assert got[("mixtral-8x7b", 2)] == 46_704_107_520
+    # Llama-3.3-70B fp8-dynamic tp 2: embeddings bf16 2 × 128,256 × 8,192 × 2 / 2 = 2,101,346,304; attention fp8
+    # per layer q 4,096 × 8,192, k and v 4 of 8 kv heads = 512 × 8,192 each, o 8,192 × 4,096 -> 75,497,472 B, plus
+    # fp32 row scales q 4,096 + k 512 + v 512 + o 8,192 (whole: one column) = 13,312 × 4 = 53,248 B; MLP fp8
+    # 3 × 8,192 × 14,336 = 352,321,536 B plus scales (14,336 × 2 + 8,192) × 4 = 147,456 B; × 80 layers;
+    # norms (2 × 80 + 1) × 8,192 × 2 = 2,637,824 -> 2,101,346,304 + 80 × 428,019,712 + 2,637,824
+    assert got[("llama-3.1-70b", 2)] == 2_101_346_304 + 80 * (75_497_472 + 53_248 + 352_321_536 + 147_456) + 2_637_824
+    assert got[("llama-3.1-70b", 2)] == 36_345_561_088
 
 
 def test_known_gaps_pinned() -> None:
