@@ -36,6 +36,7 @@ from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
+from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES, Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
@@ -803,6 +804,17 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
         for d in range(1, dep.tp + 1):
             if dep.tp % d == 0 and d != dep.dcp:
                 out.append(_Hypothesis("dcp", f"dcp {d} instead of {dep.dcp}", f"--set dcp={d}", None, (("dcp", d),)))
+    if not arch.is_mla and "kv_cache_dtype" not in revealed:  # full attention: K/V in the other element size
+        other = "auto" if p.is_fp8 else ("fp8_e4m3" if sglang else "fp8")
+        out.append(
+            _Hypothesis(
+                "kv_dtype",
+                f"{'bf16' if other == 'auto' else 'fp8'} K/V instead of {p.kv_format}",
+                f"--set kv_cache_dtype={other}",
+                None,
+                (("kv_cache_dtype", other),),
+            )
+        )
     if "mla_layout" not in revealed and p.mla_layout is not None:
         current = p.mla_layout
         shown = str(revealed.get("kv_cache_dtype", "")).lower()
@@ -974,6 +986,17 @@ def _implied(lo_avail: int, hi_avail: int, rows: int, page: int, arch: ModelArch
     low = lo_avail // (rows + page) + 1
     high = hi_avail // rows
     shapes: list[str] = []
+    att = arch.attention
+    if isinstance(att, FullAttention):  # n layers × kv heads per rank × (head_dim + v_head_dim) × 2 or 1 B
+        for per in range(1, att.num_kv_heads + 1):
+            for b, dtype in ((2, "bf16"), (1, "fp8")):
+                total = arch.num_layers * per * (att.head_dim + att.v_head_dim) * b
+                if low <= total <= high:
+                    shapes.append(
+                        f"{arch.num_layers} layers × {per} kv heads × ({att.head_dim} + {att.v_head_dim}) × {b} B"
+                        f" ({dtype})"
+                    )
+        return Implied(low=low, high=high, rows=rows, how=how, shapes=tuple(shapes[:6]))
     rank, rope = 512, 64
     for layout in MlaLayout:
         size = layout.bytes_per_token_layer(rank, rope)
