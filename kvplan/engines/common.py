@@ -200,10 +200,12 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
     est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp)
+    how = f"; {arch.weights_summary}" if arch.weights_summary else ""
+    assumed = "".join(f"; ASSUMPTION: {a}" for a in arch.weights_assumptions)
     return Knob(
         "weights_per_gpu",
         est,
-        f"default: estimated from {arch.total_params:,} parameters split {split}",
+        f"default: estimated from {arch.total_params:,} parameters split {split}{how}{assumed}",
     )
 
 

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from kvplan.engines import plan_pool
+from kvplan.models.load import load_model
 from kvplan.plan.prefix import pairs, prefix_hit
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 from kvplan.units import MiB
 from tests.unit.test_gqa_goldens import _plan
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
+HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 SETS = ["--set", "kv_cache_dtype=auto", "--set", "page_size=1"]
 
 
@@ -105,3 +110,18 @@ def test_models_show_says_each_layer_kind(model: str, line: str) -> None:
     r = runner.invoke(app, ["models", "show", model, "--format", "json"])
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["model"]["cache_kinds_at_tp8"] == [line]
+
+
+def test_weights_line_says_the_quantization_and_its_assumptions(tmp_path: Path) -> None:
+    # an unknown quant_method is planned as bf16 and said on the weights line, never silently
+    config = json.loads((HF / "llama-3.1-8b" / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "weird_q", "bits": 3}
+    path = tmp_path / "weird" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    dep = replace(_plan("sglang", "llama-3.1-8b").deployment, weights_per_gpu=None)  # the estimate, not a figure
+    p = plan_pool(load_model(str(path)), dep)
+    origin = p.knob("weights_per_gpu").origin
+    assert "ASSUMPTION" in origin and "weird_q" in origin
+    fp8 = plan_pool(load_model(str(HF / "qwen3-235b-a22b-fp8" / "config.json")), p.deployment)
+    assert "fp8 e4m3" in fp8.knob("weights_per_gpu").origin and "ASSUMPTION" not in fp8.knob("weights_per_gpu").origin
