@@ -76,9 +76,16 @@ MAX_LAYERS = 100_000
 MAX_DIM = 1 << 24
 """Largest hidden size, head dim, vocab size or head count kvplan accepts in a model config."""
 MAX_MODULE_PATTERNS = 4096
-"""Most module names or patterns in one list of a quantization_config (ignore, exclude_modules, targets)."""
+"""Most module names or patterns in a quantization_config's lists (ignore, exclude_modules, targets)."""
+MAX_MODULE_REGEXES = 64
+"""Most ``re:`` patterns among them (each is tried against every module name kvplan sizes)."""
+MAX_PATTERN_LAYERS = 1024
+"""Most layers (+ MTP layers) whose module names kvplan matches against a quantization_config's module lists; a
+config that quantizes every linear module alike is sized for any layer count up to MAX_LAYERS."""
 MAX_MODULE_PATTERN_CHARS = 512
 """Longest module name or ``re:`` pattern kvplan matches (regexes run against short module names only)."""
+MAX_MODULE_PATTERN_REPEATS = 4
+"""Most repeats (``*``, ``+``, ``{m,n}``) in one ``re:`` module pattern; a repeated group is refused outright."""
 MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
 MAX_LOOP = 10_000

@@ -43,7 +43,13 @@ from functools import cached_property
 from typing import Any
 
 from kvplan.errors import ConfigError
-from kvplan.limits import MAX_DIM, MAX_MODULE_PATTERN_CHARS, MAX_MODULE_PATTERNS
+from kvplan.limits import (
+    MAX_DIM,
+    MAX_MODULE_PATTERN_CHARS,
+    MAX_MODULE_PATTERN_REPEATS,
+    MAX_MODULE_PATTERNS,
+    MAX_MODULE_REGEXES,
+)
 
 Fail = Callable[[tuple[str | int, ...], str], object]
 """Raises a located error for a key path under the config (load.Reader.fail fits); must not return."""
@@ -167,7 +173,11 @@ class Quantization:
         if not self.ignore:
             return lambda name: False
         if self.match == "ct":
-            return lambda name: any(_matches(p, name, "ct") for p in self.ignore)
+            exact = {p for p in self.ignore if not p.startswith("re:")}
+            rxs = [re.compile(p[3:]) for p in self.ignore if p.startswith("re:")]
+            if "Linear" in exact:
+                return lambda name: True
+            return lambda name: name in exact or any(rx.match(name) is not None for rx in rxs)
         if self.match == "glob":
             rx = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in self.ignore))
             return lambda name: rx.match(name) is not None
@@ -175,7 +185,7 @@ class Quantization:
         # naming "layers.N." can only match a module of layer N (a module name has one such part)
         by_layer: dict[str, list[str]] = {}
         anywhere: list[str] = []
-        wild = [re.compile(".*".join(map(re.escape, p.split("*")))) for p in self.ignore if "*" in p]
+        wild = [re.compile(fnmatch.translate(f"*{p}*")) for p in self.ignore if "*" in p]  # linear-time globs
         for p in self.ignore:
             m = _LAYER.search(p)
             if "*" not in p:
@@ -187,7 +197,7 @@ class Quantization:
             return (
                 any(p in name for p in anywhere)
                 or any(p in name for p in near)
-                or any(rx.search(name) is not None for rx in wild)
+                or any(rx.match(name) is not None for rx in wild)
             )
 
         return ignored
@@ -366,14 +376,41 @@ def _compressed_tensors(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) 
             groups.append((targets, scheme))
     if not groups:
         notes.append(f"assumed {plain.name}: compressed-tensors config without weight config_groups")
+    ignore = r.patterns("ignore")
+    every = [*ignore, *(t for targets, _ in groups for t in targets)]
+    regexes = sum(p.startswith("re:") for p in every)
+    if len(every) > MAX_MODULE_PATTERNS or regexes > MAX_MODULE_REGEXES:
+        raise r.bad(
+            r.path,
+            f"{len(every):,} module patterns ({regexes:,} of them re:) are past kvplan's limits of"
+            f" {MAX_MODULE_PATTERNS:,} ({MAX_MODULE_REGEXES:,} re:) for ignore and targets together",
+        )
     return Quantization(
         method="compressed-tensors",
         plain=plain,
         groups=tuple(groups),
-        ignore=r.patterns("ignore"),
+        ignore=ignore,
         match="ct",
         assumptions=tuple(notes),
     )
+
+
+_REPEATS = re.compile(r"(?<!\\)(?:[*+]|\{\d*,\d*\})")
+_REPEATED_GROUP = re.compile(r"(?<!\\)\)(?:[*+]|\{\d*,\d*\})")
+
+
+def _backtracking(pattern: str) -> str:
+    """Why Python's backtracking regex engine could take hours on this pattern, or '' when it cannot: a repeated
+    group ("(.*.*)*x") or more than limits.MAX_MODULE_PATTERN_REPEATS open repeats (".*.*.*.*.*.*x"); real ignore
+    lists use one or two ``.*`` and plain groups."""
+    if _REPEATED_GROUP.search(pattern):
+        return f"a repeated group in {pattern[:60]!r} is refused (its matching time can explode)"
+    if len(_REPEATS.findall(pattern)) > MAX_MODULE_PATTERN_REPEATS:
+        return (
+            f"{pattern[:60]!r} has more than {MAX_MODULE_PATTERN_REPEATS} repeats (*, +, {{m,n}}): refused"
+            " (its matching time can explode)"
+        )
+    return ""
 
 
 class Fields:
@@ -408,18 +445,18 @@ class Fields:
             raise self.bad((*self.path, key), f"expected true or false, got {type(v).__name__}")
         return v
 
-    def integer(self, key: str, default: int, *, minimum: int = 1) -> int:
+    def integer(self, key: str, default: int, *, minimum: int = 1, maximum: int = MAX_DIM) -> int:
         v = self.data.get(key)
         if v is None:
             return default
-        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= MAX_DIM or (v == 0 and minimum < 0):
-            raise self.bad((*self.path, key), f"expected an integer from {minimum} to {MAX_DIM:,}, got {v!r}"[:120])
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum or (v == 0 and minimum < 0):
+            raise self.bad((*self.path, key), f"expected an integer from {minimum} to {maximum:,}, got {v!r}"[:120])
         return v
 
-    def required(self, key: str, *, minimum: int = 1) -> int:
+    def required(self, key: str, *, minimum: int = 1, maximum: int = MAX_DIM) -> int:
         if self.data.get(key) is None:
             raise self.bad((*self.path, key), "missing (required)")
-        return self.integer(key, 0, minimum=minimum)
+        return self.integer(key, 0, minimum=minimum, maximum=maximum)
 
     def int_list(self, key: str) -> list[int]:
         v = self.data.get(key)
@@ -448,4 +485,7 @@ class Fields:
                     re.compile(p[3:])
                 except re.error as e:
                     raise self.bad((*self.path, key, i), f"not a regular expression: {e}") from None
+                problem = _backtracking(p[3:])
+                if problem:
+                    raise self.bad((*self.path, key, i), problem)
         return tuple(v)

@@ -21,8 +21,9 @@ from fractions import Fraction
 from typing import Any
 
 from kvplan.errors import ConfigError
+from kvplan.limits import MAX_LAYERS, MAX_PATTERN_LAYERS
 from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.quant import Fail, Fields, Quantization, resolve
+from kvplan.models.quant import Fail, Fields, Quantization, Scheme, resolve
 
 FP8_BLOCK_ELEMS = 128 * 128
 """fp8 block quantization: one fp32 scale per 128×128 block."""
@@ -197,58 +198,76 @@ class WeightsModel:
 
 
 class _Groups:
-    """Parameters and checkpoint bytes accumulated per group, each module in the scheme its name resolves to."""
+    """Parameters and checkpoint bytes per group, each module in the scheme its name resolves to.
+
+    Modules are counted by (group, shape, scheme) and sized once per distinct key, so a model's size costs its
+    distinct layer kinds, not its layers.
+    """
 
     def __init__(self, quant: Quantization):
         self.quant = quant
-        self.acc: dict[str, tuple[int, Fraction, str, int]] = {}
+        self.order: dict[str, tuple[str, int]] = {}
+        """group -> (split, heads), in the order groups first appear."""
+        self.counts: dict[tuple[str, Scheme | None, int, int], int] = {}
+        """(group, scheme or None for the checkpoint dtype, rows, cols) -> how many such matrices."""
         self.buffers: dict[str, Fraction] = {}
-        self.natural: dict[str, tuple[int, int] | None] = {}
-        """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
         self._uniform = quant.uniform
 
     def linear(
         self, group: str, split: str, module: str, rows: int, cols: int, *, count: int = 1, heads: int = 0
     ) -> None:
         """``count`` matrices of ``rows`` outputs × ``cols`` inputs, stored as ``module`` resolves."""
-        if rows <= 0 or cols <= 0 or count <= 0:
-            return
-        scheme = self.quant.scheme_for("" if self._uniform else module)
-        self._add(group, split, rows * cols * count, scheme.bytes_for(rows, cols, count), heads)
-        self._note(group, None if scheme.has_extras else scheme.natural)
+        if rows > 0 and cols > 0 and count > 0:
+            self._count(group, split, heads, self.quant.scheme_for("" if self._uniform else module), rows, cols, count)
 
     def plain(self, group: str, split: str, params: int, *, heads: int = 0) -> None:
         """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype."""
         if params > 0:
-            self._add(group, split, params, self.quant.plain.bytes_per_param * params, heads)
-            self._note(group, self.quant.plain.natural)
-
-    def _note(self, group: str, natural: tuple[int, int] | None) -> None:
-        if self.natural.setdefault(group, natural) != natural:
-            self.natural[group] = None
+            self._count(group, split, heads, None, params, 1, 1)
 
     def buffer(self, group: str, size: Fraction) -> None:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
         if size > 0:
             self.buffers[group] = self.buffers.get(group, Fraction(0)) + size
 
-    def _add(self, group: str, split: str, params: int, size: Fraction, heads: int) -> None:
-        n, b, _, _ = self.acc.get(group, (0, Fraction(0), split, heads))
-        self.acc[group] = (n + params, b + size, split, heads)
+    def _count(self, group: str, split: str, heads: int, scheme: Scheme | None, rows: int, cols: int, n: int) -> None:
+        self.order.setdefault(group, (split, heads))
+        key = (group, scheme, rows, cols)
+        self.counts[key] = self.counts.get(key, 0) + n
 
     def groups(self) -> tuple[ParamGroup, ...]:
+        params: dict[str, int] = {}
+        total: dict[str, Fraction] = {}
+        natural: dict[str, tuple[int, int] | None] = {}
+        """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
+        for (group, scheme, rows, cols), n in self.counts.items():
+            s = scheme or self.quant.plain
+            params[group] = params.get(group, 0) + rows * cols * n
+            total[group] = total.get(group, Fraction(0)) + s.bytes_for(rows, cols, n)
+            nat = None if scheme is not None and s.has_extras else s.natural
+            if natural.setdefault(group, nat) != nat:
+                natural[group] = None
         out: list[ParamGroup] = []
-        for name, (params, total, split, heads) in self.acc.items():
-            per = total / params
-            num, den = self.natural.get(name) or (per.numerator, per.denominator)
-            kw = {
-                "name": name,
-                "params": params,
-                "bytes_per_param_num": num,
-                "bytes_per_param_den": den,
-                "split": split,
-            }
-            out.append(HeadsGroup(**kw, heads=heads) if heads else ParamGroup(**kw))  # type: ignore[arg-type]
+        for name, (split, heads) in self.order.items():
+            per = total[name] / params[name]
+            num, den = natural.get(name) or (per.numerator, per.denominator)
+            if heads:
+                out.append(
+                    HeadsGroup(
+                        name=name,
+                        params=params[name],
+                        bytes_per_param_num=num,
+                        bytes_per_param_den=den,
+                        split=split,
+                        heads=heads,
+                    )
+                )
+            else:
+                out.append(
+                    ParamGroup(
+                        name=name, params=params[name], bytes_per_param_num=num, bytes_per_param_den=den, split=split
+                    )
+                )
         for name, size in self.buffers.items():
             out.append(
                 BufferGroup(name=name, params=0, bytes_per_param_num=0, buffer_bytes=math.ceil(size), split="none")
@@ -297,6 +316,14 @@ def param_groups_from_hf(
     c = Fields(config, (), bad)
     if c.integer("hidden_size", 0) == 0:
         return WeightsModel(groups=(), family="", quantization=quant)
+    layers = c.integer("num_hidden_layers", 0, maximum=MAX_LAYERS)
+    layers += c.integer("num_nextn_predict_layers", 0, minimum=0, maximum=MAX_LAYERS)
+    if not quant.uniform and layers > MAX_PATTERN_LAYERS:
+        raise bad(
+            ("num_hidden_layers",),
+            f"{layers:,} layers (+ MTP) with a per-module quantization_config: kvplan matches module names for at"
+            f" most {MAX_PATTERN_LAYERS:,} layers",
+        )
     acc = _Groups(quant)
     if mla is not None or config.get("kv_lora_rank") is not None:
         shape = mla or _mla_shape(c)
@@ -312,8 +339,8 @@ def param_groups_from_hf(
 def _mla_shape(c: Fields) -> MoeShape:
     return MoeShape(
         hidden_size=c.required("hidden_size"),
-        num_layers=c.required("num_hidden_layers"),
-        num_mtp_layers=c.integer("num_nextn_predict_layers", 0, minimum=0),
+        num_layers=c.required("num_hidden_layers", maximum=MAX_LAYERS),
+        num_mtp_layers=c.integer("num_nextn_predict_layers", 0, minimum=0, maximum=MAX_LAYERS),
         num_attention_heads=c.required("num_attention_heads"),
         q_lora_rank=c.integer("q_lora_rank", 0, minimum=0) or None,
         kv_lora_rank=c.required("kv_lora_rank"),
@@ -367,7 +394,7 @@ def _mla_groups(s: MoeShape, acc: _Groups) -> None:
 
 def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
     h = c.required("hidden_size")
-    layers = c.required("num_hidden_layers")
+    layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
     heads = c.required("num_attention_heads")
     kv_heads = c.integer("num_key_value_heads", heads)
     if kv_heads > heads or heads % kv_heads:
@@ -389,7 +416,7 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
     dense_first = c.integer("first_k_dense_replace", 0, minimum=0) if glm else 0
     step = c.integer("decoder_sparse_step", 1) if qwen else 1
     only = _int_set(c, "mlp_only_layers") if qwen else frozenset()
-    mtp = c.integer("num_nextn_predict_layers", 0, minimum=0)
+    mtp = c.integer("num_nextn_predict_layers", 0, minimum=0, maximum=MAX_LAYERS)
     bias = c.flag("attention_bias", architecture.startswith("Qwen2"))  # Qwen2 always has q/k/v biases
     qk_norm = architecture.startswith("Qwen3")  # Qwen3 and Qwen3-MoE: q_norm and k_norm of head_dim
 
