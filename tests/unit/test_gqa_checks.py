@@ -125,3 +125,19 @@ def test_weights_line_says_the_quantization_and_its_assumptions(tmp_path: Path) 
     assert "ASSUMPTION" in origin and "weird_q" in origin
     fp8 = plan_pool(load_model(str(HF / "qwen3-235b-a22b-fp8" / "config.json")), p.deployment)
     assert "fp8 e4m3" in fp8.knob("weights_per_gpu").origin and "ASSUMPTION" not in fp8.knob("weights_per_gpu").origin
+
+
+def test_validate_tensors_are_the_engines_own() -> None:
+    from kvplan.probes.tensors import pool_tensors
+
+    # SGLang MHATokenToKVPool: per layer k_buffer and v_buffer of (rows + page, kv heads per rank, head_dim), bf16;
+    # at TP4, 8 // 4 = 2 heads: 80 layers × 2 tensors, together the plan's allocated bytes
+    p = _plan("sglang", "llama-3.1-70b", tp=4)
+    t = pool_tensors(p)
+    k0 = next(x for x in t if x.name == "k_buffer[0]")
+    assert (k0.shape, k0.dtype) == ((p.rows + 1, 2, 128), "bfloat16")
+    assert sum(x.nbytes for x in t if x.group == "pool") == p.allocated_bytes == (p.rows + 1) * 2 * 256 * 2 * 80
+    # vLLM: one backing tensor of num_blocks × bytes_per_block
+    v = _plan("vllm", "llama-3.1-70b", tp=4)
+    (kv,) = (x for x in pool_tensors(v) if x.group == "pool")
+    assert kv.nbytes == v.extras["num_blocks"] * 16 * 2 * 256 * 2 * 80
