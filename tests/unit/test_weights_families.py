@@ -104,3 +104,57 @@ def test_fail_callback_receives_the_key_path() -> None:
 def test_no_hidden_size_no_groups() -> None:
     w = param_groups_from_hf({"num_hidden_layers": 2, "torch_dtype": "bfloat16"}, "x")
     assert w.groups == () and w.family == "" and w.total_params == 0
+
+
+def test_qwen3_moe_sparse_step_mlp_only_layers_and_tied_embeddings() -> None:
+    cfg = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "hidden_size": 1024,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 64,
+        "intermediate_size": 3072,
+        "moe_intermediate_size": 512,
+        "num_experts": 8,
+        "mlp_only_layers": [0],
+        "decoder_sparse_step": 2,
+        "vocab_size": 1000,
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+    }
+    g = {x.name: x.params for x in param_groups_from_hf(cfg, "tiny").groups}
+    # MoE on layer i iff i not in mlp_only_layers and (i + 1) % 2 == 0: layers 1 and 3; 0 and 2 dense.
+    # q + o 2 × 1024 × 1024 × 4 = 8,388,608; k + v 2 × 1024 × 256 × 4 = 2,097,152;
+    # dense 3 × 1024 × 3072 × 2 = 18,874,368; experts 8 × 3 × 1024 × 512 × 2 = 25,165,824; routers 8 × 1024 × 2
+    # = 16,384; tied embeddings 1000 × 1024 once = 1,024,000; norms (2 × 4 + 1) × 1024 + q/k norms 2 × 64 × 4
+    # = 9,728
+    assert g == {
+        "attention": 8_388_608,
+        "kv_proj": 2_097_152,
+        "dense_mlp": 18_874_368,
+        "routed_experts": 25_165_824,
+        "router": 16_384,
+        "embeddings": 1_024_000,
+        "norms": 9_728,
+    }
+
+
+def test_llama_8b_gptq_int4_group128_whole_checkpoint() -> None:
+    cfg = json.loads((HF / "llama-3.1-8b" / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+    g = {x.name: x.bytes_per_gpu(Split.of(tp=1)) for x in param_groups_from_hf(cfg, "llama-gptq").groups}
+    # int4 g128: 133/256 B a value (0.5 + fp16 scale and 4-bit zero per 128) + g_idx 4 B an input column.
+    # q + o a layer: 33,554,432 values → 17,432,576 + g_idx 2 × 4096 × 4 = 32,768 → 17,465,344 × 32 = 558,891,008
+    # k + v: 8,388,608 → 4,358,144 + 32,768 → 4,390,912 × 32 = 140,509,184
+    # MLP: 176,160,768 → 91,521,024 + (4096 + 4096 + 14,336) × 4 = 90,112 → 91,611,136 × 32 = 2,931,556,352
+    # embeddings and LM head stay bf16: 2,101,346,304; norms 532,480; rotary cache 33,554,432
+    assert g == {
+        "attention": 558_891_008,
+        "kv_proj": 140_509_184,
+        "dense_mlp": 2_931_556_352,
+        "embeddings": 2_101_346_304,
+        "norms": 532_480,
+        "rotary_cache": 33_554_432,
+    }
+    assert sum(g.values()) == 5_766_389_760  # 5.37 GiB, against 14.99 GiB in bf16
