@@ -119,7 +119,9 @@ def lock(
         reads = _reads(configs, plans)
         check_target(lock_path, "--lock", reads)
         entries = {
-            config_key(c, lock_path): figures(p, promised_contexts(_requirements(c, None, None, None)))
+            config_key(c, lock_path): figures(
+                p, promised_contexts(_requirements(c, None, None, None), p.arch.max_position_embeddings)
+            )
             for c, p in zip(configs, plans, strict=True)
         }
         with exclusive(lock_path, "--lock"):

@@ -88,9 +88,15 @@ def figures(plan: PoolPlan, contexts: tuple[int, ...]) -> Figures:
     )
 
 
-def promised_contexts(req: Requirements) -> tuple[int, ...]:
+def promised_contexts(req: Requirements, max_positions: int | None = None) -> tuple[int, ...]:
+    """The contexts the requirements promise; without any, the defaults (128K, 1M) the model can hold at all
+    (up to ``max_positions``, else that length itself): a 131,072-position Llama is not asked about 1M."""
     ctxs = tuple(c for _, c in req.concurrency) + ((req.min_ctx_tokens,) if req.min_ctx_tokens else ())
-    return ctxs or DEFAULT_CONTEXTS
+    if ctxs:
+        return ctxs
+    if max_positions is None:
+        return DEFAULT_CONTEXTS
+    return tuple(c for c in DEFAULT_CONTEXTS if c <= max_positions) or (max_positions,)
 
 
 # --------------------------------------------------------------------------- the lock
@@ -294,7 +300,7 @@ class GateResult:
 
 
 def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None) -> GateResult:
-    after = figures(plan, promised_contexts(req))
+    after = figures(plan, promised_contexts(req, plan.arch.max_position_embeddings))
     rules: list[Rule] = [
         Rule("engine starts", plan.startup_error is None, plan.startup_error or "the pool is built"),
     ]

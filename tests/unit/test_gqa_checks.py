@@ -141,3 +141,16 @@ def test_validate_tensors_are_the_engines_own() -> None:
     v = _plan("vllm", "llama-3.1-70b", tp=4)
     (kv,) = (x for x in pool_tensors(v) if x.group == "pool")
     assert kv.nbytes == v.extras["num_blocks"] * 16 * 2 * 256 * 2 * 80
+
+
+def test_gate_default_contexts_stop_at_the_model_length() -> None:
+    from kvplan.models.deploy import Requirements
+    from kvplan.plan.gate import DEFAULT_CONTEXTS, promised_contexts
+
+    # defaults 128K and 1M: a 131,072-position Llama keeps 128K only; Qwen3's 40,960 keeps its own length;
+    # GLM-5.3's 1,048,576 keeps both (its DSA gate figures unchanged); a promise is kept whatever the model
+    assert DEFAULT_CONTEXTS == (131_072, 1_048_576)
+    assert promised_contexts(Requirements(), 131_072) == (131_072,)
+    assert promised_contexts(Requirements(), 40_960) == (40_960,)
+    assert promised_contexts(Requirements(), 1_048_576) == DEFAULT_CONTEXTS
+    assert promised_contexts(Requirements(min_ctx_tokens=1 << 20), 131_072) == (1 << 20,)
