@@ -341,16 +341,19 @@ def _compressed_tensors(r: Fields, plain: Scheme, assumptions: tuple[str, ...]) 
             w = g.sub("weights")
             if w is None:
                 continue  # activations only: weights stay in the model dtype
-            bits = w.integer("num_bits", 8)
-            kind = w.text("type", "int").lower()
+            bits = w.integer("num_bits", 8, maximum=32)
+            kind = "float" if w.text("type", "int").lower() == "float" else "int"
             strategy = w.text("strategy", "tensor").lower()
             if strategy in ("group", "tensor-group", "tensor_group"):
                 per = w.integer("group_size", 128)
             elif strategy == "block":
                 block = w.int_list("block_structure") or [128, 128]
                 per = block[0] * (block + block[:1])[1]
-            else:
+            elif strategy in ("tensor", "channel"):
                 per = 0
+            else:  # an unknown strategy: its scales are left out, and said
+                notes.append(f"compressed-tensors strategy {strategy!r} is not modelled: its scales are left out")
+                strategy, per = "tensor", 0
             fp4 = kind == "float" and bits == 4
             # scales as vLLM holds them: fp8 weights' in fp32, fp4's in fp8 (+ an fp32 global a tensor), int's in
             # the model dtype; a config's own scale_dtype wins

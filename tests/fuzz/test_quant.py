@@ -215,3 +215,12 @@ def test_layer_counts_are_bounded_in_time() -> None:
         param_groups_from_hf({**GQA, "num_hidden_layers": 100_001}, "m/config.json")
     with pytest.raises(ConfigError, match="matches module names for at most 1,024 layers"):
         param_groups_from_hf({**GQA, "num_hidden_layers": 2000, "quantization_config": QUANT[-1]}, "m/config.json")
+
+
+def test_config_text_never_breaks_the_weights_line() -> None:
+    """Strings from the config reach the summary only from kvplan's own vocabulary (or quoted in an assumption)."""
+    group = {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "fl\noat", "strategy": "ten\nsor"}}
+    q = {"quant_method": "compressed-tensors", "config_groups": {"g": group}}
+    w = param_groups_from_hf({**GQA, "quantization_config": q}, "m/config.json")
+    assert "\n" not in w.summary and all("\n" not in a for a in w.assumptions)
+    assert w.assumptions == ("compressed-tensors strategy 'ten\\nsor' is not modelled: its scales are left out",)
