@@ -158,3 +158,31 @@ def test_llama_8b_gptq_int4_group128_whole_checkpoint() -> None:
         "rotary_cache": 33_554_432,
     }
     assert sum(g.values()) == 5_766_389_760  # 5.37 GiB, against 14.99 GiB in bf16
+
+
+def test_deepseek_v3_fp8_and_bf16_at_tp8_without_indexer() -> None:
+    cfg = json.loads((HF / "deepseek-v3" / "config.json").read_text())
+    fp8 = param_groups_from_hf(cfg, "deepseek-v3")
+    assert fp8.family == "MLA MoE"  # no indexer groups: no wq_b / wk / weights_proj
+    # per layer: q_a 7168 × 1536 + q_b 1536 × 128 × 192 + kv_a 7168 × 576 + kv_b 512 × 128 × 256 + o 128 × 128 × 7168
+    # = 187,105,280 × 61 = 11,413,422,080; dense 3 × 7168 × 18,432 × 3 = 1,189,085,184; routed 256 × 3 × 7168 ×
+    # 2048 × 58 = 653,908,770,816; shared 44,040,192 × 58 = 2,554,331,136; routers 256 × 7168 × 58 = 106,430,464;
+    # embeddings 2 × 129,280 × 7168 = 1,853,358,080
+    g = {x.name: x.params for x in fp8.groups if x.name != "mtp"}
+    assert g == {
+        "attention": 11_413_422_080,
+        "dense_mlp": 1_189_085_184,
+        "routed_experts": 653_908_770_816,
+        "shared_experts": 2_554_331_136,
+        "router": 106_430_464,
+        "embeddings": 1_853_358_080,
+    }
+    # fp8 128×128 blocks (4,097/4,096 B) at TP8: attention 11,416,208,560 / 8 = 1,427,026,070; dense 148,671,936;
+    # routed 81,758,552,064; shared 319,369,344; routers bf16 whole 212,860,928; embeddings bf16 463,339,520
+    # → 84,329,819,862 B (78.5 GiB) without the MTP layer
+    split = Split.of(tp=8)
+    assert sum(x.bytes_per_gpu(split) for x in fp8.groups if x.name != "mtp") == 84_329_819_862
+    # the same model in bf16 (DeepSeek-V3 as an upcast checkpoint): 2 B everywhere: 2,853,355,520 + 297,271,296
+    # + 163,477,192,704 + 638,582,784 + 212,860,928 + 463,339,520 = 167,942,602,752 B, more than an H200 holds
+    bf16 = param_groups_from_hf({**cfg, "quantization_config": None}, "deepseek-v3-bf16")
+    assert sum(x.bytes_per_gpu(split) for x in bf16.groups if x.name != "mtp") == 167_942_602_752
