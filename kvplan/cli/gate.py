@@ -16,9 +16,7 @@ if TYPE_CHECKING:
     from kvplan.models.deploy import Requirements
     from kvplan.plan.gate import Figures
 
-ConfigsArg = Annotated[
-    list[str], typer.Argument(help="Deployment YAML files (or preset names).", metavar="CONFIG...")
-]
+ConfigsArg = Annotated[list[str], typer.Argument(help="Deployment YAML files (or preset names).", metavar="CONFIG...")]
 LockOpt = Annotated[Path, typer.Option("--lock", "-l", help="The lock file.")]
 CtxOpt = Annotated[str | None, typer.Option("--require-ctx", help="A context that must be admitted, e.g. 1M.")]
 ConcOpt = Annotated[

@@ -494,7 +494,6 @@ def test_unconstructible_yaml_is_bad_input(tmp_path: Path, extra: str) -> None:
     assert "dep.yaml" in error_line(admit("--deploy", path))
 
 
-
 @pytest.mark.parametrize(
     "extra",
     [
