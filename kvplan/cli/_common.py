@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +14,7 @@ import typer
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, KvplanError
+from kvplan.models.deploy import Deployment
 from kvplan.render import OutputFormat
 
 ModelOpt = Annotated[
@@ -180,4 +182,26 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
     dep = load_deployment(deploy, sets or ())
     arch = load_model(model if model is not None else deployment_model_ref(dep))
     check_model_for_deployment(arch, dep)
-    return plan_pool(arch, dep)
+    plan = plan_pool(arch, dep)
+    note = foreign_model_note(arch.name, dep, sets or ())
+    return replace(plan, notes=(*plan.notes, note)) if note else plan
+
+
+def foreign_model_note(model_name: str, dep: Deployment, sets: list[str] | tuple[str, ...]) -> str | None:
+    """A deployment preset written for one model, planned with another: say which of its knobs carry over."""
+    if model_name == dep.model or not dep.name or dep.model in ("", model_name):
+        return None
+    from kvplan.models.load import canonical_key
+
+    set_here = {canonical_key(s.partition("=")[0]) for s in sets}
+    carried = [
+        f"{k}={getattr(dep, k)}"
+        for k in ("kv_cache_dtype", "page_size", "attention_backend", "context_length", "mla_layout")
+        if k in dep.explicit and k not in set_here and getattr(dep, k, None) not in (None, "auto")
+    ]
+    if not carried:
+        return None
+    return (
+        f"deployment {dep.name} was written for {dep.model}; its knobs {', '.join(carried)} apply to"
+        f" {model_name} as set (override them with --set)"
+    )
