@@ -8,7 +8,7 @@ from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
-from kvplan.units import MiB, cdiv
+from kvplan.units import GiB, MiB, cdiv
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,9 @@ class PoolPlan:
     """Bytes the pool tensors really take on one GPU (padding rows and pages included)."""
     memory_map: tuple[Segment, ...]
     startup_error: str | None = None
+    loads_weights: bool = True
+    """False when the weights do not fit in the memory free before loading: the chain past the weights is
+    notional, the pool empty (kvplan.engines.common.check_gpu_memory)."""
     notes: tuple[str, ...] = ()
     extras: dict[str, int] = field(default_factory=dict)
     kv_dtype: str = ""
@@ -162,6 +165,7 @@ def memory_map(
     else the engine keeps out of the pool (SGLang's slack, vLLM's non-KV memory and 1 − utilization).
     """
     unused = max(available - main - indexer - draft, 0)
+    weights = max(min(weights, nvml_total - outside[1]), 0)  # weights that do not load fill the GPU, no more
     reserve = nvml_total - outside[1] - weights - main - indexer - draft - unused
     return (
         Segment("weights", weights),
@@ -210,17 +214,27 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
 
 
 def does_not_start(why: str) -> PlanError:
-    """The error for a deployment no engine could start (impossible memory figures): exit 2, no arithmetic on it."""
+    """The error for figures no engine arithmetic can run on (a GPU under 1 MiB): exit 2."""
     return PlanError(f"the engine does not start: {why}")
 
 
-def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, free_label: str) -> None:
-    """Refuse figures no engine can start with, before any arithmetic divides by them or goes negative.
+def _gib(n: int) -> str:
+    """GiB to two places with the exact bytes, for a startup message as the engines word theirs."""
+    return f"{n / GiB:.2f} GiB ({n:,} B)"
 
-    - a GPU under 1 MiB (SGLang's heuristic reads the total in MiB and divides by it);
-    - no memory free before loading (a ``pre_load_free`` above the GPU's total is refused where the deployment
-      is loaded, kvplan.models.load; the doctor plans such budgets on purpose to pin a row count);
-    - weights that do not fit in the memory free before loading (the engine runs out of memory loading them).
+
+def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, free_label: str) -> str | None:
+    """Why the engine cannot load the weights (its startup error), or None; nonsense figures raise.
+
+    - a GPU under 1 MiB (SGLang's heuristic reads the total in MiB and divides by it): PlanError, exit 2 (the
+      loader refuses GPUs under 1 GiB; a plan built past the loader still never divides by zero);
+    - no memory free before loading (``runtime_overhead`` of the whole GPU; a ``pre_load_free`` above the GPU's
+      total is refused where the deployment is loaded, kvplan.models.load): the engine does not start;
+    - weights that do not fit in the memory free before loading: the engine runs out of memory loading them.
+
+    The last two are a verdict about a valid deployment (GLM-5.3's 94.46 GiB a GPU at TP8 on an 80 GB H100), not
+    bad input: the plan carries the reason as ``startup_error`` and an empty pool, and admit / gate report it
+    (exit 1).
     """
     gpu = dep.gpu
     if gpu.nvml_total_bytes < MiB or gpu.cuda_total_bytes < MiB:
@@ -228,9 +242,10 @@ def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, fr
             f"GPU {gpu.name!r} has {gpu.nvml_total_bytes:,} B (NVML) / {gpu.cuda_total_bytes:,} B (CUDA), under 1 MiB"
         )
     if free_before_load <= 0:
-        raise does_not_start(f"{free_label} is {free_before_load:,} B: nothing is left to load the weights into")
+        return f"{free_label} is {free_before_load:,} B: nothing is left to load the weights into"
     if weights > free_before_load:
-        raise does_not_start(
-            f"the weights per GPU ({weights:,} B) do not fit in the {free_label} ({free_before_load:,} B): "
+        return (
+            f"weights {_gib(weights)} > {_gib(free_before_load)} {free_label} on one {gpu.name}: "
             "loading them runs out of memory"
         )
+    return None

@@ -304,7 +304,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     pre = pre_k.as_int()
     w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
     weights = w_k.as_int()
-    check_gpu_memory(dep, weights=weights, free_before_load=pre, free_label="pre-load free memory")
+    load_error = check_gpu_memory(dep, weights=weights, free_before_load=pre, free_label="pre-load free memory")
 
     # ---- memory fraction
     gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
@@ -329,9 +329,11 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     slack_gib = pre_gib * (1 - mfs)
     rest_gib = free_after_gib - slack_gib
     available = int(rest_gib * GiB)
-    startup_error = None
-    if rest_gib <= 0 or available <= 0:
-        startup_error = f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+    startup_error = load_error
+    if rest_gib <= 0 or available <= 0 or load_error is not None:
+        startup_error = load_error or (
+            f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+        )
         available = 0
 
     rows = available // cell.total_bytes // page * page if cell.total_bytes else 0
@@ -458,6 +460,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             available=available,
         ),
         startup_error=startup_error,
+        loads_weights=load_error is None,
         notes=tuple(notes),
         kv_dtype=dtype,
         attn_tp=attn_tp,

@@ -242,7 +242,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         indexer_layers=indexer_layers,
     )
     total = dep.gpu.cuda_total_bytes
-    check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
+    load_error = check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
     requested = math.ceil(total * util)
     non_kv = weights + sum(buffers.values()) + other
     if dep.kv_cache_memory is not None:
@@ -251,9 +251,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     else:
         available = requested - non_kv
         avail_detail = "requested − non-KV"
-    startup_error = None
-    if available <= 0:
-        startup_error = (
+    startup_error = load_error
+    if available <= 0 or load_error is not None:
+        startup_error = load_error or (
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
             "initializing the engine."
         )
@@ -342,6 +342,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             available=available,
         ),
         startup_error=startup_error,
+        loads_weights=load_error is None,
         notes=tuple(notes),
         kv_dtype=dtype,
         attn_tp=attn_tp,

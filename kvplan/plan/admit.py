@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
@@ -53,14 +54,27 @@ class Check:
 
 @dataclass(frozen=True)
 class Remedy:
-    """A single deployment change (``--set knob=value``, a knob the loader accepts) that admits the request as
-    asked, verified by re-planning the changed deployment."""
+    """A deployment change (``--set knob=value``, with ``also`` the knobs that go with it, e.g. ``tp=16`` with
+    ``nodes=2``; each a knob the loader accepts) that admits the request as asked, verified by re-planning the
+    changed deployment."""
 
     knob: str
     value: object
     pool_tokens: int
     """The engine's logged capacity after the change (scaled like the logged pool under --pool-tokens)."""
     detail: str
+    also: tuple[tuple[str, object], ...] = ()
+    """Knobs set together with ``knob`` (more nodes to hold a larger tp or ep)."""
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """The change as ``--set`` values: ``("tp=16", "nodes=2")``."""
+        return tuple(f"{k}={v}" for k, v in ((self.knob, self.value), *self.also))
+
+    @property
+    def flags(self) -> str:
+        """The change as it is typed: ``--set tp=16 --set nodes=2``."""
+        return " ".join(f"--set {s}" for s in self.sets)
 
 
 @dataclass(frozen=True)
@@ -291,8 +305,10 @@ def _scaled(plan: PoolPlan) -> str:
 def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     """Deployment changes that admit the request as asked (N copies of ctx + gen), each re-planned.
 
-    Every remedy is one ``--set knob=value`` of a knob the deployment loader accepts; "fewer at once" is
-    not one of them (it is ``Admission.fewer_at_once``). Under --pool-tokens, plans are scaled like the log.
+    Every remedy is a ``--set knob=value`` of a knob the deployment loader accepts (with the nodes a larger
+    layout needs); "fewer at once" is not one of them (it is ``Admission.fewer_at_once``). Under --pool-tokens,
+    plans are scaled like the log. When no change on the same GPUs admits the request, more GPUs are proposed
+    (:func:`_more_gpus`).
     """
     dep = plan.deployment
     if LOGGED_POOL in plan.extras and plan.extras[PLANNED_POOL] <= 0:
@@ -359,4 +375,51 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                     f"{plan.extras['req_to_token_bytes']:,} B{how}",
                 )
             )
+    if not out:
+        out += _more_gpus(plan, req, how)
     return out
+
+
+_DOUBLINGS = 6
+"""How far :func:`_more_gpus` widens a layout: 2×, 4×, ... 64× its tp (a remedy, not a cluster design)."""
+
+
+def _nodes_for(dep: Deployment, tp: int) -> int:
+    """Nodes that hold a layout of max(tp, ep) × pp ranks (the loader's one GPU-count rule,
+    kvplan.models.load._check_gpu_count), never fewer than the deployment has."""
+    return max(dep.nodes, -(-max(tp, dep.ep) * dep.pp // dep.gpus_per_node))
+
+
+def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
+    """The smallest larger tp that admits the request, re-planned: attention and experts split more ways
+    (dp attention and dcp still divide it), with ``nodes`` when its ranks need more than the deployment's nodes.
+
+    On vLLM a smaller pool must still start with max_model_len: where the wider layout admits the request only
+    with a context length cut to the request, that goes with it (``--set tp=16 --set nodes=2 --set
+    context_length=131072``). Larger ``ep`` is not proposed: SGLang splits experts inside the TP group
+    (``ep`` divides tp) and vLLM has no ep knob (EP = TP × DP). Neither is dp attention: it replicates the
+    attention weights and gives each rank its own pool, so one request gets no more room.
+
+    The weights per GPU follow the new split (a measured point of that split, else the estimate); a
+    ``weights_per_gpu`` the user set stays as set, so no layout changes it.
+    """
+    dep = plan.deployment
+    total = req.total_tokens
+    for i in range(1, _DOUBLINGS + 1):
+        tp = dep.tp << i
+        nodes = _nodes_for(dep, tp)
+        if tp * dep.pp > limits.MAX_GPUS or nodes * dep.gpus_per_node > limits.MAX_GPUS:
+            break
+        also: tuple[tuple[str, object], ...] = (("nodes", nodes),) if nodes != dep.nodes else ()
+        new = _try(plan, req, tp=tp, **dict(also))
+        if new is None and plan.engine == "vllm" and total < plan.context_len:
+            also = (*also, ("context_length", total))
+            new = _try(plan, req, tp=tp, **dict(also))
+        if new is None:
+            continue
+        w = new.knob("weights_per_gpu")
+        source = "as set" if not w.defaulted else w.origin.removeprefix("default: ").split(" ", 1)[0]
+        where = f"{tp * dep.pp} GPUs on {nodes} node(s) of {dep.gpus_per_node}"
+        detail = f"{where}: weights {w.as_int():,} B a GPU ({source}); {new.kv_format} rows{how}"
+        return [Remedy("tp", tp, new.logged_tokens, detail, also)]
+    return []

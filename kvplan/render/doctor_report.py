@@ -396,7 +396,7 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
         asked = "" if d.admission_asked else " (the server's context length; pass --ctx to ask)"
         rows.append((f"2. a {a.request.total_tokens:,}-token request{asked}", verdict, detail))
         for r in a.remedies[:3]:
-            rows.append(("   would admit it", f"--set {r.knob}={r.value}", f"{r.pool_tokens:,} tokens: {r.detail}"))
+            rows.append(("   would admit it", r.flags, f"{r.pool_tokens:,} tokens: {r.detail}"))
     h = d.prefix
     if h is not None:
         paid = h.pairs_paid * 1_000_000 // h.pairs_total if h.pairs_total else 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from kvplan.engines.common import PoolPlan
+from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import describe_kinds
 from kvplan.plan.admit import Admission
@@ -76,8 +76,13 @@ def cell_section(p: PoolPlan) -> Section:
 
 
 def chain_section(p: PoolPlan) -> Section:
+    """The memory chain; where the weights do not load, as far as it goes (up to the weights) and why it stops."""
+    chain = p.chain
+    if not p.loads_weights:
+        cut = next((i for i, t in enumerate(chain) if t.label == "weights per GPU"), len(chain) - 1)
+        chain = (*chain[: cut + 1], Term("does not load", None, p.startup_error or "the weights do not fit"))
     return Section(
-        f"Memory chain of one GPU ({p.semantics})", tuple(_chain_row(t) for t in p.chain), ("step", "value", "how")
+        f"Memory chain of one GPU ({p.semantics})", tuple(_chain_row(t) for t in chain), ("step", "value", "how")
     )
 
 
@@ -100,7 +105,10 @@ def knobs_section(p: PoolPlan) -> Section:
     return Section("Knobs", rows, ("knob", "value", "origin"))
 
 
-def memory_bar(p: PoolPlan) -> Bar:
+def memory_bar(p: PoolPlan) -> Bar | None:
+    """The memory map of one GPU; none where the weights do not load (there is no map to draw)."""
+    if not p.loads_weights:
+        return None
     return Bar(
         f"Memory map of one GPU ({gib(p.deployment.gpu.nvml_total_bytes)} NVML total)",
         tuple((s.label, s.bytes) for s in p.memory_map),
@@ -520,7 +528,7 @@ def admit_report(a: Admission) -> Report:
         sections.append(
             Section(
                 "Smallest changes that admit it (each re-planned)",
-                tuple((f"--set {m.knob}={m.value}", count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies),
+                tuple((m.flags, count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies),
                 ("change", "pool after", "detail"),
             )
         )
@@ -547,7 +555,7 @@ def admit_report(a: Admission) -> Report:
         "largest_ctx": a.largest_ctx,
         "max_concurrent": a.max_concurrent,
         "fewer_at_once": a.fewer_at_once,
-        "remedies": [asdict(m) for m in a.remedies],
+        "remedies": [{**asdict(m), "set": list(m.sets)} for m in a.remedies],
         "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
         "tail_waste_tokens": a.tail_waste_tokens,

@@ -1,7 +1,9 @@
 """Impossible memory figures never reach the arithmetic (issue 10, engine side).
 
-A custom GPU of 1 B used to divide by zero in SGLang's mem-fraction heuristic (total // MiB = 0); weights larger
-than the GPU gave a pool plan with a negative reserve. Now: PlanError "the engine does not start: ..." (exit 2).
+A custom GPU of 1 B used to divide by zero in SGLang's mem-fraction heuristic (total // MiB = 0): PlanError "the
+engine does not start: ..." (exit 2; the loader refuses GPUs under 1 GiB). Weights larger than the memory free
+before loading gave a pool plan with a negative reserve, then (issue 10) exit 2; they are a valid deployment the
+engine refuses, so since issue 12 the plan carries the verdict: startup_error, an empty pool, exit 1.
 """
 
 from __future__ import annotations
@@ -36,17 +38,40 @@ def plan(deploy: str, **changes: object):  # type: ignore[no-untyped-def]
 
 # SGLang: pre-load free = CUDA total 143,156 MiB − 1 GiB = 142,132 MiB; 142,133 MiB of weights do not load.
 # vLLM: 143,500 MiB of weights exceed the CUDA total of 143,156 MiB (both below the NVML total of 143,771 MiB
-# that the loader checks): the engine runs out of memory loading them.
-@pytest.mark.parametrize(("deploy", "weights"), [(DEPLOYS[0], 142_133 * 2**20), (DEPLOYS[1], 143_500 * 2**20)])
-def test_weights_larger_than_the_memory_do_not_start(deploy: str, weights: int) -> None:
-    with pytest.raises(PlanError, match=r"^the engine does not start: the weights per GPU .* do not fit"):
-        plan(deploy, weights_per_gpu=weights)
+# that the loader checks): the engine runs out of memory loading them. A valid deployment the engine refuses:
+# the verdict (startup_error, exit 1), an empty pool, never PlanError (exit 2, bad input) as before issue 12.
+@pytest.mark.parametrize(
+    ("deploy", "weights", "free", "label"),
+    [
+        (DEPLOYS[0], 142_133 * 2**20, 142_132 * 2**20, "pre-load free memory"),
+        (DEPLOYS[1], 143_500 * 2**20, 143_156 * 2**20, "CUDA total"),
+    ],
+)
+def test_weights_larger_than_the_memory_do_not_start(deploy: str, weights: int, free: int, label: str) -> None:
+    p = plan(deploy, weights_per_gpu=weights)
+    assert p.startup_error == (
+        f"weights {weights / GiB:.2f} GiB ({weights:,} B) > {free / GiB:.2f} GiB ({free:,} B) {label} on one "
+        "NVIDIA H200: loading them runs out of memory"
+    )
+    assert not p.loads_weights
+    assert (p.available_bytes, p.rows, p.usable_pages, p.logged_tokens, p.allocated_bytes) == (0, 0, 0, 0, 0)
+    assert all(s.bytes >= 0 for s in p.memory_map)
+    assert sum(s.bytes for s in p.memory_map) == p.deployment.gpu.nvml_total_bytes
+
+
+def test_vllm_weights_that_do_not_load_build_no_pool_even_with_kv_cache_memory() -> None:
+    # --kv-cache-memory-bytes skips the utilization budget, but weights above the CUDA total never load: no pool
+    # (before: 20 GiB // bytes_per_block blocks planned beside 143,500 MiB of weights on a 143,156 MiB GPU)
+    p = plan(DEPLOYS[1], weights_per_gpu=143_500 * 2**20, kv_cache_memory=20 * GiB)
+    assert p.startup_error is not None and p.startup_error.startswith("weights 140.14 GiB")
+    assert (p.available_bytes, p.rows, p.logged_tokens) == (0, 0, 0)
 
 
 def test_pre_load_free_of_nothing_does_not_start() -> None:
     # runtime_overhead of the whole CUDA total: pre-load free = 143,156 MiB − 143,156 MiB = 0
-    with pytest.raises(PlanError, match="pre-load free memory is 0 B"):
-        plan(DEPLOYS[0], runtime_overhead=143_156 * 2**20)
+    p = plan(DEPLOYS[0], runtime_overhead=143_156 * 2**20)
+    assert p.startup_error == "pre-load free memory is 0 B: nothing is left to load the weights into"
+    assert not p.loads_weights and p.rows == 0
 
 
 def test_weights_that_leave_no_kv_budget_build_no_pool() -> None:

@@ -27,20 +27,27 @@ SCENARIOS = [
     (VLLM, (), Request(ctx_tokens=512 * K, concurrent=2)),  # the 512K preset: dcp 2
     (VLLM, ("context_length=256K",), Request(ctx_tokens=128 * K, concurrent=8)),  # pool: dcp 2
     (VLLM, ("context_length=256K", "kv_cache_dtype=auto"), Request(ctx_tokens=256 * K, concurrent=2)),
+    # more GPUs (issue 12, item 5; derived in tests/unit/test_remedies_gpus.py): the weights do not load on H100
+    (SGLANG, ("gpu=H100",), Request(ctx_tokens=128 * K)),  # tp=16 nodes=2
+    (VLLM, ("gpu=H100",), Request(ctx_tokens=128 * K)),  # tp=16 nodes=2 context_length=131072
+    (SGLANG, ("model=llama-3.1-70b", "gpu=H100", "tp=1"), Request(ctx_tokens=8 * K)),  # tp=4
 ]
 
 
 @pytest.mark.parametrize(("deploy", "sets", "req"), SCENARIOS)
 def test_every_remedy_is_a_knob_that_admits(deploy: str, sets: tuple[str, ...], req: Request) -> None:
-    arch = load_model("glm-5.3")
-    a = admit(plan_pool(arch, load_deployment(deploy, sets)), req)
+    dep = load_deployment(deploy, sets)
+    arch = load_model(dep.model)
+    a = admit(plan_pool(arch, dep), req)
     assert not a.admitted
     assert a.remedies, "each scenario has at least one remedy"
     for r in a.remedies:
-        assert r.knob in KNOBS
-        printed = f"{r.knob}={r.value}"  # what the report prints after --set
+        printed = r.sets  # what the report prints after each --set (a knob, with the nodes it needs)
+        assert r.flags == " ".join(f"--set {s}" for s in printed)
+        changed = {s.split("=", 1)[0] for s in printed}
+        assert changed <= set(KNOBS)
         # the printed --set replaces the user's own --set of that knob (the CLI refuses a knob given twice)
-        kept = tuple(s for s in sets if s.split("=", 1)[0] != r.knob)
-        fixed = plan_pool(arch, load_deployment(deploy, (*kept, printed)))
+        kept = tuple(s for s in sets if s.split("=", 1)[0] not in changed)
+        fixed = plan_pool(arch, load_deployment(deploy, (*kept, *printed)))
         assert admit(fixed, req, remedies=False).admitted, printed
         assert fixed.logged_tokens == r.pool_tokens, printed
