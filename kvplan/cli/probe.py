@@ -74,6 +74,11 @@ def validate(
             raise InputError(f"--device {device!r}: use cuda or cpu")
         load_torch()
         plan = load_plan(model, deploy, set_)
+        if plan.startup_error and plan.rows == 0:  # the weights do not load, or leave no KV budget
+            raise InputError(
+                f"{plan.deployment.name}: the engine would not start ({plan.startup_error}), so it builds no pool "
+                "to validate; change the deployment (kvplan admit lists changes that start it)"
+            )
         target = None
         if tokens is not None:
             target = parse_option_tokens("--tokens", tokens)

@@ -168,3 +168,11 @@ def test_lock_records_engine_starts_false_and_gate_fails(tmp_path: Path) -> None
     g = runner.invoke(app, ["gate", str(cfg), "--lock", str(lock)])
     assert g.exit_code == 1, g.output
     assert "engine starts" in g.output and "weights 94.46 GiB" in g.output
+
+
+def test_validate_refuses_a_deployment_that_builds_no_pool() -> None:
+    # before: the scaled "pool" of 0 rows was allocated and reported as PREDICTION MISSED (exit 1)
+    pytest.importorskip("torch")
+    r = runner.invoke(app, ["validate", "--device", "cpu", "--tokens", "1024", "--set", "gpu=H100"])
+    assert r.exit_code == 2, r.output
+    assert "the engine would not start (weights 94.46 GiB" in r.output and "no pool to validate" in r.output
