@@ -1,4 +1,5 @@
-"""SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it (0.5.9 as a named variant).
+"""SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it; other versions by the rules in force then
+(kvplan/engines/versions.py: 0.4.x, 0.5.9, 0.5.10-0.5.23).
 
 Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engines.md. In short, on one GPU:
 
@@ -22,6 +23,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
+from kvplan.engines.versions import SglangRules, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
@@ -67,18 +69,34 @@ def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
     return tuple(x for x in sizes if x <= max_bs)
 
 
+MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+"""SGLang 0.4.x ``ServerArgs.__post_init__``: mem_fraction_static by tp_size (the first row whose tp is <= tp)."""
+
+
+def _mem_fraction_by_tp(tp: int) -> tuple[float, str, int]:
+    """The 0.4.x default: a fixed table by tp, no reserve arithmetic (reserved MiB reported as 0)."""
+    at, mfs = next((t, f) for t, f in MEM_FRACTION_BY_TP if tp >= t)
+    return mfs, f"SGLang 0.4.x table by tp: tp {tp} >= {at} -> {mfs}", 0
+
+
 def default_mem_fraction(
     dep: Deployment, *, chunk: int, max_bs: int, version: str, mla: bool = True
 ) -> tuple[float, str, int]:
-    """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB).
+    """SGLang's reserve heuristic: (mem_fraction_static, explanation, reserved MiB), as the version's rules say.
 
     The prefill-graph part (``memory_hook.reserve_for_graph_mb``) is 1.5 × 1024 MiB with an MLA backend, else
     ``len(prefill bs) × 8`` with the prefill graph's max_bs = chunked_prefill_size (capped by max_total_tokens).
+    With ``disable_cuda_graph`` neither the decode graph nor the prefill graph is reserved (0.5.10 and later;
+    0.5.9 always charged ``max_bs × 2``).
     """
+    rules = sglang_rules(version)
+    if rules.mem_fraction == "by_tp":
+        return _mem_fraction_by_tp(dep.tp)
+    old = rules.mem_fraction == "reserve_0.5.9"
     gpu_mem = dep.gpu.nvml_total_bytes // MiB
     decode_graph = not dep.disable_cuda_graph
     parts: list[str] = []
-    if version == "0.5.9":
+    if old:
         reserved = 512 + chunk * 1.5 + max_bs * 2 + dep.tp * dep.pp / 8 * 1024
         parts.append(f"512 + {chunk}×1.5 + {max_bs}×2 + tp{dep.tp}×pp{dep.pp}/8×1024")
     else:
@@ -91,7 +109,7 @@ def default_mem_fraction(
         dp_terms = max_bs * dep.dp_attention * 3 + (max_bs * dep.dp_attention * 1.5 if max_bs > 300 else 0)
         reserved += dp_terms
         parts.append(f"dp-attention {dp_terms:g}")
-    prefill_graph = decode_graph and dep.dcp == 1 and dep.pp == 1 and version != "0.5.9"
+    prefill_graph = decode_graph and dep.dcp == 1 and dep.pp == 1 and rules.prefill_graph
     if prefill_graph and mla:
         reserved += 1536
         parts.append("MLA prefill graph 1536")
@@ -100,13 +118,13 @@ def default_mem_fraction(
         n = len(prefill_graph_batch_sizes(graph_bs))
         reserved += n * 8
         parts.append(f"prefill graph {n} sizes × 8")
-    elif version != "0.5.9":
+    elif rules.prefill_graph:
         parts.append("no prefill graph (dcp > 1 or pp > 1 disables it)" if decode_graph else "")
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if version == "0.5.9" and dep.mtp:
-        reserved += 2048
-        parts.append("EAGLE/MTP 2048")
+    if rules.mtp_reserve_mib and dep.mtp:
+        reserved += rules.mtp_reserve_mib
+        parts.append(f"EAGLE/MTP {rules.mtp_reserve_mib}")
     mfs = round((gpu_mem - reserved) / gpu_mem, 3)
     why = f"round(({gpu_mem:,} MiB − {reserved:,g} MiB reserved) / {gpu_mem:,} MiB, 3); reserved = " + " + ".join(
         p for p in parts if p
@@ -114,7 +132,7 @@ def default_mem_fraction(
     return mfs, why, int(reserved)
 
 
-def _default_backend(arch: ModelArch, dep: Deployment, version: str, dtype: str) -> tuple[str, str]:
+def _default_backend(arch: ModelArch, dep: Deployment, rules: SglangRules, dtype: str) -> tuple[str, str]:
     """The backend SGLang picks when none is set, and why (``overrides.py _dsa_split_backend_resolution``)."""
     gpu, sm = dep.gpu, dep.gpu.sm
     where = platform_label(gpu)
@@ -126,7 +144,7 @@ def _default_backend(arch: ModelArch, dep: Deployment, version: str, dtype: str)
         return ("fa3" if sm >= 90 else "flashinfer"), f"MLA on {where}"
     if gpu.vendor == "amd":
         return "triton", f"DSA on HIP, {where}"
-    if dep.dcp > 1 and version != "0.5.9":
+    if dep.dcp > 1 and rules.dcp:
         return "trtllm", "dcp > 1 sets both DSA backends to trtllm"
     if dtype == "fp8_e4m3" and arch.architecture.startswith("GlmMoeDsa") and sm // 10 == 12:
         return "flashinfer_sparse_mla", f"GLM fp8 on {where}"
@@ -204,7 +222,7 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
         backend = dep.attention_backend
         knobs.append(Knob("attention_backend", backend, "set"))
     else:
-        backend, why = _default_backend(arch, dep, version, dtype)
+        backend, why = _default_backend(arch, dep, sglang_rules(version), dtype)
         knobs.append(Knob("attention_backend", backend, f"default: {why}"))
     used = check_backend("sglang", version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
     if dep.mla_layout:
@@ -223,16 +241,20 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     version = dep.engine_version
-    old = version == "0.5.9"
+    rules = sglang_rules(version)
     notes: list[str] = []
+    if (said := rules_note("sglang", version)) is not None:
+        notes.append(said)
+    if arch.is_dsa and not rules.dsa:
+        raise PlanError(f"SGLang {version} has no DSA (NSA) attention: DeepSeek-V3.2 / GLM-5 need 0.5.9 or later")
     dtype, backend, layout, knobs = _layout(arch, dep, version)
     dcp = dep.dcp
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     if dcp > 1 and not arch.is_mla:
         raise PlanError(f"SGLang's decode context parallel shards an MLA latent: dcp {dcp} does not apply to "
                         f"a full-attention ({arch.kind_label}) model; use dcp 1")  # fmt: skip
-    if old and dcp > 1:
-        raise PlanError("SGLang 0.5.9 has no decode context parallel for DSA models: use dcp 1")
+    if not rules.dcp and dcp > 1:
+        raise PlanError(f"SGLang {version} has no decode context parallel ({rules.label}): use dcp 1")
     if dcp > 1 and arch.is_dsa and arch.index_kpool > 1:
         raise PlanError(f"SGLang rejects --dcp-size {dcp} with index_kpool {arch.index_kpool} (DSA DCP needs 1)")
     if dcp > 1 and arch.is_dsa and dep.speculative_eagle_topk not in (None, 1):
@@ -263,7 +285,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         assert layout is not None
         mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     kv_size = 1 if dtype.startswith("fp8") else 2
-    if old and layout is not None:
+    if rules.cell_raw_mla_row and layout is not None:
         # 0.5.9 charged (kv_lora_rank + rope) × kv_size whatever the allocated row, and the indexer on all layers
         cell_row = (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_size
         if cell_row != mla_row:
@@ -271,20 +293,20 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
                 f"SGLang 0.5.9 budgets {cell_row} B/layer while the pool allocates {mla_row} B/layer rows: "
                 "the pool over-commits memory"
             )
-        indexer_layers = arch.num_layers if arch.is_dsa else 0
-        rule = "0.5.9: indexer on every layer"
+        indexer_layers = arch.num_layers if arch.is_dsa and rules.indexer_all_layers else arch.full_indexer_layers
+        rule = f"{rules.label}: indexer on every layer" if rules.indexer_all_layers else arch.indexer_rule.value
     else:
         cell_row = mla_row
         indexer_layers = arch.full_indexer_layers
         rule = arch.indexer_rule.value
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     main = cell_row * arch.num_layers
-    indexer = idx_row * indexer_layers * (1 if old else dcp)
+    indexer = idx_row * indexer_layers * (dcp if rules.dcp else 1)
     draft_layers = arch.num_mtp_layers if dep.mtp else 0
     draft_main = draft_idx = 0
     if draft_layers:
-        draft_main = main * draft_layers // arch.num_layers * (1 if old else dcp)
-        draft_idx = idx_row * draft_layers * (1 if old else dcp)
+        draft_main = main * draft_layers // arch.num_layers * (dcp if rules.dcp else 1)
+        draft_idx = idx_row * draft_layers * (dcp if rules.dcp else 1)
     cell = Cell(
         main_bytes=main,
         indexer_bytes=indexer,
@@ -309,6 +331,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     # ---- memory fraction
     gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
     chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp)
+    if rules.mem_fraction == "by_tp":  # 0.4.x ServerArgs: 2048 under 25,000 MiB, else 8192
+        chunk_default = 2048 if gpu_mem_mib < 25_000 else 8192
     chunk_k = resolve(dep, "chunked_prefill_size", chunk_default, f"{gpu_mem_mib:,} MiB GPU")
     max_bs = dep.cuda_graph_max_bs or bs_default
     if dep.max_running_requests is not None and dep.cuda_graph_max_bs is None:

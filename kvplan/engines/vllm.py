@@ -1,10 +1,12 @@
-"""vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it.
+"""vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it; V1 releases from 0.9 by the rules in force then
+(kvplan/engines/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
 
 Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
 
     bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
     full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
     available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
+                      (no cudagraph_estimate before 0.21 or with --enforce-eager)
     num_blocks      = available // bytes_per_block;  block 0 is the null block
     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
 """
@@ -24,6 +26,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
+from kvplan.engines.versions import rules_note, vllm_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
@@ -31,12 +34,19 @@ from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv
 
-DEFAULT_UTILIZATION = 0.92
 DEFAULT_NON_KV_OTHER = 6_070 * MiB
 """Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers
 kvplan computes. Calibrated on the one published GLM-5.3 figure (vllm-project/recipes PR #893: 94.46 GiB
 weights leave 25.94 GiB of KV per rank on 8×H200 TP8 at max_model_len 1,048,576); see
 tests/unit/test_vllm.py for the derivation. Override with --set non_kv_other=...GiB."""
+
+DEFAULT_CUDAGRAPH_ESTIMATE = 1_618 * MiB
+"""The part of DEFAULT_NON_KV_OTHER kvplan assumes is vLLM's profiled CUDA-graph estimate (ASSUMPTION: the
+GLM-5.3 calibration point does not print it). 1.58 GiB = 1,618 MiB is the 'Estimated CUDA graph memory: 1.58 GiB
+total' of a public DeepSeek-V4-Flash (sparse MLA + MTP) vLLM 0.25.0 start-up log (TP2, PIECEWISE=51, FULL=35
+capture sizes); small dense models print 0.17-0.36 GiB (noonghunna/club-3090#127, gpustack/runner#251). vLLM
+subtracts it from the KV budget only from 0.21 on and never with --enforce-eager (cudagraph_mode NONE), so
+there kvplan's default non_kv_other is DEFAULT_NON_KV_OTHER − this."""
 
 INDEXER_PREFILL_ENTRIES_PER_TOKEN = 576 * 2 // 132
 """vLLM sizes the indexer prefill gather buffer to fit FlashMLA-sparse's workspace: 8 entries per token × factor."""
@@ -170,6 +180,7 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
 
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    rules = vllm_rules(dep.engine_version)
     att = arch.attention
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     layout: MlaLayout | None
@@ -181,6 +192,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         dtype = str(knobs[0].value)
     backend = str(next(k.value for k in knobs if k.name == "attention_backend"))
     notes: list[str] = []
+    if (said := rules_note("vllm", dep.engine_version)) is not None:
+        notes.append(said)
     dcp = dep.dcp
     if arch.is_dsa:
         block_default, block_why = 64, "the DSA backends accept 64"
@@ -227,11 +240,28 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         "vllm serve default by device memory",
     )
     mnbt = mnbt_k.as_int()
-    util_k = resolve(dep, "gpu_memory_utilization", DEFAULT_UTILIZATION, "vLLM 0.33.0 default")
+    util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
     util = util_k.as_float()
     w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
     weights = w_k.as_int()
-    other_k = resolve(dep, "non_kv_other", DEFAULT_NON_KV_OTHER, "calibrated on vllm-project/recipes PR #893")
+    graphs = rules.cudagraph_in_budget and not dep.disable_cuda_graph
+    if graphs:
+        other_label = "activations + non-torch + CUDA graphs"
+        other_k = resolve(dep, "non_kv_other", DEFAULT_NON_KV_OTHER, "calibrated on vllm-project/recipes PR #893")
+    else:
+        why_no_graphs = (
+            "--enforce-eager: no CUDA graphs"
+            if dep.disable_cuda_graph
+            else f"vLLM {dep.engine_version} keeps CUDA graphs out of the KV budget (before 0.21)"
+        )
+        other_label = f"activations + non-torch ({why_no_graphs})"
+        other_k = resolve(
+            dep,
+            "non_kv_other",
+            DEFAULT_NON_KV_OTHER - DEFAULT_CUDAGRAPH_ESTIMATE,
+            f"calibrated on vllm-project/recipes PR #893 less the assumed CUDA-graph estimate "
+            f"{DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB ({why_no_graphs})",
+        )
     other = other_k.as_int()
     buffers = dsa_buffers(
         arch,
@@ -302,7 +332,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         Term("requested", requested, f"ceil(CUDA total × gpu_memory_utilization {util})"),
         Term("weights per GPU", weights, w_k.origin),
         *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in buffers.items()),
-        Term("activations + non-torch + CUDA graphs", other, other_k.origin),
+        Term(other_label, other, other_k.origin),
         Term("available KV cache memory", available, avail_detail),
         Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes:,} B"),
         Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),

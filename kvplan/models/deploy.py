@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
-"""Engine semantics kvplan implements; the first version of each is the default."""
+"""The versions whose source kvplan read; the first of each is the default. Any other version is accepted and
+planned by the rules in force then (kvplan.engines.versions: one table per engine, keyed by version ranges)."""
 
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
@@ -20,7 +21,6 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "runtime_overhead": ("sglang", "non_kv_other"),
     "chunked_prefill_size": ("sglang", "max_num_batched_tokens"),
     "cuda_graph_max_bs": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
-    "disable_cuda_graph": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
     "speculative_eagle_topk": ("sglang", "its MTP drafts one chain of num_speculative_tokens, no top-k tree"),
     "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
@@ -95,6 +95,8 @@ class Deployment:
     speculative_eagle_topk: int | None = None
     cuda_graph_max_bs: int | None = None
     disable_cuda_graph: bool = False
+    """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
+    memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""
     description: str = ""
     explicit: frozenset[str] = frozenset()
     """Knob names the preset or the user set (the rest are defaults)."""

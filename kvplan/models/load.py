@@ -895,6 +895,7 @@ ALIASES = {
     "ep_size": "ep", "pp_size": "pp", "pipeline_parallel_size": "pp", "max_model_len": "context_length",
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
+    "enforce_eager": "disable_cuda_graph",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -1081,9 +1082,13 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
     if "engine_version" not in values:
         default("engine_version", ENGINES[engine][0], ENGINES[engine][0], "the newest version kvplan models")
     version = values["engine_version"]
-    if version not in ENGINES[engine]:
+    from kvplan.engines.versions import rules_for  # the engines' version tables (they import only kvplan.errors)
+
+    try:
+        rules_for(engine, version)  # any version: the rules in force then
+    except InputError as e:
         where = override if "engine_version" in overridden or "engine" in overridden else r
-        where.fail("engine_version", f"{engine} {version} is not modelled: choose {', '.join(ENGINES[engine])}")
+        where.fail("engine_version", str(e).removeprefix(f"engine_version {version}: "))
     _check_engine_knobs(values, engine, blame)
     _custom_gpu(values, blame)
     if "gpu" not in values:

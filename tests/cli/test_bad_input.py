@@ -214,7 +214,7 @@ def with_line(text: str, line: str) -> str:
         ("context_length: 0", "positive"),
         ("engine: trtllm", "sglang"),
         ("gpu: h900", "unknown GPU"),
-        ('engine_version: "0.4"', "not modelled"),
+        ('engine_version: "0.3"', "not modelled"),
         ("kv_cache_dtype: fp4", "'fp4'"),
     ],
 )
@@ -386,8 +386,8 @@ def test_set_engine_version_message_lists_the_modelled_versions() -> None:
 
 
 def test_set_engine_version_not_modelled_as_a_string() -> None:
-    msg = error_line(admit("--set", "engine_version=0.4.0"))
-    assert "--set: engine_version: sglang 0.4.0 is not modelled" in msg
+    msg = error_line(admit("--set", "engine_version=0.3.0"))
+    assert "--set: engine_version: sglang 0.3.0 is not modelled" in msg
 
 
 def test_layout_error_from_the_file_names_the_file_even_with_an_unrelated_set(tmp_path: Path) -> None:
