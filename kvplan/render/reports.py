@@ -144,6 +144,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "max_running_requests": p.max_running_requests,
         "allocated_bytes": p.allocated_bytes,
         "startup_error": p.startup_error,
+        "loads_weights": p.loads_weights,
         "chain": [{"label": t.label, "bytes": t.bytes, "detail": t.detail} for t in p.chain],
         "knobs": [{"name": k.name, "value": k.value, "origin": k.origin, "defaulted": k.defaulted} for k in p.knobs],
         "deployment_defaults": [{"name": n, "value": v, "why": w} for n, v, w in p.deployment.defaulted],
@@ -787,6 +788,7 @@ def deployment_report(p: PoolPlan) -> Report:
 
 def _knob_unit(name: str) -> str:
     """What a knob's value is, from the loader's own tables of how it parses each knob."""
+    from kvplan.engines.versions import modelled_ranges
     from kvplan.models import load
     from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES
     from kvplan.models.formats import MlaLayout
@@ -806,7 +808,7 @@ def _knob_unit(name: str) -> str:
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",
         "engine": " | ".join(ENGINES),
-        "engine_version": "; ".join(f"{e} {' | '.join(v)}" for e, v in ENGINES.items()),
+        "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
         "mla_layout": " | ".join(m.value for m in MlaLayout),
         "gpu": "gpus.yaml name or a mapping",
