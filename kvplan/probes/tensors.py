@@ -61,7 +61,7 @@ def _sglang(p: PoolPlan) -> list[TensorSpec]:
     out = [TensorSpec(f"kv_buffer[{i}]", (p.rows + page, 1, mla_row), "uint8", "pool") for i in range(a.num_layers)]
     if a.is_dsa:
         row = page // a.index_kpool * (a.index_head_dim + a.index_head_dim // 128 * 4)
-        full = a.indexer_full if p.engine_version != "0.5.9" else (True,) * a.num_layers
+        full = (True,) * a.num_layers if p.indexer_layers == a.num_layers else a.indexer_full  # 0.5.9: every layer
         pages = p.extras["index_pages_per_layer"]
         out += [TensorSpec(f"index_k[{i}]", (pages if f else 0, row), "uint8", "pool") for i, f in enumerate(full)]
     if p.draft_layers:
