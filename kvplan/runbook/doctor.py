@@ -33,6 +33,7 @@ from typing import Any
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.versions import sglang_rules
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
@@ -775,7 +776,8 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
     out: list[_Hypothesis] = []
     n = arch.num_layers
     sglang = dep.engine == "sglang"
-    if sglang and arch.is_dsa and dep.engine_version != "0.5.9" and dep.dcp == 1:
+    as_0_5_9 = sglang and sglang_rules(dep.engine_version).indexer_all_layers  # any 0.5.9.x (engines/versions.py)
+    if sglang and arch.is_dsa and not as_0_5_9 and dep.dcp == 1:
         row = arch.kv_lora_rank + arch.qk_rope_head_dim
         out.append(
             _Hypothesis(
@@ -800,7 +802,7 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
                 (),
             )
         )
-    if "dcp" not in revealed and not (sglang and dep.engine_version == "0.5.9"):
+    if "dcp" not in revealed and not as_0_5_9:
         for d in range(1, dep.tp + 1):
             if dep.tp % d == 0 and d != dep.dcp:
                 out.append(_Hypothesis("dcp", f"dcp {d} instead of {dep.dcp}", f"--set dcp={d}", None, (("dcp", d),)))

@@ -256,3 +256,13 @@ def test_cli_says_which_rules_a_version_took() -> None:
     )
     assert r.exit_code in (0, 1), r.stderr
     assert "vLLM v0.11.0 -> rules of 0.9-0.20" in r.stdout
+
+
+def test_doctor_treats_any_0_5_9_build_as_0_5_9() -> None:
+    # doctor's hypotheses: no "switch to 0.5.9" and no dcp guesses (0.5.9 has no dcp) for a 0.5.9.post1 deployment
+    from kvplan.runbook.doctor import _hypotheses
+
+    p = make_plan(engine_version="0.5.9.post1")
+    kinds = [h.key for h in _hypotheses(p.arch, p.deployment, p, {})]
+    assert "sglang_0_5_9" not in kinds and "dcp" not in kinds
+    assert "sglang_0_5_9" in [h.key for h in _hypotheses(p.arch, make_plan().deployment, make_plan(), {})]
