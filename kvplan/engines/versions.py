@@ -33,7 +33,7 @@ def parse_version(text: str) -> Version:
     >>> parse_version("0.4.6.post1"), parse_version("v0.11.0"), parse_version("0.33.0rc1")
     ((0, 4, 6), (0, 11, 0), (0, 33, 0))
     """
-    m = _VERSION.fullmatch(text.strip())
+    m = _VERSION.fullmatch(text)  # no stripping: the loaders strip; a stray newline is not a version
     if m is None or len(text) > 64:
         shown = text if len(text) <= 64 else text[:64] + "..."
         raise InputError(f"engine_version {shown!r} is not a version (expected e.g. 0.5.23, v0.11.0, 0.4.6.post1)")
