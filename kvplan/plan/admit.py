@@ -390,6 +390,18 @@ def _nodes_for(dep: Deployment, tp: int) -> int:
     return max(dep.nodes, -(-max(tp, dep.ep) * dep.pp // dep.gpus_per_node))
 
 
+def _estimate_check(new: PoolPlan) -> str:
+    """Where a wider layout's weights are the estimate and the model has a measured point at another split, how
+    far the estimate was off there (GLM-5.3 at TP8: measured 94.46 GiB, estimated 87.05 GiB): check the new
+    layout's real weights before relying on its pool."""
+    arch, dep = new.arch, new.deployment
+    if not new.knob("weights_per_gpu").origin.startswith("default: estimated") or not arch.measured_weights:
+        return ""
+    point = arch.measured_weights[0]
+    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp)
+    return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"
+
+
 def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
     """The smallest larger tp that admits the request, re-planned: attention and experts split more ways
     (dp attention and dcp still divide it), with ``nodes`` when its ranks need more than the deployment's nodes.
@@ -420,6 +432,6 @@ def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
         w = new.knob("weights_per_gpu")
         source = "as set" if not w.defaulted else w.origin.removeprefix("default: ").split(" ", 1)[0]
         where = f"{tp * dep.pp} GPUs on {nodes} node(s) of {dep.gpus_per_node}"
-        detail = f"{where}: weights {w.as_int():,} B a GPU ({source}); {new.kv_format} rows{how}"
+        detail = f"{where}: weights {w.as_int():,} B a GPU ({source}{_estimate_check(new)}); {new.kv_format} rows{how}"
         return [Remedy("tp", tp, new.logged_tokens, detail, also)]
     return []

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engines import plan_pool
+from kvplan.models.arch import Split
 from kvplan.models.load import load_deployment, load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.units import GiB, MiB, cdiv
@@ -43,6 +44,10 @@ def test_glm_on_8xh100_sglang_does_not_load_and_says_why() -> None:
     assert (p.available_bytes, p.rows, p.logged_tokens, p.allocated_bytes) == (0, 0, 0, 0)
 
 
+def _tp8() -> Split:
+    return Split.of(tp=8, dp_attention=1, ep=1, pp=1)
+
+
 def test_glm_on_8xh100_sglang_remedy_is_tp16_on_two_nodes() -> None:
     a = admit(make_plan(SGLANG, gpu="H100"), Request(ctx_tokens=128 * K))
     assert not a.admitted and a.binding.name == "engine starts"
@@ -58,6 +63,13 @@ def test_glm_on_8xh100_sglang_remedy_is_tp16_on_two_nodes() -> None:
     # rows = 19,231,987,632 // 53,940 // 64 × 64 = 356,544; 128K = 2,048 pages ≤ 5,571 pages
     fixed = plan_pool(load_model("glm-5.3"), load_deployment(SGLANG, ["gpu=H100", *r.sets]))
     assert fixed.knob("weights_per_gpu").as_int() == 46_853_200_902
+    # the estimate is checked against the measured TP8 point: 93,470,472,204 B (87.05 GiB) estimated there against
+    # 101,425,652,695 B measured, so the remedy says how far off the estimate was
+    assert load_model("glm-5.3").estimated_weights_per_gpu(_tp8()) == 93_470_472_204
+    assert (
+        "(estimated; at tp 8, attention 8, experts 8 measured 101,425,652,695 B, estimated 93,470,472,204 B)"
+        in r.detail
+    )
     assert fixed.knob("mem_fraction_static").as_float() == 0.787
     weights, pre = 46_853_200_902, PRE_H100
     available = int(((pre - weights) / GiB - pre / GiB * (1 - 0.787)) * GiB)
