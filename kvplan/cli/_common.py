@@ -141,6 +141,8 @@ def usage_error(e: BaseException, code: int, argv: Sequence[str]) -> int:
 
 def _report(message: str, code: int, *, wants_json: bool) -> None:
     label = "internal error" if code == EXIT_INTERNAL else "error"
+    # one line whatever the message quotes from the input: control characters (newlines, escapes) shown escaped
+    message = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
     sys.stderr.write(f"kvplan: {label}: {message}\n")
     if wants_json:
         from kvplan.render import error_document

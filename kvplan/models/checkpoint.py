@@ -132,7 +132,7 @@ def _dims(value: Any, where: str) -> tuple[int, ...]:
         raise InputError(f"{where}: expected a list of at most 8 dimensions")
     for d in value:
         if isinstance(d, bool) or not isinstance(d, int) or d < 0 or d > limits.MAX_TOKENS:
-            raise InputError(f"{where}: {str(d)[:40]} is not a dimension (0 .. {limits.MAX_TOKENS:,})")
+            raise InputError(f"{where}: {ascii(d)[:40]} is not a dimension (0 .. {limits.MAX_TOKENS:,})")
     return tuple(value)
 
 

@@ -224,3 +224,12 @@ def test_help_into_a_closed_pipe_is_exit_0(args: list[str]) -> None:
     p.stderr.close()
     assert p.wait(timeout=60) == EXIT_OK, err
     assert err == b""
+
+
+def test_an_error_quoting_control_characters_is_still_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # a reader that quotes raw input (a safetensors dimension of "\n", a terminal escape) must still print one line
+    from kvplan.cli._common import fail
+
+    fail("header: \n\x1b[31m is not a dimension", 2)
+    err = capsys.readouterr().err
+    assert err == "kvplan: error: header: \\n\\x1b[31m is not a dimension\n", err
