@@ -33,7 +33,7 @@ from typing import Any
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import sglang_rules
+from kvplan.engines.versions import sglang_rules, vllm_rules
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
@@ -1066,7 +1066,16 @@ def diagnose(
         )
         dep = _with(dep, {"engine": engine, "engine_version": ENGINES[engine][0]})
     if run.version is not None and engine == "vllm" and run.version.value.lstrip("v") != dep.engine_version:
-        notes.append(f"the log is from vLLM {run.version.value}; kvplan applies vLLM {dep.engine_version} semantics")
+        logged = run.version.value.lstrip("v")
+        try:  # the rules in force for the log's own version (kvplan/engines/versions.py), where kvplan models it
+            vllm_rules(logged)
+        except InputError:
+            notes.append(
+                f"the log is from vLLM {run.version.value}; kvplan applies vLLM {dep.engine_version} semantics"
+            )
+        else:
+            notes.append(f"the log is from vLLM {run.version.value}: planned with the rules in force then")
+            dep = _with(dep, {"engine_version": logged})
     if engine == "sglang" and run.kv:
         if any(k.value.dtype is None and not k.value.mha for k in run.kv):
             notes.append("the KV line prints no 'dtype:': the format of SGLang 0.5.9 and earlier")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -266,3 +267,16 @@ def test_doctor_treats_any_0_5_9_build_as_0_5_9() -> None:
     kinds = [h.key for h in _hypotheses(p.arch, p.deployment, p, {})]
     assert "sglang_0_5_9" not in kinds and "dcp" not in kinds
     assert "sglang_0_5_9" in [h.key for h in _hypotheses(p.arch, make_plan().deployment, make_plan(), {})]
+
+
+def test_doctor_plans_a_vllm_log_with_the_rules_of_its_own_version() -> None:
+    # tests/data/logs/field/vllm-llama-3.1-8b-h100-llmd-planner-tp4.log is from vLLM 0.19.0: the doctor's plan from
+    # the config takes the 0.9-0.20 row (utilization set to 0.95 by the log's args; no CUDA-graph estimate)
+    from tests.runbook.conftest import body, run_doctor
+
+    text = body(Path("tests/data/logs/field/vllm-llama-3.1-8b-h100-llmd-planner-tp4.log"))
+    sets = ("engine=vllm", "gpu=h100", "tp=4", "gpus_per_node=4", "gpu_memory_utilization=0.95", "context_length=8192")
+    d = run_doctor(text, sets=(f"model={LLAMA}", *GQA_DEFAULTS, *sets), model=LLAMA)
+    assert any("the log is from vLLM 0.19.0: planned with the rules in force then" in n for n in d.notes)
+    assert d.config is not None and d.config.engine_version == "0.19.0"
+    assert d.config.knob("non_kv_other").value == (6_070 - 1_618) * MiB
