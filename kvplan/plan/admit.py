@@ -65,6 +65,8 @@ class Remedy:
     detail: str
     also: tuple[tuple[str, object], ...] = ()
     """Knobs set together with ``knob`` (more nodes to hold a larger tp or ep)."""
+    sizes: tuple[tuple[str, int], ...] = ()
+    """Byte figures the detail names as ``{size:NAME}``; the render layer writes them in GiB and GB."""
 
     @property
     def sets(self) -> tuple[str, ...]:
@@ -335,8 +337,9 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
         best = smallest_true(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
         if best is not None and (new := _try(plan, req, **{knob: best / steps})) is not None:
             room = new.extras.get("slack_bytes")
-            detail = f"leaves {room:,} B of slack outside the pool" if room is not None else "higher utilization"
-            out.append(Remedy(knob, best / steps, new.logged_tokens, detail + how))
+            detail = "leaves {size:slack} of slack outside the pool" if room is not None else "higher utilization"
+            sizes = (("slack", room),) if room is not None else ()
+            out.append(Remedy(knob, best / steps, new.logged_tokens, detail + how, sizes=sizes))
 
     # the kv cache dtype (an explicit mla_layout would pin the row, so only the dtype is changed, as --set does)
     if plan.kv_format in ("bf16", "fp16"):
@@ -371,8 +374,11 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                     "max_running_requests",
                     best_mrr,
                     new.logged_tokens,
-                    f"req_to_token {new.extras['req_to_token_bytes']:,} B instead of "
-                    f"{plan.extras['req_to_token_bytes']:,} B{how}",
+                    "req_to_token {size:after} instead of {size:before}" + how,
+                    sizes=(
+                        ("after", new.extras["req_to_token_bytes"]),
+                        ("before", plan.extras["req_to_token_bytes"]),
+                    ),
                 )
             )
     if not out:
@@ -399,7 +405,7 @@ def _estimate_check(new: PoolPlan) -> str:
         return ""
     point = arch.measured_weights[0]
     est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp)
-    return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"
+    return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"  # exact bytes: the gap is small
 
 
 def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
@@ -432,6 +438,6 @@ def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
         w = new.knob("weights_per_gpu")
         source = "as set" if not w.defaulted else w.origin.removeprefix("default: ").split(" ", 1)[0]
         where = f"{tp * dep.pp} GPUs on {nodes} node(s) of {dep.gpus_per_node}"
-        detail = f"{where}: weights {w.as_int():,} B a GPU ({source}{_estimate_check(new)}); {new.kv_format} rows{how}"
-        return [Remedy("tp", tp, new.logged_tokens, detail, also)]
+        detail = f"{where}: weights {{size:weights}} a GPU ({source}{_estimate_check(new)}); {new.kv_format} rows{how}"
+        return [Remedy("tp", tp, new.logged_tokens, detail, also, sizes=(("weights", w.as_int()),))]
     return []

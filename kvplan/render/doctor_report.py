@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
-from kvplan.render.reports import deployment_label, plan_data
+from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import CANNOT_CHECK, MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.parse import At, Gib, Run
 
@@ -396,7 +396,7 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
         asked = "" if d.admission_asked else " (the server's context length; pass --ctx to ask)"
         rows.append((f"2. a {a.request.total_tokens:,}-token request{asked}", verdict, detail))
         for r in a.remedies[:3]:
-            rows.append(("   would admit it", r.flags, f"{r.pool_tokens:,} tokens: {r.detail}"))
+            rows.append(("   would admit it", r.flags, f"{r.pool_tokens:,} tokens: {remedy_detail(r)}"))
     h = d.prefix
     if h is not None:
         paid = h.pairs_paid * 1_000_000 // h.pairs_total if h.pairs_total else 0
@@ -593,7 +593,9 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
                 "largest_ctx": d.admission.largest_ctx,
                 "usable_tokens": d.admission.usable_tokens,
                 "pool_source": d.admission.pool_source,
-                "remedies": [asdict(r) for r in d.admission.remedies],
+                "remedies": [
+                    {**asdict(r), "detail": remedy_detail(r), "sizes": dict(r.sizes)} for r in d.admission.remedies
+                ],
             }
             if d.admission
             else None

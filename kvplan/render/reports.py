@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import describe_kinds
-from kvplan.plan.admit import Admission
+from kvplan.plan.admit import Admission, Remedy
 from kvplan.plan.budget import Budget, Footprint
 from kvplan.plan.prefix import PrefixHit
 from kvplan.plan.transfer import Transfer
@@ -460,6 +460,14 @@ def _fp(f: Footprint) -> dict[str, int]:
     return {**asdict(f), "total_bytes": f.total_bytes}
 
 
+def remedy_detail(m: Remedy) -> str:
+    """A remedy's detail with its byte figures written in GiB and GB."""
+    text = m.detail
+    for name, n in m.sizes:
+        text = text.replace("{size:" + name + "}", size(n))
+    return text
+
+
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
     b = a.binding
@@ -529,7 +537,7 @@ def admit_report(a: Admission) -> Report:
         sections.append(
             Section(
                 "Smallest changes that admit it (each re-planned)",
-                tuple((m.flags, count(m.pool_tokens) + " tokens", m.detail) for m in a.remedies),
+                tuple((m.flags, count(m.pool_tokens) + " tokens", remedy_detail(m)) for m in a.remedies),
                 ("change", "pool after", "detail"),
             )
         )
@@ -556,7 +564,9 @@ def admit_report(a: Admission) -> Report:
         "largest_ctx": a.largest_ctx,
         "max_concurrent": a.max_concurrent,
         "fewer_at_once": a.fewer_at_once,
-        "remedies": [{**asdict(m), "set": list(m.sets)} for m in a.remedies],
+        "remedies": [
+            {**asdict(m), "detail": remedy_detail(m), "sizes": dict(m.sizes), "set": list(m.sets)} for m in a.remedies
+        ],
         "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
         "tail_waste_tokens": a.tail_waste_tokens,
