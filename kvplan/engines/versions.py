@@ -180,7 +180,8 @@ VLLM: tuple[VllmRules, ...] = (
         "memory' = weights + torch peak + non-torch, no graph term (tests/data/logs/field)",
         cudagraph_in_budget=False,
         default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (docs.vllm.ai engine args; vllm-project/vllm#2162)",
+        utilization_cite="EngineArgs default 0.9 (docs.vllm.ai v0.6.4 engine args, vllm-project/vllm#2162); 0.92 "
+        "by 0.33.0, the release that changed it not pinned: set gpu_memory_utilization from the log's args",
     ),
     VllmRules(
         engine="vllm",
