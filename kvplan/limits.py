@@ -9,8 +9,10 @@ raise it where raising makes sense (``KVPLAN_MAX_<KIND>_BYTES``).
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,3 +187,76 @@ def open_regular(path: Path, what: str) -> IO[bytes]:
         return path.open("rb")
     except OSError as e:
         raise InputError(f"{what} {path}: cannot open: {e.strerror or e}") from None
+
+
+class JsonError(InputError):
+    """A JSON text kvplan refuses: ``problem`` says why, ``line`` where (when known), ``key`` a duplicate key."""
+
+    def __init__(self, problem: str, *, line: int | None = None, key: str | None = None) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.line = line
+        self.key = key
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"a number of {digits:,} digits is past kvplan's limit of {MAX_INT_DIGITS}")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
+def _json_constant(text: str) -> object:
+    raise ValueError(f"{text} is not a number kvplan reads")
+
+
+_JSON_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of [ and { in a JSON text (strings skipped), counted without recursion."""
+    deepest = level = 0
+    for b in _JSON_BRACKETS.findall(_JSON_STRINGS.sub("", text)):
+        level += 1 if b in "[{" else -1
+        deepest = max(deepest, level)
+    return deepest
+
+
+def strict_json(text: str) -> object:
+    """json.loads for untrusted text: nesting up to MAX_DEPTH (checked before parsing), no duplicate keys, no
+    NaN/Infinity or float overflow, no integer of more than MAX_INT_DIGITS digits. Else a JsonError."""
+    if json_depth(text) > MAX_DEPTH:
+        raise JsonError(f"nested deeper than kvplan's limit of {MAX_DEPTH} levels")
+    try:
+        return json.loads(
+            text, object_pairs_hook=_pairs, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant
+        )
+    except json.JSONDecodeError as e:
+        raise JsonError(f"not valid JSON: {e.msg}", line=e.lineno) from None
+    except _DuplicateKey as e:
+        raise JsonError(f"duplicate key {str(e)[:80]!r}", key=str(e)) from None
+    except ValueError as e:
+        raise JsonError(str(e)) from None
+    except RecursionError:  # json_depth should have caught it; never a traceback
+        raise JsonError(f"nested deeper than kvplan's limit of {MAX_DEPTH} levels") from None

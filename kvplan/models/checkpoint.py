@@ -41,7 +41,6 @@ against the index's ``metadata.total_size`` to the byte, saying what is left une
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -93,38 +92,13 @@ class Tensor:
         return -(-self.numel * DTYPE_BITS[self.dtype] // 8)
 
 
-class _Duplicate(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(k)
-        out[k] = v
-    return out
-
-
-def _no_constant(text: str) -> Any:
-    raise ValueError(f"{text} is not a number kvplan reads")
-
-
 def _strict_json(text: str, where: str) -> Any:
-    """JSON with no duplicate keys, no NaN/Infinity and no integer past MAX_INT_DIGITS digits."""
-    long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
-    if long_int is not None:
-        raise limits.LimitError(f"{where}: a number of more than {limits.MAX_INT_DIGITS} digits is past kvplan's limit")
+    """JSON by kvplan's one strict reader (limits.strict_json), errors located by file and line."""
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{where}:{e.lineno}: not valid JSON: {e.msg}") from None
-    except _Duplicate as e:
-        raise InputError(f"{where}: duplicate key {str(e)[:80]!r}") from None
-    except ValueError as e:
-        raise InputError(f"{where}: not valid JSON: {e}") from None
-    except RecursionError:
-        raise limits.LimitError(f"{where}: nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels") from None
+        return limits.strict_json(text)
+    except limits.JsonError as e:
+        at = f"{where}:{e.line}" if e.line is not None else where
+        raise limits.JsonError(f"{at}: {e.problem}", line=e.line, key=e.key) from None
 
 
 def _dims(value: Any, where: str) -> tuple[int, ...]:

@@ -192,52 +192,19 @@ def parse_text(text: str, source: str) -> Doc:
     return Doc(data, source, lines)
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _json_float(text: str) -> float:
-    value = float(text)
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{text} is not a finite number")
-    return value
-
-
-def _json_constant(text: str) -> Any:
-    raise ValueError(f"{text} is not a number kvplan reads")
-
-
 def parse_json(text: str, source: str) -> Doc:
-    """A JSON document, strictly: duplicate keys, NaN/Infinity and integers past MAX_INT_DIGITS digits are errors."""
-    long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
-    if long_int is not None:
-        raise ConfigError(
-            f"a number of more than {limits.MAX_INT_DIGITS} digits is past kvplan's limit",
-            source=source,
-            line=text.count("\n", 0, long_int.start()) + 1,
-        )
+    """A JSON document, strictly (limits.strict_json): duplicate keys, NaN/Infinity, integers past
+    MAX_INT_DIGITS digits and nesting past MAX_DEPTH are errors, located where the text allows."""
     try:
-        data = json.loads(text, object_pairs_hook=_json_pairs, parse_float=_json_float, parse_constant=_json_constant)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"not valid JSON: {e.msg}", source=source, line=e.lineno) from None
-    except _DuplicateKey as e:
-        parse_text(text, source)  # names the key and its line
-        raise ConfigError(f"duplicate key {e.key!r}", source=source) from None
-    except ValueError as e:
-        raise ConfigError(f"not valid JSON: {e}", source=source) from None
-    except RecursionError:
-        raise ConfigError(f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels", source=source) from None
+        data = limits.strict_json(text)
+    except limits.JsonError as e:
+        if e.key is not None:
+            parse_text(text, source)  # names the key and its line
+        line = e.line
+        if line is None and "digits" in e.problem:
+            long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
+            line = text.count("\n", 0, long_int.start()) + 1 if long_int else None
+        raise ConfigError(e.problem, source=source, line=line) from None
     try:
         doc = parse_text(text, source)  # JSON is YAML: reuse it for line numbers (and its depth limit)
     except ConfigError as e:

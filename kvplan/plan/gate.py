@@ -7,7 +7,6 @@ with its locked figures and with the requirements, and returns every rule with i
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -15,7 +14,16 @@ from kvplan import __version__
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.limits import MAX_DEPTH, MAX_GPU_BYTES, MAX_GPUS, MAX_LAYERS, MAX_TOKENS, LimitError, bounded_int, int_text
+from kvplan.limits import (
+    MAX_GPU_BYTES,
+    MAX_GPUS,
+    MAX_LAYERS,
+    MAX_TOKENS,
+    JsonError,
+    bounded_int,
+    int_text,
+    strict_json,
+)
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINE_KNOBS, KNOBS, Deployment, Requirements
 from kvplan.plan.admit import Request, admit, largest_admitted
@@ -215,34 +223,13 @@ def figures_from_json(name: str, data: object, source: str, schema: int = LOCK_S
     return Figures(**values)
 
 
-def _depth(text: str) -> int:
-    """Deepest nesting of [ and { in a JSON text (strings skipped), counted before json.loads recurses."""
-    brackets = _BRACKETS.findall(_STRINGS.sub("", text))
-    deepest = level = 0
-    for b in brackets:
-        level += 1 if b in "[{" else -1
-        deepest = max(deepest, level)
-    return deepest
-
-
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
-
-
 def parse_lock(text: str, source: str) -> dict[str, Figures]:
     """A lock file's text -> its entries, or one InputError naming the file, the key path or the line."""
-    if _depth(text) > MAX_DEPTH:
-        raise LimitError(f"{source}: nested deeper than kvplan's limit of {MAX_DEPTH} (not a kvplan lock file)")
-
-    def _no_constant(c: str) -> object:
-        raise InputError(f"{source}: {c} is not a number kvplan accepts (corrupt lock file?)")
-
     try:
-        doc = json.loads(text, parse_int=lambda t: int_text(t, name=f"{source}: a number"), parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{source}:{e.lineno}: not valid JSON: {e.msg} (corrupt lock file?)") from None
-    except RecursionError:  # _depth should have caught it; never a traceback
-        raise LimitError(f"{source}: nested deeper than kvplan's limit of {MAX_DEPTH}") from None
+        doc = strict_json(text)
+    except JsonError as e:
+        at = f"{source}:{e.line}" if e.line is not None else source
+        raise InputError(f"{at}: {e.problem} (corrupt lock file?)") from None
     return read_lock(doc, source)
 
 
