@@ -10,20 +10,17 @@ from __future__ import annotations
 import json
 import struct
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvplan.errors import KvplanError
 from kvplan.models.arch import Split
 from kvplan.models.checkpoint import read_index, read_safetensors_header, shard
 from kvplan.models.load import load_model
+from tests.fuzz.conftest import one_line_error
 
-SECONDS = 5.0
 FUZZ = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
 VALID = {
@@ -42,17 +39,6 @@ json_value = st.recursive(
 )
 
 
-def one_line(fn: Callable[[], Any]) -> Any:
-    start = time.monotonic()
-    try:
-        return fn()
-    except KvplanError as e:
-        assert "\n" not in str(e)
-        return None
-    finally:
-        assert time.monotonic() - start < SECONDS
-
-
 def _file(header: bytes, data: int, length: int | None = None) -> Path:
     path = Path(tempfile.mkdtemp()) / "model.safetensors"
     path.write_bytes(struct.pack("<Q", len(header) if length is None else length) + header + bytes(data))
@@ -62,7 +48,7 @@ def _file(header: bytes, data: int, length: int | None = None) -> Path:
 @FUZZ
 @given(st.binary(max_size=300), st.integers(0, 64), st.one_of(st.none(), st.integers(0, 2**64 - 1)))
 def test_random_bytes(header: bytes, data: int, length: int | None) -> None:
-    one_line(lambda: read_safetensors_header(_file(header, data, length)))
+    one_line_error(lambda: read_safetensors_header(_file(header, data, length)))
 
 
 @FUZZ
@@ -79,7 +65,7 @@ def test_mutated_header(name: str, key: str | None, value: Any, data_delta: int)
     else:
         doc[name][key] = value
     header = json.dumps(doc, allow_nan=True).encode()
-    tensors = one_line(lambda: read_safetensors_header(_file(header, max(DATA_BYTES + data_delta, 0))))
+    tensors = one_line_error(lambda: read_safetensors_header(_file(header, max(DATA_BYTES + data_delta, 0))))
     if tensors is not None:  # what was accepted is sized without error, and fits the file
         assert sum(t.nbytes for t in tensors) <= DATA_BYTES + max(data_delta, 0)
         s = shard(tensors, Split.of(tp=4, ep=2), num_layers=1, ep=2, with_mtp=True)
@@ -97,5 +83,5 @@ def test_index_and_snapshot(weight_map: Any, text_tail: str) -> None:
     )  # fmt: skip
     text = json.dumps({"metadata": {"total_size": 1000}, "weight_map": weight_map}) + text_tail
     (folder / "model.safetensors.index.json").write_text(text)
-    one_line(lambda: read_index(folder / "model.safetensors.index.json"))
-    one_line(lambda: load_model(str(folder)))
+    one_line_error(lambda: read_index(folder / "model.safetensors.index.json"))
+    one_line_error(lambda: load_model(str(folder)))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from typer.testing import CliRunner
 
 from kvplan import limits
 from kvplan.cli import app
-from kvplan.errors import KvplanError
 from kvplan.models.deploy import KNOBS, Deployment
 from kvplan.models.load import ALIASES, load_deployment, load_model
 from kvplan.units import (
@@ -33,9 +31,9 @@ from kvplan.units import (
     parse_token_list,
     parse_tokens,
 )
+from tests.fuzz.conftest import SECONDS, one_line_error
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
-SECONDS = 5.0
 """Time budget of one input (a parse or a whole CLI run)."""
 
 FUZZ = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], deadline=None)
@@ -45,17 +43,6 @@ _pieces = st.sampled_from([*"0123456789.,_;:@%+-eEkKmMgGtTiIbBps/ x\t\u0661", "G
 unit_text = st.lists(_pieces, max_size=12).map("".join) | st.sampled_from(
     ["9" * 5000, "1e99", "1e6", "1,048,576", "0", "-1", "", " ", "nan", "inf", "1" + "0" * 40]
 )
-
-
-def one_line_error(fn: Callable[[], object]) -> object:
-    start = time.monotonic()
-    try:
-        return fn()
-    except KvplanError as e:
-        assert "\n" not in str(e)
-        return None
-    finally:
-        assert time.monotonic() - start < SECONDS
 
 
 @FUZZ
