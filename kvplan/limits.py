@@ -243,10 +243,15 @@ def json_depth(text: str) -> int:
     return deepest
 
 
+def too_deep(text: str) -> bool:
+    """Whether a JSON text nests deeper than MAX_DEPTH; a text with few brackets is answered without a scan."""
+    return text.count("[") + text.count("{") > MAX_DEPTH and json_depth(text) > MAX_DEPTH
+
+
 def strict_json(text: str) -> object:
     """json.loads for untrusted text: nesting up to MAX_DEPTH (checked before parsing), no duplicate keys, no
     NaN/Infinity or float overflow, no integer of more than MAX_INT_DIGITS digits. Else a JsonError."""
-    if json_depth(text) > MAX_DEPTH:
+    if too_deep(text):
         raise JsonError(f"nested deeper than kvplan's limit of {MAX_DEPTH} levels")
     try:
         return json.loads(

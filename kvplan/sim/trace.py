@@ -243,8 +243,6 @@ def _lines(path: Path) -> Generator[_Line, None, None]:
 
 
 _LONG_INT = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")  # [0-9]: twice as fast as \d
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
 
 
 def _parse_int(text: str) -> int:
@@ -262,21 +260,9 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 _LONG_INT_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_no_constant)
 
 
-def _too_deep(text: str) -> bool:
-    """Whether JSON text nests deeper than ``limits.MAX_DEPTH``, found without recursion (strings ignored)."""
-    if text.count("[") + text.count("{") <= limits.MAX_DEPTH:
-        return False
-    depth = 0
-    for m in _BRACKET.finditer(_JSON_STRING.sub("", text)):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > limits.MAX_DEPTH:
-            return True
-    return False
-
-
 def _json(text: str) -> Any:
     """json.loads for untrusted text: bounded depth and integer length, no NaN or Infinity; _Bad otherwise."""
-    if _too_deep(text):
+    if limits.too_deep(text):
         raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}")
     try:
         if _LONG_INT.search(text):
