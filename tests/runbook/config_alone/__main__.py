@@ -1,0 +1,3 @@
+from tests.runbook.config_alone import table
+
+print(table())
