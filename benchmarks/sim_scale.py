@@ -1,0 +1,269 @@
+"""`kvplan simulate` at fleet scale: CPU seconds and peak memory per mode as the trace grows k-fold.
+
+The trace (the Mooncake conversation trace by default) is repeated k times into a temporary directory, each copy's
+hash ids offset past the previous copy's largest id (so copies share no block) and its timestamps past the
+previous copy's last arrival (so occupancy mode sees copies one after another). Every mode × size runs as its
+own child process (``python -m kvplan simulate ... --format json``); its CPU seconds (user + system) and peak
+resident memory come from ``os.wait4`` on that child, which counts the processes it waited for too. A run past
+``--timeout`` seconds (wall) is killed and reported as "> N s".
+
+Modes (capacity 3M tokens, one process: ``-j 1``):
+
+- ``ideal``: one capacity, leaf-LRU over the trace's own 512-token blocks, the last 50 % of requests measured
+  (kvcache-simulator's convention: it reports nothing for a pool that did not fill before its window);
+- ``sweep``: the 10-point leaf-LRU curve (400 to 100,000 blocks, log-spaced; the curve of
+  sim_vs_kvcache_simulator.py), last 50 %;
+- ``fifo``: the same 10 points under block FIFO, last 50 %;
+- ``sglang``, ``vllm``: the engine pools in order mode (64-token pages, the GLM-5.3 presets' pages), all
+  requests measured;
+- ``sglang-occ``, ``vllm-occ``: the engine pools in occupancy mode (trace arrivals, the default service model).
+
+With ``--peer`` the ideal modes are also run by kvcache-simulator's C++ backend (``run_cpp_sweep`` in a child
+process, trace parsing included, its one-time compile done before timing) on the same k-fold trace, and the
+hit tokens of the two compared. Leaf-LRU is a stack algorithm, so a copy's hits do not depend on the copies
+before it: for an even k the last-50 % hit tokens of ``ideal`` and ``sweep`` are checked to be exactly k/2 × those
+of one copy measured whole (a reference run with ``--window all``, not in the table).
+
+    python benchmarks/sim_scale.py                          # copies 1,16,64, every mode
+    python benchmarks/sim_scale.py --copies 1,16 --modes vllm,sglang --timeout 120
+    python benchmarks/sim_scale.py --copies 64 --peer --json results.json
+    python benchmarks/sim_scale.py --compare before.json    # same outputs as a saved run? (digests)
+
+Prints a markdown table (CPU s, peak MiB per mode and size) and a line naming the machine. Exit 2 when a run
+fails or the peer disagrees, or when --compare finds an output that changed; 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+CAPACITY = "3M"
+CURVE_BLOCKS = [round(400 * (100_000 / 400) ** (i / 9)) for i in range(10)]
+LAST50 = ["--window", "last50"]
+MODES: dict[str, list[str]] = {
+    "ideal": ["--capacity", CAPACITY, *LAST50],
+    "sweep": ["--sweep", ",".join(f"{c} blocks" for c in CURVE_BLOCKS), "-j", "1", *LAST50],
+    "fifo": ["--sweep", ",".join(f"{c} blocks" for c in CURVE_BLOCKS), "--policy", "fifo", "-j", "1", *LAST50],
+    "sglang": ["--semantics", "sglang", "--capacity", CAPACITY],
+    "vllm": ["--semantics", "vllm", "--capacity", CAPACITY],
+    "sglang-occ": ["--semantics", "sglang", "--capacity", CAPACITY, "--occupancy"],
+    "vllm-occ": ["--semantics", "vllm", "--capacity", CAPACITY, "--occupancy"],
+}
+PEER_POLICY = {"ideal": "lru", "sweep": "lru", "fifo": "fifo"}
+STACK_MODES = ("ideal", "sweep")
+"""Modes whose hits are a stack algorithm's: a copy's hits do not depend on the copies before it."""
+
+
+@dataclass
+class Run:
+    tool: str
+    mode: str
+    copies: int
+    requests: int
+    cpu_s: float
+    peak_rss_bytes: int
+    wall_s: float
+    timed_out: bool
+    rc: int
+    hit_tokens: list[int]
+    digest: str
+    """sha256 of the JSON output without the trace path: equal digests, equal results."""
+
+
+def make_trace(src: Path, copies: int, out_dir: Path) -> tuple[Path, int]:
+    """``copies`` copies of a Mooncake trace, ids and times offset per copy; returns (path, requests)."""
+    rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
+    id_span = max((max(r["hash_ids"]) for r in rows if r["hash_ids"]), default=-1) + 1
+    t_span = max(r.get("timestamp", 0) for r in rows) + 1
+    path = out_dir / f"{src.stem}_x{copies}.jsonl"
+    with path.open("w") as f:
+        for k in range(copies):
+            for r in rows:
+                c = dict(r)
+                c["hash_ids"] = [x + k * id_span for x in r["hash_ids"]]
+                if "timestamp" in c:
+                    c["timestamp"] = r["timestamp"] + k * t_span
+                f.write(json.dumps(c, separators=(",", ":")) + "\n")
+    return path, len(rows) * copies
+
+
+def run_child(cmd: list[str], timeout: float) -> tuple[int, str, float, int, float, bool]:
+    """(rc, stdout, cpu seconds, peak RSS bytes, wall seconds, timed out) of one child, from wait4."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, start_new_session=True)
+        timed_out = False
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t0 > timeout:
+                os.killpg(p.pid, signal.SIGKILL)
+                pid, status, ru = os.wait4(p.pid, 0)
+                timed_out = True
+                break
+            time.sleep(0.02)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - t0
+        out.seek(0)
+        text = out.read().decode()
+    return p.returncode, text, ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024, wall, timed_out
+
+
+def kvplan_run(mode: str, trace: Path, copies: int, requests: int, timeout: float, extra: tuple[str, ...] = ()) -> Run:
+    cmd = [sys.executable, "-m", "kvplan", "simulate", str(trace), *MODES[mode], *extra, "--format", "json"]
+    rc, text, cpu, rss, wall, timed_out = run_child(cmd, timeout)
+    hits: list[int] = []
+    digest = ""
+    if rc == 0 and not timed_out:
+        doc = json.loads(text)
+        doc.pop("trace", None)
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+        hits = [p["hit_tokens"] for p in doc["points"]] if "points" in doc else [doc["hit"]["tokens"]]
+    return Run("kvplan", mode, copies, requests, cpu, rss, wall, timed_out, rc, hits, digest)
+
+
+_PEER = """
+import json, sys
+from kvcache_sim.cpp_backend import run_cpp_sweep
+from kvcache_sim.trace import parse_trace_file
+caps, policy = json.loads(sys.argv[2]), sys.argv[3]
+trace = parse_trace_file(sys.argv[1], block_size=512)
+res = run_cpp_sweep(trace, capacities=caps, policies=[policy], warmup_requests=trace.request_count // 2)
+print(json.dumps([res.results[(policy, c)].hitTokens for c in caps]))
+"""
+
+
+def peer_run(mode: str, trace: Path, copies: int, requests: int, timeout: float) -> Run:
+    caps = [3 * 2**20 // 512] if mode == "ideal" else CURVE_BLOCKS
+    cmd = [sys.executable, "-c", _PEER, str(trace), json.dumps(caps), PEER_POLICY[mode]]
+    rc, text, cpu, rss, wall, timed_out = run_child(cmd, timeout)
+    hits = json.loads(text) if rc == 0 and not timed_out else []
+    return Run("kvcache-simulator C++", mode, copies, requests, cpu, rss, wall, timed_out, rc, hits, "")
+
+
+def cell(r: Run, timeout: float) -> str:
+    if r.timed_out:
+        return f"> {timeout:g} s"
+    if r.rc:
+        return f"exit {r.rc}"
+    return f"{r.cpu_s:.1f} s, {r.peak_rss_bytes / 2**20:,.0f} MiB"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {platform.system()} {platform.release()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    ap.add_argument("--copies", default="1,16,64", help="comma list of k (default 1,16,64)")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma list of {', '.join(MODES)}")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds (wall) a run may take (default 300)")
+    ap.add_argument("--peer", action="store_true", help="also run kvcache-simulator's C++ backend (ideal modes)")
+    ap.add_argument("--json", type=Path, help="write every run's figures to this file")
+    ap.add_argument("--compare", type=Path, help="a --json file of an earlier run: report outputs that changed")
+    args = ap.parse_args()
+    if not args.trace.is_file():
+        print(f"no trace at {args.trace}", file=sys.stderr)
+        return 2
+    copies = [int(x) for x in args.copies.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not copies or min(copies) < 1:
+        print(f"unknown mode(s) {unknown} or bad --copies {args.copies!r}", file=sys.stderr)
+        return 2
+    if args.peer:
+        from kvcache_sim.cpp_backend import ensure_cpp_simulator
+
+        ensure_cpp_simulator()
+    runs: list[Run] = []
+    one: dict[str, list[int]] = {}
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="kvplan-sim-scale-") as tmp:
+        for k in copies:
+            path, n = make_trace(args.trace, k, Path(tmp))
+            for mode in modes:
+                r = kvplan_run(mode, path, k, n, args.timeout)
+                runs.append(r)
+                print(f"  {mode} x{k} ({n:,} requests): {cell(r, args.timeout)}", file=sys.stderr, flush=True)
+                failed |= bool(r.rc) and not r.timed_out
+                if args.peer and mode in PEER_POLICY:
+                    p = peer_run(mode, path, k, n, args.timeout)
+                    runs.append(p)
+                    print(f"  peer {mode} x{k}: {cell(p, args.timeout)}", file=sys.stderr, flush=True)
+                    if p.hit_tokens and r.hit_tokens and p.hit_tokens != r.hit_tokens:
+                        print(f"DISAGREE {mode} x{k}: kvplan {r.hit_tokens} peer {p.hit_tokens}", file=sys.stderr)
+                        failed = True
+            if k == 1:
+                # one copy measured whole: k copies of a stack algorithm hit k/2 times that in their last half
+                for mode in (m for m in modes if m in STACK_MODES):
+                    ref = kvplan_run(mode, path, k, n, args.timeout, ("--window", "all"))
+                    one[mode] = ref.hit_tokens
+            os.unlink(path)
+
+    for r in runs:
+        if r.tool == "kvplan" and r.copies % 2 == 0 and one.get(r.mode) and r.hit_tokens:
+            if r.hit_tokens != [h * r.copies // 2 for h in one[r.mode]]:
+                print(f"NOT k/2 x ONE COPY: {r.mode} x{r.copies}: {r.hit_tokens} vs {one[r.mode]}", file=sys.stderr)
+                failed = True
+            else:
+                print(f"  {r.mode} x{r.copies}: hit tokens exactly {r.copies // 2} x one copy", file=sys.stderr)
+
+    sizes = sorted({(r.copies, r.requests) for r in runs})
+    head = "| mode | " + " | ".join(f"{n:,} requests ({k} cop{'y' if k == 1 else 'ies'})" for k, n in sizes) + " |"
+    print(head)
+    print("|---" * (len(sizes) + 1) + "|")
+    for tool in dict.fromkeys(r.tool for r in runs):
+        for mode in modes:
+            cells = []
+            for k, _ in sizes:
+                hit = [r for r in runs if r.tool == tool and r.mode == mode and r.copies == k]
+                cells.append(cell(hit[0], args.timeout) if hit else "")
+            if any(cells):
+                name = f"`{mode}`" if tool == "kvplan" else f"`{mode}`, {tool}"
+                print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"\nCPU seconds (user + system) and peak RSS of each child process; machine: {machine()}")
+
+    changed = 0
+    if args.compare is not None:
+        before = {(d["tool"], d["mode"], d["copies"]): d for d in json.loads(args.compare.read_text())["runs"]}
+        for r in runs:
+            b = before.get((r.tool, r.mode, r.copies))
+            if b and b.get("digest") and r.digest and b["digest"] != r.digest:
+                print(f"CHANGED: {r.mode} x{r.copies}: output digest {b['digest']} -> {r.digest}", file=sys.stderr)
+                changed += 1
+            elif b and b.get("digest") and r.digest:
+                cpu = f"{b['cpu_s']:.1f} -> {r.cpu_s:.1f} s CPU"
+                rss = f"{b['peak_rss_bytes'] / 2**20:,.0f} -> {r.peak_rss_bytes / 2**20:,.0f} MiB"
+                print(f"same output: {r.mode} x{r.copies}: {cpu}, {rss}", file=sys.stderr)
+    if args.json is not None:
+        doc: dict[str, Any] = {"machine": machine(), "trace": str(args.trace), "runs": [asdict(r) for r in runs]}
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return 2 if failed or changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
