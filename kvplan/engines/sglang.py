@@ -12,6 +12,8 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.engines.backends import check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -36,12 +38,24 @@ DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 real logs show `Load weight begin. avail mem=` 1-2 GiB under the NVML total; `kvplan probe` measures it)."""
 
 
-def _capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, as memory_hook does."""
+def _capacity_defaults(gpu_mem_mib: int, tp: int, capacity: str = "0.5.10") -> tuple[int, int]:
+    """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, as the version's rules say (``capacity``)."""
     gi = 1024
+    if capacity == "0.4.0":  # ServerArgs 0.4.0-0.4.6 (sgl-project/sglang#2268)
+        return (2048 if gpu_mem_mib < 25_000 else 8192), 160
+    if capacity == "0.4.7":
+        if gpu_mem_mib > 180_000:
+            return 16384, 160
+        return (2048 if gpu_mem_mib < 25_000 else 8192), 160
+    if capacity == "0.4.8":
+        if gpu_mem_mib < 35 * gi:
+            return 2048, (8 if tp < 4 else 80)
+        return (8192 if gpu_mem_mib < 160 * gi else 16384), 160
     if gpu_mem_mib < 20 * gi:
         return 2048, 8
     if gpu_mem_mib < 35 * gi:
+        if capacity in ("0.5.3", "0.5.5"):  # _handle_gpu_memory_settings of 0.5.3-0.5.9
+            return 2048, (16 if capacity == "0.5.3" else 24) if tp < 4 else 80
         return 4096, 48 if tp < 4 else 160
     if gpu_mem_mib < 60 * gi:
         return 4096, 32 if tp < 4 else 160
@@ -73,10 +87,62 @@ MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
 """SGLang 0.4.x ``ServerArgs.__post_init__``: mem_fraction_static by tp_size (the first row whose tp is <= tp)."""
 
 
-def _mem_fraction_by_tp(tp: int) -> tuple[float, str, int]:
+def _mem_fraction_by_tp(tp: int, label: str = "SGLang 0.4.0-0.4.5 table by tp") -> tuple[float, str, int]:
     """The 0.4.x default: a fixed table by tp, no reserve arithmetic (reserved MiB reported as 0)."""
     at, mfs = next((t, f) for t, f in MEM_FRACTION_BY_TP if tp >= t)
-    return mfs, f"SGLang 0.4.x table by tp: tp {tp} >= {at} -> {mfs}", 0
+    return mfs, f"{label}: tp {tp} >= {at} -> {mfs}", 0
+
+
+def _mem_fraction_0_4(dep: Deployment, kind: str, gpu_mem: int) -> tuple[float, str, int]:
+    """The 0.4.6 and 0.4.7 defaults (``ServerArgs.__post_init__``); gpu_mem is the nvidia-smi total in MiB."""
+    if kind == "by_tp_0.4.6":
+        if gpu_mem <= 81920:
+            return _mem_fraction_by_tp(dep.tp, f"SGLang 0.4.6, {gpu_mem:,} MiB <= 81,920: table by tp")
+        mfs = (gpu_mem - 1024 * 13) / gpu_mem
+        return mfs, f"SGLang 0.4.6: ({gpu_mem:,} − 13,312 MiB) / {gpu_mem:,} MiB (unrounded)", 13 * 1024
+    ps = dep.tp * dep.pp
+    if gpu_mem <= 81920:
+        base, why, _ = _mem_fraction_by_tp(ps, f"SGLang 0.4.7, {gpu_mem:,} MiB <= 81,920: table by tp × pp")
+    else:
+        base, why = 0.88, f"SGLang 0.4.7: {gpu_mem:,} MiB > 81,920 -> 0.88"
+    if gpu_mem > 180 * 1000 and dep.gpu.vendor == "nvidia":
+        return 0.79, f"SGLang 0.4.7: {gpu_mem:,} MiB > 180,000 on CUDA -> 0.79", 0
+    if gpu_mem > 96 * 1024:
+        reserve = 1024 * (20 if dep.mtp else 18)
+        relaxed = base + 48 * 1024 * (1 - base) / gpu_mem
+        capped = (gpu_mem - reserve) / gpu_mem
+        why = (
+            f"SGLang 0.4.7: min({base} + 49,152 × (1 − {base}) / {gpu_mem:,}, ({gpu_mem:,} − {reserve:,}) / "
+            f"{gpu_mem:,}) MiB"
+        )
+        return min(relaxed, capped), why, reserve
+    if dep.mtp:
+        return base * 0.95, why + " × 0.95 (EAGLE)", 0
+    return base, why, 0
+
+
+def _mem_fraction_gpu_class(dep: Deployment, gpu_mem: int, mtp_mib: int) -> tuple[float, str, int]:
+    """0.4.8-0.5.2 (sgl-project/sglang#7054): reserved memory by GPU class, + EAGLE, + 4 GiB with dp attention."""
+    ps = dep.tp * dep.pp
+    gi = 1024
+    if gpu_mem < 35 * gi:
+        reserved, part = (2.8 + ps / 10) * gi, f"(2.8 + tp×pp {ps} / 10) × 1024"
+    elif gpu_mem < 90 * gi:
+        reserved, part = (9.5 + ps / 2) * gi, f"(9.5 + tp×pp {ps} / 2) × 1024"
+    elif gpu_mem < 160 * gi:
+        reserved, part = (12 + ps / 2) * gi, f"(12 + tp×pp {ps} / 2) × 1024"
+    else:
+        reserved, part = 32.0 * gi, "32 × 1024"
+    parts = [part]
+    if dep.mtp:
+        reserved += mtp_mib
+        parts.append(f"EAGLE/MTP {mtp_mib}")
+    if dep.dp_attention > 1:
+        reserved += 4 * gi
+        parts.append("dp attention 4096")
+    mfs = round((gpu_mem - reserved) / gpu_mem, 3)
+    why = f"round(({gpu_mem:,} MiB − {reserved:,g} MiB reserved) / {gpu_mem:,} MiB, 3); reserved = " + " + ".join(parts)
+    return mfs, why, int(reserved)
 
 
 def default_mem_fraction(
@@ -87,18 +153,22 @@ def default_mem_fraction(
     The prefill-graph part (``memory_hook.reserve_for_graph_mb``) is 1.5 × 1024 MiB with an MLA backend, else
     ``len(prefill bs) × 8`` with the prefill graph's max_bs = chunked_prefill_size (capped by max_total_tokens).
     With ``disable_cuda_graph`` neither the decode graph nor the prefill graph is reserved (0.5.10 and later;
-    0.5.9 always charged ``max_bs × 2``).
+    0.5.3-0.5.9 always charged ``max_bs × 2``). Before 0.5.3 the heuristic is a table (``rules.mem_fraction``).
     """
     rules = sglang_rules(version)
+    gpu_mem = dep.gpu.nvml_total_bytes // MiB
     if rules.mem_fraction == "by_tp":
         return _mem_fraction_by_tp(dep.tp)
-    old = rules.mem_fraction == "reserve_0.5.9"
-    gpu_mem = dep.gpu.nvml_total_bytes // MiB
+    if rules.mem_fraction in ("by_tp_0.4.6", "by_tp_0.4.7"):
+        return _mem_fraction_0_4(dep, rules.mem_fraction, gpu_mem)
+    if rules.mem_fraction == "gpu_class":
+        return _mem_fraction_gpu_class(dep, gpu_mem, rules.mtp_reserve_mib)
+    old = rules.mem_fraction == "reserve_0.5.3"
     decode_graph = not dep.disable_cuda_graph
     parts: list[str] = []
     if old:
-        reserved = 512 + chunk * 1.5 + max_bs * 2 + dep.tp * dep.pp / 8 * 1024
-        parts.append(f"512 + {chunk}×1.5 + {max_bs}×2 + tp{dep.tp}×pp{dep.pp}/8×1024")
+        reserved = 512 + max(chunk, 2048) * 1.5 + max_bs * 2 + dep.tp * dep.pp / 8 * 1024
+        parts.append(f"512 + max({chunk}, 2048)×1.5 + {max_bs}×2 + tp{dep.tp}×pp{dep.pp}/8×1024")
     else:
         reserved = 512 + max(chunk, 2048) * 1.5 + dep.tp * dep.pp / 8 * 1024
         parts.append(f"512 + max({chunk}, 2048)×1.5 + tp{dep.tp}×pp{dep.pp}/8×1024")
@@ -233,6 +303,8 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
             layout = MlaLayout.BF16
         elif not arch.is_dsa:
             layout = MlaLayout.FP8_RAW
+        elif sglang_rules(version).dsa_fp8_row_any_backend:
+            layout = MlaLayout.FP8_DS_MLA  # NSATokenToKVPool: 656 B (kv_lora_rank + scales + bf16 rope) on any backend
         else:
             layout = dsa_fp8_layout(used, gpu)
         knobs.append(Knob("mla_layout", layout.value, f"default: {dtype} with {backend}"))
@@ -246,7 +318,20 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if (said := rules_note("sglang", version)) is not None:
         notes.append(said)
     if arch.is_dsa and not rules.dsa:
-        raise PlanError(f"SGLang {version} has no DSA (NSA) attention: DeepSeek-V3.2 / GLM-5 need 0.5.9 or later")
+        raise PlanError(
+            f"SGLang {version} has no DSA (NSA) attention: DeepSeek-V3.2 needs 0.5.3 or later, GLM-5 0.5.9 or later"
+        )
+    if arch.is_dsa and rules.dsa_archs and arch.architecture not in rules.dsa_archs:
+        raise PlanError(
+            f"SGLang {version} serves DSA (NSA) only for {', '.join(rules.dsa_archs)} (is_deepseek_nsa of "
+            f"{rules.label}): {arch.architecture} needs 0.5.9 or later"
+        )
+    if arch.is_dsa and rules.dsa_forces_dp_attention and dep.dp_attention != dep.tp:
+        # server_args._handle_model_specific_adjustments: enable_dp_attention = True, dp_size = tp_size
+        notes.append(
+            f"SGLang {rules.label} turns on DP attention for NSA models: dp_attention {dep.dp_attention} -> {dep.tp}"
+        )
+        dep = replace(dep, dp_attention=dep.tp)
     dtype, backend, layout, knobs = _layout(arch, dep, version)
     dcp = dep.dcp
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
@@ -301,7 +386,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         rule = arch.indexer_rule.value
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     main = cell_row * arch.num_layers
-    indexer = idx_row * indexer_layers * (dcp if rules.dcp else 1)
+    budget_indexer_layers = indexer_layers if rules.dsa_indexer_in_budget else 0
+    if arch.is_dsa and not rules.dsa_indexer_in_budget:
+        notes.append(
+            f"SGLang {rules.label} leaves the indexer K ({idx_row} B × {indexer_layers} layers per token) out of the "
+            "KV budget and allocates it on top: the pool over-commits memory (fixed by sgl-project/sglang#11309)"
+        )
+    indexer = idx_row * budget_indexer_layers * (dcp if rules.dcp else 1)
     draft_layers = arch.num_mtp_layers if dep.mtp else 0
     draft_main = draft_idx = 0
     if draft_layers:
@@ -330,9 +421,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 
     # ---- memory fraction
     gpu_mem_mib = dep.gpu.nvml_total_bytes // MiB
-    chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp)
-    if rules.mem_fraction == "by_tp":  # 0.4.x ServerArgs: 2048 under 25,000 MiB, else 8192
-        chunk_default = 2048 if gpu_mem_mib < 25_000 else 8192
+    chunk_default, bs_default = _capacity_defaults(gpu_mem_mib, dep.tp, rules.capacity)
     chunk_k = resolve(dep, "chunked_prefill_size", chunk_default, f"{gpu_mem_mib:,} MiB GPU")
     max_bs = dep.cuda_graph_max_bs or bs_default
     if dep.max_running_requests is not None and dep.cuda_graph_max_bs is None:
@@ -345,6 +434,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         mla=arch.is_mla,
     )
     mfs_k = resolve(dep, "mem_fraction_static", mfs_default, mfs_why)
+    if arch.is_dsa and rules.dsa_mem_fraction is not None:
+        # 0.5.3 server_args: "Setting mem fraction static to 0.8 for DeepSeek NSA." (over any --mem-fraction-static)
+        mfs_k = Knob("mem_fraction_static", rules.dsa_mem_fraction, f"forced by SGLang {rules.label} for NSA models")
     mfs = mfs_k.as_float()
 
     # ---- available bytes (SGLang computes in GiB floats)

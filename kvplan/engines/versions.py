@@ -74,14 +74,39 @@ class _Range:
 @dataclass(frozen=True, kw_only=True)
 class SglangRules(_Range):
     mem_fraction: str
-    """Default mem_fraction_static heuristic: 'by_tp' (0.4.x table), 'reserve_0.5.9' (512 + chunk × 1.5 + max_bs × 2
-    + tp × pp / 8 × 1024, EAGLE + 2 GiB), 'reserve_0.5.23' (+ the prefill CUDA graph, decode graph only when on)."""
+    """Default mem_fraction_static heuristic (gpu_mem = the smallest GPU's nvidia-smi / amd-smi total in MiB):
+    'by_tp' (0.4.0-0.4.5: 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp);
+    'by_tp_0.4.6' (the tp table up to 81,920 MiB, above it (gpu_mem − 13 GiB) / gpu_mem, unrounded);
+    'by_tp_0.4.7' (the table by tp × pp up to 81,920 MiB, else 0.88; over 180,000 MiB on CUDA 0.79; over 96 GiB
+    min(f + 48 GiB × (1 − f) / gpu_mem, (gpu_mem − 18 GiB) / gpu_mem), 20 GiB with EAGLE; else EAGLE × 0.95);
+    'gpu_class' (0.4.8-0.5.2: reserve (2.8 + tp×pp/10) GiB under 35 GiB, (9.5 + tp×pp/2) GiB under 90 GiB,
+    (12 + tp×pp/2) GiB under 160 GiB, else 32 GiB; + EAGLE, + 4 GiB with dp attention; rounded to 3);
+    'reserve_0.5.3' (512 + max(chunk, 2048) × 1.5 + max_bs × 2 + tp × pp / 8 × 1024 MiB, dp-attention terms,
+    at least 10 GiB above 60 GiB, + EAGLE; the decode-graph term whether or not graphs are on);
+    'reserve_0.5.23' (+ the prefill CUDA graph, decode graph only when on)."""
+    capacity: str = "0.5.10"
+    """Default chunked_prefill_size (and cuda_graph_max_bs) by GPU memory: '0.4.0' (2048 under 25,000 MiB, else
+    8192), '0.4.7' (16384 over 180,000 MiB), '0.4.8' (2048 under 35 GiB, 8192 under 160 GiB, else 16384),
+    '0.5.3' (the memory table with max_bs 16 / 80 under 35 GiB), '0.5.5' (24 / 80 there), '0.5.10' (4096 and
+    48 / 160 there)."""
     cell_raw_mla_row: bool = False
-    """The budget charges (kv_lora_rank + rope) × kv_size per layer whatever row the pool allocates (0.5.9)."""
+    """The budget charges (kv_lora_rank + rope) × kv_size per layer whatever row the pool allocates (0.5.3-0.5.9)."""
     indexer_all_layers: bool = False
-    """The DSA indexer is budgeted and allocated on every layer (0.5.9), not on the full layers only."""
+    """The DSA indexer is allocated (and, with ``dsa_indexer_in_budget``, budgeted) on every layer (0.5.3-0.5.9),
+    not on the full layers only."""
     dsa: bool = True
     """The version serves DSA (NSA) models at all."""
+    dsa_archs: tuple[str, ...] = ()
+    """The architectures ``is_deepseek_nsa`` accepts; empty: any DSA model kvplan knows."""
+    dsa_indexer_in_budget: bool = True
+    """The indexer K rows are in get_cell_size_per_token (from 0.5.4, sgl-project/sglang#11309); 0.5.3 allocated
+    them outside the budget."""
+    dsa_mem_fraction: float | None = None
+    """0.5.3 set mem_fraction_static to this for any DeepSeek NSA model, over the user's value."""
+    dsa_forces_dp_attention: bool = False
+    """0.5.3-0.5.5 turned on DP attention with dp = tp for any NSA model on GPUs."""
+    dsa_fp8_row_any_backend: bool = False
+    """An fp8 NSA cache is the 656-B fp8_ds_mla row whatever the backend (0.5.3-0.5.8; 0.5.9 made trtllm raw)."""
     dcp: bool = True
     """Decode context parallel exists."""
     mtp_reserve_mib: int = 0
@@ -99,32 +124,152 @@ class VllmRules(_Range):
     utilization_cite: str
 
 
+_DEEPSEEK_NSA = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN")
+"""``configs/model_config.is_deepseek_nsa`` of 0.5.3-0.5.8 (with ``index_topk`` set); GlmMoeDsa came in 0.5.9."""
+
+_NSA_0_5_3 = (
+    "NSA (DeepSeek-V3.2-Exp) from sgl-project/sglang#11061 (v0.5.3): NSATokenToKVPool with the index K on every "
+    "layer, fp8 rows of a hard-coded 656 B on any backend, page 64, dp attention = tp"
+)
+
 SGLANG: tuple[SglangRules, ...] = (
     SglangRules(
         engine="sglang",
         since=(0, 4, 0),
-        until=(0, 5, 0),
-        label="0.4.x",
-        reference="0.4.x server_args",
-        cite="ServerArgs.__post_init__ of 0.4.x: mem_fraction_static by tp (0.88 / 0.87 / 0.85 / 0.81 / 0.79), "
-        "seen as 0.88 at tp 1 in the SGLang 0.4.1 docs-build log (tests/data/logs/field)",
+        until=(0, 4, 6),
+        label="0.4.0-0.4.5",
+        reference="0.4.5",
+        cite="ServerArgs.__post_init__ in the sglang 0.4.0, 0.4.1, 0.4.3.post4, 0.4.4 and 0.4.5 wheels: "
+        "mem_fraction_static by tp_size (0.88 / 0.87 / 0.85 / 0.81 / 0.79), whatever the GPU; chunked_prefill_size "
+        "2048 under 25,000 MiB, else 8192 (sgl-project/sglang#2268)",
         mem_fraction="by_tp",
+        capacity="0.4.0",
         dsa=False,
         dcp=False,
         prefill_graph=False,
     ),
     SglangRules(
         engine="sglang",
-        since=(0, 5, 0),
+        since=(0, 4, 6),
+        until=(0, 4, 7),
+        label="0.4.6",
+        reference="0.4.6",
+        cite="sglang 0.4.6 wheel, ServerArgs.__post_init__: the tp table only up to 81,920 MiB; above it "
+        "(gpu_mem − 1024 × 13) / gpu_mem (replaced by sgl-project/sglang#5893, 'reserve at least 18GB for H200')",
+        mem_fraction="by_tp_0.4.6",
+        capacity="0.4.0",
+        dsa=False,
+        dcp=False,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 4, 7),
+        until=(0, 4, 8),
+        label="0.4.7",
+        reference="0.4.7",
+        cite="sglang 0.4.7 wheel, ServerArgs.__post_init__: sgl-project/sglang#5893 (over 96 GiB: min(f + 48 GiB × "
+        "(1 − f) / gpu_mem, (gpu_mem − 18 GiB) / gpu_mem)) and #6718 (over 180,000 MiB on CUDA: 0.79, chunk 16384)",
+        mem_fraction="by_tp_0.4.7",
+        capacity="0.4.7",
+        dsa=False,
+        dcp=False,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 4, 8),
+        until=(0, 5, 3),
+        label="0.4.8-0.5.2",
+        reference="0.4.8",
+        cite="sgl-project/sglang#7054 'Simplify the heuristics for setting --mem-fraction-static' (v0.4.8): "
+        "reserved memory by GPU class, read in the 0.4.8, 0.4.9, 0.4.10, 0.5.1 and 0.5.2 wheels; 0.4.9 on scales "
+        "multimodal models down (#6881; not modelled: kvplan plans text models)",
+        mem_fraction="gpu_class",
+        capacity="0.4.8",
+        dsa=False,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 3),
+        until=(0, 5, 4),
+        label="0.5.3",
+        reference="0.5.3",
+        cite="sgl-project/sglang#10975 (v0.5.3): reserved = 512 + chunk × 1.5 + max_bs × 2 + tp × pp / 8 GiB; "
+        + _NSA_0_5_3
+        + "; the budget leaves the index K out and mem_fraction_static is forced to 0.8 for NSA",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.3",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_indexer_in_budget=False,
+        dsa_mem_fraction=0.8,
+        dsa_forces_dp_attention=True,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 4),
+        until=(0, 5, 5),
+        label="0.5.4",
+        reference="0.5.4",
+        cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
+        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel)",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.3",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_forces_dp_attention=True,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 5),
+        until=(0, 5, 6),
+        label="0.5.5",
+        reference="0.5.5",
+        cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
+        "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_forces_dp_attention=True,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 6),
         until=(0, 5, 9),
-        label="0.5.0-0.5.8",
-        reference="",
-        cite="recognised: the 2025 builds between the 0.4.x tp table and 0.5.9",
-        modelled=False,
-        mem_fraction="",
-        why_not="its memory-fraction heuristic, DSA row layout and indexer budget changed within the range "
-        "and kvplan has not read them from the source; use engine_version 0.5.9 or 0.5.23 and set "
-        "mem_fraction_static from the log's ServerArgs",
+        label="0.5.6-0.5.8",
+        reference="0.5.8",
+        cite="sglang 0.5.6, 0.5.7, 0.5.8 wheels: NSA in TP mode allowed (dp attention no longer forced); the "
+        "reserve heuristic and cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, "
+        "off by default)",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
     ),
     SglangRules(
         engine="sglang",
@@ -133,8 +278,10 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.9",
         reference="0.5.9",
         cite="sglang==0.5.9 wheel, shared/reference/sglang-0.5.23.md §10: get_cell_size_per_token charges "
-        "(kv_lora_rank + rope) × kv_size and the indexer on every layer; no dcp; +2 GiB EAGLE reserve",
-        mem_fraction="reserve_0.5.9",
+        "(kv_lora_rank + rope) × kv_size and the indexer on every layer; no dcp; +2 GiB EAGLE reserve; GLM DSA "
+        "(GlmMoeDsa) and raw fp8 rows under trtllm arrive",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
         cell_raw_mla_row=True,
         indexer_all_layers=True,
         dcp=False,
