@@ -1,4 +1,9 @@
-"""SGLang startup logs reproduced from the config alone (see the package docstring for the rules)."""
+"""SGLang startup logs reproduced from the config alone (see the package docstring for the rules).
+
+One case per SGLang version row where a public log with a stated deployment exists (kvplan/engines/versions.py).
+Each case's comment derives the figure kvplan computes: cell bytes, the version's default mem_fraction_static,
+and pre-load free = CUDA total − 1 GiB (kvplan's runtime_overhead default); weights come from the config.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,7 @@ GQA = ("kv_cache_dtype=auto", "page_size=default", "mla_layout=default", "attent
 """A non-DSA model gets the engines' own defaults (the built-in default deployment pins GLM-5.3's fp8 MLA cache)."""
 
 CASES: tuple[Case, ...] = (
-    # cell = 8 kv heads × (128 + 128) × 2 B × 32 layers = 131,072 B; pre-load free = CUDA total − 1 GiB
-    # (kvplan's runtime_overhead default); mfs 0.88 from the 0.4.x tp table; weights from the config.
+    # 0.4.0-0.4.5 row. cell = 8 kv heads × (128 + 128) × 2 B × 32 layers = 131,072 B; mfs 0.88 from the tp table.
     Case(
         log=FIELD + "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
         line="max_total_num_tokens=444500",
@@ -20,5 +24,87 @@ CASES: tuple[Case, ...] = (
         model=LLAMA,
         sets=("engine=sglang", "engine_version=0.4.1", "gpu=h100", "gpus_per_node=1", "tp=1", *GQA),
         stated="ServerArgs line (tp_size=1, context_len from the config); the GPU from the docs build (H100 80GB)",
+    ),
+    # 0.4.0-0.4.5 row, the same chain as above on 0.4.4: mfs 0.88 (tp 1), cell 131,072 B; the FA3 backend the PR
+    # tests runs on Hopper only, and every 80 GB Hopper (H100 SXM / PCIe, H800) has the 81,559 MiB NVML total.
+    Case(
+        log=FIELD + "sglang-llama-3.1-8b-h100-sglang-pr-4760.log",
+        line="#tokens: 442750",
+        logged=442_750,
+        label="SGLang 0.4.4, Llama-3.1-8B bf16, H100 × 1, TP1 (FA3)",
+        model=LLAMA,
+        sets=("engine=sglang", "engine_version=0.4.4", "gpu=h100", "gpus_per_node=1", "tp=1", *GQA),
+        stated="sgl-project/sglang#4760 (2025-03-25 main, 0.4.4.x): Llama-3.1-8B-Instruct, one GPU, FA3 (Hopper); "
+        "the default mem fraction (none passed)",
+    ),
+    # 0.4.0-0.4.5 row on 4 × L4 (nvml 23,034 MiB): mfs 0.85 (tp 4 table; the log's ServerArgs prints it), cell =
+    # 2 kv heads per rank × 256 × 2 B × 64 layers = 65,536 B. The log: pre-load 21.63 GiB, weights 15.54 GiB ->
+    # int((6.09 − 21.63 × 0.15) × 2^30) // 65,536 = 46,620 (logged 46,611). kvplan: pre-load 20.99 GiB (CUDA total
+    # 21.99 − 1 GiB assumed; the log shows 0.36 GiB taken), weights 15.29 GiB -> (5.70 − 3.15) GiB -> 41,877.
+    Case(
+        log="shared/logs/sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log",
+        line="max_total_num_tokens=46611",
+        logged=46_611,
+        label="SGLang 0.4.3.post4, QwQ-32B bf16, L4 × 4, TP4",
+        model="tests/data/hf/qwq-32b/config.json",
+        sets=("engine=sglang", "engine_version=0.4.3.post4", "gpu=l4", "gpus_per_node=4", "tp=4", *GQA),
+        stated="the source's Dockerfile (SGL_VERSION 0.4.3.post4), instance g6.12xlarge (4 × L4), "
+        "--tensor-parallel-size 4",
+        gap="on a 24 GB GPU the 15 % slack leaves a 2.8 GiB pool, so the 1 GiB runtime_overhead kvplan assumes "
+        "before the weights (the log took 0.36 GiB: pre-load 21.63 of 21.99 GiB) and 0.25 GiB of weights below "
+        "the logged 15.54 GiB cost 10 %; a measured runtime overhead per GPU class (kvplan probe) would close it",
+        gap_band=(-0.12, -0.08),
+    ),
+    # 0.4.8-0.5.2 row (July 2025; mfs 0.93 set): cell = 1 kv head per rank × 256 × 2 B × 94 layers = 48,128 B.
+    # kvplan: pre-load 78.20 GiB, weights 55.13 GiB (config estimate) -> (23.07 − 78.20 × 0.07) GiB // 48,128.
+    Case(
+        log=FIELD + "sglang-qwen3-235b-a22b-fp8-h100-vllm-issue-21348.log",
+        line="#tokens: 367404",
+        logged=367_404,
+        label="SGLang (Jul 2025), Qwen3-235B-A22B-FP8, H100 × 4, TP4, mfs 0.93",
+        model="tests/data/hf/qwen3-235b-a22b-fp8/config.json",
+        sets=(
+            "engine=sglang",
+            "engine_version=0.4.9",
+            "gpu=h100",
+            "gpus_per_node=4",
+            "tp=4",
+            "mem_fraction_static=0.93",
+            *GQA,
+        ),
+        stated="vllm-project/vllm#21348: '4xH100', --tp 4 --mem-fraction-static 0.93; the version is not printed "
+        "(the July 2025 release, 0.4.9.x: with mfs set, every 0.4.x-0.5.x row plans this model the same)",
+        gap="the issue quotes no memory figure, so the 1.1 GiB the pool lacks cannot be split between weights "
+        "(kvplan's 55.13 GiB estimate per GPU) and what TP4 takes before the weights (1 GiB assumed); a load line "
+        "or a checkpoint-header weight figure would close it",
+        gap_band=(0.05, 0.09),
+    ),
+    # 0.5.6-0.5.8 row on 8 × MI355X (288 GiB = 294,912 MiB): cell = 61 × (512 + 64) × 2 B = 70,272 B (bf16 MLA).
+    # The default mfs of a text model: round((294,912 − (512 + 16,384 × 1.5 + 512 × 2 + 8/8 × 1024)) / 294,912, 3)
+    # = round(0.90799, 3) = 0.908; SGLang then scales it for Kimi-K2.5's vision tower (adjust_mem_fraction_for_vlm:
+    # 0.908 × 0.95 × 0.9576 = 0.82604, the ServerArgs figure), which kvplan does not model.
+    Case(
+        log=FIELD + "sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log",
+        line="TP0] KV Cache is allocated. #tokens: 2454421",
+        logged=2_454_421,
+        label="SGLang 0.5.8.post1 (ROCm), Kimi-K2.5, MI355X × 8, TP8",
+        model="tests/data/hf/kimi-k2/config.json",
+        sets=(
+            "engine=sglang",
+            "engine_version=0.5.8.post1",
+            "gpu=mi355x",
+            "gpus_per_node=8",
+            "tp=8",
+            "kv_cache_dtype=auto",
+            "page_size=1",
+            "mla_layout=default",
+            "attention_backend=triton",
+        ),
+        stated="the source's command (sglang serve --tp 8), its docker image (v0.5.8.post1-rocm720-mi35x) and "
+        "ServerArgs (attention_backend='triton', page_size=1)",
+        gap="two terms kvplan cannot take from the text config: Kimi-K2.5's int4 routed experts (the log loads "
+        "73.58 GiB per GPU; the Kimi-K2 fp8 config gives 120.08 GiB) and the vision-tower scaling of the default "
+        "mem fraction (0.826 logged vs 0.908); the K2.5 checkpoint headers and its vision_config would close it",
+        gap_band=(-0.15, -0.10),
     ),
 )
