@@ -1,10 +1,17 @@
-"""The typer app: every command registered on one group whose ``main`` is the error boundary."""
+"""The typer app: one group whose ``main`` is the error boundary, each command built only when it is run.
+
+``COMMANDS`` names every command's module and function; the group's command table is a ``_LazyCommands`` mapping
+whose keys are all the names (for help, completion and "did you mean") and whose values are built by typer on first
+access. ``kvplan admit`` therefore imports and builds ``admit`` alone: no other command's imports, no other
+command's parameters (issue 15 item 5; ``benchmarks/cli_latency.py`` measures it).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -12,26 +19,88 @@ from typer.core import TyperGroup
 
 from kvplan import __version__
 from kvplan.cli._common import exit_for, usage_error
-from kvplan.cli.admit import admit
-from kvplan.cli.budget import budget
-from kvplan.cli.doctor import doctor
-from kvplan.cli.gate import diff, gate, lock
-from kvplan.cli.gpus import gpus
-from kvplan.cli.prefix import prefix
-from kvplan.cli.presets import deployments_app, knobs, models_app
-from kvplan.cli.probe import probe, validate
-from kvplan.cli.simulate import simulate
-from kvplan.cli.transfer import transfer
-from kvplan.cli.workspace import workspace
 from kvplan.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "admit": ("kvplan.cli.admit", "admit"),
+    "budget": ("kvplan.cli.budget", "budget"),
+    "workspace": ("kvplan.cli.workspace", "workspace"),
+    "prefix": ("kvplan.cli.prefix", "prefix"),
+    "transfer": ("kvplan.cli.transfer", "transfer"),
+    "doctor": ("kvplan.cli.doctor", "doctor"),
+    "lock": ("kvplan.cli.gate", "lock"),
+    "gate": ("kvplan.cli.gate", "gate"),
+    "diff": ("kvplan.cli.gate", "diff"),
+    "probe": ("kvplan.cli.probe", "probe"),
+    "validate": ("kvplan.cli.probe", "validate"),
+    "simulate": ("kvplan.cli.simulate", "simulate"),
+    "knobs": ("kvplan.cli.presets", "knobs"),
+    "gpus": ("kvplan.cli.gpus", "gpus"),
+    "models": ("kvplan.cli.presets", "models_app"),
+    "deployments": ("kvplan.cli.presets", "deployments_app"),
+}
+"""Every command, in the order help lists them: name -> (module, function or typer sub-app)."""
+
+
+def build_command(name: str) -> Any:
+    """The click command typer builds for ``name`` (a function becomes a command, a sub-app a group)."""
+    from typer.main import get_command_from_info, get_group_from_info
+    from typer.models import CommandInfo, TyperInfo
+
+    module, attr = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attr)
+    if isinstance(target, typer.Typer):
+        return get_group_from_info(
+            TyperInfo(target, name=name), pretty_exceptions_short=True, rich_markup_mode=None, suggest_commands=True
+        )
+    return get_command_from_info(CommandInfo(name=name, callback=target), pretty_exceptions_short=True,
+                                 rich_markup_mode=None)  # fmt: skip
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The group's command table: every name known up front, each command built when first looked up."""
+
+    def __init__(self, built: MutableMapping[str, Any]) -> None:
+        self._built = dict(built)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = build_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (n for n in self._built if n not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(1 for n in self._built if n not in COMMANDS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self._built
 
 
 class _OneLineErrors(TyperGroup):
     """The error boundary around every command (and around click's own parsing): one line, the right exit code.
 
     Usage errors name the subcommand's help; kvplan's errors exit 2 (3 for a probe); anything else is a kvplan
-    bug, exit 4; Ctrl-C exits 130. Exit 1 stays the verdict's.
+    bug, exit 4; Ctrl-C exits 130. Exit 1 stays the verdict's. Its commands are built lazily (``_LazyCommands``).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(self.commands)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        del ctx
+        return list(self.commands)
 
     def main(  # type: ignore[override]
         self,
@@ -97,21 +166,3 @@ def _root(
     ] = False,
 ) -> None:
     """Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM."""
-
-
-app.command()(admit)
-app.command()(budget)
-app.command()(workspace)
-app.command()(prefix)
-app.command()(transfer)
-app.command()(doctor)
-app.command()(lock)
-app.command()(gate)
-app.command()(diff)
-app.command()(probe)
-app.command()(validate)
-app.command()(simulate)
-app.command()(knobs)
-app.command()(gpus)
-app.add_typer(models_app, name="models")
-app.add_typer(deployments_app, name="deployments")

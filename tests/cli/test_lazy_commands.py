@@ -1,0 +1,59 @@
+"""Issue 15 item 5: the CLI builds and imports only the command it runs (kvplan/cli/_app.py COMMANDS)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.cli._app import COMMANDS
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None})
+
+_PROBE = """
+import json, sys
+from kvplan.cli import main
+sys.argv = ["kvplan", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.startswith(("kvplan", "rich", "torch", "pynvml")))))
+"""
+
+
+def _modules_after(*argv: str) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=False)
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+def test_admit_imports_no_other_command() -> None:
+    mods = _modules_after("admit", "--ctx", "1M")
+    assert "kvplan.cli.admit" in mods
+    others = {module for name, (module, _) in COMMANDS.items() if module != "kvplan.cli.admit"}
+    assert not mods & others, sorted(mods & others)
+    # nor what those commands use: the simulator, the log reader, the probes, torch, NVML
+    assert not {m for m in mods if m.startswith(("kvplan.sim", "kvplan.runbook", "kvplan.probes", "torch", "pynvml"))}
+
+
+def test_help_lists_every_command_in_order() -> None:
+    r = runner.invoke(app, ["--help"])
+    assert r.exit_code == 0
+    listed = [line.split()[0] for line in r.stdout.split("Commands:")[1].splitlines() if line.strip()]
+    assert listed == list(COMMANDS)
+
+
+def test_every_command_builds_under_its_name() -> None:
+    for name in COMMANDS:
+        r = runner.invoke(app, [name, "--help"])
+        assert r.exit_code == 0, (name, r.output)
+        assert f" {name} " in r.stdout.splitlines()[0] + " ", (name, r.stdout.splitlines()[0])
+
+
+def test_a_typo_still_gets_a_suggestion() -> None:
+    r = runner.invoke(app, ["simulat"])
+    assert r.exit_code == 2
+    assert "Did you mean 'simulate'" in r.output
