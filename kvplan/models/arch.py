@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import AttentionCache, FullAttention, IndexerK, Layer, MlaLatent
 
 
@@ -154,6 +155,8 @@ class ModelArch:
     @property
     def is_dsa(self) -> bool:
         return self.is_mla and self.index_topk > 0 and self.index_head_dim > 0
+    activation: ActivationDims | None = None
+    """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
 
     @property
     def is_mla(self) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
+from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
@@ -639,6 +640,7 @@ def _model_from_hf(
         param_groups=groups,
         weights_summary=summary,
         weights_assumptions=assumptions,
+        activation=activation_dims(r.data),
     )
 
 
@@ -685,6 +687,7 @@ def _full_attention_from_hf(
         param_groups=w.groups,
         weights_summary=w.summary,
         weights_assumptions=w.assumptions,
+        activation=activation_dims(r.data),
     )
 
 

@@ -1,0 +1,170 @@
+"""vLLM V1's non-KV memory besides the weights: what its profiling run leaves as 'torch peak' and 'non-torch'.
+
+Read from the vLLM 0.19.0 wheel (``v1/worker/gpu_model_runner.py`` profile_run / _dummy_run /
+_dummy_sampler_run, ``v1/sample/sampler.py``, ``v1/sample/ops/topk_topp_sampler.py``,
+``v1/sample/ops/topk_topp_triton.py``, ``model_executor/layers/fused_moe/modular_kernel.py`` and
+``fused_moe.py`` TritonExperts.workspace_shapes, ``v1/worker/workspace.py``, ``utils/mem_utils.py``
+memory_profiling). vLLM logs ``Total non KV cache memory = weights + torch peak increase + non-torch increase``;
+the pool is ``ceil(total × util) − that`` (− the CUDA-graph estimate from 0.21 on). The profiling run:
+
+1. ``_dummy_run(max_num_batched_tokens)``: one forward pass of T = max_num_batched_tokens tokens split over
+   R = min(T, max_num_seqs) requests. It keeps the output hidden states ``[T, hidden]`` and gathers the last
+   token of each request, ``[R, hidden]``.
+2. ``_dummy_sampler_run``: ``torch.rand_like`` of those ``[R, hidden]``, then ``compute_logits`` -> ``[R, vocab]``
+   in the model dtype, which stays referenced while the Sampler makes a float32 copy, the Triton top-k/top-p
+   kernel masks it in place with a cached ``[min(SMs, R), vocab]`` float32 buffer, ``softmax`` gives float32
+   probs and ``random_sample`` a float32 ``q`` of the same shape: at the peak 2 + 4 + 4 + 4 = 14 B per
+   (request, vocab entry) in bf16.
+3. MoE: the modular fused-MoE kernel takes its workspace from the ``WorkspaceManager``, which keeps it for the
+   life of the worker: ``[T, top_k, max(I/tp, hidden)] + [T, top_k, max(2·I/tp, hidden)]`` elements (TritonExperts;
+   the output shares the first), allocated in the forward pass and still held when the sampler runs.
+
+So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
+
+What is fitted, not read (each term says so in the plan): the forward pass of a dense model
+(``3 × I/tp + 4 × hidden`` activations per token: gate_up, act and four ``[T, hidden]`` tensors, fitted on two
+logs where it exceeds the sampler), the 32 MiB residual every log shows over the read terms (PyTorch's cuBLAS
+workspace on Hopper, 8 × 4 MiB, is the likely owner), and the non-torch growth by tensor parallelism. The
+fit used only llm-d-planner logs that are not config-alone cases (tests/runbook/config_alone/vllm_v1.py names
+them); the cases are held out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.models.activation import ActivationDims
+from kvplan.models.deploy import Gpu
+from kvplan.units import GiB, MiB
+
+SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 4
+"""Live at the sampler's peak per (request, vocab entry): the model-dtype logits, their float32 copy, the float32
+softmax probs and the float32 exponential noise ``q`` of random_sample (0.19.0 Sampler.forward / forward_native)."""
+
+CUBLAS_WORKSPACE_BYTES = 32 * MiB
+"""FITTED: the torch peak every llm-d-planner vLLM 0.19.0 log shows over the read terms (+0.028 .. +0.038 GiB on
+16 logs of dense and MoE models, vocabularies 32K-256K: mean 0.032 GiB); PyTorch's default cuBLAS workspace on
+Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8 = 32 MiB, allocated through the caching allocator) is the likely owner."""
+
+FORWARD_HIDDEN_TENSORS = 4
+"""FITTED: [T, hidden] tensors live with a dense MLP's gate_up and act outputs at the forward pass's peak (embedding
+output, residual, normed input, layer output); fitted on CodeLlama-7b (0.77 GiB logged) and granite-3.1-8b
+(0.85 GiB), the two sweep logs whose forward pass outweighs the sampler; within ±0.02 GiB on both."""
+
+NON_TORCH_BY_TP = {1: 250 * GiB // 1000, 2: 2070 * GiB // 1000}
+"""FITTED: 'non-torch forward increase memory' of the llm-d-planner vLLM 0.19.0 logs on H100 80GB (SXM): TP1 0.24
+-0.27 GiB (median 0.25: cuBLAS / CUDA context growth after the snapshot), TP2 2.06-2.11 GiB (median 2.07: NCCL
+buffers, NVLS on NVSwitch systems, custom all-reduce), TP4 2.13-2.21 GiB (median 2.17, NON_TORCH_TP_WIDE)."""
+
+NON_TORCH_TP_WIDE = 2170 * GiB // 1000
+"""FITTED on TP4 logs; ASSUMED for TP above 4 (no public vLLM log at TP8 prints the figure)."""
+
+SM_COUNT = {
+    "h100-sxm": 132, "h100-nvl": 132, "h100-pcie": 114, "h200": 132, "h200-nvl": 132, "h800": 132, "h20": 78,
+    "h20-3e": 78, "gh200-96gb": 132, "gh200-144gb": 132, "b200": 148, "gb200": 152, "b300": 148, "gb300": 152,
+    "a100-80gb": 108, "a100-80gb-pcie": 108, "a100-40gb": 108, "a800-80gb": 108, "a800-80gb-pcie": 108,
+    "l4": 58, "l40": 142, "l40s": 142, "rtx-3090": 82, "rtx-4090": 128, "rtx-5090": 170, "rtx-6000-ada": 142,
+    "rtx-pro-6000": 188, "gb10": 48, "mi300x": 304, "mi308x": 80, "mi325x": 304, "mi355x": 256, "mi250x": 220,
+}  # fmt: skip
+"""Multiprocessors (compute units on AMD) per GPU, from the vendors' datasheets: the Triton top-k/top-p kernel
+runs min(SMs, requests) programs and caches a float32 [min(next_power_of_2(programs), SMs), vocab] buffer
+(batches of 8 requests or more; below that vLLM sorts in PyTorch, not modelled). Unknown GPU: 132 (ASSUMED)."""
+DEFAULT_SM_COUNT = 132
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfilePeak:
+    """vLLM's profiling-run figures for one GPU of a deployment, term by term (bytes)."""
+
+    tokens: int
+    """T: max_num_batched_tokens, the dummy forward pass's size."""
+    requests: int
+    """R = min(T, max_num_seqs): the requests the dummy batch is split into, one sampled token each."""
+    sampler_bytes: int
+    """R × vocab × 14 B (bf16; 12 B in float32, where the float32 copy is the logits themselves)."""
+    topk_topp_buffer_bytes: int
+    """min(SMs, R) × vocab × 4 B: the Triton top-k/top-p kernel's cached buffer."""
+    hidden_kept_bytes: int
+    """(T + 2R) × hidden × dtype: the forward's output, the last-token gather and its rand_like copy."""
+    forward_bytes: int
+    """T × (3 × dense I/tp + 4 × hidden) × dtype (FITTED shape; 0 without hidden size)."""
+    moe_workspace_bytes: int
+    """T × top_k × (max(I_e, hidden) + max(2·I_e, hidden)) × dtype, I_e = expert width / tp (TritonExperts)."""
+    cublas_bytes: int = CUBLAS_WORKSPACE_BYTES
+    non_torch_bytes: int
+    non_torch_origin: str
+
+    @property
+    def sampler_side_bytes(self) -> int:
+        return self.sampler_bytes + self.topk_topp_buffer_bytes + self.hidden_kept_bytes
+
+    @property
+    def torch_peak_bytes(self) -> int:
+        """vLLM's 'torch peak memory increase'."""
+        return max(self.forward_bytes, self.sampler_side_bytes) + self.moe_workspace_bytes + self.cublas_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        """Torch peak + non-torch: vLLM's 'Total non KV cache memory' less the weights."""
+        return self.torch_peak_bytes + self.non_torch_bytes
+
+    def summary(self) -> str:
+        """One line for the plan's knob origin and chain: each term, and which are fitted."""
+        peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
+        moe = f" + MoE workspace {_gib(self.moe_workspace_bytes)}" if self.moe_workspace_bytes else ""
+        return (
+            f"vLLM profile run (read from 0.19.0): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
+            f"{_gib(max(self.forward_bytes, self.sampler_side_bytes))} (logits {self.requests:,} requests × vocab, "
+            f"{self.tokens:,} tokens){moe} + cuBLAS {self.cublas_bytes // MiB} MiB (FITTED); non-torch "
+            f"{_gib(self.non_torch_bytes)} ({self.non_torch_origin})"
+        )
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def non_torch_bytes(tp: int) -> tuple[int, str]:
+    """(bytes, origin) of the non-torch growth at a tensor-parallel size."""
+    if tp in NON_TORCH_BY_TP:
+        return NON_TORCH_BY_TP[tp], f"FITTED on vLLM 0.19.0 H100 TP{tp} logs"
+    if tp <= 4:
+        return NON_TORCH_TP_WIDE, f"FITTED on vLLM 0.19.0 H100 TP4 logs (tp {tp})"
+    return NON_TORCH_TP_WIDE, f"FITTED on TP4 logs, ASSUMED for tp {tp}"
+
+
+def profile_peak(
+    dims: ActivationDims, *, gpu: Gpu, tp: int, ep: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> ProfilePeak:
+    """The profiling run's peak terms on one GPU (pure: the model's dimensions and the deployment).
+
+    Experts are split by tp unless expert parallelism is on (then each GPU holds whole experts of full width).
+    """
+    t = max_num_batched_tokens
+    r = min(t, max_num_seqs)
+    d = dims.dtype_bytes
+    h = dims.hidden_size
+    per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
+    sms = SM_COUNT.get(gpu.key, DEFAULT_SM_COUNT)
+    dense = dims.dense_intermediate // tp
+    forward = t * (3 * dense + FORWARD_HIDDEN_TENSORS * h) * d
+    moe = 0
+    if dims.is_moe:
+        ie = dims.expert_intermediate // (1 if ep > 1 else tp)
+        moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
+    nt, nt_origin = non_torch_bytes(tp)
+    return ProfilePeak(
+        tokens=t,
+        requests=r,
+        sampler_bytes=r * dims.vocab_size * per_logit,
+        topk_topp_buffer_bytes=min(_next_power_of_2(min(sms, r)), sms) * dims.vocab_size * 4,
+        hidden_kept_bytes=(t + 2 * r) * h * d,
+        forward_bytes=forward,
+        moe_workspace_bytes=moe,
+        non_torch_bytes=nt,
+        non_torch_origin=nt_origin,
+    )
