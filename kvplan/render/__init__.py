@@ -226,23 +226,35 @@ MIN_WIDTH = 40
 
 
 def console_width(stream: TextIO) -> int:
-    """The width rich would use for stream (COLUMNS, the terminal, else 80), never under MIN_WIDTH."""
-    from rich.console import Console
+    """The width rich would use for stream, never under MIN_WIDTH: rich's ``Console.size`` rule without
+    importing rich.console: COLUMNS when it is all digits, else the terminal of stdin/stdout/stderr, else 80."""
+    import os
 
-    try:
-        width = Console(file=stream).width
-    except (ValueError, OSError):
-        width = 80
-    return max(width, MIN_WIDTH)
+    del stream  # rich measures the process's terminal, not the stream it writes to
+    width: int | None = None
+    for fd in (0, 1, 2):
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (AttributeError, ValueError, OSError):
+            continue
+        break
+    columns = os.environ.get("COLUMNS")
+    if columns is not None and columns.isdigit():
+        width = int(columns)
+    return max(width or 80, MIN_WIDTH)
 
 
 def _rich(r: Report, stream: TextIO) -> None:
-    """Draw the report with rich into a buffer at the stream's width, then write it in the stream's encoding."""
+    """Draw the report at the stream's width in the stream's encoding: with rich (colour) on a terminal, else as
+    plain text laid out exactly as rich lays it out (``plain_text``), without importing rich's console."""
     import io
 
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    if not tty:
+        stream.write(_encodable(plain_text(r, console_width(stream)), stream))
+        return
     from rich.console import Console
 
-    tty = bool(getattr(stream, "isatty", lambda: False)())
     buffer = io.StringIO()
     console = Console(file=buffer, width=console_width(stream), force_terminal=tty, highlight=False, soft_wrap=False)
     _draw(r, console)
@@ -351,6 +363,7 @@ def _draw(r: Report, console: Any) -> None:
                 )
             for row in s.rows:
                 table.add_row(*(Text(_fit_figure(c, widths[j]) if numeric[j] else c) for j, c in enumerate(row)))
+                # every cell is a Text: no rich markup or :emoji: codes read from a cell (log text is untrusted)
             console.print(table)
         if s.note:
             console.print(Text(s.note, style="dim"))
@@ -398,3 +411,150 @@ def _draw_bar(bar: Bar, console: Any) -> None:
         legend.append(f" {label} {gib(b)} ({pct(b, total)})")
     console.print(line, overflow="fold")
     console.print(legend)
+
+
+# --------------------------------------------------------------------------- plain text (not a terminal)
+
+
+def plain_text(r: Report, width: int) -> str:
+    """The report as ``_draw`` prints it through rich on a non-terminal, character for character (the layout
+    rules of rich's Table with box=None, pad_edge=False, padding (0, 1), and of ``Console.print(Text)``: word
+    wrap with rich's own ``divide_line``, folded long words, cell lines padded to the column width).
+    tests/unit/test_render_plain.py checks the equality against rich on every command's reports."""
+    out: list[str] = []
+    text = out.extend
+
+    text(_wrap_text(r.title, width))
+    if r.startup_error:
+        text(_wrap_text(startup_line(r.startup_error), width))
+    if r.verdict:
+        text(_wrap_text(r.verdict, width))
+    for s in r.sections:
+        out.append("")
+        if s.title:
+            text(_wrap_text(s.title, width))
+        widths = _column_plan(s, width)
+        if widths is None:
+            headers = _headers(s)
+            for row in s.rows:
+                if not row:
+                    continue
+                text(_wrap_text(row[0], width))
+                for j, cell in enumerate(row[1:], start=1):
+                    if cell:
+                        head = headers[j] if j < len(headers) else ""
+                        text(_wrap_text(f"  {head}: {cell}" if head else f"  {cell}", width))
+        else:
+            text(_table_lines(s, widths))
+        if s.note:
+            text(_wrap_text(s.note, width))
+    if r.bar:
+        out.append("")
+        text(_wrap_text(r.bar.title, width))
+        parts = [(label, b) for label, b in r.bar.parts if b > 0]
+        total = sum(b for _, b in parts) or 1
+        bar_width = min(64, width)
+        line = "".join(_BAR_CHARS.get(label, label[:1] or "?") * max(1, round(bar_width * b / total))
+                       for label, b in parts)  # fmt: skip
+        legend = "  ".join(f"{_BAR_CHARS.get(label, label[:1] or '?')} {label} {gib(b)} ({pct(b, total)})"
+                           for label, b in parts)  # fmt: skip
+        text(_wrap_text(line, width))
+        text(_wrap_text(legend, width))
+    for note in r.notes:
+        text(_wrap_text(f"note: {note}", width))
+    return "".join(line + "\n" for line in out)
+
+
+_CONTROL = {ord(c): None for c in "\x07\x08\x0b\x0c\x0d"}
+"""What rich's Text drops from its input (rich.control.strip_control_codes)."""
+
+
+def _lines_of(text: str) -> list[str]:
+    """rich's ``Text.split('\\n', allow_blank=True)`` after its control-code strip, tabs expanded to 8."""
+    parts = text.translate(_CONTROL).split("\n")  # a trailing newline opens a blank line, as in rich
+    return [_expand_tabs(p) if "\t" in p else p for p in parts]
+
+
+def _expand_tabs(line: str) -> str:
+    """Tabs to the next multiple of 8 cells, counting wide characters as two (rich's ``Text.expand_tabs``)."""
+    from rich.cells import cell_len
+
+    out: list[str] = []
+    position = 0
+    *heads, last = line.split("\t")
+    for part in heads:
+        position += cell_len(part)
+        spaces = 8 - position % 8
+        out.append(part + " " * spaces)
+        position += spaces
+    return "".join(out) + last
+
+
+def _divide(line: str, width: int) -> list[str]:
+    """One line word-wrapped as rich's ``Text.wrap`` does (``divide_line`` then ``rstrip_end``)."""
+    from rich._wrap import divide_line
+    from rich.cells import cell_len
+
+    offsets = divide_line(line, width, fold=True)
+    pieces = [line[a:b] for a, b in zip([0, *offsets], [*offsets, len(line)], strict=True)]
+    out = []
+    for piece in pieces:
+        excess = cell_len(piece) - width
+        if excess > 0:  # rstrip_end: drop trailing whitespace past the width, no more
+            stripped = piece.rstrip()
+            piece = piece[: max(len(stripped), len(piece) - excess)]
+        out.append(piece)
+    return out
+
+
+def _crop(line: str, width: int) -> str:
+    from rich.cells import cell_len, set_cell_size
+
+    return set_cell_size(line, width) if cell_len(line) > width else line
+
+
+def _wrap_text(text: str, width: int) -> list[str]:
+    """``Console.print(Text(text))`` on a non-terminal: wrapped, cropped to the width, not padded."""
+    return [_crop(piece, width) for line in _lines_of(text) for piece in _divide(line, width)]
+
+
+def _cell_lines(text: str, width: int, *, right: bool, no_wrap: bool) -> list[str]:
+    """One table cell as rich renders it in a column of ``width``: each line exactly ``width`` cells."""
+    from rich.cells import cell_len, set_cell_size
+
+    out = []
+    for line in _lines_of(text):
+        for piece in [line] if no_wrap else _divide(line, width):
+            if right:
+                piece = _crop(piece.rstrip(), width)
+                out.append(" " * (width - cell_len(piece)) + piece)
+            else:
+                out.append(set_cell_size(piece, width))
+    return out or [" " * width]
+
+
+def _table_lines(s: Section, widths: list[int]) -> list[str]:
+    """A section as rich's Table draws it with kvplan's column plan (box None, two spaces between columns)."""
+    headers = _headers(s)
+    numeric = [all(_is_figure(row[j]) for row in s.rows if j < len(row)) for j in range(len(widths))]
+    right = [bool(numeric[j] and j) for j in range(len(widths))]
+    rows: list[list[str]] = []
+    if headers:
+        rows.append([headers[j] if j < len(headers) else "" for j in range(len(widths))])
+    body = [[_fit_figure(c, widths[j]) if numeric[j] else c for j, c in enumerate(row)] for row in s.rows]
+    out: list[str] = []
+    for n, row in enumerate([*rows, *body]):
+        cells = [row[j] if j < len(row) else "" for j in range(len(widths))]
+        is_header = n < len(rows)
+        rendered = [
+            _cell_lines(c, w, right=right[j], no_wrap=numeric[j]) for j, (c, w) in enumerate(
+                zip(cells, widths, strict=True))
+        ]  # fmt: skip
+        height = max(len(lines) for lines in rendered)
+        if is_header:  # rich aligns header cells to the bottom of the header row
+            rendered = [[" " * w] * (height - len(lines)) + lines for lines, w in zip(rendered, widths, strict=True)]
+        for i in range(height):
+            out.append(
+                "  ".join(lines[i] if i < len(lines) else " " * w for lines, w in zip(rendered, widths, strict=True))
+            )
+    return out
