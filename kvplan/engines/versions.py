@@ -122,6 +122,21 @@ class VllmRules(_Range):
     default on); before, graphs were captured after the pool, in the (1 − utilization) headroom."""
     default_utilization: float
     utilization_cite: str
+    v0_budget: str = ""
+    """V0 rows (kvplan/engines/vllm_v0.py): how worker.py determine_num_available_blocks takes the non-KV memory
+    from total × gpu_memory_utilization: 'init_free' (0.6.0-0.6.3: free memory at init_device − free memory after
+    the profile run, the allocator's cache of the run included), 'torch_peak' (0.6.4: torch allocated peak, weights
+    included, + every non-torch byte on the GPU, the CUDA context included), 'profiling' (0.6.5-0.8.x:
+    memory_profiling's weights + torch peak increase + non-torch increase since init_device). Empty: a V1 row."""
+    v0_chunked_tokens: int = 0
+    """V0 SchedulerConfig: max_num_batched_tokens when chunked prefill is on and not set (512 to 0.6.4, 2048 from
+    0.6.5); without chunked prefill max(max_model_len, 2048)."""
+    v0_mla: str = ""
+    """V0 MLA cache rows: '' (kvplan has not read MLA in this range: refused), 'aligned' (0.7.3: kv_lora_rank + rope
+    rounded up to 256 B, VLLM_CUDA_MEM_ALIGN_KV_CACHE default 1), 'latent' (0.8.x: kv_lora_rank + rope)."""
+    v1_by_default: bool = False
+    """vLLM starts the V1 engine by default (VLLM_USE_V1 defaults to 1 from 0.8.0); V0 only on fallback or with
+    VLLM_USE_V1=0."""
 
 
 _DEEPSEEK_NSA = ("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN")
@@ -305,16 +320,76 @@ VLLM: tuple[VllmRules, ...] = (
     VllmRules(
         engine="vllm",
         since=(0, 6, 0),
-        until=(0, 9, 0),
-        label="0.6-0.8 (V0)",
-        reference="",
-        cite="recognised: the V0 engine (worker.py determine_num_available_blocks, '# GPU blocks' log line)",
-        modelled=False,
-        why_not="V0 sizes the pool as gpu_memory_utilization × total − peak and logs '# GPU blocks'; kvplan "
-        "models the V1 engine only (0.9 and later)",
+        until=(0, 6, 4),
+        label="0.6.0-0.6.3 (V0)",
+        reference="0.6.3",
+        cite="vllm 0.6.0, 0.6.2, 0.6.3 wheels, worker/worker.py determine_num_available_blocks: peak = init free − "
+        "free after profile_run (no empty_cache in between); num_gpu_blocks = (total × util − peak) // block",
         cudagraph_in_budget=False,
         default_utilization=0.9,
-        utilization_cite="",
+        utilization_cite="EngineArgs default 0.9 (vllm 0.6.x wheels)",
+        v0_budget="init_free",
+        v0_chunked_tokens=512,
+    ),
+    VllmRules(
+        engine="vllm",
+        since=(0, 6, 4),
+        until=(0, 6, 5),
+        label="0.6.4 (V0)",
+        reference="0.6.4",
+        cite="vllm 0.6.4 wheel (vllm-project/vllm#9352): peak = torch allocated_bytes.all.peak + non-torch "
+        "(total − free − torch allocated, after empty_cache); the 'Memory profiling results' line",
+        cudagraph_in_budget=False,
+        default_utilization=0.9,
+        utilization_cite="EngineArgs default 0.9 (vllm 0.6.4 wheel)",
+        v0_budget="torch_peak",
+        v0_chunked_tokens=512,
+    ),
+    VllmRules(
+        engine="vllm",
+        since=(0, 6, 5),
+        until=(0, 7, 3),
+        label="0.6.5-0.7.2 (V0)",
+        reference="0.7.0",
+        cite="vllm 0.6.5, 0.6.6, 0.7.0 wheels (vllm-project/vllm#10511): utils.memory_profiling, non-KV = weights + "
+        "torch peak increase + non-torch increase since init_device; chunked-prefill default 2048 tokens",
+        cudagraph_in_budget=False,
+        default_utilization=0.9,
+        utilization_cite="EngineArgs default 0.9 (vllm 0.6.5-0.7.0 wheels)",
+        v0_budget="profiling",
+        v0_chunked_tokens=2048,
+    ),
+    VllmRules(
+        engine="vllm",
+        since=(0, 7, 3),
+        until=(0, 8, 0),
+        label="0.7.3 (V0)",
+        reference="0.7.3",
+        cite="vllm 0.7.3 wheel: memory_profiling as 0.7.0; MLA (DeepSeek) caches one kv_lora_rank + rope latent "
+        "per layer, aligned to 256 B (worker/cache_engine.py _align_cache, VLLM_CUDA_MEM_ALIGN_KV_CACHE=1)",
+        cudagraph_in_budget=False,
+        default_utilization=0.9,
+        utilization_cite="EngineArgs default 0.9 (vllm 0.7.3 wheel)",
+        v0_budget="profiling",
+        v0_chunked_tokens=2048,
+        v0_mla="aligned",
+    ),
+    VllmRules(
+        engine="vllm",
+        since=(0, 8, 0),
+        until=(0, 9, 0),
+        label="0.8.x (V0 arithmetic; V1 is vLLM's default here)",
+        reference="0.8.5",
+        cite="vllm 0.8.0 and 0.8.5 wheels: V0 worker.py as 0.7.x, MLA latent unaligned; envs.VLLM_USE_V1 defaults to "
+        "1 from 0.8.0 (V0 only on fallback, e.g. LoRA before 0.8.3, or VLLM_USE_V1=0): kvplan plans 0.8.x with "
+        "V0's arithmetic ('# cuda blocks' logs); a V1 start of 0.8.x is planned with engine_version 0.9.0",
+        cudagraph_in_budget=False,
+        default_utilization=0.9,
+        utilization_cite="EngineArgs default 0.9 (vllm 0.8.x wheels)",
+        v0_budget="profiling",
+        v0_chunked_tokens=2048,
+        v0_mla="latent",
+        v1_by_default=True,
     ),
     VllmRules(
         engine="vllm",

@@ -196,6 +196,10 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     rules = vllm_rules(dep.engine_version)
+    if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
+        from kvplan.engines import vllm_v0
+
+        return vllm_v0.plan(arch, dep, rules)
     att = arch.attention
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     layout: MlaLayout | None

@@ -88,9 +88,8 @@ def test_each_version_takes_the_row_in_force(engine: str, version: str, label: s
         ("sglang", "0.3.6.post3", "outside every range"),  # 0.4.0-0.5.23 are all modelled (test_engine_versions_sglang)
         ("sglang", "0.3.6", "outside every range"),
         ("sglang", "0.5.24", "outside every range"),  # a future release is not silently 0.5.23
-        ("vllm", "0.7.3", "V0"),  # V0: recognised, not modelled
-        ("vllm", "0.6.0", "V0"),
-        ("vllm", "0.5.4", "outside every range"),
+        ("vllm", "0.5.4", "outside every range"),  # V0 0.6-0.8 is modelled (tests/unit/test_vllm_v0.py)
+        ("vllm", "0.5.99", "outside every range"),
         ("vllm", "0.34.0", "outside every range"),
     ],
 )

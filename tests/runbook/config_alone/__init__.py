@@ -90,7 +90,8 @@ def evidence_line(case: Case) -> str:
 def logged_in_line(case: Case) -> bool:
     line = evidence_line(case)
     numbers = {int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", line)}
-    return case.logged in numbers
+    block = plan(case).page_tokens  # V0 logs '# GPU blocks': logged = blocks × block size
+    return case.logged in numbers or (case.logged % block == 0 and case.logged // block in numbers)
 
 
 def all_cases() -> tuple[Case, ...]:

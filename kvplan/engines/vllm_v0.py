@@ -1,0 +1,279 @@
+"""vLLM V0 (0.6.0-0.8.x): deployment -> pool plan, as ``worker/worker.py determine_num_available_blocks`` sizes it.
+
+Read from the vllm 0.6.0, 0.6.2, 0.6.3, 0.6.4, 0.6.5, 0.6.6, 0.7.0, 0.7.3, 0.8.0 and 0.8.5 wheels (the rules
+per sub-range live in kvplan/engines/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). On one GPU:
+
+    block bytes    = layers × block_size × (K + V) × kv_heads_per_rank × head_size × dtype   (cache_engine.py)
+                     MLA (0.7.3+): layers × block_size × (kv_lora_rank + rope) × dtype, no V (0.7.3: rounded up
+                     to 256 B per token)
+    non-KV         = 0.6.0-0.6.3: init free − free after profile_run (weights + the allocator's cache of the run
+                                   + non-torch growth)
+                     0.6.4:       torch allocated peak (weights included) + all non-torch memory (CUDA context too)
+                     0.6.5-0.8.x: weights + torch peak increase + non-torch increase (utils.memory_profiling)
+    num_gpu_blocks = int((total × gpu_memory_utilization − non-KV) // block bytes)     ('# GPU blocks', 0.7+: '# cuda
+                     blocks'); every block is usable (V0 has no null block); CPU blocks = swap_space 4 GiB // block
+
+The profile run (worker/model_runner.py profile_run): max_num_seqs prompts totalling max_num_batched_tokens tokens,
+one sampled token each with top_p 0.99 and top_k vocab − 1, so the V0 Sampler sorts the logits. Its torch peak is
+``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``; the sampler's bytes per (prompt, vocab
+entry) are read from layers/sampler.py ``_apply_top_k_top_p`` (V0_SAMPLER_BYTES_PER_LOGIT); the forward pass's
+shape and the cuBLAS workspace are the V1 profile model's fitted terms (kvplan.engines.vllm_profile), and the
+non-torch figures are assumptions, each said in the plan.
+"""
+
+from __future__ import annotations
+
+from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
+from kvplan.engines.versions import VllmRules, rules_note
+from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, FORWARD_HIDDEN_TENSORS, non_torch_bytes
+from kvplan.errors import PlanError
+from kvplan.models.arch import ModelArch
+from kvplan.models.cache import FullAttention, kv_dtype_bytes
+from kvplan.models.deploy import Deployment
+from kvplan.units import GiB, MiB
+
+V0_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
+"""Live per (prompt, vocab entry) at the V0 Sampler's peak, the scatter at the end of ``_apply_top_k_top_p`` (read
+in the 0.6.4 wheel, the same code to 0.8.5): the model-dtype logits (2), their float32 copy (4), ``logits_sort``
+(4), ``logits_idx`` int64 (8), ``top_k_mask`` bool (1), ``probs_sort`` (4), ``probs_sum`` (4), ``top_p_mask`` bool
+(1) and the scatter's output (4): 32 B."""
+
+DEFAULT_BLOCK_SIZE = 16
+"""CacheConfig block_size on CUDA when --block-size is not given (V0 arg_utils)."""
+
+DEFAULT_MAX_NUM_SEQS = 256
+"""V0 EngineArgs.max_num_seqs (0.6.0-0.8.5)."""
+
+SWAP_SPACE_BYTES = 4 * GiB
+"""EngineArgs.swap_space 4 GiB: '# CPU blocks' = swap_space_bytes // block bytes."""
+
+NON_TORCH_TP1_BYTES = 16 * GiB // 100
+"""ASSUMED: V0 'non_torch_memory takes 0.16GiB' at TP1 on an H100 (vllm-project/vllm#12126, vLLM 0.7 dev, a
+multimodal model; kubernetes-sigs/gateway-api-inference-extension#550, vLLM 0.8.1, shows the same 0.16 GiB).
+TP above 1: the V1 0.19.0 H100 figures (kvplan.engines.vllm_profile.non_torch_bytes), not checked on a V0 log."""
+
+CUDA_CONTEXT_BYTES = 500 * MiB
+"""ASSUMED: the CUDA context, which only 0.6.4 counts (its non-torch is every non-torch byte on the GPU):
+300-500 MiB per process with lazy module loading (shared/reference/peers-models-gpus.md C.5); the upper end."""
+
+
+def _non_torch(tp: int) -> tuple[int, str]:
+    if tp == 1:
+        return NON_TORCH_TP1_BYTES, "ASSUMED 0.16 GiB: V0 TP1 H100 logs (vllm-project/vllm#12126)"
+    nt, origin = non_torch_bytes(tp)
+    return nt, f"ASSUMED from V1: {origin}"
+
+
+def _mnbt_default(rules: VllmRules, dep: Deployment, max_model_len: int) -> tuple[int, str]:
+    """V0 arg_utils + SchedulerConfig: chunked prefill on by default only past 32K tokens (no LoRA, no sliding
+    window, no speculation: kvplan plans none), then v0_chunked_tokens; else max(max_model_len, 2048)."""
+    if max_model_len > 32768:
+        return rules.v0_chunked_tokens, f"chunked prefill (on by default past 32K): {rules.v0_chunked_tokens}"
+    return max(max_model_len, 2048), "no chunked prefill (max_model_len <= 32K): max(max_model_len, 2048)"
+
+
+def _row(arch: ModelArch, dep: Deployment, rules: VllmRules) -> tuple[int, str, int, str]:
+    """(bytes per token per layer on one rank, kv dtype, attention tp, what it is)."""
+    if arch.is_dsa:
+        raise PlanError(
+            f"vLLM {dep.engine_version} (V0) does not serve DSA models (DeepSeek-V3.2 / GLM-5 sparse attention came "
+            "with the V1 engine): plan it with engine_version 0.9.0 or later"
+        )
+    dtype = dep.kv_cache_dtype
+    if dtype not in ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"):
+        raise PlanError(f"kv_cache_dtype {dtype}: vLLM V0 takes auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2")
+    elem = kv_dtype_bytes(dtype)
+    attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
+    att = arch.attention
+    if isinstance(att, FullAttention):
+        heads = att.kv_heads_per_rank(attn_tp)
+        return heads * (att.head_dim + att.v_head_dim) * elem, dtype, attn_tp, f"{heads} kv heads per rank"
+    if not rules.v0_mla:
+        raise PlanError(
+            f"vLLM {dep.engine_version} (V0): kvplan has read V0's MLA cache only from 0.7.3 (use_mla is absent from "
+            "the 0.7.0 wheel; before it DeepSeek cached full K and V heads); use engine_version 0.7.3 or later"
+        )
+    latent = arch.kv_lora_rank + arch.qk_rope_head_dim
+    if rules.v0_mla == "aligned":
+        per_256 = 256 // elem
+        latent = -(-latent // per_256) * per_256
+    return latent * elem, dtype, attn_tp, f"MLA latent {latent} elements ({rules.v0_mla})"
+
+
+def activation_peak(arch: ModelArch, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, str]:
+    """(bytes, how) of the V0 profile run's torch peak increase on one GPU; 0 without the model's dimensions."""
+    dims = arch.activation
+    if dims is None:
+        return 0, "no hidden / vocab size in the config: profile run not estimated (0 B)"
+    t = max_num_batched_tokens
+    s = min(max_num_seqs, t)
+    d = dims.dtype_bytes
+    h = dims.hidden_size
+    sampler = s * dims.vocab_size * V0_SAMPLER_BYTES_PER_LOGIT + (t + s) * h * d
+    forward = t * (3 * (dims.dense_intermediate // tp) + FORWARD_HIDDEN_TENSORS * h) * d
+    side = "sampler" if sampler >= forward else "forward pass"
+    how = (
+        f"{side}: max(sampler {s:,} prompts × vocab {dims.vocab_size:,} × {V0_SAMPLER_BYTES_PER_LOGIT} B + hidden "
+        f"kept, forward {t:,} tokens (FITTED shape, V1 profile model)) + cuBLAS {CUBLAS_WORKSPACE_BYTES // MiB} MiB "
+        "(FITTED on V1)"
+    )
+    return max(sampler, forward) + CUBLAS_WORKSPACE_BYTES, how
+
+
+def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
+    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.engines.versions.VLLM)."""
+    row, dtype, attn_tp, row_what = _row(arch, dep, rules)
+    notes: list[str] = []
+    if (said := rules_note("vllm", dep.engine_version)) is not None:
+        notes.append(said)
+    if rules.v1_by_default:
+        notes.append(
+            f"vLLM {dep.engine_version} starts the V1 engine unless it falls back to V0 (LoRA before 0.8.3, "
+            "VLLM_USE_V1=0, ...): planned with V0's arithmetic; for a V1 start use engine_version 0.9.0"
+        )
+    if dep.dcp != 1:
+        raise PlanError(f"dcp {dep.dcp}: vLLM V0 has no decode context parallelism")
+    page_k = resolve(dep, "page_size", DEFAULT_BLOCK_SIZE, "CacheConfig block_size 16 on CUDA")
+    block = page_k.as_int()
+    layers = arch.num_layers
+    cell = Cell(main_bytes=row * layers, indexer_bytes=0)
+    block_bytes = block * cell.total_bytes
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    max_model_len = ctx_k.as_int()
+    seqs_k = resolve(dep, "max_running_requests", DEFAULT_MAX_NUM_SEQS, "V0 EngineArgs max_num_seqs")
+    max_num_seqs = seqs_k.as_int()
+    mnbt_default, mnbt_why = _mnbt_default(rules, dep, max_model_len)
+    mnbt_k = resolve(dep, "max_num_batched_tokens", mnbt_default, f"V0 SchedulerConfig, {mnbt_why}")
+    mnbt = mnbt_k.as_int()
+    util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
+    util = util_k.as_float()
+    w_k = weights_knob(arch, dep, with_mtp=False)
+    weights = w_k.as_int()
+    total = dep.gpu.cuda_total_bytes
+    load_error = check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
+    act, act_how = activation_peak(arch, tp=dep.tp, max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs)
+    nt, nt_how = _non_torch(dep.tp)
+    if rules.v0_budget == "torch_peak":
+        nt, nt_how = nt + CUDA_CONTEXT_BYTES, f"{nt_how} + CUDA context {CUDA_CONTEXT_BYTES // MiB} MiB (ASSUMED)"
+        budget_how = "0.6.4: torch allocated peak (weights + profile run) + every non-torch byte"
+    elif rules.v0_budget == "init_free":
+        act_how += "; ASSUMED: the allocator keeps the run's peak reserved (no empty_cache before the free-memory read)"
+        budget_how = "0.6.0-0.6.3: init free − free after the profile run"
+    else:
+        budget_how = "memory_profiling: weights + torch peak increase + non-torch increase"
+    if dep.non_kv_other is not None:
+        other_k = Knob("non_kv_other", dep.non_kv_other, "set")
+        chain_other: tuple[Term, ...] = (Term("activations + non-torch", dep.non_kv_other, "set"),)
+    else:
+        other_k = Knob("non_kv_other", act + nt, f"default: profile run {act_how}; non-torch {nt_how}")
+        chain_other = (
+            Term("torch peak (profile run)", act, act_how),
+            Term("non-torch", nt, nt_how),
+        )
+    other = other_k.as_int()
+    non_kv = weights + other
+    budget = total * util
+    if dep.kv_cache_memory is not None:
+        available = dep.kv_cache_memory
+        avail_detail = "set (kv_cache_memory)"
+    else:
+        available = max(int(budget - non_kv), 0)
+        avail_detail = f"total × {util} − non-KV ({budget_how})"
+    num_blocks = int((budget - non_kv) // block_bytes) if dep.kv_cache_memory is None else available // block_bytes
+    num_blocks = max(num_blocks, 0)
+    if dep.max_total_tokens is not None:  # num_gpu_blocks_override
+        num_blocks = -(-dep.max_total_tokens // block)
+    startup_error = load_error
+    if startup_error is None and num_blocks <= 0:
+        startup_error = (
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+            "the engine."
+        )
+    pp = max(dep.pp, 1)
+    max_seq_len = block * (num_blocks // pp)
+    if startup_error is None and max_model_len > max_seq_len:
+        startup_error = (
+            f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be "
+            f"stored in KV cache ({max_seq_len}). Try increasing `gpu_memory_utilization` or decreasing "
+            "`max_model_len` when initializing the engine."
+        )
+    if max_model_len > arch.max_position_embeddings:
+        startup_error = (
+            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+            f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json)."
+        )
+    if load_error is not None:
+        num_blocks, available = 0, 0
+    cpu_blocks = SWAP_SPACE_BYTES // block_bytes if block_bytes else 0
+    rows = num_blocks * block
+    knobs = [
+        Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype"),
+        page_k,
+        util_k,
+        w_k,
+        other_k,
+        ctx_k,
+        seqs_k,
+        mnbt_k,
+    ]
+    chain = (
+        Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term("CUDA total (torch)", total, "torch.cuda.mem_get_info total"),
+        Term("requested", int(budget), f"total × gpu_memory_utilization {util}"),
+        Term("weights per GPU", weights, w_k.origin),
+        *chain_other,
+        Term("available KV cache memory", available, avail_detail),
+        Term("bytes per block", block_bytes, f"{block} × {layers} layers × {row:,} B ({row_what})"),
+        Term("# GPU blocks", None, f"{num_blocks:,} = (requested − non-KV) // bytes per block; all usable"),
+        Term("# CPU blocks", None, f"{cpu_blocks:,} = swap_space 4 GiB // bytes per block"),
+        Term("pool tokens per GPU", None, f"{rows:,} = # GPU blocks × {block}"),
+    )
+    return PoolPlan(
+        engine="vllm",
+        engine_version=dep.engine_version,
+        arch=arch,
+        deployment=dep,
+        knobs=tuple(knobs),
+        mla_layout=None,
+        mla_bytes_per_layer=row,
+        main_layers=layers,
+        indexer_bytes_per_layer=0,
+        indexer_layers=0,
+        indexer_rule="vLLM V0: no indexer",
+        draft_layers=0,
+        dcp=1,
+        cell=cell,
+        page_tokens=block,
+        chain=chain,
+        available_bytes=available,
+        rows=rows,
+        usable_pages=num_blocks,
+        logged_tokens=rows,
+        context_len=max_model_len,
+        max_running_requests=max_num_seqs,
+        allocated_bytes=num_blocks * block_bytes,
+        memory_map=memory_map(
+            nvml_total=dep.gpu.nvml_total_bytes,
+            outside=("driver", dep.gpu.nvml_total_bytes - total),
+            weights=weights,
+            main=rows * cell.main_bytes,
+            indexer=0,
+            draft=0,
+            available=available,
+        ),
+        startup_error=startup_error,
+        loads_weights=load_error is None,
+        notes=tuple(notes),
+        kv_dtype=dtype,
+        attn_tp=attn_tp,
+        extras={
+            "num_blocks": num_blocks,
+            "num_cpu_blocks": cpu_blocks,
+            "bytes_per_block": block_bytes,
+            "requested_bytes": int(budget),
+            "non_kv_bytes": non_kv,
+            "activation_bytes": act,
+            "non_torch_bytes": nt,
+            "max_num_batched_tokens": mnbt,
+        },
+    )
