@@ -149,7 +149,6 @@ def simulate(
             SEMANTICS,
             CapacityScale,
             SimConfig,
-            check_pool_size,
             make_window,
             parse_capacity,
             parse_sweep,
@@ -200,8 +199,6 @@ def simulate(
         win = make_window(tr, window)
         if capacity is not None:
             cap = parse_capacity(capacity, scale)
-            if cap is not None:
-                check_pool_size(cap, sem, unit)
             cap_text = f"--capacity {capacity}"
             if cap is not None and scale.bytes_per_token_num and unit == "page":
                 cap_text += f" (a page takes {plan.cell.total_bytes * plan.page_tokens:,} B per GPU)" if plan else ""
@@ -244,7 +241,6 @@ def simulate(
                 caps = parse_sweep(sweep, scale, points)
             if min(caps) <= 0:
                 raise InputError(f"--sweep {sweep}: a capacity below one {unit} of {unit_tokens} tokens")
-            check_pool_size(max(caps), sem, unit, "--sweep")
             one_pass = sem == "ideal"
             bar = _Bar("replaying", tr.count if one_pass else lambda: len(caps))
             try:

@@ -12,14 +12,28 @@
   the queue can give its new blocks *and* its hit blocks that sit in the queue.
 - Free: the request's blocks in reverse (tail first); a block reaching ref 0 goes to the queue's tail if it has
   a hash (evicted last: LRU) or to its head if not (reused first).
+
+How it is kept (the same blocks, in the same order, as vLLM's doubly linked free queue over every block):
+unhashed blocks only ever enter the queue at its head and hashed ones at its tail, and a hit takes only hashed
+blocks out of the middle, so the queue is always ``[unhashed …][hashed, least recently freed first]``. The
+unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
+which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
+hashed part is an ordered dict. Reference counts are implicit (1 for a held block) except for blocks several
+running requests share. A request's hits, new blocks, hashes and frees are each done with a few whole-list
+operations (C loops), so a request costs what its blocks cost, with no Python step per block on the common path.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import islice
 
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
+
+
+def _consume(it: object) -> None:
+    deque(it, maxlen=0)  # type: ignore[call-overload]
 
 
 class BlockPool:
@@ -31,25 +45,37 @@ class BlockPool:
         self.page_tokens = page_tokens
         self.eagle_drop = eagle_drop
         self.check = check
-        n = pages + 1
-        self.ref = [0] * n
-        self.hash: list[int | None] = [None] * n
-        self.ref[0] = 1  # the null block
-        self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, n))
+        self.minted = 0
+        """Blocks 1..minted have been used at least once; minted+1..pages are free, unhashed and in id order."""
+        self.stack: list[int] = []
+        """Unhashed free blocks used before; the last is the queue's head."""
+        self.freeq: OrderedDict[int, int] = OrderedDict()
+        """Hashed free blocks (ref 0, still reusable) -> their hash, least recently freed first: the queue's tail
+        part. A held block's hash is its request's key at its position."""
+        self.shared: dict[int, int] = {}
+        """Held blocks with more than one reference: ref − 1 (a held block not here has ref 1)."""
         self.cached: dict[int, int] = {}
+        """Hash -> the first block that holds it."""
         self.dups: dict[int, list[int]] = {}
+        """Hash -> the other blocks that hold it, in the order they got it."""
         self.evictions = 0
-        self.hashed_free = 0
-        """Blocks in the queue that still hold a hash (reusable until popped)."""
+
+    def _queue_len(self) -> int:
+        return len(self.stack) + self.pages - self.minted + len(self.freeq)
 
     def free_pages(self) -> int:
-        return len(self.queue) - self.hashed_free
+        return len(self.stack) + self.pages - self.minted
 
     def cached_pages(self) -> int:
-        return self.hashed_free
+        return len(self.freeq)
 
     def held_pages(self) -> int:
-        return self.pages - len(self.queue)
+        return self.pages - self._queue_len()
+
+    @property
+    def queue(self) -> list[int]:
+        """The free queue, head first (for tests and debugging: it lists every free block)."""
+        return [*reversed(self.stack), *range(self.minted + 1, self.pages + 1), *self.freeq]
 
     def can_ever_fit(self, tokens: int) -> bool:
         return cdiv(tokens, self.page_tokens) <= self.pages
@@ -63,18 +89,7 @@ class BlockPool:
 
     # ------------------------------------------------------------------ hash map
 
-    def _add_hash(self, b: int, key: int) -> None:
-        self.hash[b] = key
-        first = self.cached.get(key)
-        if first is None:
-            self.cached[key] = b
-        else:
-            self.dups.setdefault(key, []).append(b)
-
-    def _drop_hash(self, b: int) -> None:
-        key = self.hash[b]
-        assert key is not None
-        self.hash[b] = None
+    def _drop_hash(self, b: int, key: int) -> None:
         if self.cached[key] == b:
             more = self.dups.get(key)
             if more:
@@ -92,81 +107,117 @@ class BlockPool:
     # ------------------------------------------------------------------ requests
 
     def _pop(self, n: int) -> list[int]:
-        out = []
-        pop = self.queue.popitem
-        ref = self.ref
-        for _ in range(n):
-            b = pop(last=False)[0]
-            if self.hash[b] is not None:
-                self._drop_hash(b)
-                self.hashed_free -= 1
-                self.evictions += 1
-            ref[b] = 1
-            out.append(b)
+        """Take ``n`` blocks from the queue's head (the caller checked there are that many)."""
+        stack = self.stack
+        take = min(n, len(stack))
+        out = stack[-take:][::-1] if take else []
+        if take:
+            del stack[-take:]
+        rest = n - take
+        fresh = min(rest, self.pages - self.minted)
+        if fresh:
+            out.extend(range(self.minted + 1, self.minted + 1 + fresh))
+            self.minted += fresh
+            rest -= fresh
+        if rest:
+            freeq = self.freeq
+            gone = list(islice(freeq, rest))
+            keys = list(map(freeq.pop, gone))
+            if not self.dups or self.dups.keys().isdisjoint(keys):
+                _consume(map(self.cached.__delitem__, keys))
+            else:
+                for b, key in zip(gone, keys, strict=True):
+                    self._drop_hash(b, key)
+            self.evictions += rest
+            out.extend(gone)
         return out
 
     def start(self, seq: Seq) -> bool:
         ps = self.page_tokens
         tokens = seq.tokens
-        hits: list[int] = []
-        cached = self.cached
-        for key in seq.keys[: tokens // ps]:
-            b = cached.get(key)
-            if b is None:
-                break
-            hits.append(b)
-        cap = max(tokens - 1, 0) // ps
-        if len(hits) > cap:
-            del hits[cap:]
-        if self.eagle_drop and hits:
-            hits.pop()
-        new = cdiv(tokens, ps) - len(hits)
-        idle_hits = sum(1 for b in hits if self.ref[b] == 0)
-        if new + idle_hits > len(self.queue):
+        full = tokens // ps
+        found = list(map(self.cached.get, seq.keys[:full]))
+        try:
+            h = found.index(None)
+        except ValueError:
+            h = len(found)
+        h = min(h, max(tokens - 1, 0) // ps)
+        if self.eagle_drop and h:
+            h -= 1
+        hits: list[int] = found[:h]  # type: ignore[assignment]
+        new = cdiv(tokens, ps) - h
+        freeq = self.freeq
+        idle = sum(map(freeq.__contains__, hits))
+        if new + idle > self._queue_len():
             return False
-        ref = self.ref
-        for b in hits:
-            if ref[b] == 0:
-                del self.queue[b]
-                self.hashed_free -= 1
-            ref[b] += 1
+        if idle == h:
+            _consume(map(freeq.__delitem__, hits))
+        else:
+            shared = self.shared
+            for b in hits:
+                if b in freeq:
+                    del freeq[b]
+                else:
+                    shared[b] = shared.get(b, 0) + 1
         seq.handle = hits + self._pop(new)
-        seq.hit_pages = len(hits)
+        seq.hit_pages = h
+        seq.committed = h
         if self.check:
             self.verify()
         return True
 
     def commit(self, seq: Seq) -> None:
         """Hash the whole blocks computed so far (vLLM caches blocks as it schedules them)."""
-        blocks = seq.handle
-        keys = seq.keys
-        for pos in range(seq.hit_pages, seq.tokens // self.page_tokens):
-            b = blocks[pos]
-            if self.hash[b] is None:
-                self._add_hash(b, keys[pos])
+        full = seq.tokens // self.page_tokens
+        first = seq.committed
+        if full <= first:
+            return
+        blocks = seq.handle[first:full]
+        keys = seq.keys[first:full]
+        cached = self.cached
+        if cached.keys().isdisjoint(keys):
+            cached.update(zip(keys, blocks, strict=True))
+        else:
+            for b, key in zip(blocks, keys, strict=True):
+                if key in cached:
+                    self.dups.setdefault(key, []).append(b)
+                else:
+                    cached[key] = b
+        seq.committed = full
 
     def grow(self, seq: Seq, pages: int) -> bool:
-        if pages > len(self.queue):
+        if pages > self._queue_len():
             return False
         seq.handle.extend(self._pop(pages))
         return True
 
     def release(self, seq: Seq) -> None:
         self.commit(seq)
-        first: list[int] = []
-        last: list[int] = []
-        ref = self.ref
-        for b in reversed(seq.handle):
-            ref[b] -= 1
-            if ref[b] == 0:
-                (first if self.hash[b] is None else last).append(b)
-        q = self.queue
-        for b in reversed(first):
-            q[b] = None
-            q.move_to_end(b, last=False)
-        for b in last:
-            q[b] = None
-        self.hashed_free += len(last)
+        blocks: list[int] = seq.handle
+        hashed = seq.committed
+        shared = self.shared
+        if not shared or shared.keys().isdisjoint(blocks):
+            # every block goes back to the queue: hashed ones to its tail, the request's tail first
+            self.freeq.update(zip(reversed(blocks[:hashed]), reversed(seq.keys[:hashed]), strict=True))
+            self.stack.extend(blocks[hashed:])
+        else:
+            unhashed: list[int] = []
+            tail: list[tuple[int, int]] = []
+            keys = seq.keys
+            for i in range(len(blocks) - 1, -1, -1):
+                b = blocks[i]
+                r = shared.get(b)
+                if r is None:
+                    if i < hashed:
+                        tail.append((b, keys[i]))
+                    else:
+                        unhashed.append(b)
+                elif r == 1:
+                    del shared[b]
+                else:
+                    shared[b] = r - 1
+            self.stack.extend(reversed(unhashed))
+            self.freeq.update(tail)
         seq.handle = None
         if self.check:
             self.verify()
@@ -174,20 +225,21 @@ class BlockPool:
     # ------------------------------------------------------------------ invariants
 
     def verify(self) -> None:
-        assert 0 not in self.queue and self.ref[0] == 1, "the null block was freed"
-        held = 0
-        hashed_free = 0
-        for b in range(1, self.pages + 1):
-            r = self.ref[b]
-            assert r >= 0, f"block {b} has ref {r}"
-            if r:
-                held += 1
-                assert b not in self.queue, f"block {b} is referenced and free"
-            else:
-                assert b in self.queue, f"block {b} is unreferenced but not in the free queue"
-                hashed_free += self.hash[b] is not None
-        free = len(self.queue) - hashed_free
-        assert free + hashed_free + held == self.pages, "free + cached + held != pool"
-        assert hashed_free == self.hashed_free, f"{hashed_free} cached free blocks, ledger says {self.hashed_free}"
-        for key, b in self.cached.items():
-            assert self.hash[b] == key, "hash map points at a block with another hash"
+        stack = set(self.stack)
+        assert len(stack) == len(self.stack), "a block is twice in the free stack"
+        assert 0 not in stack and 0 not in self.freeq, "the null block was freed"
+        assert all(0 < b <= self.minted for b in stack), "a free block in the stack was never used"
+        assert all(0 < b <= self.minted for b in self.freeq), "a cached free block was never used"
+        assert not stack & self.freeq.keys(), "a block is both unhashed-free and cached-free"
+        held = self.minted - len(stack) - len(self.freeq)
+        for b, r in self.shared.items():
+            assert r >= 1 and b not in stack and b not in self.freeq, f"shared block {b} is free (extra ref {r})"
+        assert self.free_pages() + self.cached_pages() + held == self.pages, "free + cached + held != pool"
+        holders: dict[int, int] = {}
+        for key, more in [(k, [b]) for k, b in self.cached.items()] + list(self.dups.items()):
+            assert more and key in self.cached, "a duplicate list without a first block"
+            for b in more:
+                assert b not in stack, f"block {b} holds hash {key} but is in the unhashed part of the queue"
+                assert self.freeq.get(b, key) == key, f"block {b} is cached under {key} and free with another hash"
+                assert holders.setdefault(b, key) == key, f"block {b} is cached under two hashes"
+        assert self.freeq.keys() <= holders.keys(), "a block in the hashed part of the queue is not in the hash map"

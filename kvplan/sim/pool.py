@@ -12,6 +12,7 @@ class Seq:
 
     __slots__ = (
         "arrival_us",
+        "committed",
         "decode_start_us",
         "first_admit_us",
         "gen",
@@ -36,6 +37,8 @@ class Seq:
         """Pages matched in the cache when the request (last) started."""
         self.private_pages = 0
         """SGLang: pages owned by the request outside the tree."""
+        self.committed = 0
+        """vLLM: leading blocks hashed so far (its hits and the whole blocks it computed and committed)."""
         self.handle: Any = None
         """SGLang: the locked tree node; vLLM: the request's block ids in order."""
         self.gen = 0

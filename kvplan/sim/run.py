@@ -220,17 +220,6 @@ def _shown(text: str) -> str:
     return repr(t if len(t) <= 40 else t[:20] + "…")
 
 
-def check_pool_size(units: int, semantics: str, unit: str, name: str = "--capacity") -> int:
-    """A pool size the simulator can build: vLLM's block pool holds one entry per block, so at most
-    ``limits.MAX_SIM_PAGES`` blocks (the others keep counts and are bounded by ``limits.MAX_TOKENS``)."""
-    if semantics == "vllm" and units > limits.MAX_SIM_PAGES:
-        raise limits.LimitError(
-            f"{name}: {units:,} {unit}s is past the largest vLLM block pool kvplan simulates "
-            f"({limits.MAX_SIM_PAGES:,} {unit}s, limits.MAX_SIM_PAGES)"
-        )
-    return units
-
-
 @dataclass(frozen=True)
 class CapacityScale:
     """How command-line capacities become units: tokens per unit, and bytes per unit where a plan says."""

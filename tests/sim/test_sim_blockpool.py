@@ -1,0 +1,102 @@
+"""The lazy vLLM block pool (issue 15) against the eager one it replaced, block for block, and its cost.
+
+``eager_blockpool.BlockPool`` is the pool as it was before: one reference count and hash slot per block and an
+ordered dict over every block, built up front. Both replay the same random prefix-chained traces, in order mode
+and in occupancy mode (concurrent requests sharing blocks, preemptions), with and without the EAGLE drop; every
+result and the final free queue, block ids and order included, must be the same.
+"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvplan.sim.blockpool import BlockPool
+from kvplan.sim.paging import Paging
+from kvplan.sim.pool import Seq
+from kvplan.sim.replay import Service, replay_occupancy, replay_order
+from kvplan.sim.trace import Request
+from tests.sim.eager_blockpool import BlockPool as EagerBlockPool
+from tests.sim.test_sim_cli import invoke
+from tests.sim.test_sim_properties import ALL, BS, _result, chained_traces
+
+
+def _state(pool: BlockPool | EagerBlockPool) -> tuple[list[int], dict[int, int], dict[int, list[int]], int]:
+    return list(pool.queue), dict(pool.cached), {k: list(v) for k, v in pool.dups.items()}, pool.evictions
+
+
+@given(chained_traces(), st.integers(1, 30), st.booleans())
+def test_order_mode_block_for_block(reqs: list[Request], pages: int, eagle: bool) -> None:
+    lazy = BlockPool(pages, BS, eagle_drop=eagle, check=True)
+    eager = EagerBlockPool(pages, BS, eagle_drop=eagle, check=True)
+    a = replay_order(reqs, lazy, Paging(BS, BS), window=ALL)
+    b = replay_order(reqs, eager, Paging(BS, BS), window=ALL)
+    assert _result(a) == _result(b)
+    assert _state(lazy) == _state(eager)
+
+
+@given(chained_traces(), st.integers(2, 30), st.booleans(), st.sampled_from([None, 1, 3]))
+def test_occupancy_mode_block_for_block(reqs: list[Request], pages: int, eagle: bool, limit: int | None) -> None:
+    # 1,000 prefill tokens/s and 0.5 ms a token against arrivals up to 3 ms apart: requests overlap, share hit
+    # blocks (reference counts above 1) and are preempted when the pool runs out
+    svc = Service(1_000, 500, limit)
+    lazy = BlockPool(pages, BS, eagle_drop=eagle, check=True)
+    eager = EagerBlockPool(pages, BS, eagle_drop=eagle, check=True)
+    a = replay_occupancy(reqs, lazy, Paging(BS, BS), service=svc, window=ALL)
+    b = replay_occupancy(reqs, eager, Paging(BS, BS), service=svc, window=ALL)
+    assert _result(a) == _result(b)
+    assert _state(lazy) == _state(eager)
+
+
+def test_shared_blocks_return_to_the_queue_when_their_last_holder_leaves() -> None:
+    # block 4 tokens, pool 6: A (8 tokens, keys 1, 2) runs and commits; B (12 tokens, keys 1, 2, 3) hits 2 blocks
+    # (cap (12 - 1) // 4 = 2) that A holds: refs 2, 2
+    pool = BlockPool(6, 4, check=True)
+    a = Seq(Request(0, 0, 8, 0, None, 1), [1, 2], True)
+    assert pool.start(a)
+    pool.commit(a)
+    b = Seq(Request(1, 0, 12, 0, None, 2), [1, 2, 3], True)
+    assert pool.start(b) and b.hit_pages == 2 and pool.shared == {1: 1, 2: 1}
+    # A leaves: blocks 1, 2 keep B's reference, nothing is freed (A's 2 blocks, B's 1 new: 3 held of 6)
+    pool.release(a)
+    assert pool.shared == {} and pool.held_pages() == 3 and pool.cached_pages() == 0
+    # B leaves: its 3 whole blocks go to the queue's tail, tail first (3's block, then 2's, then 1's)
+    pool.release(b)
+    assert list(pool.freeq) == [pool.cached[3], pool.cached[2], pool.cached[1]] and pool.held_pages() == 0
+
+
+def test_a_huge_pool_builds_nothing() -> None:
+    # --capacity 1e10 with 64-token pages: 156,250,000 blocks. The eager pool built a list and an ordered dict
+    # entry per block up front (2.4 GB for fig9's 1e9 tokens; a MemoryError at 1e10); the lazy one keeps a
+    # counter until blocks are used. MAX_TOKENS = 2**40 tokens is the largest capacity kvplan accepts.
+    tracemalloc.start()
+    t0 = time.process_time()
+    pool = BlockPool(10**10 // 64, 64)
+    huge = BlockPool(2**40, 1)
+    seq = Seq(Request(0, 0, 640, 0, None, 1), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], True)
+    assert pool.start(seq)
+    pool.release(seq)
+    assert huge.free_pages() == 2**40 and pool.free_pages() == 156_250_000 - 10 and pool.cached_pages() == 10
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 64 * 1024, f"{peak:,} B traced"
+    assert time.process_time() - t0 < 0.5
+
+
+def test_cli_vllm_capacity_1e10_runs(tmp_path: Path) -> None:
+    # the defect: --semantics vllm --capacity 1e10 was a MemoryError traceback (exit 1), then an exit-2 refusal
+    # past 4,194,304 blocks. Two requests of 1,024 tokens (2 blocks of 512, 16 pages of 64), the second the same
+    # prefix: its hit is capped at (1024 - 1) // 64 = 15 pages = 960 tokens
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}\n' * 2)
+    r = invoke(p, "--semantics", "vllm", "--capacity", "1e10", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    assert doc["capacity_units"] == 10**10 // 64 == 156_250_000
+    assert doc["hit"]["tokens"] == 960
