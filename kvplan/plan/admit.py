@@ -111,9 +111,14 @@ class Admission:
         return self.need.pages * self.plan.logical_page_tokens - self.request.total_tokens
 
     @property
+    def per_rank(self) -> int:
+        """Requests one pool holds: the N copies spread over the DP-attention ranks (:func:`per_dp_rank`)."""
+        return per_dp_rank(self.plan, self.request.concurrent)
+
+    @property
     def tail_waste_bytes(self) -> int:
-        """Those slots in bytes on one GPU, for all N requests (each rank holds 1/dcp of them)."""
-        return self.tail_waste_tokens * self.request.concurrent * self.plan.cell.total_bytes // self.plan.dcp
+        """Those slots in bytes on one GPU, for the requests its pool holds (each rank holds 1/dcp of them)."""
+        return self.tail_waste_tokens * self.per_rank * self.plan.cell.total_bytes // self.plan.dcp
 
     @property
     def admitted(self) -> bool:
@@ -130,8 +135,8 @@ class Admission:
 
     @property
     def headroom_tokens(self) -> int:
-        """Pool tokens left after N such requests (negative: short by that much)."""
-        return self.usable_tokens - self.request.concurrent * self.need.pages * self.plan.logical_page_tokens
+        """Pool tokens left after N such requests, in the pool of one DP rank (negative: short by that much)."""
+        return self.usable_tokens - self.per_rank * self.need.pages * self.plan.logical_page_tokens
 
 
 LOGGED_POOL = "log_pool_tokens"
@@ -159,6 +164,23 @@ def with_pool_tokens(plan: PoolPlan, tokens: int) -> PoolPlan:
     )
 
 
+def dp_ranks(plan: PoolPlan) -> int:
+    """Pools the deployment has for one model replica: each DP-attention rank schedules its own requests into
+    its own pool (SGLang ``--enable-dp-attention --dp N``: ``max_running_requests // dp`` per rank; vLLM
+    ``--data-parallel-size``: one engine core, scheduler and block pool per DP rank)."""
+    return max(plan.deployment.dp_attention, 1)
+
+
+def per_dp_rank(plan: PoolPlan, n: int) -> int:
+    """Of ``n`` requests, the most one DP rank holds when they are spread evenly: ceil(n / dp).
+
+    >>> from types import SimpleNamespace as NS
+    >>> per_dp_rank(NS(deployment=NS(dp_attention=8)), 20)   # 20 over 8 ranks: 4 ranks hold 3
+    3
+    """
+    return -(-n // dp_ranks(plan))
+
+
 def largest_admitted(plan: PoolPlan) -> int:
     if plan.startup_error:
         return 0
@@ -168,6 +190,8 @@ def largest_admitted(plan: PoolPlan) -> int:
 def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
     total = req.total_tokens
     pages = plan.pages_for(total)
+    k, dp = per_dp_rank(plan, req.concurrent), dp_ranks(plan)
+    spread = f" ({req.concurrent} requests over {dp} DP-attention ranks, a pool each)" if dp > 1 else ""
     checks = [
         Check(
             "engine starts",
@@ -187,19 +211,20 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
         ),
         Check(
             "pool pages",
-            req.concurrent * pages <= plan.usable_pages,
-            req.concurrent * pages,
+            k * pages <= plan.usable_pages,
+            k * pages,
             plan.usable_pages,
             "pages",
-            f"{req.concurrent} × {pages:,} pages of {plan.logical_page_tokens} tokens",
+            f"{k} × {pages:,} pages of {plan.logical_page_tokens} tokens{spread}",
         ),
         Check(
             "running requests",
-            req.concurrent <= plan.max_running_requests,
-            req.concurrent,
+            k <= plan.max_running_requests,
+            k,
             plan.max_running_requests,
             "requests",
-            "max_running_requests" if plan.engine == "sglang" else "max_num_seqs",
+            ("max_running_requests" if plan.engine == "sglang" else "max_num_seqs")
+            + (" per DP rank" if dp > 1 else ""),
         ),
         Check(
             "workspace",
@@ -222,7 +247,7 @@ def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
     pages = rows // page - (1 if plan.engine == "vllm" else 0)
     usable = max(pages, 0) * plan.logical_page_tokens
     largest = min(plan.context_len, usable) if not plan.startup_error else 0
-    fits = req.concurrent * plan.pages_for(req.total_tokens) <= max(pages, 0)
+    fits = per_dp_rank(plan, req.concurrent) * plan.pages_for(req.total_tokens) <= max(pages, 0)
     return MainOnlyClaim(
         cell_bytes=cell,
         pool_tokens=rows * plan.dcp,
@@ -233,11 +258,11 @@ def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
 
 def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedies: bool = True) -> Admission:
     need = footprint(plan, req.total_tokens)
-    ws = workspace(plan, WorkspaceQuery(batch=req.concurrent, ctx=req.total_tokens))
+    ws = workspace(plan, WorkspaceQuery(batch=per_dp_rank(plan, req.concurrent), ctx=req.total_tokens))
     checks = _checks(plan, req, ws)
     per_req = need.pages
     fit = plan.usable_pages // per_req if per_req and not plan.startup_error else 0
-    at_once = min(fit, plan.max_running_requests)
+    at_once = min(fit, plan.max_running_requests) * dp_ranks(plan)
     result = Admission(
         plan=plan,
         request=req,
@@ -294,7 +319,10 @@ def _pool_fits(plan: PoolPlan, req: Request, **changes: object) -> bool:
     new = _replan(plan, **changes)
     if new is None:
         return False
-    return new.startup_error is None and req.concurrent * new.pages_for(req.total_tokens) <= new.usable_pages
+    return (
+        new.startup_error is None
+        and per_dp_rank(new, req.concurrent) * new.pages_for(req.total_tokens) <= new.usable_pages
+    )
 
 
 def _scaled(plan: PoolPlan) -> str:
@@ -381,6 +409,18 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                     ),
                 )
             )
+    # DP attention: N copies spread over more pools (MLA keeps the whole latent on every rank, so each DP rank's
+    # pool is as large as the TP pool was); offered when one copy fits and the N copies do not
+    one_fits = plan.startup_error is None and plan.pages_for(total) <= plan.usable_pages
+    if plan.arch.is_mla and one_fits and failed & {"pool pages", "running requests", "workspace"}:
+        for d in range(dep.dp_attention + 1, dep.tp + 1):
+            if dep.tp % d == 0 and (new := _try(plan, req, dp_attention=d)) is not None:
+                k = per_dp_rank(new, req.concurrent)
+                detail = (
+                    f"{d} pools of {new.logged_tokens:,} tokens, at most {k} of the {req.concurrent} requests each{how}"
+                )
+                out.append(Remedy("dp_attention", d, new.logged_tokens, detail))
+                break
     if not out:
         out += _more_gpus(plan, req, how)
     return out
@@ -404,7 +444,7 @@ def _estimate_check(new: PoolPlan) -> str:
     if not new.knob("weights_per_gpu").origin.startswith("default: estimated") or not arch.measured_weights:
         return ""
     point = arch.measured_weights[0]
-    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp)
+    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp, engine=dep.engine)
     return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"  # exact bytes: the gap is small
 
 

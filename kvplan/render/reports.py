@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import describe_kinds
-from kvplan.plan.admit import Admission, Remedy
+from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint
 from kvplan.plan.prefix import PrefixHit
 from kvplan.plan.transfer import Transfer
@@ -468,6 +468,15 @@ def remedy_detail(m: Remedy) -> str:
     return text
 
 
+def _times_requests(a: Admission) -> str:
+    """'× 8 request(s)'; with DP attention, the share of one rank's pool: '× 4 request(s) on one DP rank (8
+    over 2 DP-attention ranks)'."""
+    r, dp = a.request, dp_ranks(a.plan)
+    if dp > 1 and r.concurrent > 1:
+        return f"× {a.per_rank} request(s) on one DP rank ({r.concurrent} over {dp} DP-attention ranks)"
+    return f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""
+
+
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
     b = a.binding
@@ -498,12 +507,11 @@ def admit_report(a: Admission) -> Report:
             else ()
         ),
         *((("draft per GPU", size(need.draft_bytes), ""),) if need.draft_bytes else ()),
-        ("total per GPU", size(need.total_bytes), f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""),
+        ("total per GPU", size(need.total_bytes), _times_requests(a)),
         (
             "tail-page waste",
             size(a.tail_waste_bytes),
-            f"{a.tail_waste_tokens} unfilled slot(s) in the last page"
-            + (f" × {r.concurrent}" if r.concurrent > 1 else ""),
+            f"{a.tail_waste_tokens} unfilled slot(s) in the last page" + (f" × {a.per_rank}" if a.per_rank > 1 else ""),
         ),
     )
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)

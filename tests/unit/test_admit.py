@@ -75,7 +75,13 @@ def test_fewer_at_once_is_not_a_remedy() -> None:
     assert not a.admitted
     assert a.fewer_at_once == 4
     assert "concurrent" not in {r.knob for r in a.remedies}
-    assert [(r.knob, r.value, r.pool_tokens) for r in a.remedies] == [("dcp", 2, 1_278_208)]
+    # and DP attention 2: two pools, 4 of the 8 requests each (4 × 2,048 = 8,192 pages), the dp-2 pool from the
+    # engine's own heuristic (its dp-attention reserve): tests/unit/test_admit_dp.py
+    dp2 = make_plan(dp_attention=2)
+    assert [(r.knob, r.value, r.pool_tokens) for r in a.remedies] == [
+        ("dcp", 2, 1_278_208),
+        ("dp_attention", 2, dp2.logged_tokens),
+    ]
     # admitted, or a single request that does not fit: no "fewer at once" line
     assert admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=4)).fewer_at_once is None
     assert admit(make_plan(), Request(ctx_tokens=M, concurrent=2)).fewer_at_once is None
