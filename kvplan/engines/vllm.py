@@ -26,7 +26,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
-from kvplan.engines.versions import rules_note, vllm_rules
+from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -277,15 +277,16 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             ep=dep.ep,
             max_num_batched_tokens=mnbt,
             max_num_seqs=max_num_seqs,
+            version=parse_version(dep.engine_version),
         )
-    other = other_k.as_int()
-    buffers = dsa_buffers(
-        arch,
-        mnbt=mnbt,
         if arch.activation is not None
         else None
     )
     other_k, other_terms = _non_kv_other(arch, dep, peak, graphs=graphs, why_no_graphs=why_no_graphs)
+    other = other_k.as_int()
+    buffers = dsa_buffers(
+        arch,
+        mnbt=mnbt,
         max_num_seqs=max_num_seqs,
         spec=dep.speculative_num_draft_tokens,
         max_model_len=max_model_len,
@@ -408,10 +409,6 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     )
 
 
-def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:
-    """The largest max_model_len whose blocks fit in ``check_bytes`` (vLLM's estimate)."""
-    if check_bytes < bytes_per_block or bytes_per_block == 0:
-        return 0
 def _non_kv_other(
     arch: ModelArch, dep: Deployment, peak: ProfilePeak | None, *, graphs: bool, why_no_graphs: str
 ) -> tuple[Knob, tuple[Term, ...]]:
@@ -459,6 +456,10 @@ def _non_kv_other(
     return k, tuple(terms)
 
 
+def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:
+    """The largest max_model_len whose blocks fit in ``check_bytes`` (vLLM's estimate)."""
+    if check_bytes < bytes_per_block or bytes_per_block == 0:
+        return 0
     return check_bytes // bytes_per_block * block * dcp
 
 

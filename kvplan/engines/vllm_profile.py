@@ -41,6 +41,18 @@ SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 4
 """Live at the sampler's peak per (request, vocab entry): the model-dtype logits, their float32 copy, the float32
 softmax probs and the float32 exponential noise ``q`` of random_sample (0.19.0 Sampler.forward / forward_native)."""
 
+TRITON_TOPK_TOPP_SINCE = (0, 17, 0)
+"""The Triton top-k/top-p kernel (``v1/sample/ops/topk_topp_triton.py``, in the 0.19.0 wheel, not in 0.16.0's):
+before it, ``apply_top_k_top_p`` sorts the whole [R, vocab] float32 logits. The llm-d-planner version sweep
+(Qwen3-14B, H100, TP1, max_model_len 8192; accuracy/results/version-sweep/runs/ at 3c876c8) logs a torch peak of
+5.64 GiB on 0.15.0 and 0.16.0 and 2.23 GiB on 0.17.0 and 0.18.0 (the model: 5.64 and 2.23)."""
+
+SORT_SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 8 + 20
+"""Before 0.17: at ``logits.sort`` the bf16 logits (2), the float32 copy (4), the sorted values (4) and int64
+indices (8) are live (read from the 0.16.0 wheel), plus 20 B of torch.sort's own temporaries, FITTED on the
+Qwen3-14B 0.15.0 / 0.16.0 figure (a key / value double buffer of 4 + 8 B and an int64 index sequence of 8 B is one
+decomposition); the later top-k / top-p masks and the out-of-place scatter stay below it (28 B)."""
+
 CUBLAS_WORKSPACE_BYTES = 32 * MiB
 """FITTED: the torch peak every llm-d-planner vLLM 0.19.0 log shows over the read terms (+0.028 .. +0.038 GiB on
 16 logs of dense and MoE models, vocabularies 32K-256K: mean 0.032 GiB); PyTorch's default cuBLAS workspace on
@@ -55,6 +67,9 @@ NON_TORCH_BY_TP = {1: 250 * GiB // 1000, 2: 2070 * GiB // 1000}
 """FITTED: 'non-torch forward increase memory' of the llm-d-planner vLLM 0.19.0 logs on H100 80GB (SXM): TP1 0.24
 -0.27 GiB (median 0.25: cuBLAS / CUDA context growth after the snapshot), TP2 2.06-2.11 GiB (median 2.07: NCCL
 buffers, NVLS on NVSwitch systems, custom all-reduce), TP4 2.13-2.21 GiB (median 2.17, NON_TORCH_TP_WIDE)."""
+
+NON_TORCH_TP1_BEFORE_0_18 = 130 * GiB // 1000
+"""FITTED: the version sweep's TP1 non-torch growth on 0.15.0-0.17.0 (0.13 GiB; 0.25 GiB on 0.18.0 and 0.19.0)."""
 
 NON_TORCH_TP_WIDE = 2170 * GiB // 1000
 """FITTED on TP4 logs; ASSUMED for TP above 4 (no public vLLM log at TP8 prints the figure)."""
@@ -93,6 +108,8 @@ class ProfilePeak:
     cublas_bytes: int = CUBLAS_WORKSPACE_BYTES
     non_torch_bytes: int
     non_torch_origin: str
+    sampler_path: str = "Triton top-k/top-p"
+    """'Triton top-k/top-p' (0.17 and later: 14 B per logit) or 'sort' (before: 38 B per logit, FITTED in part)."""
 
     @property
     def sampler_side_bytes(self) -> int:
@@ -113,7 +130,7 @@ class ProfilePeak:
         peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
         moe = f" + MoE workspace {_gib(self.moe_workspace_bytes)}" if self.moe_workspace_bytes else ""
         return (
-            f"vLLM profile run (read from 0.19.0): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
+            f"vLLM profile run ({self.sampler_path} sampler): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
             f"{_gib(max(self.forward_bytes, self.sampler_side_bytes))} (logits {self.requests:,} requests × vocab, "
             f"{self.tokens:,} tokens){moe} + cuBLAS {self.cublas_bytes // MiB} MiB (FITTED); non-torch "
             f"{_gib(self.non_torch_bytes)} ({self.non_torch_origin})"
@@ -128,8 +145,10 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-def non_torch_bytes(tp: int) -> tuple[int, str]:
+def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int, str]:
     """(bytes, origin) of the non-torch growth at a tensor-parallel size."""
+    if tp == 1 and version < (0, 18, 0):
+        return NON_TORCH_TP1_BEFORE_0_18, "FITTED on the Qwen3-14B 0.15-0.17 version sweep"
     if tp in NON_TORCH_BY_TP:
         return NON_TORCH_BY_TP[tp], f"FITTED on vLLM 0.19.0 H100 TP{tp} logs"
     if tp <= 4:
@@ -138,33 +157,47 @@ def non_torch_bytes(tp: int) -> tuple[int, str]:
 
 
 def profile_peak(
-    dims: ActivationDims, *, gpu: Gpu, tp: int, ep: int, max_num_batched_tokens: int, max_num_seqs: int
+    dims: ActivationDims,
+    *,
+    gpu: Gpu,
+    tp: int,
+    ep: int,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    version: tuple[int, ...] = (0, 19, 0),
 ) -> ProfilePeak:
-    """The profiling run's peak terms on one GPU (pure: the model's dimensions and the deployment).
+    """The profiling run's peak terms on one GPU (pure: the model's dimensions, the deployment, the vLLM release).
 
     Experts are split by tp unless expert parallelism is on (then each GPU holds whole experts of full width).
+    Releases before 0.15 are ASSUMED to sort like 0.15 / 0.16; after 0.19 to sample like 0.19 (source not read).
     """
     t = max_num_batched_tokens
     r = min(t, max_num_seqs)
     d = dims.dtype_bytes
     h = dims.hidden_size
-    per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
+    triton = version >= TRITON_TOPK_TOPP_SINCE
+    if triton:
+        per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
+    else:  # the float32 copy is the logits themselves in a float32 model
+        per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 4
     sms = SM_COUNT.get(gpu.key, DEFAULT_SM_COUNT)
+    rows = min(_next_power_of_2(min(sms, r)), sms) if triton else 0
     dense = dims.dense_intermediate // tp
     forward = t * (3 * dense + FORWARD_HIDDEN_TENSORS * h) * d
     moe = 0
     if dims.is_moe:
         ie = dims.expert_intermediate // (1 if ep > 1 else tp)
         moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
-    nt, nt_origin = non_torch_bytes(tp)
+    nt, nt_origin = non_torch_bytes(tp, version)
     return ProfilePeak(
         tokens=t,
         requests=r,
         sampler_bytes=r * dims.vocab_size * per_logit,
-        topk_topp_buffer_bytes=min(_next_power_of_2(min(sms, r)), sms) * dims.vocab_size * 4,
+        topk_topp_buffer_bytes=rows * dims.vocab_size * 4,
         hidden_kept_bytes=(t + 2 * r) * h * d,
         forward_bytes=forward,
         moe_workspace_bytes=moe,
         non_torch_bytes=nt,
         non_torch_origin=nt_origin,
+        sampler_path="Triton top-k/top-p" if triton else "sort",
     )

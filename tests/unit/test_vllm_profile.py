@@ -188,4 +188,32 @@ def test_dsa_calibration_reproduces_the_recipe_point(version: str) -> None:
     assert 4_072_132_608 + 2_330_019_758 + 1_696_595_968 + DSA_CALIBRATION_BYTES == DEFAULT_NON_KV_OTHER
     graphs = DEFAULT_CUDAGRAPH_ESTIMATE if version == "0.33.0" else 0
     assert p.knob("non_kv_other").value == DEFAULT_NON_KV_OTHER - DEFAULT_CUDAGRAPH_ESTIMATE + graphs
-    assert (DEFAULT_CUDAGRAPH_ESTIMATE, CUBLAS_WORKSPACE_BYTES) == (1_618 * MiB, 32 * MiB)
+    assert (1_618 * MiB, 32 * MiB) == (DEFAULT_CUDAGRAPH_ESTIMATE, CUBLAS_WORKSPACE_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("version", "peak", "non_torch", "logged_gib"),
+    [
+        # 0.15 / 0.16 sort the logits: 1,024 × 151,936 × 38 = 5,912,133,632; no Triton buffer; kept (8,192 + 2,048)
+        # × 5,120 × 2 = 104,857,600; + 33,554,432 cuBLAS = 6,050,545,664 = 5.635 GiB; TP1 non-torch 130 × 2^30 // 1000
+        ((0, 15, 0), 6_050_545_664, 139_586_437, 5.64),
+        ((0, 16, 0), 6_050_545_664, 139_586_437, 5.64),
+        # 0.17 / 0.18 Triton: 1,024 × 151,936 × 14 = 2,178,154,496 + 132 × 151,936 × 4 = 80,222,208 + 104,857,600
+        # + 33,554,432 = 2,396,788,736 = 2.232 GiB; non-torch 0.13 GiB on 0.17, 0.25 GiB from 0.18
+        ((0, 17, 0), 2_396_788_736, 139_586_437, 2.23),
+        ((0, 18, 0), 2_396_788_736, 268_435_456, 2.23),
+    ],
+)
+def test_the_version_sweep_of_qwen3_14b(version: tuple[int, ...], peak: int, non_torch: int, logged_gib: float) -> None:
+    # llm-d-planner accuracy/results/version-sweep/runs/qwen3-14b-vllm-v0-1{5,6,7,8}-0--h100-80gb--tp1pp1dp1--8192
+    # .json (3c876c8): activation_memory_gib 5.64 / 5.64 / 2.23 / 2.23, non_torch_forward_memory_gib 0.13 / 0.13 /
+    # 0.13 / 0.25. Qwen3-14B: hidden 5,120, vocab 151,936, MLP 17,408 (its forward, 8,192 × (3 × 17,408 + 4 ×
+    # 5,120) × 2 = 1,191,182,336 B, stays below the sampler on every release)
+    dims = ActivationDims(hidden_size=5120, vocab_size=151936, dense_intermediate=17408, expert_intermediate=0,
+                          experts_per_token=0)  # fmt: skip
+    _, dep = _plan(LLAMA, "tp=1", "gpus_per_node=1")
+    p = profile_peak(dims, gpu=dep.gpu, tp=1, ep=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=version)
+    assert p.forward_bytes == 1_191_182_336 < p.sampler_side_bytes
+    assert (p.torch_peak_bytes, p.non_torch_bytes) == (peak, non_torch)
+    assert round(p.torch_peak_bytes / GiB, 2) == logged_gib
+    assert p.sampler_path == ("sort" if version < (0, 17, 0) else "Triton top-k/top-p")

@@ -92,18 +92,48 @@ CASES: tuple[Case, ...] = (
         sets=(*LLMD_0_19, "kv_cache_dtype=fp8", *DEFAULTS, *_tp(1), "context_length=8192"),
         stated=SWEEP.format(", kv_cache_dtype fp8, dtype bfloat16"),
     ),
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx2048.log", "GPU KV cache size: 476,016 tokens", 476_016,
-               2048, "max_model_len 2,048"),  # fmt: skip
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx4096.log", "GPU KV cache size: 476,016 tokens", 476_016,
-               4096, "max_model_len 4,096"),  # fmt: skip
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx16384.log", "GPU KV cache size: 476,016 tokens", 476_016,
-               16384, "max_model_len 16,384"),  # fmt: skip
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx32768.log", "GPU KV cache size: 476,016 tokens", 476_016,
-               32768, "max_model_len 32,768"),  # fmt: skip
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-dtbf16.log", "GPU KV cache size: 476,000 tokens", 476_000,
-               8192, "--dtype bfloat16"),  # fmt: skip
-    _llama_tp1("vllm-llama-3.1-8b-h100-llmd-planner-tp1-dtf16.log", "GPU KV cache size: 476,016 tokens", 476_016,
-               8192, "--dtype float16"),  # fmt: skip
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx2048.log",
+        "GPU KV cache size: 476,016 tokens",
+        476_016,
+        2048,
+        "max_model_len 2,048",
+    ),
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx4096.log",
+        "GPU KV cache size: 476,016 tokens",
+        476_016,
+        4096,
+        "max_model_len 4,096",
+    ),
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx16384.log",
+        "GPU KV cache size: 476,016 tokens",
+        476_016,
+        16384,
+        "max_model_len 16,384",
+    ),
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-ctx32768.log",
+        "GPU KV cache size: 476,016 tokens",
+        476_016,
+        32768,
+        "max_model_len 32,768",
+    ),
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-dtbf16.log",
+        "GPU KV cache size: 476,000 tokens",
+        476_000,
+        8192,
+        "--dtype bfloat16",
+    ),
+    _llama_tp1(
+        "vllm-llama-3.1-8b-h100-llmd-planner-tp1-dtf16.log",
+        "GPU KV cache size: 476,016 tokens",
+        476_016,
+        8192,
+        "--dtype float16",
+    ),
     # Qwen3-8B: 36 layers × 8 kv heads × (128 + 128) × 2 B; sampler over a 151,936 vocabulary (2.21 GiB logged)
     Case(
         log=FIELD + "vllm-qwen3-8b-h100-llmd-planner-tp1.log",
