@@ -396,10 +396,12 @@ VLLM: tuple[VllmRules, ...] = (
         since=(0, 9, 0),
         until=(0, 21, 0),
         label="0.9-0.20 (V1, CUDA graphs outside the budget)",
-        reference="",  # no source read: the 0.33.0 rules less the CUDA-graph estimate, checked on 0.19.0 logs
+        reference="",  # the 0.33.0 rules less the CUDA-graph estimate; the profile run read in 0.16.0 and 0.19.0
         cite="the 0.21.0 log line 'CUDA graph memory profiling is enabled (default since v0.21.0)' "
         "(v1/worker/gpu_worker.py, shared/reference/vllm-0.33.0.md §4); vLLM 0.19.0 logs: 'Total non KV cache "
-        "memory' = weights + torch peak + non-torch, no graph term (tests/data/logs/field)",
+        "memory' = weights + torch peak + non-torch, no graph term (tests/data/logs/field); the torch peak and "
+        "non-torch growth from the profile run of the 0.16.0 / 0.19.0 wheels (kvplan/engines/vllm_profile.py: the "
+        "sampler sorts the logits before 0.17, Triton top-k/top-p from 0.17)",
         cudagraph_in_budget=False,
         default_utilization=0.9,
         utilization_cite="EngineArgs default 0.9 (docs.vllm.ai v0.6.4 engine args, vllm-project/vllm#2162); 0.92 "
@@ -412,7 +414,8 @@ VLLM: tuple[VllmRules, ...] = (
         label="0.21-0.33 (V1, CUDA-graph estimate in the budget)",
         reference="0.33.0",
         cite="vllm 0.33.0 wheel, shared/reference/vllm-0.33.0.md §4: available = ceil(total × util) − non_kv − "
-        "cudagraph_estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default on since v0.21.0)",
+        "cudagraph_estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default on since v0.21.0); the profile "
+        "run's torch peak ASSUMED as 0.19.0's (kvplan/engines/vllm_profile.py)",
         cudagraph_in_budget=True,
         default_utilization=0.92,
         utilization_cite="vLLM 0.33.0 default",  # config/cache.py:215
