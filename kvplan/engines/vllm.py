@@ -442,7 +442,8 @@ def _non_kv_other(
             )
         )
     else:
-        terms.append(Term(f"no CUDA-graph estimate ({why_no_graphs})", 0, "not in the KV budget"))
+        short = "--enforce-eager" if dep.disable_cuda_graph else "before 0.21"
+        terms.append(Term(f"no CUDA-graph estimate ({short})", 0, why_no_graphs))
     if dsa:
         terms.append(
             Term("DSA calibration", dsa, "CALIBRATED: what the GLM-5.3 recipe point (PR #893) leaves after the terms")
