@@ -44,6 +44,9 @@ DEFAULT_BLOCK_SIZE = 16
 DEFAULT_MAX_NUM_SEQS = 256
 """V0 EngineArgs.max_num_seqs (0.6.0-0.8.5)."""
 
+MOE_CHUNK_TOKENS = 32768
+"""envs.VLLM_FUSED_MOE_CHUNK_SIZE default (0.6.0-0.8.5): fused_moe processes at most this many tokens at a time."""
+
 SWAP_SPACE_BYTES = 4 * GiB
 """EngineArgs.swap_space 4 GiB: '# CPU blocks' = swap_space_bytes // block bytes."""
 
@@ -100,8 +103,32 @@ def _row(arch: ModelArch, dep: Deployment, rules: VllmRules) -> tuple[int, str, 
     return latent * elem, dtype, attn_tp, f"MLA latent {latent} elements ({rules.v0_mla})"
 
 
-def activation_peak(arch: ModelArch, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> tuple[int, str]:
-    """(bytes, how) of the V0 profile run's torch peak increase on one GPU; 0 without the model's dimensions."""
+def moe_buffers(arch: ModelArch, rules: VllmRules, *, tokens: int, tp: int, ep: int) -> int:
+    """Bytes of V0 fused_moe's intermediate caches in one forward call (0 for a dense model).
+
+    ``fused_experts_impl`` (read in the 0.6.4, 0.7.3 and 0.8.5 wheels): M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE
+    32,768) rows, N = 2 × expert width per rank (w1), K = hidden: cache1 M × top_k × N, cache2 M × top_k × N / 2,
+    cache3 M × top_k × K; from 0.8.0 cache1 and cache3 share one M × top_k × max(N, K) buffer.
+    """
+    dims = arch.activation
+    if dims is None or not dims.is_moe:
+        return 0
+    m = min(tokens, MOE_CHUNK_TOKENS)
+    n = 2 * (dims.expert_intermediate // (1 if ep > 1 else tp))
+    k = dims.hidden_size
+    shared = max(n, k) if rules.v0_moe_cache13 else n + k
+    return m * dims.experts_per_token * (shared + n // 2) * dims.dtype_bytes
+
+
+def activation_peak(
+    arch: ModelArch, rules: VllmRules, *, tp: int, ep: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> tuple[int, str]:
+    """(bytes, how) of the V0 profile run's torch peak increase on one GPU; 0 without the model's dimensions.
+
+    ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the forward pass is the V1 profile
+    model's fitted dense shape ``T × (3 × I/tp + 4 × hidden)`` plus V0's fused-MoE caches; the sampler side is
+    ``prompts × vocab × 32 B`` (V0_SAMPLER_BYTES_PER_LOGIT) + ``(T + prompts) × hidden`` kept.
+    """
     dims = arch.activation
     if dims is None:
         return 0, "no hidden / vocab size in the config: profile run not estimated (0 B)"
@@ -110,12 +137,14 @@ def activation_peak(arch: ModelArch, *, tp: int, max_num_batched_tokens: int, ma
     d = dims.dtype_bytes
     h = dims.hidden_size
     sampler = s * dims.vocab_size * V0_SAMPLER_BYTES_PER_LOGIT + (t + s) * h * d
-    forward = t * (3 * (dims.dense_intermediate // tp) + FORWARD_HIDDEN_TENSORS * h) * d
+    moe = moe_buffers(arch, rules, tokens=t, tp=tp, ep=ep)
+    forward = t * (3 * (dims.dense_intermediate // tp) + FORWARD_HIDDEN_TENSORS * h) * d + moe
     side = "sampler" if sampler >= forward else "forward pass"
+    moe_said = f" + fused-MoE caches {moe:,} B" if moe else ""
     how = (
         f"{side}: max(sampler {s:,} prompts × vocab {dims.vocab_size:,} × {V0_SAMPLER_BYTES_PER_LOGIT} B + hidden "
-        f"kept, forward {t:,} tokens (FITTED shape, V1 profile model)) + cuBLAS {CUBLAS_WORKSPACE_BYTES // MiB} MiB "
-        "(FITTED on V1)"
+        f"kept, forward {t:,} tokens (FITTED dense shape, V1 profile model){moe_said}) + cuBLAS "
+        f"{CUBLAS_WORKSPACE_BYTES // MiB} MiB (FITTED on V1)"
     )
     return max(sampler, forward) + CUBLAS_WORKSPACE_BYTES, how
 
@@ -151,7 +180,9 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
     weights = w_k.as_int()
     total = dep.gpu.cuda_total_bytes
     load_error = check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
-    act, act_how = activation_peak(arch, tp=dep.tp, max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs)
+    act, act_how = activation_peak(
+        arch, rules, tp=dep.tp, ep=dep.ep, max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs
+    )
     nt, nt_how = _non_torch(dep.tp)
     if rules.v0_budget == "torch_peak":
         nt, nt_how = nt + CUDA_CONTEXT_BYTES, f"{nt_how} + CUDA context {CUDA_CONTEXT_BYTES // MiB} MiB (ASSUMED)"
