@@ -1,5 +1,5 @@
 """SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it; other versions by the rules in force then
-(kvplan/engines/versions.py: 0.4.x, 0.5.9, 0.5.10-0.5.23).
+(kvplan/engines/versions.py: every release from 0.4.0 to 0.5.23, the rows below 0.5.9 read from the release wheels).
 
 Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engines.md. In short, on one GPU:
 
@@ -84,11 +84,11 @@ def prefill_graph_batch_sizes(max_bs: int) -> tuple[int, ...]:
 
 
 MEM_FRACTION_BY_TP = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
-"""SGLang 0.4.x ``ServerArgs.__post_init__``: mem_fraction_static by tp_size (the first row whose tp is <= tp)."""
+"""SGLang 0.4.0-0.4.7 ``ServerArgs.__post_init__``: mem_fraction_static by tp_size (the first row whose tp is <= tp)."""
 
 
 def _mem_fraction_by_tp(tp: int, label: str = "SGLang 0.4.0-0.4.5 table by tp") -> tuple[float, str, int]:
-    """The 0.4.x default: a fixed table by tp, no reserve arithmetic (reserved MiB reported as 0)."""
+    """The 0.4.0-0.4.5 default: a fixed table by tp, no reserve arithmetic (reserved MiB reported as 0)."""
     at, mfs = next((t, f) for t, f in MEM_FRACTION_BY_TP if tp >= t)
     return mfs, f"{label}: tp {tp} >= {at} -> {mfs}", 0
 

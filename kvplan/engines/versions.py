@@ -66,7 +66,7 @@ class _Range:
         return self.since <= v < self.until
 
     def describe(self, version: str) -> str:
-        """'SGLang 0.5.6 -> rules of 0.5.0-0.5.8 (...)'."""
+        """'SGLang 0.5.7 -> rules of 0.5.6-0.5.8 (...)'."""
         name = "SGLang" if self.engine == "sglang" else "vLLM"
         return f"{name} {version} -> rules of {self.label} ({self.cite})"
 
@@ -449,7 +449,7 @@ def _name(engine: str) -> str:
 
 
 def modelled_ranges(engine: str) -> str:
-    """'SGLang 0.4.x, 0.5.9, 0.5.10-0.5.23; source read: 0.5.9, 0.5.23' for the error messages."""
+    """'SGLang 0.4.0-0.4.5, 0.4.6, ..., 0.5.10-0.5.23; source read: 0.4.5, ..., 0.5.23' for the error messages."""
     rows = SGLANG if engine == "sglang" else VLLM
     read = ", ".join(r.reference for r in rows if r.modelled and r.reference[:1].isdigit())
     return f"{_name(engine)} " + ", ".join(r.label for r in rows if r.modelled) + f"; source read: {read}"
