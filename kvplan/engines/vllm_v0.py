@@ -16,7 +16,8 @@ per sub-range live in kvplan/engines/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). O
 The profile run (worker/model_runner.py profile_run): max_num_seqs prompts totalling max_num_batched_tokens tokens,
 one sampled token each with top_p 0.99 and top_k vocab − 1, so the V0 Sampler sorts the logits. Its torch peak is
 ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``; the sampler's bytes per (prompt, vocab
-entry) are read from layers/sampler.py ``_apply_top_k_top_p`` (V0_SAMPLER_BYTES_PER_LOGIT); the forward pass's
+entry) are read from layers/sampler.py ``_apply_top_k_top_p``, with torch.sort's working memory assumed
+(V0_SAMPLER_BYTES_PER_LOGIT); the forward pass's
 shape and the cuBLAS workspace are the V1 profile model's fitted terms (kvplan.engines.vllm_profile), and the
 non-torch figures are assumptions, each said in the plan.
 """
@@ -32,11 +33,22 @@ from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import Deployment
 from kvplan.units import GiB, MiB
 
-V0_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
-"""Live per (prompt, vocab entry) at the V0 Sampler's peak, the scatter at the end of ``_apply_top_k_top_p`` (read
-in the 0.6.4 wheel, the same code to 0.8.5): the model-dtype logits (2), their float32 copy (4), ``logits_sort``
-(4), ``logits_idx`` int64 (8), ``top_k_mask`` bool (1), ``probs_sort`` (4), ``probs_sum`` (4), ``top_p_mask`` bool
-(1) and the scatter's output (4): 32 B."""
+V0_SCATTER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
+"""Live per (prompt, vocab entry) at the scatter that ends ``_apply_top_k_top_p`` (layers/sampler.py, read in the
+0.6.4 wheel, the same code to 0.8.5): the model-dtype logits (2), their float32 copy (4), ``logits_sort`` (4),
+``logits_idx`` int64 (8), ``top_k_mask`` bool (1), ``probs_sort`` (4), ``probs_sum`` (4), ``top_p_mask`` bool (1)
+and the scatter's output (4): 32 B."""
+
+V0_SORT_BYTES_PER_LOGIT = 2 + 4 + 8 + 4 + 8 + 4 + 8
+"""Live per (prompt, vocab entry) inside ``logits.sort()`` at the start of ``_apply_top_k_top_p``: the model-dtype
+logits (2) and their float32 copy (4) (read), then torch.sort's segmented radix sort, ASSUMED from PyTorch's CUDA
+sort (not read): int64 iota indices in (8), the sorted keys and indices out (4 + 8) and the radix sort's alternate
+key / value buffers (4 + 8): 38 B. With it the sampler side of vllm-project/vllm#10511's 'vllm serve
+meta-llama/Meta-Llama-3-8B' on an H100 (256 prompts × 128,256 vocab, 8,192 tokens) is 1.26 GiB, the logged
+'PyTorch activation peak memory 1.26GiB' (32 B alone gives 1.07 GiB)."""
+
+V0_SAMPLER_BYTES_PER_LOGIT = max(V0_SCATTER_BYTES_PER_LOGIT, V0_SORT_BYTES_PER_LOGIT)
+"""The V0 Sampler's peak per (prompt, vocab entry): the sort (38 B, partly ASSUMED), above the scatter (32 B)."""
 
 DEFAULT_BLOCK_SIZE = 16
 """CacheConfig block_size on CUDA when --block-size is not given (V0 arg_utils)."""
@@ -127,7 +139,7 @@ def activation_peak(
 
     ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the forward pass is the V1 profile
     model's fitted dense shape ``T × (3 × I/tp + 4 × hidden)`` plus V0's fused-MoE caches; the sampler side is
-    ``prompts × vocab × 32 B`` (V0_SAMPLER_BYTES_PER_LOGIT) + ``(T + prompts) × hidden`` kept.
+    ``prompts × vocab × 38 B`` (V0_SAMPLER_BYTES_PER_LOGIT) + ``(T + prompts) × hidden`` kept.
     """
     dims = arch.activation
     if dims is None:
@@ -143,8 +155,8 @@ def activation_peak(
     moe_said = f" + fused-MoE caches {moe:,} B" if moe else ""
     how = (
         f"{side}: max(sampler {s:,} prompts × vocab {dims.vocab_size:,} × {V0_SAMPLER_BYTES_PER_LOGIT} B + hidden "
-        f"kept, forward {t:,} tokens (FITTED dense shape, V1 profile model){moe_said}) + cuBLAS "
-        f"{CUBLAS_WORKSPACE_BYTES // MiB} MiB (FITTED on V1)"
+        f"kept (sort working memory ASSUMED), forward {t:,} tokens (FITTED dense shape, V1 profile model){moe_said}) "
+        f"+ cuBLAS {CUBLAS_WORKSPACE_BYTES // MiB} MiB (FITTED on V1)"
     )
     return max(sampler, forward) + CUBLAS_WORKSPACE_BYTES, how
 

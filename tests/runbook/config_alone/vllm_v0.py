@@ -14,9 +14,9 @@ ONE_GPU = ("engine=vllm", "gpus_per_node=1", "tp=1", *GQA)
 
 CASES: tuple[Case, ...] = (
     # 0.6.4: block = 16 × 22 layers × 2 × 4 kv heads × 64 × 2 B = 360,448 B; non-KV = torch allocated peak (weights
-    # 2,200,358,912 B from config.json + profile run: sampler 256 × 32,000 × 32 B + hidden (2,048 + 256) × 2,048 × 2 B
-    # + cuBLAS 32 MiB = 305,135,616 B) + non-torch (0.16 GiB + CUDA context 500 MiB, ASSUMED) = 3,201,581,219 B;
-    # int((139.80 GiB catalog total × 0.9 − non-KV) // 360,448) = 365,926 blocks × 16 = 5,854,816 (+0.10 %).
+    # 2,200,358,912 B from config.json + profile run: sampler 256 × 32,000 × 38 B + hidden (2,048 + 256) × 2,048 × 2 B
+    # + cuBLAS 32 MiB = 354,287,616 B) + non-torch (0.16 GiB + CUDA context 500 MiB, ASSUMED: 696,086,691 B)
+    # = 3,250,733,219 B; int((150,109,945,856 × 0.9 − non-KV) // 360,448) = 365,789 blocks × 16 = 5,852,624 (+0.07 %).
     Case(
         log=FIELD + "vllm-v0-rho-1b-h200-grpocredit-0.6.4.log",
         line="# GPU blocks: 365549",
@@ -39,10 +39,11 @@ CASES: tuple[Case, ...] = (
         sets=(*ONE_GPU, "engine_version=0.8.1", "gpu=h100"),
         stated="deployment args of gpu-deployment.yaml at 731f2445 (Llama-2-7b-hf, tp 1, LoRA); H100 and "
         "utilization 0.90 in the profiling line",
-        gap="the profile run with --enable-lora --max-loras 4 (dummy LoRA adapters, V0 LoRA layers and LoRA logits "
-        "processor) logs a 2.38 GiB activation peak; kvplan's V0 estimate without LoRA is 0.41 GiB (forward pass "
-        "side). What would close it: read V0's LoRA profile path (lora/layers.py, punica wrapper buffers) and "
-        "model it",
+        gap="the log's activation peak is 2.38 GiB; kvplan's V0 estimate is 0.41 GiB (the forward pass of 4,096 "
+        "tokens). The run has --enable-lora --max-loras 4 (V0's profile run adds dummy LoRA adapters) and the log "
+        "shows torch.compile ran, which the 0.8.0 source turns off for LoRA on V0; neither LoRA's profile path nor a "
+        "compiled V0 run is modelled. What would close it: the full log of this pod (its engine config line) and "
+        "V0's LoRA profile path read from the 0.8.1 source",
         gap_band=(0.02, 0.05),
     ),
 )
