@@ -27,6 +27,8 @@ first ``capacity`` blocks, and its curve never falls as the pool grows.
 
 from __future__ import annotations
 
+from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -257,6 +259,15 @@ def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Windo
     return stats
 
 
+_TREE_BITS = 16
+"""The Fenwick tree has at least 2**_TREE_BITS slots (tests lower it to exercise the renumbering)."""
+
+
+_DENSE_IDS = 1 << 25
+"""Block ids below this are remembered as seen in a bytearray (one byte each: trace ids are mostly dense); the
+rest in a set."""
+
+
 def lru_curve(
     requests: Iterable[Request],
     *,
@@ -265,15 +276,31 @@ def lru_curve(
     window: Window,
     progress: Progress | None = None,
 ) -> Sweep:
-    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc)."""
-    size = 1 << 16
-    tree = [0] * (size + 1)
+    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc).
+
+    Memory is bounded by the largest capacity, not by the trace: only the ``max(capacities)`` most recently used
+    blocks are tracked (a block deeper than that misses at every capacity), their reference times live in a
+    Fenwick tree in a typed array that is renumbered (dead times dropped) whenever it fills, and hits are counted
+    per capacity interval. The blocks ever seen (for the unbounded pool and the fill verdicts) are one byte per id.
+    """
+    caps = sorted(set(capacities))
+    track = max(caps[-1], 1) if caps else 1
+    size = 1 << max(_TREE_BITS, (2 * track).bit_length())
+    tree = array("q", bytes(8 * (size + 1)))
+    who = array("q", bytes(8 * (size + 1)))
+    """Reference time -> the block referenced then (live while ``last[block]`` is that time)."""
     last: dict[int, int] = {}
     get = last.get
     now = 0
     dead = 0
-    hist_tokens: dict[int, int] = {}
-    hist_blocks: dict[int, int] = {}
+    oldest = 1
+    dense = bytearray()
+    sparse: set[int] = set()
+    distinct = 0
+    # hits per capacity interval: slot k counts depths in (caps[k - 1], caps[k]]
+    slot_tokens = [0] * (len(caps) + 1)
+    slot_blocks = [0] * (len(caps) + 1)
+    unbounded = 0
     measured_tokens = measured_blocks = 0
     distinct_before: int | None = None
     start = window.start
@@ -283,7 +310,7 @@ def lru_curve(
         ids = r.blocks
         assert ids is not None
         if r.index == start:
-            distinct_before = len(last)
+            distinct_before = distinct
         length = r.input_tokens
         input_tokens += length
         if r.index >= start:
@@ -292,17 +319,37 @@ def lru_curve(
             for i, b in enumerate(ids):
                 t = get(b)
                 if t is None:
-                    break  # prefix-chained: everything after a cold block is cold
+                    if not (dense[b] if b < len(dense) else b in sparse):
+                        break  # prefix-chained: everything after a cold block is cold
+                    # seen, but deeper than every capacity: a hit only for the unbounded pool
+                    unbounded += min(block_tokens, length - i * block_tokens)
+                    continue
+                w = min(block_tokens, length - i * block_tokens)
+                unbounded += w
                 s = 0
                 j = t
                 while j:
                     s += tree[j]
                     j &= j - 1
                 depth = now - t - (dead - s) + 1
-                w = min(block_tokens, length - i * block_tokens)
-                hist_tokens[depth] = hist_tokens.get(depth, 0) + w
-                hist_blocks[depth] = hist_blocks.get(depth, 0) + 1
+                k = bisect_left(caps, depth)
+                slot_tokens[k] += w
+                slot_blocks[k] += 1
+        top = max(ids, default=-1)
+        if len(dense) <= top < _DENSE_IDS:
+            dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
         for b in reversed(ids):
+            if now == size:
+                # renumber the live times 1..L in order (at most ``track`` <= size / 2 of them)
+                live = [who[x] for x in range(oldest, size + 1) if get(who[x]) == x]
+                tree = array("q", bytes(8 * (size + 1)))
+                who = array("q", bytes(8 * (size + 1)))
+                for x, blk in enumerate(live, 1):
+                    who[x] = blk
+                    last[blk] = x
+                now = len(live)
+                dead = 0
+                oldest = 1
             t = get(b)
             if t is not None:
                 j = t
@@ -310,39 +357,41 @@ def lru_curve(
                     tree[j] += 1
                     j += j & -j
                 dead += 1
+            else:
+                if b < len(dense):
+                    if not dense[b]:
+                        dense[b] = 1
+                        distinct += 1
+                elif b not in sparse:
+                    sparse.add(b)
+                    distinct += 1
+                if len(last) >= track:
+                    # forget the least recently used tracked block: it is deeper than every capacity from now on.
+                    # Its time is older than every tracked one, so no depth asked later counts it: the tree is
+                    # left alone
+                    while get(who[oldest]) != oldest:
+                        oldest += 1
+                    del last[who[oldest]]
+                    oldest += 1
             now += 1
-            if now > size:
-                # double the Fenwick tree: only the new last slot covers the old range
-                tree.extend([0] * size)
-                size *= 2
-                tree[size] = dead
+            who[now] = b
             last[b] = now
         n += 1
         if progress is not None and not n % 512:
             progress(n)
     if distinct_before is None:
-        distinct_before = len(last)
-    depths = sorted(hist_tokens)
-    cum_t: list[int] = []
-    cum_b: list[int] = []
-    at = bt = 0
-    for d in depths:
-        at += hist_tokens[d]
-        bt += hist_blocks[d]
-        cum_t.append(at)
-        cum_b.append(bt)
-
-    from bisect import bisect_right
-
+        distinct_before = distinct
     points = []
-    for c in sorted(set(capacities)):
-        k = bisect_right(depths, c)
+    at = bt = 0
+    for k, c in enumerate(caps):
+        at += slot_tokens[k]
+        bt += slot_blocks[k]
         points.append(
             SweepPoint(
                 capacity_units=c,
-                hit_tokens=cum_t[k - 1] if k else 0,
-                hit_units=cum_b[k - 1] if k else 0,
-                filled_before_window=c <= distinct_before if start > 0 else c <= len(last),
+                hit_tokens=at,
+                hit_units=bt,
+                filled_before_window=c <= distinct_before if start > 0 else c <= distinct,
             )
         )
     return Sweep(
@@ -357,7 +406,7 @@ def lru_curve(
         measured_units=measured_blocks,
         points=points,
         method="one pass (LRU stack distances)",
-        unbounded_hit_tokens=at,
+        unbounded_hit_tokens=unbounded,
         distinct_before_window=distinct_before,
         input_tokens=input_tokens,
     )
