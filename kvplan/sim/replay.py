@@ -140,7 +140,7 @@ class _Occupancy:
         self.too_long = 0
         self.filled_at: int | None = None
         self.peak_used = 0
-        self.samples: list[tuple[int, int, int, int, int]] = []
+        self.timeline = Timeline(TIMELINE_POINTS)
         self.last_t = 0
         self.input_tokens = 0
         self.arrived = 0
@@ -164,7 +164,7 @@ class _Occupancy:
             self.filled_at = self.arrived - 1
         self.occ.max_queue = max(self.occ.max_queue, len(self.waiting))
         self.occ.peak_running = max(self.occ.peak_running, len(self.running))
-        self.samples.append((self.now, len(self.running), len(self.waiting), pool.held_pages(), pool.cached_pages()))
+        self.timeline.add((self.now, len(self.running), len(self.waiting), pool.held_pages(), pool.cached_pages()))
 
     def _schedule(self, t: int, kind: int, seq: Seq) -> None:
         self.seqno += 1
@@ -318,7 +318,7 @@ class _Occupancy:
                 self.pool.verify()
             self._sample()
         self.occ.makespan_us = self.now
-        self.occ.timeline = _downsample(self.samples, TIMELINE_POINTS)
+        self.occ.timeline = self.timeline.points()
         return SimResult(
             semantics=self.pool.semantics,
             policy=self.pool.policy,
@@ -341,22 +341,46 @@ class _Occupancy:
         )
 
 
-def _downsample(samples: list[tuple[int, int, int, int, int]], points: int) -> list[tuple[int, int, int, int, int]]:
-    """At most ``points`` samples: per time bucket the sample with the most pages held (peaks survive)."""
-    if len(samples) <= points:
-        return samples
-    t0, t1 = samples[0][0], samples[-1][0]
-    span = max(t1 - t0, 1)
-    out: list[tuple[int, int, int, int, int]] = []
-    bucket = -1
-    for s in samples:
-        b = (s[0] - t0) * points // (span + 1)
-        if b != bucket:
-            out.append(s)
-            bucket = b
-        elif s[3] > out[-1][3]:
-            out[-1] = s
-    return out
+Sample = tuple[int, int, int, int, int]
+"""(time us, running, waiting, pages held by running requests, pages cached and unreferenced)."""
+
+
+class Timeline:
+    """The occupancy timeline in fixed memory: at most ``points`` samples, one per time bucket, the one with the
+    most pages held (the first such; peaks survive).
+
+    Buckets start one microsecond wide from the first sample; when a sample falls past the last bucket, the
+    width doubles and neighbouring buckets merge (each keeping its larger peak), so the buckets always cover
+    the run so far with between ``points / 2`` and ``points`` of them, whatever the trace's length."""
+
+    def __init__(self, points: int) -> None:
+        self.n = points
+        self.width = 1
+        self.t0: int | None = None
+        self.buckets: list[Sample | None] = [None] * points
+
+    def add(self, s: Sample) -> None:
+        if self.t0 is None:
+            self.t0 = s[0]
+        b = (s[0] - self.t0) // self.width
+        while b >= self.n:
+            self._halve()
+            b = (s[0] - self.t0) // self.width
+        cur = self.buckets[b]
+        if cur is None or s[3] > cur[3]:
+            self.buckets[b] = s
+
+    def _halve(self) -> None:
+        old = self.buckets
+        merged: list[Sample | None] = []
+        for i in range(0, self.n, 2):
+            a, b = old[i], old[i + 1] if i + 1 < self.n else None
+            merged.append(b if a is None or (b is not None and b[3] > a[3]) else a)
+        self.buckets = merged + [None] * (self.n - len(merged))
+        self.width *= 2
+
+    def points(self) -> list[Sample]:
+        return [s for s in self.buckets if s is not None]
 
 
 def replay_occupancy(

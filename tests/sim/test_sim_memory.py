@@ -1,4 +1,4 @@
-"""Memory bounded by the pool, not by the trace (issue 15): the one-pass LRU curve and occupancy mode.
+"""Memory bounded by the pool, not by the trace (issue 15): the one-pass LRU curve and occupancy mode's timeline.
 
 The curve tracks only the ``max(capacities)`` most recent blocks in a Fenwick tree that is renumbered when it
 fills; these tests shrink the tree so that renumbering and forgetting happen on small traces, and check the curve
@@ -15,6 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.sim import ideal
+from kvplan.sim.paging import Paging
+from kvplan.sim.radix import RadixPool
+from kvplan.sim.replay import TIMELINE_POINTS, Service, Timeline, replay_occupancy
 from kvplan.sim.trace import Request
 from tests.sim.test_sim_properties import ALL, BS, chained_traces
 
@@ -56,3 +59,42 @@ def test_curve_memory_does_not_grow_with_the_trace() -> None:
     assert curve.unbounded_hit_tokens == 16
     assert [p.hit_tokens for p in curve.points] == [0, 0]
     assert peak < 100_000, f"{peak:,} B"
+
+
+def test_timeline_keeps_at_most_its_points_and_the_peaks() -> None:
+    # 100,000 samples 7 us apart, held pages i % 1000, one peak of 5,000 at sample 61,234: at most 400 samples
+    # come back, in time order, the peak among them, and every sample kept is the largest of its time bucket
+    tl = Timeline(400)
+    samples = [(7 * i, 1, 0, 5_000 if i == 61_234 else i % 1_000, 0) for i in range(100_000)]
+    for s in samples:
+        tl.add(s)
+    out = tl.points()
+    assert 200 <= len(out) <= 400
+    assert [s[0] for s in out] == sorted(s[0] for s in out)
+    assert samples[61_234] in out
+    # 700,000 us in at most 400 buckets of a power-of-two width: 2**11 = 2,048 us (342 buckets)
+    assert tl.width == 2_048 and len(out) == -(-699_994 // 2_048)
+    for s in out:
+        bucket = [x for x in samples if x[0] // 2_048 == s[0] // 2_048]
+        assert s[3] == max(x[3] for x in bucket)
+
+
+def _arrivals(n: int) -> Iterator[Request]:
+    """n requests of one fresh 64-token block and one output token, 1 ms apart."""
+    for i in range(n):
+        yield Request(i, 1_000 * i, 64, 1, [i], i + 1)
+
+
+def test_occupancy_memory_does_not_grow_with_the_trace() -> None:
+    # the old replay kept every sample (a 5-tuple after each event, a few events a request) to downsample at the
+    # end: 3.1 MB traced at 6,000 requests, 6.0 MB at 12,000. Now the timeline is 400 samples at most and what
+    # grows is one 8-byte hit length and one 8-byte wait per measured request (96 KB here); the rest is the pool
+    # (1,000 pages) and the interpreter's own: about 0.7 MB whatever the length
+    pool = RadixPool(1_000, 64)
+    tracemalloc.start()
+    r = replay_occupancy(_arrivals(6_000), pool, Paging(64, 64), service=Service(), window=ALL)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert r.occupancy is not None and r.occupancy.completed == 6_000
+    assert len(r.occupancy.timeline) <= TIMELINE_POINTS
+    assert peak < 1_500_000, f"{peak:,} B"
