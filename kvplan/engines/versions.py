@@ -137,6 +137,9 @@ class VllmRules(_Range):
     v1_by_default: bool = False
     """vLLM starts the V1 engine by default (VLLM_USE_V1 defaults to 1 from 0.8.0); V0 only on fallback or with
     VLLM_USE_V1=0."""
+    v0_flashmla_block64: bool = False
+    """V0 MLA on Hopper (SM 9.x) with the default or FLASHMLA backend forces block_size 64 (platforms/cuda.py
+    check_and_update_config, 0.8.0 on: 'Forcing kv cache block size to 64 for FlashMLA backend.')."""
     v0_moe_cache13: bool = False
     """V0 fused_moe shares one buffer for intermediate_cache1 and 3 (M × top_k × max(2·I, hidden), 0.8.0 on);
     before, three buffers: M × top_k × (2·I + I + hidden)."""
@@ -393,6 +396,7 @@ VLLM: tuple[VllmRules, ...] = (
         v0_chunked_tokens=2048,
         v0_mla="latent",
         v1_by_default=True,
+        v0_flashmla_block64=True,
         v0_moe_cache13=True,
     ),
     VllmRules(

@@ -53,6 +53,9 @@ V0_SAMPLER_BYTES_PER_LOGIT = max(V0_SCATTER_BYTES_PER_LOGIT, V0_SORT_BYTES_PER_L
 DEFAULT_BLOCK_SIZE = 16
 """CacheConfig block_size on CUDA when --block-size is not given (V0 arg_utils)."""
 
+FLASHMLA_BLOCK_SIZE = 64
+"""V0 FlashMLA's only block size (0.8.0 on, Hopper)."""
+
 DEFAULT_MAX_NUM_SEQS = 256
 """V0 EngineArgs.max_num_seqs (0.6.0-0.8.5)."""
 
@@ -174,7 +177,18 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
         )
     if dep.dcp != 1:
         raise PlanError(f"dcp {dep.dcp}: vLLM V0 has no decode context parallelism")
-    page_k = resolve(dep, "page_size", DEFAULT_BLOCK_SIZE, "CacheConfig block_size 16 on CUDA")
+    gpu = dep.gpu
+    flashmla = (
+        rules.v0_flashmla_block64
+        and arch.is_mla
+        and gpu.vendor == "nvidia"
+        and gpu.sm // 10 == 9
+        and dep.attention_backend in (None, "FLASHMLA")
+    )
+    if flashmla:  # platforms/cuda.py forces 64 over any --block-size
+        page_k = Knob("page_size", FLASHMLA_BLOCK_SIZE, "default: FlashMLA on SM 9.x forces block_size 64")
+    else:
+        page_k = resolve(dep, "page_size", DEFAULT_BLOCK_SIZE, "CacheConfig block_size 16 on CUDA")
     block = page_k.as_int()
     layers = arch.num_layers
     cell = Cell(main_bytes=row * layers, indexer_bytes=0)

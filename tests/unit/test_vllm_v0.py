@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.engines import plan_pool
@@ -12,6 +14,7 @@ from kvplan.errors import InputError, PlanError
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB, MiB
 
+ROOT = Path(__file__).resolve().parents[2]
 HF = "tests/data/hf/"
 LLAMA3 = HF + "llama-3.1-8b/config.json"
 GQA = ("kv_cache_dtype=auto", "page_size=default", "mla_layout=default", "attention_backend=default")
@@ -57,15 +60,37 @@ def test_mha_block_and_cpu_blocks() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "block"),
+    ("version", "gpu", "block"),
     [
-        ("0.7.3", 16 * 61 * 640 * 2),  # 576-element latent rounded up to 256 B (128 bf16): 640 × 2 B = 1,280 B
-        ("0.8.5", 16 * 61 * 576 * 2),  # unaligned latent: 1,152 B per layer
+        # 0.7.3: Triton MLA, block 16; the 576-element latent rounded up to 256 B (128 bf16): 640 × 2 B = 1,280 B
+        ("0.7.3", "h200", 16 * 61 * 640 * 2),
+        # 0.8.x on Hopper: FlashMLA forces block 64; the latent unaligned, 1,152 B per layer
+        ("0.8.5", "h200", 64 * 61 * 576 * 2),
+        # 0.8.x on an A100 (SM 8.0): no FlashMLA, block 16
+        ("0.8.5", "a100-80gb", 16 * 61 * 576 * 2),
     ],
 )
-def test_mla_caches_one_latent_per_layer(version: str, block: int) -> None:
-    p = v0(HF + "deepseek-v3/config.json", version, "context_length=8192", tp=8)
+def test_mla_caches_one_latent_per_layer(version: str, gpu: str, block: int) -> None:
+    p = v0(HF + "deepseek-v3/config.json", version, "context_length=8192", tp=8, gpu=gpu)
     assert p.extras["bytes_per_block"] == block
+
+
+def test_flashmla_block_bytes_against_vllm_pr_14842() -> None:
+    # tests/data/logs/field/vllm-v0-deepseek-r1-tp8-vllm-pr-14842.log, the unaligned run (what 0.8.0 ships):
+    # '# CPU blocks: 954' = 4 GiB // (64 × 61 × 576 × 2 B = 4,497,408 B); GPU-independent on any Hopper.
+    log = (ROOT / "tests/data/logs/field/vllm-v0-deepseek-r1-tp8-vllm-pr-14842.log").read_text(encoding="utf-8")
+    assert "# cuda blocks: 5266, # CPU blocks: 954" in log
+    p = v0(HF + "deepseek-r1/config.json", "0.8.0", "context_length=8192", tp=8, gpu="h200")
+    assert p.page_tokens == 64
+    assert p.extras["num_cpu_blocks"] == 954
+
+
+def test_flashmla_block_64_overrides_a_set_block_size() -> None:
+    # platforms/cuda.py sets block_size = 64 whenever FlashMLA is used and it is not 64
+    p = v0(HF + "deepseek-v3/config.json", "0.8.5", "context_length=8192", "page_size=16", tp=8, gpu="h200")
+    assert p.page_tokens == 64
+    p = v0(HF + "deepseek-v3/config.json", "0.8.5", "context_length=8192", "attention_backend=TRITON_MLA", tp=8)
+    assert p.page_tokens == 16
 
 
 @pytest.mark.parametrize("version", ["0.6.4", "0.7.0"])
