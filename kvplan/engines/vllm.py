@@ -7,6 +7,8 @@ Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU
     full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
     available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
                       (no cudagraph_estimate before 0.21 or with --enforce-eager)
+    non_kv          = weights + DSA buffers + torch peak + non-torch growth of the profiling run
+                      (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
     num_blocks      = available // bytes_per_block;  block 0 is the null block
     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
 """
@@ -47,9 +49,10 @@ DEFAULT_CUDAGRAPH_ESTIMATE = 1_618 * MiB
 """The part of DEFAULT_NON_KV_OTHER kvplan assumes is vLLM's profiled CUDA-graph estimate (ASSUMPTION: the
 GLM-5.3 calibration point does not print it). 1.58 GiB = 1,618 MiB is the 'Estimated CUDA graph memory: 1.58 GiB
 total' of a public DeepSeek-V4-Flash (sparse MLA + MTP) vLLM 0.25.0 start-up log (TP2, PIECEWISE=51, FULL=35
-capture sizes); small dense models print 0.17-0.36 GiB (noonghunna/club-3090#127, gpustack/runner#251). vLLM
-subtracts it from the KV budget only from 0.21 on and never with --enforce-eager (cudagraph_mode NONE), so
-there kvplan's default non_kv_other is DEFAULT_NON_KV_OTHER − this."""
+capture sizes); small dense models print 0.13-0.52 GiB (noonghunna/club-3090#127 and #104, gpustack/runner#251,
+Qwen3-8B on vLLM 0.21.0 in LMCache/LMCache#3430), a Qwen3.5 GGUF 1.62 GiB (vllm-project/vllm#39559): no public log
+of the GLM-5.3 recipe deployment prints it, so it stays assumed. vLLM subtracts it from the KV budget only from
+0.21 on and never with --enforce-eager (cudagraph_mode NONE): kvplan adds it to the default non_kv_other then."""
 
 DSA_CALIBRATION_BYTES = -1_733_892_014
 """CALIBRATED, negative: what the GLM-5.3 recipe point leaves after the profile model and the assumed graph estimate.
