@@ -54,9 +54,11 @@ Qwen3-14B 0.15.0 / 0.16.0 figure (a key / value double buffer of 4 + 8 B and an 
 decomposition); the later top-k / top-p masks and the out-of-place scatter stay below it (28 B)."""
 
 CUBLAS_WORKSPACE_BYTES = 32 * MiB
-"""FITTED: the torch peak every llm-d-planner vLLM 0.19.0 log shows over the read terms (+0.028 .. +0.038 GiB on
-16 logs of dense and MoE models, vocabularies 32K-256K: mean 0.032 GiB); PyTorch's default cuBLAS workspace on
-Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8 = 32 MiB, allocated through the caching allocator) is the likely owner."""
+"""FITTED: the torch peak every llm-d-planner vLLM 0.19.0 log shows over the read terms: +0.028 .. +0.038 GiB, mean
+0.032 GiB, on the 11 sweep logs that are not config-alone cases (Qwen2.5-7B, gemma-2-2b/9b/27b, phi-2, phi-4,
+granite-3.1-2b, Qwen2.5-72B TP2, Qwen1.5-MoE-A2.7B, DeepSeek-V2-Lite, gpt-oss-20b TP2; vocabularies 32K-256K, dense
+and MoE); the held-out case logs fall in the same band. PyTorch's default cuBLAS workspace on Hopper
+(CUBLAS_WORKSPACE_CONFIG :4096:8 = 32 MiB, allocated through the caching allocator) is the likely owner."""
 
 FORWARD_HIDDEN_TENSORS = 4
 """FITTED: [T, hidden] tensors live with a dense MLP's gate_up and act outputs at the forward pass's peak (embedding
@@ -64,9 +66,10 @@ output, residual, normed input, layer output); fitted on CodeLlama-7b (0.77 GiB 
 (0.85 GiB), the two sweep logs whose forward pass outweighs the sampler; within ±0.02 GiB on both."""
 
 NON_TORCH_BY_TP = {1: 250 * GiB // 1000, 2: 2070 * GiB // 1000}
-"""FITTED: 'non-torch forward increase memory' of the llm-d-planner vLLM 0.19.0 logs on H100 80GB (SXM): TP1 0.24
--0.27 GiB (median 0.25: cuBLAS / CUDA context growth after the snapshot), TP2 2.06-2.11 GiB (median 2.07: NCCL
-buffers, NVLS on NVSwitch systems, custom all-reduce), TP4 2.13-2.21 GiB (median 2.17, NON_TORCH_TP_WIDE)."""
+"""FITTED: 'non-torch forward increase memory' of the llm-d-planner vLLM 0.19.0 logs on H100 80GB (SXM) that are not
+config-alone cases: TP1 0.24-0.26 GiB on 19 logs (median 0.25: cuBLAS / CUDA context growth after the snapshot;
+the three granite logs print 0.46), TP2 2.06-2.11 GiB on 6 (median 2.07: NCCL buffers, NVLS on NVSwitch systems,
+custom all-reduce), TP4 2.13 / 2.17 / 2.21 GiB on 3 (median 2.17, NON_TORCH_TP_WIDE)."""
 
 NON_TORCH_TP1_BEFORE_0_18 = 130 * GiB // 1000
 """FITTED: the version sweep's TP1 non-torch growth on 0.15.0-0.17.0 (0.13 GiB; 0.25 GiB on 0.18.0 and 0.19.0)."""
