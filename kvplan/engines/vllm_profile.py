@@ -67,7 +67,7 @@ output, residual, normed input, layer output); fitted on CodeLlama-7b (0.77 GiB 
 
 NON_TORCH_BY_TP = {1: 250 * GiB // 1000, 2: 2070 * GiB // 1000}
 """FITTED: 'non-torch forward increase memory' of the llm-d-planner vLLM 0.19.0 logs on H100 80GB (SXM) that are not
-config-alone cases: TP1 0.24-0.26 GiB on 19 logs (median 0.25: cuBLAS / CUDA context growth after the snapshot;
+config-alone cases: TP1 0.24-0.26 GiB (median 0.25: cuBLAS / CUDA context growth after the snapshot;
 the three granite logs print 0.46), TP2 2.06-2.11 GiB on 6 (median 2.07: NCCL buffers, NVLS on NVSwitch systems,
 custom all-reduce), TP4 2.13 / 2.17 / 2.21 GiB on 3 (median 2.17, NON_TORCH_TP_WIDE)."""
 
