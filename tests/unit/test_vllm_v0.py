@@ -221,3 +221,15 @@ def test_memory_chain_says_each_assumption() -> None:
     assert chain["bytes per block"].bytes == 2 * MiB
     assert chain["requested"].bytes == int(H100_CUDA * 0.9)
     assert chain["non-torch"].bytes == 16 * GiB // 100 + CUDA_CONTEXT_BYTES
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_activation_peak_against_vllm_pr_10511(tp: int) -> None:
+    # tests/data/logs/field/vllm-v0-meta-llama-3-8b-h100-vllm-pr-10511.log: 'PyTorch activation peak memory 1.26GiB'
+    # at tp 1 and 2 (printed %.2f: 1.255 .. 1.265 GiB). kvplan: the sampler side, the same at any tp,
+    # 256 × 128,256 × 38 B + (8,192 + 256) × 4,096 × 2 B + 32 MiB = 1,350,434,816 B = 1.2577 GiB.
+    log = (ROOT / "tests/data/logs/field/vllm-v0-meta-llama-3-8b-h100-vllm-pr-10511.log").read_text(encoding="utf-8")
+    assert log.count("PyTorch activation peak memory       1.26GiB") == 2
+    act = v0(LLAMA3, "0.6.5", "context_length=8192", tp=tp).extras["activation_bytes"]
+    assert act == 1_350_434_816
+    assert 1.255 * GiB <= act < 1.265 * GiB
