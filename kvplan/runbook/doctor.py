@@ -420,7 +420,7 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
     if run.summary is not None:
         s = run.summary
         put("context_length", s.value.context_len, str(s.value.context_len), "scheduler context_len", s.line)
-        if s.value.chunked_prefill_size > 0:
+        if s.value.chunked_prefill_size is not None and s.value.chunked_prefill_size > 0:
             put("chunked_prefill_size", s.value.chunked_prefill_size, str(s.value.chunked_prefill_size),
                 "scheduler chunked_prefill_size", s.line)  # fmt: skip
         if "dcp" not in out and run.kv:

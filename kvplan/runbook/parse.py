@@ -49,7 +49,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -175,6 +175,8 @@ class LoadEnd:
     model_class: str | None
     dtype: str | None
     quant: str | None
+    fmt: str | None = None
+    """SGLang >= 0.5.x: ``quant=fp8, fmt=e4m3`` of a quantized checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ class Summary:
     """SGLang's scheduler summary: ``max_total_num_tokens`` is S × dcp (the logical count)."""
 
     max_total_num_tokens: int
-    chunked_prefill_size: int
+    chunked_prefill_size: int | None
+    """None on SGLang 0.4.1, whose summary line has no ``chunked_prefill_size``."""
     max_prefill_tokens: int
     max_running_requests: int
     context_len: int
@@ -224,6 +227,39 @@ class Concurrency:
 class Override:
     profiled_blocks: int
     blocks: int
+
+
+@dataclass(frozen=True)
+class V0Blocks:
+    """vLLM V0's ``# GPU blocks: N, # CPU blocks: M`` (0.8: ``# cuda blocks``): the pool in blocks, all usable."""
+
+    gpu_blocks: int
+    cpu_blocks: int
+    device: str
+
+
+@dataclass(frozen=True)
+class V0Memory:
+    """vLLM V0's memory profile: 0.6.4 ``Memory profiling results: total_gpu_memory=… kv_cache_size=…`` on one line,
+    0.6.5-0.8 ``the current vLLM instance can use total_gpu_memory (…) x gpu_memory_utilization (…)`` then
+    ``model weights take …; non_torch_memory takes …; PyTorch activation peak memory takes …; the rest of the
+    memory reserved for KV Cache is ….`` (GiB, ``%.2f``). A field the line does not print is None."""
+
+    total: Gib | None = None
+    utilization: str | None = None
+    weights: Gib | None = None
+    non_torch: Gib | None = None
+    peak: Gib | None = None
+    kv: Gib | None = None
+
+
+@dataclass(frozen=True)
+class V0MaxLenError:
+    """vLLM V0's refusal: ``The model's max seq len (L) is larger than the maximum number of tokens that can be
+    stored in KV cache (T)`` (T = # GPU blocks × block size)."""
+
+    max_model_len: int
+    kv_tokens: int
 
 
 @dataclass(frozen=True)
@@ -279,6 +315,17 @@ class Run:
     max_len_error: At[MaxLenError] | None = None
     errors: tuple[At[str], ...] = ()
     ranks: tuple[str, ...] = ()
+    generation: str | None = None
+    """vLLM's engine generation: 'V0' (``Initializing an LLM engine`` / ``a V0 LLM engine``) or 'V1'."""
+    v0_blocks: At[V0Blocks] | None = None
+    v0_memory: At[V0Memory] | None = None
+    """The V0 memory profile, merged over its one or two lines (the line of the KV figure)."""
+    v0_max_len_error: At[V0MaxLenError] | None = None
+    profiling_override: At[Override] | None = None
+    """vLLM >= 0.1x's ``Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512`` of its profiling run with a
+    dummy cache: not a user's override, and not the pool."""
+    negative_profile: At[str] | None = None
+    """SGLang's warning that the profiled ``max_total_num_tokens`` is negative (the weights left no room)."""
 
     @property
     def complete(self) -> bool:
@@ -291,6 +338,9 @@ class Run:
             or self.override
             or self.max_len_error
             or self.errors
+            or self.v0_blocks
+            or self.v0_max_len_error
+            or self.negative_profile
         )
 
     @property
@@ -364,12 +414,12 @@ _ANSI = re.compile(
 _SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?P<sg>[^\]\[]{0,40})\]"
 _LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)[ \t]{1,16}\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
 _VLLM_PREFIX = (
-    rf"\((?P<proc>[^()\s]{{1,64}}(?: [^()\s]{{1,64}})?) pid=\d{{1,10}}(?:, ip=[\w.:]{{1,64}})?\)"
+    rf"\((?P<proc>[^()\s]{{1,64}}(?: [^()\s]{{1,64}})?) pid=(?P<pid>\d{{1,10}})(?:, ip=[\w.:]{{1,64}})?\)"
     rf"(?:[ \t]{{0,16}}{_LEVEL})?"
 )
 _START = re.compile(f"{_SGLANG_PREFIX}|{_VLLM_PREFIX}|{_LEVEL}")
 _CONTAINER = re.compile(
-    r"^(?:[\w.-]{1,128}[ \t]{1,64}\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]{1,32}Z?[ \t]{0,8}\|[ \t]{0,8}"
+    r"^(?:[│┃][ \t]{0,8}|[\w.-]{1,128}[ \t]{1,64}\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]{1,32}Z?[ \t]{0,8}\|[ \t]{0,8}"
     r"|\d{4}-\d\d-\d\dT[\d:.,]{1,32}Z?\s)"
 )
 
@@ -395,11 +445,17 @@ class _Record:
 
 
 def _rank(m: re.Match[str]) -> str | None:
+    """The process and rank a record prefix names: SGLang's ``DP1 TP2 EP2``; vLLM's process name where it carries a
+    rank (``Worker_TP3``, ``EngineCore_DP0``, ``VllmWorker rank=2``), else the name and pid (``VllmWorkerProcess
+    pid=106022``: V0's workers share one name), so that per-worker lines of one start are told apart."""
     sg = m.group("sg")
     if sg is not None:
         return sg.strip() or None
     proc = m.group("proc")
-    return proc.strip() if proc else None
+    if not proc:
+        return None
+    proc = proc.strip()
+    return proc if any(c.isdigit() for c in proc) else f"{proc} pid={m.group('pid')}"
 
 
 def clean_line(raw: str) -> str:
@@ -416,17 +472,22 @@ def _records(lines: Iterable[str], count: _LineCount) -> Iterator[_Record]:
     """Records in log order, each yielded once no later line can extend it; linear in the log's size."""
     pending: _Record | None = None
     open_record = False
+    preface = True
     for number, raw in enumerate(lines, start=1):
         count.lines = number
         line = clean_line(raw)
         if not line.strip():
             open_record = False
             continue
+        if preface:
+            if _is_comment(line):
+                continue  # a header of comment lines before the log (a fixture's provenance, a pasted note)
+            preface = False
         starts = list(_START.finditer(line))
         head_end = starts[0].start() if starts else len(line)
         head = line[:head_end]
         if head.strip():
-            if open_record and pending is not None:
+            if open_record and pending is not None and _MESSAGE_START.match(head.lstrip()) is None:
                 pending.extend(head)  # a terminal wrap: no separator
             else:
                 if pending is not None:
@@ -440,6 +501,24 @@ def _records(lines: Iterable[str], count: _LineCount) -> Iterator[_Record]:
         open_record = True
     if pending is not None:
         yield pending
+
+
+_MESSAGE_START = re.compile(
+    r"(?:ValueError: |RuntimeError: |\[[\w./-]{1,64}:\d{1,6}\] )?"
+    r"(?:Loading model weights took|Model loading took|Memory profiling results|# \w{1,16} blocks: |GPU blocks: "
+    r"|Maximum concurrency for|Available KV cache memory|GPU KV cache size"
+    r"|The model's max seq len|To serve at least"
+    r"|KV Cache is allocated|Load weight (?:begin|end)|Memory pool end|max_total_num_tokens=|server_args="
+    r"|Initializing an? |the current vLLM instance|model weights take|vLLM API server version)"
+)
+"""A line with no record prefix that begins with an engine message is a new record (a log pasted without its
+prefixes), not a terminal wrap of the previous one."""
+
+
+def _is_comment(line: str) -> bool:
+    """A ``#`` comment line of a preface; not V0's ``# GPU blocks: N, # CPU blocks: M`` pasted without its prefix."""
+    stripped = line.lstrip()
+    return stripped.startswith("#") and _VL_V0_BLOCKS.search(stripped[:200]) is None
 
 
 def _split_lines(text: str) -> Iterator[str]:
@@ -562,30 +641,36 @@ _SG_LOAD_END = re.compile(
     r"Load weight end\.((?:(?!Load weight |KV Cache |Memory pool end|max_total_num_tokens=).){0,1000})"
 )
 _SG_KV = re.compile(
-    r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[\w.]{1,64}), )?#tokens: (?P<tokens>\d{1,30}), "
+    r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[\w.]{1,64}), )?"
+    r"(?:#tokens: (?P<tokens>\d{1,30}), )?"
     rf"(?:KV size: {_NUM} GB|K size: {_NUM} GB, V size: {_NUM} GB)"
 )
 _SG_POOL_END = re.compile(rf"Memory pool end\. avail mem={_NUM} GB")
 _SG_SUMMARY = re.compile(
-    r"max_total_num_tokens=(\d{1,30}), chunked_prefill_size=(-?\d{1,30}), max_prefill_tokens=(\d{1,30}), "
+    r"max_total_num_tokens=(\d{1,30}), (?:chunked_prefill_size=(-?\d{1,30}), )?max_prefill_tokens=(\d{1,30}), "
     rf"max_running_requests=(\d{{1,30}}), context_len={_INT}(?:, available_(?:gpu|cpu)_mem={_NUM} GB)?"
 )
 _SG_PAGE = re.compile(r"Setting page size to (\d{1,30}) for DeepSeek [DN]SA")
 _SG_KV_DTYPE = re.compile(r"Setting KV cache dtype to (\w{1,64}) for DeepSeek [DN]SA")
 _SG_BACKENDS = re.compile(r"Set [DN]SA backends for \w{1,64} KV Cache: prefill=(\w{1,64}), decode=(\w{1,64})")
+_SG_NEGATIVE = re.compile(r"max_total_num_tokens\b[^\n]{0,200}?\bis negative")
 _SG_ERROR = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
     r"|Loaded weights leave no GPU memory for the KV cache"
 )
 
 _VL_VERSION = re.compile(r"vLLM API server version (\S{1,64})")
-_VL_ENGINE = re.compile(r"Initializing a V1 LLM engine \(v?(?P<v>[^)\s]{1,64})\) with config: (?P<cfg>.*)")
+_VL_BANNER = re.compile(r"█[ \t]{1,16}version (\d[^\s]{0,63})")
+"""vLLM >= 0.11's start-up banner: ``▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.19.0``."""
+_VL_ENGINE = re.compile(
+    r"Initializing an? (?:(?P<gen>V[01]) )?LLM engine (?:\(v?(?P<v>[^)\s]{1,64})\) )?with config: (?P<cfg>.*)"
+)
 _VL_NON_DEFAULT = re.compile(r"non-default args: \{")
 """Only the start: the dict runs to the record's last ``}`` (found once, so many starts stay linear)."""
 _VL_BLOCK = re.compile(rf"Setting kv cache block size to {_INT}")
 _VL_FORMAT = re.compile(r"Using (\w{1,64}) KV cache format for \w{1,64} backend")
 _VL_LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_NUM} Gi?B")
-_VL_AVAILABLE = re.compile(rf"Available KV cache memory: {_NUM} GiB")
+_VL_AVAILABLE = re.compile(rf"Available KV cache memory: (-?){_NUM} GiB")
 _VL_OVERRIDE = re.compile(rf"Overriding num_gpu_blocks=(\d{{1,30}}) with num_gpu_blocks_override={_INT}")
 _VL_DCP = re.compile(rf"Multiplying the GPU KV cache size by the dcp_world_size {_INT}")
 _VL_KV_SIZE = re.compile(
@@ -600,6 +685,24 @@ _VL_MAXLEN_ERROR = re.compile(
     rf"(?: Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
 )
 _VL_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
+_VL_V0_BLOCKS = re.compile(r"(?<!\w)blocks: (\d{1,30}), # CPU blocks: (\d{1,30})")
+"""From the blank before ``blocks:``; the device word before it (``GPU``, ``cuda``, ``rocm``) is read with
+``_VL_V0_DEVICE`` (a pattern that began with the word would try every word of a line)."""
+_VL_V0_DEVICE = re.compile(r"(\w{1,16}) $")
+_VL_V0_PROFILE = re.compile(r"Memory profiling results: ")
+"""Only the start: its ``key=valueGiB`` fields are read with ``_VL_V0_FIELD`` from there on."""
+_VL_V0_FIELD = re.compile(r"(?<!\w)(\w{1,64})=(\d{1,30}(?:\.\d{1,30})?)(GiB)?")
+_VL_V0_BUDGET = re.compile(
+    rf"can use total_gpu_memory \({_NUM}GiB\) x gpu_memory_utilization \((\d{{1,3}}(?:\.\d{{1,30}})?)\)"
+)
+_VL_V0_TERMS = re.compile(
+    rf"model weights take {_NUM}GiB; non_torch_memory takes {_NUM}GiB; PyTorch activation peak memory takes "
+    rf"{_NUM}GiB; the rest of the memory reserved for KV Cache is (-?){_NUM}GiB"
+)
+_VL_V0_MAXLEN = re.compile(
+    r"The model's max seq len \((\d{1,30})\) is larger than the maximum number of tokens that can be stored in KV "
+    r"cache \((\d{1,30})\)"
+)
 
 CONFIG = "config"
 LOAD = "load"
@@ -623,9 +726,20 @@ _PHASE = {
     "dcp": POOL,
     "maxlen_error": POOL,
     "error": POOL,
+    "kv_sizes": POOL,
+    "v0_blocks": POOL,
+    "v0_profile": POOL,
+    "v0_budget": POOL,
+    "v0_terms": POOL,
+    "v0_maxlen_error": POOL,
+    "negative_profile": POOL,
 }
 _RESTART_ON_REPEAT = {"args", "version", "engine_config", "cli_args", "load_begin", "load_end", "model_loading",
-                      "summary", "available", "kv_size", "override", "pool_end"}  # fmt: skip
+                      "summary", "available", "kv_size", "override", "pool_end", "v0_blocks", "v0_profile",
+                      "v0_budget", "v0_terms"}  # fmt: skip
+_NEUTRAL = {"profiling_override"}
+"""Kinds that never begin a new start (a line printed inside another phase)."""
+_QUOTES = "'\"`‘“«"
 
 
 @dataclass(frozen=True)
@@ -651,6 +765,8 @@ def _events(rec: _Record) -> list[_Event]:
     out: list[_Event] = []
 
     def add(kind: str, engine: str, m: re.Match[str], value: object) -> None:
+        if m.start() > 0 and t[m.start() - 1] in _QUOTES:
+            return  # a line quoted inside another one (a note, an issue title, a header): not an event
         out.append(_Event(kind, engine, m.start(), rec.line, rec.rank, value))
 
     sg, vl = "sglang", "vllm"
@@ -681,18 +797,14 @@ def _events(rec: _Record) -> list[_Event]:
         )
     for m in _SG_KV.finditer(t):
         kv, k, v = m.group(3), m.group(4), m.group(5)
-        add(
-            "kv",
-            sg,
-            m,
-            KvAlloc(
-                tokens=int(m.group("tokens")),
-                dtype=m.group("dtype"),
-                kv=_g(kv) if kv else None,
-                k=_g(k) if k else None,
-                v=_g(v) if v else None,
-            ),
+        alloc = KvAlloc(
+            tokens=int(m.group("tokens") or 0),
+            dtype=m.group("dtype"),
+            kv=_g(kv) if kv else None,
+            k=_g(k) if k else None,
+            v=_g(v) if v else None,
         )
+        add("kv" if m.group("tokens") else "kv_sizes", sg, m, alloc)
     for m in _SG_POOL_END.finditer(t):
         add("pool_end", sg, m, _g(m.group(1)))
     for m in _SG_SUMMARY.finditer(t):
@@ -702,7 +814,7 @@ def _events(rec: _Record) -> list[_Event]:
             m,
             Summary(
                 max_total_num_tokens=int(m.group(1)),
-                chunked_prefill_size=int(m.group(2)),
+                chunked_prefill_size=int(m.group(2)) if m.group(2) is not None else None,
                 max_prefill_tokens=int(m.group(3)),
                 max_running_requests=int(m.group(4)),
                 context_len=int(m.group(5)),
@@ -717,11 +829,16 @@ def _events(rec: _Record) -> list[_Event]:
         add("dsa_backends", sg, m, (m.group(1), m.group(2)))
     for m in _SG_ERROR.finditer(t):
         add("error", sg, m, m.group(0))
+    for m in _SG_NEGATIVE.finditer(t):
+        add("negative_profile", sg, m, m.group(0))
 
     for m in _VL_VERSION.finditer(t):
         add("version", vl, m, m.group(1))
+    for m in _VL_BANNER.finditer(t):
+        add("version", vl, m, m.group(1))
     for m in _VL_ENGINE.finditer(t):
-        add("engine_config", vl, m, (m.group("v"), Args(kv_pairs(m.group("cfg")))))
+        gen = m.group("gen") or "V0"  # "Initializing an LLM engine (v0.6.4.post1)": V0 before 0.9 named itself
+        add("engine_config", vl, m, (m.group("v"), Args(kv_pairs(m.group("cfg"))), gen))
     m_nd = _VL_NON_DEFAULT.search(t)
     if m_nd is not None:
         close = t.rfind("}")
@@ -734,9 +851,13 @@ def _events(rec: _Record) -> list[_Event]:
     for m in _VL_LOADING.finditer(t):
         add("model_loading", vl, m, _g(m.group(1)))
     for m in _VL_AVAILABLE.finditer(t):
-        add("available", vl, m, _g(m.group(1)))
+        if m.group(1):
+            add("error", vl, m, f"Available KV cache memory: -{m.group(2)} GiB (the weights and activations left none)")
+        else:
+            add("available", vl, m, _g(m.group(2)))
     for m in _VL_OVERRIDE.finditer(t):
-        add("override", vl, m, Override(int(m.group(1)), int(m.group(2))))
+        o = Override(int(m.group(1)), int(m.group(2)))
+        add("profiling_override" if o.profiled_blocks == 0 else "override", vl, m, o)
     for m in _VL_DCP.finditer(t):
         add("dcp", vl, m, int(m.group(1)))
     for m in _VL_KV_SIZE.finditer(t):
@@ -770,8 +891,40 @@ def _events(rec: _Record) -> list[_Event]:
         )
     for m in _VL_NO_MEMORY.finditer(t):
         add("error", vl, m, m.group(0))
+    for m in _VL_V0_BLOCKS.finditer(t):
+        word = _VL_V0_DEVICE.search(t, max(m.start() - 16, 0), m.start())
+        add("v0_blocks", vl, m, V0Blocks(int(m.group(1)), int(m.group(2)), word.group(1) if word else "GPU"))
+    for m in _VL_V0_PROFILE.finditer(t):
+        add("v0_profile", vl, m, _v0_profile(t, m.end()))
+    for m in _VL_V0_BUDGET.finditer(t):
+        add("v0_budget", vl, m, V0Memory(total=_g(m.group(1)), utilization=m.group(2)))
+    for m in _VL_V0_TERMS.finditer(t):
+        kv_text = ("-" if m.group(4) else "") + m.group(5)
+        add("v0_terms", vl, m, V0Memory(weights=_g(m.group(1)), non_torch=_g(m.group(2)), peak=_g(m.group(3)),
+                                         kv=None if m.group(4) else _g(kv_text)))  # fmt: skip
+        if m.group(4):
+            add("error", vl, m, f"the rest of the memory reserved for KV Cache is {kv_text} GiB")
+    for m in _VL_V0_MAXLEN.finditer(t):
+        add("v0_maxlen_error", vl, m, V0MaxLenError(int(m.group(1)), int(m.group(2))))
     out.sort(key=lambda e: e.pos)
     return out
+
+
+def _v0_profile(t: str, start: int) -> V0Memory:
+    """The ``key=value[GiB]`` fields after ``Memory profiling results: `` (up to 4 KiB of them)."""
+    fields = {m.group(1): m.group(2) for m in _VL_V0_FIELD.finditer(t, start, min(len(t), start + 4096))}
+
+    def gib(key: str) -> Gib | None:
+        v = fields.get(key)
+        return _g(v) if v is not None else None
+
+    return V0Memory(
+        total=gib("total_gpu_memory"),
+        utilization=fields.get("gpu_memory_utilization"),
+        peak=gib("peak_torch_memory"),
+        non_torch=gib("non_torch_memory"),
+        kv=gib("kv_cache_size"),
+    )
 
 
 # --------------------------------------------------------------------------- runs from events
@@ -799,6 +952,10 @@ class _Builder:
             return True  # configuration lines (a dump, a banner, a page/dtype/backend choice) after the pool
         if phase == LOAD and POOL in self.phases:
             return True  # weights load again after the pool: a restart
+        if ev.kind in _NEUTRAL:
+            return False
+        if ev.kind == "maxlen_error" and ("kv_size", ev.rank) in self.seen:
+            return True  # V1 refuses before it prints 'GPU KV cache size': a refusal after one is another start
         if ev.kind == "kv":
             if self.kv_mha is not None and isinstance(ev.value, KvAlloc) and ev.value.mha != self.kv_mha:
                 return True  # a K/V pool line after an MLA one (or back): another model's start
@@ -833,7 +990,15 @@ class _Builder:
         kv: list[At[KvAlloc]] = []
         draft: list[At[KvAlloc]] = []
         targets: set[str | None] = set()
-        for e in all_of("kv"):
+        summary = first("summary")
+        kv_events = all_of("kv")
+        if not kv_events and summary is not None and isinstance(summary.value, Summary):
+            # SGLang 0.4.1 prints "KV Cache is allocated. K size: …, V size: …." with no #tokens: its rows are the
+            # summary's max_total_num_tokens (no dcp then)
+            rows = summary.value.max_total_num_tokens
+            kv_events = [replace(e, value=replace(e.value, tokens=rows)) for e in all_of("kv_sizes")
+                         if isinstance(e.value, KvAlloc)]  # fmt: skip
+        for e in kv_events:
             assert isinstance(e.value, KvAlloc)
             (draft if e.rank in targets else kv).append(At(e.value, e.line, e.rank))
             targets.add(e.rank)
@@ -844,13 +1009,15 @@ class _Builder:
         config_args: At[Args] | None = None
         if args is not None and isinstance(args.value, Args):
             config_args = At(args.value, args.line, args.rank)
-        elif engine_config is not None and isinstance(engine_config.value, tuple):
-            v, cfg = engine_config.value
-            config_args = At(cfg, engine_config.line, engine_config.rank)
-            version_text = version_text or str(v)
-            version = version or engine_config
+        generation: str | None = None
+        if engine_config is not None and isinstance(engine_config.value, tuple):
+            v, cfg, generation = engine_config.value
+            if config_args is None:
+                config_args = At(cfg, engine_config.line, engine_config.rank)
+            if v is not None:
+                version_text = version_text or str(v)
+                version = version or engine_config
         cli = first("cli_args")
-        summary = first("summary")
         kv_size = first("kv_size")
         concurrency = first("concurrency")
         override = first("override")
@@ -893,7 +1060,33 @@ class _Builder:
             max_len_error=at(maxlen, maxlen.value) if maxlen and isinstance(maxlen.value, MaxLenError) else None,
             errors=tuple(At(str(e.value), e.line, e.rank) for e in all_of("error")),
             ranks=ranks,
+            generation=generation,
+            v0_blocks=_typed(first("v0_blocks"), V0Blocks),
+            v0_memory=self._v0_memory(),
+            v0_max_len_error=_typed(first("v0_maxlen_error"), V0MaxLenError),
+            profiling_override=_typed(first("profiling_override"), Override),
+            negative_profile=_str_at(first("negative_profile")),
         )
+
+    def _v0_memory(self) -> At[V0Memory] | None:
+        """V0's memory figures merged over its profile lines (0.6.5+: two lines), at the line with the KV figure."""
+        parts = [e for e in self.events if e.kind in ("v0_profile", "v0_budget", "v0_terms")]
+        if not parts:
+            return None
+        merged: dict[str, object] = {}
+        line, rank = parts[-1].line, parts[-1].rank
+        for e in parts:
+            assert isinstance(e.value, V0Memory)
+            for k, v in vars(e.value).items():
+                if v is not None:
+                    merged[k] = v
+            if e.value.kv is not None:
+                line, rank = e.line, e.rank
+        return At(V0Memory(**merged), line, rank)  # type: ignore[arg-type]
+
+
+def _typed(e: _Event | None, kind: type[T]) -> At[T] | None:
+    return At(e.value, e.line, e.rank) if e is not None and isinstance(e.value, kind) else None
 
 
 def _int_at(e: _Event | None) -> At[int] | None:
@@ -934,6 +1127,141 @@ def parse_log(text: str | Iterable[str], source: str = "log") -> ParsedLog:
 
 
 def _renumber(runs: list[Run]) -> list[Run]:
-    from dataclasses import replace
-
     return [replace(r, index=i) for i, r in enumerate(runs, start=1)]
+
+
+# --------------------------------------------------------------------------- the line tables
+
+
+@dataclass(frozen=True)
+class LineForm:
+    """One engine line the parser reads: the event it yields, the pattern (a module-level name above), the engine
+    versions that print it, and an example. ``source`` names the log in tests/data/logs/ (or ../shared/logs/) whose
+    text holds ``example`` verbatim; ``format:`` + a path means no public log of that form is in the repo yet and
+    the example is the engine's format string filled in."""
+
+    kind: str
+    pattern: str
+    versions: str
+    example: str
+    source: str
+
+
+_F = "field/"
+SGLANG_LINES: tuple[LineForm, ...] = (
+    LineForm("args", "_SG_ARGS", "0.3 - 0.5.x",
+             "[2026-02-26 16:30:34] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', ",
+             _F + "sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log"),
+    LineForm("load_begin", "_SG_LOAD_BEGIN", "0.3 - 0.5.x",
+             "[2026-02-26 16:31:00 TP7] Load weight begin. avail mem=283.68 GB",
+             _F + "sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log"),
+    LineForm("load_end", "_SG_LOAD_END", "0.3 - 0.4.x (type, dtype, avail mem)",
+             "[2025-01-09 21:45:17 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, "
+             "avail mem=63.72 GB",
+             _F + "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log"),
+    LineForm("load_end", "_SG_LOAD_END", "0.4.x - 0.5.x (elapsed, mem usage)",
+             "[2026-02-26 16:41:05 TP1] Load weight end. elapsed=605.50 s, type=KimiK25ForConditionalGeneration, "
+             "dtype=torch.bfloat16, avail mem=210.38 GB, mem usage=73.58 GB.",
+             _F + "sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log"),
+    LineForm("load_end", "_SG_LOAD_END", "0.5.x with a quantized checkpoint (quant=, fmt=)",
+             "Load weight end. elapsed=312.45 s, type=GlmMoeDsaForCausalLM, quant=fp8, fmt=e4m3, avail mem=44.34 GB, "
+             "mem usage=94.46 GB.",
+             "format: shared/reference/sglang-0.5.23.md §6 (model_runner.py load_model)"),
+    LineForm("kv_sizes", "_SG_KV", "0.4.1 (K/V sizes, no #tokens; rows from the summary line)",
+             "[2025-01-23 19:35:20 TP0] KV Cache is allocated. K size: 27.13 GB, V size: 27.13 GB.",
+             "doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping.log"),
+    LineForm("kv", "_SG_KV", "0.4.2 - 0.5.x, MHA/GQA (#tokens, K size, V size)",
+             "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB",
+             _F + "sglang-qwen3-235b-a22b-fp8-h100-vllm-issue-21348.log"),
+    LineForm("kv", "_SG_KV", "0.4.x - 0.5.9, MLA/DSA (#tokens, KV size)",
+             "[2026-02-26 16:41:18 TP6] KV Cache is allocated. #tokens: 2454421, KV size: 160.63 GB",
+             _F + "sglang-kimi-k2.5-mi355x-ajith-sirra-amd-issues.log"),
+    LineForm("kv", "_SG_KV", "0.5.10 - 0.5.23, MLA/DSA (dtype: first)",
+             "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1462784, KV size: 54.52 GB",
+             "format: shared/reference/sglang-0.5.23.md §6 (memory_pool.py MLATokenToKVPool)"),
+    LineForm("pool_end", "_SG_POOL_END", "0.3 - 0.5.x",
+             "[2025-10-07 22:29:11 DP0 TP0] Memory pool end. avail mem=15.38 GB",
+             _F + "sglang-deepseek-v3.2-exp-b200-sglang-pr-11309-main.log"),
+    LineForm("summary", "_SG_SUMMARY", "0.4.1 (no chunked_prefill_size)",
+             "[2025-01-09 21:45:23 TP0] max_total_num_tokens=444500, max_prefill_tokens=16384, "
+             "max_running_requests=2049, context_len=131072",
+             _F + "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log"),
+    LineForm("summary", "_SG_SUMMARY", "0.4.2 - 0.5.x (chunked_prefill_size; available_gpu_mem from 0.4.4)",
+             "[2025-07-14 05:49:02] max_total_num_tokens=38141, chunked_prefill_size=2048, max_prefill_tokens=16384, "
+             "max_running_requests=2048, context_len=131072, available_gpu_mem=0.83 GB",
+             _F + "sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log"),
+    LineForm("page", "_SG_PAGE", "0.5.3 - 0.5.23 (DSA)", "Setting page size to 64 for DeepSeek DSA.",
+             "format: shared/reference/sglang-0.5.23.md §10 (server_args.py)"),
+    LineForm("dsa_dtype", "_SG_KV_DTYPE", "0.5.3 - 0.5.23 (DSA on SM100)",
+             "Setting KV cache dtype to fp8_e4m3 for DeepSeek DSA on SM100 device.",
+             "format: shared/reference/sglang-0.5.23.md §10 (server_args.py)"),
+    LineForm("dsa_backends", "_SG_BACKENDS", "0.5.3 - 0.5.23 (NSA until 0.5.9)",
+             "Set DSA backends for fp8_e4m3 KV Cache: prefill=flashmla_kv, decode=flashmla_kv.",
+             "format: shared/reference/sglang-0.5.23.md §10 (server_args.py)"),
+    LineForm("error", "_SG_ERROR", "0.1 - 0.5.x (a failed start)",
+             "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+             "self.server_args.mem_fraction_static=0.8",
+             "format: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py init_memory"),
+    LineForm("negative_profile", "_SG_NEGATIVE", "0.5.x (a warning before the failed start)",
+             "max_total_num_tokens=-1234 is negative",
+             "format: the issue's wording (no public log of it found: a start whose weights leave no room)"),
+)  # fmt: skip
+VLLM_LINES: tuple[LineForm, ...] = (
+    LineForm("version", "_VL_VERSION", "0.5 - 0.10", "vLLM API server version 0.19.0",
+             "format: vllm/entrypoints/openai/api_server.py"),
+    LineForm("version", "_VL_BANNER", "0.11 - 0.33 (the start-up banner)",
+             "(APIServer pid=1) INFO 04-22 01:04:39 [entrypoints/utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  "
+             "version 0.19.0",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("engine_config", "_VL_ENGINE", "V0 0.5 - 0.8 ('an LLM engine')",
+             "INFO 04-28 04:07:48 llm_engine.py:249] Initializing an LLM engine (v0.6.4.post1) with config: "
+             "model='realtreetune/rho-1b-sft-GSM8K'",
+             _F + "vllm-v0-rho-1b-h200-grpocredit-0.6.4.log"),
+    LineForm("engine_config", "_VL_ENGINE", "V1 0.8 - 0.33 ('a V1 LLM engine'; 0.9-0.10's V0 fallback: 'a V0')",
+             "(EngineCore pid=243) INFO 04-22 01:04:50 [v1/engine/core.py:105] Initializing a V1 LLM engine "
+             "(v0.19.0) with config: model='Qwen/Qwen3-8B'",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("cli_args", "_VL_NON_DEFAULT", "0.8 - 0.33",
+             "non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'model': 'Qwen/Qwen3-8B', 'max_model_len': 8192, "
+             "'gpu_memory_utilization': 0.95, 'enable_prefix_caching': False}",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("model_loading", "_VL_LOADING", "V0 0.5 - 0.8 ('Loading model weights took X GB', GiB)",
+             "Loading model weights took 14.9888 GB", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("model_loading", "_VL_LOADING", "V1 0.8 - 0.33",
+             "Model loading took 15.27 GiB memory and 15.294531 seconds",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("v0_profile", "_VL_V0_PROFILE", "V0 0.6.4 (one line)",
+             "Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+             "peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB "
+             "kv_cache_size=2.89GiB gpu_memory_utilization=0.90",
+             "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("v0_budget", "_VL_V0_BUDGET", "V0 0.6.5 - 0.8",
+             "the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB",
+             _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),
+    LineForm("v0_terms", "_VL_V0_TERMS", "V0 0.6.5 - 0.8",
+             "model weights take 12.55GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory takes "
+             "2.38GiB; the rest of the memory reserved for KV Cache is 56.18GiB.",
+             _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),
+    LineForm("v0_blocks", "_VL_V0_BLOCKS", "V0 0.5 - 0.7 ('# GPU blocks')",
+             "# GPU blocks: 1478, # CPU blocks: 2048", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("v0_blocks", "_VL_V0_BLOCKS", "V0 0.8 ('# cuda blocks'; '# rocm blocks' on ROCm)",
+             "# cuda blocks: 7191, # CPU blocks: 512", _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),
+    LineForm("v0_maxlen_error", "_VL_V0_MAXLEN", "V0 0.2 - 0.8 (a failed start)",
+             "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
+             "cache (23648).", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("profiling_override", "_VL_OVERRIDE", "V1 0.1x - 0.33 (profiling run: not the pool)",
+             "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("available", "_VL_AVAILABLE", "V1 0.8 - 0.33", "Available KV cache memory: 57.5 GiB",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("kv_size", "_VL_KV_SIZE", "V1 0.8 - 0.33", "GPU KV cache size: 418,688 tokens",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("concurrency", "_VL_CONCURRENCY", "V0 0.6.4 - V1 0.33",
+             "Maximum concurrency for 8,192 tokens per request: 51.11x",
+             _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
+    LineForm("maxlen_error", "_VL_MAXLEN_ERROR", "V1 0.8 - 0.33 (a failed start)",
+             "To serve at least one request with the models's max seq len (221000), (10.12 GiB KV cache is needed, "
+             "which is larger than the available KV cache memory (5.59 GiB). Based on the available memory, the "
+             "estimated maximum model length is 122080.",
+             "doctor-vllm-max-seq-len-kvfp8-issue-25350.log"),
+)  # fmt: skip

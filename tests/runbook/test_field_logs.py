@@ -256,15 +256,12 @@ def test_sglang_field_log_parses_to_its_own_figures(case: SglangLine) -> None:
         assert run.args.value.integer("tp_size") == case.tp
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runbook parser: SGLang 0.4.1's summary line (max_total_num_tokens, max_prefill_tokens, "
-    "max_running_requests, context_len: no chunked_prefill_size) is not read",
-)
 def test_sglang_041_summary_line_is_read() -> None:
+    # regression (issue 14): SGLang 0.4.1's summary line has no chunked_prefill_size and was not read
     run = parse_log(field("sglang-llama-3.1-8b-h100-sgl-docs-notebook.log"), "docs").chosen
     # "max_total_num_tokens=444500, max_prefill_tokens=16384, max_running_requests=2049, context_len=131072"
     assert run.summary is not None and run.summary.value.max_total_num_tokens == 444_500
+    assert run.summary.value.chunked_prefill_size is None and run.summary.value.context_len == 131_072
 
 
 # --------------------------------------------------------------------------- (b) the planner, fed the log's figures
@@ -467,14 +464,13 @@ def test_profiling_override_line_is_in_the_log_before_the_pool() -> None:
     assert "'num_gpu_blocks_override'" not in text  # no user override among the non-default args
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runbook parser: vLLM's profiling-time 'Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512' "
-    "is recorded as a user override",
-)
 def test_profiling_override_line_is_not_a_user_override() -> None:
+    # regression (issue 14): the profiling run's "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512" was
+    # recorded as a user override (and the pool read as 512 blocks)
     run = parse_log(field("vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"), "override").chosen
     assert run.override is None
+    assert run.profiling_override is not None and run.profiling_override.value.blocks == 512
+    assert run.kv_cache_size is not None and run.kv_cache_size.value.tokens == 418_688
 
 
 # --------------------------------------------------------------------------- (b') the doctor, from the log's figures
@@ -514,8 +510,7 @@ DOCTOR_CASES = [
         "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
         "llama-3.1-8b",
         ("engine=sglang", "gpu=h100-sxm", "tp=1", "kv_cache_dtype=auto", "page_size=1", "context_length=131072"),
-        pending="runbook parser: SGLang 0.4.1's summary line is not read, so the run has no pool line",
-    ),
+    ),  # was pending until issue 14: SGLang 0.4.1's summary line was not read, so the run had no pool line
 ]
 
 

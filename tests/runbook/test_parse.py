@@ -309,7 +309,9 @@ def test_vllm_line_forms() -> None:
     k = run.kv_cache_size.value
     assert (k.tokens, k.max_model_len, k.concurrency) == (719_936, 202_752, "3.55")
     assert run.concurrency is None  # the concurrency on the KV line is not counted twice
-    assert run.max_len_error is not None and run.max_len_error.value.estimated_max_len is None
+    # vLLM V1 refuses before it prints 'GPU KV cache size': a refusal after that line is another start (issue 14)
+    refused = parse_log(text).runs[1]
+    assert refused.max_len_error is not None and refused.max_len_error.value.estimated_max_len is None
     # a dict that literal_eval refuses falls back to a lenient reader
     text2 = "INFO 03-01 12:00:00 [a.py:1] non-default args: {'model': 'm', 'max_num_seqs': 64, 'obj': <object>}\n"
     text2 += "INFO 03-01 12:00:00 [a.py:1] Available KV cache memory: 1.00 GiB\n"

@@ -95,6 +95,19 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
         ),
     ],
     "_VL_NO_MEMORY": [("No available memory for the cache", " ")],
+    "_SG_NEGATIVE": [("max_total_num_tokens", " "), ("max_total_num_tokens", "max_total_num_tokens ")],
+    "_VL_BANNER": [("█ ", " "), ("█ version 1", "a")],
+    "_VL_V0_BLOCKS": [(" ", "a"), (" blocks: ", "1"), ("# GPU blocks: 1, # CPU blocks: ", "1")],
+    "_VL_V0_DEVICE": [("", "a"), ("a", " ")],
+    "_MESSAGE_START": [(" ", " "), ("a", "a"), ("[a", "a"), ("[a:", "1"), ("# ", "a")],
+    "_VL_V0_PROFILE": [("Memory profiling results:", " ")],
+    "_VL_V0_FIELD": [("a=", "1"), ("", "a"), ("a=1.", "1")],
+    "_VL_V0_BUDGET": [
+        ("can use total_gpu_memory (", "1"),
+        ("can use total_gpu_memory (1GiB) x gpu_memory_utilization (", "1"),
+    ],
+    "_VL_V0_TERMS": [("model weights take ", "1"), ("model weights take 1GiB; non_torch_memory takes ", "1")],
+    "_VL_V0_MAXLEN": [("The model's max seq len (", "1")],
 }
 
 
