@@ -15,18 +15,18 @@ per sub-range live in kvplan/engines/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). O
 
 The profile run (worker/model_runner.py profile_run): max_num_seqs prompts totalling max_num_batched_tokens tokens,
 one sampled token each with top_p 0.99 and top_k vocab − 1, so the V0 Sampler sorts the logits. Its torch peak is
-``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``; the sampler's bytes per (prompt, vocab
-entry) are read from layers/sampler.py ``_apply_top_k_top_p``, with torch.sort's working memory assumed
-(V0_SAMPLER_BYTES_PER_LOGIT); the forward pass's
-shape and the cuBLAS workspace are the V1 profile model's fitted terms (kvplan.engines.vllm_profile), and the
-non-torch figures are assumptions, each said in the plan.
+``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the sampler's bytes per (prompt, vocab
+entry) read from layers/sampler.py ``_apply_top_k_top_p`` with torch.sort's working memory assumed
+(V0_SAMPLER_BYTES_PER_LOGIT), the forward pass's live tensors read from models/llama.py (FORWARD_HIDDEN_TENSORS_V0)
+and fused_moe (moe_buffers), the cuBLAS workspace the V1 profile model's fitted 32 MiB
+(kvplan.engines.vllm_profile). The non-torch figures are assumptions; the plan says each.
 """
 
 from __future__ import annotations
 
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
 from kvplan.engines.versions import VllmRules, rules_note
-from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, FORWARD_HIDDEN_TENSORS, non_torch_bytes
+from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, non_torch_bytes
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
@@ -52,6 +52,13 @@ V0_SAMPLER_BYTES_PER_LOGIT = max(V0_SCATTER_BYTES_PER_LOGIT, V0_SORT_BYTES_PER_L
 
 DEFAULT_BLOCK_SIZE = 16
 """CacheConfig block_size on CUDA when --block-size is not given (V0 arg_utils)."""
+
+FORWARD_HIDDEN_TENSORS_V0 = 3
+"""[T, hidden] tensors live with a dense MLP's gate_up (2 × I) and act (I) outputs at the V0 forward pass's peak, read
+from model_executor/models/llama.py (0.6.4): the layer's input (still held by LlamaModel's loop), the residual and
+the post-attention normed hidden states (fused_add_rms_norm works in place): T × (3 × I/tp + 3 × hidden) elements.
+vllm-project/vllm#10517's two 0.6.4 starts of Llama-3.1-8B (20,000 and 29,000 tokens, forward-dominated) log 2.07
+and 2.99 GiB over the weights; this shape gives 2.09 and 3.02 GiB with the cuBLAS workspace."""
 
 FLASHMLA_BLOCK_SIZE = 64
 """V0 FlashMLA's only block size (0.8.0 on, Hopper)."""
@@ -140,8 +147,8 @@ def activation_peak(
 ) -> tuple[int, str]:
     """(bytes, how) of the V0 profile run's torch peak increase on one GPU; 0 without the model's dimensions.
 
-    ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the forward pass is the V1 profile
-    model's fitted dense shape ``T × (3 × I/tp + 4 × hidden)`` plus V0's fused-MoE caches; the sampler side is
+    ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the forward pass is V0's dense shape
+    ``T × (3 × I/tp + 3 × hidden)`` (FORWARD_HIDDEN_TENSORS_V0) plus V0's fused-MoE caches; the sampler side is
     ``prompts × vocab × 38 B`` (V0_SAMPLER_BYTES_PER_LOGIT) + ``(T + prompts) × hidden`` kept.
     """
     dims = arch.activation
@@ -153,12 +160,12 @@ def activation_peak(
     h = dims.hidden_size
     sampler = s * dims.vocab_size * V0_SAMPLER_BYTES_PER_LOGIT + (t + s) * h * d
     moe = moe_buffers(arch, rules, tokens=t, tp=tp, ep=ep)
-    forward = t * (3 * (dims.dense_intermediate // tp) + FORWARD_HIDDEN_TENSORS * h) * d + moe
+    forward = t * (3 * (dims.dense_intermediate // tp) + FORWARD_HIDDEN_TENSORS_V0 * h) * d + moe
     side = "sampler" if sampler >= forward else "forward pass"
     moe_said = f" + fused-MoE caches {moe:,} B" if moe else ""
     how = (
         f"{side}: max(sampler {s:,} prompts × vocab {dims.vocab_size:,} × {V0_SAMPLER_BYTES_PER_LOGIT} B + hidden "
-        f"kept (sort working memory ASSUMED), forward {t:,} tokens (FITTED dense shape, V1 profile model){moe_said}) "
+        f"kept (sort working memory ASSUMED), forward {t:,} tokens{moe_said}) "
         f"+ cuBLAS {CUBLAS_WORKSPACE_BYTES // MiB} MiB (FITTED on V1)"
     )
     return max(sampler, forward) + CUBLAS_WORKSPACE_BYTES, how

@@ -142,15 +142,31 @@ def test_the_sub_ranges_differ_by_the_cuda_context_only_in_0_6_4() -> None:
 def test_profile_run_sampler_side() -> None:
     # Llama-3.1-8B, T = 8,192 tokens in 256 prompts: sampler 256 × 128,256 × 38 B (the sort's peak) = 1,247,674,368
     # + hidden kept (8,192 + 256) × 4,096 × 2 B = 69,206,016 → 1,316,880,384; the forward pass 8,192 × (3 × 14,336
-    # + 4 × 4,096) × 2 B = 973,078,528 is smaller; + cuBLAS 32 MiB = 1,350,434,816 (1.258 GiB: the 1.26 GiB that
+    # + 3 × 4,096) × 2 B = 905,969,664 is smaller; + cuBLAS 32 MiB = 1,350,434,816 (1.258 GiB: the 1.26 GiB that
     # vllm-project/vllm#10511 logs for Meta-Llama-3-8B, the same shapes).
     assert v0(LLAMA3, "0.8.5", "context_length=8192").extras["activation_bytes"] == 1_350_434_816
 
 
 def test_profile_run_forward_side() -> None:
     # Llama-2-7b (vocab 32,000), T = 4,096: sampler 256 × 32,000 × 38 + (4,096 + 256) × 4,096 × 2 = 346,947,584;
-    # forward 4,096 × (3 × 11,008 + 4 × 4,096) × 2 = 404,750,336 wins; + 32 MiB = 438,304,768.
-    assert v0(HF + "llama-2-7b/config.json", "0.8.1").extras["activation_bytes"] == 438_304_768
+    # forward 4,096 × (3 × 11,008 + 3 × 4,096) × 2 = 371,195,904 wins; + 32 MiB = 404,750,336.
+    assert v0(HF + "llama-2-7b/config.json", "0.8.1").extras["activation_bytes"] == 404_750_336
+
+
+@pytest.mark.parametrize(
+    ("ctx", "act", "logged_gib"),
+    [
+        # T = max_model_len (no chunked prefill under 32K): T × (3 × 14,336 + 3 × 4,096) × 2 B + 32 MiB
+        (20_000, 20_000 * 55_296 * 2 + 32 * MiB, 17.06 - 14.9888),  # 2,245,394,432 B = 2.091 GiB
+        (29_000, 29_000 * 55_296 * 2 + 32 * MiB, 17.98 - 14.9888),  # 3,240,722,432 B = 3.018 GiB
+    ],
+)
+def test_forward_side_against_vllm_issue_10517(ctx: int, act: int, logged_gib: float) -> None:
+    # tests/data/logs/doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log (0.6.4, RTX 3090): peak_torch_memory
+    # 17.06 / 17.98 GiB includes the weights 'took 14.9888 GB' (GiB): 2.07 / 2.99 GiB of profile run.
+    p = v0(LLAMA3, "0.6.4", f"context_length={ctx}", gpu="rtx-3090")
+    assert p.extras["activation_bytes"] == act
+    assert abs(act / GiB - logged_gib) < 0.035
 
 
 @pytest.mark.parametrize(
