@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from kvplan.models.activation import ActivationDims
-from kvplan.models.cache import AttentionCache, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
 
 
 class IndexerRule(str, Enum):
@@ -111,6 +111,10 @@ class ParamGroup:
         den = self.bytes_per_param_den * split.ways(self.split) * stages
         return -(-total_num // den)
 
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool) -> int:
+        """Bytes on one GPU of ``engine`` (a group that differs by engine, kvplan.models.additions, overrides it)."""
+        return self.bytes_per_gpu(split)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ModelArch:
@@ -151,12 +155,37 @@ class ModelArch:
     weights_summary: str = ""
     """How the checkpoint stores its weights (quantization schemes), said on the weights line."""
     weights_assumptions: tuple[str, ...] = ()
+    activation: ActivationDims | None = None
+    """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
+    layers: tuple[Layer, ...] = ()
+    """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
+    same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above
+    here, and rebuilt from them by ``dataclasses.replace`` (so a changed field never leaves stale layers)."""
+
+    def __post_init__(self) -> None:
+        if not self.is_hybrid:
+            object.__setattr__(self, "layers", self.uniform_layers())
+        elif len(self.layers) != self.num_layers:
+            raise ValueError(f"{self.name}: {len(self.layers)} layers built for num_layers {self.num_layers}")
+
+    @property
+    def is_hybrid(self) -> bool:
+        """True when some layer owns a kind no uniform model has (sliding window, linear state, compressed)."""
+        return any(isinstance(c, HYBRID_KINDS) for layer in self.layers for c in layer.caches)
+
+    @property
+    def hybrid_kinds(self) -> tuple[str, ...]:
+        """The hybrid kinds' names, in layer order ('sliding-window', 'linear-attention state', ...)."""
+        names: dict[str, None] = {}
+        for layer in self.layers:
+            for c in layer.caches:
+                if isinstance(c, HYBRID_KINDS):
+                    names[str(getattr(c, "kind_name", c.label))] = None
+        return tuple(names)
 
     @property
     def is_dsa(self) -> bool:
         return self.is_mla and self.index_topk > 0 and self.index_head_dim > 0
-    activation: ActivationDims | None = None
-    """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
 
     @property
     def is_mla(self) -> bool:
@@ -167,8 +196,8 @@ class ModelArch:
         return self.is_dsa
 
     @property
-    def attention(self) -> AttentionCache:
-        """The attention cache every layer owns (uniform models; hybrids will add per-layer kinds)."""
+    def attention(self) -> FullAttention | MlaLatent:
+        """The attention cache of a uniform model's layers (from the fields; a hybrid's kinds are in ``layers``)."""
         if self.is_mla:
             return MlaLatent(self.kv_lora_rank, self.qk_rope_head_dim)
         return FullAttention(self.num_kv_heads, self.head_dim, self.v_head_dim or self.head_dim,
@@ -178,9 +207,8 @@ class ModelArch:
     def indexer(self) -> IndexerK | None:
         return IndexerK(self.index_head_dim, self.index_kpool) if self.is_dsa else None
 
-    @property
-    def layers(self) -> tuple[Layer, ...]:
-        """Each decoder layer with the caches it owns: attention, plus indexer K on the full layers."""
+    def uniform_layers(self) -> tuple[Layer, ...]:
+        """Every layer the same attention, plus indexer K on the full layers: a uniform model's ``layers``."""
         att, idx = self.attention, self.indexer
         out = []
         for i in range(self.num_layers):
@@ -190,11 +218,18 @@ class ModelArch:
 
     @property
     def kind_label(self) -> str:
-        """'DSA', 'MLA' or the full-attention label ('GQA', 'MHA', 'MQA')."""
-        return "DSA" if self.is_dsa else self.attention.label
+        """'DSA', 'MLA' or the full-attention label ('GQA', 'MHA', 'MQA'); a hybrid adds its kinds."""
+        if not self.is_hybrid:
+            return "DSA" if self.is_dsa else self.attention.label
+        plain = (FullAttention, MlaLatent)
+        uniform = {c.label: None for layer in self.layers for c in layer.caches if type(c) in plain}
+        return " + ".join((*uniform, *self.hybrid_kinds))
 
     @property
     def full_indexer_layers(self) -> int:
+        """Layers that own an indexer K: the DSA full layers, or a hybrid's indexer layers (DeepSeek-V4's C4)."""
+        if self.is_hybrid:
+            return sum(1 for layer in self.layers if layer.indexer is not None)
         return sum(self.indexer_full) if self.is_dsa else 0
 
     @property
@@ -209,9 +244,11 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
-    def estimated_weights_per_gpu(self, split: Split, *, with_mtp: bool = False) -> int:
-        """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it."""
-        return sum(g.bytes_per_gpu(split) for g in self.param_groups if with_mtp or g.name != "mtp")
+    def estimated_weights_per_gpu(self, split: Split, *, with_mtp: bool = False, engine: str | None = None) -> int:
+        """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it; with an
+        ``engine``, what it holds beyond the checkpoint at load too (kvplan.models.additions)."""
+        groups = (g for g in self.param_groups if with_mtp or g.name != "mtp")
+        return sum(g.bytes_on(split, engine=engine, with_mtp=with_mtp) for g in groups)
 
     def measured_weights_for(self, split: Split) -> WeightPoint | None:
         """The measured point of the same effective split (not the same knobs: ep=8 on TP8 is TP8's split)."""

@@ -9,14 +9,25 @@ window, Mamba state, compressed attention) is a new kind here, not a new branch 
 |---------------|------------------------------------------------------------------------|
 | FullAttention | kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes              |
 | MlaLatent     | MlaLayout: (kv_lora_rank + rope) × 2 bf16, 656 fp8_ds_mla, 576 raw fp8   |
-| IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / index_kpool)         |
+| IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / (index_kpool × compress_ratio)) |
+| SlidingWindow | as FullAttention, for the last ``window`` tokens only                  |
+| CompressedAttention | DeepSeek-V4: 584 B per window token + 584 B per ``compress_ratio`` tokens |
+
+| kind          | bytes per request per layer (one rank), independent of the context      |
+|---------------|------------------------------------------------------------------------|
+| LinearState   | conv (K - 1) × conv_dim / tp × conv dtype + heads / tp × dk × dv × state dtype |
+
+Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here; the
+engines' pool rules for them are issue 13's engine work: until then ``kvplan.engines.refuse_unplanned_kinds``
+refuses to plan them (exit 2), never a silently wrong pool.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
+from kvplan.models.formats import BF16_BYTES, FP32_BYTES, MlaLayout, indexer_bytes_per_token_layer
 
 KV_DTYPE_BYTES = {
     "auto": 2,
@@ -123,21 +134,213 @@ class IndexerK:
 
     index_head_dim: int
     index_kpool: int = 1
+    compress_ratio: int = 1
+    """DeepSeek-V4: the indexer keys one compressed token per ``compress_ratio`` tokens (its C4 layers: 4);
+    vLLM ``DeepseekV4IndexerCache.get_kv_cache_spec`` sizes it with ``compress_ratio``. 1 for DSA."""
 
     label = "indexer K"
 
     @property
-    def bytes_per_token(self) -> int:
-        """fp8 K + one fp32 scale per 128 elements, shared by ``index_kpool`` tokens.
+    def bytes_per_state(self) -> int:
+        """One stored key: fp8 K + one fp32 scale per 128 elements (132 B for head_dim 128)."""
+        return indexer_bytes_per_token_layer(self.index_head_dim)
 
-        >>> IndexerK(128).bytes_per_token
-        132
+    @property
+    def tokens_per_state(self) -> int:
+        """Tokens one stored key stands for: ``index_kpool`` (GLM-5.3-Flash pools) × ``compress_ratio`` (V4)."""
+        return self.index_kpool * self.compress_ratio
+
+    def bytes_per_request(self, ctx_tokens: int) -> int:
+        """The keys of a ``ctx_tokens`` request: one per token (DSA), per whole ``compress_ratio`` group (V4),
+        ``index_kpool`` tokens sharing one key's bytes (GLM-5.3-Flash: ceil(132 / kpool) per token).
+
+        >>> IndexerK(128, compress_ratio=4).bytes_per_request(131_072)   # 32,768 keys × 132
+        4325376
         """
-        return indexer_bytes_per_token_layer(self.index_head_dim, self.index_kpool)
+        per_token = indexer_bytes_per_token_layer(self.index_head_dim, self.index_kpool)
+        return max(ctx_tokens, 0) // self.compress_ratio * per_token
+
+    @property
+    def bytes_per_token(self) -> int:
+        """fp8 K + one fp32 scale per 128 elements, shared by ``index_kpool`` × ``compress_ratio`` tokens.
+
+        >>> IndexerK(128).bytes_per_token, IndexerK(128, compress_ratio=4).bytes_per_token   # 132, ceil(132 / 4)
+        (132, 33)
+        """
+        return indexer_bytes_per_token_layer(self.index_head_dim, self.tokens_per_state)
 
 
-AttentionCache = FullAttention | MlaLatent
-CacheKind = FullAttention | MlaLatent | IndexerK
+@dataclass(frozen=True)
+class SlidingWindow(FullAttention):
+    """Full attention over the last ``window`` tokens only (gpt-oss ``sliding_attention`` layers).
+
+    The same K and V per token as full attention (vLLM ``SlidingWindowSpec`` is an ``AttentionSpec`` with a
+    ``sliding_window``), but a request never needs more than ``window`` tokens of it: older tokens are dead.
+    How many an engine keeps allocated (vLLM frees whole blocks behind the window and keeps one more; SGLang
+    sizes a separate SWA pool by a ratio) is an engine rule (issue 13), not the model's.
+
+    ``sinks``: the model has attention sinks (gpt-oss ``GptOssAttention.sinks``, one learned logit per query
+    head). They are parameters, not cache: no bytes per token.
+    """
+
+    window: int = 0
+    sinks: bool = False
+
+    label = "sliding window"
+    kind_name: ClassVar[str] = "sliding-window"
+
+    def tokens_held(self, ctx_tokens: int) -> int:
+        """Tokens of a ``ctx_tokens`` request the layer still reads: at most the window.
+
+        >>> SlidingWindow(8, 64, 64, window=128).tokens_held(131_072)
+        128
+        """
+        return min(max(ctx_tokens, 0), self.window)
+
+    def bytes_per_request(self, ctx_tokens: int, attn_tp: int, dtype: str) -> int:
+        """K + V of the tokens the window holds, on one rank."""
+        return self.tokens_held(ctx_tokens) * self.bytes_per_token(attn_tp, dtype)
+
+
+StateFamily = Literal["gated_deltanet", "kda"]
+
+_DTYPE_BYTES = {"float32": FP32_BYTES, "bfloat16": BF16_BYTES, "float16": BF16_BYTES}
+
+
+@dataclass(frozen=True)
+class LinearState:
+    """A linear-attention layer's fixed state per request: a short-convolution window and a recurrent matrix.
+
+    Shapes as both engines compute them (one rank of ``tp``):
+
+    - Gated DeltaNet (Qwen3-Next): conv_dim = 2 × num_k_heads × head_k_dim + num_heads × head_v_dim; conv
+      state (conv_kernel - 1 + spec) × conv_dim / tp; recurrent num_heads / tp × head_v_dim × head_k_dim
+      (vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``; SGLang ``Mamba2StateShape.create``);
+    - KDA (Kimi-Linear, GLM-5.3-Flash): conv_dim = num_heads × head_dim + 2 × num_k_heads × head_k_dim
+      (q, k, v each convolved); recurrent num_heads / tp × head_dim × head_dim
+      (vLLM ``MambaStateShapeCalculator.kda_state_shape``; SGLang ``KimiLinearStateShape.create``).
+
+    Element sizes differ by engine (``dtype_bytes``); ``mamba_ssm_dtype`` is the config's own field.
+    """
+
+    family: StateFamily
+    num_heads: int
+    """Recurrent heads: ``linear_num_value_heads`` (GDN) or ``linear_attn_config.num_heads`` (KDA)."""
+    num_k_heads: int
+    head_k_dim: int
+    head_v_dim: int
+    conv_kernel: int
+    mamba_ssm_dtype: str | None = None
+    """``mamba_ssm_dtype`` of the config (Qwen3.5 writes "float32"); SGLang reads it, vLLM does not."""
+
+    kind_name: ClassVar[str] = "linear-attention state"
+
+    @property
+    def label(self) -> str:
+        return "Gated DeltaNet state" if self.family == "gated_deltanet" else "KDA state"
+
+    @property
+    def conv_dim(self) -> int:
+        k = self.num_k_heads * self.head_k_dim
+        return 2 * k + self.num_heads * self.head_v_dim
+
+    def conv_elements(self, tp: int, spec_tokens: int = 0) -> int:
+        """(conv_kernel - 1 + spec_tokens) × conv_dim / tp: the last inputs the short convolution needs."""
+        return (self.conv_kernel - 1 + spec_tokens) * _divide(self.conv_dim, tp, "conv_dim")
+
+    def recurrent_elements(self, tp: int) -> int:
+        """num_heads / tp × head_v_dim × head_k_dim: the delta rule's state matrix per head."""
+        return _divide(self.num_heads, tp, "heads") * self.head_v_dim * self.head_k_dim
+
+    def dtype_bytes(self, engine: str) -> tuple[int, int]:
+        """(conv, recurrent) element sizes the engine stores, bf16 checkpoints.
+
+        - SGLang ``mamba2_state_dtype``: conv ``SGLANG_MAMBA_CONV_DTYPE`` (default bfloat16); recurrent the
+          config's ``mamba_ssm_dtype``, else float32 (``SGLANG_MAMBA_SSM_DTYPE`` overrides both);
+        - vLLM ``MambaStateDtypeCalculator``: GDN ``_mamba_state_dtype``, conv the model dtype and recurrent the
+          same unless ``--mamba-ssm-cache-dtype`` (default "auto"); KDA ``kda_state_dtype``, (model dtype, float32).
+
+        >>> s = LinearState("gated_deltanet", 32, 16, 128, 128, 4)
+        >>> s.dtype_bytes("sglang"), s.dtype_bytes("vllm")
+        ((2, 4), (2, 2))
+        """
+        if engine == "vllm":
+            return (BF16_BYTES, FP32_BYTES if self.family == "kda" else BF16_BYTES)
+        return (BF16_BYTES, _DTYPE_BYTES.get(self.mamba_ssm_dtype or "float32", FP32_BYTES))
+
+    def bytes_per_request(self, tp: int, engine: str, spec_tokens: int = 0) -> int:
+        """Conv + recurrent state of one request in one layer on one rank: fixed, whatever the context.
+
+        >>> LinearState("gated_deltanet", 32, 16, 128, 128, 4).bytes_per_request(1, "sglang")
+        2146304
+        """
+        conv, rec = self.dtype_bytes(engine)
+        return self.conv_elements(tp, spec_tokens) * conv + self.recurrent_elements(tp) * rec
+
+
+def _divide(n: int, tp: int, what: str) -> int:
+    """n / tp exactly, as vLLM's and SGLang's ``divide`` assert."""
+    tp = max(tp, 1)
+    if n % tp:
+        raise ValueError(f"{what} {n} is not divisible by tensor parallel {tp}")
+    return n // tp
+
+
+V4_KV_ENTRY_BYTES = 584
+"""DeepSeek-V4's fp8 KV entry, one per window token and one per compressed state: 448 fp8 NoPE + 64 bf16 RoPE
+× 2 + 448 / 64 scale bytes + 1 pad (vLLM ``DeepseekV4MultiHeadLatentAttentionWrapper``: ``head_bytes``)."""
+
+
+@dataclass(frozen=True)
+class CompressedAttention:
+    """DeepSeek-V4 attention: one 512-wide KV head, a sliding window, and (``compress_ratio`` 4 or 128) a
+    compressed KV of one state per ``compress_ratio`` tokens (config ``compress_ratios``, ``sliding_window``).
+
+    vLLM: the window lives in ``DeepseekV4SWACache`` (every layer) and the compressed states in an
+    ``MLAAttentionSpec(compress_ratio=...)`` (``DeepseekV4MLAAttention.get_kv_cache_spec``; none for ratio 0),
+    both fp8 only (``fp8_ds_mla``). Ratio-4 layers also own an indexer K on the compressed tokens (``IndexerK``
+    with ``compress_ratio`` 4). Not modelled: the compressors' partial-window state (``DeepseekCompressor``).
+    """
+
+    head_dim: int
+    qk_rope_head_dim: int
+    window: int
+    compress_ratio: int
+    """0: the window only (``compress_ratios`` entry 0); 4: CSA (with the indexer); 128: HCA."""
+
+    kind_name: ClassVar[str] = "DeepSeek-V4 compressed-attention"
+    label = "compressed attention"
+
+    @property
+    def entry_bytes(self) -> int:
+        """Bytes of one window token or one compressed state (584 for head_dim 512, rope 64).
+
+        >>> CompressedAttention(512, 64, 128, 4).entry_bytes   # 448 + 64 × 2 + 448 / 64 + 1
+        584
+        """
+        nope = self.head_dim - self.qk_rope_head_dim
+        return nope + self.qk_rope_head_dim * BF16_BYTES + nope // 64 + 1
+
+    def window_tokens(self, ctx_tokens: int) -> int:
+        return min(max(ctx_tokens, 0), self.window)
+
+    def compressed_states(self, ctx_tokens: int) -> int:
+        """Whole groups of ``compress_ratio`` tokens (the tail waits in the compressor)."""
+        return max(ctx_tokens, 0) // self.compress_ratio if self.compress_ratio > 1 else 0
+
+    def bytes_per_request(self, ctx_tokens: int) -> int:
+        """Window + compressed states of one request in one layer (replicated on every rank: one KV head).
+
+        >>> CompressedAttention(512, 64, 128, 4).bytes_per_request(1024)   # (128 + 256) × 584
+        224256
+        """
+        return (self.window_tokens(ctx_tokens) + self.compressed_states(ctx_tokens)) * self.entry_bytes
+
+
+AttentionCache = FullAttention | MlaLatent | CompressedAttention
+CacheKind = FullAttention | MlaLatent | IndexerK | LinearState | CompressedAttention
+HYBRID_KINDS: tuple[type, ...] = (SlidingWindow, LinearState, CompressedAttention)
+"""Kinds whose pools are issue 13's engine rules (refused until they land)."""
 
 
 @dataclass(frozen=True)
@@ -150,9 +353,16 @@ class Layer:
     @property
     def attention(self) -> AttentionCache:
         for c in self.caches:
-            if isinstance(c, FullAttention | MlaLatent):
+            if isinstance(c, FullAttention | MlaLatent | CompressedAttention):
                 return c
         raise ValueError(f"layer {self.index} has no attention cache")
+
+    @property
+    def state(self) -> LinearState | None:
+        for c in self.caches:
+            if isinstance(c, LinearState):
+                return c
+        return None
 
     @property
     def indexer(self) -> IndexerK | None:
@@ -160,6 +370,35 @@ class Layer:
             if isinstance(c, IndexerK):
                 return c
         return None
+
+
+def request_bytes(
+    cache: CacheKind, ctx_tokens: int, attn_tp: int, engine: str, kv_dtype: str = "bf16",
+    mla_layout: MlaLayout = MlaLayout.BF16,
+) -> int:  # fmt: skip
+    """What one request of ``ctx_tokens`` keeps in one layer's ``cache`` on one rank, model-level (before any
+    engine's page rounding): per-token kinds × tokens, a window at most its window, a state its fixed size."""
+    if isinstance(cache, SlidingWindow):
+        return cache.bytes_per_request(ctx_tokens, attn_tp, kv_dtype)
+    if isinstance(cache, FullAttention):
+        return max(ctx_tokens, 0) * cache.bytes_per_token(attn_tp, kv_dtype)
+    if isinstance(cache, MlaLatent):
+        return max(ctx_tokens, 0) * cache.bytes_per_token(mla_layout)
+    if isinstance(cache, IndexerK | CompressedAttention):
+        return cache.bytes_per_request(ctx_tokens)
+    return cache.bytes_per_request(attn_tp, engine)
+
+
+def request_bytes_by_kind(
+    layers: tuple[Layer, ...], ctx_tokens: int, attn_tp: int, engine: str, kv_dtype: str = "bf16"
+) -> tuple[tuple[CacheKind, int, int], ...]:
+    """(kind, layers, bytes) for each distinct cache of the layers: a ``ctx_tokens`` request's bytes per kind on
+    one rank. The kinds' bytes add up to the request's total (tests/fuzz/test_hybrid_kinds.py)."""
+    counts: dict[CacheKind, int] = {}
+    for layer in layers:
+        for c in layer.caches:
+            counts[c] = counts.get(c, 0) + 1
+    return tuple((c, n, n * request_bytes(c, ctx_tokens, attn_tp, engine, kv_dtype)) for c, n in counts.items())
 
 
 def describe_kinds(layers: tuple[Layer, ...], attn_tp: int) -> tuple[str, ...]:
@@ -174,7 +413,9 @@ def describe_kinds(layers: tuple[Layer, ...], attn_tp: int) -> tuple[str, ...]:
             counts[c] = counts.get(c, 0) + 1
     out: list[str] = []
     for c, n in counts.items():
-        if isinstance(c, FullAttention):
+        if isinstance(c, SlidingWindow | LinearState | CompressedAttention):
+            out.append(_describe_hybrid(c, n, attn_tp))
+        elif isinstance(c, FullAttention):
             v = f"/{c.v_head_dim}" if c.v_head_dim != c.head_dim else ""
             per = c.kv_heads_per_rank(attn_tp)
             rep = ", replicated" if c.replicated(attn_tp) else ""
@@ -190,11 +431,44 @@ def describe_kinds(layers: tuple[Layer, ...], attn_tp: int) -> tuple[str, ...]:
                 f" ({n * bf16:,} B/token bf16, {n * fp8:,} raw fp8)"
             )
         else:
+            on = f", on C{c.compress_ratio}-compressed tokens" if c.compress_ratio > 1 else ""
             out.append(
-                f"{n} × indexer K, head_dim {c.index_head_dim}, kpool {c.index_kpool} "
+                f"{n} × indexer K, head_dim {c.index_head_dim}, kpool {c.index_kpool}{on} "
                 f"({n * c.bytes_per_token:,} B/token: fp8 + fp32 scale per 128)"
             )
     return tuple(out)
+
+
+def _describe_hybrid(c: SlidingWindow | LinearState | CompressedAttention, n: int, attn_tp: int) -> str:
+    """The ``models show`` line of a hybrid kind: what it keeps, and its bytes per token or per request."""
+    if isinstance(c, SlidingWindow):
+        per = c.kv_heads_per_rank(attn_tp)
+        sinks = " + sinks" if c.sinks else ""
+        total = n * c.bytes_per_token(attn_tp, "bf16")
+        return (
+            f"{n} × sliding window {c.window}{sinks}, {c.num_kv_heads} kv heads × {c.head_dim} → {per} per rank at"
+            f" tp {attn_tp} ({total:,} B/token bf16, at most {c.window} tokens: {c.window * total:,} B per request)"
+        )
+    if isinstance(c, LinearState):
+        conv, rec = c.conv_elements(attn_tp), c.recurrent_elements(attn_tp)
+        sg, vl = n * c.bytes_per_request(attn_tp, "sglang"), n * c.bytes_per_request(attn_tp, "vllm")
+        return (
+            f"{n} × {c.label}: conv {c.conv_kernel - 1} × {c.conv_dim:,} + recurrent {c.num_heads} × {c.head_v_dim}"
+            f" × {c.head_k_dim} per request → {conv:,} + {rec:,} elements per rank at tp {attn_tp}"
+            f" ({sg:,} B per request SGLang bf16/{_dtype_name(c.dtype_bytes('sglang')[1])},"
+            f" {vl:,} vLLM bf16/{_dtype_name(c.dtype_bytes('vllm')[1])})"
+        )
+    kind = {0: "window only", 4: "CSA, 1 state per 4 tokens", 128: "HCA, 1 state per 128 tokens"}
+    what = kind.get(c.compress_ratio, f"1 state per {c.compress_ratio} tokens")
+    per_token = f", + {n * c.entry_bytes:,} B per {c.compress_ratio} tokens" if c.compress_ratio > 1 else ""
+    return (
+        f"{n} × compressed attention ({what}), 1 kv head × {c.head_dim}, window {c.window}, replicated on every rank"
+        f" ({n * c.entry_bytes:,} B per window token fp8{per_token})"
+    )
+
+
+def _dtype_name(nbytes: int) -> str:
+    return {4: "fp32", 2: "bf16"}.get(nbytes, f"{nbytes} B")
 
 
 def layer_groups(layers: tuple[Layer, ...]) -> tuple[tuple[int, tuple[CacheKind, ...]], ...]:

@@ -481,7 +481,9 @@ _HF_KEYS = {
     "moe_intermediate_size", "intermediate_size", "vocab_size", "tie_word_embeddings",
     "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim",
     "num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers", "sliding_window",
-    "use_sliding_window", "attention_bias",
+    "use_sliding_window", "attention_bias", "layer_types", "compress_ratios", "full_attention_interval",
+    "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "linear_conv_kernel_dim", "mamba_ssm_dtype", "linear_attn_config",
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
@@ -490,6 +492,9 @@ MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Deepseek
 FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                                 "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM")  # fmt: skip
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
+HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM")
+"""Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
+engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights"}  # fmt: skip
 
@@ -552,10 +557,16 @@ def _model_from_hf(
         r.reject_unknown(_HF_KEYS)
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     architecture = _architecture(r)
-    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES)
+    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
-    if architecture in FULL_ATTENTION_ARCHITECTURES or (architecture == "unknown" and not r.has("kv_lora_rank")):
+    if architecture in HYBRID_ARCHITECTURES and architecture != "GptOssForCausalLM":  # gpt-oss: GQA + window
+        from kvplan.models import hybrid
+
+        return hybrid.from_hf(r, name=name, source=source, description=description, architecture=architecture,
+                              num_layers=num_layers)  # fmt: skip
+    full_attention = (*FULL_ATTENTION_ARCHITECTURES, "GptOssForCausalLM")
+    if architecture in full_attention or (architecture == "unknown" and not r.has("kv_lora_rank")):
         return _full_attention_from_hf(
             r, name=name, source=source, description=description, num_layers=num_layers, architecture=architecture
         )
@@ -668,11 +679,12 @@ def _full_attention_from_hf(
             r.fail("hidden_size", f"{hidden} is smaller than num_attention_heads {heads}: no head_dim")
     else:
         r.fail("head_dim", "missing (required): neither head_dim nor hidden_size is given")
-    window = r.data.get("sliding_window")
-    if window is not None and r.data.get("use_sliding_window", True) is not False:
-        r.fail("sliding_window", f"{_show(window)}: sliding-window attention is not modelled yet (full attention only)")
+    from kvplan.models import hybrid
+
+    layers = hybrid.sliding_layers(r, num_layers, architecture, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     w = param_groups_from_hf(r.data, source, fail=r.fail)
     return ModelArch(
+        layers=layers,
         name=name,
         source=source,
         description=description,
@@ -1175,8 +1187,10 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
       cannot be planned unless ``weights_per_gpu`` is given (kvplan would otherwise plan 0 B of weights);
     - ``weights_per_gpu`` under limits.MIN_WEIGHTS_PPM (1 %) of the model's own estimate is a unit slip.
     """
+    from kvplan.engines import refuse_unplanned_kinds
     from kvplan.models.arch import Split
 
+    refuse_unplanned_kinds(arch, dep)  # before the weights: a hybrid's refusal is the one line that matters
     split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
     estimate = arch.estimated_weights_per_gpu(split, with_mtp=dep.mtp)
     if dep.weights_per_gpu is not None:

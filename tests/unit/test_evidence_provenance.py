@@ -48,6 +48,10 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         "kimi-k2",
         "mixtral-8x7b",
         "glm-4.5-air",
+        # issue 13's hybrid models, from the same aiconfigurator snapshot
+        "gpt-oss-120b",
+        "deepseek-v4-flash",
+        "deepseek-v4-pro",
     }
 
 

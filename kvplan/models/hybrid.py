@@ -1,0 +1,205 @@
+"""Hybrid models from their Hugging Face config: each layer's cache kinds, as the engines read the config.
+
+| architecture          | layers (config fields)                                                             |
+|-----------------------|------------------------------------------------------------------------------------|
+| GptOssForCausalLM     | ``layer_types`` sliding / full, ``sliding_window``; attention sinks (no cache)      |
+| Qwen3NextForCausalLM  | ``layer_types`` (else every ``full_attention_interval``-th full), GDN ``linear_*``  |
+| KimiLinearForCausalLM | ``linear_attn_config`` ``kda_layers`` / ``full_attn_layers`` (1-based), MLA on full |
+| DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
+
+Each rule cites the engine code that reads the same fields. The engines' pools for these kinds are issue 13's
+engine work; until then ``kvplan.engines.refuse_unplanned_kinds`` refuses to plan them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvplan import limits
+from kvplan.models.activation import activation_dims
+from kvplan.models.arch import ModelArch
+from kvplan.models.cache import (
+    CacheKind,
+    CompressedAttention,
+    FullAttention,
+    IndexerK,
+    Layer,
+    LinearState,
+    MlaLatent,
+    SlidingWindow,
+)
+
+if TYPE_CHECKING:
+    from kvplan.models.load import Reader
+
+_SLIDING, _FULL, _LINEAR = "sliding_attention", "full_attention", "linear_attention"
+NOT_MODELLED_WEIGHTS = (
+    "the parameters of this architecture are not counted yet (issue 13 models its caches): give"
+    " weights_per_gpu to plan with it",
+)
+
+
+def sliding_layers(
+    r: Reader, num_layers: int, architecture: str, *, heads: int, kv_heads: int, head_dim: int
+) -> tuple[Layer, ...]:
+    """A full-attention model's layers when ``layer_types`` marks some of them sliding; () when none slides.
+
+    gpt-oss (vLLM ``gpt_oss.py`` ``OAIAttention``: ``sliding_window`` on the layers whose ``layer_types`` entry is
+    "sliding_attention"; ``self.sinks``, one learned logit per head, on every layer: parameters, not cache). A
+    ``sliding_window`` without ``layer_types`` (Mistral, Qwen2 with ``use_sliding_window``) does not say which
+    layers slide the same way in every family: it stays refused.
+    """
+    types = r.get_str_list("layer_types", (_FULL, _SLIDING))
+    window = r.data.get("sliding_window")
+    active = window is not None and r.data.get("use_sliding_window", True) is not False
+    if types is None:
+        if active:
+            r.fail(
+                "sliding_window",
+                f"{window!r}: sliding-window attention without layer_types is not modelled yet (kvplan reads"
+                " which layers slide from layer_types: sliding_attention / full_attention)",
+            )
+        return ()
+    if len(types) != num_layers:
+        r.fail("layer_types", f"has {len(types)} entries for {num_layers} layers")
+    if _SLIDING not in types:
+        return ()
+    w = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
+    full = FullAttention(kv_heads, head_dim, head_dim, heads)
+    sliding = SlidingWindow(kv_heads, head_dim, head_dim, heads, window=w, sinks=architecture == "GptOssForCausalLM")
+    return tuple(Layer(i, (sliding if t == _SLIDING else full,)) for i, t in enumerate(types))
+
+
+def from_hf(r: Reader, *, name: str, source: str, description: str, architecture: str, num_layers: int) -> ModelArch:
+    """Qwen3-Next, Kimi-Linear or DeepSeek-V4 from its config.json."""
+    if architecture == "Qwen3NextForCausalLM":
+        return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers)
+    if architecture == "KimiLinearForCausalLM":
+        return _kimi_linear(r, name=name, source=source, description=description, num_layers=num_layers)
+    return _deepseek_v4(r, name=name, source=source, description=description, num_layers=num_layers)
+
+
+def _dim(r: Reader, key: str, **kw: Any) -> int:
+    return int(r.get_int(key, maximum=limits.MAX_DIM, **kw))
+
+
+def _common(
+    r: Reader, *, name: str, source: str, description: str, architecture: str, num_layers: int
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "source": source,
+        "description": description,
+        "architecture": architecture,
+        "num_layers": num_layers,
+        "num_mtp_layers": r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
+        "max_position_embeddings": r.get_tokens("max_position_embeddings", required=True),
+        "weights_assumptions": NOT_MODELLED_WEIGHTS,
+        "activation": activation_dims(r.data),
+    }
+
+
+def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
+    """Gated DeltaNet layers and gated full attention (vLLM ``qwen3_next.py``
+    ``get_mamba_state_shape_from_config``: ``linear_num_key_heads``, ``linear_num_value_heads``,
+    ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``). Which layers are full:
+    ``layer_types``, else every ``full_attention_interval``-th (layer i full iff (i + 1) % interval == 0, the
+    default ``Qwen3NextConfig`` builds)."""
+    types = r.get_str_list("layer_types", (_LINEAR, _FULL))
+    if types is not None and len(types) != num_layers:
+        r.fail("layer_types", f"has {len(types)} entries for {num_layers} layers")
+    if types is None:
+        interval = r.get_int("full_attention_interval", default=4, maximum=limits.MAX_LAYERS)
+        types = tuple(_FULL if (i + 1) % interval == 0 else _LINEAR for i in range(num_layers))
+    heads = _dim(r, "num_attention_heads", required=True)
+    kv_heads = _dim(r, "num_key_value_heads", default=heads)
+    head_dim = _dim(r, "head_dim", required=True)
+    full = FullAttention(kv_heads, head_dim, head_dim, heads)
+    ssm_dtype = r.get_choice("mamba_ssm_dtype", ("float32", "bfloat16", "float16"))
+    state = LinearState(
+        "gated_deltanet",
+        num_heads=_dim(r, "linear_num_value_heads", required=True),
+        num_k_heads=_dim(r, "linear_num_key_heads", required=True),
+        head_k_dim=_dim(r, "linear_key_head_dim", required=True),
+        head_v_dim=_dim(r, "linear_value_head_dim", required=True),
+        conv_kernel=_dim(r, "linear_conv_kernel_dim", required=True),
+        mamba_ssm_dtype=ssm_dtype,
+    )
+    layers = tuple(Layer(i, (full if t == _FULL else state,)) for i, t in enumerate(types))
+    common = _common(r, name=name, source=source, description=description, architecture="Qwen3NextForCausalLM",
+                     num_layers=num_layers)  # fmt: skip
+    return ModelArch(
+        **common, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim,
+        layers=layers,
+    )  # fmt: skip
+
+
+def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
+    """KDA layers and MLA layers (vLLM ``kimi_linear.py``: ``linear_attn_config`` ``num_heads``, ``head_dim``,
+    ``short_conv_kernel_size``; a layer is KDA iff ``layer_idx + 1`` is in ``kda_layers``, 1-based as the
+    config writes them; the others, ``full_attn_layers``, are MLA with ``kv_lora_rank`` + ``qk_rope_head_dim``)."""
+    la = r.sub("linear_attn_config")
+    kda = _layer_list(la, "kda_layers", num_layers)
+    full = _layer_list(la, "full_attn_layers", num_layers)
+    if set(kda) & set(full) or len(kda) + len(full) != num_layers:
+        la.fail("kda_layers", f"kda_layers and full_attn_layers must name each of the {num_layers} layers once")
+    heads, head_dim = _dim(la, "num_heads", required=True), _dim(la, "head_dim", required=True)
+    state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", default=4))
+    kv_lora_rank = _dim(r, "kv_lora_rank", required=True)
+    rope = _dim(r, "qk_rope_head_dim", required=True, minimum=0)
+    mla = MlaLatent(kv_lora_rank, rope)
+    kda_set = set(kda)
+    layers = tuple(Layer(i, ((state,) if i + 1 in kda_set else (mla,))) for i in range(num_layers))
+    common = _common(r, name=name, source=source, description=description, architecture="KimiLinearForCausalLM",
+                     num_layers=num_layers)  # fmt: skip
+    return ModelArch(
+        **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
+        num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
+        head_dim=_dim(r, "qk_nope_head_dim", default=128) + rope, v_head_dim=_dim(r, "v_head_dim", default=128),
+        layers=layers,
+    )  # fmt: skip
+
+
+def _layer_list(r: Reader, key: str, num_layers: int) -> tuple[int, ...]:
+    """A list of 1-based layer numbers (Kimi-Linear's ``kda_layers`` / ``full_attn_layers``)."""
+    value = r.data.get(key)
+    if not isinstance(value, list):
+        r.fail(key, "expected a list of 1-based layer numbers")
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= num_layers:
+            r.fail((key, i), f"expected a layer number from 1 to {num_layers}, got {v!r:.40}")
+    return tuple(value)
+
+
+def _deepseek_v4(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
+    """One 512-wide KV head per layer with a sliding window; ``compress_ratios[i]`` 4 or 128 adds a compressed KV
+    (vLLM ``DeepseekV4MultiHeadLatentAttentionWrapper``: ``compress_ratios[layer_id]``, ``sliding_window``), and
+    ratio 4 an indexer K on the compressed tokens (``DeepseekV4Indexer``: ``index_head_dim`` fp8 + scale,
+    ``compress_ratio`` 4). The list has one more entry per MTP layer; the first ``num_hidden_layers`` are the
+    model's."""
+    kv_heads = _dim(r, "num_key_value_heads", required=True)
+    if kv_heads != 1:
+        r.fail("num_key_value_heads", f"{kv_heads}: DeepSeek-V4 attention has one KV head")
+    head_dim, rope = _dim(r, "head_dim", required=True), _dim(r, "qk_rope_head_dim", required=True)
+    window = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
+    ratios = r.data.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < num_layers:
+        r.fail("compress_ratios", f"expected a list of at least {num_layers} ratios (one per layer)")
+    for i, v in enumerate(ratios):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > limits.MAX_TOKENS:
+            r.fail(("compress_ratios", i), f"expected a ratio (0 for the window only), got {v!r:.40}")
+    index_head_dim = _dim(r, "index_head_dim", default=128)
+    indexer = IndexerK(index_head_dim, compress_ratio=4)
+    layers = []
+    for i in range(num_layers):
+        ratio = ratios[i] if ratios[i] > 1 else 0
+        caches: tuple[CacheKind, ...] = (CompressedAttention(head_dim, rope, window, ratio),)
+        layers.append(Layer(i, (*caches, indexer) if ratio == 4 else caches))
+    common = _common(r, name=name, source=source, description=description, architecture="DeepseekV4ForCausalLM",
+                     num_layers=num_layers)  # fmt: skip
+    return ModelArch(
+        **common, qk_rope_head_dim=rope, num_attention_heads=_dim(r, "num_attention_heads", required=True),
+        num_kv_heads=1, head_dim=head_dim, v_head_dim=head_dim, index_head_dim=index_head_dim,
+        index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
+        index_topk=r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS), layers=tuple(layers),
+    )  # fmt: skip

@@ -1,0 +1,131 @@
+"""Properties of the hybrid cache kinds (issue 13) and fuzzing of the hybrid configs' readers.
+
+- per-kind bytes add up to the request's total, whatever mix of kinds the layers own;
+- a window never holds more than its window (nor more than the request), compressed states never more than
+  ctx / ratio;
+- a longer request never needs fewer bytes of any kind, and a state does not grow with the context at all;
+- any mutation of a hybrid config.json loads or fails with one line (exit 2), and a hybrid never plans.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvplan.engines import plan_pool
+from kvplan.errors import InputError
+from kvplan.models.cache import (
+    CacheKind,
+    CompressedAttention,
+    FullAttention,
+    IndexerK,
+    Layer,
+    LinearState,
+    MlaLatent,
+    SlidingWindow,
+    request_bytes,
+    request_bytes_by_kind,
+)
+from kvplan.models.load import load_deployment, load_model
+from tests.fuzz.conftest import one_line_error
+
+HF = Path(__file__).resolve().parents[1] / "data" / "hf"
+
+heads = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
+dims = st.sampled_from([64, 128, 256])
+kinds: st.SearchStrategy[CacheKind] = st.one_of(
+    st.builds(FullAttention, heads, dims, dims),
+    st.builds(
+        lambda h, d, w, s: SlidingWindow(h, d, d, window=w, sinks=s),
+        heads,
+        dims,
+        st.integers(1, 1 << 17),
+        st.booleans(),
+    ),
+    st.builds(MlaLatent, st.sampled_from([256, 512]), st.sampled_from([0, 64])),
+    st.builds(
+        lambda d, k, r: IndexerK(d, k, r), st.sampled_from([64, 128]), st.sampled_from([1, 4]), st.sampled_from([1, 4])
+    ),
+    st.builds(
+        lambda f, h, d, k: LinearState(f, h, h, d, d, k),
+        st.sampled_from(["gated_deltanet", "kda"]),
+        heads,
+        dims,
+        st.integers(2, 8),
+    ),
+    st.builds(lambda w, r: CompressedAttention(512, 64, w, r), st.integers(1, 4096), st.sampled_from([0, 4, 128])),
+)
+ctxs = st.integers(0, 1 << 21)
+tps = st.sampled_from([1, 2, 4, 8])
+engines = st.sampled_from(["sglang", "vllm"])
+
+
+def _bytes(c: CacheKind, ctx: int, tp: int, engine: str) -> int:
+    try:
+        return request_bytes(c, ctx, tp, engine)
+    except ValueError:  # a state's heads not divisible by tp: the engines assert the same
+        return -1
+
+
+@given(st.lists(st.lists(kinds, min_size=1, max_size=3), min_size=1, max_size=12), ctxs, tps, engines)
+def test_per_kind_bytes_add_up_to_the_total(layer_caches: list[list[CacheKind]], ctx: int, tp: int, e: str) -> None:
+    layers = tuple(Layer(i, tuple(cs)) for i, cs in enumerate(layer_caches))
+    per_layer = [_bytes(c, ctx, tp, e) for layer in layers for c in layer.caches]
+    if -1 in per_layer:
+        return
+    by_kind = request_bytes_by_kind(layers, ctx, tp, e)
+    assert sum(b for _, _, b in by_kind) == sum(per_layer)
+    assert sum(n for _, n, _ in by_kind) == len(per_layer)
+    assert all(b >= 0 for _, _, b in by_kind)
+
+
+@given(st.integers(1, 8), dims, st.integers(1, 1 << 17), ctxs, tps)
+def test_a_window_never_holds_more_than_its_window(h: int, d: int, window: int, ctx: int, tp: int) -> None:
+    sw = SlidingWindow(h, d, d, window=window)
+    assert sw.tokens_held(ctx) == min(ctx, window)
+    assert sw.bytes_per_request(ctx, tp, "bf16") <= window * sw.bytes_per_token(tp, "bf16")
+    for ratio in (0, 4, 128):
+        c = CompressedAttention(512, 64, window, ratio)
+        assert c.window_tokens(ctx) <= min(ctx, window)
+        assert c.compressed_states(ctx) <= (ctx // ratio if ratio else 0)
+
+
+@given(kinds, ctxs, st.integers(0, 1 << 16), tps, engines)
+def test_more_tokens_never_need_fewer_bytes(c: CacheKind, ctx: int, more: int, tp: int, e: str) -> None:
+    before, after = _bytes(c, ctx, tp, e), _bytes(c, ctx + more, tp, e)
+    assert after >= before
+    if isinstance(c, LinearState):
+        assert after == before  # a state is fixed per request
+
+
+_CONFIGS = {name: json.loads((HF / name / "config.json").read_text()) for name in ("gpt-oss-120b", "deepseek-v4-flash")}
+_VALUES: st.SearchStrategy[Any] = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 1 << 20), st.text(max_size=8),
+    st.lists(st.integers(-1, 200), max_size=50), st.lists(st.sampled_from(["sliding_attention", "full_attention", "x"]),
+                                                         max_size=40),
+)  # fmt: skip
+_KEYS = ("layer_types", "sliding_window", "compress_ratios", "num_hidden_layers", "num_key_value_heads", "head_dim",
+         "qk_rope_head_dim", "index_head_dim", "architectures", "use_sliding_window")  # fmt: skip
+
+
+@given(st.sampled_from(sorted(_CONFIGS)), st.sampled_from(_KEYS), _VALUES)
+def test_a_mutated_hybrid_config_loads_or_fails_in_one_line(name: str, key: str, value: Any) -> None:
+    import tempfile
+
+    cfg = dict(_CONFIGS[name], **{key: value})
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(cfg))
+        arch = one_line_error(lambda: load_model(tmp))
+    if arch is None:
+        return
+    dep = load_deployment(None, ["model=glm-5.3", "weights_per_gpu=10GiB"])
+    try:
+        plan_pool(arch, dep)  # type: ignore[arg-type]
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    assert not arch.is_hybrid  # type: ignore[attr-defined]
