@@ -18,15 +18,19 @@ unhashed blocks only ever enter the queue at its head and hashed ones at its tai
 blocks out of the middle, so the queue is always ``[unhashed …][hashed, least recently freed first]``. The
 unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
 which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
-hashed part is an ordered dict. Reference counts are implicit (1 for a held block) except for blocks several
-running requests share. A request's hits, new blocks, hashes and frees are each done with a few whole-list
-operations (C loops), so a request costs what its blocks cost, with no Python step per block on the common path.
+hashed part is two parallel lists (blocks and their hashes) in queue order; a block taken out of the middle by a
+hit is only marked (its queue position forgotten) and skipped when the head reaches it, and the lists drop their
+consumed front from time to time. Reference counts are implicit (1 for a held block) except for blocks several
+running requests share. A request's hits, new blocks, hashes and frees are each a few whole-list operations (C
+loops: ``map``, ``compress``, slices), so a request costs what its blocks cost, with no Python step per block on
+the common path.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from itertools import islice
+from collections import deque
+from itertools import compress, repeat
+from operator import eq
 
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
@@ -49,9 +53,19 @@ class BlockPool:
         """Blocks 1..minted have been used at least once; minted+1..pages are free, unhashed and in id order."""
         self.stack: list[int] = []
         """Unhashed free blocks used before; the last is the queue's head."""
-        self.freeq: OrderedDict[int, int] = OrderedDict()
-        """Hashed free blocks (ref 0, still reusable) -> their hash, least recently freed first: the queue's tail
-        part. A held block's hash is its request's key at its position."""
+        self.qb: list[int] = []
+        self.qk: list[int] = []
+        """The hashed part of the queue (blocks, their hashes), least recently freed first, with dead entries."""
+        self.qbase = 0
+        """Queue position of ``qb[0]`` (positions only grow)."""
+        self.qhead = 0
+        """Queue position of the first entry not yet consumed."""
+        self.pos: list[int] = [-1]
+        """Block -> its queue position while it is a hashed free block (an entry is live iff it matches and is not
+        consumed yet); -1 for a block a hit took out of the queue. A block is in the hashed part iff its position is
+        at least ``qhead``."""
+        self.nhashed = 0
+        """Live entries: hashed free blocks (ref 0, still reusable)."""
         self.shared: dict[int, int] = {}
         """Held blocks with more than one reference: ref − 1 (a held block not here has ref 1)."""
         self.cached: dict[int, int] = {}
@@ -61,21 +75,31 @@ class BlockPool:
         self.evictions = 0
 
     def _queue_len(self) -> int:
-        return len(self.stack) + self.pages - self.minted + len(self.freeq)
+        return len(self.stack) + self.pages - self.minted + self.nhashed
 
     def free_pages(self) -> int:
         return len(self.stack) + self.pages - self.minted
 
     def cached_pages(self) -> int:
-        return len(self.freeq)
+        return self.nhashed
 
     def held_pages(self) -> int:
         return self.pages - self._queue_len()
 
+    def _hashed_free(self) -> list[tuple[int, int]]:
+        """(block, hash) of the hashed free blocks in queue order."""
+        pos, base = self.pos, self.qbase
+        return [
+            (b, k)
+            for i, (b, k) in enumerate(zip(self.qb, self.qk, strict=True))
+            if i + base >= self.qhead and pos[b] == i + base
+        ]
+
     @property
     def queue(self) -> list[int]:
         """The free queue, head first (for tests and debugging: it lists every free block)."""
-        return [*reversed(self.stack), *range(self.minted + 1, self.pages + 1), *self.freeq]
+        tail = [b for b, _ in self._hashed_free()]
+        return [*reversed(self.stack), *range(self.minted + 1, self.pages + 1), *tail]
 
     def can_ever_fit(self, tokens: int) -> bool:
         return cdiv(tokens, self.page_tokens) <= self.pages
@@ -118,45 +142,72 @@ class BlockPool:
         if fresh:
             out.extend(range(self.minted + 1, self.minted + 1 + fresh))
             self.minted += fresh
+            self.pos.extend([-1] * fresh)
             rest -= fresh
         if rest:
-            freeq = self.freeq
-            gone = list(islice(freeq, rest))
-            keys = list(map(freeq.pop, gone))
-            if not self.dups or self.dups.keys().isdisjoint(keys):
-                _consume(map(self.cached.__delitem__, keys))
-            else:
-                for b, key in zip(gone, keys, strict=True):
-                    self._drop_hash(b, key)
             self.evictions += rest
-            out.extend(gone)
+            self.nhashed -= rest
+            pos, qb, qk = self.pos, self.qb, self.qk
+            while rest:
+                # the next ``rest`` entries, less the dead ones (taken by hits): repeat until enough
+                i = self.qhead - self.qbase
+                cand = qb[i : i + rest]
+                live = list(map(eq, map(pos.__getitem__, cand), range(self.qhead, self.qhead + len(cand))))
+                self.qhead += len(cand)
+                gone = list(compress(cand, live))
+                keys = list(compress(qk[i : i + rest], live))
+                if not self.dups or self.dups.keys().isdisjoint(keys):
+                    _consume(map(self.cached.__delitem__, keys))
+                else:
+                    for b, key in zip(gone, keys, strict=True):
+                        self._drop_hash(b, key)
+                out.extend(gone)
+                rest -= len(gone)
+            used = self.qhead - self.qbase
+            if used > 4096 and 2 * used > len(qb):
+                del qb[:used], qk[:used]
+                self.qbase = self.qhead
         return out
 
     def start(self, seq: Seq) -> bool:
         ps = self.page_tokens
         tokens = seq.tokens
         full = tokens // ps
-        found = list(map(self.cached.get, seq.keys[:full]))
-        try:
-            h = found.index(None)
-        except ValueError:
-            h = len(found)
+        # the longest run of cached leading hashes, looked up in growing chunks (most requests miss early)
+        get = self.cached.get
+        keys = seq.keys
+        found: list[int | None] = []
+        h = 0
+        step = 8
+        while h < full:
+            chunk = list(map(get, keys[h : min(h + step, full)]))
+            try:
+                i = chunk.index(None)
+            except ValueError:
+                found += chunk
+                h += len(chunk)
+                step *= 4
+                continue
+            found += chunk[:i]
+            h += i
+            break
         h = min(h, max(tokens - 1, 0) // ps)
         if self.eagle_drop and h:
             h -= 1
         hits: list[int] = found[:h]  # type: ignore[assignment]
         new = cdiv(tokens, ps) - h
-        freeq = self.freeq
-        idle = sum(map(freeq.__contains__, hits))
+        pos = self.pos
+        idle = sum(map(self.qhead.__le__, map(pos.__getitem__, hits)))
         if new + idle > self._queue_len():
             return False
+        self.nhashed -= idle
         if idle == h:
-            _consume(map(freeq.__delitem__, hits))
+            _consume(map(pos.__setitem__, hits, repeat(-1)))
         else:
             shared = self.shared
             for b in hits:
-                if b in freeq:
-                    del freeq[b]
+                if pos[b] >= self.qhead:
+                    pos[b] = -1
                 else:
                     shared[b] = shared.get(b, 0) + 1
         seq.handle = hits + self._pop(new)
@@ -191,6 +242,14 @@ class BlockPool:
         seq.handle.extend(self._pop(pages))
         return True
 
+    def _append(self, blocks: list[int], keys: list[int]) -> None:
+        """Hashed blocks freed, to the queue's tail in this order."""
+        at = self.qbase + len(self.qb)
+        self.qb += blocks
+        self.qk += keys
+        _consume(map(self.pos.__setitem__, blocks, range(at, at + len(blocks))))
+        self.nhashed += len(blocks)
+
     def release(self, seq: Seq) -> None:
         self.commit(seq)
         blocks: list[int] = seq.handle
@@ -198,18 +257,20 @@ class BlockPool:
         shared = self.shared
         if not shared or shared.keys().isdisjoint(blocks):
             # every block goes back to the queue: hashed ones to its tail, the request's tail first
-            self.freeq.update(zip(reversed(blocks[:hashed]), reversed(seq.keys[:hashed]), strict=True))
+            self._append(blocks[hashed - 1 :: -1] if hashed else [], seq.keys[hashed - 1 :: -1] if hashed else [])
             self.stack.extend(blocks[hashed:])
         else:
             unhashed: list[int] = []
-            tail: list[tuple[int, int]] = []
+            tail: list[int] = []
+            tail_keys: list[int] = []
             keys = seq.keys
             for i in range(len(blocks) - 1, -1, -1):
                 b = blocks[i]
                 r = shared.get(b)
                 if r is None:
                     if i < hashed:
-                        tail.append((b, keys[i]))
+                        tail.append(b)
+                        tail_keys.append(keys[i])
                     else:
                         unhashed.append(b)
                 elif r == 1:
@@ -217,7 +278,7 @@ class BlockPool:
                 else:
                     shared[b] = r - 1
             self.stack.extend(reversed(unhashed))
-            self.freeq.update(tail)
+            self._append(tail, tail_keys)
         seq.handle = None
         if self.check:
             self.verify()
@@ -226,20 +287,25 @@ class BlockPool:
 
     def verify(self) -> None:
         stack = set(self.stack)
+        free = self._hashed_free()
+        freeq = dict(free)
+        assert len(freeq) == len(free) == self.nhashed, "the hashed part of the queue lists a block twice"
         assert len(stack) == len(self.stack), "a block is twice in the free stack"
-        assert 0 not in stack and 0 not in self.freeq, "the null block was freed"
+        assert 0 not in stack and 0 not in freeq, "the null block was freed"
         assert all(0 < b <= self.minted for b in stack), "a free block in the stack was never used"
-        assert all(0 < b <= self.minted for b in self.freeq), "a cached free block was never used"
-        assert not stack & self.freeq.keys(), "a block is both unhashed-free and cached-free"
-        held = self.minted - len(stack) - len(self.freeq)
+        assert all(0 < b <= self.minted for b in freeq), "a cached free block was never used"
+        assert not stack & freeq.keys(), "a block is both unhashed-free and cached-free"
+        assert len(self.pos) == self.minted + 1, "a position slot per used block"
+        assert sum(p >= self.qhead for p in self.pos) == self.nhashed, "positions of blocks that left the queue"
+        held = self.minted - len(stack) - len(freeq)
         for b, r in self.shared.items():
-            assert r >= 1 and b not in stack and b not in self.freeq, f"shared block {b} is free (extra ref {r})"
+            assert r >= 1 and b not in stack and b not in freeq, f"shared block {b} is free (extra ref {r})"
         assert self.free_pages() + self.cached_pages() + held == self.pages, "free + cached + held != pool"
         holders: dict[int, int] = {}
         for key, more in [(k, [b]) for k, b in self.cached.items()] + list(self.dups.items()):
             assert more and key in self.cached, "a duplicate list without a first block"
             for b in more:
                 assert b not in stack, f"block {b} holds hash {key} but is in the unhashed part of the queue"
-                assert self.freeq.get(b, key) == key, f"block {b} is cached under {key} and free with another hash"
+                assert freeq.get(b, key) == key, f"block {b} is cached under {key} and free with another hash"
                 assert holders.setdefault(b, key) == key, f"block {b} is cached under two hashes"
-        assert self.freeq.keys() <= holders.keys(), "a block in the hashed part of the queue is not in the hash map"
+        assert freeq.keys() <= holders.keys(), "a block in the hashed part of the queue is not in the hash map"

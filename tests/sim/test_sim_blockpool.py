@@ -64,9 +64,10 @@ def test_shared_blocks_return_to_the_queue_when_their_last_holder_leaves() -> No
     # A leaves: blocks 1, 2 keep B's reference, nothing is freed (A's 2 blocks, B's 1 new: 3 held of 6)
     pool.release(a)
     assert pool.shared == {} and pool.held_pages() == 3 and pool.cached_pages() == 0
-    # B leaves: its 3 whole blocks go to the queue's tail, tail first (3's block, then 2's, then 1's)
+    # B leaves: its 3 whole blocks go to the queue's tail, tail first (3's block, then 2's, then 1's), after the
+    # never-used blocks 4, 5, 6
     pool.release(b)
-    assert list(pool.freeq) == [pool.cached[3], pool.cached[2], pool.cached[1]] and pool.held_pages() == 0
+    assert pool.queue == [4, 5, 6, pool.cached[3], pool.cached[2], pool.cached[1]] and pool.held_pages() == 0
 
 
 def test_a_huge_pool_builds_nothing() -> None:
