@@ -234,10 +234,14 @@ class ModelArch:
 
     @property
     def shared_indexer_layers(self) -> int:
+        if self.is_hybrid:  # the attention layers without their own indexer K (never a linear-state layer)
+            return sum(1 for layer in self.layers if layer.indexer is None and isinstance(layer.caches[0], MlaLatent))
         return self.num_layers - self.full_indexer_layers if self.is_dsa else 0
 
     @property
     def full_layer_ids(self) -> tuple[int, ...]:
+        if self.is_hybrid:
+            return tuple(layer.index for layer in self.layers if layer.indexer is not None)
         return tuple(i for i, f in enumerate(self.indexer_full) if f)
 
     @property

@@ -6,6 +6,7 @@
 | Qwen3NextForCausalLM  | ``layer_types`` (else every ``full_attention_interval``-th full), GDN ``linear_*``  |
 | KimiLinearForCausalLM | ``linear_attn_config`` ``kda_layers`` / ``full_attn_layers`` (1-based), MLA on full |
 | DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
+| Glm5NextForConditionalGeneration | GLM-5.3-Flash ``text_config``: KDA ``kda_layers`` (0-based), MLA + pooled indexer |
 
 Each rule cites the engine code that reads the same fields. The engines' pools for these kinds are issue 13's
 engine work; until then ``kvplan.engines.refuse_unplanned_kinds`` refuses to plan them.
@@ -71,7 +72,9 @@ def sliding_layers(
 
 
 def from_hf(r: Reader, *, name: str, source: str, description: str, architecture: str, num_layers: int) -> ModelArch:
-    """Qwen3-Next, Kimi-Linear or DeepSeek-V4 from its config.json."""
+    """Qwen3-Next, Kimi-Linear, DeepSeek-V4 or GLM-5.3-Flash from its config.json."""
+    if architecture == "Glm5NextForConditionalGeneration":
+        return _glm5_next(r, name=name, source=source, description=description, num_layers=num_layers)
     if architecture == "Qwen3NextForCausalLM":
         return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers)
     if architecture == "KimiLinearForCausalLM":
@@ -160,14 +163,15 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
     )  # fmt: skip
 
 
-def _layer_list(r: Reader, key: str, num_layers: int) -> tuple[int, ...]:
-    """A list of 1-based layer numbers (Kimi-Linear's ``kda_layers`` / ``full_attn_layers``)."""
+def _layer_list(r: Reader, key: str, last: int, *, first: int = 1) -> tuple[int, ...]:
+    """A list of layer numbers from ``first`` to ``last`` (Kimi-Linear's 1-based ``kda_layers`` /
+    ``full_attn_layers``; GLM-5.3-Flash's 0-based ``kda_layers``)."""
     value = r.data.get(key)
     if not isinstance(value, list):
-        r.fail(key, "expected a list of 1-based layer numbers")
+        r.fail(key, f"expected a list of layer numbers ({first}-based)")
     for i, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= num_layers:
-            r.fail((key, i), f"expected a layer number from 1 to {num_layers}, got {v!r:.40}")
+        if isinstance(v, bool) or not isinstance(v, int) or not first <= v <= last:
+            r.fail((key, i), f"expected a layer number from {first} to {last}, got {v!r:.40}")
     return tuple(value)
 
 
@@ -203,3 +207,69 @@ def _deepseek_v4(r: Reader, *, name: str, source: str, description: str, num_lay
         index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
         index_topk=r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS), layers=tuple(layers),
     )  # fmt: skip
+
+
+def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
+    """GLM-5.3-Flash (``glm5_next``), as SGLang's ``Glm5NextTextConfig`` reads its ``text_config``:
+
+    - KDA layers: ``linear_attn_config.kda_layers``, **0-based** (``is_kda_layer``: ``layer_idx in kda_layers``,
+      unlike Kimi-Linear's 1-based list); without ``linear_attn_config``, the ``layer_types`` entries
+      "linear_attention", else every layer with ``layer_idx % 4 != 3``; heads ``num_heads`` (``linear_num_heads``,
+      default 64) × ``head_dim`` (``linear_head_dim``, 128), kernel ``short_conv_kernel_size``
+      (``linear_conv_kernel_dim``, 4); the state as Kimi-Linear's (``KimiLinearStateShape.create``);
+    - the other layers: MLA (``kv_lora_rank`` 512, ``qk_rope_head_dim`` 0 by default) with the DSA indexer K
+      pooled over ``index_kpool`` tokens (vLLM: ``tokens_per_state = index_kpool``, one 132 B key per pool), on
+      every full layer, or on those ``indexer_types`` marks "full".
+
+    Not modelled: the pooled indexer's compress-tail ring (vLLM ``Glm5NextTailCache``, SGLang's kpool-compress
+    tail buffers), one small buffer per request and indexer layer.
+    """
+    la = r.sub("linear_attn_config") if r.has("linear_attn_config") else None
+    if la is not None:
+        kda = set(_layer_list(la, "kda_layers", num_layers - 1, first=0))
+        heads = _dim(la, "num_heads", default=_dim(r, "linear_num_heads", default=64))
+        head_dim = _dim(la, "head_dim", default=_dim(r, "linear_head_dim", default=128))
+        kernel = _dim(la, "short_conv_kernel_size", default=_dim(r, "linear_conv_kernel_dim", default=4))
+    else:
+        types = r.get_str_list("layer_types", (_LINEAR, _FULL, "deepseek_sparse_attention"))
+        if types is not None and len(types) != num_layers:
+            r.fail("layer_types", f"has {len(types)} entries for {num_layers} layers")
+        kda = {i for i in range(num_layers) if (types[i] == _LINEAR if types is not None else i % 4 != 3)}
+        heads, head_dim = _dim(r, "linear_num_heads", default=64), _dim(r, "linear_head_dim", default=128)
+        kernel = _dim(r, "linear_conv_kernel_dim", default=4)
+    state = LinearState("kda", heads, heads, head_dim, head_dim, kernel)
+    kv_lora_rank = _dim(r, "kv_lora_rank", default=512)
+    rope = _dim(r, "qk_rope_head_dim", default=0, minimum=0)
+    mla = MlaLatent(kv_lora_rank, rope)
+    index_topk = r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS)
+    index_head_dim = _dim(r, "index_head_dim", default=128)
+    kpool = _dim(r, "index_kpool", default=1)
+    owners = _glm5_next_indexer_layers(r, num_layers) if index_topk else set()
+    indexer = IndexerK(index_head_dim, kpool)
+    layers = tuple(
+        Layer(i, (state,) if i in kda else ((mla, indexer) if i in owners else (mla,))) for i in range(num_layers)
+    )
+    common = _common(r, name=name, source=source, description=description,
+                     architecture="Glm5NextForConditionalGeneration", num_layers=num_layers)  # fmt: skip
+    return ModelArch(
+        **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
+        num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
+        head_dim=_dim(r, "qk_nope_head_dim", default=256) + rope, v_head_dim=_dim(r, "v_head_dim", default=256),
+        index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
+        index_topk=index_topk, index_kpool=kpool, layers=layers,
+    )  # fmt: skip
+
+
+def _glm5_next_indexer_layers(r: Reader, num_layers: int) -> set[int]:
+    """Layers whose ``indexer_types`` entry is "full" (every layer without the list); a sharing rule given only
+    by ``index_topk_freq`` / ``index_topk_pattern`` is refused: how GLM-5.3-Flash counts it over its KDA layers
+    is not read from the engines yet."""
+    types = r.get_str_list("indexer_types", ("full", "shared"))
+    if types is not None:
+        if len(types) != num_layers:
+            r.fail("indexer_types", f"has {len(types)} entries for {num_layers} layers")
+        return {i for i, t in enumerate(types) if t == "full"}
+    if r.get_int("index_topk_freq", default=1, maximum=limits.MAX_LAYERS) > 1 or r.has("index_topk_pattern"):
+        key = "index_topk_pattern" if r.has("index_topk_pattern") else "index_topk_freq"
+        r.fail(key, "GLM-5.3-Flash's shared indexer layers without indexer_types are not modelled yet")
+    return set(range(num_layers))

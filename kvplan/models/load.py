@@ -492,7 +492,8 @@ MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Deepseek
 FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                                 "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM")  # fmt: skip
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
-HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM")
+HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
+                        "Glm5NextForConditionalGeneration")  # fmt: skip
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
 engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
@@ -555,8 +556,10 @@ def _model_from_hf(
 ) -> ModelArch:
     if strict:
         r.reject_unknown(_HF_KEYS)
-    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     architecture = _architecture(r)
+    if architecture == "Glm5NextForConditionalGeneration" and r.has("text_config"):
+        r = r.sub("text_config")  # GLM-5.3-Flash: the decoder's fields (SGLang Glm5NextConfig.text_config)
+    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
@@ -708,14 +711,20 @@ def _architecture(r: Reader) -> str:
     if not r.has("architectures"):
         return "unknown"
     archs = r.data["architectures"]
-    if isinstance(archs, str) and archs.strip():
+    if isinstance(archs, str) and _class_name(archs):
         return archs.strip()
     if not isinstance(archs, list) or not archs:
         r.fail("architectures", f"expected a list of class names, got {_kind(archs)} {_show(archs)}")
     for i, a in enumerate(archs):
-        if not isinstance(a, str) or not a.strip():
+        if not isinstance(a, str) or not _class_name(a):
             r.fail(("architectures", i), f"expected a class name, got {_kind(a)} {_show(a)}")
     return str(archs[0]).strip()
+
+
+def _class_name(text: str) -> bool:
+    """One printable word (a class name is echoed in messages: "0\\n0" would break the one-line error)."""
+    name = text.strip()
+    return bool(name) and name.isprintable() and not any(ch.isspace() for ch in name)
 
 
 def _checkpoint_dtype(config: dict[str, Any]) -> str:

@@ -129,3 +129,29 @@ def test_a_mutated_hybrid_config_loads_or_fails_in_one_line(name: str, key: str,
         assert "\n" not in str(e)
         return
     assert not arch.is_hybrid  # type: ignore[attr-defined]
+
+
+_GLM53_FLASH_LIKE = {  # written by the test (no published GLM-5.3-Flash config was found): SGLang's field names
+    "num_hidden_layers": 8, "num_attention_heads": 64, "kv_lora_rank": 512, "qk_rope_head_dim": 0,
+    "max_position_embeddings": 1013760, "index_topk": 512, "index_head_dim": 128, "index_kpool": 4,
+    "linear_attn_config": {"kda_layers": [0, 1, 2, 4, 5, 6], "full_attn_layers": [3, 7], "num_heads": 64,
+                           "head_dim": 128, "short_conv_kernel_size": 4},
+}  # fmt: skip
+_TEXT_KEYS = ("num_hidden_layers", "kv_lora_rank", "index_kpool", "index_topk", "linear_attn_config", "layer_types",
+              "indexer_types", "index_topk_freq", "linear_num_heads", "qk_rope_head_dim")  # fmt: skip
+
+
+@given(st.sampled_from(_TEXT_KEYS), _VALUES, st.sampled_from(["kda_layers", "num_heads", "head_dim", None]), _VALUES)
+def test_a_mutated_glm53_flash_config_loads_or_fails_in_one_line(key: str, value: Any, inner: str | None,
+                                                                  inner_value: Any) -> None:  # fmt: skip
+    import tempfile
+
+    text = dict(_GLM53_FLASH_LIKE, **{key: value})
+    if inner is not None and isinstance(text.get("linear_attn_config"), dict):
+        text["linear_attn_config"] = dict(text["linear_attn_config"], **{inner: inner_value})
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = {"architectures": ["Glm5NextForConditionalGeneration"], "text_config": text}
+        (Path(tmp) / "config.json").write_text(json.dumps(cfg))
+        arch = one_line_error(lambda: load_model(tmp))
+    if arch is not None:
+        assert len(arch.layers) == arch.num_layers  # type: ignore[attr-defined]

@@ -338,3 +338,71 @@ def test_plan_pool_refuses_a_hybrid_and_plans_a_uniform_model() -> None:
     with pytest.raises(InputError, match="sliding-window layers"):
         plan_pool(load_model("gpt-oss-120b"), dep)
     assert plan_pool(load_model("glm-5.3"), load_deployment(None)).logged_tokens > 0
+
+
+# --------------------------------------------------------------------------- GLM-5.3-Flash (glm5_next)
+
+
+def _glm53_flash_like(tmp_path: Path, **text: object) -> str:
+    """A Glm5NextForConditionalGeneration config.json written by this test (NOT the real one: no published copy
+    was found, see tests/data/hf/README.md): the text_config fields SGLang's Glm5NextTextConfig reads, 8 layers,
+    its default dims (KDA 64 heads × 128, kernel 4; MLA 512 with no rope) and index_kpool 4."""
+    cfg = {"num_hidden_layers": 8, "num_attention_heads": 64, "kv_lora_rank": 512, "qk_rope_head_dim": 0,
+           "max_position_embeddings": 1013760, "index_topk": 512, "index_head_dim": 128, "index_kpool": 4,
+           "linear_attn_config": {"kda_layers": [0, 1, 2, 4, 5, 6], "full_attn_layers": [3, 7], "num_heads": 64,
+                                  "head_dim": 128, "short_conv_kernel_size": 4}, **text}  # fmt: skip
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["Glm5NextForConditionalGeneration"], "text_config": cfg})
+    )
+    return str(tmp_path)
+
+
+def test_glm53_flash_layers_from_its_text_config(tmp_path: Path) -> None:
+    m = load_model(_glm53_flash_like(tmp_path))
+    kda = LinearState("kda", 64, 64, 128, 128, 4)
+    full = (MlaLatent(512, 0), IndexerK(128, 4))
+    # kda_layers are 0-based here (SGLang Glm5NextTextConfig.is_kda_layer: layer_idx in kda_layers)
+    assert [layer.caches for layer in m.layers] == [(kda,), (kda,), (kda,), full] * 2
+    assert m.full_indexer_layers == 2 and m.shared_indexer_layers == 0 and m.full_layer_ids == (3, 7)
+    # pooled indexer K: ceil(132 / 4) = 33 B per token; KDA: conv 3 × (64 × 128 × 3) × 2 + 64 × 128 × 128 × 4
+    # = 147,456 + 4,194,304 = 4,341,760 B per request per layer at tp 1
+    assert IndexerK(128, 4).bytes_per_token == 33
+    assert kda.bytes_per_request(1, "sglang") == kda.bytes_per_request(1, "vllm") == 4_341_760
+    rows = {type(c).__name__: b for c, _, b in request_bytes_by_kind(m.layers, 131_072, 1, "sglang")}
+    # 6 × 4,341,760; 2 × 131,072 × 512 × 2 (bf16 latent, no rope); 2 × 131,072 × 33
+    assert rows == {"LinearState": 26_050_560, "MlaLatent": 268_435_456, "IndexerK": 8_650_752}
+
+
+def test_glm53_flash_without_linear_attn_config_every_fourth_layer_is_full(tmp_path: Path) -> None:
+    m = load_model(_glm53_flash_like(tmp_path, linear_attn_config=None))
+    # SGLang: kda_layers = [i for i in range(layers) if i % 4 != 3] → full at 3 and 7
+    assert [type(layer.caches[0]).__name__ for layer in m.layers] == ["LinearState"] * 3 + ["MlaLatent"] + [
+        "LinearState"
+    ] * 3 + ["MlaLatent"]
+
+
+def test_glm53_flash_shared_indexers_without_indexer_types_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"text_config\.index_topk_freq: GLM-5\.3-Flash's shared indexer layers"):
+        load_model(_glm53_flash_like(tmp_path, index_topk_freq=4))
+
+
+def test_glm53_flash_is_refused_on_both_engines(tmp_path: Path) -> None:
+    ref = _glm53_flash_like(tmp_path)
+    for engine, label in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")):
+        r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", ref, "--set", f"engine={engine}"])
+        assert r.exit_code == 2
+        assert (
+            f"kvplan does not yet plan linear-attention state layers ({tmp_path.name}, layer 0) on {label}" in r.output
+        )
+
+
+@pytest.mark.parametrize("archs", ["0\n0", ["Qwen3NextForCausalLM\r\nX"], "two words"])
+def test_an_architecture_that_is_not_one_word_fails_in_one_line(tmp_path: Path, archs: object) -> None:
+    # regression (found by tests/fuzz/test_hybrid_kinds.py): a string "0\n0" was echoed raw in the
+    # "is not a model kvplan plans" message, a two-line error
+    cfg = {"architectures": archs, "num_hidden_layers": 2, "num_attention_heads": 8, "hidden_size": 512,
+           "max_position_embeddings": 4096}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="expected a") as e:
+        load_model(str(tmp_path))
+    assert "\n" not in str(e.value)
