@@ -230,7 +230,8 @@ def simulate(
 
         published: tuple[tuple[int, int], ...] = ()
         kind = pub.mooncake_trace_kind(tr.path) if tr.format == "mooncake" else None
-        if kind is not None:
+        if kind is not None and win.start == 0:
+            # Figure 9 measures the whole trace: a last-50 % curve is not comparable with it
             published = tuple(pub.fig9_points(kind))
         if sweep is not None:
             if occupancy:

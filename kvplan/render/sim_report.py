@@ -216,7 +216,7 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
             count(p.capacity_units),
             _rate(p.hit_tokens, w.measured_tokens),
             _rate(p.hit_units, w.measured_units),
-            "yes" if p.filled_before_window else "no",
+            "yes" if (p.filled_before_window if w.window_start else p.filled) else "no",
         ]
         if s.published:
             row.append(f"{ref / 10_000:.1f}%" if ref is not None else "")
@@ -230,6 +230,7 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
                 "hit_units": p.hit_units,
                 "unit_rate_ppm": _ppm(p.hit_units, w.measured_units),
                 "filled_before_window": p.filled_before_window,
+                "filled": p.filled,
                 "evictions": p.evictions,
                 "peak_used_units": p.peak_used_units,
                 "published_ppm": ref,

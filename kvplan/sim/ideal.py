@@ -187,6 +187,7 @@ def fifo_curve(
     hit_tokens = [0] * len(caps)
     hit_units = [0] * len(caps)
     filled = [False] * len(caps)
+    filled_before = [False] * len(caps)
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -218,12 +219,15 @@ def fifo_curve(
                 if len(cache) >= cap:
                     popitem(last=False)
                 cache[b] = None
-            if not filled[k] and len(cache) >= cap and (r.index < start or not start):
+            if not filled[k] and len(cache) >= cap:
                 filled[k] = True
+                filled_before[k] = r.index < start
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    points = [SweepPoint(c, hit_tokens[k], hit_units[k], filled[k]) for k, c in enumerate(caps)]
+    points = [
+        SweepPoint(c, hit_tokens[k], hit_units[k], filled_before[k], filled=filled[k]) for k, c in enumerate(caps)
+    ]
     return Sweep(
         semantics="ideal",
         policy="fifo",
@@ -260,7 +264,7 @@ def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Windo
 
 
 _TREE_BITS = 16
-"""The Fenwick tree has at least 2**_TREE_BITS slots (tests lower it to exercise the renumbering)."""
+"""The Fenwick tree starts with 2**_TREE_BITS slots (tests lower it to exercise the renumbering)."""
 
 
 _DENSE_IDS = 1 << 25
@@ -280,12 +284,13 @@ def lru_curve(
 
     Memory is bounded by the largest capacity, not by the trace: only the ``max(capacities)`` most recently used
     blocks are tracked (a block deeper than that misses at every capacity), their reference times live in a
-    Fenwick tree in a typed array that is renumbered (dead times dropped) whenever it fills, and hits are counted
+    Fenwick tree in a typed array that is renumbered (dead times dropped) whenever it fills, and doubled only when
+    the live times fill more than half of it (so at most 4 × the tracked blocks), and hits are counted
     per capacity interval. The blocks ever seen (for the unbounded pool and the fill verdicts) are one byte per id.
     """
     caps = sorted(set(capacities))
     track = max(caps[-1], 1) if caps else 1
-    size = 1 << max(_TREE_BITS, (2 * track).bit_length())
+    size = 1 << _TREE_BITS
     tree = array("q", bytes(8 * (size + 1)))
     who = array("q", bytes(8 * (size + 1)))
     """Reference time -> the block referenced then (live while ``last[block]`` is that time)."""
@@ -340,8 +345,11 @@ def lru_curve(
             dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
         for b in reversed(ids):
             if now == size:
-                # renumber the live times 1..L in order (at most ``track`` <= size / 2 of them)
+                # renumber the live times 1..L in order (at most ``track`` of them), in a tree twice as large
+                # when they fill more than half of it
                 live = [who[x] for x in range(oldest, size + 1) if get(who[x]) == x]
+                if 2 * len(live) > size:
+                    size *= 2
                 tree = array("q", bytes(8 * (size + 1)))
                 who = array("q", bytes(8 * (size + 1)))
                 for x, blk in enumerate(live, 1):
@@ -391,7 +399,8 @@ def lru_curve(
                 capacity_units=c,
                 hit_tokens=at,
                 hit_units=bt,
-                filled_before_window=c <= distinct_before if start > 0 else c <= distinct,
+                filled_before_window=c <= distinct_before,
+                filled=c <= distinct,
             )
         )
     return Sweep(

@@ -119,6 +119,7 @@ class SimResult:
 
     @property
     def filled_before_window(self) -> bool:
+        """The pool was full before the first measured request ran (never under ``--window all``)."""
         return self.filled_at is not None and self.filled_at < self.window_start
 
     @property
@@ -132,8 +133,12 @@ class SweepPoint:
     hit_tokens: int
     hit_units: int
     filled_before_window: bool
+    """The pool was full before the first measured request ran (never under ``--window all``): the same meaning
+    as ``SimResult.filled_before_window``."""
     evictions: int | None = None
     peak_used_units: int | None = None
+    filled: bool = False
+    """The pool filled at some point of the replay (if not, a larger pool cannot hit more)."""
 
 
 @dataclass

@@ -126,8 +126,10 @@ def _run(cfg: SimConfig, requests: Iterator[Request], progress: Progress | None)
 def _point(cfg: SimConfig) -> tuple[SweepPoint, SimResult]:
     r = run_one(cfg)
     assert r.capacity_units is not None
-    filled = r.filled_before_window if r.window_start else r.filled_at is not None
-    p = SweepPoint(r.capacity_units, r.stats.hit_tokens, r.stats.hit_units, filled, r.evictions, r.peak_used_units)
+    p = SweepPoint(
+        r.capacity_units, r.stats.hit_tokens, r.stats.hit_units, r.filled_before_window, r.evictions,
+        r.peak_used_units, filled=r.filled_at is not None,
+    )  # fmt: skip
     r.stats.lengths = type(r.stats.lengths)("q")  # the curve keeps totals only: do not ship per-request lists back
     return p, r
 

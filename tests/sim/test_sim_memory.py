@@ -24,8 +24,8 @@ from tests.sim.test_sim_properties import ALL, BS, chained_traces
 
 @given(reqs=chained_traces(), caps=st.lists(st.integers(1, 12), min_size=1, max_size=4), last50=st.booleans())
 def test_curve_with_renumbering_equals_replays(reqs: list[Request], caps: list[int], last50: bool) -> None:
-    # a tree of 2 * max(caps) slots at least (rounded up to a power of two): it renumbers every few requests and
-    # forgets every block deeper than the largest capacity; the hits must still be leaf-LRU's at every capacity
+    # a tree that starts with 2 slots: it renumbers every few requests, doubles when the live times fill more than
+    # half of it, and forgets every block deeper than the largest capacity; the hits must still be leaf-LRU's
     win = ideal.Window("last50", len(reqs) // 2) if last50 else ALL
     with pytest.MonkeyPatch.context() as m:
         m.setattr(ideal, "_TREE_BITS", 1)
@@ -47,8 +47,8 @@ def _fresh(n: int) -> Iterator[Request]:
 def test_curve_memory_does_not_grow_with_the_trace() -> None:
     # 2,000 requests, 8,000 distinct blocks, capacities up to 100 blocks. The old curve kept a dict entry per
     # distinct block (about 100 B each with its ints: 800 KB) and a Python list of 8 B per reference; now: a tree
-    # of 2**8 = 256 slots here (2 arrays of 8-byte cells: 4 KB; 2**16 slots by default, a fixed 1 MiB), the 100
-    # most recent blocks (about 10 KB) and one byte per block id seen (8 KB)
+    # of 2**8 = 256 slots here (2 arrays of 8-byte cells: 4 KB; 2**16 slots to start with by default, 1 MiB), the
+    # 100 most recent blocks (about 10 KB) and one byte per block id seen (8 KB)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(ideal, "_TREE_BITS", 8)
         tracemalloc.start()

@@ -92,4 +92,4 @@ def test_one_pass_curve_equals_replays(traces: Path, kind: str, last50: bool) ->
         r = ideal.replay(tr.read(), block_tokens=512, capacity=p.capacity_units, policy="lru", window=win)
         assert (p.hit_tokens, p.hit_units) == (r.stats.hit_tokens, r.stats.hit_units), p.capacity_units
         assert curve.measured_tokens == r.stats.measured_tokens
-        assert p.filled_before_window == (r.filled_before_window if last50 else r.filled_at is not None)
+        assert (p.filled_before_window, p.filled) == (r.filled_before_window, r.filled_at is not None)
