@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
-from kvplan.runbook.doctor import CANNOT_CHECK, MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
+from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
+from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
 from kvplan.runbook.parse import At, Gib, Run
 
 _UNITS = {"tokens": "tokens", "rows": "rows per rank", "blocks": "blocks", "needed": "B needed"}
@@ -394,7 +395,7 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
         elif not a.admitted and b.unit:
             detail = f"needs {b.need:,} {b.unit}, has {b.have:,}; " + detail
         asked = "" if d.admission_asked else " (the server's context length; pass --ctx to ask)"
-        rows.append((f"2. a {a.request.total_tokens:,}-token request{asked}", verdict, detail))
+        rows.append((f"a {a.request.total_tokens:,}-token request{asked}", verdict, detail))
         for r in a.remedies[:3]:
             rows.append(("   would admit it", r.flags, f"{r.pool_tokens:,} tokens: {remedy_detail(r)}"))
     h = d.prefix
@@ -402,7 +403,7 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
         paid = h.pairs_paid * 1_000_000 // h.pairs_total if h.pairs_total else 0
         rows.append(
             (
-                f"3. a {h.hit_tokens:,}-token prefix hit in {h.ctx_tokens:,}",
+                f"a {h.hit_tokens:,}-token prefix hit in {h.ctx_tokens:,} tokens",
                 f"{ppm(h.saved_ppm)} of the indexer work saved",
                 f"reuses {h.reusable_tokens:,} tokens (naive hit ratio {ppm(h.naive_ppm)}); still paid: "
                 f"suffix × prefix {h.pairs_cross:,} + suffix {h.pairs_suffix:,} pairs = {ppm(paid)} of "
@@ -413,7 +414,7 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
     if dr is not None:
         rows.append(
             (
-                f"4. a decode step at context {dr.ctx_tokens:,}",
+                f"a decode step at context {dr.ctx_tokens:,} tokens",
                 f"indexer K read {size(dr.indexer_read_bytes)} per request",
                 f"{dr.ctx_tokens:,} × {dr.indexer_bytes_per_token:,} B: {dr.indexer_us:,} µs at "
                 f"{dr.hbm_bytes_per_s / 1e12:.2f} TB/s, linear in context and in batch; the weights "
@@ -422,57 +423,141 @@ def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
                 f"{dr.batch_equal:,} such requests read as much indexer K as weights",
             )
         )
-    return rows
+    return _numbered(rows)
+
+
+def _numbered(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Checks numbered from 1 in the order shown (a remedy row under its check is not a check)."""
+    out: list[tuple[str, str, str]] = []
+    n = 0
+    for label, verdict, detail in rows:
+        if label.startswith("   "):
+            out.append((label, verdict, detail))
+        else:
+            n += 1
+            out.append((f"{n}. {label}", verdict, detail))
+    return out
 
 
 # --------------------------------------------------------------------------- the report
 
 
 def _verdict(d: Diagnosis) -> str:
-    if d.status == CANNOT_CHECK:
-        if d.model.kind == "mha":
-            return (
-                f"CANNOT CHECK: the log's pool is MHA/GQA ({d.model.log_class or 'K size / V size'}); kvplan plans "
-                "MLA/DSA models: pass --model and --deploy for an MLA/DSA model"
-            )
-        return "CANNOT CHECK: the log has no pool lines"
+    """The one line read first: match, the cause, a refusal, another model, or what cannot be told and what to add."""
+    h = d.headline
     c = d.comparison
-    if d.status == MATCH and c is not None:
-        return (
-            f"MATCH: the pool is the one the config implies: {_value(c.logged, c.logged.value)} "
-            f"(expected {_range(c, c.logged)})"
-        )
-    if d.status == MATCH:
+    if h.kind == "refused" and d.startup is not None:
+        s = d.startup
+        text = f"REFUSED AT STARTUP (line {s.line}): "
+        if s.needed is not None and s.available is not None and s.max_model_len is not None:
+            text += (
+                f"max_model_len {s.max_model_len:,} tokens needs {_gib(s.needed)} of KV cache, {_gib(s.available)} "
+                "is available"
+            )
+            if s.estimated_max_len is not None:
+                text += f"; the largest that fits is {s.estimated_max_len:,} tokens"
+        else:
+            text += s.message
+        return text + ("; kvplan's plan predicts it" if s.predicted else "")
+    if h.kind == "match":
+        if c is not None:
+            return (
+                f"MATCH: the pool is the one the config implies: {_value(c.logged, c.logged.value)} "
+                f"(expected {_range(c, c.logged)})"
+            )
         return "MATCH: the log's figures are the ones the config implies"
+    if h.kind == "cause" and h.cause is not None:
+        text = f"CAUSE: {h.cause.name}"
+        if c is not None and c.logged.unit != "needed":
+            text += f" (the log's pool: {_value(c.logged, c.logged.value)}; the config's: {_value(c.logged, c.config)})"
+        if h.cause.fitted:
+            text += " — fitted: the log does not print this knob"
+        elif not h.cause.explains and h.cause.bytes_agree:
+            text += " — the log's byte figures fit its rows"
+            if h.missing:
+                text += "; add " + " and ".join(h.missing)
+        return text
+    if h.kind == "cause":
+        drifts = [r for r in d.revealed if r.drift]
+        if drifts:
+            r = drifts[0]
+            text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
+            if r.cell_after != r.cell_before:
+                text += f" (row {r.cell_before:,} B → {r.cell_after:,} B)"
+            if r.changes_pool:
+                text += f"; pool {r.config_pool:,} → {r.pool_after:,}"
+            return text
+    fact = d.byte_fact
+    if h.kind == "model":
+        name = d.config.arch.name if d.config else "the config's model"
+        text = "ANOTHER MODEL: "
+        if fact is not None:
+            text += (
+                f"the log's {fact.what} (line {fact.line}) is {nbytes(fact.low)} – {nbytes(fact.high)}; {name}'s rows "
+                f"take {nbytes(fact.config)}"
+            )
+        if d.model.log_class:
+            text += f"; the log's model is {d.model.log_class}"
+        return text + "; add --model (the server's model config) and --deploy"
+    if h.kind == "cannot_tell":
+        why = "the log lacks what the verdict needs"
+        if d.model.kind in ("class_differs", "mha"):
+            why = f"the log is from {d.model.log_class or 'another model'}, the config plans {d.model.arch_class}"
+        elif c is not None and not c.memory_from_log:
+            why = (
+                f"the log's pool is {_value(c.logged, c.logged.value)}, the config's memory gives "
+                f"{_value(c.logged, c.config)}, and the log prints no memory figure to tell why"
+            )
+            if fact is not None and fact.agrees:
+                why += f" (its rows are the config's: {fact.what}, line {fact.line})"
+        return f"CANNOT TELL: {why}; add " + " and ".join(h.missing)
     head = f"MISMATCH ({', '.join(d.problems)})"
     if c is not None and c.logged.unit != "needed":
         head += (
             f": the log's pool is {_value(c.logged, c.logged.value)}, the config implies {_value(c.logged, c.config)}"
         )
-    explaining = d.explaining
-    drifts = [r for r in d.revealed if r.drift]
-    if drifts:
-        r = drifts[0]
-        head += f"; the server ran {r.knob} {r.shown} where the config has {r.config_value}"
-        if r.cell_after != r.cell_before:
-            head += f" (cell {r.cell_before:,} → {r.cell_after:,} B)"
-    if explaining:
-        head += f"; cause: {explaining[0].name}"
-    elif d.startup is not None:
-        s = d.startup
-        if s.needed is not None and s.available is not None and s.max_model_len is not None:
-            head += (
-                f": vLLM refused to start, max_model_len {s.max_model_len:,} needs {_gib(s.needed)} of KV and "
-                f"{_gib(s.available)} is available"
-            )
-        else:
-            head += f": the engine stopped: {s.message}"
-        head += " (kvplan's plan predicts it)" if s.predicted else " (kvplan's plan does not predict it)"
-    return head
+    if fact is not None and not fact.agrees:
+        head += (
+            f"; the rows' bytes differ ({fact.what}: {nbytes(fact.low)} – {nbytes(fact.high)}, "
+            f"config {nbytes(fact.config)})"
+        )
+    return head + "; no known cause explains it (the details list what was tested)"
+
+
+def _fact_value(f: Fact) -> str:
+    if f.unit == TEXT:
+        return f.text
+    lo, hi = f.low or 0, f.high or 0
+    if f.unit == BYTES:
+        if f.text:
+            return f"{f.text} (±0.005 GiB)" if hi - lo < (1 << 24) else f.text
+        show = nbytes if hi < (1 << 20) else size
+        return show(lo) if lo == hi else f"{show(lo)} – {show(hi)}"
+    return f"{lo:,} {f.unit}" if lo == hi else f"{lo:,} – {hi:,} {f.unit}"
+
+
+_ORDER = {1: "1 bytes", 2: "2 memory", 3: "3 counts", 4: "4 derived"}
+
+
+def _evidence_rows(d: Diagnosis, e: Evidence) -> tuple[tuple[str, ...], ...]:
+    rows: list[tuple[str, ...]] = []
+    f = d.byte_fact
+    if f is not None:
+        show = nbytes if f.high < (1 << 20) else size
+        span = f"{show(f.low)} – {show(f.high)} vs {show(f.config)}"
+        rows.append(("1 bytes", f"{f.what} vs the config's rows", span,
+                     "agrees" if f.agrees else "DIFFERS", f"line {f.line}"))  # fmt: skip
+    for x in e.facts:
+        rows.append((_ORDER[x.order], x.name, _fact_value(x), x.how, f"line {x.line}" if x.line else ""))
+    return tuple(rows)
 
 
 def doctor_report(d: Diagnosis) -> Report:
-    sections = [_log_section(d)]
+    sections = []
+    if d.evidence is not None:
+        sections.append(Section("Evidence, in the order it decides", _evidence_rows(d, d.evidence),
+                                ("order", "fact", "value", "how", "where")))  # fmt: skip
+    sections.append(_log_section(d))
     figures = _figures(d.run)
     if figures:
         sections.append(Section("What the log reports", tuple(figures), ("line", "value", "where")))
@@ -569,7 +654,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             for t in d.memory
         ],
         "pool": None,
-        "causes": [{k: v for k, v in asdict(cause).items() if k != "plan"} for cause in d.causes],
+        "causes": [{f.name: getattr(cause, f.name) for f in fields(cause) if f.name != "plan"} for cause in d.causes],
         "per_rank": asdict(d.per_rank) if d.per_rank else None,
         "kv_size": (
             {

@@ -33,7 +33,9 @@ from typing import Any
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import sglang_rules, vllm_rules
+from kvplan.engines.versions import SGLANG as SGLANG_ROWS
+from kvplan.engines.versions import VLLM as VLLM_ROWS
+from kvplan.engines.versions import parse_version, rules_for, sglang_rules, vllm_rules
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
@@ -42,6 +44,7 @@ from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES, Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
+from kvplan.runbook.evidence import Evidence, gather
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
@@ -49,6 +52,16 @@ from kvplan.units import GiB, cdiv
 MATCH = "match"
 MISMATCH = "mismatch"
 CANNOT_CHECK = "cannot_check"
+CANNOT_TELL = "cannot_tell"
+
+# The class an engine prints for a model is not always the config's: SGLang and vLLM serve DeepSeek-V3.2 with the V3
+# class (DeepseekV3ForCausalLM: the checkpoint's own architectures field says DeepseekV32ForCausalLM), and the MTP
+# drafter prints its NextN class.
+CLASS_ALIASES: dict[str, frozenset[str]] = {
+    "DeepseekV32ForCausalLM": frozenset({"DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN"}),
+    "DeepseekV3ForCausalLM": frozenset({"DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"}),
+    "KimiK25ForConditionalGeneration": frozenset({"DeepseekV3ForCausalLM"}),
+}
 
 
 # --------------------------------------------------------------------------- results
@@ -156,6 +169,45 @@ class Cause:
     high: int
     explains: bool
     plan: PoolPlan | None = None
+    contradicted: str = ""
+    """The byte fact of the log this cause contradicts (then it is never reported as the cause)."""
+    fitted: bool = False
+    """Found by fitting a knob the log does not show (a memory fraction, a cap), not from a figure of the log."""
+    bytes_agree: bool | None = None
+    """Whether this cause's rows have the bytes the log's byte figures give (None: not checked or no figure)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ByteFact:
+    """What the log's own byte figures say about the bytes of one pool row (SGLang: 'KV size' for '#tokens' rows;
+    vLLM: 'Available KV cache memory' over the blocks), against the config's. Evidence first: a cause that
+    contradicts it is never reported."""
+
+    what: str
+    line: int
+    low: int
+    high: int
+    """Bytes per pool row (SGLang: per row of one rank; vLLM: per block) the figures allow."""
+    config: int
+    """The config's bytes for the same row or block."""
+    unit: str
+    """'B per row' or 'B per block'."""
+
+    @property
+    def agrees(self) -> bool:
+        return self.low <= self.config <= self.high
+
+
+@dataclass(frozen=True, kw_only=True)
+class Headline:
+    """The one line a person reads first: what the doctor can say, in evidence order."""
+
+    kind: str
+    """'match', 'cause' (one known cause explains the log), 'model' (the log is from another model: its bytes per
+    row disagree), 'refused' (the engine refused to start), 'mismatch' (a gap no known cause explains), or
+    'cannot_tell' (the log lacks what the verdict needs: ``missing`` says what to add)."""
+    cause: Cause | None = None
+    missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,10 +312,13 @@ class Diagnosis:
     admission_asked: bool
     prefix: PrefixHit | None
     decode: DecodeRead | None
+    byte_fact: ByteFact | None = None
+    headline: Headline = Headline(kind="cannot_tell")
+    evidence: Evidence | None = None
 
     @property
     def explaining(self) -> tuple[Cause, ...]:
-        return tuple(c for c in self.causes if c.explains)
+        return tuple(c for c in self.causes if c.explains and not c.contradicted)
 
     @property
     def ok(self) -> bool:
@@ -391,7 +446,7 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
         if a.has("speculative_algorithm"):
             algorithm = a.text("speculative_algorithm")
             if algorithm is None:
-                put("speculative_num_draft_tokens", 0, "None", "server_args speculative_algorithm", line)
+                put("speculative_num_draft_tokens", 0, "off", "server_args speculative_algorithm", line)
             else:
                 drafts = a.integer("speculative_num_draft_tokens") or (a.integer("speculative_num_steps") or 0) + 1
                 put("speculative_num_draft_tokens", drafts, f"{algorithm}, {drafts} draft tokens",
@@ -464,7 +519,7 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
         if a.has("speculative_config"):
             spec = a.raw("speculative_config") or "None"
             if spec == "None":
-                put("speculative_num_draft_tokens", 0, "None", f"{where} speculative_config", line)
+                put("speculative_num_draft_tokens", 0, "off", f"{where} speculative_config", line)
             else:
                 import re
 
@@ -585,6 +640,10 @@ def _logged_pool(run: Run, engine: str) -> LoggedPool | None:
         o = run.override
         return LoggedPool(value=o.value.profiled_blocks, unit="blocks", source="Overriding num_gpu_blocks",
                           line=o.line, pool_tokens=None)  # fmt: skip
+    if run.v0_blocks is not None:
+        b = run.v0_blocks
+        return LoggedPool(value=b.value.gpu_blocks, unit="blocks", source=f"# {b.value.device} blocks (vLLM V0)",
+                          line=b.line, pool_tokens=None)  # fmt: skip
     if run.kv_cache_size is not None:
         size = run.kv_cache_size
         return LoggedPool(
@@ -714,6 +773,8 @@ def _sglang_memory(arch: ModelArch, dep: Deployment, p: PoolPlan, run: Run, note
 
 def _vllm_memory(arch: ModelArch, dep: Deployment, p: PoolPlan, run: Run) -> _LogMemory:
     avail_at = smallest(run.available_kv)
+    if avail_at is None and run.v0_memory is not None and run.v0_memory.value.kv is not None:
+        avail_at = At(run.v0_memory.value.kv, run.v0_memory.line, run.v0_memory.rank)  # V0: kv_cache_size / the rest
     loading_at = largest(run.model_loading)
     terms = [
         MemoryTerm(
@@ -861,6 +922,26 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
     return out
 
 
+def _version_hypotheses(dep: Deployment, p: PoolPlan, revealed: dict[str, object]) -> list[_Hypothesis]:
+    """The engine's other version rows (kvplan/engines/versions.py), when the log does not print its version:
+    each row's own accounting (budget cell, what the 'KV size' holds, defaults) is a known cause."""
+    if "engine_version" in revealed:
+        return []
+    rows = SGLANG_ROWS if dep.engine == "sglang" else VLLM_ROWS
+    current = rules_for(dep.engine, dep.engine_version)
+    out = []
+    for row in rows:
+        if not row.modelled or not row.reference[:1].isdigit() or row.label == current.label:
+            continue
+        if dep.engine == "sglang" and row.reference == "0.5.9" and p.arch.is_dsa:
+            continue  # the indexer-on-all-layers hypothesis is this row
+        engine = "SGLang" if dep.engine == "sglang" else "vLLM"
+        out.append(_Hypothesis("version", f"the rules of {engine} {row.label} (the log prints no version)",
+                               f"--set engine_version={row.reference}", None,
+                               (("engine_version", row.reference),)))  # fmt: skip
+    return out
+
+
 def _range_plans(arch: ModelArch, deps: tuple[Deployment, ...], h: _Hypothesis | None) -> tuple[PoolPlan, ...] | None:
     a = h.arch if h is not None and h.arch is not None else arch
     changes = dict(h.changes) if h is not None else {}
@@ -932,6 +1013,7 @@ def _mem_fraction(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan,
         low=lp.value,
         high=lp.value,
         explains=True,
+        fitted=True,
         plan=plan,
     )
 
@@ -964,7 +1046,7 @@ def _model_check(arch: ModelArch, run: Run) -> ModelCheck:
         kind = "mha"
     elif run.model_class is None:
         kind = "unknown"
-    elif run.model_class != arch.architecture:
+    elif run.model_class != arch.architecture and run.model_class not in CLASS_ALIASES.get(arch.architecture, ()):
         kind = "class_differs"
     else:
         kind = "ok"
@@ -980,7 +1062,22 @@ def _allocated_for_rows(arch: ModelArch, dep: Deployment, rows: int) -> int | No
          "max_total_tokens": rows},
     )  # fmt: skip
     p = _plan(arch, big)
-    return p.allocated_bytes if p is not None and p.rows == rows else None
+    if p is None or p.rows != rows:
+        return None
+    return p.allocated_bytes - _index_outside_kv_size(p, rows)
+
+
+KV_SIZE_WITH_INDEX = (0, 5, 4)
+"""SGLang prints the index-K buffers in 'KV size' from sgl-project/sglang#11309 (0.5.4) on; before it the figure was
+the MLA rows alone (the PR: 'KV size including index is actually 65.49 GB' where main printed 54.52 GB;
+tests/data/logs/field/sglang-deepseek-v3.2-exp-b200-sglang-pr-11309-main.log)."""
+
+
+def _index_outside_kv_size(p: PoolPlan, rows: int) -> int:
+    """The index-K bytes of ``rows`` rows that the engine's 'KV size' leaves out (SGLang before 0.5.4)."""
+    if p.engine != "sglang" or not p.indexer_layers or parse_version(p.engine_version) >= KV_SIZE_WITH_INDEX:
+        return 0
+    return (rows + p.page_tokens) * p.indexer_bytes_per_layer * p.indexer_layers
 
 
 def _implied(lo_avail: int, hi_avail: int, rows: int, page: int, arch: ModelArch, dcp: int, how: str) -> Implied:
@@ -1110,6 +1207,15 @@ def diagnose(
             admission_asked=False,
             prefix=None,
             decode=None,
+            headline=Headline(
+                kind="cannot_tell",
+                missing=(
+                    f"--model for {model.log_class or 'the log’s model'} (its pool is K/V rows; the config plans "
+                    f"{model.arch_class}, an MLA model)",
+                    "--deploy for its deployment",
+                ),
+            ),
+            evidence=gather(run),
         )
 
     config = plan_pool(arch, dep)
@@ -1154,13 +1260,26 @@ def diagnose(
         )
         if not within:
             problems.append("accounting" if memory.deps is not None else "pool")
-            causes = _causes(arch, deps, base, pool, slack, {r.knob: r.value for r in revealed})
+            known = {r.knob: r.value for r in revealed}
+            if run.version is not None:
+                known["engine_version"] = run.version.value
+            causes = _causes(arch, deps, base, pool, slack, known)
     elif not run.complete:
         problems.append("incomplete")
 
+    # evidence first: the log's byte figures fix the row; a cause whose rows they contradict is never the cause
+    base_bytes = _bytes_agree(base, run, memory, pool)
+    byte_fact = base_bytes[1]
+    causes = [_filtered(arch, c, base_bytes[0], run, memory, pool) for c in causes]
+    if pool is not None and comparison is not None and not comparison.within:
+        cap = _cap(base, pool, comparison, base_bytes[0], run)
+        if cap is not None:
+            causes.append(cap)
+    causes.sort(key=lambda c: (not c.explains or bool(c.contradicted), c.fitted, "+" in c.key))
+
     best = base
     for c in causes:
-        if c.explains and c.plan is not None:
+        if c.explains and not c.contradicted and c.plan is not None:
             best = c.plan
             break
 
@@ -1197,6 +1316,8 @@ def diagnose(
     pool_tokens = pool.pool_tokens if pool is not None else None
     if pool_tokens is None and run.override is not None:
         pool_tokens = run.override.value.blocks * best.page_tokens * best.dcp
+    elif pool_tokens is None and pool is not None and pool.unit == "blocks":
+        pool_tokens = pool.value * best.page_tokens * best.dcp
     if pool_tokens is None and pool is not None and pool.unit == "rows":
         pool_tokens = pool.value * best.dcp
     asked = ctx is not None
@@ -1222,6 +1343,7 @@ def diagnose(
     decode = _decode(best, decode_ctx, weights, "the log" if weights_log else "the config")
     if run.errors and startup is None:
         problems.append("startup")
+    headline = _headline(model, comparison, causes, byte_fact, startup, problems, memory, revealed)
     return Diagnosis(
         log=log,
         run=run,
@@ -1247,12 +1369,131 @@ def diagnose(
         admission_asked=asked,
         prefix=prefix,
         decode=decode,
+        byte_fact=byte_fact,
+        headline=headline,
+        evidence=gather(run),
     )
+
+
+def _bytes_agree(
+    p: PoolPlan, run: Run, memory: _LogMemory, pool: LoggedPool | None
+) -> tuple[bool | None, ByteFact | None]:
+    """Whether plan ``p``'s rows have the bytes the log's own figures give them (None: the log gives none)."""
+    if p.engine == "sglang" and run.kv:
+        k = run.kv[0]
+        rows = k.value.tokens
+        alloc = _allocated_for_rows(p.arch, p.deployment, rows) if rows else None
+        if alloc is None:
+            return None, None
+        if k.value.kv is not None:
+            g = k.value.kv
+            fact = ByteFact(what=f"KV size {g.text} GiB for {rows:,} rows", line=k.line, low=g.low_bytes,
+                            high=g.high_bytes, config=alloc, unit="B for the logged rows")  # fmt: skip
+            return fact.agrees, fact
+        if k.value.k is not None and k.value.v is not None:
+            kk, vv = k.value.k, k.value.v
+            fact = ByteFact(what=f"K size {kk.text} GiB + V size {vv.text} GiB for {rows:,} rows", line=k.line,
+                            low=kk.low_bytes + vv.low_bytes, high=kk.high_bytes + vv.high_bytes, config=alloc,
+                            unit="B for the logged rows")  # fmt: skip
+            return fact.agrees, fact
+        return None, None
+    if p.engine == "vllm" and pool is not None and memory.available_low is not None and memory.available_high:
+        bpb = p.extras.get("bytes_per_block", 0)
+        if pool.unit == "blocks":
+            blocks = pool.value
+        elif pool.unit == "tokens" and not pool.max_model_len:
+            blocks = pool.value // max(p.page_tokens * p.dcp, 1)
+        else:
+            return None, None
+        if not bpb or blocks <= 0:
+            return None, None
+        fact = ByteFact(what=f"KV budget over {blocks:,} blocks", line=pool.line,
+                        low=memory.available_low // (blocks + 1) + 1, high=memory.available_high // blocks,
+                        config=bpb, unit="B per block")  # fmt: skip
+        return fact.agrees, fact
+    return None, None
+
+
+def _filtered(arch: ModelArch, c: Cause, base_agrees: bool | None, run: Run, memory: _LogMemory,
+              pool: LoggedPool | None) -> Cause:  # fmt: skip
+    """A cause the log's byte figures contradict is marked so (and never reported as the cause)."""
+    if c.plan is not None and not c.fitted:
+        agrees, fact = _bytes_agree(c.plan, run, memory, pool)
+        if agrees is False and fact is not None:
+            return replace(c, contradicted=f"{fact.what} (line {fact.line})", bytes_agree=False)
+        return replace(c, bytes_agree=agrees)
+    # a fitted knob that keeps the rows (a memory fraction, a page, a block) cannot explain rows of other bytes
+    if base_agrees is False:
+        return replace(c, contradicted="the log's byte figures: its rows are not the config's")
+    return c
+
+
+def _cap(base: PoolPlan, lp: LoggedPool, c: Comparison, agrees: bool | None, run: Run) -> Cause | None:
+    """A round pool below what the memory allows, with rows of the right bytes: a token cap, not another model."""
+    if agrees is False or lp.unit not in ("tokens", "rows", "blocks") or lp.value >= c.low:
+        return None
+    if lp.value % 1000 and lp.value % 1024:
+        return None
+    if base.engine == "sglang":
+        name = (f"a --max-total-tokens cap: the pool is the round {lp.value:,}, below the {c.low:,} the memory "
+                "allows")  # fmt: skip
+        change = f"--set max_total_tokens={lp.value}"
+    else:
+        name = (f"a cap on the KV cache (--kv-cache-memory or --num-gpu-blocks-override): the pool is the round "
+                f"{lp.value:,}, below the {c.low:,} the memory allows")  # fmt: skip
+        change = ""
+    args = run.args.value if run.args is not None else None
+    if args is not None and args.integer("max_total_tokens") not in (None, lp.value):
+        return None
+    return Cause(key="cap", name=name, change=change, cell_bytes=base.cell.total_bytes,
+                 expected_cell_bytes=base.cell.total_bytes, value=lp.value, low=lp.value, high=lp.value, explains=True,
+                 plan=None, fitted=True)  # fmt: skip
+
+
+def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact: ByteFact | None,
+              startup: StartupCheck | None, problems: list[str], memory: _LogMemory,
+              revealed: tuple[Revealed, ...]) -> Headline:  # fmt: skip
+    """Evidence first: a refusal; then the byte facts (rows of other bytes: another model, or the cause that makes
+    them); then the budget; only then fitted knobs. Never a cause the byte facts contradict."""
+    if startup is not None:
+        return Headline(kind="refused")
+    explaining = [x for x in causes if x.explains and not x.contradicted]
+    other_model = model.kind == "class_differs"
+    if fact is not None and not fact.agrees:
+        named = [x for x in explaining if not x.fitted]
+        if named:
+            return Headline(kind="cause", cause=named[0])
+        rows = [x for x in causes if x.bytes_agree and "+" not in x.key]
+        if rows:  # the rows are this cause's; the count needs the budget the log does not print
+            missing = () if c is None or c.memory_from_log else (
+                "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end') to check the count",
+            )  # fmt: skip
+            return Headline(kind="cause", cause=rows[0], missing=missing)
+        if other_model or model.kind == "unknown":
+            return Headline(kind="model", missing=("--model: the config of the model the server ran",))
+        return Headline(kind="mismatch")
+    if other_model and fact is None:
+        return Headline(kind="cannot_tell", missing=(
+            f"--model for {model.log_class} (the log's model; the config plans {model.arch_class})",
+            "--deploy for its deployment",
+        ))  # fmt: skip
+    if not problems:
+        return Headline(kind="match")
+    if explaining:
+        return Headline(kind="cause", cause=explaining[0])
+    if any(r.drift for r in revealed):
+        return Headline(kind="cause")
+    if c is not None and not c.within and not c.memory_from_log:
+        return Headline(kind="cannot_tell", missing=(
+            "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end'; vLLM: 'Available KV cache "
+            "memory')",
+        ))  # fmt: skip
+    return Headline(kind="mismatch")
 
 
 def _causes(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan, lp: LoggedPool, slack: int,
             revealed: dict[str, object]) -> list[Cause]:  # fmt: skip
-    hypotheses = _hypotheses(arch, deps[0], base, revealed)
+    hypotheses = _hypotheses(arch, deps[0], base, revealed) + _version_hypotheses(deps[0], base, revealed)
     tested = [c for h in hypotheses if (c := _test(arch, deps, base, lp, slack, h)) is not None]
     tested = [c for c in tested if c.value != _measure(base, lp) or c.explains]
     if base.engine == "sglang" and "mem_fraction_static" not in revealed:
@@ -1294,6 +1535,29 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
             planned_estimate_low=lo,
             planned_estimate_high=hi,
         )
+    if run.v0_max_len_error is not None:
+        v0 = run.v0_max_len_error
+        return StartupCheck(
+            message=(
+                f"vLLM V0 refused to start: max seq len {v0.value.max_model_len:,} tokens is more than the "
+                f"{v0.value.kv_tokens:,} tokens the KV cache holds"
+            ),
+            line=v0.line,
+            max_model_len=v0.value.max_model_len,
+            needed=None,
+            available=None,
+            estimated_max_len=v0.value.kv_tokens,
+            predicted=best.startup_error is not None,
+            planned_needed_bytes=None,
+            planned_estimate_low=None,
+            planned_estimate_high=None,
+        )
+    if run.negative_profile is not None and not run.errors:
+        n = run.negative_profile
+        return StartupCheck(message=f"SGLang: {n.value} (the weights left no room for the KV cache)", line=n.line,
+                            max_model_len=None, needed=None, available=None, estimated_max_len=None,
+                            predicted=best.startup_error is not None, planned_needed_bytes=None,
+                            planned_estimate_low=None, planned_estimate_high=None)  # fmt: skip
     if run.errors:
         err = run.errors[0]
         return StartupCheck(

@@ -110,8 +110,9 @@ def test_sglang_0_5_9_report_prints_the_ratio(tmp_path: Path) -> None:
     r = cli(tmp_path, fixture("sglang-0.5.9-glm53-indexer-all-layers.log"))
     assert r.exit_code == 1
     out = " ".join(r.stdout.split())
-    assert "MISMATCH" in out and "SGLang 0.5.9 semantics" in out
-    assert "55,224/53,940 = 1.0238" in out  # 55,224 / 53,940 = 1.02380
+    # the headline names the cause (issue 14: one headline, then the evidence)
+    assert "0.5.9 CAUSE: indexer on all 78 layers" in out
+    assert "SGLang 0.5.9 semantics" in out and "55,224/53,940 = 1.0238" in out  # 55,224 / 53,940 = 1.02380
 
 
 def test_dcp8_is_not_a_mismatch_when_the_config_has_it() -> None:
@@ -217,7 +218,7 @@ def test_real_sglang_mha_cannot_be_planned(tmp_path: Path) -> None:
     r = cli(tmp_path, text)
     out = " ".join(r.stdout.split())
     assert r.exit_code == 1
-    assert "CANNOT CHECK" in out and "Qwen2ForCausalLM" in out and "--model" in out and ": consistent" in out
+    assert "CANNOT TELL: the log is from Qwen2ForCausalLM" in out and "--model" in out and ": consistent" in out
 
 
 def test_real_vllm_kimi_tp8_reproduces_the_collector_arithmetic() -> None:
@@ -308,11 +309,26 @@ def test_hidden_causes(rows: int, key: str, cell: int) -> None:
 
 def test_hidden_memory_fraction() -> None:
     # mfs 0.850: int((44.34 − 138.80 × 0.15) GiB) = 25,254,407,700 B // 53,940 = 468,194 -> 468,160;
-    # 0.001 of 138.80 GiB is ~2,763 tokens, so only 0.850 fits
-    d = run_doctor(sglang_log(468_160))
+    # 0.001 of 138.80 GiB is ~2,763 tokens, so only 0.850 fits. The KV size of those rows: (468,160 + 64 padding)
+    # × 53,940 B = 25,256,002,560 B = 23.5214 GiB -> "23.52" (the rows are the config's: the fit is allowed)
+    d = run_doctor(sglang_log(468_160, kv_size="23.52"))
     mf = next(c for c in d.explaining if c.key == "mem_fraction")
     assert mf.name == "mem_fraction_static 0.850 instead of 0.886"
-    assert mf.change == "--set mem_fraction_static=0.850"
+    assert mf.change == "--set mem_fraction_static=0.850" and mf.fitted and not mf.contradicted
+    assert d.byte_fact is not None and d.byte_fact.agrees and d.headline.kind == "cause"
+
+
+def test_fitted_memory_fraction_is_never_reported_against_the_byte_facts() -> None:
+    # regression (issue 14, the DeepSeek-V3.2-Exp B200 shape): the same pool with a KV size of 28.52 GiB for
+    # 468,160 rows: 30,617,748,112 .. 30,628,485,529 B, i.e. 65,397 .. 65,420 B per row where the config's rows
+    # take 25,256,002,560 B (53,940 B each). A memory fraction (0.850) fits the count, but the rows are not the
+    # config's rows: the fit is contradicted and never the headline
+    d = run_doctor(sglang_log(468_160))
+    assert d.byte_fact is not None and not d.byte_fact.agrees
+    assert (d.byte_fact.low, d.byte_fact.high, d.byte_fact.config) == (30_617_748_112, 30_628_485_529, 25_256_002_560)
+    assert all(c.key != "mem_fraction" for c in d.explaining)
+    mf = next(c for c in d.causes if c.key == "mem_fraction")
+    assert mf.contradicted and d.headline.kind != "cause"
 
 
 def test_dcp_from_the_ratio_of_the_two_lines() -> None:

@@ -1,0 +1,295 @@
+"""What a start-up log says on its own, before any config is compared with it (pure; issue 14 items 2 and 3).
+
+The doctor orders what it knows: (1) byte facts the log states (SGLang's 'KV size' / 'K size' + 'V size' for
+'#tokens' rows; vLLM's 'Available KV cache memory' over 'GPU KV cache size' or V0's '# GPU blocks') fix the bytes
+of one pool row; (2) its memory figures fix the budget (SGLang 'Load weight begin/end', 'Memory pool end'; vLLM
+'Model loading took', V0's memory profile); (3) only what is left is fitted. This module gathers (1) and (2) and
+derives what the log does not print:
+
+- the pool's bytes from the drop in free memory between 'Load weight end' and 'Memory pool end' when there is no
+  KV line (the drop also holds the request-to-token table and, on SGLang, the allocator's free lists: an upper
+  bound, said so);
+- the weights from the free memory before and after loading (``begin − end``) when 'mem usage' is not printed;
+- bytes per pool row from the pool figures, and for a K/V (GQA) pool the kv heads × head_dim × layers that fit;
+- model candidates among kvplan's presets (and ``--model``), ranked by how far their bytes per row are from the
+  log's.
+
+Every size is an int of bytes; a printed GiB figure keeps its rounding (``Gib``: ±half a unit of its last decimal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.runbook.parse import At, Gib, Run, largest, smallest
+from kvplan.units import cdiv
+
+BYTES = "bytes"
+TOKENS = "tokens"
+ROWS = "rows per rank"
+BLOCKS = "blocks"
+TEXT = "text"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact:
+    """One row of the evidence table: a figure the log prints, or one derived from such figures."""
+
+    order: int
+    """1 byte facts (fix the layout), 2 memory figures (fix the budget), 3 counts and settings, 4 derived."""
+    name: str
+    low: int | None = None
+    high: int | None = None
+    """A figure's range in its unit (equal for an exact count; a printed GiB figure's rounding for bytes)."""
+    unit: str = TEXT
+    text: str = ""
+    """For a TEXT fact: the value as the log prints it; for others, the printed figure when there is one."""
+    line: int | None = None
+    how: str = ""
+    """For a derived fact: the arithmetic."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    name: str
+    bytes_per_row: int
+    distance_ppm: int
+    """|candidate − the log's mid value| / the log's mid value, in parts per million."""
+    fits: bool
+    """Within the log's range."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    engine: str | None
+    version: str | None
+    generation: str | None
+    model_class: str | None
+    model_path: str | None
+    pool_value: int | None
+    pool_unit: str | None
+    pool_line: int | None
+    per_row_low: int | None = None
+    per_row_high: int | None = None
+    per_row_unit: str = ""
+    """'B per row' (SGLang: one rank's row), 'B per token' or 'B per block' (vLLM)."""
+    per_row_how: str = ""
+    per_row_line: int | None = None
+    refused: str | None = None
+    refused_line: int | None = None
+    facts: tuple[Fact, ...] = ()
+    gqa_shapes: tuple[str, ...] = ()
+    candidates: tuple[Candidate, ...] = ()
+    missing: tuple[str, ...] = ()
+
+    @property
+    def has_bytes(self) -> bool:
+        return self.per_row_low is not None and self.per_row_high is not None
+
+
+def _gib_fact(order: int, name: str, at: At[Gib] | None) -> Fact | None:
+    if at is None:
+        return None
+    g = at.value
+    return Fact(order=order, name=name, low=g.low_bytes, high=g.high_bytes, unit=BYTES, text=f"{g.text} GiB",
+                line=at.line)  # fmt: skip
+
+
+def gather(run: Run) -> Evidence:
+    """The evidence table of one server start, in the doctor's order."""
+    facts: list[Fact] = []
+    missing: list[str] = []
+
+    def add(f: Fact | None) -> None:
+        if f is not None:
+            facts.append(f)
+
+    pool_value: int | None = None
+    pool_unit: str | None = None
+    pool_line: int | None = None
+    lo = hi = None
+    unit = how = ""
+    per_line: int | None = None
+    refused: str | None = None
+    refused_line: int | None = None
+    shapes: tuple[str, ...] = ()
+
+    if run.engine == "sglang":
+        k = run.kv[0] if run.kv else None
+        if run.summary is not None:
+            pool_value, pool_unit, pool_line = run.summary.value.max_total_num_tokens, TOKENS, run.summary.line
+            add(Fact(order=3, name="max_total_num_tokens (logical: rows × dcp)", low=pool_value, high=pool_value,
+                     unit=TOKENS, line=pool_line))  # fmt: skip
+        if k is not None:
+            rows = k.value.tokens
+            add(Fact(order=3, name="KV Cache is allocated #tokens (rows per rank)", low=rows, high=rows, unit=ROWS,
+                     line=k.line))  # fmt: skip
+            if pool_value is None:
+                pool_value, pool_unit, pool_line = rows, ROWS, k.line
+            if k.value.kv is not None:
+                add(_gib_fact(1, "KV size (the pool tensors of one rank)", At(k.value.kv, k.line)))
+                # rows + one padding page of rows are allocated; the page is 1 (MHA/MLA) to 64 (DSA): the range
+                # covers both ends
+                lo = k.value.kv.low_bytes // (rows + 64) if rows else None
+                hi = k.value.kv.high_bytes // rows if rows else None
+                unit, how, per_line = "B per row", "KV size / (#tokens + the padding page)", k.line
+            elif k.value.k is not None and k.value.v is not None:
+                add(_gib_fact(1, "K size (one rank)", At(k.value.k, k.line)))
+                add(_gib_fact(1, "V size (one rank)", At(k.value.v, k.line)))
+                if rows:
+                    lo = (k.value.k.low_bytes + k.value.v.low_bytes) // (rows + 1)
+                    hi = (k.value.k.high_bytes + k.value.v.high_bytes) // (rows + 1)
+                    unit, how, per_line = "B per row", "(K size + V size) / (#tokens + 1 padding row)", k.line
+        begin = smallest(run.load_begin)
+        end = smallest(At(e.value.avail, e.line, e.rank) for e in run.load_end if e.value.avail is not None)
+        usage = largest(At(e.value.usage, e.line, e.rank) for e in run.load_end if e.value.usage is not None)
+        pool_end = smallest(run.pool_end)
+        add(_gib_fact(2, "free before the weights (Load weight begin avail mem)", begin))
+        add(_gib_fact(2, "free after the weights (Load weight end avail mem)", end))
+        add(_gib_fact(2, "weights (Load weight end mem usage)", usage))
+        add(_gib_fact(2, "free after the pool (Memory pool end avail mem)", pool_end))
+        if usage is None and begin is not None and end is not None:
+            add(Fact(order=4, name="weights, derived", low=max(begin.value.low_bytes - end.value.high_bytes, 0),
+                     high=begin.value.high_bytes - end.value.low_bytes, unit=BYTES,
+                     how="Load weight begin avail mem − Load weight end avail mem"))  # fmt: skip
+        if end is not None and pool_end is not None:
+            drop_lo = max(end.value.low_bytes - pool_end.value.high_bytes, 0)
+            drop_hi = end.value.high_bytes - pool_end.value.low_bytes
+            add(Fact(order=4, name="the pool and its tables, derived", low=drop_lo, high=drop_hi, unit=BYTES,
+                     how="Load weight end avail mem − Memory pool end avail mem (an upper bound on the KV pool: "
+                     "the request-to-token table is in it too)"))  # fmt: skip
+            if lo is None and pool_value:
+                rows = pool_value
+                lo, hi = 0, drop_hi // rows
+                unit, how, per_line = "B per row (at most)", "the free-memory drop / rows", pool_end.line
+        if run.args is not None:
+            for key in ("tp_size", "dp_size", "mem_fraction_static", "kv_cache_dtype", "max_total_tokens",
+                        "context_length", "page_size"):  # fmt: skip
+                v = run.args.value.text(key)
+                if v is not None:
+                    add(Fact(order=3, name=f"server_args {key}", text=v, line=run.args.line))
+        if begin is None or end is None:
+            missing.append("the 'Load weight begin' and 'Load weight end' lines (the budget)")
+        if k is None and run.summary is None:
+            missing.append("the 'KV Cache is allocated' line or the scheduler summary (the pool)")
+        if run.errors:
+            refused, refused_line = run.errors[0].value, run.errors[0].line
+        elif run.negative_profile is not None:
+            refused, refused_line = run.negative_profile.value, run.negative_profile.line
+    elif run.engine == "vllm":
+        avail = smallest(run.available_kv)
+        v0 = run.v0_memory
+        if avail is None and v0 is not None and v0.value.kv is not None:
+            avail = At(v0.value.kv, v0.line, v0.rank)
+        loading = largest(run.model_loading)
+        add(_gib_fact(2, "KV budget (Available KV cache memory; V0: kv_cache_size)", avail))
+        add(_gib_fact(2, "weights (Model loading took)", loading))
+        if v0 is not None:
+            add(_gib_fact(2, "GPU memory (total_gpu_memory)", At(v0.value.total, v0.line) if v0.value.total else None))
+            if v0.value.utilization is not None:
+                add(Fact(order=3, name="gpu_memory_utilization", text=v0.value.utilization, line=v0.line))
+            add(_gib_fact(2, "activation peak", At(v0.value.peak, v0.line) if v0.value.peak else None))
+            add(_gib_fact(2, "non-torch memory", At(v0.value.non_torch, v0.line) if v0.value.non_torch else None))
+        block = run.block_size.value if run.block_size is not None else None
+        if run.v0_blocks is not None:
+            b = run.v0_blocks
+            pool_value, pool_unit, pool_line = b.value.gpu_blocks, BLOCKS, b.line
+            add(Fact(order=3, name=f"# {b.value.device} blocks (V0)", low=pool_value, high=pool_value, unit=BLOCKS,
+                     line=b.line))  # fmt: skip
+            if avail is not None and pool_value:
+                lo = avail.value.low_bytes // (pool_value + 1) + 1
+                hi = avail.value.high_bytes // pool_value
+                unit, how, per_line = "B per block", "KV budget / # GPU blocks", b.line
+        elif run.kv_cache_size is not None:
+            kv = run.kv_cache_size
+            pool_value, pool_unit, pool_line = kv.value.tokens, TOKENS, kv.line
+            add(Fact(order=3, name="GPU KV cache size (× dcp)", low=pool_value, high=pool_value, unit=TOKENS,
+                     line=kv.line))  # fmt: skip
+            if avail is not None and pool_value:
+                # num_blocks = available // block bytes and the count is num_blocks × block: per token within
+                # available / (tokens + one block) .. available / tokens (a block of up to 256 tokens)
+                lo = avail.value.low_bytes // (pool_value + (block or 256)) + 1
+                hi = avail.value.high_bytes // pool_value
+                unit, how, per_line = "B per token", "Available KV cache memory / GPU KV cache size", kv.line
+        if run.profiling_override is not None:
+            add(
+                Fact(
+                    order=3,
+                    name="profiling-time num_gpu_blocks override (not the pool)",
+                    text=f"{run.profiling_override.value.blocks:,} blocks",
+                    line=run.profiling_override.line,
+                )
+            )
+        if avail is None:
+            missing.append("the 'Available KV cache memory' line (V0: the memory profiling lines)")
+        if pool_value is None:
+            missing.append("the 'GPU KV cache size' line (V0: '# GPU blocks')")
+        if run.max_len_error is not None:
+            e = run.max_len_error
+            refused, refused_line = (
+                f"max_model_len {e.value.max_model_len:,} needs {e.value.needed.text} GiB of KV cache, "
+                f"{e.value.available.text} GiB is available",
+                e.line,
+            )
+        elif run.v0_max_len_error is not None:
+            e0 = run.v0_max_len_error
+            refused, refused_line = (
+                f"max seq len {e0.value.max_model_len:,} tokens is more than the {e0.value.kv_tokens:,} tokens "
+                "the KV cache holds",
+                e0.line,
+            )
+        elif run.errors:
+            refused, refused_line = run.errors[0].value, run.errors[0].line
+    if lo is not None and hi is not None:
+        add(Fact(order=1, name=f"bytes of one pool row ({unit}), derived", low=lo, high=hi, unit=BYTES, how=how,
+                 line=per_line))  # fmt: skip
+        if run.kv and run.kv[0].value.mha and unit == "B per row":
+            shapes = gqa_shapes(lo, hi)
+    facts.sort(key=lambda f: f.order)
+    return Evidence(
+        engine=run.engine,
+        version=run.version.value if run.version is not None else None,
+        generation=run.generation,
+        model_class=run.model_class,
+        model_path=run.model_path,
+        pool_value=pool_value,
+        pool_unit=pool_unit,
+        pool_line=pool_line,
+        per_row_low=lo,
+        per_row_high=hi,
+        per_row_unit=unit,
+        per_row_how=how,
+        per_row_line=per_line,
+        refused=refused,
+        refused_line=refused_line,
+        facts=tuple(facts),
+        gqa_shapes=shapes,
+        missing=tuple(missing),
+    )
+
+
+def gqa_shapes(low: int, high: int) -> tuple[str, ...]:
+    """K+V bytes per token of one rank = layers × kv heads per rank × head_dim × 2 (K and V) × element bytes: the
+    common shapes (head_dim 64/128/256, 1-16 kv heads per rank, bf16 or fp8) whose product lies in low..high."""
+    out: list[str] = []
+    for head_dim in (128, 64, 256, 96, 80):
+        for elem, dtype in ((2, "bf16"), (1, "fp8")):
+            for heads in range(1, 17):
+                per_layer = heads * head_dim * 2 * elem
+                layers_lo, layers_hi = cdiv(low, per_layer), high // per_layer
+                for layers in range(max(layers_lo, 1), min(layers_hi, 160) + 1):
+                    out.append(f"{layers} layers × {heads} kv heads × head_dim {head_dim} × 2 × {elem} B ({dtype})")
+    return tuple(out[:8])
+
+
+def rank_candidates(low: int, high: int, sizes: dict[str, int]) -> tuple[Candidate, ...]:
+    """Models by how close their bytes per row (``sizes``: name -> bytes, as the log's engine and split would
+    allocate them) are to the log's low..high, nearest first."""
+    mid = (low + high) // 2 or 1
+    out = [
+        Candidate(name=name, bytes_per_row=b, distance_ppm=abs(b - mid) * 1_000_000 // mid, fits=low <= b <= high)
+        for name, b in sizes.items()
+        if b > 0
+    ]
+    out.sort(key=lambda c: (not c.fits, c.distance_ppm, c.name))
+    return tuple(out)
