@@ -19,6 +19,14 @@ def doctor(
     hit: Annotated[
         str | None, typer.Option("--hit", help="A cached prefix (tokens): what it cannot save of the indexer work.")
     ] = None,
+    emit_deploy: Annotated[
+        Path | None,
+        typer.Option(
+            "--emit-deploy",
+            metavar="FILE",
+            help="Write the deployment the log implies (YAML) for 'kvplan admit --deploy FILE'.",
+        ),
+    ] = None,
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,
@@ -26,15 +34,19 @@ def doctor(
 ) -> None:
     """Is the pool in an engine log the pool the config implies? If not, which known cause explains the gap.
 
-    Exit 0 when everything matches, 1 with findings, 2 when the log has nothing recognisable.
+    Without --model, --deploy or --set the doctor compares the log with the default deployment when the log is
+    from its model (or names none), and otherwise reads the log alone: its evidence, what it implies, and what to
+    add. Exit 0 on a match or when it cannot tell, 1 with a finding (a cause, another model, a refused start), 2
+    when the log holds no start-up line at all.
 
     Example: kvplan doctor --log server.log --set dcp=8 --ctx 1M
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import write_atomic
         from kvplan.models.load import deployment_model_ref, load_deployment, load_model
-        from kvplan.render.doctor_report import doctor_report
-        from kvplan.runbook.doctor import diagnose
+        from kvplan.render.doctor_report import deployment_yaml, doctor_report
+        from kvplan.runbook.doctor import CANNOT_TELL, CLASS_ALIASES, diagnose, examine, proposed_deployment
         from kvplan.runbook.parse import log_lines, parse_log
         from kvplan.units import parse_option_tokens as tokens
 
@@ -43,8 +55,35 @@ def doctor(
         if length is not None and length <= 0:
             raise InputError(f"--ctx must be positive, got {length}")
         parsed = parse_log(log_lines(log), str(log))
+        explicit = model is not None or deploy is not None or bool(set_)
         dep = load_deployment(deploy, set_ or ())
         arch = load_model(model if model is not None else deployment_model_ref(dep))
-        result = diagnose(arch, dep, parsed, ctx=length, hit=cached)
+        cls = parsed.chosen.model_class
+        if (
+            not explicit
+            and cls is not None
+            and cls != arch.architecture
+            and cls not in CLASS_ALIASES.get(arch.architecture, frozenset())
+        ):
+            why = f"the log is from {cls}, the default deployment {dep.name} serves {arch.architecture}"
+            result = examine(parsed, why=why, arch_class=arch.architecture)
+        else:
+            try:
+                result = diagnose(arch, dep, parsed, ctx=length, hit=cached)
+            except InputError as e:
+                if explicit:
+                    raise
+                why = f"the default deployment {dep.name} cannot be planned for this log ({e})"
+                result = examine(parsed, why=why, arch_class=arch.architecture)
+            fact = result.byte_fact
+            if not explicit and fact is not None and not fact.agrees and result.headline.kind != "cause":
+                why = (
+                    f"the log's rows ({fact.what}, line {fact.line}) are not those of {arch.name}, the default "
+                    f"deployment's model"
+                )
+                result = examine(parsed, why=why, arch_class=arch.architecture)
         emit(doctor_report(result), fmt)
-    raise typer.Exit(EXIT_OK if result.ok else EXIT_REJECTED)
+        if emit_deploy is not None:
+            write_atomic(emit_deploy, deployment_yaml(proposed_deployment(result)), "deployment", reads=(log,))
+            typer.echo(f"kvplan: wrote the deployment the log implies to {emit_deploy}", err=True)
+    raise typer.Exit(EXIT_OK if result.ok or result.status == CANNOT_TELL else EXIT_REJECTED)

@@ -203,7 +203,7 @@ def _findings(d: Diagnosis) -> list[str]:
     if m.kind == "mha":
         out.append(_mha_finding(d))
         return out
-    if m.kind == "class_differs":
+    if m.kind == "class_differs" and d.config is not None:
         out.append(
             f"model: the log's model class is {m.log_class}, the deployment plans {m.arch_class}"
             f" ({d.config.arch.name if d.config else '?'}): pass --model with the config of the model the server ran"
@@ -469,7 +469,9 @@ def _verdict(d: Diagnosis) -> str:
     if h.kind == "cause" and h.cause is not None:
         text = f"CAUSE: {h.cause.name}"
         if c is not None and c.logged.unit != "needed":
-            text += f" (the log's pool: {_value(c.logged, c.logged.value)}; the config's: {_value(c.logged, c.config)})"
+            mine = c.expected if c.memory_from_log else c.config
+            whose = "with the log's memory the config gives" if c.memory_from_log else "the config's"
+            text += f" (the log's pool: {_value(c.logged, c.logged.value)}; {whose} {_value(c.logged, mine)})"
         if h.cause.fitted:
             text += " — fitted: the log does not print this knob"
         elif not h.cause.explains and h.cause.bytes_agree:
@@ -499,6 +501,17 @@ def _verdict(d: Diagnosis) -> str:
         if d.model.log_class:
             text += f"; the log's model is {d.model.log_class}"
         return text + "; add --model (the server's model config) and --deploy"
+    if h.kind == "cannot_tell" and d.config is None:
+        e = d.evidence
+        text = "CANNOT TELL whether this is the pool the config implies: " + (d.notes[0] if d.notes else "no config")
+        if e is not None and e.pool_value is not None:
+            text += f"; the log's pool: {e.pool_value:,} {e.pool_unit}"
+        if e is not None and e.per_row_low is not None and e.per_row_high is not None:
+            text += f", {nbytes(e.per_row_low)} – {nbytes(e.per_row_high)} {e.per_row_unit.removeprefix('B ')}"
+            fits = [c.name for c in e.candidates if c.fits]
+            if fits:
+                text += f" (the rows of {', '.join(fits)})"
+        return text + "; add " + " and ".join(h.missing)
     if h.kind == "cannot_tell":
         why = "the log lacks what the verdict needs"
         if d.model.kind in ("class_differs", "mha"):
@@ -549,7 +562,25 @@ def _evidence_rows(d: Diagnosis, e: Evidence) -> tuple[tuple[str, ...], ...]:
                      "agrees" if f.agrees else "DIFFERS", f"line {f.line}"))  # fmt: skip
     for x in e.facts:
         rows.append((_ORDER[x.order], x.name, _fact_value(x), x.how, f"line {x.line}" if x.line else ""))
+    for shape in e.gqa_shapes[:4]:
+        rows.append(("4 derived", "a K/V shape that fits the row", shape, "layers × kv heads per rank × head_dim", ""))
+    for c in e.candidates:
+        near = "fits" if c.fits else f"{c.distance_ppm / 10_000:.2f} % off"
+        unit = e.per_row_unit.removeprefix("B ")
+        rows.append(("4 derived", f"model candidate {c.name}", f"{c.bytes_per_row:,} B {unit}",
+                     near, "ranked by bytes per row"))  # fmt: skip
     return tuple(rows)
+
+
+def deployment_yaml(rows: tuple[tuple[str, str, str], ...]) -> str:
+    """``--emit-deploy``: the proposed deployment as kvplan deployment YAML (values JSON-quoted: valid YAML)."""
+    out = ["# a deployment proposed by kvplan doctor from a server log: check every value before planning with it"]
+    for key, value, comment in rows:
+        if key.startswith("#"):
+            out.append(f"{key}: {comment}".rstrip())
+            continue
+        out.append(f"{key}: {value}" + (f"  # {comment}" if comment else ""))
+    return "\n".join(out) + "\n"
 
 
 def doctor_report(d: Diagnosis) -> Report:
@@ -585,6 +616,8 @@ def doctor_report(d: Diagnosis) -> Report:
     if checks:
         sections.append(Section("Runbook checks", tuple(checks), ("", "", "")))
     title = f"kvplan doctor: {d.log.source}"
+    if d.best is None:
+        title += " (the log alone: no --model or --deploy)"
     if d.best is not None:
         title += f" against {d.best.arch.name} on {deployment_label(d.best)}, {d.best.semantics}"
     return Report(

@@ -44,7 +44,7 @@ from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES, Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
-from kvplan.runbook.evidence import Evidence, gather
+from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
@@ -1617,3 +1617,170 @@ def mha_self_check(run: Run) -> tuple[int, int] | None:
     slack_lo = pre.value.low_bytes * (den - num) // den
     slack_hi = pre.value.high_bytes * (den - num) // den
     return end.value.low_bytes - slack_hi, end.value.high_bytes - slack_lo
+
+
+# --------------------------------------------------------------------------- the log alone
+
+
+def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()) -> tuple[Candidate, ...]:
+    """kvplan's model presets (and ``extra``, e.g. ``--model``) ranked by how close the bytes of one of their pool
+    rows, as the log's engine and split allocate them, are to the bytes the log's figures give (item 3)."""
+    if not evidence.has_bytes or run.engine is None:
+        return ()
+    assert evidence.per_row_low is not None and evidence.per_row_high is not None
+    from kvplan.models.load import load_deployment, load_model, preset_names
+
+    sets = [f"engine={run.engine}"]
+    if run.version is not None:
+        try:
+            rules_for(run.engine, run.version.value.lstrip("v"))
+            sets.append(f"engine_version={run.version.value.lstrip('v')}")
+        except InputError:
+            pass
+    tp = None
+    if run.args is not None:
+        tp = run.args.value.integer("tp_size") or run.args.value.integer("tensor_parallel_size")
+    if run.cli_args is not None and tp is None:
+        tp = run.cli_args.value.integer("tensor_parallel_size")
+    sizes: dict[str, int] = {}
+    archs: list[tuple[str, ModelArch]] = [(a.name, a) for a in extra]
+    for name in preset_names("models"):
+        try:
+            archs.append((name, load_model(name)))
+        except InputError:
+            continue
+    for name, arch in archs:
+        try:
+            dep = load_deployment(None, (*sets, f"model={name}", f"tp={tp or 1}", "kv_cache_dtype=auto",
+                                         "page_size=default", "mla_layout=default", "dcp=1"))  # fmt: skip
+        except InputError:
+            continue
+        # the bytes of a row do not depend on the memory: plan with room for 10,000 rows whatever the weights
+        rows = 10_000
+        if run.engine == "sglang":
+            big = {"pre_load_free": 64 * GiB + rows * 400_000, "weights_per_gpu": 1, "mem_fraction_static": 0.9,
+                   "max_total_tokens": rows}  # fmt: skip
+        else:
+            big = {"kv_cache_memory": 64 * GiB}
+        p = _plan(arch, _with(dep, big))
+        if p is None:
+            continue
+        if evidence.per_row_unit == "B per block":
+            sizes[name] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
+        elif p.engine == "sglang":
+            sizes[name] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
+        else:
+            sizes[name] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens, 1) or p.cell.total_bytes
+    return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes)[:5]
+
+
+def examine(log: ParsedLog, *, why: str, arch_class: str = "", extra: tuple[ModelArch, ...] = ()) -> Diagnosis:
+    """The doctor without a config: what the log says on its own (the evidence table, what is derived, the models
+    whose rows fit), and what to add to tell more. ``why`` says why no config was compared."""
+    run = log.chosen
+    evidence = gather(run)
+    evidence = replace(evidence, candidates=rank_presets(run, evidence, extra))
+    model = ModelCheck(kind="unknown" if run.model_class is None else "class_differs", log_class=run.model_class,
+                       arch_class=arch_class, model_path=run.model_path)  # fmt: skip
+    startup = None
+    if evidence.refused is not None:
+        startup = StartupCheck(message=evidence.refused, line=evidence.refused_line or run.last_line,
+                               max_model_len=None, needed=None, available=None, estimated_max_len=None,
+                               predicted=False, planned_needed_bytes=None, planned_estimate_low=None,
+                               planned_estimate_high=None)  # fmt: skip
+    what = run.model_path or run.model_class or "the model the server ran"
+    missing = (f"--model for {what} (a preset, a kvplan model YAML, or its config.json)",
+               "--deploy for its deployment (or --emit-deploy FILE to write the one the log implies)")  # fmt: skip
+    headline = Headline(kind="refused" if startup is not None else "cannot_tell", missing=missing)
+    return Diagnosis(
+        log=log,
+        run=run,
+        status=MISMATCH if startup is not None else CANNOT_TELL,
+        problems=("startup",) if startup is not None else (),
+        notes=(why,),
+        model=model,
+        config=None,
+        revealed=(),
+        revealed_plan=None,
+        memory=(),
+        memory_matches=None,
+        log_plan=None,
+        comparison=None,
+        causes=(),
+        per_rank=None,
+        kv_size=None,
+        startup=startup,
+        implied=None,
+        log_budget=None,
+        best=None,
+        admission=None,
+        admission_asked=False,
+        prefix=None,
+        decode=None,
+        headline=headline,
+        evidence=evidence,
+    )
+
+
+def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
+    """The deployment the log implies, as (key, YAML value, comment) rows for ``--emit-deploy`` (item 5): what the
+    log prints, the best-fitting model preset where the log's rows fit one, and a comment for what it leaves out."""
+    run = d.run
+    rows: list[tuple[str, str, str]] = [("schema_version", "1", "")]
+    slug = (run.model_path or run.model_class or "").replace("/", "-").replace(" ", "-")[:80]
+    rows.append(("name", _yaml_str(f"{slug}-from-log" if slug else "from-log"),
+                 f"proposed by kvplan doctor from {d.log.source}"))  # fmt: skip
+    e = d.evidence
+    fit = next((c for c in e.candidates if c.fits), None) if e is not None else None
+    if d.best is not None:
+        rows.append(("model", _yaml_str(d.best.arch.name), "the model the doctor compared the log with"))
+    elif fit is not None:
+        rows.append(("model", _yaml_str(fit.name), f"the preset whose rows fit the log's ({fit.bytes_per_row:,} B); "
+                     f"the log names {run.model_path or run.model_class or 'no model'}"))  # fmt: skip
+    else:
+        rows.append(("model", _yaml_str(run.model_path or "SET-ME"),
+                     "the log's model: give a preset, a kvplan model YAML or a config.json path"))  # fmt: skip
+    if run.engine is not None:
+        rows.append(("engine", _yaml_str(run.engine), ""))
+    if run.version is not None:
+        rows.append(("engine_version", _yaml_str(run.version.value.lstrip("v")), f"line {run.version.line}"))
+    a = run.args.value if run.args is not None else None
+    cli = run.cli_args.value if run.cli_args is not None else None
+    for key, names in (
+        ("tp", ("tp_size", "tensor_parallel_size")),
+        ("pp", ("pp_size", "pipeline_parallel_size")),
+        ("context_length", ("context_length", "max_model_len", "max_seq_len")),
+        ("page_size", ("page_size", "block_size")),
+        ("max_total_tokens", ("max_total_tokens",)),
+    ):
+        for src in (a, cli):
+            v = next((src.integer(n) for n in names if src is not None and src.integer(n)), None)
+            if v:
+                rows.append((key, str(v), "from the log's configuration line"))
+                break
+    seen = {r[0] for r in rows}
+    if "tp" not in seen:
+        tps = {r for r in run.ranks if r.startswith("TP") or " TP" in r or "_TP" in r}
+        count = len(tps) or 1
+        rows.append(("tp", str(count), f"inferred: {count} tensor-parallel rank(s) print in the log; it prints no tp"))
+        seen.add("tp")
+    for src in (a, cli):
+        if src is None:
+            continue
+        for n in ("mem_fraction_static", "gpu_memory_utilization"):
+            if n not in seen and (num := src.number(n)) is not None:
+                rows.append((n, num, "from the log's configuration line"))
+                seen.add(n)
+        if "kv_cache_dtype" not in seen and (dt := src.text("kv_cache_dtype")) is not None:
+            rows.append(("kv_cache_dtype", _yaml_str(dt), "from the log's configuration line"))
+            seen.add("kv_cache_dtype")
+    if run.engine == "sglang" and a is not None and a.flag("enable_dp_attention") and (dp := a.integer("dp_size")):
+        rows.append(("dp_attention", str(dp), "enable_dp_attention with dp_size"))
+    rows.append(("# gpu", "", "not in the log: add 'gpu: <name from kvplan gpus>' (the default is the preset's)"))
+    return tuple(rows)
+
+
+def _yaml_str(text: str) -> str:
+    import json
+
+    return json.dumps(text)
