@@ -46,7 +46,14 @@ def doctor(
         from kvplan.fsio import write_atomic
         from kvplan.models.load import deployment_model_ref, load_deployment, load_model
         from kvplan.render.doctor_report import deployment_yaml, doctor_report
-        from kvplan.runbook.doctor import CANNOT_TELL, CLASS_ALIASES, diagnose, examine, proposed_deployment
+        from kvplan.runbook.doctor import (
+            CANNOT_CHECK,
+            CANNOT_TELL,
+            CLASS_ALIASES,
+            diagnose,
+            examine,
+            proposed_deployment,
+        )
         from kvplan.runbook.parse import log_lines, parse_log
         from kvplan.units import parse_option_tokens as tokens
 
@@ -59,6 +66,7 @@ def doctor(
         dep = load_deployment(deploy, set_ or ())
         arch = load_model(model if model is not None else deployment_model_ref(dep))
         cls = parsed.chosen.model_class
+        path = parsed.chosen.model_path
         if (
             not explicit
             and cls is not None
@@ -66,6 +74,9 @@ def doctor(
             and cls not in CLASS_ALIASES.get(arch.architecture, frozenset())
         ):
             why = f"the log is from {cls}, the default deployment {dep.name} serves {arch.architecture}"
+            result = examine(parsed, why=why, arch_class=arch.architecture)
+        elif not explicit and cls is None and path is not None and arch.name.split("-")[0] not in path.lower():
+            why = f"the log is from {path}, the default deployment {dep.name} serves {arch.name}"
             result = examine(parsed, why=why, arch_class=arch.architecture)
         else:
             try:
@@ -76,7 +87,10 @@ def doctor(
                 why = f"the default deployment {dep.name} cannot be planned for this log ({e})"
                 result = examine(parsed, why=why, arch_class=arch.architecture)
             fact = result.byte_fact
-            if not explicit and fact is not None and not fact.agrees and result.headline.kind != "cause":
+            if not explicit and result.model.kind == "mha":
+                why = f"the log's pool is K/V rows, the default deployment {dep.name} serves an MLA model ({arch.name})"
+                result = examine(parsed, why=why, arch_class=arch.architecture)
+            elif not explicit and fact is not None and not fact.agrees and result.headline.kind != "cause":
                 why = (
                     f"the log's rows ({fact.what}, line {fact.line}) are not those of {arch.name}, the default "
                     f"deployment's model"
@@ -86,4 +100,5 @@ def doctor(
         if emit_deploy is not None:
             write_atomic(emit_deploy, deployment_yaml(proposed_deployment(result)), "deployment", reads=(log,))
             typer.echo(f"kvplan: wrote the deployment the log implies to {emit_deploy}", err=True)
-    raise typer.Exit(EXIT_OK if result.ok or result.status == CANNOT_TELL else EXIT_REJECTED)
+    # exit 1 is a verdict (a cause, another model, a refused start); a match or a 'cannot tell' is exit 0
+    raise typer.Exit(EXIT_OK if result.ok or result.status in (CANNOT_TELL, CANNOT_CHECK) else EXIT_REJECTED)

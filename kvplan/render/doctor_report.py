@@ -501,13 +501,17 @@ def _verdict(d: Diagnosis) -> str:
         if d.model.log_class:
             text += f"; the log's model is {d.model.log_class}"
         return text + "; add --model (the server's model config) and --deploy"
-    if h.kind == "cannot_tell" and d.config is None:
+    if h.kind == "cannot_tell" and d.config is None and d.model.kind != "mha":
         e = d.evidence
         text = "CANNOT TELL whether this is the pool the config implies: " + (d.notes[0] if d.notes else "no config")
         if e is not None and e.pool_value is not None:
             text += f"; the log's pool: {e.pool_value:,} {e.pool_unit}"
         if e is not None and e.per_row_low is not None and e.per_row_high is not None:
-            text += f", {nbytes(e.per_row_low)} – {nbytes(e.per_row_high)} {e.per_row_unit.removeprefix('B ')}"
+            unit = e.per_row_unit.removeprefix("B ")
+            if e.per_row_low:
+                text += f", {nbytes(e.per_row_low)} – {nbytes(e.per_row_high)} {unit}"
+            else:
+                text += f", at most {nbytes(e.per_row_high)} {unit} ({e.per_row_how})"
             fits = [c.name for c in e.candidates if c.fits]
             if fits:
                 text += f" (the rows of {', '.join(fits)})"

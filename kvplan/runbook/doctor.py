@@ -1343,11 +1343,12 @@ def diagnose(
     decode = _decode(best, decode_ctx, weights, "the log" if weights_log else "the config")
     if run.errors and startup is None:
         problems.append("startup")
-    headline = _headline(model, comparison, causes, byte_fact, startup, problems, memory, revealed)
+    headline = _headline(model, comparison, causes, byte_fact, startup, problems, memory, revealed, run.complete)
+    status = CANNOT_TELL if headline.kind == "cannot_tell" else MATCH if not problems else MISMATCH
     return Diagnosis(
         log=log,
         run=run,
-        status=MATCH if not problems else MISMATCH,
+        status=status,
         problems=tuple(dict.fromkeys(problems)),
         notes=tuple(notes),
         model=model,
@@ -1452,11 +1453,13 @@ def _cap(base: PoolPlan, lp: LoggedPool, c: Comparison, agrees: bool | None, run
 
 def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact: ByteFact | None,
               startup: StartupCheck | None, problems: list[str], memory: _LogMemory,
-              revealed: tuple[Revealed, ...]) -> Headline:  # fmt: skip
+              revealed: tuple[Revealed, ...], complete: bool = True) -> Headline:  # fmt: skip
     """Evidence first: a refusal; then the byte facts (rows of other bytes: another model, or the cause that makes
     them); then the budget; only then fitted knobs. Never a cause the byte facts contradict."""
     if startup is not None:
         return Headline(kind="refused")
+    if not complete:
+        return Headline(kind="cannot_tell", missing=("the pool lines: the log stops before them",))
     explaining = [x for x in causes if x.explains and not x.contradicted]
     other_model = model.kind == "class_differs"
     if fact is not None and not fact.agrees:
@@ -1649,9 +1652,15 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             archs.append((name, load_model(name)))
         except InputError:
             continue
-    for name, arch in archs:
+    splits = (
+        (tp,) if tp else (1, 2, 4, 8)
+    )  # the log prints no tp: a K/V row depends on it, so each split is a candidate
+    for (name, arch), split in ((a, t) for a in archs for t in splits):
+        label = name if tp or (split == 1 and arch.is_mla) else f"{name} at tp {split}"
+        if not tp and arch.is_mla and split > 1:
+            continue  # an MLA latent is not split by tp
         try:
-            dep = load_deployment(None, (*sets, f"model={name}", f"tp={tp or 1}", "kv_cache_dtype=auto",
+            dep = load_deployment(None, (*sets, f"model={name}", f"tp={split}", "kv_cache_dtype=auto",
                                          "page_size=default", "mla_layout=default", "dcp=1"))  # fmt: skip
         except InputError:
             continue
@@ -1666,11 +1675,11 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
         if p is None:
             continue
         if evidence.per_row_unit == "B per block":
-            sizes[name] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
+            sizes[label] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
         elif p.engine == "sglang":
-            sizes[name] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
+            sizes[label] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
         else:
-            sizes[name] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens, 1) or p.cell.total_bytes
+            sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens, 1) or p.cell.total_bytes
     return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes)[:5]
 
 

@@ -161,7 +161,7 @@ def gather(run: Run) -> Evidence:
             if lo is None and pool_value:
                 rows = pool_value
                 lo, hi = 0, drop_hi // rows
-                unit, how, per_line = "B per row (at most)", "the free-memory drop / rows", pool_end.line
+                unit, how, per_line = "B per row", "the free-memory drop / rows: an upper bound", pool_end.line
         if run.args is not None:
             for key in ("tp_size", "dp_size", "mem_fraction_static", "kv_cache_dtype", "max_total_tokens",
                         "context_length", "page_size"):  # fmt: skip

@@ -689,7 +689,7 @@ _VL_V0_BLOCKS = re.compile(r"(?<!\w)blocks: (\d{1,30}), # CPU blocks: (\d{1,30})
 """From the blank before ``blocks:``; the device word before it (``GPU``, ``cuda``, ``rocm``) is read with
 ``_VL_V0_DEVICE`` (a pattern that began with the word would try every word of a line)."""
 _VL_V0_DEVICE = re.compile(r"(\w{1,16}) $")
-_VL_V0_PROFILE = re.compile(r"Memory profiling results: ")
+_VL_V0_PROFILE = re.compile(r"Memory profiling results:")
 """Only the start: its ``key=valueGiB`` fields are read with ``_VL_V0_FIELD`` from there on."""
 _VL_V0_FIELD = re.compile(r"(?<!\w)(\w{1,64})=(\d{1,30}(?:\.\d{1,30})?)(GiB)?")
 _VL_V0_BUDGET = re.compile(
@@ -699,6 +699,14 @@ _VL_V0_TERMS = re.compile(
     rf"model weights take {_NUM}GiB; non_torch_memory takes {_NUM}GiB; PyTorch activation peak memory takes "
     rf"{_NUM}GiB; the rest of the memory reserved for KV Cache is (-?){_NUM}GiB"
 )
+_VL_V0_ROW = re.compile(
+    r"(total_gpu_memory|gpu_memory_utilization|model weights take|non_torch_memory|PyTorch activation peak memory"
+    r"|available_kv_cache_memory)[ \t]{1,64}(\d{1,30}(?:\.\d{1,30})?)(?:GiB)?(?![\w.])"
+)
+"""vLLM 0.6.5's table form of the memory profile: one 'key   value' row per line under 'Memory profiling results:'."""
+_V0_ROW_FIELD = {"total_gpu_memory": "total", "gpu_memory_utilization": "utilization", "model weights take": "weights",
+                 "non_torch_memory": "non_torch", "PyTorch activation peak memory": "peak",
+                 "available_kv_cache_memory": "kv"}  # fmt: skip
 _VL_V0_MAXLEN = re.compile(
     r"The model's max seq len \((\d{1,30})\) is larger than the maximum number of tokens that can be stored in KV "
     r"cache \((\d{1,30})\)"
@@ -733,6 +741,7 @@ _PHASE = {
     "v0_terms": POOL,
     "v0_maxlen_error": POOL,
     "negative_profile": POOL,
+    "v0_row": POOL,
 }
 _RESTART_ON_REPEAT = {"args", "version", "engine_config", "cli_args", "load_begin", "load_end", "model_loading",
                       "summary", "available", "kv_size", "override", "pool_end", "v0_blocks", "v0_profile",
@@ -904,6 +913,17 @@ def _events(rec: _Record) -> list[_Event]:
                                          kv=None if m.group(4) else _g(kv_text)))  # fmt: skip
         if m.group(4):
             add("error", vl, m, f"the rest of the memory reserved for KV Cache is {kv_text} GiB")
+    for m in _VL_V0_ROW.finditer(t):
+        key = _V0_ROW_FIELD[m.group(1)]
+        g = _g(m.group(2))
+        row = {
+            "utilization": V0Memory(utilization=m.group(2)),
+            "total": V0Memory(total=g),
+            "weights": V0Memory(weights=g),
+            "non_torch": V0Memory(non_torch=g),
+            "peak": V0Memory(peak=g),
+        }.get(key, V0Memory(kv=g))
+        add("v0_row", vl, m, row)
     for m in _VL_V0_MAXLEN.finditer(t):
         add("v0_maxlen_error", vl, m, V0MaxLenError(int(m.group(1)), int(m.group(2))))
     out.sort(key=lambda e: e.pos)
@@ -1070,7 +1090,7 @@ class _Builder:
 
     def _v0_memory(self) -> At[V0Memory] | None:
         """V0's memory figures merged over its profile lines (0.6.5+: two lines), at the line with the KV figure."""
-        parts = [e for e in self.events if e.kind in ("v0_profile", "v0_budget", "v0_terms")]
+        parts = [e for e in self.events if e.kind in ("v0_profile", "v0_budget", "v0_terms", "v0_row")]
         if not parts:
             return None
         merged: dict[str, object] = {}
@@ -1235,6 +1255,9 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "peak_torch_memory=17.98GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB "
              "kv_cache_size=2.89GiB gpu_memory_utilization=0.90",
              "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("v0_row", "_VL_V0_ROW", "V0 0.6.5 development builds (a table: one 'key   value' row per line)",
+             "INFO 12-13 19:54:18 worker.py:243] available_kv_cache_memory    53.29GiB",
+             _F + "vllm-v0-meta-llama-3-8b-h100-vllm-pr-10511.log"),
     LineForm("v0_budget", "_VL_V0_BUDGET", "V0 0.6.5 - 0.8",
              "the current vLLM instance can use total_gpu_memory (79.19GiB) x gpu_memory_utilization (0.90) = 71.27GiB",
              _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),

@@ -100,6 +100,7 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
     "_VL_V0_BLOCKS": [(" ", "a"), (" blocks: ", "1"), ("# GPU blocks: 1, # CPU blocks: ", "1")],
     "_VL_V0_DEVICE": [("", "a"), ("a", " ")],
     "_MESSAGE_START": [(" ", " "), ("a", "a"), ("[a", "a"), ("[a:", "1"), ("# ", "a")],
+    "_VL_V0_ROW": [("total_gpu_memory", " "), ("total_gpu_memory ", "1"), ("model weights take", " ")],
     "_VL_V0_PROFILE": [("Memory profiling results:", " ")],
     "_VL_V0_FIELD": [("a=", "1"), ("", "a"), ("a=1.", "1")],
     "_VL_V0_BUDGET": [
