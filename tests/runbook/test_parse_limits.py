@@ -308,4 +308,5 @@ def test_mla_and_mha_pool_lines_are_two_starts(tmp_path: Path) -> None:
     p = tmp_path / "server.log"
     p.write_text(text)
     r = _kvplan_cli("doctor", "--log", p)
-    assert r.returncode == 1 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    # a verdict, never exit 4: since issue 14 a K/V log against the default (MLA) deployment is read alone: exit 0
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
