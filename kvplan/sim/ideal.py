@@ -27,11 +27,12 @@ first ``capacity`` blocks, and its curve never falls as the pool grows.
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import compress
+from operator import eq
 
 from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
 from kvplan.sim.trace import Request
@@ -170,6 +171,15 @@ def _check(cache: OrderedDict[int, None], cap: int | None, ids: list[int], lru: 
                 assert ids[i - 1] in cache, "leaf-LRU evicted an inner node"
 
 
+_TREE_BITS = 16
+"""The Fenwick tree starts with 2**_TREE_BITS slots (tests lower it to exercise the renumbering)."""
+
+
+_DENSE_IDS = 1 << 25
+"""Block ids below this are remembered as seen in a bytearray (one byte each: trace ids are mostly dense); the
+rest in a set."""
+
+
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -263,15 +273,6 @@ def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Windo
     return stats
 
 
-_TREE_BITS = 16
-"""The Fenwick tree starts with 2**_TREE_BITS slots (tests lower it to exercise the renumbering)."""
-
-
-_DENSE_IDS = 1 << 25
-"""Block ids below this are remembered as seen in a bytearray (one byte each: trace ids are mostly dense); the
-rest in a set."""
-
-
 def lru_curve(
     requests: Iterable[Request],
     *,
@@ -282,23 +283,23 @@ def lru_curve(
 ) -> Sweep:
     """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc).
 
-    Memory is bounded by the largest capacity, not by the trace: only the ``max(capacities)`` most recently used
-    blocks are tracked (a block deeper than that misses at every capacity), their reference times live in a
-    Fenwick tree in a typed array that is renumbered (dead times dropped) whenever it fills, and doubled only when
-    the live times fill more than half of it (so at most 4 × the tracked blocks), and hits are counted
-    per capacity interval. The blocks ever seen (for the unbounded pool and the fill verdicts) are one byte per id.
+    Memory is bounded by the largest capacity, not by the trace: reference times live in a Fenwick tree (and a
+    time -> block list) of a fixed size; when it fills, the live times are renumbered (dead times dropped) and
+    only the ``max(capacities)`` most recently used blocks are kept (a block deeper than that misses at every
+    capacity), and the tree doubles only when those would fill more than half of it (so at most about 4 × the
+    largest capacity). Hits are counted per capacity interval; the blocks ever seen (for the unbounded pool and
+    the fill verdicts) are one byte per id.
     """
     caps = sorted(set(capacities))
     track = max(caps[-1], 1) if caps else 1
     size = 1 << _TREE_BITS
-    tree = array("q", bytes(8 * (size + 1)))
-    who = array("q", bytes(8 * (size + 1)))
+    tree = [0] * (size + 1)
+    who = [0] * (size + 1)
     """Reference time -> the block referenced then (live while ``last[block]`` is that time)."""
     last: dict[int, int] = {}
     get = last.get
     now = 0
     dead = 0
-    oldest = 1
     dense = bytearray()
     sparse: set[int] = set()
     distinct = 0
@@ -343,21 +344,25 @@ def lru_curve(
         top = max(ids, default=-1)
         if len(dense) <= top < _DENSE_IDS:
             dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
-        for b in reversed(ids):
-            if now == size:
-                # renumber the live times 1..L in order (at most ``track`` of them), in a tree twice as large
-                # when they fill more than half of it
-                live = [who[x] for x in range(oldest, size + 1) if get(who[x]) == x]
-                if 2 * len(live) > size:
-                    size *= 2
-                tree = array("q", bytes(8 * (size + 1)))
-                who = array("q", bytes(8 * (size + 1)))
-                for x, blk in enumerate(live, 1):
-                    who[x] = blk
-                    last[blk] = x
-                now = len(live)
-                dead = 0
-                oldest = 1
+        nb = len(ids)
+        if now + nb > size:
+            # renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are
+            # deeper than every capacity from now on); the tree doubles while they and this request would fill
+            # more than half of it
+            times = who[1 : now + 1]
+            live = list(compress(times, map(eq, map(get, times), range(1, now + 1))))
+            for blk in live[: max(len(live) - track, 0)]:
+                del last[blk]
+            live = live[-track:]
+            while 2 * (len(live) + nb) > size:
+                size *= 2
+            tree = [0] * (size + 1)
+            who = [0, *live] + [0] * (size - len(live))
+            last.update(zip(live, range(1, len(live) + 1), strict=True))
+            now = len(live)
+            dead = 0
+        nd = len(dense)
+        for b in reversed(ids):  # deepest first: the request's root is the most recent
             t = get(b)
             if t is not None:
                 j = t
@@ -365,22 +370,13 @@ def lru_curve(
                     tree[j] += 1
                     j += j & -j
                 dead += 1
-            else:
-                if b < len(dense):
-                    if not dense[b]:
-                        dense[b] = 1
-                        distinct += 1
-                elif b not in sparse:
-                    sparse.add(b)
+            elif b < nd:
+                if not dense[b]:
+                    dense[b] = 1
                     distinct += 1
-                if len(last) >= track:
-                    # forget the least recently used tracked block: it is deeper than every capacity from now on.
-                    # Its time is older than every tracked one, so no depth asked later counts it: the tree is
-                    # left alone
-                    while get(who[oldest]) != oldest:
-                        oldest += 1
-                    del last[who[oldest]]
-                    oldest += 1
+            elif b not in sparse:
+                sparse.add(b)
+                distinct += 1
             now += 1
             who[now] = b
             last[b] = now
