@@ -466,6 +466,18 @@ def _verdict(d: Diagnosis) -> str:
                 f"(expected {_range(c, c.logged)})"
             )
         return "MATCH: the log's figures are the ones the config implies"
+    if h.kind == "memory" and c is not None:
+        text = (
+            f"CAUSE: the log's memory, not the accounting: with the log's memory figures the config's rows give "
+            f"{_range(c, c.logged)} and the log has {_value(c.logged, c.logged.value)}; the config's own figures give "
+            f"{_value(c.logged, c.revealed)}"
+        )
+        differ = [t for t in d.memory if t.matches is False]
+        if differ:
+            t = differ[0]
+            logged = _gib(t.log) if t.log is not None else f"{size(t.low_bytes or 0)} – {size(t.high_bytes or 0)}"
+            text += f" ({t.name}: the log {logged}, the config {size(t.config_bytes or 0)})"
+        return text
     if h.kind == "cause" and h.cause is not None:
         text = f"CAUSE: {h.cause.name}"
         if c is not None and c.logged.unit != "needed":
@@ -638,8 +650,27 @@ def doctor_report(d: Diagnosis) -> Report:
 def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
     run = d.run
     c = d.comparison
+    h = d.headline
+    e = d.evidence
     data: dict[str, Any] = {
         "status": d.status,
+        "headline": {
+            "kind": h.kind,
+            "cause": h.cause.key if h.cause is not None else None,
+            "cause_name": h.cause.name if h.cause is not None else None,
+            "missing": list(h.missing),
+        },
+        "evidence": None
+        if e is None
+        else {
+            "facts": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.facts],
+            "bytes_per_row": None
+            if e.per_row_low is None
+            else {"low": e.per_row_low, "high": e.per_row_high, "unit": e.per_row_unit, "how": e.per_row_how},
+            "candidates": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.candidates],
+            "refused": e.refused,
+        },
+        "byte_fact": None if d.byte_fact is None else {**asdict(d.byte_fact), "agrees": d.byte_fact.agrees},
         "problems": list(d.problems),
         "notes": list(d.notes),
         "findings": findings,

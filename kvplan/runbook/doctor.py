@@ -203,7 +203,8 @@ class Headline:
     """The one line a person reads first: what the doctor can say, in evidence order."""
 
     kind: str
-    """'match', 'cause' (one known cause explains the log), 'model' (the log is from another model: its bytes per
+    """'match', 'cause' (one known cause explains the log), 'memory' (the pool is the config's rows in the log's
+    budget: the config's memory figures differ from the log's), 'model' (the log is from another model: its bytes per
     row disagree), 'refused' (the engine refused to start), 'mismatch' (a gap no known cause explains), or
     'cannot_tell' (the log lacks what the verdict needs: ``missing`` says what to add)."""
     cause: Cause | None = None
@@ -1482,6 +1483,8 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
         ))  # fmt: skip
     if not problems:
         return Headline(kind="match")
+    if set(problems) <= {"memory"} and c is not None and c.within and c.memory_from_log:
+        return Headline(kind="memory")  # the rows and the log's budget give the log's pool: the config's memory differs
     if explaining:
         return Headline(kind="cause", cause=explaining[0])
     if any(r.drift for r in revealed):
@@ -1628,8 +1631,8 @@ def mha_self_check(run: Run) -> tuple[int, int] | None:
 def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()) -> tuple[Candidate, ...]:
     """kvplan's model presets (and ``extra``, e.g. ``--model``) ranked by how close the bytes of one of their pool
     rows, as the log's engine and split allocate them, are to the bytes the log's figures give (item 3)."""
-    if not evidence.has_bytes or run.engine is None:
-        return ()
+    if not evidence.has_bytes or not evidence.per_row_low or run.engine is None:
+        return ()  # no range, or only an upper bound (the free-memory drop): every smaller model would 'fit'
     assert evidence.per_row_low is not None and evidence.per_row_high is not None
     from kvplan.models.load import load_deployment, load_model, preset_names
 
@@ -1640,6 +1643,11 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             sets.append(f"engine_version={run.version.value.lstrip('v')}")
         except InputError:
             pass
+    for src in (run.args, run.cli_args):
+        dtype = src.value.text("kv_cache_dtype") if src is not None else None
+        if dtype and dtype != "auto":
+            sets.append(f"kv_cache_dtype={dtype}")  # the K/V element size is the log's
+            break
     tp = None
     if run.args is not None:
         tp = run.args.value.integer("tp_size") or run.args.value.integer("tensor_parallel_size")
@@ -1660,7 +1668,8 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
         if not tp and arch.is_mla and split > 1:
             continue  # an MLA latent is not split by tp
         try:
-            dep = load_deployment(None, (*sets, f"model={name}", f"tp={split}", "kv_cache_dtype=auto",
+            dt_sets = () if any(x.startswith("kv_cache_dtype=") for x in sets) else ("kv_cache_dtype=auto",)
+            dep = load_deployment(None, (*sets, f"model={name}", f"tp={split}", *dt_sets,
                                          "page_size=default", "mla_layout=default", "dcp=1"))  # fmt: skip
         except InputError:
             continue
