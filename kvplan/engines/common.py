@@ -203,7 +203,7 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     point = arch.measured_weights_for(split)
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
-    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp)
+    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=dep.engine)
     how = f"; {arch.weights_summary}" if arch.weights_summary else ""
     assumed = "".join(f"; ASSUMPTION: {a}" for a in arch.weights_assumptions)
     return Knob(

@@ -53,12 +53,12 @@ printed, expert-layout shuffles that replace (not copy) the checkpoint tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan import limits
 from kvplan.errors import ConfigError
-from kvplan.models.arch import Split
+from kvplan.models.arch import ParamGroup, Split
 
 ENGINES = ("vllm", "sglang")
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
@@ -88,6 +88,9 @@ class Knobs:
     speculative_tokens: int = 0
     max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS
     max_num_seqs: int = VLLM_MAX_NUM_SEQS
+    indexer_layers_shipped: int | None = None
+    """Decoder layers (MTP excluded) whose indexer weights the checkpoint holds; None: every layer (what
+    checkpoint.config_tensors derives). A snapshot's headers say how many it really ships."""
 
 
 def _int(config: Mapping[str, Any], key: str, default: int = 0) -> int:
@@ -156,6 +159,7 @@ def _indexer_layers(config: Mapping[str, Any]) -> tuple[int, int]:
 
 def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition, ...]:
     """The terms above for ``knobs.engine`` on rank 0 of ``knobs.split`` (terms of 0 bytes left out)."""
+    from kvplan.models.checkpoint import mtp_ships_embed_head
     from kvplan.models.quant import resolve
 
     if knobs.engine not in ENGINES:
@@ -172,7 +176,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
         return tuple(a for a in out if a.bytes)
     mtp = _int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
     mla_layers = _int(config, "num_hidden_layers") + mtp
-    if mtp:
+    if mtp and mtp_ships_embed_head(config):
         from kvplan.models.checkpoint import VOCAB_PADDING
 
         rows = -(-_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
@@ -225,6 +229,8 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
         )
     )
     built, shipped = _indexer_layers(config)
+    if knobs.indexer_layers_shipped is not None:
+        shipped = knobs.indexer_layers_shipped
     mtp_indexers = mtp
     rows = min(knobs.max_num_batched_tokens, knobs.max_num_seqs * (1 + knobs.speculative_tokens))
     out.append(
@@ -242,7 +248,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
     out.append(
         Addition(
             "indexer_not_built",
-            -(shipped - built) * indexer_layer,
+            -max(shipped - built, 0) * indexer_layer,
             "vllm models/deepseek_v2.py DeepseekV2MLAAttention.__init__ (_skip_topk) and load_weights",
         )
     )
@@ -307,3 +313,39 @@ def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source:
         with_mtp=knobs.with_mtp,
     )
     return LoadFigure(checkpoint_bytes=s.bytes, additions=engine_additions(config, knobs))
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdditionsGroup(ParamGroup):
+    """The engine's additions as a parameter group of no parameters: 0 B without an engine, :func:`engine_additions`
+    for vLLM or SGLang (with the split and whether the MTP drafter is loaded). ModelArch.estimated_weights_per_gpu
+    adds it when the planner names the engine, so the planner's weights are the published-table test's."""
+
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    indexer_layers_shipped: int | None = None
+    _memo: dict[tuple[Split, str, bool], int] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        return 0
+
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool) -> int:
+        if engine not in ENGINES:
+            return 0
+        key = (split, engine, with_mtp)
+        if key not in self._memo:
+            knobs = Knobs(
+                engine=engine, split=split, with_mtp=with_mtp, indexer_layers_shipped=self.indexer_layers_shipped
+            )
+            self._memo[key] = sum(a.bytes for a in engine_additions(self.config, knobs))
+        return self._memo[key]
+
+
+def additions_group(config: Mapping[str, Any], *, indexer_layers_shipped: int | None = None) -> AdditionsGroup:
+    return AdditionsGroup(
+        name="engine_additions",
+        params=0,
+        bytes_per_param_num=0,
+        split="none",
+        config=dict(config),
+        indexer_layers_shipped=indexer_layers_shipped,
+    )

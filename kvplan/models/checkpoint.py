@@ -187,9 +187,7 @@ def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
 # --------------------------------------------------------------------------- sharding rules
 
 _SKIP = ("rotary_emb.inv_freq",)
-_NUM = re.compile(r"(?<=\.)\d+(?=\.|$)")
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d{1,9})\.")
-_EXPERT = re.compile(r"\.experts\.(\d{1,9})\.")
 """Buffers some checkpoints carry that no engine loads."""
 
 _RULES: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
@@ -247,14 +245,27 @@ def _rule(module: str) -> tuple[str, str] | None:
 
 
 def _indices(name: str) -> tuple[str, int, int]:
-    """The name with every numeric part as '#' (rules are cached on it), its layer and expert index (-1: none)."""
-    layer = _LAYER.search(name)
-    expert = _EXPERT.search(name) if "experts." in name else None
-    return (
-        _NUM.sub("#", name),
-        int(layer.group(1)) if layer else -1,
-        int(expert.group(1)) if expert else -1,
-    )
+    """The name with every numeric part as '#' (rules are cached on it), its layer and expert index (-1: none).
+
+    A numeric part is a dot-separated part of decimal digits after the first; the layer is the first
+    ``layers.N.`` and the expert the first ``.experts.N.`` with N of at most 9 digits (string splitting, not
+    regular expressions: a 119,000-tensor checkpoint is placed in a fraction of a second).
+    """
+    parts = name.split(".")
+    layer = expert = -1
+    last = len(parts) - 1
+    for i in range(1, len(parts)):
+        part = parts[i]
+        if not part.isdecimal():
+            continue
+        if i < last and len(part) <= 9:
+            prev = parts[i - 1]
+            if layer < 0 and prev == "layers":
+                layer = int(part)
+            elif expert < 0 and prev == "experts" and i >= 2:
+                expert = int(part)
+        parts[i] = "#"
+    return ".".join(parts), layer, expert
 
 
 def _shard(shape: tuple[int, ...], dim: int, ways: int) -> int:
@@ -469,6 +480,14 @@ class TensorGroup(ParamGroup):
         return kinds
 
 
+_SCALES = ("weight_scale_inv", "weight_scale", "weight_scale_2", "input_scale", "k_scale", "v_scale", "scales",
+           "qzeros", "g_idx", "weight_zero_point", "weight_shape")  # fmt: skip
+
+
+def _is_scale(name: str) -> bool:
+    return name.rpartition(".")[2] in _SCALES
+
+
 def param_groups_from_tensors(
     tensors: Iterable[Tensor], *, num_layers: int, num_kv_heads: int = 0
 ) -> tuple[TensorGroup, ...]:
@@ -485,7 +504,8 @@ def param_groups_from_tensors(
         group = by.get(cat)
         if not group:
             continue
-        elems = sum(math.prod(p.shape) for p in group) or 1
+        # parameters: every tensor but the quantization scales (their bytes still count)
+        elems = sum(math.prod(p.shape) for p in group if not _is_scale(p.name)) or 1
         nbytes = sum(p.nbytes for p in group)
         out.append(
             TensorGroup(
@@ -564,6 +584,13 @@ def reconcile(index: CheckpointIndex, tensors: Iterable[Tensor]) -> Reconciliati
     )
 
 
+LAID_OUT = frozenset({
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+})  # fmt: skip
+"""Architectures :func:`config_tensors` lays out per tensor (any other: None, the parameter groups stand)."""
+
 _DT = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16", "float32": "F32"}
 
 
@@ -625,7 +652,9 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     h = _get(config, "hidden_size")
     layers = _get(config, "num_hidden_layers")
     vocab = _get(config, "vocab_size")
-    if not h or not layers or not vocab:
+    archs = config.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else archs
+    if not h or not layers or not vocab or (arch is not None and arch not in LAID_OUT):
         return None
     heads = _get(config, "num_attention_heads")
     tied = bool(config.get("tie_word_embeddings", False))
@@ -647,15 +676,19 @@ def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, 
     inter = _get(config, "intermediate_size")
     mt = str(config.get("model_type", ""))
     qkv_bias = mt == "qwen2" or bool(config.get("attention_bias", False))
-    qk_norm = mt.startswith("qwen3")
+    qk_norm = mt.startswith("qwen3") or bool(config.get("use_qk_norm", False))
     mixtral = _get(config, "num_local_experts")
-    experts = mixtral or _get(config, "num_experts")
+    glm = _get(config, "n_routed_experts")  # GLM-4.5: dense first layers, shared experts, MTP layers
+    experts = mixtral or _get(config, "num_experts") or glm
     moe_inter = inter if mixtral else _get(config, "moe_intermediate_size")
     step = _get(config, "decoder_sparse_step", 1) or 1
     only = set(config.get("mlp_only_layers") or ())
+    dense = _get(config, "first_k_dense_replace") if glm else 0
+    shared = _get(config, "n_shared_experts") if glm else 0
+    mtp = _get(config, "num_nextn_predict_layers") if glm else 0
     if not heads or not hd:
         return False
-    for i in range(layers):
+    for i in range(layers + mtp):
         p = f"model.layers.{i}."
         linear(f"{p}self_attn.q_proj", heads * hd, h, bias=qkv_bias)
         linear(f"{p}self_attn.k_proj", kv * hd, h, bias=qkv_bias)
@@ -666,20 +699,39 @@ def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, 
             add(f"{p}self_attn.k_norm.weight", hd)
         add(f"{p}input_layernorm.weight", h)
         add(f"{p}post_attention_layernorm.weight", h)
-        if experts and i not in only and (i + 1) % step == 0:
+        if experts and i >= dense and i not in only and (i + 1) % step == 0:
             moe = "block_sparse_moe" if mixtral else "mlp"
             add(f"{p}{moe}.gate.weight", experts, h)
+            if glm:
+                add(f"{p}mlp.gate.e_score_correction_bias", experts, dtype="F32")
             names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
             for e in range(experts):
                 q = f"{p}{moe}.experts.{e}."
                 linear(q + names[0], moe_inter, h)
                 linear(q + names[1], moe_inter, h)
                 linear(q + names[2], h, moe_inter)
+            if shared:
+                linear(f"{p}mlp.shared_experts.gate_proj", moe_inter * shared, h)
+                linear(f"{p}mlp.shared_experts.up_proj", moe_inter * shared, h)
+                linear(f"{p}mlp.shared_experts.down_proj", h, moe_inter * shared)
         else:
             linear(f"{p}mlp.gate_proj", inter, h)
             linear(f"{p}mlp.up_proj", inter, h)
             linear(f"{p}mlp.down_proj", h, inter)
+        if i >= layers:  # GLM-4.5's MTP layer: no embed/head copy of its own (mtp_ships_embed_head)
+            add(p + "enorm.weight", h)
+            add(p + "hnorm.weight", h)
+            add(p + "eh_proj.weight", h, 2 * h)
+            add(p + "shared_head.norm.weight", h)
     return True
+
+
+def mtp_ships_embed_head(config: Mapping[str, Any]) -> bool:
+    """Whether each MTP layer of the checkpoint carries its own ``embed_tokens`` and ``shared_head.head``:
+    DeepSeek-V3/R1/V3.2 and Kimi-K2 do; GLM-4.5 and GLM-5.x do not (GLM-5-FP8's ``modules_to_not_convert`` names
+    every bf16 module of layer 78, eh_proj, enorm, hnorm and shared_head.norm, and no embed or head there; the
+    9.96 B-parameter MTP layer of reference section B)."""
+    return not str(config.get("model_type", "")).startswith("glm")
 
 
 def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int, vocab: int) -> None:
@@ -738,9 +790,10 @@ def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, 
             add(p + "enorm.weight", h)
             add(p + "hnorm.weight", h)
             add(p + "eh_proj.weight", h, 2 * h)
-            add(p + "embed_tokens.weight", vocab, h)
             add(p + "shared_head.norm.weight", h)
-            add(p + "shared_head.head.weight", vocab, h)
+            if mtp_ships_embed_head(config):
+                add(p + "embed_tokens.weight", vocab, h)
+                add(p + "shared_head.head.weight", vocab, h)
 
 
 # --------------------------------------------------------------------------- the local Hugging Face cache
@@ -816,25 +869,51 @@ def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
     return str(snapshot) if snapshot is not None else ref
 
 
-def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any]) -> ModelArch:
+def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
+    """Decoder layers (MTP excluded) with indexer weights among ``tensors``."""
+    layers = set()
+    for t in tensors:
+        if ".indexer." in t.name:
+            m = _LAYER.search(t.name)
+            if m and int(m.group(1)) < num_layers:
+                layers.add(int(m.group(1)))
+    return len(layers)
+
+
+GROUPS_SAID = "parameter groups (no per-tensor layout)"
+
+
+def as_parameter_groups(arch: ModelArch) -> ModelArch:
+    """``arch`` with its weights line saying they are the parameter-group estimate (a preset, or a config kvplan
+    cannot lay out per tensor), unless it has no groups at all."""
+    if not arch.param_groups or GROUPS_SAID in arch.weights_summary:
+        return arch
+    said = f"{arch.weights_summary}; {GROUPS_SAID}" if arch.weights_summary else GROUPS_SAID
+    return replace(arch, weights_summary=said)
+
+
+def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, snapshot: bool = True) -> ModelArch:
     """``arch`` with its weights taken from the checkpoint beside ``source`` (a snapshot's config.json).
 
     ``*.safetensors`` present: every tensor from their headers. Only ``model.safetensors.index.json``: the
     config-derived tensors, reconciled to its ``metadata.total_size``; bytes the config does not explain are
-    kept as one replicated 'unrecognised' block and said. Neither (or a config kvplan cannot lay out per
-    tensor): ``arch`` unchanged, the parameter-group estimate stands.
+    kept as one replicated 'unrecognised' block and said. Neither: the config-derived tensors alone (the same
+    figure tests/unit/test_weights_published.py checks against published load lines). A config kvplan cannot
+    lay out per tensor: ``arch`` unchanged, the parameter-group estimate stands. Every per-tensor path adds the
+    engine's load-time additions (kvplan.models.additions.AdditionsGroup: 0 B unless the planner names the
+    engine). ``snapshot=False`` (a preset's config section) or a JSON not named config.json: the config alone.
     """
+    from kvplan.models.additions import additions_group
+
     src = Path(source)
-    if src.name != "config.json":
-        return arch
-    folder = src.parent
+    folder = src.parent if snapshot and src.name == "config.json" else None
     num_kv_heads = _get(config, "num_key_value_heads")
     notes: list[str] = []
-    if snapshot_shards(folder):
+    if folder is not None and snapshot_shards(folder):
         tensors = snapshot_tensors(folder)
         total = sum(t.nbytes for t in tensors)
         summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"
-    elif (folder / INDEX_NAME).is_file():
+    elif folder is not None and (folder / INDEX_NAME).is_file():
         index = read_index(folder / INDEX_NAME)
         derived = config_tensors(config, source)
         if derived is None:
@@ -859,15 +938,22 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any]) -> 
         elif r.unexplained_bytes < 0:
             notes.append(f"the config derives {-r.unexplained_bytes:,} B more than {INDEX_NAME}'s total_size")
     else:
-        return arch
+        derived = config_tensors(config, source)
+        if derived is None:  # a family or scheme kvplan cannot lay out per tensor: the parameter groups stand
+            return as_parameter_groups(arch)
+        tensors = derived
+        total = sum(t.nbytes for t in tensors)
+        summary = f"per tensor from config.json ({len(tensors):,} tensors, {total:,} B)"
     groups = param_groups_from_tensors(tensors, num_layers=arch.num_layers, num_kv_heads=num_kv_heads)
     unknown = [p.name for g in groups if g.name == "unrecognised" for p in g.placed if p.name != "unexplained"]
     if unknown:
         shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
         notes.append(f"assumed replicated: {len(unknown)} tensors kvplan has no sharding rule for ({shown})")
+    summary += "; + the engine's load-time additions (kvplan.models.additions)"
+    shipped = _indexer_layers_shipped(tensors, arch.num_layers) if "index_topk" in config else None
     return replace(
         arch,
-        param_groups=groups,
+        param_groups=(*groups, additions_group(config, indexer_layers_shipped=shipped)),
         weights_summary=f"{arch.weights_summary}; {summary}" if arch.weights_summary else summary,
         weights_assumptions=(*arch.weights_assumptions, *notes),
     )

@@ -542,7 +542,7 @@ def load_model(ref: str) -> ModelArch:
             )
     from dataclasses import replace
 
-    return replace(arch, measured_weights=tuple(points))
+    return checkpoint.as_parameter_groups(replace(arch, measured_weights=tuple(points)))
 
 
 def _model_from_hf(

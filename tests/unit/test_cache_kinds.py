@@ -95,8 +95,10 @@ def test_plain_mla_import(name: str) -> None:
 )
 def test_presets_match_published_configs(name: str) -> None:
     preset, hf = load_model(name), load_model(str(HF / name / "config.json"))
-    for field in ("num_layers", "num_mtp_layers", "attention", "max_position_embeddings", "total_params"):
+    for field in ("num_layers", "num_mtp_layers", "attention", "max_position_embeddings"):
         assert getattr(preset, field) == getattr(hf, field), field
+    # presets count parameter groups, a config.json every tensor (kvplan.models.checkpoint): within 0.3 %
+    assert preset.total_params == pytest.approx(hf.total_params, rel=0.003)
 
 
 # --------------------------------------------------------------------------- bad input: exit 2, one line

@@ -46,8 +46,8 @@ def test_glm53_vllm_tp8_terms() -> None:
 
 def test_glm53_vllm_mtp_terms() -> None:
     got = terms(config("glm-5.3"), engine="vllm", split=Split.of(tp=8), with_mtp=True, speculative_tokens=5)
-    # the MTP layer's embed_tokens and shared_head.head are the target's: 2 × 154,880 / 8 × 6,144 × 2 B freed
-    assert got["mtp_shared_embed_head"] == -2 * 19_360 * 6144 * 2 == -475_791_360
+    # GLM's MTP layer ships no embed/head of its own (checkpoint.mtp_ships_embed_head): nothing to free
+    assert "mtp_shared_embed_head" not in got
     assert got["mla_absorbed"] == 79 * 3_670_016
     assert got["topk_indices_buffer"] == 2 * 67_108_864  # the MTP module's own buffer
     # rows = min(8,192, 1,024 × (1 + 5)) = 6,144; 21 + 1 (MTP) index groups
@@ -79,3 +79,11 @@ def test_rotary_cache_positions() -> None:
 def test_unknown_engine_is_an_error() -> None:
     with pytest.raises(ConfigError, match="engine 'trt'"):
         engine_additions(config("qwen3-8b"), Knobs(engine="trt", split=Split.of(tp=1)))
+
+
+def test_deepseek_mtp_shares_embed_and_head() -> None:
+    # DeepSeek-V3's layer 61 ships embed_tokens and shared_head.head; the drafter uses the target's:
+    # 129,280 rows (2,020 × 64) / 8 × 7,168 × 2 B each, freed
+    got = terms(config("deepseek-v3"), engine="vllm", split=Split.of(tp=8), with_mtp=True)
+    assert got["mtp_shared_embed_head"] == -2 * 16_160 * 7168 * 2 == -463_339_520
+    assert "mtp_shared_embed_head" not in terms(config("deepseek-v3"), engine="vllm", split=Split.of(tp=8))

@@ -15,8 +15,8 @@ import pytest
 
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
-from kvplan.models.load import load_model
-from kvplan.models.weights import HeadsGroup, param_groups_from_hf
+from kvplan.models.quant import Fields
+from kvplan.models.weights import HeadsGroup, _mla_shape, param_groups, param_groups_from_hf
 
 HF = Path(__file__).parents[1] / "data" / "hf"
 
@@ -71,10 +71,19 @@ def test_kv_projections_replicate_past_the_kv_heads() -> None:
 
 @pytest.mark.parametrize("name", ["glm-5", "glm-5.3", "deepseek-v3.2", "glm-5.2-freq-only", "pattern"])
 def test_mla_groups_equal_the_existing_moeshape_groups(name: str) -> None:
-    """Every DSA golden keeps its weights: the per-module builder gives param_groups' bytes on every split."""
+    """Every DSA golden keeps its weights: the per-module builder gives param_groups' bytes on every split (the
+    parameter-group fallback; a config.json itself is now laid out per tensor, test_weights_one_path)."""
     path = HF / name / "config.json"
-    legacy = load_model(str(path)).param_groups
-    new = param_groups_from_hf(json.loads(path.read_text()), str(path)).groups
+    config = json.loads(path.read_text())
+    fp8 = (config.get("quantization_config") or {}).get("quant_method") == "fp8"
+    legacy = (
+        param_groups(
+            _mla_shape(Fields(config, (), lambda p, m: ConfigError(m))), checkpoint_dtype="fp8" if fp8 else "bf16"
+        )
+        if config.get("hidden_size")
+        else ()
+    )
+    new = param_groups_from_hf(config, str(path)).groups
     assert new == legacy  # the same ParamGroups, bytes per parameter written as param_groups writes them (16388/16384)
     for split in (Split.of(tp=8), Split.of(tp=8, dp_attention=8), Split.of(tp=16, ep=32, pp=2), Split.of(tp=1)):
         assert [g.bytes_per_gpu(split) for g in new] == [g.bytes_per_gpu(split) for g in legacy]
