@@ -21,23 +21,14 @@ which are a range and exist only as a counter: a pool of any size costs nothing 
 hashed part is two parallel lists (blocks and their hashes) in queue order; a block taken out of the middle by a
 hit is only marked (its queue position forgotten) and skipped when the head reaches it, and the lists drop their
 consumed front from time to time. Reference counts are implicit (1 for a held block) except for blocks several
-running requests share. A request's hits, new blocks, hashes and frees are each a few whole-list operations (C
-loops: ``map``, ``compress``, slices), so a request costs what its blocks cost, with no Python step per block on
-the common path.
+running requests share. Nothing is done per block that the request does not touch: a request costs its hits,
+its new blocks and the queue entries its evictions pass over.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import compress, repeat
-from operator import eq
-
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
-
-
-def _consume(it: object) -> None:
-    deque(it, maxlen=0)  # type: ignore[call-overload]
 
 
 class BlockPool:
@@ -147,23 +138,24 @@ class BlockPool:
         if rest:
             self.evictions += rest
             self.nhashed -= rest
-            pos, qb, qk = self.pos, self.qb, self.qk
+            pos, qb, qk, cached, dups = self.pos, self.qb, self.qk, self.cached, self.dups
+            at = self.qhead
+            i = at - self.qbase
             while rest:
-                # the next ``rest`` entries, less the dead ones (taken by hits): repeat until enough
-                i = self.qhead - self.qbase
-                cand = qb[i : i + rest]
-                live = list(map(eq, map(pos.__getitem__, cand), range(self.qhead, self.qhead + len(cand))))
-                self.qhead += len(cand)
-                gone = list(compress(cand, live))
-                keys = list(compress(qk[i : i + rest], live))
-                if not self.dups or self.dups.keys().isdisjoint(keys):
-                    _consume(map(self.cached.__delitem__, keys))
-                else:
-                    for b, key in zip(gone, keys, strict=True):
+                # the head entry, unless a hit took its block out of the queue (then its position moved on)
+                b = qb[i]
+                if pos[b] == at:
+                    key = qk[i]
+                    if dups and key in dups:
                         self._drop_hash(b, key)
-                out.extend(gone)
-                rest -= len(gone)
-            used = self.qhead - self.qbase
+                    else:
+                        del cached[key]
+                    out.append(b)
+                    rest -= 1
+                i += 1
+                at += 1
+            self.qhead = at
+            used = at - self.qbase
             if used > 4096 and 2 * used > len(qb):
                 del qb[:used], qk[:used]
                 self.qbase = self.qhead
@@ -197,16 +189,21 @@ class BlockPool:
         hits: list[int] = found[:h]  # type: ignore[assignment]
         new = cdiv(tokens, ps) - h
         pos = self.pos
-        idle = sum(map(self.qhead.__le__, map(pos.__getitem__, hits)))
+        qhead = self.qhead
+        idle = 0
+        for b in hits:
+            if pos[b] >= qhead:
+                idle += 1
         if new + idle > self._queue_len():
             return False
         self.nhashed -= idle
         if idle == h:
-            _consume(map(pos.__setitem__, hits, repeat(-1)))
+            for b in hits:
+                pos[b] = -1
         else:
             shared = self.shared
             for b in hits:
-                if pos[b] >= self.qhead:
+                if pos[b] >= qhead:
                     pos[b] = -1
                 else:
                     shared[b] = shared.get(b, 0) + 1
@@ -226,14 +223,11 @@ class BlockPool:
         blocks = seq.handle[first:full]
         keys = seq.keys[first:full]
         cached = self.cached
-        if cached.keys().isdisjoint(keys):
-            cached.update(zip(keys, blocks, strict=True))
-        else:
-            for b, key in zip(blocks, keys, strict=True):
-                if key in cached:
-                    self.dups.setdefault(key, []).append(b)
-                else:
-                    cached[key] = b
+        for b, key in zip(blocks, keys, strict=True):
+            if key in cached:
+                self.dups.setdefault(key, []).append(b)
+            else:
+                cached[key] = b
         seq.committed = full
 
     def grow(self, seq: Seq, pages: int) -> bool:
@@ -247,7 +241,10 @@ class BlockPool:
         at = self.qbase + len(self.qb)
         self.qb += blocks
         self.qk += keys
-        _consume(map(self.pos.__setitem__, blocks, range(at, at + len(blocks))))
+        pos = self.pos
+        for b in blocks:
+            pos[b] = at
+            at += 1
         self.nhashed += len(blocks)
 
     def release(self, seq: Seq) -> None:
