@@ -460,12 +460,16 @@ def _verdict(d: Diagnosis) -> str:
             text += s.message
         return text + ("; kvplan's plan predicts it" if s.predicted else "")
     if h.kind == "match":
+        text = "MATCH: the log's figures are the ones the config implies"
         if c is not None:
-            return (
+            text = (
                 f"MATCH: the pool is the one the config implies: {_value(c.logged, c.logged.value)} "
                 f"(expected {_range(c, c.logged)})"
             )
-        return "MATCH: the log's figures are the ones the config implies"
+        a = d.admission
+        if d.admission_asked and a is not None and not a.admitted:
+            text += f"; but a {a.request.total_tokens:,}-token request is REJECTED by {a.binding.name} (check 1)"
+        return text
     if h.kind == "memory" and c is not None:
         text = (
             f"CAUSE: the log's memory, not the accounting: with the log's memory figures the config's rows give "

@@ -1481,8 +1481,8 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
             f"--model for {model.log_class} (the log's model; the config plans {model.arch_class})",
             "--deploy for its deployment",
         ))  # fmt: skip
-    if not problems:
-        return Headline(kind="match")
+    if not problems or set(problems) == {"admission"}:
+        return Headline(kind="match")  # an asked request the pool rejects is a runbook check, said after the match
     if set(problems) <= {"memory"} and c is not None and c.within and c.memory_from_log:
         return Headline(kind="memory")  # the rows and the log's budget give the log's pool: the config's memory differs
     if explaining:
@@ -1753,8 +1753,11 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
     if d.best is not None:
         rows.append(("model", _yaml_str(d.best.arch.name), "the model the doctor compared the log with"))
     elif fit is not None:
-        rows.append(("model", _yaml_str(fit.name), f"the preset whose rows fit the log's ({fit.bytes_per_row:,} B); "
+        preset, _, split = fit.name.partition(" at tp ")
+        rows.append(("model", _yaml_str(preset), f"the preset whose rows fit the log's ({fit.bytes_per_row:,} B); "
                      f"the log names {run.model_path or run.model_class or 'no model'}"))  # fmt: skip
+        if split:
+            rows.append(("tp", split, "the split at which the preset's rows fit the log's (the log prints no tp)"))
     else:
         rows.append(("model", _yaml_str(run.model_path or "SET-ME"),
                      "the log's model: give a preset, a kvplan model YAML or a config.json path"))  # fmt: skip
