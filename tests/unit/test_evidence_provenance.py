@@ -92,7 +92,7 @@ def test_field_log_has_a_provenance_header_and_a_plain_body(path: Path) -> None:
     assert any(k.startswith("expected_") for k in keys)
     engine = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("# engine:"))
     assert engine in ("sglang", "vllm")
-    assert path.name.startswith(f"{engine}-")
+    assert path.name.startswith((f"{engine}-", f"weights-{engine}-"))  # weights-*: load lines for the weights table
     body_lines = [line for line in body.splitlines() if line]
     assert body_lines and not any(line.startswith("#") for line in body_lines)
 

@@ -39,7 +39,8 @@ def weights_knob(*sets: str, engine: str = "vllm") -> dict[str, Any]:
 )
 def test_planner_takes_the_published_table_figure(row: Published) -> None:
     # the same bytes the table predicts (checkpoint.config_tensors + shard + additions.engine_additions)
-    knob = weights_knob(f"model={HF / row.config / 'config.json'}", f"tp={row.tp}", engine=engine_of(row))
+    sets = (f"model={HF / row.config / 'config.json'}", f"tp={row.tp}", *((f"ep={row.ep}",) if row.ep > 1 else ()))
+    knob = weights_knob(*sets, engine=engine_of(row))
     assert knob["value"] == predicted_bytes(row)
     assert "per tensor from config.json (" in knob["origin"]
     assert "load-time additions" in knob["origin"]

@@ -61,7 +61,7 @@ class Published:
     """tests/data/hf/<config>/config.json"""
     tp: int
     published_gib: str
-    """The printed figure, 2 decimals, GiB."""
+    """The printed figure as printed, GiB (2 decimals; vLLM V0 prints 4)."""
     source: str
     """A log excerpt under tests/data/logs/field/ (the figure is read from it) or a URL the figure is quoted from."""
     ep: int = 1
@@ -103,6 +103,14 @@ ROWS = (
     ),
     Published(
         "SGLang 0.4.9 Llama-3.1-8B bf16", "llama-3.1-8b", 1, "15.02", "sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log"
+    ),
+    Published(
+        "vLLM V0 (May 2025) Qwen3-235B-A22B bf16, EP",
+        "qwen3-235b-a22b",
+        8,
+        "54.9206",
+        "weights-vllm-qwen3-235b-a22b-tp8-ep8-issue-18446.log",
+        ep=8,
     ),
     Published(
         "vLLM 0.28 GLM-5.3 fp8 (8×H200)",
@@ -196,6 +204,13 @@ def test_predictions_exact() -> None:
         75_497_472 + 53_248 + 352_321_536 + 147_456
     ) + 2_637_824 + (rope_llama)
     assert got[("llama-3.1-70b", 2)] == 36_379_115_520
+    # Qwen3-235B-A22B TP8 + EP8: embeddings 2 × 151,936 × 4,096 × 2 / 8 = 311,164,928; a layer: q and o 8,192 ×
+    # 4,096 × 2 / 8 = 8,388,608 each, k and v one of 4 kv heads (replicated past 4 ranks) 128 × 4,096 × 2 =
+    # 1,048,576 each, q/k norms 2 × 128 × 2 = 512, two RMSNorms 16,384, 16 of 128 experts 16 × 3 × 4,096 × 1,536
+    # × 2 = 603,979,776, router 128 × 4,096 × 2 = 1,048,576 -> 623,919,616; × 94 + embeddings + final norm 8,192
+    # = 58,959,617,024; rope 40,960 × 128 × 2 = 10,485,760
+    qwen = next(r for r in ROWS if r.config == "qwen3-235b-a22b")
+    assert predicted_bytes(qwen) == 94 * 623_919_616 + 311_164_928 + 8_192 + 10_485_760 == 58_970_102_784
 
 
 def test_known_gaps_pinned() -> None:
