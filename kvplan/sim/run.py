@@ -1,7 +1,8 @@
 """What ``kvplan simulate`` runs: capacities from the command line, one replay, or a curve.
 
-A curve under ``ideal`` leaf-LRU comes from one pass over the trace (stack distances); every other curve replays
-the trace once per capacity, in parallel processes (each streams the trace itself).
+A curve under ``ideal`` leaf-LRU comes from one pass over the trace (stack distances), under ``ideal`` FIFO from
+one read (one cache per capacity); every other curve replays the trace once per capacity, in parallel processes
+that share the trace parsed once (``CompactTrace``, in flat arrays, forked to the workers).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Pool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.result import SimResult, Sweep, SweepPoint
-from kvplan.sim.trace import ReadStats, Request, Trace
+from kvplan.sim.trace import CompactTrace, ReadStats, Request, Trace
 from kvplan.units import parse_bytes, parse_tokens
 
 SEMANTICS = ("ideal", "sglang", "vllm")
@@ -97,8 +98,12 @@ def make_window(trace: Trace, name: str) -> Window:
     return Window("last50", trace.count() // 2)
 
 
-def run_one(cfg: SimConfig, progress: Progress | None = None) -> SimResult:
-    """One replay at one capacity."""
+def run_one(cfg: SimConfig, progress: Progress | None = None, parsed: CompactTrace | None = None) -> SimResult:
+    """One replay at one capacity (from the trace file, or from its parsed form)."""
+    if parsed is not None:
+        result = _run(cfg, parsed.read(), progress)
+        result.bad_records = parsed.bad
+        return result
     stats = ReadStats()
     result = _run(cfg, cfg.trace.read(stats), progress)
     result.bad_records = stats.bad
@@ -123,8 +128,12 @@ def _run(cfg: SimConfig, requests: Iterator[Request], progress: Progress | None)
     return replay_order(requests, cfg.pool(), cfg.paging(), window=cfg.window, progress=progress)
 
 
+_PARSED: CompactTrace | None = None
+"""The trace a per-capacity sweep parsed once; its forked workers inherit it."""
+
+
 def _point(cfg: SimConfig) -> tuple[SweepPoint, SimResult]:
-    r = run_one(cfg)
+    r = run_one(cfg, parsed=_PARSED)
     assert r.capacity_units is not None
     p = SweepPoint(
         r.capacity_units, r.stats.hit_tokens, r.stats.hit_units, r.filled_before_window, r.evictions,
@@ -156,17 +165,22 @@ def run_sweep(cfg: SimConfig, capacities: list[int], *, jobs: int = 0, progress:
     configs = [replace(cfg, capacity_units=c) for c in caps]
     workers = min(jobs or os.cpu_count() or 1, len(configs))
     results: list[tuple[SweepPoint, SimResult]] = []
-    if workers <= 1:
-        for i, c in enumerate(configs, 1):
-            results.append(_point(c))
-            if progress is not None:
-                progress(i)
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-            for i, res in enumerate(pool.map(_point, configs), 1):
-                results.append(res)
+    global _PARSED
+    _PARSED = CompactTrace(cfg.trace) if len(configs) > 1 else None
+    try:
+        if workers <= 1:
+            for i, c in enumerate(configs, 1):
+                results.append(_point(c))
                 if progress is not None:
                     progress(i)
+        else:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+                for i, res in enumerate(pool.map(_point, configs), 1):
+                    results.append(res)
+                    if progress is not None:
+                        progress(i)
+    finally:
+        _PARSED = None
     first = results[0][1]
     return Sweep(
         semantics=cfg.semantics,

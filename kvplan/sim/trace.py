@@ -42,6 +42,7 @@ import json
 import math
 import re
 import zlib
+from array import array
 from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -715,3 +716,46 @@ def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
         last_arrival = arrival
         yield Request(index, arrival, length, out, blocks, lineno)
         index += 1
+
+
+# --------------------------------------------------------------------------- one parse, shared
+
+
+class CompactTrace:
+    """A trace parsed once into flat integer arrays (8 bytes a field and a block id, no object per request), to
+    replay as many times as needed: a per-capacity sweep reads the file once and its worker processes, forked
+    after, share the arrays' pages instead of each parsing the file again."""
+
+    def __init__(self, trace: Trace) -> None:
+        stats = ReadStats()
+        self.arrival = array("q")
+        self.input = array("q")
+        self.output = array("q")
+        self.line = array("q")
+        self.file = array("q")
+        self.ids = array("q")
+        self.starts = array("q", [0])
+        """Request i's blocks are ``ids[starts[i]:starts[i + 1]]``."""
+        self.has_blocks = trace.has_blocks
+        for r in trace.read(stats):
+            self.arrival.append(r.arrival_us)
+            self.input.append(r.input_tokens)
+            self.output.append(r.output_tokens)
+            self.line.append(r.line)
+            self.file.append(r.file)
+            if r.blocks is not None:
+                self.ids.extend(r.blocks)
+            self.starts.append(len(self.ids))
+        self.bad = stats.bad
+
+    def __len__(self) -> int:
+        return len(self.input)
+
+    def read(self) -> Iterator[Request]:
+        """The requests in trace order, as ``Trace.read`` gives them."""
+        ids, st, blocks = self.ids, self.starts, self.has_blocks
+        for i in range(len(self.input)):
+            yield Request(
+                i, self.arrival[i], self.input[i], self.output[i],
+                ids[st[i] : st[i + 1]].tolist() if blocks else None, self.line[i], self.file[i],
+            )  # fmt: skip

@@ -1,4 +1,5 @@
-"""Memory bounded by the pool, not by the trace (issue 15): the one-pass LRU curve and occupancy mode's timeline.
+"""Memory bounded by the pool, not by the trace (issue 15): the one-pass LRU curve, occupancy mode's timeline, and
+a trace parsed once per run.
 
 The curve tracks only the ``max(capacities)`` most recent blocks in a Fenwick tree that is renumbered when it
 fills; these tests shrink the tree so that renumbering and forgetting happen on small traces, and check the curve
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,7 +22,8 @@ from kvplan.sim import ideal
 from kvplan.sim.paging import Paging
 from kvplan.sim.radix import RadixPool
 from kvplan.sim.replay import TIMELINE_POINTS, Service, Timeline, replay_occupancy
-from kvplan.sim.trace import Request
+from kvplan.sim.run import SimConfig, run_one, run_sweep
+from kvplan.sim.trace import CompactTrace, Request, Trace, open_trace
 from tests.sim.test_sim_properties import ALL, BS, chained_traces
 
 
@@ -74,9 +79,10 @@ def test_timeline_keeps_at_most_its_points_and_the_peaks() -> None:
     assert samples[61_234] in out
     # 700,000 us in at most 400 buckets of a power-of-two width: 2**11 = 2,048 us (342 buckets)
     assert tl.width == 2_048 and len(out) == -(-699_994 // 2_048)
-    for s in out:
-        bucket = [x for x in samples if x[0] // 2_048 == s[0] // 2_048]
-        assert s[3] == max(x[3] for x in bucket)
+    peak: dict[int, int] = {}
+    for x in samples:
+        peak[x[0] // 2_048] = max(peak.get(x[0] // 2_048, 0), x[3])
+    assert [s[3] for s in out] == [peak[s[0] // 2_048] for s in out]
 
 
 def _arrivals(n: int) -> Iterator[Request]:
@@ -98,3 +104,39 @@ def test_occupancy_memory_does_not_grow_with_the_trace() -> None:
     assert r.occupancy is not None and r.occupancy.completed == 6_000
     assert len(r.occupancy.timeline) <= TIMELINE_POINTS
     assert peak < 1_500_000, f"{peak:,} B"
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["mooncake/synthetic_trace.jsonl", "kv-cache-tester-claude-code", "azure-llm-2023/AzureLLMInferenceTrace_code.csv"],
+)
+def test_compact_trace_replays_the_same_requests(traces: Path, rel: str) -> None:
+    # the parsed-once form gives back every field of every request (blocks None where the format has none)
+    tr = open_trace(traces / rel)
+    compact = CompactTrace(tr)
+    fields = ("index", "arrival_us", "input_tokens", "output_tokens", "blocks", "line", "file")
+    a = [tuple(getattr(r, f) for f in fields) for r in tr.read()]
+    b = [tuple(getattr(r, f) for f in fields) for r in compact.read()]
+    assert a == b and len(compact) == len(a) > 0
+
+
+def test_engine_sweep_parses_the_trace_once(mooncake_file: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the defect: a per-capacity sweep parsed the file once per capacity (in each worker process). Three
+    # capacities, one read; each point equals a replay of its own at that capacity
+    path = mooncake_file([(0, 1024, 4, [0, 1]), (10, 1536, 4, [0, 1, 2]), (20, 1024, 4, [0, 3])])
+    tr = open_trace(path)
+    cfg = SimConfig(tr, "sglang", "lru", ALL, 64, None)
+    reads = []
+    real = Trace.read
+
+    def counted(self: Trace, stats: Any = None) -> Any:
+        reads.append(1)
+        return real(self, stats)
+
+    monkeypatch.setattr(Trace, "read", counted)
+    sweep = run_sweep(cfg, [8, 16, 40], jobs=1)
+    assert len(reads) == 1
+    monkeypatch.setattr(Trace, "read", real)
+    for p in sweep.points:
+        one = run_one(replace(cfg, capacity_units=p.capacity_units))
+        assert (p.hit_tokens, p.evictions) == (one.stats.hit_tokens, one.evictions)
