@@ -27,10 +27,11 @@ of one copy measured whole (a reference run with ``--window all``, not in the ta
     python benchmarks/sim_scale.py                          # copies 1,16,64, every mode
     python benchmarks/sim_scale.py --copies 1,16 --modes vllm,sglang --timeout 120
     python benchmarks/sim_scale.py --copies 64 --peer --json results.json
-    python benchmarks/sim_scale.py --compare before.json    # same outputs as a saved run? (digests)
+    python benchmarks/sim_scale.py --compare before.json    # same hit tokens as a saved run? CPU and RSS before/after
 
 Prints a markdown table (CPU s, peak MiB per mode and size) and a line naming the machine. Exit 2 when a run
-fails or the peer disagrees, or when --compare finds an output that changed; 0 otherwise.
+fails or the peer disagrees, or when --compare finds hit tokens that changed (it also says where the rest of
+the JSON output differs, by digest); 0 otherwise.
 """
 
 from __future__ import annotations
@@ -252,13 +253,16 @@ def main() -> int:
         before = {(d["tool"], d["mode"], d["copies"]): d for d in json.loads(args.compare.read_text())["runs"]}
         for r in runs:
             b = before.get((r.tool, r.mode, r.copies))
-            if b and b.get("digest") and r.digest and b["digest"] != r.digest:
-                print(f"CHANGED: {r.mode} x{r.copies}: output digest {b['digest']} -> {r.digest}", file=sys.stderr)
+            if not b or not b.get("hit_tokens") or not r.hit_tokens:
+                continue
+            if b["hit_tokens"] != r.hit_tokens:
+                print(f"CHANGED HITS: {r.mode} x{r.copies}: {b['hit_tokens']} -> {r.hit_tokens}", file=sys.stderr)
                 changed += 1
-            elif b and b.get("digest") and r.digest:
-                cpu = f"{b['cpu_s']:.1f} -> {r.cpu_s:.1f} s CPU"
-                rss = f"{b['peak_rss_bytes'] / 2**20:,.0f} -> {r.peak_rss_bytes / 2**20:,.0f} MiB"
-                print(f"same output: {r.mode} x{r.copies}: {cpu}, {rss}", file=sys.stderr)
+                continue
+            cpu = f"{b['cpu_s']:.1f} -> {r.cpu_s:.1f} s CPU"
+            rss = f"{b['peak_rss_bytes'] / 2**20:,.0f} -> {r.peak_rss_bytes / 2**20:,.0f} MiB"
+            out = "same output" if b.get("digest") == r.digest else "output differs elsewhere (digest)"
+            print(f"same hit tokens: {r.mode} x{r.copies}: {cpu}, {rss}; {out}", file=sys.stderr)
     if args.json is not None:
         doc: dict[str, Any] = {"machine": machine(), "trace": str(args.trace), "runs": [asdict(r) for r in runs]}
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
