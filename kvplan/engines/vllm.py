@@ -452,9 +452,10 @@ def _non_kv_other(
             Term("DSA calibration", dsa, "CALIBRATED: what the GLM-5.3 recipe point (PR #893) leaves after the terms")
         )
     parts = (
-        "profile run"
+        ("calibrated on vllm-project/recipes PR #893 (DSA): " if dsa else "")
+        + "profile run"
         + (" + CUDA-graph estimate (ASSUMED)" if graphs else "")
-        + (" + DSA calibration (GLM-5.3, PR #893)" if dsa else "")
+        + (" + DSA calibration term" if dsa else "")
     )
     k = Knob("non_kv_other", peak.total_bytes + graph + dsa, f"default: {parts}: {peak.summary()}")
     return k, tuple(terms)
