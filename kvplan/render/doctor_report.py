@@ -301,6 +301,9 @@ def _accounting_findings(d: Diagnosis, c: Comparison) -> list[str]:
     )
     out.append(text)
     explaining = d.explaining
+    for contra in [x for x in d.causes if x.explains and x.contradicted][:3]:
+        out.append(f"not the cause: {contra.name} fits the count, but the log's byte figures contradict it "
+                   f"({contra.contradicted})")  # fmt: skip
     for cause in explaining[:3]:
         line = f"cause: {cause.name}"
         if cause.cell_bytes != cause.expected_cell_bytes:
@@ -315,8 +318,8 @@ def _accounting_findings(d: Diagnosis, c: Comparison) -> list[str]:
     if not explaining:
         text = "no known cause explains the gap (tested: " + "; ".join(x.name for x in d.causes[:8]) + ")"
         out.append(text)
-        if d.implied is not None:
-            out.append(_implied_text(d))
+        if d.implied is not None and (d.byte_fact is None or not d.byte_fact.agrees):
+            out.append(_implied_text(d))  # asks whether the log is from another model: never when its rows agree
     return out
 
 
