@@ -505,8 +505,13 @@ def _verdict(d: Diagnosis) -> str:
             text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
             if r.cell_after != r.cell_before:
                 text += f" (row {r.cell_before:,} B → {r.cell_after:,} B)"
-            if r.changes_pool:
-                text += f"; pool {r.config_pool:,} → {r.pool_after:,}"
+            if c is not None and c.within and c.memory_from_log:
+                text += (
+                    f"; with the log's knobs and memory the config's rows give {_range(c, c.logged)}, the log's "
+                    f"{_value(c.logged, c.logged.value)}"
+                )
+            elif r.changes_pool:
+                text += f"; with the config's memory: pool {r.config_pool:,} → {r.pool_after:,}"
             return text
     fact = d.byte_fact
     if h.kind == "model":

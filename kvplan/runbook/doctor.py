@@ -1797,8 +1797,31 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
             seen.add("kv_cache_dtype")
     if run.engine == "sglang" and a is not None and a.flag("enable_dp_attention") and (dp := a.integer("dp_size")):
         rows.append(("dp_attention", str(dp), "enable_dp_attention with dp_size"))
-    rows.append(("# gpu", "", "not in the log: add 'gpu: <name from kvplan gpus>' (the default is the preset's)"))
+    gpus, figure = gpu_candidates(run)
+    if len(gpus) == 1:
+        rows.append(("gpu", _yaml_str(gpus[0]), f"the only catalog GPU whose CUDA total fits the log's {figure}"))
+    elif gpus:
+        rows.append(("# gpu", "", f"one of {', '.join(gpus)} (their CUDA totals fit the log's {figure}): set it"))
+    else:
+        rows.append(("# gpu", "", "not in the log: add 'gpu: <name from kvplan gpus>' (the default is the preset's)"))
     return tuple(rows)
+
+
+def gpu_candidates(run: Run) -> tuple[tuple[str, ...], str]:
+    """Catalog GPUs whose CUDA total fits the log's memory: V0's total_gpu_memory (torch's total: within its
+    rounding and 0.1 GiB), or SGLang's free memory before the weights (the total less a CUDA context of 0.2-3 GiB)."""
+    from kvplan.models.load import gpu_catalog
+
+    catalog = gpu_catalog()
+    if run.v0_memory is not None and run.v0_memory.value.total is not None:
+        g = run.v0_memory.value.total
+        lo, hi, figure = g.low_bytes - GiB // 10, g.high_bytes + GiB // 10, f"total_gpu_memory {g.text} GiB"
+    elif run.load_begin:
+        g = max((b.value for b in run.load_begin), key=lambda x: x.bytes)
+        lo, hi, figure = g.low_bytes + GiB // 5, g.high_bytes + 3 * GiB, f"free memory before the weights {g.text} GiB"
+    else:
+        return (), ""
+    return tuple(k for k, gpu in catalog.items() if lo <= gpu.cuda_total_bytes <= hi), figure
 
 
 def _yaml_str(text: str) -> str:

@@ -224,3 +224,20 @@ def test_log_only_diagnosis_is_pure() -> None:
     assert d.config is None and d.status == CANNOT_TELL and d.evidence is not None
     assert [c.name for c in d.evidence.candidates if c.fits][:2] == ["deepseek-v3", "kimi-k2"]
     assert diagnose is not None
+
+
+def test_emit_deploy_names_the_gpus_whose_total_fits(tmp_path: Path) -> None:
+    # vllm-project/vllm#10517 (an RTX 3090): 'total_gpu_memory=23.58GiB' is torch's CUDA total, 23.575 .. 23.585 GiB
+    # (± 0.1 GiB of slack): the catalog's 24 GB cards fit, and the deployment lists them rather than guess one
+    from kvplan.models.load import gpu_catalog
+    from kvplan.runbook.doctor import gpu_candidates
+
+    path = LOGS / "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"
+    gpus, figure = gpu_candidates(parse_log(body(path)).chosen)
+    assert "rtx-3090" in gpus and figure == "total_gpu_memory 23.58 GiB"
+    g = Gib.parse("23.58")
+    assert all(g.low_bytes - (1 << 30) // 10 <= gpu_catalog()[k].cuda_total_bytes <= g.high_bytes + (1 << 30) // 10
+               for k in gpus)  # fmt: skip
+    out = tmp_path / "d.yaml"
+    cli("--log", str(path), "--emit-deploy", str(out))
+    assert "# gpu: one of " in out.read_text(encoding="utf-8")
