@@ -99,6 +99,13 @@ ROWS = (
     ),
     Published("vLLM 0.19 Mixtral-8x7B bf16", "mixtral-8x7b", 2, "43.51", "vllm-mixtral-8x7b-h100-llmd-planner-tp2.log"),
     Published(
+        "SGLang 0.4.1 Llama-3.1-8B bf16 (begin − end)",
+        "llama-3.1-8b",
+        1,
+        "15.09",
+        "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
+    ),
+    Published(
         "SGLang 0.4.4 Llama-3.1-8B bf16", "llama-3.1-8b", 1, "15.11", "sglang-llama-3.1-8b-h100-sglang-pr-4760.log"
     ),
     Published(
@@ -132,6 +139,11 @@ def published_bytes(row: Published) -> int:
         line = re.compile(r"Model loading took ([\d.]+) GiB|Load weight end\..*mem usage=([\d.]+) GB")
         found = [m.group(1) or m.group(2) for ln in body if (m := line.search(ln))]
         figures = {f for f in found if f}
+        if not figures:  # SGLang 0.4.1 prints no mem usage: it is begin − end avail mem (ModelRunner.load_model)
+            avail = re.compile(r"Load weight (begin|end)\..*avail mem=([\d.]+) GB")
+            got = dict(m.groups() for ln in body if (m := avail.search(ln)))
+            cents = int((Fraction(got["begin"]) - Fraction(got["end"])) * 100) if len(got) == 2 else -1
+            figures = {f"{cents // 100}.{cents % 100:02d}"} if cents >= 0 else set()
         assert figures == {row.published_gib}, (row.source, figures)
     return int(Fraction(row.published_gib) * GiB)
 
