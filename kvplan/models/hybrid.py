@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan import limits
 from kvplan.models.activation import activation_dims
-from kvplan.models.arch import ModelArch
+from kvplan.models.arch import IndexerRule, ModelArch
 from kvplan.models.cache import (
     CacheKind,
     CompressedAttention,
@@ -257,6 +257,9 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
         head_dim=_dim(r, "qk_nope_head_dim", default=256) + rope, v_head_dim=_dim(r, "v_head_dim", default=256),
         index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
         index_topk=index_topk, index_kpool=kpool, layers=layers,
+        # the same owners as flags: a config without KDA layers is uniform, and its layers are rebuilt from these
+        indexer_full=tuple(i in owners for i in range(num_layers)) if index_topk else (),
+        indexer_rule=IndexerRule.INDEXER_TYPES if r.has("indexer_types") else IndexerRule.NONE,
     )  # fmt: skip
 
 

@@ -406,3 +406,12 @@ def test_an_architecture_that_is_not_one_word_fails_in_one_line(tmp_path: Path, 
     with pytest.raises(ConfigError, match="expected a") as e:
         load_model(str(tmp_path))
     assert "\n" not in str(e.value)
+
+
+def test_glm53_flash_without_kda_layers_keeps_its_pooled_indexer(tmp_path: Path) -> None:
+    # no KDA layer: the model is uniform (MLA + indexer K), and the stored layers are rebuilt from its fields; the
+    # pooled indexer (kpool 4, 33 B/token) must survive that on every layer
+    la = {"kda_layers": [], "full_attn_layers": list(range(8)), "num_heads": 64, "head_dim": 128}
+    m = load_model(_glm53_flash_like(tmp_path, linear_attn_config=la))
+    assert not m.is_hybrid
+    assert all(layer.caches == (MlaLatent(512, 0), IndexerK(128, 4)) for layer in m.layers)
