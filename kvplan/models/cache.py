@@ -179,8 +179,9 @@ class SlidingWindow(FullAttention):
     How many an engine keeps allocated (vLLM frees whole blocks behind the window and keeps one more; SGLang
     sizes a separate SWA pool by a ratio) is an engine rule (issue 13), not the model's.
 
-    ``sinks``: the model has attention sinks (gpt-oss ``GptOssAttention.sinks``, one learned logit per query
-    head). They are parameters, not cache: no bytes per token.
+    ``sinks``: the model has attention sinks (openai/gpt-oss ``gpt_oss/torch/model.py`` ``AttentionBlock``:
+    ``self.sinks = Parameter(num_attention_heads)``, one learned logit per query head). They are parameters, not
+    cache: no bytes per token.
     """
 
     window: int = 0

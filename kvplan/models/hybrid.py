@@ -45,8 +45,9 @@ def sliding_layers(
 ) -> tuple[Layer, ...]:
     """A full-attention model's layers when ``layer_types`` marks some of them sliding; () when none slides.
 
-    gpt-oss (vLLM ``gpt_oss.py`` ``OAIAttention``: ``sliding_window`` on the layers whose ``layer_types`` entry is
-    "sliding_attention"; ``self.sinks``, one learned logit per head, on every layer: parameters, not cache). A
+    gpt-oss (openai/gpt-oss ``gpt_oss/torch/model.py`` ``AttentionBlock``: "Only apply sliding window to every
+    other layer", ``config.sliding_window if layer_idx % 2 == 0``, the layers the config's ``layer_types`` marks
+    "sliding_attention"; ``self.sinks``, one learned logit per head on every layer: parameters, not cache). A
     ``sliding_window`` without ``layer_types`` (Mistral, Qwen2 with ``use_sliding_window``) does not say which
     layers slide the same way in every family: it stays refused.
     """
