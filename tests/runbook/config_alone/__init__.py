@@ -107,17 +107,29 @@ def all_cases() -> tuple[Case, ...]:
     return tuple(out)
 
 
+def gap_headline(case: Case) -> str:
+    """The first clause of a gap's reason, for the table ('weights', 'on a 24 GB GPU ...'); the whole reason is in
+    the case."""
+    if not case.gap:
+        return ""
+    head = re.split(r"[:;,(]", case.gap, maxsplit=1)[0].strip()
+    return head if len(head) <= 72 else head[:69].rstrip() + "..."
+
+
 def table() -> str:
     """The README table: every case, predicted vs logged."""
     rows = [
-        "| log | stated deployment | logged pool | kvplan (config alone) | error |",
-        "|---|---|---|---|---|",
+        "| log | stated deployment | logged pool | kvplan (config alone) | error | known gap |",
+        "|---|---|---|---|---|---|",
     ]
     for case in all_cases():
         predicted, err = error(case)
         mark = "" if abs(err) <= WITHIN else " (gap)"
         shown = f"{err * 100:+.2f} %".replace("-", "\u2212")
-        rows.append(f"| `{Path(case.log).name}` | {case.label} | {case.logged:,} | {predicted:,} | {shown}{mark} |")
+        rows.append(
+            f"| `{Path(case.log).name}` | {case.label} | {case.logged:,} | {predicted:,} | {shown}{mark} | "
+            f"{gap_headline(case)} |"
+        )
     cases = all_cases()
     ok = sum(1 for c in cases if abs(error(c)[1]) <= WITHIN)
     rows += ["", f"{ok} of {len(cases)} within 2 %."]
