@@ -139,9 +139,10 @@ def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_laye
 
 
 def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
-    """KDA layers and MLA layers (vLLM ``kimi_linear.py``: ``linear_attn_config`` ``num_heads``, ``head_dim``,
-    ``short_conv_kernel_size``; a layer is KDA iff ``layer_idx + 1`` is in ``kda_layers``, 1-based as the
-    config writes them; the others, ``full_attn_layers``, are MLA with ``kv_lora_rank`` + ``qk_rope_head_dim``)."""
+    """KDA layers and MLA layers (SGLang ``configs/kimi_linear.py`` ``KimiLinearConfig``: a layer is KDA iff
+    ``is_kda_layer``: ``(layer_idx + 1) in kda_layers``, 1-based as the config writes them; the state from
+    ``linear_attn_config`` ``num_heads``, ``head_dim``, ``short_conv_kernel_size`` via ``KimiLinearStateShape``;
+    the other layers are MLA with ``kv_lora_rank`` + ``qk_rope_head_dim``)."""
     la = r.sub("linear_attn_config")
     kda = _layer_list(la, "kda_layers", num_layers)
     full = _layer_list(la, "full_attn_layers", num_layers)

@@ -229,7 +229,8 @@ def test_qwen3_next_layer_types_win(tmp_path: Path) -> None:
 
 
 def test_kimi_linear_layers_are_one_based(tmp_path: Path) -> None:
-    # Kimi-Linear writes kda_layers / full_attn_layers 1-based (vLLM kimi_linear.py: layer_idx + 1 in kda_layers);
+    # Kimi-Linear writes kda_layers / full_attn_layers 1-based (SGLang KimiLinearConfig.is_kda_layer:
+    # layer_idx + 1 in kda_layers);
     # a config written by this test with the released 48B dims on 4 layers (no verbatim copy was found)
     cfg = {"architectures": ["KimiLinearForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
            "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
