@@ -52,6 +52,8 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         "gpt-oss-120b",
         "deepseek-v4-flash",
         "deepseek-v4-pro",
+        # issue 12's weights table, from the same snapshot
+        "qwen3-30b-a3b-fp8",
     }
 
 

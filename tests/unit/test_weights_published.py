@@ -120,6 +120,13 @@ ROWS = (
         ep=8,
     ),
     Published(
+        "SGLang (Aug 2026) Qwen3-30B-A3B-FP8 (1×H100)",
+        "qwen3-30b-a3b-fp8",
+        1,
+        "29.15",
+        "weights-sglang-qwen3-30b-a3b-fp8-h100-mystous-vllm-hybrid.log",
+    ),
+    Published(
         "vLLM 0.28 GLM-5.3 fp8 (8×H200)",
         "glm-5.3",
         8,
@@ -223,6 +230,21 @@ def test_predictions_exact() -> None:
     # = 58,959,617,024; rope 40,960 × 128 × 2 = 10,485,760
     qwen = next(r for r in ROWS if r.config == "qwen3-235b-a22b")
     assert predicted_bytes(qwen) == 94 * 623_919_616 + 311_164_928 + 8_192 + 10_485_760 == 58_970_102_784
+
+
+def test_qwen3_moe_fp8_prediction_exact() -> None:
+    # Qwen/Qwen3-30B-A3B-FP8 at tp 1 (SGLang, 1×H100; 'mem usage=29.15 GB'): fp8 e4m3 linears with one fp32 scale
+    # per 128×128 block, bf16 for everything in modules_to_not_convert (lm_head, norms, mlp.gate) and the
+    # embeddings. A layer: attention q 4,096 + k 512 + v 512 rows × 2,048 and o 2,048 × 4,096 in fp8 = 18,874,368
+    # B, their block scales (32 + 4 + 4) × 16 + 16 × 32 = 1,152 × 4 B = 4,608 B; q/k norms 2 × 128 × 2 = 512 B;
+    # 128 experts × 3 × 768 × 2,048 fp8 = 603,979,776 B with scales 128 × 3 × 6 × 16 × 4 B = 147,456 B; the router
+    # 128 × 2,048 × 2 = 524,288 B; two RMSNorms 2 × 2,048 × 2 = 8,192 B -> 623,539,200 B; × 48 = 29,929,881,600 B.
+    # Embeddings and lm_head 2 × 151,936 × 2,048 × 2 = 1,244,659,712 B, final norm 4,096 B, SGLang's rotary cache
+    # 40,960 × 128 × 2 = 10,485,760 B -> 31,185,031,168 B = 29.04 GiB vs 29.15 GiB = 31,299,574,169 B: −0.366 %
+    row = next(r for r in ROWS if r.config == "qwen3-30b-a3b-fp8")
+    assert predicted_bytes(row) == 48 * 623_539_200 + 1_244_659_712 + 4_096 + 10_485_760 == 31_185_031_168
+    assert published_bytes(row) == 31_299_574_169  # int(2,915 / 100 × 2^30)
+    assert error_ppm(row) == -3_660  # −114,543,001 / 31,299,574,169 = −3,659.57 ppm
 
 
 def test_known_gaps_pinned() -> None:
