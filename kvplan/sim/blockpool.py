@@ -27,6 +27,8 @@ its new blocks and the queue entries its evictions pass over.
 
 from __future__ import annotations
 
+from itertools import compress
+
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
 
@@ -252,30 +254,25 @@ class BlockPool:
         blocks: list[int] = seq.handle
         hashed = seq.committed
         shared = self.shared
-        if not shared or shared.keys().isdisjoint(blocks):
-            # every block goes back to the queue: hashed ones to its tail, the request's tail first
-            self._append(blocks[hashed - 1 :: -1] if hashed else [], seq.keys[hashed - 1 :: -1] if hashed else [])
-            self.stack.extend(blocks[hashed:])
-        else:
-            unhashed: list[int] = []
-            tail: list[int] = []
-            tail_keys: list[int] = []
-            keys = seq.keys
-            for i in range(len(blocks) - 1, -1, -1):
-                b = blocks[i]
-                r = shared.get(b)
-                if r is None:
-                    if i < hashed:
-                        tail.append(b)
-                        tail_keys.append(keys[i])
-                    else:
-                        unhashed.append(b)
-                elif r == 1:
+        tail = blocks[hashed - 1 :: -1] if hashed else []
+        tail_keys = seq.keys[hashed - 1 :: -1] if hashed else []
+        unhashed = blocks[hashed:]
+        others = shared.keys() & blocks if shared else None
+        if others:
+            # blocks other running requests still hold lose one reference and stay; the rest go to the queue
+            for b in others:
+                r = shared[b]
+                if r == 1:
                     del shared[b]
                 else:
                     shared[b] = r - 1
-            self.stack.extend(reversed(unhashed))
-            self._append(tail, tail_keys)
+            keep = [b not in others for b in tail]
+            tail = list(compress(tail, keep))
+            tail_keys = list(compress(tail_keys, keep))
+            unhashed = [b for b in unhashed if b not in others]
+        # hashed blocks to the queue's tail, the request's tail first; unhashed ones to its head
+        self._append(tail, tail_keys)
+        self.stack.extend(unhashed)
         seq.handle = None
         if self.check:
             self.verify()
