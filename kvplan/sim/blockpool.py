@@ -259,7 +259,7 @@ class BlockPool:
         unhashed = blocks[hashed:]
         others = shared.keys() & blocks if shared else None
         if others:
-            # blocks other running requests still hold lose one reference and stay; the rest go to the queue
+            # blocks other running requests still hold (hits, so hashed ones) lose one reference and stay
             for b in others:
                 r = shared[b]
                 if r == 1:
@@ -269,7 +269,6 @@ class BlockPool:
             keep = [b not in others for b in tail]
             tail = list(compress(tail, keep))
             tail_keys = list(compress(tail_keys, keep))
-            unhashed = [b for b in unhashed if b not in others]
         # hashed blocks to the queue's tail, the request's tail first; unhashed ones to its head
         self._append(tail, tail_keys)
         self.stack.extend(unhashed)
