@@ -54,6 +54,7 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         "deepseek-v4-pro",
         # issue 12's weights table, from the same snapshot
         "qwen3-30b-a3b-fp8",
+        "deepseek-v3.2-nvfp4",
     }
 
 

@@ -54,6 +54,24 @@ FP8_DYNAMIC = {
 }
 
 
+# nvidia/DeepSeek-V3.2-NVFP4 ships its quantization in hf_quant_config.json (modelopt's nested {"producer",
+# "quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": [...]}}), not in config.json; vLLM
+# reads that file when config.json has no quantization_config (ModelOptNvFp4Config.from_config takes the nested
+# form as it stands), so the row passes the verbatim file (tests/data/hf/deepseek-v3.2-nvfp4/) as quantization_config.
+# Its exclude_modules keep bf16: lm_head, every layer's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj and
+# indexer*, and the MTP layer 61; o_proj, the dense MLPs, the shared and the routed experts are NVFP4.
+V32_NVFP4 = {
+    "quantization_config": json.loads((DATA / "hf" / "deepseek-v3.2-nvfp4" / "hf_quant_config.json").read_text())
+}
+
+# The published figures of ashishkamra/vllm-memory-estimator's validation data (Red Hat benchmark runs, each
+# record: model, accelerator, tp, vLLM version, and 'Model loading took' parsed as model_load_gib):
+VALIDATION_DB = (
+    "https://github.com/ashishkamra/vllm-memory-estimator/blob/8b0e21d1ec49357383758a164129515209b37e7f/"
+    "test_data/validation_db.json"
+)
+
+
 @dataclass(frozen=True)
 class Published:
     label: str
@@ -125,6 +143,22 @@ ROWS = (
         1,
         "29.15",
         "weights-sglang-qwen3-30b-a3b-fp8-h100-mystous-vllm-hybrid.log",
+    ),
+    Published(
+        "vLLM 0.11.2 DeepSeek-R1-0528 fp8 (8×H200)",
+        "deepseek-r1",
+        8,
+        "79.7390",
+        "weights-vllm-deepseek-r1-0528-h200-tp8-vllm-memory-estimator.log",
+    ),
+    Published(
+        "vLLM 0.18.0 DeepSeek-V3.2-NVFP4 (8×B200)",
+        "deepseek-v3.2-nvfp4",
+        8,
+        "48.62",
+        f"{VALIDATION_DB} (record 323f695c-3a58-40e8-8fb8-ac338e1a39b6: nvidia/DeepSeek-V3.2-NVFP4, B200, tp 8,"
+        " vLLM v0.18.0, model_load_gib 48.62)",
+        extra=V32_NVFP4,
     ),
     Published(
         "vLLM 0.28 GLM-5.3 fp8 (8×H200)",
@@ -245,6 +279,69 @@ def test_qwen3_moe_fp8_prediction_exact() -> None:
     assert predicted_bytes(row) == 48 * 623_539_200 + 1_244_659_712 + 4_096 + 10_485_760 == 31_185_031_168
     assert published_bytes(row) == 31_299_574_169  # int(2,915 / 100 × 2^30)
     assert error_ppm(row) == -3_660  # −114,543,001 / 31,299,574,169 = −3,659.57 ppm
+
+
+def test_deepseek_r1_fp8_prediction_exact() -> None:
+    # DeepSeek-R1(-0528) fp8 at tp 8 on vLLM 0.11.2 ('Model loading took 79.7390 GiB'): fp8 e4m3 linears with one
+    # fp32 scale per 128×128 block, bf16 embeddings, head, norms and router. Rank 0 holds:
+    # embeddings and head 2 × 129,280 / 8 × 7,168 × 2 = 463,339,520 B; final norm 14,336 B;
+    # a layer's attention: q_a 1,536 × 7,168 and kv_a 576 × 7,168 replicated, q_b 24,576 / 8 × 1,536, kv_b
+    # 32,768 / 8 × 512, o 7,168 × 16,384 / 8, in fp8 = 36,634,624 B, their block scales (12 × 56 + 5 × 56 + 24 × 12 +
+    # 32 × 4 + 56 × 16) × 4 = 9,056 B, norms (1,536 + 512 + 2 × 7,168) × 2 = 32,768 B -> 36,676,448 B;
+    # a dense MLP (layers 0-2): 3 × 18,432 / 8 × 7,168 fp8 = 49,545,216 B + scales 3 × 18 × 56 × 4 = 12,096 B;
+    # a MoE layer (3-60): 256 experts + the shared one, each sliced 8 ways: 257 × 3 × 256 × 7,168 = 1,414,791,168 B
+    # + scales 257 × 3 × 2 × 56 × 4 = 345,408 B, the router 256 × 7,168 × 2 + its fp32 bias 256 × 4 = 3,671,040 B
+    # -> checkpoint 463,339,520 + 14,336 + 61 × 36,676,448 + 3 × 49,557,312 + 58 × 1,418,807,616 = 85,140,130,848 B.
+    # vLLM adds the yarn rotary cache 4,096 × 40 positions × 64 × 2 = 20,971,520 B and MLA's absorbed W_UK_T / W_UV
+    # in bf16 61 × 2 × 16 heads × 128 × 512 × 2 = 255,852,544 B -> 85,416,954,912 B = 79.55 GiB vs 79.7390 GiB
+    # = 85,619,099,303 B (int(797,390 / 10,000 × 2^30)): −202,144,391 B, −0.236 %
+    row = next(r for r in ROWS if r.config == "deepseek-r1")
+    checkpoint = 463_339_520 + 14_336 + 61 * 36_676_448 + 3 * (49_545_216 + 12_096) + 58 * 1_418_807_616
+    assert checkpoint == 85_140_130_848
+    assert predicted_bytes(row) == checkpoint + 20_971_520 + 255_852_544 == 85_416_954_912
+    assert published_bytes(row) == 85_619_099_303
+    assert error_ppm(row) == -2_361
+
+
+def test_nvfp4_prediction_exact() -> None:
+    # nvidia/DeepSeek-V3.2-NVFP4 at tp 8 on vLLM 0.18.0 (8×B200, 'Model loading took 48.62 GiB'). NVFP4 linears:
+    # the packed e2m1 weight (n × k / 2 B), one fp8 scale per 16 inputs (n × k / 16 B), two fp32 scalars
+    # (weight_scale_2, input_scale); the excluded modules bf16. Rank 0 holds:
+    # embeddings and head 2 × 16,160 × 7,168 × 2 = 463,339,520 B; norms 14,336 + 61 × (2 × 14,336 + 3,072 + 1,024)
+    # = 2,013,184 B; bf16 attention 61 × (q_a 22,020,096 + kv_a 8,257,536 replicated, q_b 3,072 × 1,536 × 2 =
+    # 9,437,184, kv_b 4,096 × 512 × 2 = 4,194,304) = 2,678,456,320 B; o_proj NVFP4 61 × (7,168 × 2,048 / 2 +
+    # 7,168 × 128 + 8) = 503,710,184 B; the indexer bf16, replicated, 61 × (wq_b 8,192 × 1,536 × 2 + wk 128 × 7,168 × 2
+    # + weights_proj 64 × 7,168 × 2 + k_norm 512) = 1,703,049,728 B; dense MLPs 3 × 3 × (2,304 × 7,168 / 2 + 2,304 ×
+    # 448 + 8) = 83,607,624 B; routed experts 58 × 256 × 3 × (256 × 7,168 / 2 + 256 × 448 + 8) = 45,978,316,800 B;
+    # shared experts 58 × 3 × 1,032,200 = 179,602,800 B; routers 58 × (256 × 7,168 × 2 + 1,024) = 212,920,320 B
+    # -> checkpoint 51,805,016,480 B. vLLM's additions (test_weights_additions derives each): rotary caches
+    # 41,943,040 + the top-k indices buffer 67,108,864 + the index groups' physical top-k 512,204,800 = 621,256,704
+    # B -> 52,426,273,184 B = 48.83 GiB vs 48.62 GiB = 52,205,327,482 B: +220,945,702 B, +0.423 %
+    row = next(r for r in ROWS if r.config == "deepseek-v3.2-nvfp4")
+    checkpoint = (
+        463_339_520
+        + 2_013_184
+        + 2_678_456_320
+        + 503_710_184
+        + 1_703_049_728
+        + 83_607_624
+        + 45_978_316_800
+        + 179_602_800
+        + 212_920_320
+    )
+    assert checkpoint == 51_805_016_480
+    assert predicted_bytes(row) == checkpoint + 41_943_040 + 67_108_864 + 512_204_800 == 52_426_273_184
+    assert published_bytes(row) == 52_205_327_482
+    assert error_ppm(row) == 4_232
+
+
+def test_nvfp4_quant_config_copy_is_byte_identical_to_its_source() -> None:
+    # hf_quant_config.json is the second verbatim file of that fixture (the README's blob check covers config.json):
+    # ai-dynamo/aiconfigurator snapshot 095f58a5, nvidia--DeepSeek-V3.2-NVFP4_hf_quant_config.json, blob 182921eb5ecb
+    from tests.unit.test_evidence_provenance import git_blob_id
+
+    data = (DATA / "hf" / "deepseek-v3.2-nvfp4" / "hf_quant_config.json").read_bytes()
+    assert git_blob_id(data).startswith("182921eb5ecb")
 
 
 def test_known_gaps_pinned() -> None:
