@@ -72,6 +72,27 @@ VALIDATION_DB = (
 )
 
 
+# RedHatAI/Qwen3-235B-A22B-FP8-dynamic: the recipe its model card prints (llm-compressor QuantizationModifier
+# targets "Linear", scheme FP8_dynamic, ignore ["lm_head"]): fp8 weights with one scale per output channel, fp8
+# per-token activations. Written from that card, not a verbatim copy of its config; the shapes are
+# tests/data/hf/qwen3-235b-a22b's. The MoE router stays bf16 either way (vLLM builds Qwen3-MoE's gate without a
+# quant method; kvplan keeps every router in the model dtype).
+QWEN_FP8_DYNAMIC = {
+    "quantization_config": {
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "ignore": ["lm_head"],
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+                "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True},
+            }
+        },
+    }
+}
+
+
 @dataclass(frozen=True)
 class Published:
     label: str
@@ -159,6 +180,31 @@ ROWS = (
         f"{VALIDATION_DB} (record 323f695c-3a58-40e8-8fb8-ac338e1a39b6: nvidia/DeepSeek-V3.2-NVFP4, B200, tp 8,"
         " vLLM v0.18.0, model_load_gib 48.62)",
         extra=V32_NVFP4,
+    ),
+    Published(
+        "vLLM 0.18.0 DeepSeek-R1-0528 fp8 (8×B200)",
+        "deepseek-r1",
+        8,
+        "79.88",
+        f"{VALIDATION_DB} (record dcea7fc0-0e6c-4c07-981f-3a6ceaee47f1: deepseek-ai/DeepSeek-R1-0528, B200, tp 8,"
+        " vLLM v0.18.0, model_load_gib 79.88)",
+    ),
+    Published(
+        "vLLM 0.18.0 DeepSeek-V3.2 fp8 (8×H200)",
+        "deepseek-v3.2",
+        8,
+        "80.76",
+        f"{VALIDATION_DB} (record 1edb52e3-92dc-468a-b476-14de7d0dd584: deepseek-ai/DeepSeek-V3.2, H200, tp 8,"
+        " vLLM v0.18.0, model_load_gib 80.76)",
+    ),
+    Published(
+        "vLLM 0.11.2 Qwen3-235B-A22B-FP8-dynamic (4×H200)",
+        "qwen3-235b-a22b",
+        4,
+        "55.2032",
+        f"{VALIDATION_DB} (record 049928ed-25d9-4a42-a05c-f19a52a351dd: RedHatAI/Qwen3-235B-A22B-FP8-dynamic, H200,"
+        " tp 4, vLLM v0.11.2, model_load_gib 55.2032)",
+        extra=QWEN_FP8_DYNAMIC,
     ),
     Published(
         "vLLM 0.28 GLM-5.3 fp8 (8×H200)",
@@ -295,12 +341,51 @@ def test_deepseek_r1_fp8_prediction_exact() -> None:
     # vLLM adds the yarn rotary cache 4,096 × 40 positions × 64 × 2 = 20,971,520 B and MLA's absorbed W_UK_T / W_UV
     # in bf16 61 × 2 × 16 heads × 128 × 512 × 2 = 255,852,544 B -> 85,416,954,912 B = 79.55 GiB vs 79.7390 GiB
     # = 85,619,099,303 B (int(797,390 / 10,000 × 2^30)): −202,144,391 B, −0.236 %
-    row = next(r for r in ROWS if r.config == "deepseek-r1")
+    row = next(r for r in ROWS if r.config == "deepseek-r1" and "H200" in r.label)
     checkpoint = 463_339_520 + 14_336 + 61 * 36_676_448 + 3 * (49_545_216 + 12_096) + 58 * 1_418_807_616
     assert checkpoint == 85_140_130_848
     assert predicted_bytes(row) == checkpoint + 20_971_520 + 255_852_544 == 85_416_954_912
     assert published_bytes(row) == 85_619_099_303
     assert error_ppm(row) == -2_361
+
+
+def test_validation_db_rows_exact() -> None:
+    # The rows quoted from the vllm-memory-estimator validation records, each against its figure:
+    rows = {r.label: r for r in ROWS if r.source.startswith(VALIDATION_DB)}
+    # DeepSeek-R1-0528 on 8×B200, vLLM 0.18.0: the H200 row's prediction (the same config and split),
+    # 85,416,954,912 B, vs 79.88 GiB = 85,770,496,901 B: −353,541,989 B, −0.412 % (0.14 GiB above the H200 figure
+    # of 0.11.2: a Blackwell kernel's layout kvplan does not model, inside the 1 %)
+    r1 = rows["vLLM 0.18.0 DeepSeek-R1-0528 fp8 (8×B200)"]
+    assert predicted_bytes(r1) == 85_416_954_912
+    assert published_bytes(r1) == 85_770_496_901
+    assert error_ppm(r1) == -4_122
+    # DeepSeek-V3.2 fp8 on 8×H200, vLLM 0.18.0 (tests/data/hf/deepseek-v3.2 is the hand-written DSA fixture; each field
+    # it holds equals the verbatim deepseek-ai--DeepSeek-V3.2_config.json of the aiconfigurator snapshot, blob
+    # d44a9480898d, which only adds fields kvplan does not read): R1's checkpoint on rank 0 (85,140,130,848 B, derived
+    # in test_deepseek_r1_fp8_prediction_exact) + the indexer of each of 61 layers, replicated: wq_b 8,192 × 1,536 fp8 =
+    # 12,582,912 B + scales 64 × 12 × 4 = 3,072 B, wk 128 × 7,168 fp8 = 917,504 B + scales 56 × 4 = 224 B, weights_proj
+    # 64 × 7,168 × 2 = 917,504 B, k_norm weight and bias 512 B -> 14,421,728 B × 61 = 879,725,408 B -> 86,019,856,256 B;
+    # vLLM's additions (test_weights_additions derives each): rotary caches 41,943,040 + absorbed MLA 255,852,544 +
+    # top-k indices buffer 67,108,864 + physical top-k 512,204,800 + indexer wk in bf16 55,954,080 = 933,063,328 B ->
+    # 86,952,919,584 B = 80.98 GiB vs 80.76 GiB = 86,715,389,706 B: +0.274 %
+    v32 = rows["vLLM 0.18.0 DeepSeek-V3.2 fp8 (8×H200)"]
+    assert 85_140_130_848 + 61 * (12_582_912 + 3_072 + 917_504 + 224 + 917_504 + 512) == 86_019_856_256
+    assert predicted_bytes(v32) == 86_019_856_256 + 41_943_040 + 255_852_544 + 67_108_864 + 512_204_800 + 55_954_080
+    assert predicted_bytes(v32) == 86_952_919_584
+    assert published_bytes(v32) == 86_715_389_706
+    assert error_ppm(v32) == 2_739
+    # RedHatAI/Qwen3-235B-A22B-FP8-dynamic at tp 4 on 4×H200, vLLM 0.11.2: embeddings and head
+    # 2 × 151,936 / 4 × 4,096 × 2 = 622,329,856 B, final norm 8,192 B; a layer: q 2,048 rows × 4,096 fp8 =
+    # 8,388,608 B + fp32 row scales 2,048 × 4 = 8,192 B, k and v one of 4 kv heads each 128 × 4,096 = 524,288 B +
+    # 512 B, o 4,096 × 2,048 = 8,388,608 B + its scales whole 4,096 × 4 = 16,384 B, q/k norms 512 B, RMSNorms
+    # 16,384 B, 128 experts each sliced 4 ways 128 × 3 × 384 × 4,096 = 603,979,776 B + scales 128 × (384 + 384 +
+    # 4,096) × 4 = 2,490,368 B, the bf16 router 128 × 4,096 × 2 = 1,048,576 B -> 625,387,008 B; × 94 +
+    # 622,338,048 = 59,408,716,800 B + the rotary cache 40,960 × 128 × 2 = 10,485,760 B -> 59,419,202,560 B =
+    # 55.34 GiB vs 55.2032 GiB = 59,273,984,658 B: +0.245 %
+    qw = rows["vLLM 0.11.2 Qwen3-235B-A22B-FP8-dynamic (4×H200)"]
+    assert predicted_bytes(qw) == 94 * 625_387_008 + 622_329_856 + 8_192 + 10_485_760 == 59_419_202_560
+    assert published_bytes(qw) == 59_273_984_658
+    assert error_ppm(qw) == 2_450
 
 
 def test_nvfp4_prediction_exact() -> None:
