@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.weights import as_parameter_groups
 
 VOCAB_PADDING = 64
 """``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
@@ -878,18 +879,6 @@ def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
             if m and int(m.group(1)) < num_layers:
                 layers.add(int(m.group(1)))
     return len(layers)
-
-
-GROUPS_SAID = "parameter groups (no per-tensor layout)"
-
-
-def as_parameter_groups(arch: ModelArch) -> ModelArch:
-    """``arch`` with its weights line saying they are the parameter-group estimate (a preset, or a config kvplan
-    cannot lay out per tensor), unless it has no groups at all."""
-    if not arch.param_groups or GROUPS_SAID in arch.weights_summary:
-        return arch
-    said = f"{arch.weights_summary}; {GROUPS_SAID}" if arch.weights_summary else GROUPS_SAID
-    return replace(arch, weights_summary=said)
 
 
 def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, snapshot: bool = True) -> ModelArch:

@@ -22,7 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
-from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
+from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
@@ -503,16 +503,20 @@ _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dt
 def load_model(ref: str) -> ModelArch:
     """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id found in
     the local Hugging Face cache (weights per tensor from the snapshot's safetensors headers or index)."""
-    from kvplan.models import checkpoint
+    if ref.count("/") == 1 and not ref.endswith((".yaml", ".yml", ".json")):  # maybe ORG/NAME in the HF cache
+        from kvplan.models.checkpoint import local_ref
 
-    doc = _resolve("models", checkpoint.local_ref(ref))
+        ref = local_ref(ref)
+    doc = _resolve("models", ref)
     r = Reader(doc)
     if doc.source.endswith(".json") or "config" not in r.data:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
         arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
-        return checkpoint.with_checkpoint(arch, doc.source, r.data)
+        from kvplan.models.checkpoint import with_checkpoint
+
+        return with_checkpoint(arch, doc.source, r.data)
     _check_schema(r)
     r.reject_unknown(_MODEL_KEYS)
     arch = _model_from_hf(
@@ -542,7 +546,7 @@ def load_model(ref: str) -> ModelArch:
             )
     from dataclasses import replace
 
-    return checkpoint.as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+    return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
 
 
 def _model_from_hf(

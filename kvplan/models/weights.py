@@ -18,12 +18,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import ConfigError
 from kvplan.limits import MAX_LAYERS, MAX_PATTERN_LAYERS
-from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.quant import Fail, Fields, Quantization, Scheme, resolve
+from kvplan.models.arch import ModelArch, ParamGroup, Split
+
+if TYPE_CHECKING:  # the quantization reader is imported where a config is read (presets do not need it)
+    from kvplan.models.quant import Fail, Fields, Quantization, Scheme
 
 FP8_BLOCK_ELEMS = 128 * 128
 """fp8 block quantization: one fp32 scale per 128×128 block."""
@@ -306,6 +308,8 @@ def param_groups_from_hf(
     >>> w.total_params, w.summary
     (8030261248, 'bf16 checkpoint')
     """
+    from kvplan.models.quant import Fields, resolve
+
     quant = resolve(config, source, fail)
 
     def bad(path: tuple[str | int, ...], message: str) -> ConfigError:
@@ -497,3 +501,15 @@ def _first_architecture(config: Mapping[str, Any]) -> str:
     if isinstance(archs, list) and archs and isinstance(archs[0], str):
         return archs[0]
     return archs if isinstance(archs, str) else ""
+
+
+GROUPS_SAID = "parameter groups (no per-tensor layout)"
+
+
+def as_parameter_groups(arch: ModelArch) -> ModelArch:
+    """``arch`` with its weights line saying they are the parameter-group estimate (a preset, or a config kvplan
+    cannot lay out per tensor), unless it has no groups at all."""
+    if not arch.param_groups or GROUPS_SAID in arch.weights_summary:
+        return arch
+    said = f"{arch.weights_summary}; {GROUPS_SAID}" if arch.weights_summary else GROUPS_SAID
+    return replace(arch, weights_summary=said)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan, Term
-from kvplan.models.arch import ModelArch
 from kvplan.models.cache import describe_kinds
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint
-from kvplan.plan.prefix import PrefixHit
-from kvplan.plan.transfer import Transfer
 from kvplan.plan.workspace import Wall, Workspace
+
+if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: benchmarks/cli_latency.py)
+    from kvplan.models.arch import ModelArch
+    from kvplan.plan.prefix import PrefixHit
+    from kvplan.plan.transfer import Transfer
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
 
 
