@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch, Split
@@ -71,6 +72,75 @@ class Cell:
         return self.main_bytes + self.draft_main_bytes
 
 
+DemandPer = Literal["token", "window", "request"]
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What ONE request costs in a pool, for one cache kind (one vLLM KV cache group, one SGLang pool's kind).
+
+    - ``per='token'``: ``units`` × ceil(tokens / page_tokens) pages (full attention, MLA, the DSA indexer);
+    - ``per='window'``: ``units`` × (ceil(min(tokens, window) / page_tokens) + ``extra``) pages: a sliding window
+      holds at most ``window`` tokens, plus the pages an engine adds because a window need not start at a page
+      boundary (vLLM ``SlidingWindowSpec.max_memory_usage_bytes``: one);
+    - ``per='request'``: ``units`` units whatever the length (Mamba / linear-attention state slots or blocks).
+
+    ``units`` multiplies: vLLM puts equal-sized groups of layers in one group each, so a model with three
+    linear-attention groups costs three blocks a request in its one shared pool.
+    """
+
+    kind: str
+    per: DemandPer
+    window: int = 0
+    units: int = 1
+    extra: int = 0
+    """Pages a window adds beyond ceil(min(tokens, window) / page) (per='window' only)."""
+
+    def need(self, tokens: int, page_tokens: int) -> int:
+        """Units one request of ``tokens`` tokens takes for this kind.
+
+        >>> Demand("full", "token").need(129, 64), Demand("swa", "window", window=128, extra=1).need(10_000, 64)
+        (3, 3)
+        """
+        tokens = max(tokens, 0)
+        if self.per == "request":
+            return self.units
+        if self.per == "window":
+            return self.units * (cdiv(min(tokens, self.window), page_tokens) + self.extra)
+        return self.units * cdiv(tokens, page_tokens)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool an engine sizes on each GPU, and what one request takes from it.
+
+    ``unit``: 'page' (tokens × layers of one page), 'block' (vLLM's hybrid block: one page of every group) or
+    'slot' (one request's state); ``capacity``: units a request can get on one rank (vLLM: the null block
+    excluded); ``unit_bytes``: bytes one unit takes on one rank; ``page_tokens``: tokens of one request a page
+    holds (64 × dcp for DSA; for a 'slot' pool, 1).
+    """
+
+    name: str
+    unit: str
+    page_tokens: int
+    capacity: int
+    unit_bytes: int
+    demands: tuple[Demand, ...]
+
+    def need(self, tokens: int) -> int:
+        """Units one request of ``tokens`` takes from this pool: the sum over its demands."""
+        return sum(d.need(tokens, self.page_tokens) for d in self.demands)
+
+    def fits(self, tokens: int) -> int:
+        """Requests of ``tokens`` tokens the pool holds at once: capacity // need (0 when one does not fit)."""
+        need = self.need(tokens)
+        return self.capacity // need if need else 0
+
+    @property
+    def bytes(self) -> int:
+        return self.capacity * self.unit_bytes
+
+
 @dataclass(frozen=True, kw_only=True)
 class PoolPlan:
     """How one engine turns a deployment into a KV pool on each GPU."""
@@ -117,6 +187,12 @@ class PoolPlan:
     """The resolved KV cache dtype (full attention: what sets the element size)."""
     attn_tp: int = 1
     """Attention tensor-parallel ranks (tp / dp_attention): how the kv heads are split."""
+    pools: tuple[Pool, ...] = ()
+    """The pools of a hybrid model (issue 13); empty for a uniform model, whose rows / pages ARE its one pool.
+
+    vLLM: ONE Pool (the shared block pool) with one Demand per KV cache group; SGLang: several (the full-attention
+    token pool, the SWA pool, the Mamba state pool). For a hybrid, ``rows`` / ``usable_pages`` / ``logged_tokens``
+    keep what the engine logs (each engine's docstring says how)."""
 
     @property
     def main_bytes_per_layer(self) -> int:
@@ -144,6 +220,27 @@ class PoolPlan:
 
     def pages_for(self, tokens: int) -> int:
         return cdiv(tokens, self.logical_page_tokens)
+
+    @property
+    def hybrid_pools(self) -> tuple[Pool, ...]:
+        """``pools``, or the one pool a uniform plan implies: ``usable_pages`` pages of ``logical_page_tokens``
+        tokens, a request taking ceil(tokens / page) of them."""
+        if self.pools:
+            return self.pools
+        return (
+            Pool(
+                name="KV",
+                unit="page",
+                page_tokens=self.logical_page_tokens,
+                capacity=self.usable_pages,
+                unit_bytes=self.cell.total_bytes * self.page_tokens,
+                demands=(Demand(self.arch_kind_label, "token"),),
+            ),
+        )
+
+    @property
+    def arch_kind_label(self) -> str:
+        return "MLA" if self.mla_layout is not None else "full attention"
 
     def knob(self, name: str) -> Knob:
         for k in self.knobs:
