@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -507,7 +507,7 @@ def load_model(ref: str) -> ModelArch:
         from kvplan.models.checkpoint import local_ref
 
         ref = local_ref(ref)
-    doc = _resolve("models", ref)
+    doc = _with_modelopt_quantization(_resolve("models", ref))
     r = Reader(doc)
     if doc.source.endswith(".json") or "config" not in r.data:
         if not doc.source.endswith(".json"):
@@ -544,9 +544,33 @@ def load_model(ref: str) -> ModelArch:
                     source=p.get_str("source", required=True),
                 )
             )
-    from dataclasses import replace
 
     return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+
+
+MODELOPT_QUANT_FILE = "hf_quant_config.json"
+"""NVIDIA ModelOpt checkpoints (FP8, NVFP4) keep their quantization beside config.json, not in it."""
+
+
+def _with_modelopt_quantization(doc: Doc) -> Doc:
+    """A config.json without ``quantization_config`` next to ModelOpt's ``hf_quant_config.json``: that file is the
+    checkpoint's quantization, as the engines read it (vLLM ``ModelConfig._parse_quant_hf_config`` falls back to
+    ``hf_quant_config.json``; SGLang ``ModelConfig._parse_modelopt_quant_config``). Without it an NVFP4 checkpoint
+    would be planned as bf16: nvidia/DeepSeek-V3.2-NVFP4 at tp 8 is 48.83 GiB a GPU, not 160 GiB
+    (tests/unit/test_weights_published.py). Read with the same limits and strict JSON as config.json."""
+    source = Path(doc.source)
+    if source.name != "config.json" or not isinstance(doc.data, dict) or "quantization_config" in doc.data:
+        return doc
+    beside = source.parent / MODELOPT_QUANT_FILE
+    try:
+        if not beside.is_file():
+            return doc
+    except OSError:
+        return doc
+    quant = read_file(beside)
+    if not isinstance(quant.data, dict):
+        raise ConfigError("expected a JSON object", source=quant.source)
+    return replace(doc, data={**doc.data, "quantization_config": quant.data})
 
 
 def _model_from_hf(
