@@ -184,7 +184,37 @@ def per_dp_rank(plan: PoolPlan, n: int) -> int:
 def largest_admitted(plan: PoolPlan) -> int:
     if plan.startup_error:
         return 0
-    return min(plan.context_len, plan.usable_tokens)
+    if not plan.pools:
+        return min(plan.context_len, plan.usable_tokens)
+    # a hybrid: the longest request every pool holds (each pool's need grows with the length, a window's and a
+    # state's stop growing, so the fit is monotone and bisection finds its edge)
+    fits = largest_true(1, plan.context_len, lambda t: all(p.need(t) <= p.capacity for p in plan.pools))
+    return fits or 0
+
+
+def pools_hold(plan: PoolPlan, n: int, tokens: int) -> bool:
+    """Whether ``n`` requests of ``tokens`` fit in every pool of the plan (per DP rank), the engine started."""
+    k = per_dp_rank(plan, n)
+    return plan.startup_error is None and all(k * p.need(tokens) <= p.capacity for p in plan.hybrid_pools)
+
+
+def _pool_checks(plan: PoolPlan, k: int, total: int, spread: str) -> list[Check]:
+    """One check per pool of a hybrid plan: k requests × what one takes (the sum of its kinds' demands)."""
+    out = []
+    for pool in plan.pools:
+        need = pool.need(total)
+        parts = " + ".join(f"{d.need(total, pool.page_tokens):,} {d.kind}" for d in pool.demands)
+        out.append(
+            Check(
+                f"pool: {pool.name}",
+                k * need <= pool.capacity,
+                k * need,
+                pool.capacity,
+                f"{pool.unit}s",
+                f"{k} × {need:,} {pool.unit}s ({parts}){spread}",
+            )
+        )
+    return out
 
 
 def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
@@ -209,13 +239,19 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
             "tokens",
             "ctx + gen against --context-length / max_model_len",
         ),
-        Check(
-            "pool pages",
-            k * pages <= plan.usable_pages,
-            k * pages,
-            plan.usable_pages,
-            "pages",
-            f"{k} × {pages:,} pages of {plan.logical_page_tokens} tokens{spread}",
+        *(
+            _pool_checks(plan, k, total, spread)
+            if plan.pools
+            else [
+                Check(
+                    "pool pages",
+                    k * pages <= plan.usable_pages,
+                    k * pages,
+                    plan.usable_pages,
+                    "pages",
+                    f"{k} × {pages:,} pages of {plan.logical_page_tokens} tokens{spread}",
+                )
+            ]
         ),
         Check(
             "running requests",
@@ -260,8 +296,7 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
     need = footprint(plan, req.total_tokens)
     ws = workspace(plan, WorkspaceQuery(batch=per_dp_rank(plan, req.concurrent), ctx=req.total_tokens))
     checks = _checks(plan, req, ws)
-    per_req = need.pages
-    fit = plan.usable_pages // per_req if per_req and not plan.startup_error else 0
+    fit = min(p.fits(req.total_tokens) for p in plan.hybrid_pools) if not plan.startup_error else 0
     at_once = min(fit, plan.max_running_requests) * dp_ranks(plan)
     result = Admission(
         plan=plan,
@@ -319,10 +354,7 @@ def _pool_fits(plan: PoolPlan, req: Request, **changes: object) -> bool:
     new = _replan(plan, **changes)
     if new is None:
         return False
-    return (
-        new.startup_error is None
-        and per_dp_rank(new, req.concurrent) * new.pages_for(req.total_tokens) <= new.usable_pages
-    )
+    return pools_hold(new, req.concurrent, req.total_tokens)
 
 
 def _scaled(plan: PoolPlan) -> str:
@@ -411,8 +443,9 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             )
     # DP attention: N copies spread over more pools (MLA keeps the whole latent on every rank, so each DP rank's
     # pool is as large as the TP pool was); offered when one copy fits and the N copies do not
-    one_fits = plan.startup_error is None and plan.pages_for(total) <= plan.usable_pages
-    if plan.arch.is_mla and one_fits and failed & {"pool pages", "running requests", "workspace"}:
+    one_fits = pools_hold(plan, 1, total)
+    crowded = failed & {"pool pages", "running requests", "workspace"} or any(f.startswith("pool: ") for f in failed)
+    if plan.arch.is_mla and one_fits and crowded:
         for d in range(dep.dp_attention + 1, dep.tp + 1):
             if dep.tp % d == 0 and (new := _try(plan, req, dp_attention=d)) is not None:
                 k = per_dp_rank(new, req.concurrent)

@@ -307,8 +307,9 @@ def _first_failure(w: Workspace) -> str:
     p = w.plan
     if p.startup_error:
         return "engine starts"
-    if w.batch * p.pages_for(w.ctx) > p.usable_pages:
-        return "pool pages"
+    for pool in p.hybrid_pools:  # a uniform plan's one implied pool is its pages; a hybrid's, each pool
+        if w.batch * pool.need(w.ctx) > pool.capacity:
+            return "pool pages" if not p.pools else f"pool: {pool.name}"
     if w.batch > p.max_running_requests:
         return "running requests"
     if not w.fits:
