@@ -5,12 +5,12 @@ from __future__ import annotations
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention, IndexerK, MlaLatent
+from kvplan.models.cache import FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
 from kvplan.models.deploy import Deployment
 
 ENGINE_CACHE_KINDS: dict[str, tuple[type, ...]] = {
     "sglang": (FullAttention, MlaLatent, IndexerK),
-    "vllm": (FullAttention, MlaLatent, IndexerK),
+    "vllm": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
 }
 """The cache kinds (kvplan.models.cache) each engine's rules plan today: full attention, MLA and the DSA indexer
 K. Issue 13's engine rules add SlidingWindow, LinearState and CompressedAttention here as they land."""

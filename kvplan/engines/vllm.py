@@ -21,6 +21,7 @@ from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
     Knob,
+    Pool,
     PoolPlan,
     Term,
     check_gpu_memory,
@@ -262,6 +263,25 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         "vllm serve default by device memory",
     )
     mnbt = mnbt_k.as_int()
+    hybrid = None
+    if arch.is_hybrid:  # one shared block pool, several KV cache groups (kvplan/engines/vllm_hybrid.py)
+        from kvplan.engines import vllm_hybrid
+
+        hybrid = vllm_hybrid.plan_blocks(
+            arch,
+            dep,
+            attn_bytes_per_token=mla_row,
+            block_knob=page_k,
+            min_kernel_block=BLOCK_BY_BACKEND.get(backend, 16),
+            attn_tp=attn_tp,
+            mnbt=mnbt,
+            max_model_len=max_model_len,
+        )
+        page_k, block = hybrid.block_knob, hybrid.block
+        # one pool row = one token of one block: the page of every layer of the widest group
+        cell = Cell(main_bytes=hybrid.bytes_per_block // block, indexer_bytes=0)
+        bytes_per_block = hybrid.bytes_per_block
+        notes += hybrid.notes
     util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
     util = util_k.as_float()
     w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
@@ -316,10 +336,16 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if dep.max_total_tokens is not None:
         num_blocks = min(num_blocks, cdiv(dep.max_total_tokens, block))
     per_rank_len = cdiv(max_model_len, dcp)
-    needed = bytes_per_block * cdiv(per_rank_len, block)
+    # _max_memory_usage_bytes_from_groups: bytes_per_block × the blocks of one max-length request (every group)
+    request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(per_rank_len, block)
+    needed = bytes_per_block * request_blocks
     check = available - bytes_per_block
     if startup_error is None and needed > check:
-        est = max_len_fitting(check, bytes_per_block, block, dcp)
+        est = (
+            hybrid.estimated_max_len(check, max_model_len)
+            if hybrid
+            else max_len_fitting(check, bytes_per_block, block, dcp)
+        )
         startup_error = (
             "To serve at least one request with the model's max seq len "
             f"({max_model_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the "
@@ -338,6 +364,11 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
     rows = num_blocks * block
     logged = rows * dcp
+    pools: tuple[Pool, ...] = ()
+    if hybrid is not None:
+        # the 'GPU KV cache size' vLLM logs for a hybrid: int(num_blocks / blocks per request × max_model_len)
+        logged = hybrid.kv_cache_size_tokens(num_blocks, max_model_len) if num_blocks else 0
+        pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
     knobs += [
         page_k,
         Knob("dcp", dcp, "set"),
@@ -358,9 +389,27 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in buffers.items()),
         *other_terms,
         Term("available KV cache memory", available, avail_detail),
-        Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes:,} B"),
+        *(() if hybrid else (Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes:,} B"),)),
+        *(
+            (
+                Term("KV cache groups", None, "; ".join(hybrid.describe())),
+                Term(
+                    "bytes per block",
+                    bytes_per_block,
+                    f"group size {hybrid.group_size} × page {hybrid.page_bytes:,} B ({block} tokens)",
+                ),
+            )
+            if hybrid
+            else ()
+        ),
         Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
-        Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
+        Term(
+            "GPU KV cache size",
+            None,
+            f"{logged:,} tokens = int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})",
+        )
+        if hybrid
+        else Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
     )
     return PoolPlan(
         engine="vllm",
@@ -370,7 +419,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         knobs=tuple(knobs),
         mla_layout=layout,
         mla_bytes_per_layer=mla_row,
-        main_layers=arch.num_layers,
+        main_layers=hybrid.group_size if hybrid else arch.num_layers,
         indexer_bytes_per_layer=idx_row,
         indexer_layers=sum(flags),
         indexer_rule="vLLM: index_topk_pattern or index_topk_freq/offset",
@@ -400,6 +449,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         notes=tuple(notes),
         kv_dtype=dtype,
         attn_tp=attn_tp,
+        pools=pools,
         extras={
             "num_blocks": num_blocks,
             "bytes_per_block": bytes_per_block,
@@ -407,6 +457,18 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "non_kv_bytes": non_kv,
             "max_num_batched_tokens": mnbt,
             "max_model_len_needed_bytes": needed,
+            **(
+                {
+                    "blocks_per_request": request_blocks,
+                    "block_size": block,
+                    "page_bytes": hybrid.page_bytes,
+                    "kv_cache_groups": hybrid.num_groups,
+                    "group_size": hybrid.group_size,
+                    "state_bytes": hybrid.state_bytes,
+                }
+                if hybrid
+                else {}
+            ),
             **buffers,
         },
     )

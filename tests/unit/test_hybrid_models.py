@@ -319,6 +319,8 @@ def test_describe_kinds_of_v4() -> None:
 @pytest.mark.parametrize("name", HYBRID_PRESETS)
 @pytest.mark.parametrize(("engine", "label"), [("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")])
 def test_planning_a_hybrid_exits_2_with_one_line(name: str, engine: str, label: str) -> None:
+    if (engine, name) == ("vllm", "gpt-oss-120b"):
+        pytest.skip("vLLM plans gpt-oss: tests/unit/test_vllm_hybrid.py (the working tree's PLANNED_HYBRIDS drops it)")
     r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", name, "--set", f"engine={engine}"])
     assert r.exit_code == 2, r.output
     lines = [x for x in r.output.splitlines() if x.strip()]
@@ -392,9 +394,11 @@ def test_glm53_flash_is_refused_on_both_engines(tmp_path: Path) -> None:
     for engine, label in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")):
         r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", ref, "--set", f"engine={engine}"])
         assert r.exit_code == 2
-        assert (
-            f"kvplan does not yet plan linear-attention state layers ({tmp_path.name}, layer 0) on {label}" in r.output
-        )
+        # vLLM plans KDA + MLA (tests/unit/test_vllm_hybrid.py) but not Glm5Next's pooled indexer beside them
+        what = "indexer K layers beside linear-attention state or a window" if engine == "vllm" else None
+        where = "layer 3" if what else "layer 0"
+        what = what or "linear-attention state layers"
+        assert f"kvplan does not yet plan {what} ({tmp_path.name}, {where}) on {label}" in r.output
 
 
 @pytest.mark.parametrize("archs", ["0\n0", ["Qwen3NextForCausalLM\r\nX"], "two words"])
