@@ -387,19 +387,8 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             )
             break
 
-    # a memory fraction, searched in the engine's own steps: the smallest that makes the pool big enough
-    # (monotone), then checked whole, since a larger fraction also shrinks the room for the workspaces
-    knob, steps, top = (
-        ("mem_fraction_static", 1000, 950) if plan.engine == "sglang" else ("gpu_memory_utilization", 100, 98)
-    )
-    if plan.engine == "sglang" or dep.kv_cache_memory is None:
-        cur = round(plan.knob(knob).as_float() * steps)
-        best = smallest_true(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
-        if best is not None and (new := _try(plan, req, **{knob: best / steps})) is not None:
-            room = new.extras.get("slack_bytes")
-            detail = "leaves {size:slack} of slack outside the pool" if room is not None else "higher utilization"
-            sizes = (("slack", room),) if room is not None else ()
-            out.append(Remedy(knob, best / steps, new.logged_tokens, detail + how, sizes=sizes))
+    if (mem := memory_remedy(plan, req)) is not None:
+        out.append(mem)
 
     # the kv cache dtype (an explicit mla_layout would pin the row, so only the dtype is changed, as --set does)
     if plan.kv_format in ("bf16", "fp16"):
@@ -457,6 +446,25 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     if not out:
         out += _more_gpus(plan, req, how)
     return out
+
+
+def memory_remedy(plan: PoolPlan, req: Request) -> Remedy | None:
+    """The memory knob (SGLang mem_fraction_static, vLLM gpu_memory_utilization), searched in the engine's own
+    steps: the smallest value that makes the pool big enough (monotone), then checked whole, since a larger
+    fraction also shrinks the room for the workspaces. None when no value up to the engine's top one admits."""
+    knob, steps, top = (
+        ("mem_fraction_static", 1000, 950) if plan.engine == "sglang" else ("gpu_memory_utilization", 100, 98)
+    )
+    if plan.engine != "sglang" and plan.deployment.kv_cache_memory is not None:
+        return None
+    cur = round(plan.knob(knob).as_float() * steps)
+    best = smallest_true(cur + 1, top, lambda m: _pool_fits(plan, req, **{knob: m / steps}))
+    if best is None or (new := _try(plan, req, **{knob: best / steps})) is None:
+        return None
+    room = new.extras.get("slack_bytes")
+    detail = "leaves {size:slack} of slack outside the pool" if room is not None else "higher utilization"
+    sizes = (("slack", room),) if room is not None else ()
+    return Remedy(knob, best / steps, new.logged_tokens, detail + _scaled(plan), sizes=sizes)
 
 
 _DOUBLINGS = 6

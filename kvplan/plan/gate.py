@@ -26,7 +26,7 @@ from kvplan.limits import (
 )
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINE_KNOBS, KNOBS, Deployment, Requirements
-from kvplan.plan.admit import Request, admit, largest_admitted
+from kvplan.plan.admit import Admission, Request, admit, largest_admitted
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 
 LOCK_SCHEMA_VERSION = 2
@@ -301,25 +301,35 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
                 f"pool {locked.pool_tokens:,} -> {after.pool_tokens:,} tokens ({change / 10_000:+.2f}%)",
             )
         )
+    for r in requirement_admissions(plan, req):
+        a = r.admission
+        if r.concurrency:
+            detail = f"{a.max_concurrent} fit" + ("" if a.admitted else f"; rejected by {a.binding.name}")
+        else:
+            detail = "admitted" if a.admitted else f"rejected by {a.binding.name}; largest {a.largest_ctx:,}"
+        rules.append(Rule(r.label, a.admitted, detail))
+    return GateResult(config=config, before=locked, after=after, rules=tuple(rules))
+
+
+@dataclass(frozen=True)
+class RequirementCheck:
+    label: str
+    admission: Admission
+    concurrency: bool
+    """An N@ctx requirement (N admitted at once), else the context requirement (one admitted)."""
+
+
+def requirement_admissions(plan: PoolPlan, req: Requirements) -> tuple[RequirementCheck, ...]:
+    """The requirements' checks, one admission each (the one place `gate` and `fit` check them): the context
+    ``min_ctx_tokens`` admitted once, and each N@ctx admitted N at a time."""
+    out = []
     if req.min_ctx_tokens is not None:
         a = admit(plan, Request(ctx_tokens=req.min_ctx_tokens), remedies=False)
-        rules.append(
-            Rule(
-                f"admits {req.min_ctx_tokens:,} tokens",
-                a.admitted,
-                "admitted" if a.admitted else f"rejected by {a.binding.name}; largest {a.largest_ctx:,}",
-            )
-        )
+        out.append(RequirementCheck(f"admits {req.min_ctx_tokens:,} tokens", a, False))
     for n, ctx in req.concurrency:
         a = admit(plan, Request(ctx_tokens=ctx, concurrent=n), remedies=False)
-        rules.append(
-            Rule(
-                f"admits {n} × {ctx:,} tokens",
-                a.admitted,
-                f"{a.max_concurrent} fit" + ("" if a.admitted else f"; rejected by {a.binding.name}"),
-            )
-        )
-    return GateResult(config=config, before=locked, after=after, rules=tuple(rules))
+        out.append(RequirementCheck(f"admits {n} × {ctx:,} tokens", a, True))
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- diff
