@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from kvplan.engines import vllm_hybrid
 from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -265,8 +266,6 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     mnbt = mnbt_k.as_int()
     hybrid = None
     if arch.is_hybrid:  # one shared block pool, several KV cache groups (kvplan/engines/vllm_hybrid.py)
-        from kvplan.engines import vllm_hybrid
-
         hybrid = vllm_hybrid.plan_blocks(
             arch,
             dep,
@@ -367,7 +366,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     pools: tuple[Pool, ...] = ()
     if hybrid is not None:
         # the 'GPU KV cache size' vLLM logs for a hybrid: int(num_blocks / blocks per request × max_model_len)
-        logged = hybrid.kv_cache_size_tokens(num_blocks, max_model_len) if num_blocks else 0
+        # (num_blocks // groups × block before 0.20.1)
+        logged = hybrid.kv_cache_size_tokens(num_blocks, max_model_len, dep.engine_version) if num_blocks else 0
         pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
     knobs += [
         page_k,
@@ -406,7 +406,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         Term(
             "GPU KV cache size",
             None,
-            f"{logged:,} tokens = int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})",
+            f"{logged:,} tokens = "
+            + (
+                f"int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})"
+                if parse_version(dep.engine_version) >= vllm_hybrid.TOKENS_FROM_CONCURRENCY_SINCE
+                else f"num_blocks // {hybrid.num_groups} groups × {block}"
+            ),
         )
         if hybrid
         else Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),

@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.engines.common import Demand, Knob
+from kvplan.engines.versions import parse_version
 from kvplan.errors import InputError, PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
@@ -102,8 +103,11 @@ class HybridBlocks:
         """``get_max_concurrency_for_kv_cache_config``: num_blocks (null block included) / blocks per request."""
         return num_blocks / self.blocks_per_request(max_model_len)
 
-    def kv_cache_size_tokens(self, num_blocks: int, max_model_len: int) -> int:
-        """The 'GPU KV cache size: N tokens' figure: int(max_concurrency × max_model_len)."""
+    def kv_cache_size_tokens(self, num_blocks: int, max_model_len: int, version: str) -> int:
+        """The 'GPU KV cache size: N tokens' figure: int(max_concurrency × max_model_len) from 0.20.1
+        (``get_kv_cache_capacity``), num_blocks // groups × block before (``TOKENS_FROM_CONCURRENCY_SINCE``)."""
+        if parse_version(version) < TOKENS_FROM_CONCURRENCY_SINCE:
+            return num_blocks // self.num_groups * self.block
         return int(self.max_concurrency(num_blocks, max_model_len) * max_model_len)
 
     def estimated_max_len(self, check_bytes: int, max_model_len: int) -> int:
@@ -144,12 +148,25 @@ def _refuse(arch: ModelArch, dep: Deployment, what: str, layer: int | None = Non
     return InputError(f"kvplan does not yet plan {what} ({where}) on vLLM {dep.engine_version}: issue 13 engine rules")
 
 
+IN_FLIGHT_SINCE = (0, 26, 0)
+"""vLLM 0.26.0 sizes a window with ``max_in_flight_tokens`` (``SlidingWindowSpec.max_admission_blocks_per_request``);
+0.25.0 and before with ``max_num_batched_tokens`` (``SlidingWindowSpec.max_memory_usage_bytes``; wheels read)."""
+
+TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
+"""vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
+``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""
+
+
 def max_in_flight_tokens(dep: Deployment, mnbt: int) -> int:
-    """``VllmConfig.max_in_flight_tokens`` = max_concurrent_batches × max_num_batched_tokens.
+    """The tokens a window must keep beside its window - 1: ``VllmConfig.max_in_flight_tokens`` =
+    max_concurrent_batches × max_num_batched_tokens from 0.26.0 (``IN_FLIGHT_SINCE``), max_num_batched_tokens
+    before.
 
     max_concurrent_batches: async scheduling (on by default, ``VllmConfig.__post_init__``) takes 2 at pp 1, else
     pp (the V1 model runner; ASSUMPTION: not the V2 runner, which takes pp + 1).
     """
+    if parse_version(dep.engine_version) < IN_FLIGHT_SINCE:
+        return mnbt
     batches = 2 if dep.pp <= 1 else dep.pp
     return batches * mnbt
 
@@ -249,6 +266,7 @@ def _sliding(
     block = block_knob.as_int()
     size = group_size_of([n_full, n_sw])
     in_flight = max_in_flight_tokens(dep, mnbt)
+    how = "2 concurrent batches × " if in_flight != mnbt else ""
     held = min(sw - 1 + in_flight, max_model_len)
     full_groups, sw_groups = cdiv(n_full, size), cdiv(n_sw, size)
     groups = (
@@ -263,8 +281,8 @@ def _sliding(
     notes = [
         f"vLLM hybrid KV cache manager: {full_groups + sw_groups} KV cache groups of {size} layers share one block "
         f"pool; a sliding-window group keeps at most window - 1 + in-flight tokens = {sw} - 1 + {in_flight:,} "
-        f"(2 concurrent batches × max_num_batched_tokens {mnbt:,}) = {held:,} tokens + 1 block "
-        "(SlidingWindowSpec.max_admission_blocks_per_request)",
+        f"({how}max_num_batched_tokens {mnbt:,}), at most max_model_len: {held:,} tokens + 1 block "
+        "(SlidingWindowSpec.max_memory_usage_bytes)",
     ]
     notes += [n for n in (_padding_note("full attention", n_full, size), _padding_note("sliding", n_sw, size)) if n]
     return HybridBlocks(

@@ -14,6 +14,7 @@ vLLM source (wheel vllm-0.33.0, paths under ``vllm/``):
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,51 @@ def test_window_holds_at_most_its_window_and_need_grows(tokens: int, more: int, 
     assert d.need(tokens + more, 16) >= d.need(tokens, 16)
     full = Demand("full attention", "token")
     assert full.need(tokens + more, 16) >= full.need(tokens, 16)
+
+
+# --------------------------------------------------------------------------- a real start-up log (vLLM 0.19.0)
+
+FIELD_LOG = Path(__file__).resolve().parents[1] / "data" / "logs" / "field"
+GPT_OSS_20B_LOG = FIELD_LOG / "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2.log"
+GPT_OSS_20B = Path(__file__).resolve().parents[1] / "data" / "vllm_hybrid" / "gpt-oss-20b"
+
+
+def test_field_log_gpt_oss_20b_tp2_vllm_0_19() -> None:
+    text = GPT_OSS_20B_LOG.read_text(encoding="utf-8").partition("\n\n")[2]
+    avail = re.search(r"Available KV cache memory: ([\d.]+) GiB", text)
+    tokens = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    conc = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text)
+    assert avail and tokens and conc
+    logged_tokens = int(tokens[1].replace(",", ""))
+    sets = ["engine_version=0.19.0", "gpu=h100-sxm", "tp=2", "kv_cache_dtype=auto", "context_length=8192",
+            "max_num_batched_tokens=8192", f"kv_cache_memory={avail[1]}GiB"]  # fmt: skip
+    p = plan_pool(load_model(str(GPT_OSS_20B)), load_deployment(VLLM, sets))
+    # 12 full + 12 sliding layers → 2 groups of 12; page 16 × 4 kv heads (8 / tp 2) × 128 × 2 B = 16,384 B;
+    # bytes per block 12 × 16,384 = 196,608
+    assert (p.extras["kv_cache_groups"], p.extras["group_size"], p.extras["bytes_per_block"]) == (2, 12, 196_608)
+    # 59.32 GiB = 63,694,364,999 B // 196,608 = 323,966 blocks; vLLM 0.19.0 logs num_blocks // 2 × 16 = 2,591,728
+    assert p.extras["num_blocks"] == 323_966 and p.logged_tokens == 2_591_728
+    # the log's 2,591,776 = 161,986 × 16 → 323,972 or 323,973 blocks: inside the printed memory's window
+    # (63,688,996,290 .. 63,699,733,708 B → 323,938 .. 323,993 blocks), the prediction within 0.002 %
+    assert logged_tokens == 2_591_776 and 323_938 <= logged_tokens // 16 * 2 <= 323_993
+    assert abs(p.logged_tokens - logged_tokens) / logged_tokens < 0.00002
+    # per request at 8,192: full 512 + sliding cdiv(min(127 + 8,192, 8,192), 16) + 1 = 513 → 1,025 blocks
+    (pool,) = p.pools
+    assert pool.need(8_192) == 1_025
+    # the log's blocks / 1,025 = 323,972 / 1,025 = 316.0702 → '316.07x' as printed
+    assert conc[1] == "8,192" and f"{logged_tokens // 16 * 2 / pool.need(8_192):.2f}" == conc[2] == "316.07"
+
+
+def test_window_and_logged_tokens_by_version() -> None:
+    def at(version: str) -> PoolPlan:
+        return plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version=version)
+
+    # 0.25.0: window - 1 + max_num_batched_tokens = 127 + 8,192 = 8,319 → cdiv(8,319, 16) + 1 = 520 + 1 = 521;
+    # 0.26.0 (max_in_flight_tokens = 2 × 8,192): 16,511 → 1,033 (wheels 0.25.0 / 0.26.0 kv_cache_interface.py)
+    assert at("0.25.0").extras["blocks_per_request"] == 8_192 + 521
+    assert at("0.26.0").extras["blocks_per_request"] == 8_192 + 1_033
+    # 'GPU KV cache size': 0.20.0 num_blocks // 2 groups × 16 = 72,817 // 2 × 16 = 582,528; 0.20.1
+    # int(72,817 / 8,713 × 131,072) = 1,095,405 (the 0.25 window: 8,192 + 521 = 8,713 blocks a request)
+    p20 = plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version="0.20.0")
+    assert p20.extras["num_blocks"] == 72_817 and p20.logged_tokens == 582_528
+    assert at("0.20.1").logged_tokens == int(72_817 / 8_713 * 131_072) == 1_095_405
