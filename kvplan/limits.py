@@ -90,6 +90,8 @@ MAX_MODULE_PATTERN_REPEATS = 4
 """Most repeats (``*``, ``+``, ``{m,n}``) in one ``re:`` module pattern; a repeated group is refused outright."""
 MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
+MAX_FIT_GPUS = 1024
+"""Largest --max-gpus `kvplan fit` searches (its candidates grow with the divisors of every tp up to it)."""
 MAX_LOOP = 10_000
 """Largest number of points a sweep or plot computes."""
 MAX_REQUEST_TOKENS = 1 << 24

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("kvplan.cli.simulate", "simulate"),
     "knobs": ("kvplan.cli.presets", "knobs"),
     "gpus": ("kvplan.cli.gpus", "gpus"),
+    "fit": ("kvplan.cli.fit", "fit"),
     "models": ("kvplan.cli.presets", "models_app"),
     "deployments": ("kvplan.cli.presets", "deployments_app"),
 }

@@ -24,17 +24,23 @@ ConcOpt = Annotated[
 ]
 
 
-def _requirements(config: str, ctx: str | None, conc: list[str] | None, drop: str | None) -> Requirements:
+def option_requirements(ctx: str | None, conc: list[str] | None, drop: str | None = None) -> Requirements:
+    """--require-ctx, --require-concurrency N@CTX and --max-capacity-drop as Requirements (malformed: exit 2);
+    `gate` and `fit` read them here."""
     from kvplan.models.deploy import Requirements
-    from kvplan.models.load import load_requirements
     from kvplan.units import parse_concurrency, parse_option_tokens, parse_percent_ppm
 
-    cli = Requirements(
+    return Requirements(
         min_ctx_tokens=parse_option_tokens("--require-ctx", ctx) if ctx else None,
         concurrency=tuple(parse_concurrency(c) for c in conc or ()),
         max_capacity_drop_ppm=parse_percent_ppm(drop) if drop else None,
     )
-    return load_requirements(config).merged(cli)
+
+
+def _requirements(config: str, ctx: str | None, conc: list[str] | None, drop: str | None) -> Requirements:
+    from kvplan.models.load import load_requirements
+
+    return load_requirements(config).merged(option_requirements(ctx, conc, drop))
 
 
 def _plan(config: str) -> PoolPlan:

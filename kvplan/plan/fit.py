@@ -1,0 +1,294 @@
+"""The smallest deployment that meets the requirements (`kvplan fit`, issue 16 item 1; pure).
+
+Candidates are enumerated over GPU type, engine, tp (powers of two and divisors of --max-gpus), DP attention and
+dcp (MLA models; each divides tp, as the loader's layout rule says), kv cache dtype (bf16 and fp8 in the
+engine's spelling) and MTP on/off (models with MTP layers). Each is planned with the engine's own model
+(``plan_pool``); what the engine refuses (its validation errors, a startup failure such as weights that do not
+fit) is pruned with the engine's message. The requirements are checked with gate's code
+(:func:`kvplan.plan.gate.requirement_admissions`); a started candidate that misses them with the engine's default
+memory knob is re-tried with the smallest memory knob that admits each requirement (admit's own search,
+:func:`kvplan.plan.admit.memory_remedy`), the largest of those values, checked whole.
+
+Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
+the same plan, kvplan.models.arch.Split), ``pp`` (1), page size (the engine's default; DSA forces 64).
+
+Speed (issue 16 item 5): the model is loaded once by the caller; candidates are planned in order of GPUs used,
+and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
+table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
+from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
+from kvplan.plan.admit import Request, memory_remedy
+from kvplan.plan.gate import RequirementCheck, requirement_admissions
+
+MEMORY_KNOB = {"sglang": "mem_fraction_static", "vllm": "gpu_memory_utilization"}
+KV_DTYPES = {"sglang": ("bf16", "fp8_e4m3"), "vllm": ("bf16", "fp8")}
+"""The kv cache dtypes searched, as each engine spells them (``--kv-cache-dtype``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitQuery:
+    model_ref: str
+    """The --model as given (written into --emit-deploy)."""
+    gpus: tuple[Gpu, ...]
+    engines: tuple[str, ...]
+    requirements: Requirements
+    max_gpus: int = 32
+    gpus_per_node: int = 8
+    mtp: tuple[bool, ...] = (False, True)
+    draft_tokens: int = 4
+    """speculative_num_draft_tokens of an MTP candidate."""
+    exhaustive: bool = False
+    """Plan every candidate up to max_gpus (no skipping past the first admitting GPU count)."""
+
+    def __post_init__(self) -> None:
+        if self.requirements.min_ctx_tokens is None and not self.requirements.concurrency:
+            raise InputError("nothing to fit: give --require-ctx and/or --require-concurrency N@CTX")
+        if self.max_gpus < 1:
+            raise InputError(f"--max-gpus must be positive, got {self.max_gpus}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """One candidate: planned (``plan`` and ``checks``) or pruned (``pruned``: the engine's message)."""
+
+    deployment: Deployment
+    plan: PoolPlan | None = None
+    checks: tuple[RequirementCheck, ...] = ()
+    pruned: str | None = None
+    memory: tuple[str, float, float] | None = None
+    """(knob, value, the engine's default) when the default memory knob missed the requirements."""
+
+    @property
+    def gpus(self) -> int:
+        return self.deployment.tp * self.deployment.pp
+
+    @property
+    def ok(self) -> bool:
+        return self.pruned is None and all(c.admission.admitted for c in self.checks)
+
+    @property
+    def headroom_ppm(self) -> int:
+        """The least relative headroom over the requirements' capacity checks (pool, running requests,
+        workspace; not the context length, a fixed limit), in ppm of what the check has."""
+        tight = self._tightest()
+        return tight[0] if tight else 0
+
+    @property
+    def binding(self) -> tuple[str, RequirementCheck] | None:
+        """What binds: the capacity check with the least headroom, and the requirement it was checked for."""
+        tight = self._tightest()
+        return (tight[1], self.checks[tight[2]]) if tight else None
+
+    def _tightest(self) -> tuple[int, str, int] | None:
+        out = [
+            ((c.have - c.need) * 1_000_000 // max(c.have, 1), c.name, i)
+            for i, r in enumerate(self.checks)
+            for c in r.admission.checks
+            if c.unit and c.name != "context length"
+        ]
+        return min(out) if out else None
+
+    @property
+    def first_concurrency(self) -> int:
+        """Requests at once at the first N@ctx requirement (the tie-break after headroom), 0 without one."""
+        return next((c.admission.max_concurrent for c in self.checks if c.concurrency), 0)
+
+    @property
+    def largest_ctx(self) -> int:
+        return self.checks[0].admission.largest_ctx if self.checks else 0
+
+    @property
+    def closeness_ppm(self) -> int:
+        """How much of the requirements it meets: the least of largest ctx / required ctx and, per N@ctx, the
+        requests that fit at once / N (capped at 1,000,000 each)."""
+        parts = []
+        for c in self.checks:
+            a = c.admission
+            got, want = (
+                (a.max_concurrent, a.request.concurrent) if c.concurrency else (a.largest_ctx, a.request.ctx_tokens)
+            )
+            parts.append(min(got * 1_000_000 // want, 1_000_000))
+        return min(parts) if parts else 0
+
+    @property
+    def lacks(self) -> tuple[str, ...]:
+        out = []
+        for c in self.checks:
+            a = c.admission
+            if a.admitted:
+                continue
+            got = f"{a.max_concurrent} fit at once" if c.concurrency else f"largest {a.largest_ctx:,} tokens"
+            out.append(f"{c.label}: rejected by {a.binding.name}; {got}")
+        return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fit:
+    query: FitQuery
+    outcomes: tuple[Outcome, ...]
+    """Every candidate planned or pruned, in enumeration order."""
+    skipped: int
+    """Candidates not planned: more GPUs than the frontier needs (module doc)."""
+
+    @property
+    def admitted(self) -> tuple[Outcome, ...]:
+        """The frontier: admitted candidates ranked by GPUs, then headroom (most first)."""
+        ok = [o for o in self.outcomes if o.ok]
+        return tuple(sorted(ok, key=lambda o: (o.gpus, -o.headroom_ppm, -o.first_concurrency)))
+
+    @property
+    def best(self) -> Outcome | None:
+        return self.admitted[0] if self.admitted else None
+
+    @property
+    def planned(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.pruned is None)
+
+    @property
+    def pruned(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.pruned is not None)
+
+    @property
+    def closest(self) -> Outcome | None:
+        """When nothing fits: the planned candidate meeting the largest share of the requirements (then fewer
+        GPUs)."""
+        planned = self.planned
+        if not planned:
+            return None
+        return min(planned, key=lambda o: (-o.closeness_ppm, o.gpus, -o.headroom_ppm))
+
+
+def tp_sizes(max_gpus: int) -> tuple[int, ...]:
+    """Powers of two and divisors of max_gpus, up to max_gpus."""
+    pow2 = {1 << i for i in range(max_gpus.bit_length()) if 1 << i <= max_gpus}
+    return tuple(sorted(pow2 | {d for d in range(1, max_gpus + 1) if max_gpus % d == 0}))
+
+
+def _divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def _context_length(arch: ModelArch, engine: str, req: Requirements) -> int | None:
+    """vLLM starts only if its pool holds max_model_len: a candidate is asked to start with the longest required
+    context (--max-model-len), as a vLLM deployment for these requirements would; SGLang keeps its default."""
+    if engine != "vllm":
+        return None
+    longest = max([c for _, c in req.concurrency] + [req.min_ctx_tokens or 0])
+    return longest if longest < arch.max_position_embeddings else None
+
+
+def candidates(arch: ModelArch, q: FitQuery) -> Iterator[Deployment]:
+    """Every deployment searched, in order of GPUs used (then GPU type, engine, layout)."""
+    mtps = q.mtp if arch.num_mtp_layers > 0 else (False,)
+    for tp in tp_sizes(q.max_gpus):
+        nodes = -(-tp // q.gpus_per_node)
+        for gpu in q.gpus:
+            for engine in q.engines:
+                ctx_len = _context_length(arch, engine, q.requirements)
+                for dp in _divisors(tp) if arch.is_mla else (1,):
+                    for dcp in _divisors(tp) if arch.is_mla else (1,):
+                        for dtype in KV_DTYPES[engine]:
+                            for mtp in mtps:
+                                explicit = {"tp", "nodes", "gpus_per_node", "dp_attention", "dcp", "kv_cache_dtype"}
+                                if ctx_len is not None:
+                                    explicit.add("context_length")
+                                if mtp:
+                                    explicit.add("speculative_num_draft_tokens")
+                                yield Deployment(
+                                    name=f"fit-{arch.name}",
+                                    source="kvplan fit",
+                                    model=q.model_ref,
+                                    engine=engine,
+                                    engine_version=ENGINES[engine][0],
+                                    gpu=gpu,
+                                    gpus_per_node=q.gpus_per_node,
+                                    nodes=nodes,
+                                    tp=tp,
+                                    dp_attention=dp,
+                                    dcp=dcp,
+                                    kv_cache_dtype=dtype,
+                                    context_length=ctx_len,
+                                    speculative_num_draft_tokens=q.draft_tokens if mtp else 0,
+                                    explicit=frozenset(explicit),
+                                )
+
+
+def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
+    """Plan one candidate, check the requirements; with the memory knob the requirements need if the default
+    misses them. The engine's refusals are the pruned reason."""
+    from kvplan.models.load import check_model_for_deployment
+
+    try:
+        check_model_for_deployment(arch, dep)
+        plan = plan_pool(arch, dep)
+    except InputError as e:
+        return Outcome(deployment=dep, pruned=str(e))
+    if plan.startup_error is not None:
+        return Outcome(deployment=dep, plan=plan, pruned=f"the engine does not start: {plan.startup_error}")
+    checks = requirement_admissions(plan, req)
+    out = Outcome(deployment=dep, plan=plan, checks=checks)
+    if out.ok:
+        return out
+    # admit's own memory search, per failing requirement; the largest value, checked whole
+    values = []
+    for c in checks:
+        if c.admission.admitted:
+            continue
+        r = c.admission.request
+        mem = memory_remedy(plan, Request(ctx_tokens=r.ctx_tokens, gen_tokens=r.gen_tokens, concurrent=r.concurrent))
+        if mem is None:
+            return out  # no memory knob admits this one
+        values.append(float(mem.value))  # type: ignore[arg-type]
+    knob = MEMORY_KNOB[dep.engine]
+    default = plan.knob(knob).as_float()
+    tuned = replace(dep, **{knob: max(values)}, explicit=dep.explicit | {knob})  # type: ignore[arg-type]
+    try:
+        plan2 = plan_pool(arch, tuned)
+    except InputError:
+        return out
+    checks2 = requirement_admissions(plan2, req)
+    out2 = Outcome(deployment=tuned, plan=plan2, checks=checks2, memory=(knob, max(values), default))
+    return out2 if out2.ok else out
+
+
+def fit(arch: ModelArch, q: FitQuery) -> Fit:
+    """Search the candidates (module doc), stopping one GPU count past the first that admits."""
+    outcomes: list[Outcome] = []
+    skipped = 0
+    first_ok: int | None = None
+    stop_after: int | None = None
+    for dep in candidates(arch, q):
+        g = dep.tp * dep.pp
+        if first_ok is not None and not q.exhaustive and stop_after is not None and g > stop_after:
+            skipped += 1
+            continue
+        o = evaluate(arch, dep, q.requirements)
+        outcomes.append(o)
+        if o.ok and first_ok is None:
+            first_ok = g
+            larger = [t for t in tp_sizes(q.max_gpus) if t > g]
+            stop_after = larger[0] if larger else g
+    return Fit(query=q, outcomes=tuple(outcomes), skipped=skipped)
+
+
+def layout(dep: Deployment) -> str:
+    """A candidate's layout in one cell: TP8 DPA2 DCP2 · fp8_e4m3 · MTP."""
+    parts = [f"TP{dep.tp}"]
+    if dep.dp_attention > 1:
+        parts.append(f"DPA{dep.dp_attention}")
+    if dep.dcp > 1:
+        parts.append(f"DCP{dep.dcp}")
+    out = " ".join(parts) + f" · {dep.kv_cache_dtype}"
+    if dep.mtp:
+        out += f" · MTP {dep.speculative_num_draft_tokens}"
+    return out

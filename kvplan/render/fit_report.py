@@ -1,0 +1,272 @@
+"""The report of `kvplan fit` (issue 16) and its optional plot."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, layout
+from kvplan.render import Report, Section, count
+
+PRUNED_KINDS = 8
+"""Kinds of pruning reason shown (the JSON has every pruned candidate with its message)."""
+PER_GPU_COUNT = 3
+"""Frontier rows shown per GPU count (the JSON lists every admitted candidate)."""
+
+
+def memory_note(o: Outcome) -> str:
+    if o.memory is None:
+        return "engine default"
+    knob, value, default = o.memory
+    return f"{knob} {value:g} (default {default:g})"
+
+
+def tokens_short(n: int) -> str:
+    """1,048,576 -> 1M, 131,072 -> 128K (binary, as kvplan reads them); other counts in full."""
+    for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return count(n)
+
+
+def binds(o: Outcome) -> str:
+    if o.binding is None:
+        return o.pruned or ""
+    name, r = o.binding
+    a = r.admission.request
+    return (
+        f"{name} @{a.concurrent}×{tokens_short(a.ctx_tokens)}"
+        if r.concurrency
+        else f"{name} @{tokens_short(a.ctx_tokens)}"
+    )
+
+
+def _ppm_pct(ppm: int) -> str:
+    return f"{ppm / 10_000:.1f}%"
+
+
+def _engine(o: Outcome) -> str:
+    d = o.deployment
+    return f"{'SGLang' if d.engine == 'sglang' else 'vLLM'} {d.engine_version}"
+
+
+def _conc_cells(o: Outcome) -> tuple[str, ...]:
+    return tuple(count(c.admission.max_concurrent) for c in o.checks if c.concurrency)
+
+
+def _row(rank: int, o: Outcome) -> tuple[str, ...]:
+    d = o.deployment
+    mem = "" if o.memory is None else f" · {memory_note(o)}"
+    return (
+        str(rank),
+        f"{o.gpus}×{d.gpu.key} {'SGLang' if d.engine == 'sglang' else 'vLLM'}",
+        layout(d) + mem,
+        tokens_short(o.largest_ctx),
+        *_conc_cells(o),
+        _ppm_pct(o.headroom_ppm),
+        binds(o),
+    )
+
+
+def _json(o: Outcome) -> dict[str, Any]:
+    d = o.deployment
+    return {
+        "gpus": o.gpus,
+        "nodes": d.nodes,
+        "gpus_per_node": d.gpus_per_node,
+        "gpu": d.gpu.key,
+        "engine": d.engine,
+        "engine_version": d.engine_version,
+        "tp": d.tp,
+        "dp_attention": d.dp_attention,
+        "dcp": d.dcp,
+        "kv_cache_dtype": d.kv_cache_dtype,
+        "speculative_num_draft_tokens": d.speculative_num_draft_tokens,
+        "context_length": d.context_length,
+        "memory": memory_note(o),
+        "kv_format": o.plan.kv_format if o.plan is not None else None,
+        "pool_tokens": o.plan.logged_tokens if o.plan is not None else None,
+        "largest_ctx_tokens": o.largest_ctx,
+        "requirements": [
+            {"check": c.label, "admitted": c.admission.admitted, "max_concurrent": c.admission.max_concurrent}
+            for c in o.checks
+        ],
+        "headroom_ppm": o.headroom_ppm,
+        "binds": binds(o),
+        "admitted": o.ok,
+    }
+
+
+def fit_report(f: Fit, emitted: str | None = None) -> Report:
+    q = f.query
+    conc_heads = tuple(f"n@{tokens_short(ctx)}" for _, ctx in q.requirements.concurrency)
+    headers = ("#", "GPUs, engine", "layout", "max ctx", *conc_heads, "headroom", "binds")
+    ranked = f.admitted
+    shown: list[tuple[str, ...]] = []
+    per: Counter[int] = Counter()
+    for i, o in enumerate(ranked, 1):
+        if per[o.gpus] < PER_GPU_COUNT:
+            per[o.gpus] += 1
+            shown.append(_row(i, o))
+    sections = []
+    asked = ", ".join(
+        ([f"ctx {q.requirements.min_ctx_tokens:,}"] if q.requirements.min_ctx_tokens else [])
+        + [f"{n} × {ctx:,} at once" for n, ctx in q.requirements.concurrency]
+    )
+    if shown:
+        sections.append(
+            Section(
+                "Frontier: admitted candidates by GPUs, then headroom",
+                tuple(shown),
+                headers,
+                note=f"the best {PER_GPU_COUNT} per GPU count of {len(ranked):,} admitted; headroom: the least share "
+                "left in a capacity check (pool, running requests, workspace) over the requirements",
+            )
+        )
+    best, closest = f.best, f.closest
+    if best is None and closest is not None:
+        rows = [_row(0, closest)[1:]]
+        sections.append(
+            Section(
+                f"Nothing fits up to {q.max_gpus} GPUs; the closest candidate",
+                tuple(rows),
+                headers[1:],
+                note="lacks: " + "; ".join(closest.lacks),
+            )
+        )
+    reasons = Counter(_reason(o.pruned or "") for o in f.pruned)
+    if reasons:
+        sections.append(
+            Section(
+                "Pruned: what the engines refuse",
+                tuple((count(n), r) for r, n in reasons.most_common(PRUNED_KINDS)),
+                ("candidates", "the engine's reason (first clause; JSON has each message)"),
+            )
+        )
+    sections.append(
+        Section(
+            "Search",
+            (
+                ("candidates planned", count(len(f.planned))),
+                ("pruned by the engine", count(len(f.pruned))),
+                ("skipped (more GPUs than the frontier needs)", count(f.skipped)),
+                ("GPU types", ", ".join(g.name for g in q.gpus)),
+                ("engines", ", ".join(q.engines)),
+                ("not searched", "ep (ep <= tp splits experts tp ways: same plan), pp 1, the engine's page size"),
+            ),
+        )
+    )
+    if best is not None:
+        verdict = f"FITS: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, {layout(best.deployment)}"
+    elif closest is not None:
+        verdict = f"NOTHING FITS up to {q.max_gpus} GPUs; closest: {closest.gpus} × {closest.deployment.gpu.name}, " \
+                  f"{_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
+    else:
+        verdict = "NOTHING FITS: the engines refuse every candidate"
+    notes = (f"deployment written to {emitted} (kvplan admit --deploy {emitted} plans it as-is)",) if emitted else ()
+    data = {
+        "requirements": asked,
+        "fits": best is not None,
+        "best": _json(best) if best is not None else None,
+        "closest": _json(closest) if best is None and closest is not None else None,
+        "closest_lacks": list(closest.lacks) if best is None and closest is not None else [],
+        "frontier": [_json(o) for o in ranked],
+        "pruned": [
+            {
+                "gpus": o.gpus,
+                "gpu": o.deployment.gpu.key,
+                "engine": o.deployment.engine,
+                "layout": layout(o.deployment),
+                "reason": o.pruned,
+            }
+            for o in f.pruned
+        ],
+        "planned": len(f.planned),
+        "skipped": f.skipped,
+    }
+    return Report(
+        command="fit",
+        title=f"kvplan fit: {f.query.model_ref} for {asked}",
+        sections=tuple(sections),
+        data=data,
+        verdict=verdict,
+        verdict_ok=best is not None,
+        notes=notes,
+    )
+
+
+def _reason(message: str) -> str:
+    """A pruning message's kind, to group candidates: its figures blanked ("#"), cut at 90 characters."""
+    text = re.sub(r"(?<![\w.])\d[\d,.]*", "#", message)
+    return text if len(text) <= 90 else text[:89] + "…"
+
+
+def plot_fit(f: Fit, path: Path, reads: Iterable[Path] = ()) -> None:
+    """GPUs vs requests at once at the first required concurrency's context (else the largest context), one
+    series per GPU type / engine; matplotlib is imported only here (kvplan.render.plot)."""
+    from kvplan.fsio import check_target
+    from kvplan.render.plot import pyplot, save
+
+    check_target(path, "--plot", reads)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    req = f.query.requirements
+    series: dict[str, dict[int, int]] = {}
+    for o in f.planned:
+        key = f"{o.deployment.gpu.name} / {_engine(o)}"
+        conc = [c.admission.max_concurrent for c in o.checks if c.concurrency]
+        y = conc[0] if conc else o.largest_ctx
+        s = series.setdefault(key, {})
+        s[o.gpus] = max(s.get(o.gpus, 0), y)
+    for key, pts in sorted(series.items()):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], "-o", label=key)
+    if req.concurrency:
+        n, ctx = req.concurrency[0]
+        ax.axhline(n, ls="--", color="grey", label=f"required {n} at {ctx:,}")
+        ax.set_ylabel(f"requests of {ctx:,} tokens at once (best layout)")
+    else:
+        ax.set_ylabel("largest admitted context (tokens)")
+    ax.set_xlabel("GPUs")
+    ax.set_xscale("log", base=2)
+    ax.set_title(f"kvplan fit: {f.query.model_ref}")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    save(plt, fig, path, reads)
+
+
+def deploy_yaml(o: Outcome) -> str:
+    """The chosen deployment as a kvplan deployment file that `admit`, `gate` and `validate` plan as-is."""
+    d = o.deployment
+    lines = [
+        "schema_version: 1",
+        f"name: {d.name}",
+        f"description: written by kvplan fit ({layout(d)}, {d.gpus_per_node * d.nodes} GPUs reserved, {o.gpus} used)",
+        f"model: {_yaml_str(d.model)}",
+        f"engine: {d.engine}",
+        f'engine_version: "{d.engine_version}"',
+        f"gpu: {d.gpu.key}",
+        f"gpus_per_node: {d.gpus_per_node}",
+        f"nodes: {d.nodes}",
+        f"tp: {d.tp}",
+        f"dp_attention: {d.dp_attention}",
+        f"dcp: {d.dcp}",
+        f"kv_cache_dtype: {d.kv_cache_dtype}",
+    ]
+    if d.context_length is not None:
+        lines.append(f"context_length: {d.context_length}")
+    if d.speculative_num_draft_tokens:
+        lines.append(f"speculative_num_draft_tokens: {d.speculative_num_draft_tokens}")
+    knob = MEMORY_KNOB[d.engine]
+    if (v := getattr(d, knob)) is not None:
+        lines.append(f"{knob}: {v}")
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_str(s: str) -> str:
+    import json
+
+    return json.dumps(s)  # a JSON string is a YAML double-quoted scalar
