@@ -9,7 +9,7 @@ from kvplan.models.cache import FullAttention, IndexerK, LinearState, MlaLatent,
 from kvplan.models.deploy import Deployment
 
 ENGINE_CACHE_KINDS: dict[str, tuple[type, ...]] = {
-    "sglang": (FullAttention, MlaLatent, IndexerK),
+    "sglang": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
     "vllm": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
 }
 """The cache kinds (kvplan.models.cache) each engine's rules plan today: full attention, MLA and the DSA indexer

@@ -13,6 +13,7 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engi
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kvplan.engines.backends import check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import (
@@ -32,6 +33,9 @@ from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
+
+if TYPE_CHECKING:
+    from kvplan.engines.sglang_hybrid import HybridSizer
 
 DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 """CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
@@ -312,6 +316,19 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
 
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
+    kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
+    if arch.is_hybrid:
+        from kvplan.engines import sglang_hybrid
+
+        return sglang_hybrid.plan(arch, dep)
+    return plan_pools(arch, dep, None)
+
+
+def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> PoolPlan:
+    """The memory chain and the token pool; ``hybrid`` (a hybrid model's full-attention layers as ``arch``) adds
+    SGLang's hybrid steps: the Mamba state pool taken out of the budget first, the SWA pool sized beside the full
+    pool, running requests capped by the state slots (kvplan.engines.sglang_hybrid, each step cited there)."""
     version = dep.engine_version
     rules = sglang_rules(version)
     notes: list[str] = []
@@ -444,22 +461,36 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     free_after_gib = (pre - weights) / GiB
     slack_gib = pre_gib * (1 - mfs)
     rest_gib = free_after_gib - slack_gib
+    state_slots, state_error = 0, None
+    if hybrid is not None and load_error is None:
+        # _profile_available_bytes: the Mamba state pool comes out of rest_memory before the KV pool is sized
+        rest_gib, state_slots, state_error = hybrid.take_state(rest_gib, attn_tp)
     available = int(rest_gib * GiB)
     startup_error = load_error
-    if rest_gib <= 0 or available <= 0 or load_error is not None:
-        startup_error = load_error or (
-            f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}"
+    if rest_gib <= 0 or available <= 0 or load_error is not None or state_error is not None:
+        startup_error = (
+            load_error
+            or state_error
+            or (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs}")
         )
         available = 0
 
-    rows = available // cell.total_bytes // page * page if cell.total_bytes else 0
+    swa_rows = 0
+    if hybrid is not None:
+        rows, swa_rows = hybrid.pool_tokens(available, cell.total_bytes, dtype, attn_tp, page)
+    else:
+        rows = available // cell.total_bytes // page * page if cell.total_bytes else 0
     capped = False
     if dep.max_total_tokens is not None and dep.max_total_tokens < rows:
         rows = dep.max_total_tokens // page * page
+        if hybrid is not None:  # calculate_pool_sizes_from_max_tokens: the SWA pool follows the capped full pool
+            swa_rows = hybrid.swa_tokens_for(rows, page)
         capped = True
     logged = rows * dcp
     if rows == 0 and startup_error is None:
         startup_error = "the KV budget holds less than one page: SGLang cannot build a pool"
+    if hybrid is not None and startup_error is None:
+        startup_error = hybrid.check_swa_pool(swa_rows, page)
 
     # ---- what is really allocated (padding rows and pages are outside cell_size)
     index_buf_size = (rows + page) * dcp - page if rows else 0
@@ -474,7 +505,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         d_size, d_page = rows * dcp, page * dcp
         d_pages = (d_size + d_page + 1) // d_page
         draft_alloc = (d_size + d_page) * mla_row * draft_layers + d_pages * d_page * idx_row * draft_layers
-    allocated = mla_alloc + idx_alloc + draft_alloc
+    # hybrids: SWAKVPool's SWA buffers (swa_rows + page rows) and MambaPool's (max_mamba_cache_size + 1) slots
+    swa_alloc = hybrid.swa_alloc_bytes(swa_rows, dtype, attn_tp, page) if hybrid is not None and swa_rows else 0
+    state_alloc = hybrid.state_alloc_bytes(state_slots, attn_tp) if hybrid is not None and state_slots else 0
+    allocated = mla_alloc + idx_alloc + draft_alloc + swa_alloc + state_alloc
+    hybrid_extras = {"swa_tokens": swa_rows, "swa_alloc_bytes": swa_alloc, "max_mamba_cache_size": state_slots}
+    hybrid_extras["mamba_alloc_bytes"] = state_alloc
 
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
@@ -487,10 +523,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
         )
     estimated = min(max(int(rows / context_len * 512), 2048), 4096)
+    state_cap = hybrid.running_cap(state_slots) if hybrid is not None and rows else None
     if dep.max_running_requests is not None:
         mrr = min(max(1, dep.max_running_requests // dep.dp_attention), rows // 2)
         mrr_k = Knob("max_running_requests", mrr, "set")
-        if mrr < dep.max_running_requests // dep.dp_attention:
+        if state_cap is not None and state_cap < mrr:
+            mrr = state_cap
+        elif mrr < dep.max_running_requests // dep.dp_attention:
             notes.append(
                 f"max_running_requests was reduced from the requested {dep.max_running_requests} "
                 f"to {mrr} (per dp worker) due to the available KV cache capacity"
@@ -502,6 +541,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             mrr,
             "default: min(clamp(int(rows / context_len × 512), 2048, 4096), rows // 2)",
         )
+        if state_cap is not None and state_cap < mrr:
+            mrr = state_cap
+    if state_cap is not None and hybrid is not None:
+        mrr_k, capped_said, cap_error = hybrid.cap_note(mrr_k, mrr, state_cap, state_slots)
+        notes += capped_said
+        startup_error = startup_error or cap_error
     draft_tokens = dep.speculative_num_draft_tokens
     extra = 4 + draft_tokens
     if draft_tokens and page > 1:
@@ -570,10 +615,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             nvml_total=dep.gpu.nvml_total_bytes,
             outside=("driver+context", dep.gpu.nvml_total_bytes - pre),
             weights=weights,
-            main=mla_alloc,
+            main=mla_alloc + swa_alloc + state_alloc,
             indexer=idx_alloc,
             draft=draft_alloc,
-            available=available,
+            available=available + state_alloc,
         ),
         startup_error=startup_error,
         loads_weights=load_error is None,
@@ -589,5 +634,6 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "draft_alloc_bytes": draft_alloc,
             "req_to_token_bytes": req_to_token,
             "slack_bytes": slack_bytes,
+            **(hybrid_extras if hybrid is not None else {}),
         },
     )

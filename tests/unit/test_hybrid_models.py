@@ -316,11 +316,19 @@ def test_describe_kinds_of_v4() -> None:
 # --------------------------------------------------------------------------- the one refusal (exit 2)
 
 
-@pytest.mark.parametrize("name", HYBRID_PRESETS)
-@pytest.mark.parametrize(("engine", "label"), [("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")])
+PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b")}
+"""(engine, preset) pairs the engine rules plan now (SGLang: tests/unit/test_sglang_hybrid.py; vLLM:
+tests/unit/test_vllm_hybrid.py)."""
+REFUSED = [
+    (name, engine, label)
+    for engine, label in [("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")]
+    for name in HYBRID_PRESETS
+    if (engine, name) not in PLANNED_HYBRIDS
+]
+
+
+@pytest.mark.parametrize(("name", "engine", "label"), REFUSED)
 def test_planning_a_hybrid_exits_2_with_one_line(name: str, engine: str, label: str) -> None:
-    if (engine, name) == ("vllm", "gpt-oss-120b"):
-        pytest.skip("vLLM plans gpt-oss: tests/unit/test_vllm_hybrid.py (the working tree's PLANNED_HYBRIDS drops it)")
     r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", name, "--set", f"engine={engine}"])
     assert r.exit_code == 2, r.output
     lines = [x for x in r.output.splitlines() if x.strip()]
@@ -331,15 +339,15 @@ def test_planning_a_hybrid_exits_2_with_one_line(name: str, engine: str, label: 
 
 @pytest.mark.parametrize("command", [["budget"], ["workspace"], ["prefix", "--hit", "1K"]])
 def test_other_planning_commands_refuse_the_same_way(command: list[str]) -> None:
-    r = runner.invoke(app, [*command, "--ctx", "8K", "--model", "gpt-oss-120b"])
+    r = runner.invoke(app, [*command, "--ctx", "8K", "--model", "deepseek-v4-flash"])
     assert r.exit_code == 2, r.output
-    assert "kvplan does not yet plan sliding-window layers (gpt-oss-120b, layer 0)" in r.output
+    assert "kvplan does not yet plan DeepSeek-V4 compressed-attention layers (deepseek-v4-flash, layer 0)" in r.output
 
 
 def test_plan_pool_refuses_a_hybrid_and_plans_a_uniform_model() -> None:
-    dep = load_deployment(None, ["model=gpt-oss-120b"])
-    with pytest.raises(InputError, match="sliding-window layers"):
-        plan_pool(load_model("gpt-oss-120b"), dep)
+    dep = load_deployment(None, ["model=deepseek-v4-flash"])
+    with pytest.raises(InputError, match="compressed-attention layers"):
+        plan_pool(load_model("deepseek-v4-flash"), dep)
     assert plan_pool(load_model("glm-5.3"), load_deployment(None)).logged_tokens > 0
 
 
@@ -392,12 +400,14 @@ def test_glm53_flash_shared_indexers_without_indexer_types_are_refused(tmp_path:
 def test_glm53_flash_is_refused_on_both_engines(tmp_path: Path) -> None:
     ref = _glm53_flash_like(tmp_path)
     for engine, label in (("sglang", "SGLang 0.5.23"), ("vllm", "vLLM 0.33.0")):
-        r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", ref, "--set", f"engine={engine}"])
+        # weights given: the config has no hidden_size to count parameters by (a different exit-2 line)
+        sets = ["--set", f"engine={engine}", "--set", "weights_per_gpu=20GiB"]
+        r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", ref, *sets])
         assert r.exit_code == 2
         # vLLM plans KDA + MLA (tests/unit/test_vllm_hybrid.py) but not Glm5Next's pooled indexer beside them
-        what = "indexer K layers beside linear-attention state or a window" if engine == "vllm" else None
-        where = "layer 3" if what else "layer 0"
-        what = what or "linear-attention state layers"
+        # SGLang plans KDA + MLA (tests/unit/test_sglang_hybrid.py) but not its DSA pool beside the state either
+        what = "indexer K layers beside linear-attention state" + (" or a window" if engine == "vllm" else "")
+        where = "layer 3"
         assert f"kvplan does not yet plan {what} ({tmp_path.name}, {where}) on {label}" in r.output
 
 
