@@ -127,6 +127,33 @@ CASES: tuple[Case, ...] = (
         "mem fraction (0.826 logged vs 0.908); the K2.5 checkpoint headers and its vision_config would close it",
         gap_band=(-0.15, -0.10),
     ),
+    # 0.5.10-0.5.23 row (SGLang main of Aug 2026), 1 × H100 (nvml 81,559 MiB): cell = 4 kv heads × (128 + 128) × 2 B ×
+    # 48 layers = 98,304 B; the default mem fraction round((81,559 − 13,904) / 81,559, 3) = 0.83 (reserved = 512 +
+    # 8192 × 1.5 + 1/8 × 1024 + decode graph 256 × 2 + prefill graph 58 × 8 MiB), the same figure the ServerArgs line
+    # prints. kvplan: pre-load 78.20 GiB (CUDA total 79.20 − 1 GiB), weights 29.04 GiB (per tensor from config.json +
+    # the rotary cache) -> int((78.20 × 0.83 − 29.04) × 2^30) // 98,304 = 391,753 (−0.30 %).
+    Case(
+        log=FIELD + "sglang-qwen3-30b-a3b-fp8-h100-mystous-vllm-hybrid.log",
+        line="max_total_num_tokens=392920",
+        logged=392_920,
+        label="SGLang main (Aug 2026, 0.5.10-0.5.23 rules), Qwen3-30B-A3B-FP8, H100 × 1, TP1",
+        model="tests/data/hf/qwen3-30b-a3b-fp8/config.json",
+        sets=(
+            "engine=sglang",
+            "engine_version=0.5.23",
+            "gpu=h100",
+            "gpus_per_node=1",
+            "tp=1",
+            "kv_cache_dtype=auto",
+            "page_size=1",
+            "mla_layout=default",
+            "attention_backend=triton",
+        ),
+        stated="the run's ServerArgs line (tp_size=1, page_size=1, attention_backend='triton', kv_cache_dtype='auto'; "
+        "mem_fraction_static=0.83, not set here: kvplan's default must find it); H100 80GB from the log's "
+        "kernel-config warnings; the version is not printed (main of Aug 2026, after 0.5.9: the 0.5.10-0.5.23 row, "
+        "read at 0.5.23)",
+    ),
     # 0.5.3 row (main before sgl-project/sglang#11309), 8 × B200 (nvml 183,359 MiB), tp 8 = dp 8 with dp attention:
     # fp8 forced on SM100, page 64, mem_fraction_static forced to 0.8; budget cell = 61 × 576 B = 35,136 B (the index
     # K is allocated outside it). kvplan: pre-load 177.35 GiB, weights 92.12 GiB (config estimate) ->
