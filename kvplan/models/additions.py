@@ -59,6 +59,7 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import ConfigError
 from kvplan.models.arch import ParamGroup, Split
+from kvplan.models.checkpoint import config_int
 
 ENGINES = ("vllm", "sglang")
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
@@ -93,15 +94,6 @@ class Knobs:
     checkpoint.config_tensors derives). A snapshot's headers say how many it really ships."""
 
 
-def _int(config: Mapping[str, Any], key: str, default: int = 0) -> int:
-    v = config.get(key, default)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= limits.MAX_DIM:
-        raise ConfigError(f"expected an integer 0 .. {limits.MAX_DIM:,}, got {str(v)[:40]}", key=key)
-    return v
-
-
 def _dtype_bytes(config: Mapping[str, Any]) -> int:
     """The model dtype's bytes (the buffers' dtype): fp32 4, anything else 2 (bf16/fp16, the engines' default)."""
     dt = str(config.get("torch_dtype", config.get("dtype", "bfloat16"))).removeprefix("torch.")
@@ -111,7 +103,7 @@ def _dtype_bytes(config: Mapping[str, Any]) -> int:
 def _rope_positions(config: Mapping[str, Any]) -> int:
     """Positions of the cos/sin cache: yarn caches original × factor, every other rope max_position_embeddings."""
     rs = config.get("rope_scaling") or config.get("rope_parameters") or {}
-    positions = _int(config, "max_position_embeddings")
+    positions = config_int(config, "max_position_embeddings")
     if isinstance(rs, Mapping) and str(rs.get("rope_type", rs.get("type", ""))) in ("yarn", "deepseek_yarn"):
         factor, original = rs.get("factor"), rs.get("original_max_position_embeddings")
         if (
@@ -133,9 +125,9 @@ def rotary_cache_bytes(config: Mapping[str, Any]) -> int:
         caches = 1
         if config.get("index_topk") and not config.get("indexer_rope_interleave", False):
             caches = 2  # indexer_rope_emb is neox-style: a second cache
-        return caches * positions * _int(config, "qk_rope_head_dim") * size
-    h, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
-    head_dim = _int(config, "head_dim") or (h // heads if heads else 0)
+        return caches * positions * config_int(config, "qk_rope_head_dim") * size
+    h, heads = config_int(config, "hidden_size"), config_int(config, "num_attention_heads")
+    head_dim = config_int(config, "head_dim") or (h // heads if heads else 0)
     factor = config.get("partial_rotary_factor", 1)
     if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
         factor = 1
@@ -144,12 +136,12 @@ def rotary_cache_bytes(config: Mapping[str, Any]) -> int:
 
 def _indexer_layers(config: Mapping[str, Any]) -> tuple[int, int]:
     """(layers that build an indexer in vLLM, layers the checkpoint ships indexer weights for), MTP excluded."""
-    layers = _int(config, "num_hidden_layers")
+    layers = config_int(config, "num_hidden_layers")
     if not config.get("index_topk"):
         return 0, 0
     pattern = config.get("index_topk_pattern")
-    freq = _int(config, "index_topk_freq", 1) or 1
-    offset = _int(config, "index_skip_topk_offset", 2)
+    freq = config_int(config, "index_topk_freq", 1) or 1
+    offset = config_int(config, "index_skip_topk_offset", 2)
     if isinstance(pattern, str) and pattern:
         built = sum(1 for i in range(layers) if not (i < len(pattern) and pattern[i] == "S"))
     else:
@@ -174,13 +166,13 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
     out.append(Addition("rotary_cache", rotary_cache_bytes(config), rope_src))
     if config.get("kv_lora_rank") is None:
         return tuple(a for a in out if a.bytes)
-    mtp = _int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
-    mla_layers = _int(config, "num_hidden_layers") + mtp
+    mtp = config_int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
+    mla_layers = config_int(config, "num_hidden_layers") + mtp
     if mtp and mtp_ships_embed_head(config):
         from kvplan.models.checkpoint import VOCAB_PADDING
 
-        rows = -(-_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
-        each = _int(config, "hidden_size") * _dtype_bytes(config)
+        rows = -(-config_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
+        each = config_int(config, "hidden_size") * _dtype_bytes(config)
         embed = -(-rows // max(knobs.split.attention, 1)) * each + -(-rows // max(knobs.split.tp, 1)) * each
         out.append(
             Addition(
@@ -191,11 +183,11 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
                 else "sglang srt/models/deepseek_nextn.py (the nextn layer uses the target's embed and head)",
             )
         )
-    heads_here = -(-_int(config, "num_attention_heads") // max(knobs.split.attention, 1))
+    heads_here = -(-config_int(config, "num_attention_heads") // max(knobs.split.attention, 1))
     absorbed = (
-        _int(config, "kv_lora_rank")
+        config_int(config, "kv_lora_rank")
         * heads_here
-        * (_int(config, "qk_nope_head_dim", 128) + _int(config, "v_head_dim", 128))
+        * (config_int(config, "qk_nope_head_dim", 128) + config_int(config, "v_head_dim", 128))
         * 2
     )
     quant = resolve(config, "config.json")
@@ -219,7 +211,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
         )
     if not config.get("index_topk"):
         return tuple(a for a in out if a.bytes)
-    topk = _int(config, "index_topk")
+    topk = config_int(config, "index_topk")
     buffers = 1 + (1 if mtp else 0)
     out.append(
         Addition(
@@ -240,10 +232,10 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
             "vllm v1/attention/backends/mla/index_group.py (one (rows + 1) × index_topk int32 an index group)",
         )
     )
-    h = _int(config, "hidden_size")
-    idx_dim = _int(config, "index_head_dim", 128)
-    idx_heads = _int(config, "index_n_heads")
-    q_in = _int(config, "q_lora_rank") or h
+    h = config_int(config, "hidden_size")
+    idx_dim = config_int(config, "index_head_dim", 128)
+    idx_heads = config_int(config, "index_n_heads")
+    q_in = config_int(config, "q_lora_rank") or h
     indexer_layer = _indexer_bytes(quant, h, q_in, idx_heads, idx_dim)
     out.append(
         Addition(
@@ -307,8 +299,8 @@ def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source:
     s = shard(
         tensors,
         knobs.split,
-        num_layers=_int(config, "num_hidden_layers"),
-        num_kv_heads=_int(config, "num_key_value_heads"),
+        num_layers=config_int(config, "num_hidden_layers"),
+        num_kv_heads=config_int(config, "num_key_value_heads"),
         ep=ep,
         with_mtp=knobs.with_mtp,
     )

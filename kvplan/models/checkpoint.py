@@ -595,7 +595,8 @@ LAID_OUT = frozenset({
 _DT = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16", "float32": "F32"}
 
 
-def _get(config: Mapping[str, Any], key: str, default: int = 0) -> int:
+def config_int(config: Mapping[str, Any], key: str, default: int = 0) -> int:
+    """An integer field of a config.json (0 .. MAX_DIM; a missing or null key is ``default``), else a ConfigError."""
     v = config.get(key, default)
     if v is None:
         return default
@@ -650,14 +651,14 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
         if bias:
             add(f"{module}.bias", n_out)
 
-    h = _get(config, "hidden_size")
-    layers = _get(config, "num_hidden_layers")
-    vocab = _get(config, "vocab_size")
+    h = config_int(config, "hidden_size")
+    layers = config_int(config, "num_hidden_layers")
+    vocab = config_int(config, "vocab_size")
     archs = config.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else archs
     if not h or not layers or not vocab or (arch is not None and arch not in LAID_OUT):
         return None
-    heads = _get(config, "num_attention_heads")
+    heads = config_int(config, "num_attention_heads")
     tied = bool(config.get("tie_word_embeddings", False))
     add("model.embed_tokens.weight", vocab, h)
     if config.get("kv_lora_rank") is not None:
@@ -672,21 +673,21 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
 
 
 def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int) -> bool:
-    kv = _get(config, "num_key_value_heads", heads)
-    hd = _get(config, "head_dim") or (h // heads if heads else 0)
-    inter = _get(config, "intermediate_size")
+    kv = config_int(config, "num_key_value_heads", heads)
+    hd = config_int(config, "head_dim") or (h // heads if heads else 0)
+    inter = config_int(config, "intermediate_size")
     mt = str(config.get("model_type", ""))
     qkv_bias = mt == "qwen2" or bool(config.get("attention_bias", False))
     qk_norm = mt.startswith("qwen3") or bool(config.get("use_qk_norm", False))
-    mixtral = _get(config, "num_local_experts")
-    glm = _get(config, "n_routed_experts")  # GLM-4.5: dense first layers, shared experts, MTP layers
-    experts = mixtral or _get(config, "num_experts") or glm
-    moe_inter = inter if mixtral else _get(config, "moe_intermediate_size")
-    step = _get(config, "decoder_sparse_step", 1) or 1
+    mixtral = config_int(config, "num_local_experts")
+    glm = config_int(config, "n_routed_experts")  # GLM-4.5: dense first layers, shared experts, MTP layers
+    experts = mixtral or config_int(config, "num_experts") or glm
+    moe_inter = inter if mixtral else config_int(config, "moe_intermediate_size")
+    step = config_int(config, "decoder_sparse_step", 1) or 1
     only = set(config.get("mlp_only_layers") or ())
-    dense = _get(config, "first_k_dense_replace") if glm else 0
-    shared = _get(config, "n_shared_experts") if glm else 0
-    mtp = _get(config, "num_nextn_predict_layers") if glm else 0
+    dense = config_int(config, "first_k_dense_replace") if glm else 0
+    shared = config_int(config, "n_shared_experts") if glm else 0
+    mtp = config_int(config, "num_nextn_predict_layers") if glm else 0
     if not heads or not hd:
         return False
     for i in range(layers + mtp):
@@ -736,19 +737,19 @@ def mtp_ships_embed_head(config: Mapping[str, Any]) -> bool:
 
 
 def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int, vocab: int) -> None:
-    q_lora = _get(config, "q_lora_rank")
-    kv_lora = _get(config, "kv_lora_rank")
-    nope = _get(config, "qk_nope_head_dim", 128)
-    rope = _get(config, "qk_rope_head_dim")
-    v = _get(config, "v_head_dim", 128)
-    idx_heads = _get(config, "index_n_heads")
-    idx_dim = _get(config, "index_head_dim", 128 if config.get("index_topk") else 0)
-    dense = _get(config, "first_k_dense_replace")
-    inter = _get(config, "intermediate_size")
-    experts = _get(config, "n_routed_experts")
-    shared = _get(config, "n_shared_experts")
-    moe_inter = _get(config, "moe_intermediate_size")
-    mtp = _get(config, "num_nextn_predict_layers")
+    q_lora = config_int(config, "q_lora_rank")
+    kv_lora = config_int(config, "kv_lora_rank")
+    nope = config_int(config, "qk_nope_head_dim", 128)
+    rope = config_int(config, "qk_rope_head_dim")
+    v = config_int(config, "v_head_dim", 128)
+    idx_heads = config_int(config, "index_n_heads")
+    idx_dim = config_int(config, "index_head_dim", 128 if config.get("index_topk") else 0)
+    dense = config_int(config, "first_k_dense_replace")
+    inter = config_int(config, "intermediate_size")
+    experts = config_int(config, "n_routed_experts")
+    shared = config_int(config, "n_shared_experts")
+    moe_inter = config_int(config, "moe_intermediate_size")
+    mtp = config_int(config, "num_nextn_predict_layers")
     for i in range(layers + mtp):
         p = f"model.layers.{i}."
         a = p + "self_attn."
@@ -896,7 +897,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
 
     src = Path(source)
     folder = src.parent if snapshot and src.name == "config.json" else None
-    num_kv_heads = _get(config, "num_key_value_heads")
+    num_kv_heads = config_int(config, "num_key_value_heads")
     notes: list[str] = []
     if folder is not None and snapshot_shards(folder):
         tensors = snapshot_tensors(folder)
