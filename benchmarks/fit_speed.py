@@ -1,0 +1,82 @@
+"""Speed of `kvplan fit` (issue 16 item 5), in process, after a warm-up, on one core.
+
+The search: GLM-5.3 over four GPU types (H100 SXM, H200, B200, B300), both engines (SGLang 0.5.23, vLLM 0.33.0),
+up to 32 GPUs, MTP on and off, for --require-ctx 1M --require-concurrency 4@128K. Every candidate that is
+planned is planned exactly (plan_pool + gate's admission checks, admit's memory search where the default misses);
+nothing is approximated. Two runs are timed: the default search (GPU counts past the first admitting one and the
+next are skipped, kvplan.plan.fit's module doc) and --exhaustive (every candidate up to 32 GPUs), and plans per
+second (candidates planned or pruned by the engine, per second) for both.
+
+    python benchmarks/fit_speed.py            # prints the figures; exit 0
+    python benchmarks/fit_speed.py --check    # exit 1 if the default search takes 5 s or more
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+TARGET_S = 5.0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the default search misses the 5 s target")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+
+    from kvplan.models.deploy import Requirements
+    from kvplan.models.load import find_gpu, load_model
+    from kvplan.plan.fit import FitQuery, fit
+
+    gpus = tuple(find_gpu(g) for g in ("h100-sxm", "h200", "b200", "b300"))
+    req = Requirements(min_ctx_tokens=1 << 20, concurrency=((4, 128 * 1024),))
+    out = {}
+    for name, exhaustive in (("default", False), ("exhaustive", True)):
+        q = FitQuery(model_ref="glm-5.3", gpus=gpus, engines=("sglang", "vllm"), requirements=req, max_gpus=32,
+                     exhaustive=exhaustive)  # fmt: skip
+        t0 = time.perf_counter()
+        arch = load_model("glm-5.3")  # the model load is part of the search
+        fit(arch, q)  # warm-up: imports, caches
+        t_warm = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        arch = load_model("glm-5.3")
+        f = fit(arch, q)
+        dt = time.perf_counter() - t0
+        n = len(f.outcomes)
+        out[name] = {
+            "seconds": round(dt, 3),
+            "first_run_seconds": round(t_warm, 3),
+            "candidates_evaluated": n,
+            "planned": len(f.planned),
+            "pruned": len(f.pruned),
+            "skipped": f.skipped,
+            "admitted": len(f.admitted),
+            "plans_per_second": round(n / dt),
+            "best": None
+            if f.best is None
+            else f"{f.best.gpus} x {f.best.deployment.gpu.key} {f.best.deployment.engine}",
+        }
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for name, r in out.items():
+            print(
+                f"{name:10s} {r['seconds']:.2f} s ({r['first_run_seconds']:.2f} s cold): {r['candidates_evaluated']:,}"
+                f" candidates ({r['planned']:,} planned, {r['pruned']:,} pruned, {r['skipped']:,} skipped),"
+                f" {r['plans_per_second']:,} plans/s; best {r['best']}"
+            )
+        ok = out["default"]["seconds"] < TARGET_S
+        print(f"target < {TARGET_S:g} s for the default search: {'met' if ok else 'MISSED'}")
+    if args.check and out["default"]["seconds"] >= TARGET_S:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
