@@ -4,7 +4,7 @@
 - a window never holds more than its window (nor more than the request), compressed states never more than
   ctx / ratio;
 - a longer request never needs fewer bytes of any kind, and a state does not grow with the context at all;
-- any mutation of a hybrid config.json loads or fails with one line (exit 2), and a hybrid never plans.
+- any mutation of a hybrid config.json loads or fails with one line (exit 2), and a hybrid that plans has its pools.
 """
 
 from __future__ import annotations
