@@ -42,6 +42,9 @@ Linear-attention / Mamba state (Qwen3-Next, Kimi-Linear; ``mem_cache/kv_cache_co
 - log (``mem_cache/memory_pool.py`` ``MambaPool``): "Mamba Cache is allocated. max_mamba_cache_size: K,
   conv_state size: X GB, ssm_state size: Y GB".
 
+Knobs: ``swa_full_tokens_ratio`` and ``max_mamba_cache_size`` (SGLang's flags; the explicit size skips the
+auto-sizing, ``// attn_dp_size`` per rank as ``_handle_max_mamba_cache`` does).
+
 What the plan's figures mean for a hybrid: ``rows`` / ``logged_tokens`` are the full-attention pool's
 ``max_total_num_tokens`` (the scheduler line's figure); ``usable_pages`` its pages; ``cell`` its bytes per token
 (full layers only); ``pools`` the full pool, the SWA pool and the Mamba state pool, each with what one request
@@ -50,7 +53,8 @@ takes from it (kvplan.engines.common.Demand).
 Not planned, each refused with one line (never a silently wrong pool): speculative decoding (draft SWA / Mamba
 intermediate state), dcp, a DSA indexer beside linear state (GLM-5.3-Flash), SWA and linear state in one model,
 a model without full-attention layers, DeepSeek-V4 (0.5.23 serves it with ``DSV4PoolConfigurator``: SWA, C4, C128
-and compressor-state pools; kvplan does not plan those yet), other SGLang versions than 0.5.23.
+and compressor-state pools; kvplan does not plan those yet), other SGLang versions than 0.5.23. Not expressible:
+``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
 """
 
 from __future__ import annotations
@@ -143,6 +147,8 @@ class HybridSizer:
     swa_full_tokens_ratio: float = SWA_FULL_TOKENS_RATIO
     mamba_full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO
     slots_per_request: int = 1
+    max_mamba_cache_size: int | None = None
+    """--max-mamba-cache-size per attention-DP rank (``max_mamba_cache_size // attn_dp_size``); None: auto-sized."""
 
     def state_bytes_per_request(self, attn_tp: int) -> int:
         """``mamba_cache_per_req``: one request's conv + temporal state over every linear layer, one rank."""
@@ -158,7 +164,9 @@ class HybridSizer:
         if self.state is None:
             return rest_gib, 0, None
         per = self.state_bytes_per_request(attn_tp)
-        k = mamba_cache_size(rest_gib, per, self.mamba_full_memory_ratio)
+        k = self.max_mamba_cache_size
+        if k is None:
+            k = mamba_cache_size(rest_gib, per, self.mamba_full_memory_ratio)
         if k <= 0:
             return (
                 rest_gib,
@@ -267,13 +275,17 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
     slots = 1
     if states:
         slots = mamba_slots_per_request(extra_buffer=arch.architecture in MAMBA_EXTRA_BUFFER_ARCHS)
+    ratio = SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio
+    explicit = None if dep.max_mamba_cache_size is None else dep.max_mamba_cache_size // max(dep.dp_attention, 1)
     sizer = HybridSizer(
         full_layers=len(full),
         swa=swa_layers[0] if swa_layers else None,
         swa_layers=len(swa_layers),
         state=states[0] if states else None,
         state_layers=len(states),
+        swa_full_tokens_ratio=ratio,
         slots_per_request=slots,
+        max_mamba_cache_size=explicit,
     )
     return view, sizer
 
@@ -317,7 +329,8 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
                 demands=(Demand("sliding-window", "window", window=span, extra=2),),
             )
         )
-        knobs.append(Knob("swa_full_tokens_ratio", s.swa_full_tokens_ratio, "default: --swa-full-tokens-ratio 0.8"))
+        set_ratio = p.deployment.swa_full_tokens_ratio is not None
+        knobs.append(Knob("swa_full_tokens_ratio", s.swa_full_tokens_ratio, "set" if set_ratio else "default: 0.8"))
         chain.append(
             Term(
                 "SWA pool",
@@ -344,10 +357,12 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
                 demands=(Demand("linear-attention state", "request", units=s.slots_per_request),),
             )
         )
-        knobs += [
-            Knob("mamba_full_memory_ratio", s.mamba_full_memory_ratio, "default: --mamba-full-memory-ratio 0.9"),
-            Knob("max_mamba_cache_size", slots, "default: int((rest × 0.9 / 1.9 × 2^30 − per_req) // per_req)"),
-        ]
+        how = "default: int((rest × 0.9 / 1.9 × 2^30 − per_req) // per_req)"
+        if s.max_mamba_cache_size is not None:
+            how = "set" if p.deployment.dp_attention <= 1 else f"set, // dp_attention {p.deployment.dp_attention}"
+        else:
+            knobs.append(Knob("mamba_full_memory_ratio", s.mamba_full_memory_ratio, "default: 0.9 (no kvplan knob)"))
+        knobs.append(Knob("max_mamba_cache_size", slots, how))
         at = next(i for i, t in enumerate(chain) if t.label == "available for the KV pool")
         chain.insert(
             at,

@@ -22,6 +22,8 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "chunked_prefill_size": ("sglang", "max_num_batched_tokens"),
     "cuda_graph_max_bs": ("sglang", "kvplan's vLLM plan takes its CUDA-graph memory from non_kv_other"),
     "speculative_eagle_topk": ("sglang", "its MTP drafts one chain of num_speculative_tokens, no top-k tree"),
+    "swa_full_tokens_ratio": ("sglang", "its one block pool serves every KV cache group, no ratio"),
+    "max_mamba_cache_size": ("sglang", "its one block pool holds the Mamba state blocks too"),
     "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),
@@ -94,6 +96,10 @@ class Deployment:
     speculative_num_draft_tokens: int = 0
     speculative_eagle_topk: int | None = None
     cuda_graph_max_bs: int | None = None
+    swa_full_tokens_ratio: float | None = None
+    """SGLang --swa-full-tokens-ratio: SWA pool tokens / full pool tokens of a sliding-window hybrid (default 0.8)."""
+    max_mamba_cache_size: int | None = None
+    """SGLang --max-mamba-cache-size: state slots of a linear-attention hybrid (default: sized from the budget)."""
     disable_cuda_graph: bool = False
     """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
     memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""

@@ -949,7 +949,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_int(key, maximum=limits.MAX_GPUS)
         elif key in _TOKEN_KNOBS:
             yield key, r.get_tokens(key)
-        elif key in ("max_running_requests", "cuda_graph_max_bs"):
+        elif key in ("max_running_requests", "cuda_graph_max_bs", "max_mamba_cache_size"):
             yield key, r.get_int(key)
         elif key == "speculative_eagle_topk":
             yield key, r.get_int(key, maximum=limits.MAX_DIM)
@@ -957,7 +957,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_bytes(key, minimum=limits.MIN_MEMORY_KNOB_BYTES)
         elif key == "non_kv_other":
             yield key, r.get_bytes(key, minimum=0)
-        elif key in ("mem_fraction_static", "gpu_memory_utilization"):
+        elif key in ("mem_fraction_static", "gpu_memory_utilization", "swa_full_tokens_ratio"):
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)

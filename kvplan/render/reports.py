@@ -824,6 +824,8 @@ def _knob_unit(name: str) -> str:
         "gpu_memory_utilization": "fraction (0, 1]",
         "max_running_requests": "count (requests)",
         "cuda_graph_max_bs": "count (batch size)",
+        "swa_full_tokens_ratio": "fraction (0, 1]",
+        "max_mamba_cache_size": "count (state slots)",
         "speculative_num_draft_tokens": "count (draft tokens)",
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",

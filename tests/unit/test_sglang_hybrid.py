@@ -219,3 +219,26 @@ def test_deepseek_v4_stays_refused_on_sglang() -> None:
 def test_what_is_not_planned_is_refused(sets: dict[str, object], what: str) -> None:
     with pytest.raises(PlanError, match=rf"kvplan does not yet plan {what}"):
         _plan("gpt-oss-120b", **sets)
+
+
+# --------------------------------------------------------------------------- the knobs
+
+
+def test_swa_full_tokens_ratio_knob() -> None:
+    p = _plan("gpt-oss-120b", swa_full_tokens_ratio=0.5)
+    available = int(_rest_gib() * GiB)
+    # cell = 4,608 + 0.5 × 4,608 = 6,912 B; full = int(available // 6,912); swa = int(full × 0.5)
+    full = int(available // 6_912.0)
+    assert (p.rows, p.extras["swa_tokens"]) == (full, int(full * 0.5))
+    assert p.knob("swa_full_tokens_ratio").origin == "set"
+
+
+def test_max_mamba_cache_size_knob(tmp_path: Path) -> None:
+    p = _plan(_qwen3_next(tmp_path), tp=4, max_mamba_cache_size=100)
+    # the explicit size is used as is: rest −= (100 + 1) × 19,316,736 B; the token pool gets the rest
+    per = 19_316_736
+    assert p.extras["max_mamba_cache_size"] == 100
+    assert p.rows == int((_rest_gib(4) - 101 * per / (1 << 30)) * GiB) // 12_288
+    # running requests: 100 // 5 = 20
+    assert p.max_running_requests == 20
+    assert p.knob("max_mamba_cache_size").origin == "set"
