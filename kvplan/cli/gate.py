@@ -14,7 +14,7 @@ from kvplan.render import OutputFormat, emit
 if TYPE_CHECKING:
     from kvplan.engines.common import PoolPlan
     from kvplan.models.deploy import Requirements
-    from kvplan.plan.gate import Figures
+    from kvplan.plan.gate import Figures, GateResult
 
 ConfigsArg = Annotated[list[str], typer.Argument(help="Deployment YAML files (or preset names).", metavar="CONFIG...")]
 LockOpt = Annotated[Path, typer.Option("--lock", "-l", help="The lock file.")]
@@ -22,6 +22,34 @@ CtxOpt = Annotated[str | None, typer.Option("--require-ctx", help="A context tha
 ConcOpt = Annotated[
     list[str] | None, typer.Option("--require-concurrency", help="N@CTX that must fit at once, e.g. 4@128K.")
 ]
+
+
+def version_for(engine: str, spec: str) -> str | None:
+    """The version a config of ``engine`` is re-planned at: ``0.5.9`` for every config, or per engine
+    ``sglang=0.5.9,vllm=0.11.0`` (None: this engine is not named, its configs keep their own version)."""
+    if "=" not in spec:
+        return spec.strip()
+    out: dict[str, str] = {}
+    for item in spec.split(","):
+        name, sep, version = item.partition("=")
+        if not sep or name.strip() not in ("sglang", "vllm") or not version.strip():
+            raise InputError(f"engine version {spec[:80]!r}: write V, or ENGINE=V[,ENGINE=V] with sglang / vllm")
+        out[name.strip()] = version.strip()
+    return out.get(engine)
+
+
+def _plan_at(config: str, version: str, option: str) -> PoolPlan:
+    """The config re-planned under another engine version's rules (the loader validates the version; the engine's
+    own refusal, PlanError, is passed on for the caller to report)."""
+    from kvplan.cli._common import load_plan
+    from kvplan.errors import PlanError
+
+    try:
+        return load_plan(None, config, [f"engine_version={version}"])
+    except PlanError:
+        raise
+    except InputError as e:
+        raise InputError(f"{option} {version} for {config}: {str(e).removeprefix('--set: ')}") from None
 
 
 def option_requirements(ctx: str | None, conc: list[str] | None, drop: str | None = None) -> Requirements:
@@ -166,6 +194,15 @@ def gate(
     ] = None,
     require_ctx: CtxOpt = None,
     require_concurrency: ConcOpt = None,
+    against_version: Annotated[
+        str | None,
+        typer.Option(
+            "--against-version",
+            metavar="V|ENGINE=V,...",
+            help="Compare each config with itself re-planned under engine version V (an upgrade PR), instead of"
+            " the lock; the capacity drop is checked against --max-capacity-drop (default 0%).",
+        ),
+    ] = None,
     only_deployments: Annotated[
         bool,
         typer.Option(
@@ -183,13 +220,18 @@ def gate(
     """
     with boundary():
         from kvplan.plan.gate import check
-        from kvplan.render.gate_report import gate_report, github_annotations
 
         if only_deployments:
             configs = _deployment_files(configs)
             if not configs:
                 sys.stderr.write("kvplan: note: no kvplan deployment configs to gate\n")
                 raise typer.Exit(EXIT_OK)
+        if against_version is not None:
+            if lock_path is not None:
+                raise InputError("--against-version compares each config with itself at another version: drop --lock")
+            results = [_against_version(c, against_version, require_ctx, require_concurrency, max_capacity_drop)
+                       for c in configs]  # fmt: skip
+            _finish_gate(results, fmt)
         path = lock_path if lock_path is not None else (Path("kvplan.lock") if Path("kvplan.lock").exists() else None)
         locked = _read_lock(path) if path is not None else None
         results = []
@@ -206,11 +248,39 @@ def gate(
             elif not (req.min_ctx_tokens or req.concurrency):
                 raise InputError(f"{c}: nothing to check: no lock file and no requirements")
             results.append(check(_display(c), _plan(c), req, before))
-        report = gate_report(tuple(results))
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            sys.stderr.writelines(github_annotations(tuple(results)))  # never stdout: it may be the PR comment
-        emit(report, fmt)
+        _finish_gate(results, fmt)
+
+
+def _finish_gate(results: list[GateResult], fmt: OutputFormat) -> None:
+    from kvplan.render.gate_report import gate_report, github_annotations
+
+    report = gate_report(tuple(results))
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        sys.stderr.writelines(github_annotations(tuple(results)))  # never stdout: it may be the PR comment
+    emit(report, fmt)
     raise typer.Exit(EXIT_OK if all(r.ok for r in results) else EXIT_REJECTED)
+
+
+def _against_version(config: str, spec: str, ctx: str | None, conc: list[str] | None, drop: str | None) -> GateResult:
+    """One config: its figures under its own engine version ("before") and the gate's rules under ``spec``."""
+    from dataclasses import replace
+
+    from kvplan.errors import PlanError
+    from kvplan.plan.gate import GateResult, Rule, check, figures, promised_contexts
+
+    req = _requirements(config, ctx, conc, drop)
+    now = _plan(config)
+    version = version_for(now.engine, spec)
+    before = figures(now, promised_contexts(req, now.arch.max_position_embeddings))
+    name = f"{_display(config)} ({now.semantics} -> {version or now.engine_version})"
+    try:
+        new = _plan_at(config, version, "--against-version") if version is not None else now
+    except PlanError as e:  # the engine at that version refuses the config: a failed gate, not bad input
+        after = replace(before, engine=f"{now.engine} {version}", engine_starts=False, pool_tokens=0,
+                        pool_rows_per_gpu=0, usable_pages=0, available_bytes=0, largest_admitted_ctx=0,
+                        concurrency=dict.fromkeys(before.concurrency, 0))  # fmt: skip
+        return GateResult(config=name, before=before, after=after, rules=(Rule("engine starts", False, str(e)),))
+    return check(name, new, req, before)
 
 
 def _display(config: str) -> str:
@@ -222,19 +292,61 @@ def _display(config: str) -> str:
 
 
 def diff(
-    old: Annotated[str, typer.Argument(help="The deployment before.", metavar="OLD")],
-    new: Annotated[str, typer.Argument(help="The deployment after.", metavar="NEW")],
+    configs: Annotated[
+        list[str],
+        typer.Argument(
+            help="OLD NEW: the deployments before and after; with --engine-version, the configs to re-plan.",
+            metavar="OLD NEW | CONFIG...",
+        ),
+    ],
+    engine_version: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--engine-version",
+            metavar="OLD NEW",
+            help="Re-plan each CONFIG under engine versions OLD and NEW (V, or ENGINE=V,...): one row per config.",
+        ),
+    ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Two configs side by side, with the capacity effect of each changed knob on its own.
+    """Two configs side by side, with the capacity effect of each changed knob on its own; or, with
+    --engine-version OLD NEW, what an engine upgrade does to each config's pool and limits.
 
-    Example: kvplan diff deploy/prod.yaml deploy/prod-bf16.yaml
+    Examples: kvplan diff deploy/prod.yaml deploy/prod-bf16.yaml;
+    kvplan diff --engine-version 0.5.9 0.5.23 deploy/*.yaml
     """
     with boundary():
+        if engine_version is not None:
+            _version_diff(configs, engine_version, fmt)
+            return
+        if len(configs) != 2:
+            n = len(configs)
+            raise InputError(f"diff takes OLD NEW (two configs), got {n}; or --engine-version OLD NEW CONFIG...")
         from kvplan.plan.gate import diff as run_diff
         from kvplan.render.gate_report import diff_report
 
+        old, new = configs
         a, b = _plan(old), _plan(new)
         effects = run_diff(a, b)
         refused = "; ".join(f"{n}: {p.startup_error}" for n, p in ((old, a), (new, b)) if p.startup_error) or None
         emit(diff_report(old, new, effects, a.logged_tokens, b.logged_tokens, startup_error=refused), fmt)
+
+
+def _version_diff(configs: list[str], versions: tuple[str, str], fmt: OutputFormat) -> None:
+    """One row per config: its pool and limits under each version's rules (kvplan.engines.versions)."""
+    from kvplan.errors import PlanError
+    from kvplan.render.version_report import VersionRow, version_diff_report
+
+    rows = []
+    for c in configs:
+        own = _plan(c)
+        at: list[tuple[str, PoolPlan | None, str | None]] = []
+        for spec in versions:
+            v = version_for(own.engine, spec) or own.engine_version
+            try:
+                at.append((v, _plan_at(c, v, "--engine-version"), None))
+            except PlanError as e:  # that version's engine refuses the config: a row, not bad input
+                at.append((v, None, str(e)))
+        (va, pa, ea), (vb, pb, eb) = at
+        rows.append(VersionRow(_display(c), va, vb, pa, pb, ea, eb))
+    emit(version_diff_report(tuple(rows)), fmt)
