@@ -394,3 +394,29 @@ def _hybrid_rows_term(t: Term, p: PoolPlan, s: HybridSizer) -> Term:
     cell = f"({p.cell.total_bytes:,} + {s.swa_full_tokens_ratio} × {swa:,})"
     page = p.page_tokens
     return Term(t.label, None, f"{p.rows:,} = int(available // {cell}) // {page} × {page} (full_layer_tokens)")
+
+
+MAMBA_TRACK_INTERVAL = 256
+"""``--mamba-track-interval`` default (``arg_groups/fields/exec_.py``): decode tokens between state checkpoints."""
+
+PREFIX_REUSE = {
+    "sliding-window": (
+        "SGLang (UnifiedRadixCache, SWA component): a prefix hit ends where the SWA KV of the sliding_window_size "
+        "tokens before it is still cached (the match validator accumulates the window); the radix cache may have "
+        "evicted (tombstoned) older SWA KV while the full-attention KV of those tokens stays"
+    ),
+    "linear-attention state": (
+        "SGLang (UnifiedRadixCache, Mamba component): a prefix hit ends at the deepest node holding a cached state "
+        f"(states checkpointed at the end of a prefill and every {MAMBA_TRACK_INTERVAL} decode tokens with the "
+        "extra_buffer strategy); the full-attention KV up to there is reused and the state copied into the "
+        "request's own slot (copy-on-write), the tokens after it are recomputed"
+    ),
+}
+"""How a prefix hit is limited by each hybrid kind on SGLang 0.5.23 (``mem_cache/unified_cache/components/``
+README and ``swa.py`` / ``mamba.py``: the match validators, ``finalize_match_result_in_cache``)."""
+
+
+def prefix_reuse_rules(p: PoolPlan) -> tuple[str, ...]:
+    """The sentences that limit what a prefix hit reuses on this SGLang hybrid plan (empty for a uniform plan)."""
+    kinds = {d.kind for pool in p.pools for d in pool.demands}
+    return tuple(text for kind, text in PREFIX_REUSE.items() if kind in kinds)

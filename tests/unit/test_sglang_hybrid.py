@@ -25,9 +25,11 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.sglang_hybrid import (
+    PREFIX_REUSE,
     HybridSizer,
     mamba_cache_size,
     mamba_slots_per_request,
+    prefix_reuse_rules,
     swa_pool_error,
     swa_pool_tokens,
 )
@@ -242,3 +244,9 @@ def test_max_mamba_cache_size_knob(tmp_path: Path) -> None:
     # running requests: 100 // 5 = 20
     assert p.max_running_requests == 20
     assert p.knob("max_mamba_cache_size").origin == "set"
+
+
+def test_prefix_reuse_rules_follow_the_kinds(tmp_path: Path) -> None:
+    assert prefix_reuse_rules(_plan("gpt-oss-120b")) == (PREFIX_REUSE["sliding-window"],)
+    assert prefix_reuse_rules(_plan(_qwen3_next(tmp_path), tp=4)) == (PREFIX_REUSE["linear-attention state"],)
+    assert prefix_reuse_rules(_plan("llama-3.1-8b")) == ()
