@@ -11,6 +11,12 @@ Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU
                       (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
     num_blocks      = available // bytes_per_block;  block 0 is the null block
     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
+
+A hybrid model (sliding window, linear-attention state) keeps this budget; its groups, block and pool are
+kvplan/engines/vllm_hybrid.py: ``PoolPlan.pools`` holds the one shared block pool with a Demand per KV cache group,
+``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
+``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
+startup check counts the blocks of every group.
 """
 
 from __future__ import annotations

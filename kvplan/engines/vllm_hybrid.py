@@ -285,6 +285,12 @@ def _sliding(
         "(SlidingWindowSpec.max_memory_usage_bytes)",
     ]
     notes += [n for n in (_padding_note("full attention", n_full, size), _padding_note("sliding", n_sw, size)) if n]
+    notes.append(
+        f"vLLM prefix reuse on a hybrid: the hit is the longest length every group accepts "
+        "(HybridKVCacheCoordinator.find_longest_cache_hit); full attention needs every block of the prefix cached, a "
+        f"sliding-window group only the blocks of its last {sw} tokens (SlidingWindowManager.find_longest_cache_hit: "
+        f"contiguous blocks, whole {block}-token blocks)"
+    )
     return HybridBlocks(
         block=block,
         block_knob=block_knob,
@@ -352,6 +358,12 @@ def _mamba(
         "default)",
     ]
     notes += [n for n in (_padding_note(label, n_attn, size), _padding_note(state.label, n_state, size)) if n]
+    notes.append(
+        f"vLLM prefix reuse on a hybrid: a hit ends on a whole {block}-token block whose state was kept "
+        "(MambaManager.find_longest_cache_hit, mamba_cache_mode 'align', mamba_block_size = the attention block), "
+        "and the attention groups must hold every block before it (HybridKVCacheCoordinator: the longest length "
+        f"every group accepts): at most floor(prefix / {block}) × {block} tokens are reused"
+    )
     return HybridBlocks(
         block=block,
         block_knob=block_knob,

@@ -147,6 +147,12 @@ def test_qwen3_next_short_requests_are_bound_by_state_blocks(tmp_path: Path) -> 
     assert [d.need(262_144, 320) for d in pool.demands] == [820, 9]
 
 
+def test_qwen3_next_prefix_reuse_is_in_whole_blocks(tmp_path: Path) -> None:
+    p = plan(_qwen3_next(tmp_path), tp=4, context_length=262_144, weights_per_gpu="40GiB")
+    # MambaManager.find_longest_cache_hit: a hit ends on a block (320 tokens) whose state 'align' mode kept
+    assert any("at most floor(prefix / 320) × 320 tokens are reused" in n for n in p.notes)
+
+
 def test_qwen3_next_triton_gdn_has_no_checkpoint_block(tmp_path: Path) -> None:
     # A100 (SM80): the GDN prefill backend is Triton (FlashInfer only on SM90 / SM10x / SM12x), no checkpoint:
     # align = lcm(16, 1) = 16; block = 16 × cdiv(274,432, 16 × 1,024) = 16 × 17 = 272; 2 blocks a group
