@@ -1487,7 +1487,7 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
         return Headline(kind="memory")  # the rows and the log's budget give the log's pool: the config's memory differs
     if explaining:
         return Headline(kind="cause", cause=explaining[0])
-    if any(r.drift for r in revealed):
+    if any(r.drift and _toward(r, c) for r in revealed):
         return Headline(kind="cause")
     if c is not None and not c.within and not c.memory_from_log:
         return Headline(kind="cannot_tell", missing=(
@@ -1495,6 +1495,17 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
             "memory')",
         ))  # fmt: skip
     return Headline(kind="mismatch")
+
+
+def _toward(r: Revealed, c: Comparison | None) -> bool:
+    """Whether the log's value of a knob moves the config's pool towards the log's (a drift that explains at least
+    the direction of the gap). A knob whose value takes the pool further away is no cause: a GPTQ Qwen3-30B-A3B
+    log of 12,079 tokens with chunked_prefill_size 4096 (kvcache-ai/ktransformers#1928) moved GLM-5.3's planned
+    567,616 to 686,464, and was read as that drift."""
+    if c is None:
+        return True
+    logged = c.logged.value
+    return abs(r.pool_after - logged) < abs(r.config_pool - logged)
 
 
 def _causes(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan, lp: LoggedPool, slack: int,

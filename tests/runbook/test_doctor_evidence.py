@@ -105,6 +105,25 @@ def test_another_models_log_is_never_read_as_setting_drift() -> None:
         assert code == 0 and "CANNOT TELL" in out and "CAUSE" not in out and "the server ran" not in out
 
 
+GPTQ = LOGS / "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log"
+
+
+def test_real_qwen_gptq_log_is_not_glm53_setting_drift() -> None:
+    # regression (issue 14), a real log of the shape: Qwen3-30B-A3B-GPTQ-Int4 under SGLang (kvcache-ai/ktransformers
+    # #1928) prints only its scheduler summary: max_total_num_tokens=12,079 with chunked_prefill_size=4096. Against
+    # the default deployment (GLM-5.3 FP8 on 8 x H200, chunked_prefill_size 8192 by default) the log's 4096 moved the
+    # planned pool 567,616 -> 686,464 tokens: AWAY from the log's 12,079, yet the headline was 'CAUSE: the server
+    # ran chunked_prefill_size 4096'. A knob that takes the pool further from the log's explains nothing.
+    d = run_doctor(body(GPTQ))
+    chunked = next(r for r in d.revealed if r.knob == "chunked_prefill_size")
+    assert chunked.drift and d.comparison is not None and d.comparison.logged.value == 12_079
+    assert abs(chunked.pool_after - 12_079) > abs(chunked.config_pool - 12_079)  # the drift moves away
+    assert d.headline.kind == "cannot_tell" and d.headline.cause is None
+    assert any("memory lines" in m for m in d.headline.missing)
+    code, out, _ = cli("--log", str(GPTQ))
+    assert code == 0 and "CANNOT TELL" in out and "CAUSE" not in out
+
+
 # --------------------------------------------------------------------------- the words
 
 
