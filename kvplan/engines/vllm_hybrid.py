@@ -152,6 +152,21 @@ IN_FLIGHT_SINCE = (0, 26, 0)
 """vLLM 0.26.0 sizes a window with ``max_in_flight_tokens`` (``SlidingWindowSpec.max_admission_blocks_per_request``);
 0.25.0 and before with ``max_num_batched_tokens`` (``SlidingWindowSpec.max_memory_usage_bytes``; wheels read)."""
 
+HYBRID_PREFIX_CACHING_SINCE = (0, 26, 0)
+"""vLLM 0.26.0 turns prefix caching on by default for Mamba hybrids (``ModelConfig.is_prefix_caching_supported``:
+"Generative hybrid models support prefix caching"); 0.25.0 and before return False ("Hybrid models do not support
+prefix caching"), so ``MambaModelConfig`` keeps mamba_cache_mode 'none' (wheels 0.19.0 / 0.25.0 / 0.26.0 read)."""
+
+MAMBA_ALIGN_ONLY_SINCE = (0, 28, 0)
+"""0.26.0-0.27.x pick mamba_cache_mode 'all' for models with ``supports_mamba_prefix_caching`` (else 'align');
+0.28.0 on always 'align'. kvplan does not model 'all' mode: a state hybrid on 0.26-0.27 is refused."""
+
+CHECKPOINT_BLOCKS_SINCE = (0, 29, 0)
+"""0.29.0 adds the FlashInfer GDN prefill checkpoint block (``MambaSpec.num_prefill_checkpoint_blocks``)."""
+
+MLA_ALIGNMENT_SINCE = (0, 27, 0)
+"""0.27.0 makes a hybrid MLA / Mamba model's block a multiple of 128 (``_align_hybrid_block_size``)."""
+
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
 """vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
 ``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""
@@ -318,13 +333,17 @@ def _mamba(
     mla = any(isinstance(c, MlaLatent) for c in attn)
     # MambaSpec.page_size_bytes: conv + recurrent state in vLLM's dtypes (MambaStateDtypeCalculator)
     mamba_page = state.bytes_per_request(attn_tp, "vllm")
-    # prefix caching is on by default (CacheConfig.enable_prefix_caching = True), so MambaModelConfig sets
-    # mamba_cache_mode 'align' (ASSUMPTION: the deployment does not pass --no-enable-prefix-caching)
-    mode = "align"
-    checkpoint = gdn_checkpoint_alignment(arch, dep, state)
+    version = parse_version(dep.engine_version)
+    if HYBRID_PREFIX_CACHING_SINCE <= version < MAMBA_ALIGN_ONLY_SINCE:
+        raise _refuse(arch, dep, "linear-attention state layers in mamba_cache_mode 'all' (vLLM 0.26-0.27)")
+    # from 0.28.0 prefix caching is on by default for hybrids (CacheConfig.enable_prefix_caching = True), so
+    # MambaModelConfig sets mamba_cache_mode 'align' (ASSUMPTION: the deployment does not pass
+    # --no-enable-prefix-caching); before 0.26.0 hybrids ran without prefix caching: 'none'
+    mode = "align" if version >= MAMBA_ALIGN_ONLY_SINCE else "none"
+    checkpoint = gdn_checkpoint_alignment(arch, dep, state) if version >= CHECKPOINT_BLOCKS_SINCE else None
     user_block = block_knob.as_int()
     align = max(min_kernel_block, user_block)
-    if mla:
+    if mla and version >= MLA_ALIGNMENT_SINCE:
         align = max(align, MLA_MAMBA_BLOCK_ALIGNMENT)
     if mode == "align":
         align = math.lcm(align, checkpoint or 1)
@@ -340,7 +359,7 @@ def _mamba(
             f"{row:,} B a token) = {attn_block} tokens, so that one attention page holds a state "
             f"(was {user_block}: {block_knob.origin})",
         )
-    per_group = 2 + (1 if checkpoint else 0) if mode == "align" else 1
+    per_group = 2 + (1 if checkpoint else 0) if mode == "align" else 1  # MambaSpec.max_memory_usage_bytes
     size = group_size_of([n_attn, n_state])
     attn_groups, state_groups = cdiv(n_attn, size), cdiv(n_state, size)
     label = "MLA" if mla else "full attention"
@@ -354,12 +373,19 @@ def _mamba(
         f"size; Padding mamba page size by {pad_pct:.2f}% (state {mamba_page:,} B -> page {page:,} B)",
         f"vLLM hybrid KV cache manager: {attn_groups + state_groups} KV cache groups of {size} layers share one "
         f"block pool; a request takes {per_group} state blocks per {state.label} group in mamba_cache_mode "
-        f"'{mode}' (2 + {1 if checkpoint else 0} prefill checkpoint; ASSUMPTION: prefix caching on, the vLLM "
-        "default)",
+        + (
+            f"'align' (2 + {1 if checkpoint else 0} prefill checkpoint; ASSUMPTION: prefix caching on, the vLLM "
+            "default for hybrids from 0.26)"
+            if mode == "align"
+            else "'none' (prefix caching off: the default for hybrids before vLLM 0.26)"
+        ),
     ]
     notes += [n for n in (_padding_note(label, n_attn, size), _padding_note(state.label, n_state, size)) if n]
     notes.append(
-        f"vLLM prefix reuse on a hybrid: a hit ends on a whole {block}-token block whose state was kept "
+        f"vLLM {dep.engine_version} runs a Mamba hybrid without prefix caching (the default before 0.26): no "
+        "prefix is reused"
+        if mode == "none"
+        else f"vLLM prefix reuse on a hybrid: a hit ends on a whole {block}-token block whose state was kept "
         "(MambaManager.find_longest_cache_hit, mamba_cache_mode 'align', mamba_block_size = the attention block), "
         "and the attention groups must hold every block before it (HybridKVCacheCoordinator: the longest length "
         f"every group accepts): at most floor(prefix / {block}) × {block} tokens are reused"

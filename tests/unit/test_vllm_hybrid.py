@@ -274,3 +274,35 @@ def test_window_and_logged_tokens_by_version() -> None:
     p20 = plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version="0.20.0")
     assert p20.extras["num_blocks"] == 72_817 and p20.logged_tokens == 582_528
     assert at("0.20.1").logged_tokens == int(72_817 / 8_713 * 131_072) == 1_095_405
+
+
+def test_qwen3_next_none_mode_reproduces_a_vllm_0_10_2_log(tmp_path: Path) -> None:
+    # A public vLLM 0.10.2 start-up log of Qwen3-Next-80B-A3B-Instruct, TP2 on 2 × H200, defaults otherwise
+    # (max_model_len 262,144, max_num_batched_tokens 8,192; retrieved through the search index's find_string,
+    # id 7292846353, whose repository the index does not name: quoted here, not stored as a field log):
+    #   "Hybrid or mamba-based model detected: disabling prefix caching since it is not yet supported."
+    #   "Setting attention block size to 544 tokens ..." / "Padding mamba page size by 1.49% ..."
+    #   "Available KV cache memory: 44.59 GiB" / "GPU KV cache size: 973,760 tokens"
+    #   "Maximum concurrency for 262,144 tokens per request: 14.77x"
+    sets = {"engine_version": "0.10.2", "tp": 2, "context_length": 262_144, "kv_cache_memory": "44.59GiB"}
+    p = plan(_qwen3_next(tmp_path), weights_per_gpu="75GiB", **sets)
+    # GDN state at tp 2: conv 3 × 8,192 / 2 = 12,288 el × 2 = 24,576 B + recurrent 16 × 128 × 128 × 2 = 524,288 B
+    # = 548,864 B; attention 1 kv head (2 / 2) × 512 × 2 = 1,024 B a token; 'none' mode: align 16:
+    # block = 16 × cdiv(548,864, 16,384) = 16 × 34 = 544 (the log's 544); padding 557,056 / 548,864 − 1 = 1.49 %
+    assert (p.extras["state_bytes"], p.extras["block_size"]) == (548_864, 544)
+    assert any("Padding mamba page size by 1.49%" in n for n in p.notes)
+    # 12 + 36 layers → 4 groups of 12; bytes per block 12 × 557,056 = 6,684,672;
+    # 44.59 GiB = 47,878,147,932 B // 6,684,672 = 7,162 blocks
+    assert (p.extras["bytes_per_block"], p.extras["num_blocks"]) == (6_684_672, 7_162)
+    # vLLM 0.10.2 logs num_blocks // 4 groups × 544 = 1,790 × 544 = 973,760: the log's figure exactly
+    assert p.logged_tokens == 973_760
+    # 'none' mode: 1 block per state group: cdiv(262,144, 544) = 482 + 3 = 485; 7,162 / 485 = 14.767 → '14.77x'
+    (pool,) = p.pools
+    assert pool.need(262_144) == 485 and f"{7_162 / pool.need(262_144):.2f}" == "14.77"
+    assert any("without prefix caching" in n for n in p.notes)
+
+
+def test_state_hybrids_on_vllm_0_26_and_0_27_are_refused(tmp_path: Path) -> None:
+    # 0.26-0.27 pick mamba_cache_mode 'all' for models that support it: not modelled
+    with pytest.raises(InputError, match=r"mamba_cache_mode 'all' \(vLLM 0\.26-0\.27\)"):
+        plan(_qwen3_next(tmp_path), engine_version="0.27.0", tp=4, weights_per_gpu="40GiB")
