@@ -161,8 +161,11 @@ MAMBA_ALIGN_ONLY_SINCE = (0, 28, 0)
 """0.26.0-0.27.x pick mamba_cache_mode 'all' for models with ``supports_mamba_prefix_caching`` (else 'align');
 0.28.0 on always 'align'. kvplan does not model 'all' mode: a state hybrid on 0.26-0.27 is refused."""
 
-CHECKPOINT_BLOCKS_SINCE = (0, 29, 0)
-"""0.29.0 adds the FlashInfer GDN prefill checkpoint block (``MambaSpec.num_prefill_checkpoint_blocks``)."""
+CHECKPOINT_BLOCKS_SINCE = (0, 33, 0)
+"""0.33.0 gives the GDN layers their FlashInfer prefill checkpoint block (``QwenGDNLinearAttention.get_kv_cache_spec``
+sets ``num_prefill_checkpoint_blocks=1``) and aligns the block to the checkpoint grid (``_align_hybrid_block_size``:
+lcm with ``get_mamba_prefill_checkpoint_alignment``); the ``MambaSpec`` field exists from 0.29.0, but no GDN layer
+sets it in 0.29.0-0.32.0 (wheels 0.29.0, 0.31.0, 0.32.0 read)."""
 
 MLA_ALIGNMENT_SINCE = (0, 27, 0)
 """0.27.0 makes a hybrid MLA / Mamba model's block a multiple of 128 (``_align_hybrid_block_size``)."""

@@ -306,3 +306,10 @@ def test_state_hybrids_on_vllm_0_26_and_0_27_are_refused(tmp_path: Path) -> None
     # 0.26-0.27 pick mamba_cache_mode 'all' for models that support it: not modelled
     with pytest.raises(InputError, match=r"mamba_cache_mode 'all' \(vLLM 0\.26-0\.27\)"):
         plan(_qwen3_next(tmp_path), engine_version="0.27.0", tp=4, weights_per_gpu="40GiB")
+
+
+def test_gdn_checkpoint_block_only_from_vllm_0_33(tmp_path: Path) -> None:
+    # 0.32.0: 'align' mode without the GDN checkpoint: align 16, block 16 × cdiv(274,432, 16,384) = 16 × 17 = 272;
+    # per request 262,144 / 272 → 964 + 3 groups × 2 = 970 (0.33.0: 320 and 829, test above)
+    p = plan(_qwen3_next(tmp_path), engine_version="0.32.0", tp=4, context_length=262_144, weights_per_gpu="40GiB")
+    assert (p.extras["block_size"], p.extras["blocks_per_request"]) == (272, 970)
