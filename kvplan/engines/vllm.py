@@ -417,7 +417,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
                 f"int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})"
                 if parse_version(dep.engine_version) >= vllm_hybrid.TOKENS_FROM_CONCURRENCY_SINCE
                 else f"num_blocks // {hybrid.num_groups} groups × {block}"
-            ),
+            )
+            + f"; Maximum concurrency for {max_model_len:,} tokens per request: "
+            f"{num_blocks / request_blocks:.2f}x (num_blocks / blocks per request)",
         )
         if hybrid
         else Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),

@@ -291,6 +291,7 @@ def test_qwen3_next_none_mode_reproduces_a_vllm_0_10_2_log(tmp_path: Path) -> No
     # block = 16 × cdiv(548,864, 16,384) = 16 × 34 = 544 (the log's 544); padding 557,056 / 548,864 − 1 = 1.49 %
     assert (p.extras["state_bytes"], p.extras["block_size"]) == (548_864, 544)
     assert any("Padding mamba page size by 1.49%" in n for n in p.notes)
+    assert "Maximum concurrency for 262,144 tokens per request: 14.77x" in p.chain[-1].detail
     # 12 + 36 layers → 4 groups of 12; bytes per block 12 × 557,056 = 6,684,672;
     # 44.59 GiB = 47,878,147,932 B // 6,684,672 = 7,162 blocks
     assert (p.extras["bytes_per_block"], p.extras["num_blocks"]) == (6_684_672, 7_162)
