@@ -75,6 +75,12 @@ def doctor(
         ):
             why = f"the log is from {cls}, the default deployment {dep.name} serves {arch.architecture}"
             result = examine(parsed, why=why, arch_class=arch.architecture)
+        elif not explicit and parsed.chosen.hybrid is not None and not arch.is_hybrid:
+            why = (
+                f"the log's pool is a hybrid's ({parsed.chosen.hybrid} + full attention), the default deployment "
+                f"{dep.name} serves {arch.name}, which is not one"
+            )
+            result = examine(parsed, why=why, arch_class=arch.architecture)
         elif not explicit and cls is None and path is not None and arch.name.split("-")[0] not in path.lower():
             why = f"the log is from {path}, the default deployment {dep.name} serves {arch.name}"
             result = examine(parsed, why=why, arch_class=arch.architecture)

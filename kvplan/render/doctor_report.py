@@ -681,6 +681,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             else {"low": e.per_row_low, "high": e.per_row_high, "unit": e.per_row_unit, "how": e.per_row_how},
             "candidates": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.candidates],
             "refused": e.refused,
+            "hybrid": e.hybrid,
         },
         "byte_fact": None if d.byte_fact is None else {**asdict(d.byte_fact), "agrees": d.byte_fact.agrees},
         "problems": list(d.problems),

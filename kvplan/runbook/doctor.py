@@ -678,6 +678,8 @@ def _measure(p: PoolPlan, lp: LoggedPool) -> int:
         n = p.extras.get("num_blocks", p.rows // max(p.page_tokens, 1))
         if lp.unit == "blocks":
             return n
+        if p.pools:
+            return p.logged_tokens  # a hybrid: the engine rules give 'GPU KV cache size' as that version prints it
         if lp.max_model_len:
             per_request = cdiv(cdiv(lp.max_model_len, p.dcp), p.page_tokens)
             return n * lp.max_model_len // per_request
@@ -1403,6 +1405,11 @@ def _bytes_agree(
         bpb = p.extras.get("bytes_per_block", 0)
         if pool.unit == "blocks":
             blocks = pool.value
+        elif pool.unit == "tokens" and not pool.max_model_len and p.pools and p.logged_tokens > 0:
+            # a hybrid: 'GPU KV cache size' is not num_blocks × block (num_blocks // groups × block before 0.20.1,
+            # then num_blocks / blocks a request × max_model_len): the plan's own map from its blocks to its logged
+            # tokens, applied to the log's tokens
+            blocks = pool.value * int(p.extras.get("num_blocks", 0)) // p.logged_tokens
         elif pool.unit == "tokens" and not pool.max_model_len:
             blocks = pool.value // max(p.page_tokens * p.dcp, 1)
         else:
@@ -1644,6 +1651,8 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
     rows, as the log's engine and split allocate them, are to the bytes the log's figures give (item 3)."""
     if not evidence.has_bytes or not evidence.per_row_low or run.engine is None:
         return ()  # no range, or only an upper bound (the free-memory drop): every smaller model would 'fit'
+    if evidence.hybrid is not None:
+        return ()  # a hybrid's row is its full-attention layers' (or a shared block pool): a uniform preset's is not
     assert evidence.per_row_low is not None and evidence.per_row_high is not None
     from kvplan.models.load import load_deployment, load_model, preset_names
 

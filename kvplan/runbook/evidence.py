@@ -19,6 +19,7 @@ Every size is an int of bytes; a printed GiB figure keeps its rounding (``Gib``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.runbook.parse import At, Gib, Run, largest, smallest
@@ -28,6 +29,7 @@ BYTES = "bytes"
 TOKENS = "tokens"
 ROWS = "rows per rank"
 BLOCKS = "blocks"
+SLOTS = "slots"
 TEXT = "text"
 
 
@@ -81,6 +83,9 @@ class Evidence:
     gqa_shapes: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()
     missing: tuple[str, ...] = ()
+    hybrid: str | None = None
+    """'linear state' or 'sliding window' where the log's lines mark a hybrid pool: the pool row is then the
+    full-attention layers' (SGLang) or the shared block pool over the logged tokens (vLLM), not a uniform row."""
 
     @property
     def has_bytes(self) -> bool:
@@ -140,6 +145,9 @@ def gather(run: Run) -> Evidence:
                     lo = (k.value.k.low_bytes + k.value.v.low_bytes) // (rows + 1)
                     hi = (k.value.k.high_bytes + k.value.v.high_bytes) // (rows + 1)
                     unit, how, per_line = "B per row", "(K size + V size) / (#tokens + 1 padding row)", k.line
+        if lo is not None and run.hybrid is not None:
+            how += " (a hybrid: the full-attention layers only)"
+        _sglang_hybrid_facts(run, add, missing)
         begin = smallest(run.load_begin)
         end = smallest(At(e.value.avail, e.line, e.rank) for e in run.load_end if e.value.avail is not None)
         usage = largest(At(e.value.usage, e.line, e.rank) for e in run.load_end if e.value.usage is not None)
@@ -191,6 +199,13 @@ def gather(run: Run) -> Evidence:
             add(_gib_fact(2, "activation peak", At(v0.value.peak, v0.line) if v0.value.peak else None))
             add(_gib_fact(2, "non-torch memory", At(v0.value.non_torch, v0.line) if v0.value.non_torch else None))
         block = run.block_size.value if run.block_size is not None else None
+        if run.hybrid_block is not None:
+            block = run.hybrid_block.value
+            add(Fact(order=3, name="attention block size (raised so a page holds a Mamba state page)",
+                     low=block, high=block, unit=TOKENS, line=run.hybrid_block.line))  # fmt: skip
+        if run.mamba_padding is not None:
+            add(Fact(order=3, name="Mamba page padding", text=f"{run.mamba_padding.value} %",
+                     line=run.mamba_padding.line))  # fmt: skip
         if run.v0_blocks is not None:
             b = run.v0_blocks
             pool_value, pool_unit, pool_line = b.value.gpu_blocks, BLOCKS, b.line
@@ -211,6 +226,8 @@ def gather(run: Run) -> Evidence:
                 lo = avail.value.low_bytes // (pool_value + (block or 256)) + 1
                 hi = avail.value.high_bytes // pool_value
                 unit, how, per_line = "B per token", "Available KV cache memory / GPU KV cache size", kv.line
+                if run.hybrid is not None:
+                    how += " (a hybrid: every group shares the blocks; not one layer's bytes per token)"
         if run.profiling_override is not None:
             add(
                 Fact(
@@ -265,7 +282,38 @@ def gather(run: Run) -> Evidence:
         facts=tuple(facts),
         gqa_shapes=shapes,
         missing=tuple(missing),
+        hybrid=run.hybrid,
     )
+
+
+def _sglang_hybrid_facts(run: Run, add: Callable[[Fact | None], None], missing: list[str]) -> None:
+    """The state pool of a linear-attention hybrid and the SWA pool of a sliding-window one (SGLang)."""
+    if run.mamba:
+        m = run.mamba[0]
+        slots = m.value.slots
+        add(Fact(order=3, name="Mamba state pool (max_mamba_cache_size; + 1 padding slot)", low=slots, high=slots,
+                 unit=SLOTS, line=m.line))  # fmt: skip
+        add(_gib_fact(1, "Mamba conv state (one rank)", At(m.value.conv, m.line)))
+        add(_gib_fact(1, "Mamba ssm state (one rank)", At(m.value.ssm, m.line)))
+        conv, ssm = m.value.conv, m.value.ssm
+        per_lo = (conv.low_bytes + ssm.low_bytes) // (slots + 1)
+        per_hi = (conv.high_bytes + ssm.high_bytes) // (slots + 1)
+        add(Fact(order=4, name="bytes of one Mamba state slot, derived", low=per_lo, high=per_hi, unit=BYTES,
+                 how="(conv_state size + ssm_state size) / (max_mamba_cache_size + 1)", line=m.line))  # fmt: skip
+    sw = run.swa_pool
+    if sw is not None:
+        add(Fact(order=3, name="full pool (full_layer_tokens / full size)", low=sw.value.full_tokens,
+                 high=sw.value.full_tokens, unit=ROWS, line=sw.line))  # fmt: skip
+        add(Fact(order=3, name="sliding-window pool (swa_layer_tokens / swa size)", low=sw.value.swa_tokens,
+                 high=sw.value.swa_tokens, unit=ROWS, line=sw.line))  # fmt: skip
+        add(_gib_fact(1, "SWAKVPool mem usage (both pools' K + V, one rank)",
+                      At(sw.value.usage, sw.line) if sw.value.usage is not None else None))  # fmt: skip
+    if run.swa_kv:
+        s = run.swa_kv[0]
+        add(_gib_fact(1, "sliding-window pool K size (one rank)", At(s.value.k, s.line) if s.value.k else None))
+        add(_gib_fact(1, "sliding-window pool V size (one rank)", At(s.value.v, s.line) if s.value.v else None))
+        if not run.kv:
+            missing.append("the full pool's 'KV Cache is allocated' line (a rank's second line of a SWA hybrid)")
 
 
 def gqa_shapes(low: int, high: int) -> tuple[str, ...]:

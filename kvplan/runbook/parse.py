@@ -195,6 +195,27 @@ class KvAlloc:
 
 
 @dataclass(frozen=True)
+class MambaAlloc:
+    """SGLang's ``Mamba Cache is allocated`` line of a linear-attention hybrid (Qwen3-Next, Qwen3.5, Kimi-Linear):
+    the state pool of ``slots`` requests (the pool holds slots + 1: one padding slot), its conv and temporal (ssm)
+    state tensors of one rank."""
+
+    slots: int
+    conv: Gib
+    ssm: Gib
+
+
+@dataclass(frozen=True)
+class SwaPool:
+    """SGLang's sliding-window pool sizes: ``Use sliding window memory pool. full_layer_tokens=F,
+    swa_layer_tokens=S`` (``usage`` None), or ``SWAKVPool mem usage: X GB, swa size: S, full size: F``."""
+
+    full_tokens: int
+    swa_tokens: int
+    usage: Gib | None = None
+
+
+@dataclass(frozen=True)
 class Summary:
     """SGLang's scheduler summary: ``max_total_num_tokens`` is S × dcp (the logical count)."""
 
@@ -326,6 +347,26 @@ class Run:
     dummy cache: not a user's override, and not the pool."""
     negative_profile: At[str] | None = None
     """SGLang's warning that the profiled ``max_total_num_tokens`` is negative (the weights left no room)."""
+    mamba: tuple[At[MambaAlloc], ...] = ()
+    """SGLang's Mamba state pool, one line per rank (a linear-attention hybrid)."""
+    swa_pool: At[SwaPool] | None = None
+    """SGLang's sliding-window pool sizes (a SWA hybrid); with it, the first 'KV Cache is allocated' line of a rank
+    is the SWA pool (``swa_kv``) and the second the full pool (``kv``): SWAKVPool builds them in that order."""
+    swa_kv: tuple[At[KvAlloc], ...] = ()
+    hybrid_block: At[int] | None = None
+    """vLLM's ``Setting attention block size to N tokens to ensure that attention page size is >= mamba page size``
+    (a linear-attention hybrid: the attention block raised so one page holds a Mamba state page)."""
+    mamba_padding: At[str] | None = None
+    """vLLM's ``Padding mamba page size by X%`` (the percent as printed)."""
+
+    @property
+    def hybrid(self) -> str | None:
+        """'linear state' or 'sliding window' when the log's own lines mark a hybrid pool, else None."""
+        if self.mamba or self.hybrid_block is not None or self.mamba_padding is not None:
+            return "linear state"
+        if self.swa_pool is not None:
+            return "sliding window"
+        return None
 
     @property
     def complete(self) -> bool:
@@ -341,6 +382,8 @@ class Run:
             or self.v0_blocks
             or self.v0_max_len_error
             or self.negative_profile
+            or self.swa_kv
+            or self.mamba
         )
 
     @property
@@ -654,6 +697,12 @@ _SG_PAGE = re.compile(r"Setting page size to (\d{1,30}) for DeepSeek [DN]SA")
 _SG_KV_DTYPE = re.compile(r"Setting KV cache dtype to (\w{1,64}) for DeepSeek [DN]SA")
 _SG_BACKENDS = re.compile(r"Set [DN]SA backends for \w{1,64} KV Cache: prefill=(\w{1,64}), decode=(\w{1,64})")
 _SG_NEGATIVE = re.compile(r"max_total_num_tokens\b[^\n]{0,200}?\bis negative")
+_SG_MAMBA = re.compile(
+    rf"Mamba Cache is allocated\. max_mamba_cache_size: {_INT}, conv_state size: {_NUM} ?GB, "
+    rf"ssm_state size: {_NUM} ?GB"
+)
+_SG_SWA_SIZES = re.compile(rf"Use sliding window memory pool\. full_layer_tokens={_INT}, swa_layer_tokens={_INT}")
+_SG_SWA_POOL = re.compile(rf"SWAKVPool mem usage: {_NUM} GB, swa size: {_INT}, full size: {_INT}")
 _SG_ERROR = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static"
     r"|Loaded weights leave no GPU memory for the KV cache"
@@ -683,6 +732,12 @@ _VL_MAXLEN_ERROR = re.compile(
     r"To serve at least one request with the models?'s max seq len \((\d{1,30})\), "
     rf"\({_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?{_NUM[1:-1]}) GiB\)\."
     rf"(?: Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
+)
+_VL_HYBRID_BLOCK = re.compile(
+    rf"Setting attention block size to {_INT} tokens to ensure that attention page size is >= mamba page size"
+)
+_VL_MAMBA_PADDING = re.compile(
+    rf"Padding mamba page size by {_NUM}% to ensure that mamba page size and attention page size are exactly equal"
 )
 _VL_NO_MEMORY = re.compile(r"No available memory for the cache blocks")
 _VL_V0_BLOCKS = re.compile(r"(?<!\w)blocks: (\d{1,30}), # CPU blocks: (\d{1,30})")
@@ -742,6 +797,11 @@ _PHASE = {
     "v0_maxlen_error": POOL,
     "negative_profile": POOL,
     "v0_row": POOL,
+    "mamba": POOL,
+    "swa_sizes": POOL,
+    "swa_pool": POOL,
+    "hybrid_block": CONFIG,
+    "mamba_padding": CONFIG,
 }
 _RESTART_ON_REPEAT = {"args", "version", "engine_config", "cli_args", "load_begin", "load_end", "model_loading",
                       "summary", "available", "kv_size", "override", "pool_end", "v0_blocks", "v0_profile",
@@ -840,6 +900,12 @@ def _events(rec: _Record) -> list[_Event]:
         add("error", sg, m, m.group(0))
     for m in _SG_NEGATIVE.finditer(t):
         add("negative_profile", sg, m, m.group(0))
+    for m in _SG_MAMBA.finditer(t):
+        add("mamba", sg, m, MambaAlloc(int(m.group(1)), _g(m.group(2)), _g(m.group(3))))
+    for m in _SG_SWA_SIZES.finditer(t):
+        add("swa_sizes", sg, m, SwaPool(int(m.group(1)), int(m.group(2))))
+    for m in _SG_SWA_POOL.finditer(t):
+        add("swa_pool", sg, m, SwaPool(int(m.group(3)), int(m.group(2)), _g(m.group(1))))
 
     for m in _VL_VERSION.finditer(t):
         add("version", vl, m, m.group(1))
@@ -898,6 +964,10 @@ def _events(rec: _Record) -> list[_Event]:
                 estimated_max_len=_tok(m.group(4)) if m.group(4) else None,
             ),
         )
+    for m in _VL_HYBRID_BLOCK.finditer(t):
+        add("hybrid_block", vl, m, int(m.group(1)))
+    for m in _VL_MAMBA_PADDING.finditer(t):
+        add("mamba_padding", vl, m, m.group(1))
     for m in _VL_NO_MEMORY.finditer(t):
         add("error", vl, m, m.group(0))
     for m in _VL_V0_BLOCKS.finditer(t):
@@ -1018,8 +1088,27 @@ class _Builder:
             rows = summary.value.max_total_num_tokens
             kv_events = [replace(e, value=replace(e.value, tokens=rows)) for e in all_of("kv_sizes")
                          if isinstance(e.value, KvAlloc)]  # fmt: skip
+        swa_marks = [
+            e.value for e in self.events if e.kind in ("swa_sizes", "swa_pool") and isinstance(e.value, SwaPool)
+        ]
+        swa_kv: list[At[KvAlloc]] = []
+        full_sig = _full_signatures(kv_events) if swa_marks else set()
         for e in kv_events:
             assert isinstance(e.value, KvAlloc)
+            if swa_marks:
+                # SWAKVPool prints its SWA pool first, its full pool second (per rank): with two sizes the count says
+                # which one a line is; with equal sizes the K/V sizes of a rank's second line do (a rank's first
+                # line may be cut from an excerpt), else the order
+                sizes = swa_marks[0]
+                if sizes.full_tokens != sizes.swa_tokens and e.value.tokens in (sizes.full_tokens, sizes.swa_tokens):
+                    is_swa = e.value.tokens == sizes.swa_tokens
+                elif full_sig:
+                    is_swa = _signature(e.value) not in full_sig
+                else:
+                    is_swa = e.rank not in targets
+                (swa_kv if is_swa else kv).append(At(e.value, e.line, e.rank))
+                targets.add(e.rank)
+                continue
             (draft if e.rank in targets else kv).append(At(e.value, e.line, e.rank))
             targets.add(e.rank)
         args = first("args")
@@ -1086,7 +1175,22 @@ class _Builder:
             v0_max_len_error=_typed(first("v0_maxlen_error"), V0MaxLenError),
             profiling_override=_typed(first("profiling_override"), Override),
             negative_profile=_str_at(first("negative_profile")),
+            mamba=tuple(At(e.value, e.line, e.rank) for e in all_of("mamba") if isinstance(e.value, MambaAlloc)),
+            swa_pool=self._swa_pool(),
+            swa_kv=tuple(swa_kv),
+            hybrid_block=_int_at(first("hybrid_block")),
+            mamba_padding=_str_at(first("mamba_padding")),
         )
+
+    def _swa_pool(self) -> At[SwaPool] | None:
+        """The SWA pool sizes, with the ``SWAKVPool mem usage`` figure where the log prints it."""
+        sizes = [e for e in self.events if e.kind in ("swa_sizes", "swa_pool") and isinstance(e.value, SwaPool)]
+        if not sizes:
+            return None
+        usage = next((e for e in sizes if isinstance(e.value, SwaPool) and e.value.usage is not None), None)
+        e = usage or sizes[0]
+        assert isinstance(e.value, SwaPool)
+        return At(e.value, e.line, e.rank)
 
     def _v0_memory(self) -> At[V0Memory] | None:
         """V0's memory figures merged over its profile lines (0.6.5+: two lines), at the line with the KV figure."""
@@ -1103,6 +1207,22 @@ class _Builder:
             if e.value.kv is not None:
                 line, rank = e.line, e.rank
         return At(V0Memory(**merged), line, rank)  # type: ignore[arg-type]
+
+
+def _signature(a: KvAlloc) -> tuple[str | None, ...]:
+    return tuple(g.text if g is not None else None for g in (a.kv, a.k, a.v))
+
+
+def _full_signatures(events: list[_Event]) -> set[tuple[str | None, ...]]:
+    """The K/V sizes of the full pool of a SWA hybrid: a rank's second 'KV Cache is allocated' line."""
+    seen: dict[str | None, int] = {}
+    out: set[tuple[str | None, ...]] = set()
+    for e in events:
+        if isinstance(e.value, KvAlloc):
+            seen[e.rank] = seen.get(e.rank, 0) + 1
+            if seen[e.rank] == 2:
+                out.add(_signature(e.value))
+    return out
 
 
 def _typed(e: _Event | None, kind: type[T]) -> At[T] | None:
@@ -1222,6 +1342,17 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
              "self.server_args.mem_fraction_static=0.8",
              "format: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py init_memory"),
+    LineForm("mamba", "_SG_MAMBA", "0.5.x, linear-attention hybrids (Qwen3-Next, Qwen3.5, Kimi-Linear)",
+             "[2026-02-27 17:10:28 TP0] Mamba Cache is allocated. max_mamba_cache_size: 82, conv_state size: 0.13GB, "
+             "ssm_state size: 7.29GB",
+             "doctor-sglang-hybrid-gdn-qwen3.5-moe-tp2-ktransformers-1870.log"),
+    LineForm("swa_sizes", "_SG_SWA_SIZES", "0.5.x, sliding-window hybrids (gpt-oss, MiMo-V2-Flash)",
+             "[2026-01-31 13:50:39 TP2] Use sliding window memory pool. full_layer_tokens=375360, "
+             "swa_layer_tokens=300288",
+             "doctor-sglang-hybrid-swa-pool-sizes-mimo-v2-flash-sglang-pr-18039.log"),
+    LineForm("swa_pool", "_SG_SWA_POOL", "0.5.x, sliding-window hybrids (after the pool's two K/V lines a rank)",
+             "[2025-12-19 07:42:57 TP2] SWAKVPool mem usage: 77.63 GB, swa size: 1496958, full size: 1496958",
+             "doctor-sglang-hybrid-swa-mimo-v2-flash-tp4-sglang-pr-15464.log"),
     LineForm("negative_profile", "_SG_NEGATIVE", "0.5.x (a warning before the failed start)",
              "max_total_num_tokens=-1234 is negative",
              "format: the issue's wording (no public log of it found: a start whose weights leave no room)"),
@@ -1272,6 +1403,14 @@ VLLM_LINES: tuple[LineForm, ...] = (
     LineForm("v0_maxlen_error", "_VL_V0_MAXLEN", "V0 0.2 - 0.8 (a failed start)",
              "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV "
              "cache (23648).", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
+    LineForm("hybrid_block", "_VL_HYBRID_BLOCK", "V1 0.10 - 0.33, linear-attention hybrids",
+             "INFO 03-30 07:05:40 [config.py:228] Setting attention block size to 528 tokens to ensure that attention "
+             "page size is >= mamba page size.",
+             "doctor-vllm-hybrid-page-alignment-qwen3.5-xpu-vllm-pr-37467.log"),
+    LineForm("mamba_padding", "_VL_MAMBA_PADDING", "V1 0.10 - 0.33, linear-attention hybrids",
+             "Padding mamba page size by 0.76% to ensure that mamba page size and attention page size are exactly "
+             "equal.",
+             "doctor-vllm-hybrid-page-alignment-qwen3.5-xpu-vllm-pr-37467.log"),
     LineForm("profiling_override", "_VL_OVERRIDE", "V1 0.1x - 0.33 (profiling run: not the pool)",
              "Overriding num_gpu_blocks=0 with num_gpu_blocks_override=512",
              _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),

@@ -102,6 +102,18 @@ EXPECT: dict[str, Expect] = {
     "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log": Expect("cannot_tell", MLA61, "kimi-k2"),
     # the summary line alone (12,079 tokens of Qwen3-30B-A3B-GPTQ-Int4): no bytes, no memory; never a knob drift
     "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log": Expect("cannot_tell"),
+    # hybrids (issue 13's done-when): the K/V rows are the full-attention layers' only, never a uniform preset's
+    # Qwen3.5 GDN at tp 2: 15 full layers x max(1, 2 // 2) kv head x 256 x 2 (K, V) x 2 B = 15,360 B
+    "doctor-sglang-hybrid-gdn-qwen3.5-moe-tp2-ktransformers-1870.log": Expect("cannot_tell", 15 * 1 * 256 * 2 * 2),
+    # MiMo-V2-Flash at tp 4, the full pool (each rank's second line): 9 full layers x 4 // 4 kv heads x (192 + 128)
+    # x 2 B = 5,760 B
+    "doctor-sglang-hybrid-swa-mimo-v2-flash-tp4-sglang-pr-15464.log": Expect("cannot_tell", 9 * 1 * (192 + 128) * 2),
+    "doctor-sglang-hybrid-swa-pool-sizes-mimo-v2-flash-sglang-pr-18039.log": Expect("cannot_tell"),  # SWA lines only
+    "doctor-vllm-hybrid-gdn-qwen3.6-35b-a3b-nvfp4-5090-club-3090-612.log": Expect("cannot_tell"),
+    "doctor-vllm-hybrid-page-alignment-qwen3.5-xpu-vllm-pr-37467.log": Expect("cannot_tell"),
+    # gpt-oss-20b at tp 2, vLLM 0.19.0 logs num_blocks // 2 groups x 16: per logged token 2 groups x 12 layers x
+    # 8 // 2 kv heads x 64 x 2 x 2 B / 2 = 24 x 1,024 B = 24,576 B
+    "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
 }
 
 

@@ -109,6 +109,14 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
     ],
     "_VL_V0_TERMS": [("model weights take ", "1"), ("model weights take 1GiB; non_torch_memory takes ", "1")],
     "_VL_V0_MAXLEN": [("The model's max seq len (", "1")],
+    "_SG_MAMBA": [
+        ("Mamba Cache is allocated. max_mamba_cache_size: ", "1"),
+        ("Mamba Cache is allocated. max_mamba_cache_size: 1, conv_state size: ", "1"),
+    ],
+    "_SG_SWA_SIZES": [("Use sliding window memory pool. full_layer_tokens=", "1")],
+    "_SG_SWA_POOL": [("SWAKVPool mem usage: ", "1"), ("SWAKVPool mem usage: 1 GB, swa size: ", "1")],
+    "_VL_HYBRID_BLOCK": [("Setting attention block size to ", "1")],
+    "_VL_MAMBA_PADDING": [("Padding mamba page size by ", "1")],
 }
 
 
