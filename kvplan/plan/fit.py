@@ -225,7 +225,8 @@ def candidates(arch: ModelArch, q: FitQuery) -> Iterator[Deployment]:
 
 def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
     """Plan one candidate, check the requirements; with the memory knob the requirements need if the default
-    misses them. The engine's refusals are the pruned reason."""
+    misses them (or the engine does not start with it, the weights loaded). The engine's refusals are the pruned
+    reason."""
     from kvplan.models.load import check_model_for_deployment
 
     try:
@@ -233,13 +234,17 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
         plan = plan_pool(arch, dep)
     except InputError as e:
         return Outcome(deployment=dep, pruned=str(e))
-    if plan.startup_error is not None:
-        return Outcome(deployment=dep, plan=plan, pruned=f"the engine does not start: {plan.startup_error}")
     checks = requirement_admissions(plan, req)
-    out = Outcome(deployment=dep, plan=plan, checks=checks)
-    if out.ok:
-        return out
-    # admit's own memory search, per failing requirement; the largest value, checked whole
+    if plan.startup_error is None:
+        out = Outcome(deployment=dep, plan=plan, checks=checks)
+        if out.ok:
+            return out
+    else:
+        out = Outcome(deployment=dep, plan=plan, pruned=f"the engine does not start: {plan.startup_error}")
+        if not plan.loads_weights:
+            return out  # the weights alone do not fit: no memory knob helps
+    # a pool too small to start (vLLM's max_model_len check, SGLang's empty budget) or to admit: admit's own
+    # memory search, per failing requirement; the largest value, checked whole
     values = []
     for c in checks:
         if c.admission.admitted:

@@ -73,3 +73,8 @@ def test_plot(tmp_path: Path) -> None:
     r = run("fit", *SMALL, "--require-concurrency", "4@128K", "--plot", str(out))
     assert r.exit_code == 0, r.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_help() -> None:
+    r = run("fit", "--help")
+    assert r.exit_code == 0 and "--require-concurrency" in r.output and "\\[" not in r.output

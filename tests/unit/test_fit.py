@@ -12,14 +12,17 @@ So 8 GPUs is the fewest that admit 1M, and TP8 dcp 2 (one knob off the default) 
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from kvplan.engines import plan_pool
 from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
 from kvplan.models.load import find_gpu, load_deployment, load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.fit import FitQuery, Outcome, candidates, evaluate, fit, tp_sizes
+from kvplan.render.fit_report import deploy_yaml
 
 M = 1 << 20
 K128 = 128 * 1024
@@ -166,3 +169,54 @@ def test_hybrid_model_never_crashes() -> None:
 def test_query_needs_requirements() -> None:
     with pytest.raises(InputError, match="nothing to fit"):
         _glm_query(requirements=Requirements())
+
+
+def test_memory_knob_when_the_default_misses() -> None:
+    """600K (614,400 tokens) on GLM-5.3 TP8 dcp 1 fp8, H200, SGLang: the default mem_fraction_static 0.886 holds
+    567,616 tokens (module doc); admit's search in steps of 0.001 finds the smallest fraction whose pool holds it:
+    available = int(((149,036,204,032 − 101,425,652,695) / 2^30 − 138.80078125 × (1 − f)) × 2^30) (test_gate's
+    chain), cell 53,940 B, 64-token pages:
+      f = 0.902: 33,005,003,341 B // 53,940 = 611,883 -> 611,840 rows < 614,400
+      f = 0.903: 33,154,039,545 B // 53,940 = 614,646 -> 614,592 rows >= 614,400: admitted at 0.903.
+    """
+    arch, dep = _dep("glm-5.3", dcp=1, dp_attention=1, kv_cache_dtype="fp8_e4m3")
+    o = evaluate(arch, dep, Requirements(min_ctx_tokens=600 * 1024))
+    assert o.ok and o.memory == ("mem_fraction_static", 0.903, 0.886)
+    assert o.plan is not None and o.plan.available_bytes == 33_154_039_545 and o.plan.logged_tokens == 614_592
+    assert o.deployment.mem_fraction_static == 0.903
+
+
+def test_memory_knob_lets_vllm_start() -> None:
+    """vLLM refuses to start when its pool cannot hold max_model_len (fit asks for the longest required context,
+    614,400): at the default gpu_memory_utilization 0.92 the fp8 pool is 533,312 tokens, so the engine does not
+    start; admit's search (steps of 0.01) finds the utilization that starts and admits it, and fit keeps it."""
+    arch = load_model("glm-5.3")
+    q = FitQuery(model_ref="glm-5.3", gpus=(find_gpu("h200"),), engines=("vllm",),
+                 requirements=Requirements(min_ctx_tokens=600 * 1024), max_gpus=8, mtp=(False,))  # fmt: skip
+    dep = next(d for d in candidates(arch, q) if (d.tp, d.dcp, d.dp_attention, d.kv_cache_dtype) == (8, 1, 1, "fp8"))
+    assert dep.context_length == 614_400
+    o = evaluate(arch, dep, q.requirements)
+    assert o.ok and o.memory is not None and o.memory[0] == "gpu_memory_utilization" and o.memory[2] == 0.92
+    assert o.plan is not None and o.plan.startup_error is None and o.plan.logged_tokens >= 614_400
+    # the smallest such step: one step lower, planned as is, does not start (or does not admit)
+    lower = plan_pool(arch, replace(dep, gpu_memory_utilization=round(o.memory[1] - 0.01, 2)))
+    assert lower.startup_error is not None or not admit(lower, Request(ctx_tokens=614_400), remedies=False).admitted
+
+
+def test_emitted_yaml_carries_the_memory_knob(tmp_path: Path) -> None:
+    """The vLLM candidate above, written as --emit-deploy writes it, loads and plans to the same pool."""
+    arch = load_model("glm-5.3")
+    q = FitQuery(model_ref="glm-5.3", gpus=(find_gpu("h200"),), engines=("vllm",),
+                 requirements=Requirements(min_ctx_tokens=600 * 1024), max_gpus=8, mtp=(False,))  # fmt: skip
+    dep = next(d for d in candidates(arch, q) if (d.tp, d.dcp, d.dp_attention, d.kv_cache_dtype) == (8, 1, 1, "fp8"))
+    o = evaluate(arch, dep, q.requirements)
+    assert o.memory is not None and o.plan is not None
+    path = tmp_path / "fit.yaml"
+    path.write_text(deploy_yaml(o))
+    text = path.read_text()
+    assert f"gpu_memory_utilization: {o.memory[1]}" in text and "context_length: 614400" in text
+    loaded = load_deployment(str(path))
+    assert loaded.gpu_memory_utilization == o.memory[1] and loaded.context_length == 614_400
+    again = plan_pool(arch, loaded)
+    assert again.logged_tokens == o.plan.logged_tokens
+    assert admit(again, Request(ctx_tokens=614_400), remedies=False).admitted
