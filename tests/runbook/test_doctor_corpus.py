@@ -102,6 +102,8 @@ EXPECT: dict[str, Expect] = {
     "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log": Expect("cannot_tell", MLA61, "kimi-k2"),
     # the summary line alone (12,079 tokens of Qwen3-30B-A3B-GPTQ-Int4): no bytes, no memory; never a knob drift
     "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log": Expect("cannot_tell"),
+    # a deepseek-v4 SGLang build's DSA set-up lines for DeepSeek-V3.2, cut before the pool: a start, not exit 2
+    "doctor-sglang-dsv4-build-deepseek-v3.2-dsa-lines-ktransformers-1969.log": Expect("cannot_tell"),
     # hybrids (issue 13's done-when): the K/V rows are the full-attention layers' only, never a uniform preset's
     # Qwen3.5 GDN at tp 2: 15 full layers x max(1, 2 // 2) kv head x 256 x 2 (K, V) x 2 B = 15,360 B
     "doctor-sglang-hybrid-gdn-qwen3.5-moe-tp2-ktransformers-1870.log": Expect("cannot_tell", 15 * 1 * 256 * 2 * 2),

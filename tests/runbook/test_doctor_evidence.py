@@ -260,3 +260,22 @@ def test_emit_deploy_names_the_gpus_whose_total_fits(tmp_path: Path) -> None:
     out = tmp_path / "d.yaml"
     cli("--log", str(path), "--emit-deploy", str(out))
     assert "# gpu: one of " in out.read_text(encoding="utf-8")
+
+
+DSV4_BUILD = LOGS / "doctor-sglang-dsv4-build-deepseek-v3.2-dsa-lines-ktransformers-1969.log"
+
+
+def test_dsa_setting_lines_alone_are_a_start_not_exit_2() -> None:
+    # regression (issue 14 'exits 2 only when a log holds no start-up line'): a DeepSeek-V3.2 start on a deepseek-v4
+    # SGLang build (kvcache-ai/ktransformers#1969) cut after its DSA set-up lines exited 2 'nothing recognisable';
+    # the lines fix page 64, bf16 KV and the NSA backends: a start that stops before its pool
+    run = parse_log(body(DSV4_BUILD), DSV4_BUILD.name).chosen
+    assert run.engine == "sglang" and not run.complete
+    assert run.page_size is not None and run.page_size.value == 64
+    assert run.dsa_kv_dtype is not None and run.dsa_kv_dtype.value == "bfloat16"
+    assert run.dsa_backends is not None and run.dsa_backends.value == ("flashmla_sparse", "fa3")
+    code, out, _ = cli("--log", str(DSV4_BUILD))
+    assert code == 0 and "CANNOT TELL" in out and "pool lines" in out
+    # with the DeepSeek-V3.2 config: no model alarm (the log names no class), no cause
+    code, out, _ = cli("--log", str(DSV4_BUILD), "--model", DSV32, "--set", "tp=4", "--set", "gpu=h100-sxm")
+    assert code == 0 and "CANNOT TELL" in out and "ANOTHER MODEL" not in out and "CAUSE" not in out
