@@ -19,18 +19,29 @@ blocks out of the middle, so the queue is always ``[unhashed …][hashed, least 
 unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
 which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
 hashed part is two parallel lists (blocks and their hashes) in queue order; a block taken out of the middle by a
-hit is only marked (its queue position forgotten) and skipped when the head reaches it, and the lists drop their
-consumed front from time to time. Reference counts are implicit (1 for a held block) except for blocks several
-running requests share. Nothing is done per block that the request does not touch: a request costs its hits,
-its new blocks and the queue entries its evictions pass over.
+hit is only marked (its queue position forgotten, the position pushed on a heap of dead entries) and cut out
+when the head reaches it, and the lists drop their consumed front from time to time. Evictions take the head's
+entries a run at a time (slices cut around the dead positions), and a commit whose hashes are all new is one
+``dict.update``: what is left per block is the hash map's insert and delete and its queue position. Reference
+counts are implicit (1 for a held block) except for blocks several running requests share. Nothing is done per
+block that the request does not touch: a request costs its hits, its new blocks and the queue entries its
+evictions pass over.
 """
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from itertools import compress
+from operator import itemgetter
 
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
+
+
+def _gather(values: list[int], at: list[int]) -> tuple[int, ...]:
+    """``values[i]`` for each ``i`` in ``at`` (not empty), as a tuple, in one C-level call."""
+    got = itemgetter(*at)(values)
+    return got if len(at) > 1 else (got,)
 
 
 class BlockPool:
@@ -59,6 +70,8 @@ class BlockPool:
         at least ``qhead``."""
         self.nhashed = 0
         """Live entries: hashed free blocks (ref 0, still reusable)."""
+        self.dead: list[int] = []
+        """Heap of the positions (at least ``qhead``) of dead entries: a hit took their block out of the queue."""
         self.shared: dict[int, int] = {}
         """Held blocks with more than one reference: ref − 1 (a held block not here has ref 1)."""
         self.cached: dict[int, int] = {}
@@ -140,22 +153,42 @@ class BlockPool:
         if rest:
             self.evictions += rest
             self.nhashed -= rest
-            pos, qb, qk, cached, dups = self.pos, self.qb, self.qk, self.cached, self.dups
+            qb, qk, cached, dups = self.qb, self.qk, self.cached, self.dups
             at = self.qhead
             i = at - self.qbase
+            dead = self.dead
             while rest:
-                # the head entry, unless a hit took its block out of the queue (then its position moved on)
-                b = qb[i]
-                if pos[b] == at:
-                    key = qk[i]
-                    if dups and key in dups:
-                        self._drop_hash(b, key)
-                    else:
+                # the next ``rest`` entries from the head, less the dead ones (a hit took their block out of the
+                # queue): a run at a time, cut around the dead positions the heap gives in order
+                j = i + rest
+                bs = qb[i:j]
+                ks = qk[i:j]
+                n = len(bs)
+                end = at + n
+                if dead and dead[0] < end:
+                    live_b: list[int] = []
+                    live_k: list[int] = []
+                    was = 0
+                    while dead and dead[0] < end:
+                        cut = heappop(dead) - at
+                        live_b += bs[was:cut]
+                        live_k += ks[was:cut]
+                        was = cut + 1
+                    bs = live_b + bs[was:]
+                    ks = live_k + ks[was:]
+                if dups and not dups.keys().isdisjoint(ks):
+                    for b, key in zip(bs, ks, strict=True):
+                        if key in dups:
+                            self._drop_hash(b, key)
+                        else:
+                            del cached[key]
+                else:
+                    for key in ks:
                         del cached[key]
-                    out.append(b)
-                    rest -= 1
-                i += 1
-                at += 1
+                out += bs
+                rest -= len(bs)
+                i += n
+                at += n
             self.qhead = at
             used = at - self.qbase
             if used > 4096 and 2 * used > len(qb):
@@ -192,13 +225,15 @@ class BlockPool:
         new = cdiv(tokens, ps) - h
         pos = self.pos
         qhead = self.qhead
-        idle = 0
-        for b in hits:
-            if pos[b] >= qhead:
-                idle += 1
+        # queue positions of the hit blocks that sit idle in the queue: their entries die
+        gone = [p for p in _gather(pos, hits) if p >= qhead] if h else []
+        idle = len(gone)
         if new + idle > self._queue_len():
             return False
         self.nhashed -= idle
+        dead = self.dead
+        for p in gone:
+            heappush(dead, p)
         if idle == h:
             for b in hits:
                 pos[b] = -1
@@ -225,12 +260,21 @@ class BlockPool:
         blocks = seq.handle[first:full]
         keys = seq.keys[first:full]
         cached = self.cached
+        seq.committed = full
+        if cached.keys().isdisjoint(keys):
+            # the usual case, none of these hashes cached yet: one C-level update
+            before = len(cached)
+            cached.update(zip(keys, blocks, strict=True))
+            if len(cached) - before == len(keys):
+                return
+            # a hash twice within these blocks: undo, and go block by block as below
+            for key in keys:
+                cached.pop(key, None)
         for b, key in zip(blocks, keys, strict=True):
             if key in cached:
                 self.dups.setdefault(key, []).append(b)
             else:
                 cached[key] = b
-        seq.committed = full
 
     def grow(self, seq: Seq, pages: int) -> bool:
         if pages > self._queue_len():
@@ -290,6 +334,9 @@ class BlockPool:
         assert not stack & freeq.keys(), "a block is both unhashed-free and cached-free"
         assert len(self.pos) == self.minted + 1, "a position slot per used block"
         assert sum(p >= self.qhead for p in self.pos) == self.nhashed, "positions of blocks that left the queue"
+        base, qb = self.qbase, self.qb
+        dead = {at for at in range(self.qhead, base + len(qb)) if self.pos[qb[at - base]] != at}
+        assert sorted(self.dead) == sorted(dead), "the dead-entry heap is not the queue's dead entries"
         held = self.minted - len(stack) - len(freeq)
         for b, r in self.shared.items():
             assert r >= 1 and b not in stack and b not in freeq, f"shared block {b} is free (extra ref {r})"

@@ -19,6 +19,8 @@ Any other ratio is refused: the trace's boundaries would cut pages in two.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, repeat
+from operator import add, mul
 
 from kvplan.errors import InputError
 from kvplan.sim.trace import Request
@@ -82,7 +84,10 @@ class Paging:
             keys = ids[:pages]
         elif mode == "expand":
             k = self.factor
-            keys = [b * k + j for b in ids[: -(-pages // k)] for j in range(k)][:pages]
+            # page j of block b is b × k + j: each block's run of k keys is a range, chained in C
+            starts = list(map(mul, ids[: -(-pages // k)], repeat(k)))
+            keys = list(chain.from_iterable(map(range, starts, map(add, starts, repeat(k)))))
+            del keys[pages:]
         else:
             k = self.factor
             keys = ids[k - 1 :: k][:pages]

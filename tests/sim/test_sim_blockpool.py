@@ -101,3 +101,49 @@ def test_cli_vllm_capacity_1e10_runs(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["capacity_units"] == 10**10 // 64 == 156_250_000
     assert doc["hit"]["tokens"] == 960
+
+
+@given(chained_traces(), st.integers(1, 60), st.booleans(), st.sampled_from([None, 2]))
+def test_expanded_pages_block_for_block(reqs: list[Request], pages: int, eagle: bool, limit: int | None) -> None:
+    # each trace block is 4 pages of 1 token (order mode) or 2 pages of 2 tokens (occupancy mode): a request's
+    # hits, evictions and frees are runs of several pages, so evictions cut runs around the dead entries that hits
+    # left in the queue (order mode: hits of idle blocks; occupancy mode: shared blocks and preemptions too)
+    lazy = BlockPool(pages, BS // 4, eagle_drop=eagle, check=True)
+    eager = EagerBlockPool(pages, BS // 4, eagle_drop=eagle, check=True)
+    a = replay_order(reqs, lazy, Paging(BS, BS // 4), window=ALL)
+    b = replay_order(reqs, eager, Paging(BS, BS // 4), window=ALL)
+    assert _result(a) == _result(b)
+    assert _state(lazy) == _state(eager)
+    svc = Service(1_000, 500, limit)
+    lazy = BlockPool(pages, BS // 2, eagle_drop=eagle, check=True)
+    eager = EagerBlockPool(pages, BS // 2, eagle_drop=eagle, check=True)
+    a = replay_occupancy(reqs, lazy, Paging(BS, BS // 2), service=svc, window=ALL)
+    b = replay_occupancy(reqs, eager, Paging(BS, BS // 2), service=svc, window=ALL)
+    assert _result(a) == _result(b)
+    assert _state(lazy) == _state(eager)
+
+
+def test_a_hash_twice_in_one_commit_is_a_duplicate_as_in_the_eager_pool() -> None:
+    # the commit's fast path is one dict.update when none of the hashes is cached; a request whose own blocks
+    # repeat a hash (keys 7, 7: the trace reader refuses such ids, the pool must not depend on it) takes the
+    # block-by-block path: the first block holds hash 7 in the map, the second is its duplicate
+    states = []
+    for cls in (BlockPool, EagerBlockPool):
+        pool = cls(4, 4, check=True)
+        s = Seq(Request(0, 0, 8, 0, None, 1), [7, 7], True)
+        assert pool.start(s)
+        pool.release(s)
+        states.append(_state(pool))
+    # blocks 1, 2 (both used once) freed tail first: the queue is the never-used 3, 4, then 2, 1
+    assert states[0] == states[1] == ([3, 4, 2, 1], {7: 1}, {7: [2]}, 0)
+
+
+@given(st.lists(st.integers(0, 2**40), max_size=12, unique=True), st.integers(0, 60), st.sampled_from([2, 4, 8]))
+def test_expanded_page_keys(ids: list[int], pages: int, k: int) -> None:
+    # expand mode: page j of block b is b × k + j (the formula of kvplan.sim.paging, written out again), for the
+    # request's first `pages` whole pages; pages past the listed blocks get fresh negative keys of their own
+    pages = min(pages, len(ids) * k + 2)
+    keys = Paging(BS * k, BS).page_keys(Request(0, 0, pages * BS, 0, ids, 1), pages)
+    want = [b * k + j for b in ids for j in range(k)][:pages]
+    assert keys[: len(want)] == want
+    assert len(keys) == pages and all(x < 0 for x in keys[len(want) :])
