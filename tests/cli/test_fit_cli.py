@@ -78,3 +78,19 @@ def test_plot(tmp_path: Path) -> None:
 def test_help() -> None:
     r = run("fit", "--help")
     assert r.exit_code == 0 and "--require-concurrency" in r.output and "\\[" not in r.output
+
+
+def test_fit_imports_no_torch_nvml_or_matplotlib() -> None:
+    """A planning command: no torch, pynvml or matplotlib at module level (only --plot imports matplotlib)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import json, sys\nfrom kvplan.cli import main\nsys.argv = ['kvplan', *sys.argv[1:]]\ntry:\n    main()\n"
+        "except SystemExit:\n    pass\nsys.stderr.write(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, "fit", *SMALL, "--require-ctx", "1M"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    mods = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert "kvplan.plan.fit" in mods
+    assert not mods & {"torch", "pynvml", "matplotlib"}
