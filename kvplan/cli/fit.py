@@ -35,6 +35,10 @@ def fit(
     mtp: Annotated[
         str, typer.Option("--mtp", help="MTP candidates (models with MTP layers): off, on or both.")
     ] = "both",
+    pd: Annotated[
+        bool, typer.Option("--pd", help="Size a prefill and a decode instance separately (disaggregation).")
+    ] = False,
+    link: Annotated[str, typer.Option("--link", help="PD hand-off link speed per rank, e.g. 400Gbps.")] = "400Gbps",
     exhaustive: Annotated[
         bool, typer.Option("--exhaustive", help="Plan every candidate up to --max-gpus (no skipping).")
     ] = False,
@@ -85,6 +89,17 @@ def fit(
             mtp={"off": (False,), "on": (True,), "both": (False, True)}[mtp],
             exhaustive=exhaustive,
         )
+        if pd:
+            if emit_deploy is not None or plot is not None:
+                raise InputError("--pd writes no --emit-deploy or --plot yet: run fit without --pd for those")
+            from kvplan.plan.fit import fit_pd
+            from kvplan.render.fit_report import pd_report
+            from kvplan.units import parse_link
+
+            parse_link(link)  # a malformed speed is bad input before the search
+            split = fit_pd(load_model(model), q, link=link)
+            emit(pd_report(split), fmt)
+            raise typer.Exit(EXIT_OK if split.prefill.best and split.decode.best else EXIT_REJECTED)
         result = run_fit(load_model(model), q)
         best = result.best
         if emit_deploy is not None and best is not None:

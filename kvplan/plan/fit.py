@@ -29,6 +29,7 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
 from kvplan.plan.admit import Request, memory_remedy
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
+from kvplan.plan.transfer import Transfer
 
 MEMORY_KNOB = {"sglang": "mem_fraction_static", "vllm": "gpu_memory_utilization"}
 KV_DTYPES = {"sglang": ("bf16", "fp8_e4m3"), "vllm": ("bf16", "fp8")}
@@ -297,3 +298,60 @@ def layout(dep: Deployment) -> str:
     if dep.mtp:
         out += f" · MTP {dep.speculative_num_draft_tokens}"
     return out
+
+
+# --------------------------------------------------------------------------- prefill / decode (--pd)
+
+PD_SETTINGS = {
+    "sglang": ("--disaggregation-mode prefill", "--disaggregation-mode decode"),
+    "vllm": ('--kv-transfer-config \'{"kv_connector": "NixlConnector", "kv_role": "kv_producer"}\'',
+             '--kv-transfer-config \'{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}\''),
+}  # fmt: skip
+"""How each engine names the two sides (SGLang server args; vLLM's KVTransferConfig kv_role)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PdFit:
+    """Prefill and decode instances sized separately by the same search (issue 16 item 2).
+
+    The prefill instance must admit one request of the longest required context: it holds that request's KV
+    (main and indexer rows, MTP draft rows) until the hand-off, and admit's workspace check covers the indexer
+    logits at the full context. The decode instance must meet every requirement (ctx × concurrency, MTP).
+    The hand-off is the prefill plan's pages of that request (kvplan.plan.transfer, unit 'page') at ``link``.
+    Not modelled: the transfer backends' own staging buffers (Mooncake / NIXL register the pool itself).
+    """
+
+    prefill: Fit
+    decode: Fit
+    longest_ctx: int
+    link: str
+
+    @property
+    def hand_off(self) -> Transfer | None:
+        from kvplan.plan.transfer import transfer
+
+        best = self.prefill.best
+        if best is None or best.plan is None:
+            return None
+        return transfer(best.plan, self.longest_ctx, unit="page", link=self.link)
+
+    @property
+    def prefill_in_flight(self) -> int:
+        """Requests of the longest context the prefill instance's memory holds at once."""
+        best = self.prefill.best
+        return best.checks[0].admission.max_concurrent if best is not None and best.checks else 0
+
+    @property
+    def binds(self) -> str | None:
+        """The side that needs more GPUs (at equal GPUs: the one with less headroom)."""
+        p, d = self.prefill.best, self.decode.best
+        if p is None or d is None:
+            return None
+        return "decode" if (d.gpus, -d.headroom_ppm) >= (p.gpus, -p.headroom_ppm) else "prefill"
+
+
+def fit_pd(arch: ModelArch, q: FitQuery, link: str = "400Gbps") -> PdFit:
+    req = q.requirements
+    longest = max([c for _, c in req.concurrency] + [req.min_ctx_tokens or 0])
+    prefill_q = replace(q, requirements=Requirements(min_ctx_tokens=longest))
+    return PdFit(prefill=fit(arch, prefill_q), decode=fit(arch, q), longest_ctx=longest, link=link)

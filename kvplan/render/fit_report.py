@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, layout
+from kvplan.plan.fit import MEMORY_KNOB, PD_SETTINGS, Fit, Outcome, PdFit, layout
 from kvplan.render import Report, Section, count
 
 PRUNED_KINDS = 8
@@ -270,3 +270,59 @@ def _yaml_str(s: str) -> str:
     import json
 
     return json.dumps(s)  # a JSON string is a YAML double-quoted scalar
+
+
+def pd_report(f: PdFit) -> Report:
+    """--pd: the prefill and the decode instance, each the best of its own search, and the hand-off."""
+    from kvplan.render import size
+
+    q = f.decode.query
+    sections = []
+    for side, result in (("Prefill", f.prefill), ("Decode", f.decode)):
+        inner = fit_report(result)
+        frontier = [s for s in inner.sections if s.title.startswith(("Frontier", "Nothing fits"))]
+        for s in frontier:
+            sections.append(Section(f"{side} instance — {s.title}", s.rows, s.headers, s.note))
+    p, d, t = f.prefill.best, f.decode.best, f.hand_off
+    rows: list[tuple[str, ...]] = []
+    if p is not None and d is not None:
+        pe, de = PD_SETTINGS[p.deployment.engine][0], PD_SETTINGS[d.deployment.engine][1]
+        rows += [
+            ("prefill instance", f"{p.gpus} × {p.deployment.gpu.name}, {_engine(p)}, {layout(p.deployment)} ({pe})"),
+            ("decode instance", f"{d.gpus} × {d.deployment.gpu.name}, {_engine(d)}, {layout(d.deployment)} ({de})"),
+            ("prefill : decode GPUs", f"{p.gpus} : {d.gpus}"),
+            ("which side binds", f"{f.binds} (more GPUs, or less headroom at equal GPUs)"),
+            (f"prefills of {count(f.longest_ctx)} in flight", f"{count(f.prefill_in_flight)} (the prefill memory)"),
+        ]
+    if t is not None:
+        rows += [
+            ("hand-off per request", f"{size(t.total_bytes)} = {size(t.bytes_per_rank)} × {t.ranks} ranks "
+                                     f"({count(t.moved_tokens)} tokens in pages; {t.sharding})"),
+            (f"time at {f.link}", f"{t.microseconds(t.bytes_per_rank) / 1000:.1f} ms per rank link"),
+        ]  # fmt: skip
+    sections.append(Section("Prefill / decode split", tuple(rows)))
+    ok = p is not None and d is not None
+    verdict = (
+        f"FITS (PD): {p.gpus} prefill + {d.gpus} decode GPUs; {f.binds} binds"
+        if ok and p is not None and d is not None
+        else "NOTHING FITS (PD): " + ("no prefill instance" if p is None else "no decode instance")
+    )
+    data = {
+        "prefill": fit_report(f.prefill).data,
+        "decode": fit_report(f.decode).data,
+        "longest_ctx_tokens": f.longest_ctx,
+        "binds": f.binds,
+        "prefill_in_flight": f.prefill_in_flight,
+        "hand_off": None
+        if t is None
+        else {
+            "bytes_per_rank": t.bytes_per_rank,
+            "ranks": t.ranks,
+            "total_bytes": t.total_bytes,
+            "moved_tokens": t.moved_tokens,
+            "link_bytes_per_s": t.link_bytes_per_s,
+        },
+        "fits": ok,
+    }
+    return Report(command="fit", title=f"kvplan fit --pd: {q.model_ref}", sections=tuple(sections), data=data,
+                  verdict=verdict, verdict_ok=ok)  # fmt: skip

@@ -94,3 +94,12 @@ def test_fit_imports_no_torch_nvml_or_matplotlib() -> None:
     mods = set(json.loads(proc.stderr.strip().splitlines()[-1]))
     assert "kvplan.plan.fit" in mods
     assert not mods & {"torch", "pynvml", "matplotlib"}
+
+
+def test_pd() -> None:
+    r = run("fit", *SMALL, "--require-ctx", "1M", "--require-concurrency", "16@128K", "--pd")
+    assert r.exit_code == 0, r.output
+    assert "FITS (PD): 8 prefill + 8 decode GPUs" in r.output and "--disaggregation-mode prefill" in r.output
+    assert run("fit", *SMALL, "--require-ctx", "1M", "--pd", "--link", "fast").exit_code == 2
+    assert run("fit", *SMALL, "--require-ctx", "1M", "--pd", "--emit-deploy", "x.yaml").exit_code == 2
+    assert run("fit", *SMALL, "--require-concurrency", "10000@1M", "--pd").exit_code == 1

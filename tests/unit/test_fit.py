@@ -220,3 +220,34 @@ def test_emitted_yaml_carries_the_memory_knob(tmp_path: Path) -> None:
     again = plan_pool(arch, loaded)
     assert again.logged_tokens == o.plan.logged_tokens
     assert admit(again, Request(ctx_tokens=614_400), remedies=False).admitted
+
+
+def test_pd_prefill_and_decode_sized_separately_and_the_hand_off_is_transfer() -> None:
+    """--pd for 1M + 16 × 128K on 8×H200 SGLang fp8: the prefill instance is asked for one 1M request, the decode
+    instance for both requirements. Both searches rank TP8 DPA4 DCP8 first at 8 GPUs (fewer GPUs do not load the
+    weights). The hand-off of the 1M request from that prefill plan, in 64-token pages (1,048,576 = 16,384 pages):
+    dcp 8 -> rows per rank 1,048,576 / 8 = 131,072; SGLang's cell under dcp > 1 is the raw fp8 row plus the
+    whole indexer K on each rank: 576 × 78 + 132 × 21 × 8 = 44,928 + 22,176 = 67,104 B; per rank 131,072 ×
+    67,104 = 8,795,455,488 B; × 8 ranks = 70,363,643,904 B; at 400 Gbps = 50,000,000,000 B/s: 175,910 µs a rank.
+    """
+    from kvplan.plan.fit import fit_pd
+    from kvplan.plan.transfer import transfer
+
+    arch = load_model("glm-5.3")
+    q = _glm_query(requirements=Requirements(min_ctx_tokens=M, concurrency=((16, K128),)))
+    f = fit_pd(arch, q)
+    p, d = f.prefill.best, f.decode.best
+    assert p is not None and d is not None and p.plan is not None
+    assert [c.label for c in p.checks] == ["admits 1,048,576 tokens"]  # prefill: the longest context, once
+    assert [c.label for c in d.checks] == ["admits 1,048,576 tokens", "admits 16 × 131,072 tokens"]
+    assert (p.gpus, d.gpus) == (8, 8) and f.binds == "decode"  # equal GPUs: decode has the less headroom
+    assert (p.deployment.tp, p.deployment.dp_attention, p.deployment.dcp) == (8, 4, 8)
+    assert p.plan.cell.total_bytes == 576 * 78 + 132 * 21 * 8 == 67_104
+    t = f.hand_off
+    assert t is not None
+    same = transfer(p.plan, M, unit="page", link="400Gbps")
+    assert (t.bytes_per_rank, t.total_bytes) == (same.bytes_per_rank, same.total_bytes)
+    assert t.bytes_per_rank == 131_072 * 67_104 == 8_795_455_488 and t.total_bytes == 70_363_643_904
+    assert t.microseconds(t.bytes_per_rank) == 175_910
+    # the prefill memory holds this many 1M prefills at once: admit's own count on the prefill plan
+    assert f.prefill_in_flight == admit(p.plan, Request(ctx_tokens=M), remedies=False).max_concurrent >= 1
