@@ -284,7 +284,8 @@ def _sliding(
     block = block_knob.as_int()
     size = group_size_of([n_full, n_sw])
     in_flight = max_in_flight_tokens(dep, mnbt)
-    how = "2 concurrent batches × " if in_flight != mnbt else ""
+    async_note = "2 concurrent batches (ASSUMPTION: async scheduling, the default, on the V1 model runner) × "
+    how = async_note if in_flight != mnbt else ""
     held = min(sw - 1 + in_flight, max_model_len)
     full_groups, sw_groups = cdiv(n_full, size), cdiv(n_sw, size)
     groups = (
@@ -383,6 +384,11 @@ def _mamba(
             else "'none' (prefix caching off: the default for hybrids before vLLM 0.26)"
         ),
     ]
+    if checkpoint and dep.gpu.sm // 10 in (10, 12):
+        notes.append(
+            "vLLM picks the FlashInfer GDN prefill (one checkpoint block a group) on SM10x / SM12x only with a CUDA 13 "
+            "runtime (ASSUMPTION: CUDA 13; with Triton a request takes 2 state blocks a group)"
+        )
     notes += [n for n in (_padding_note(label, n_attn, size), _padding_note(state.label, n_state, size)) if n]
     notes.append(
         f"vLLM {dep.engine_version} runs a Mamba hybrid without prefix caching (the default before 0.26): no "
