@@ -28,6 +28,7 @@ work, and the per-step indexer K read that makes decode time linear in context.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -1539,6 +1540,18 @@ def _causes(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan, lp: L
     return tested
 
 
+_PLAN_MAX_LEN = re.compile(r"max seq len \((\d{1,30})\)")
+
+
+def _refuses_at(best: PoolPlan, max_model_len: int) -> bool:
+    """Whether the plan refuses the start the way the log did: at the log's max seq len. A plan of another length
+    refusing (GLM-5.3's 1,048,576 against a Qwen1.5-7B log refused at 32,768, QwenLM/Qwen3#16) predicts nothing."""
+    if best.startup_error is None:
+        return False
+    m = _PLAN_MAX_LEN.search(best.startup_error)
+    return m is None or int(m.group(1)) == max_model_len
+
+
 def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | None:
     if run.max_len_error is not None:
         e = run.max_len_error
@@ -1554,7 +1567,7 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
             needed=e.value.needed,
             available=e.value.available,
             estimated_max_len=e.value.estimated_max_len,
-            predicted=best.startup_error is not None,
+            predicted=_refuses_at(best, e.value.max_model_len),
             planned_needed_bytes=best.extras.get("max_model_len_needed_bytes"),
             planned_estimate_low=lo,
             planned_estimate_high=hi,
@@ -1571,7 +1584,7 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
             needed=None,
             available=None,
             estimated_max_len=v0.value.kv_tokens,
-            predicted=best.startup_error is not None,
+            predicted=_refuses_at(best, v0.value.max_model_len),
             planned_needed_bytes=None,
             planned_estimate_low=None,
             planned_estimate_high=None,

@@ -279,3 +279,19 @@ def test_dsa_setting_lines_alone_are_a_start_not_exit_2() -> None:
     # with the DeepSeek-V3.2 config: no model alarm (the log names no class), no cause
     code, out, _ = cli("--log", str(DSV4_BUILD), "--model", DSV32, "--set", "tp=4", "--set", "gpu=h100-sxm")
     assert code == 0 and "CANNOT TELL" in out and "ANOTHER MODEL" not in out and "CAUSE" not in out
+
+
+QWEN_V0 = LOGS / "doctor-vllm-v0-qwen1.5-7b-gptq-int4-rtx3090-max-seq-len-qwen-16.log"
+
+
+def test_a_refusal_at_another_length_is_not_predicted_by_the_plan() -> None:
+    # regression: a GPTQ Qwen1.5-7B V0 start refused at its max seq len 32,768 (24,320 tokens fit, QwenLM/Qwen3#16),
+    # read against the default deployment (GLM-5.3 on vLLM, which refuses its own 1,048,576), said "kvplan's plan
+    # predicts it": a refusal at another length predicts nothing
+    d = run_doctor(body(QWEN_V0), sets=("engine=vllm",))
+    assert d.headline.kind == "refused" and d.startup is not None
+    assert d.startup.max_model_len == 32_768 and d.startup.estimated_max_len == 24_320 == 1_520 * 16
+    assert d.config is not None and d.config.startup_error is not None and "(1048576)" in d.config.startup_error
+    assert not d.startup.predicted
+    code, out, _ = cli("--log", str(QWEN_V0))
+    assert code == 1 and "REFUSED AT STARTUP" in out and "predicts it" not in out
