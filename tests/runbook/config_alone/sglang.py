@@ -166,9 +166,7 @@ CASES: tuple[Case, ...] = (
         sets=(
             "engine=sglang",
             "engine_version=0.5.23",
-            "gpu=custom",
-            "gpu_memory=46068MiB",
-            "gpu_sm=86",
+            "gpu=a40",
             "gpus_per_node=1",
             "tp=1",
             "mem_fraction_static=0.9",
@@ -182,13 +180,13 @@ CASES: tuple[Case, ...] = (
         ),
         stated="the run's ServerArgs line (tp_size=1, mem_fraction_static=0.9, context_length=4096, "
         "max_running_requests=256, chunked_prefill_size=4096, page_size=1, attention_backend='flashinfer'); the A40 "
-        "of the same benchmark (its vLLM twin, vllm-llama-3.1-8b-a40-...), as gpu=custom with nvidia-smi's 46,068 "
-        "MiB and SM 8.6; the version is not printed (main of Sep 2026, after 0.5.9: the 0.5.10-0.5.23 row)",
-        gap="the memory before the weights on a 48 GB card: kvplan assumes CUDA total − 1 GiB (43.49 GiB; the total "
-        "itself derived as NVML − 512 MiB = 44.49 GiB) where the log loads from 44.11 GiB (0.32 GiB taken of the "
-        "44.43 GiB total its vLLM twin reads), and 0.62 GiB × 0.9 is 2.3 % of a 24.7 GiB pool; the chain itself "
-        "checks out (the log's own figures give 202,170, −0.02 %). What would close it: an A40 catalog entry with its "
-        "CUDA total and a measured runtime overhead per GPU class (kvplan probe)",
+        "of the same benchmark (its vLLM twin, vllm-llama-3.1-8b-a40-...): the catalog's A40 (NVML 46,068 MiB, CUDA "
+        "total 44.43 GiB as the twin reads it); the version is not printed (main of Sep 2026, after 0.5.9: the "
+        "0.5.10-0.5.23 row)",
+        gap="the memory before the weights on a 48 GB card: kvplan assumes CUDA total − 1 GiB (43.43 GiB) where the "
+        "log loads from 44.11 GiB (0.32 GiB taken of the 44.43 GiB total), and 0.68 GiB × 0.9 is 2.3 % of a 24.7 GiB "
+        "pool; the chain itself checks out (the log's own figures give 202,170, −0.02 %). What would close it: a "
+        "measured runtime overhead per GPU class (kvplan probe)",
         gap_band=(-0.03, -0.02),
     ),
     # 0.5.3 row (main before sgl-project/sglang#11309), 8 × B200 (nvml 183,359 MiB), tp 8 = dp 8 with dp attention:

@@ -201,9 +201,7 @@ CASES: tuple[Case, ...] = (
         sets=(
             "engine=vllm",
             "engine_version=0.26.0",
-            "gpu=custom",
-            "gpu_memory=46068MiB",
-            "gpu_sm=86",
+            "gpu=a40",
             "gpu_memory_utilization=0.9",
             "context_length=4096",
             "max_running_requests=256",
@@ -211,8 +209,8 @@ CASES: tuple[Case, ...] = (
             *_tp(1),
         ),
         stated="the log's banner (version 0.26.0) and non-default args (max_model_len 4096, gpu_memory_utilization "
-        "0.9, max_num_seqs 256); the A40 from the repository's tests/test_engine_adapters.py, entered as gpu=custom "
-        "with the A40's nvidia-smi total 46,068 MiB and SM 8.6 (the catalog has no A40)",
+        "0.9, max_num_seqs 256); the A40 from the repository's tests/test_engine_adapters.py (the catalog's a40: "
+        "NVML 46,068 MiB, CUDA total 44.43 GiB as this log reads it)",
         gap="the V2 model runner: the log prints 'Using V2 Model Runner' and no CUDA-graph profiling line, and its "
         "budget is requested − weight − activation − non-torch (39.99 − 15.0 − 1.01 − 0.08 = 23.90 GiB, the 0.56 GiB "
         "of graphs outside it), where kvplan's 0.21-0.33 row subtracts an assumed 1.58 GiB graph estimate; the "
