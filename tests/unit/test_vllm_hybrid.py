@@ -231,34 +231,49 @@ def test_window_holds_at_most_its_window_and_need_grows(tokens: int, more: int, 
 # --------------------------------------------------------------------------- a real start-up log (vLLM 0.19.0)
 
 FIELD_LOG = Path(__file__).resolve().parents[1] / "data" / "logs" / "field"
-GPT_OSS_20B_LOG = FIELD_LOG / "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2.log"
 GPT_OSS_20B = Path(__file__).resolve().parents[1] / "data" / "vllm_hybrid" / "gpt-oss-20b"
 
 
-def test_field_log_gpt_oss_20b_tp2_vllm_0_19() -> None:
-    text = GPT_OSS_20B_LOG.read_text(encoding="utf-8").partition("\n\n")[2]
+@pytest.mark.parametrize(
+    ("log", "tp", "bytes_per_block", "blocks", "tokens", "window"),
+    [
+        # TP2: page 16 × 4 kv heads (8 / 2) × 128 × 2 B = 16,384; block 12 × 16,384 = 196,608;
+        # 59.32 GiB = 63,694,364,999 B // 196,608 = 323,966 blocks (window 323,938 .. 323,993);
+        # 0.19.0 logs num_blocks // 2 groups × 16 = 161,983 × 16 = 2,591,728
+        ("tp2", 2, 196_608, 323_966, 2_591_728, (323_938, 323_993)),
+        # TP1: page 16 × 8 × 128 × 2 = 32,768; block 393,216; 58.47 GiB = 62,781,684,449 B // 393,216 = 159,662
+        # (window 159,648 .. 159,675); 79,831 × 16 = 1,277,296
+        ("tp1", 1, 393_216, 159_662, 1_277_296, (159_648, 159_675)),
+    ],
+)
+def test_field_logs_gpt_oss_20b_vllm_0_19(
+    log: str, tp: int, bytes_per_block: int, blocks: int, tokens: int, window: tuple[int, int]
+) -> None:
+    path = FIELD_LOG / f"vllm-hybrid-gpt-oss-20b-h100-llmd-planner-{log}.log"
+    text = path.read_text(encoding="utf-8").partition("\n\n")[2]
     avail = re.search(r"Available KV cache memory: ([\d.]+) GiB", text)
-    tokens = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+    logged = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
     conc = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text)
-    assert avail and tokens and conc
-    logged_tokens = int(tokens[1].replace(",", ""))
-    sets = ["engine_version=0.19.0", "gpu=h100-sxm", "tp=2", "kv_cache_dtype=auto", "context_length=8192",
+    assert avail and logged and conc
+    logged_tokens = int(logged[1].replace(",", ""))
+    sets = ["engine_version=0.19.0", "gpu=h100-sxm", f"tp={tp}", "kv_cache_dtype=auto", "context_length=8192",
             "max_num_batched_tokens=8192", f"kv_cache_memory={avail[1]}GiB"]  # fmt: skip
     p = plan_pool(load_model(str(GPT_OSS_20B)), load_deployment(VLLM, sets))
-    # 12 full + 12 sliding layers → 2 groups of 12; page 16 × 4 kv heads (8 / tp 2) × 128 × 2 B = 16,384 B;
-    # bytes per block 12 × 16,384 = 196,608
-    assert (p.extras["kv_cache_groups"], p.extras["group_size"], p.extras["bytes_per_block"]) == (2, 12, 196_608)
-    # 59.32 GiB = 63,694,364,999 B // 196,608 = 323,966 blocks; vLLM 0.19.0 logs num_blocks // 2 × 16 = 2,591,728
-    assert p.extras["num_blocks"] == 323_966 and p.logged_tokens == 2_591_728
-    # the log's 2,591,776 = 161,986 × 16 → 323,972 or 323,973 blocks: inside the printed memory's window
-    # (63,688,996,290 .. 63,699,733,708 B → 323,938 .. 323,993 blocks), the prediction within 0.002 %
-    assert logged_tokens == 2_591_776 and 323_938 <= logged_tokens // 16 * 2 <= 323_993
-    assert abs(p.logged_tokens - logged_tokens) / logged_tokens < 0.00002
-    # per request at 8,192: full 512 + sliding cdiv(min(127 + 8,192, 8,192), 16) + 1 = 513 → 1,025 blocks
+    # 12 full + 12 sliding layers → 2 groups of 12
+    assert (p.extras["kv_cache_groups"], p.extras["group_size"], p.extras["bytes_per_block"]) == (
+        2,
+        12,
+        bytes_per_block,
+    )
+    assert p.extras["num_blocks"] == blocks and p.logged_tokens == tokens
+    # the log's tokens // 16 × 2 = its blocks (to one): inside the printed memory's window, within 0.01 %
+    assert window[0] <= logged_tokens // 16 * 2 <= window[1]
+    assert abs(p.logged_tokens - logged_tokens) / logged_tokens < 0.0001
+    # per request at 8,192: full 512 + sliding cdiv(min(127 + 8,192, 8,192), 16) + 1 = 513 → 1,025 blocks; the
+    # log's blocks / 1,025 reproduce its print (TP2 323,972 → 316.07x; TP1 159,648 → 155.75x)
     (pool,) = p.pools
     assert pool.need(8_192) == 1_025
-    # the log's blocks / 1,025 = 323,972 / 1,025 = 316.0702 → '316.07x' as printed
-    assert conc[1] == "8,192" and f"{logged_tokens // 16 * 2 / pool.need(8_192):.2f}" == conc[2] == "316.07"
+    assert conc[1] == "8,192" and f"{logged_tokens // 16 * 2 / pool.need(8_192):.2f}" == conc[2]
 
 
 def test_window_and_logged_tokens_by_version() -> None:
