@@ -18,19 +18,19 @@ unhashed blocks only ever enter the queue at its head and hashed ones at its tai
 blocks out of the middle, so the queue is always ``[unhashed …][hashed, least recently freed first]``. The
 unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
 which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
-hashed part is two parallel lists (blocks and their hashes) in queue order; a block taken out of the middle by a
-hit is only marked (its queue position forgotten, the position pushed on a heap of dead entries) and cut out
-when the head reaches it, and the lists drop their consumed front from time to time. Evictions take the head's
-entries a run at a time (slices cut around the dead positions), and a commit whose hashes are all new is one
-``dict.update``: what is left per block is the hash map's insert and delete and its queue position. Reference
-counts are implicit (1 for a held block) except for blocks several running requests share. Nothing is done per
+hashed part is two parallel lists (blocks and their hashes) in queue order, made of runs (one per release); a
+block in the queue is marked with its run's end (one shared int, no position per block), and a block taken out
+of the middle by a hit is only unmarked: its entry is dead, cut out when the head reaches it, and the lists drop
+their consumed front from time to time. Evictions take the head's entries a run at a time (one C-level gather of
+the marks, slices cut around the dead entries), and a commit whose hashes are all new is one ``dict.update``:
+what is left per block is the hash map's insert and delete and a store of its mark. Reference counts are implicit
+(1 for a held block) except for blocks several running requests share. Nothing is done per
 block that the request does not touch: a request costs its hits, its new blocks and the queue entries its
 evictions pass over.
 """
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
 from itertools import compress
 from operator import itemgetter
 
@@ -65,13 +65,14 @@ class BlockPool:
         self.qhead = 0
         """Queue position of the first entry not yet consumed."""
         self.pos: list[int] = [-1]
-        """Block -> its queue position while it is a hashed free block (an entry is live iff it matches and is not
-        consumed yet); -1 for a block a hit took out of the queue. A block is in the hashed part iff its position is
-        at least ``qhead``."""
+        """Block -> the end (queue position past its last entry) of the run that put it in the queue, while it is a
+        hashed free block; -1 otherwise (held, unhashed, evicted). An entry is live iff its block's mark is its run's
+        end."""
+        self.ends: list[int] = []
+        """The runs' ends, ascending; ``ends[ri]`` is the end of the run holding the head entry ``qhead``."""
+        self.ri = 0
         self.nhashed = 0
         """Live entries: hashed free blocks (ref 0, still reusable)."""
-        self.dead: list[int] = []
-        """Heap of the positions (at least ``qhead``) of dead entries: a hit took their block out of the queue."""
         self.shared: dict[int, int] = {}
         """Held blocks with more than one reference: ref − 1 (a held block not here has ref 1)."""
         self.cached: dict[int, int] = {}
@@ -94,12 +95,14 @@ class BlockPool:
 
     def _hashed_free(self) -> list[tuple[int, int]]:
         """(block, hash) of the hashed free blocks in queue order."""
-        pos, base = self.pos, self.qbase
-        return [
-            (b, k)
-            for i, (b, k) in enumerate(zip(self.qb, self.qk, strict=True))
-            if i + base >= self.qhead and pos[b] == i + base
-        ]
+        pos, base, qb, qk = self.pos, self.qbase, self.qb, self.qk
+        out = []
+        at = self.qhead
+        for e in self.ends[self.ri :]:
+            run = zip(qb[at - base : e - base], qk[at - base : e - base], strict=True)
+            out += [(b, k) for b, k in run if pos[b] == e]
+            at = e
+        return out
 
     @property
     def queue(self) -> list[int]:
@@ -153,29 +156,25 @@ class BlockPool:
         if rest:
             self.evictions += rest
             self.nhashed -= rest
-            qb, qk, cached, dups = self.qb, self.qk, self.cached, self.dups
+            pos, qb, qk, cached, dups = self.pos, self.qb, self.qk, self.cached, self.dups
+            ends, ri = self.ends, self.ri
             at = self.qhead
             i = at - self.qbase
-            dead = self.dead
             while rest:
-                # the next ``rest`` entries from the head, less the dead ones (a hit took their block out of the
-                # queue): a run at a time, cut around the dead positions the heap gives in order
-                j = i + rest
+                # the next entries from the head, at most ``rest`` and within one run; those whose block is not
+                # marked with the run's end are dead (a hit took the block out of the queue)
+                e = ends[ri]
+                j = i + min(rest, e - at)
                 bs = qb[i:j]
                 ks = qk[i:j]
                 n = len(bs)
-                end = at + n
-                if dead and dead[0] < end:
-                    live_b: list[int] = []
-                    live_k: list[int] = []
-                    was = 0
-                    while dead and dead[0] < end:
-                        cut = heappop(dead) - at
-                        live_b += bs[was:cut]
-                        live_k += ks[was:cut]
-                        was = cut + 1
-                    bs = live_b + bs[was:]
-                    ks = live_k + ks[was:]
+                got = _gather(pos, bs)
+                if got.count(e) != n:
+                    live = [p == e for p in got]
+                    bs = list(compress(bs, live))
+                    ks = list(compress(ks, live))
+                for b in bs:
+                    pos[b] = -1
                 if dups and not dups.keys().isdisjoint(ks):
                     for b, key in zip(bs, ks, strict=True):
                         if key in dups:
@@ -189,6 +188,12 @@ class BlockPool:
                 rest -= len(bs)
                 i += n
                 at += n
+                if at == e:
+                    ri += 1
+            if ri > 4096 and 2 * ri > len(ends):
+                del ends[:ri]
+                ri = 0
+            self.ri = ri
             self.qhead = at
             used = at - self.qbase
             if used > 4096 and 2 * used > len(qb):
@@ -224,23 +229,18 @@ class BlockPool:
         hits: list[int] = found[:h]  # type: ignore[assignment]
         new = cdiv(tokens, ps) - h
         pos = self.pos
-        qhead = self.qhead
-        # queue positions of the hit blocks that sit idle in the queue: their entries die
-        gone = [p for p in _gather(pos, hits) if p >= qhead] if h else []
-        idle = len(gone)
+        # hit blocks that sit idle in the queue (marked): unmarking them kills their entries
+        idle = h - _gather(pos, hits).count(-1) if h else 0
         if new + idle > self._queue_len():
             return False
         self.nhashed -= idle
-        dead = self.dead
-        for p in gone:
-            heappush(dead, p)
         if idle == h:
             for b in hits:
                 pos[b] = -1
         else:
             shared = self.shared
             for b in hits:
-                if pos[b] >= qhead:
+                if pos[b] >= 0:
                     pos[b] = -1
                 else:
                     shared[b] = shared.get(b, 0) + 1
@@ -284,13 +284,15 @@ class BlockPool:
 
     def _append(self, blocks: list[int], keys: list[int]) -> None:
         """Hashed blocks freed, to the queue's tail in this order."""
-        at = self.qbase + len(self.qb)
+        if not blocks:
+            return
         self.qb += blocks
         self.qk += keys
+        end = self.qbase + len(self.qb)
+        self.ends.append(end)
         pos = self.pos
         for b in blocks:
-            pos[b] = at
-            at += 1
+            pos[b] = end
         self.nhashed += len(blocks)
 
     def release(self, seq: Seq) -> None:
@@ -333,10 +335,10 @@ class BlockPool:
         assert all(0 < b <= self.minted for b in freeq), "a cached free block was never used"
         assert not stack & freeq.keys(), "a block is both unhashed-free and cached-free"
         assert len(self.pos) == self.minted + 1, "a position slot per used block"
-        assert sum(p >= self.qhead for p in self.pos) == self.nhashed, "positions of blocks that left the queue"
-        base, qb = self.qbase, self.qb
-        dead = {at for at in range(self.qhead, base + len(qb)) if self.pos[qb[at - base]] != at}
-        assert sorted(self.dead) == sorted(dead), "the dead-entry heap is not the queue's dead entries"
+        assert sum(p >= 0 for p in self.pos) == self.nhashed, "marks of blocks that left the queue"
+        ends = self.ends[self.ri :]
+        assert ends == sorted(set(ends)), "run ends not ascending"
+        assert not ends or (ends[0] > self.qhead and ends[-1] == self.qbase + len(self.qb)), "runs do not cover it"
         held = self.minted - len(stack) - len(freeq)
         for b, r in self.shared.items():
             assert r >= 1 and b not in stack and b not in freeq, f"shared block {b} is free (extra ref {r})"
