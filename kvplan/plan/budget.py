@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.engines.common import PoolPlan
+from kvplan.engines.common import Pool, PoolPlan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +46,10 @@ class Budget:
     per_context: tuple[Footprint, ...]
     tail_waste_tokens_x2: int
     """Expected tail-page waste per request, doubled to stay an int: (page − 1) tokens on average / 2."""
+    kinds: tuple[KindCost, ...] = ()
+    """A hybrid's cache kinds (empty for a uniform model)."""
+    pools_per_context: tuple[tuple[PoolNeed, ...], ...] = ()
+    """A hybrid's per-pool needs, one tuple per context of ``per_context`` (empty for a uniform model)."""
 
     @property
     def indexer_share_of_main_ppm(self) -> int:
@@ -79,4 +83,102 @@ def budget(plan: PoolPlan, contexts: tuple[int, ...]) -> Budget:
         per_page=footprint(plan, plan.logical_page_tokens),
         per_context=tuple(footprint(plan, n) for n in contexts),
         tail_waste_tokens_x2=plan.logical_page_tokens - 1,
+        kinds=kind_costs(plan),
+        pools_per_context=tuple(pool_needs(plan, n) for n in contexts) if plan.pools else (),
     )
+
+
+# --------------------------------------------------------------------------- hybrid models (issue 13)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindCost:
+    """One cache kind of a hybrid model on ONE GPU, model-level (before any pool's page rounding).
+
+    ``per``: 'token' (full attention, MLA, indexer K: grows with the context), 'window' (sliding window: grows up
+    to ``window`` tokens, then stays) or 'request' (linear-attention / Mamba state: a fixed size a request).
+    """
+
+    kind: str
+    layers: int
+    per: str
+    bytes_per_token: int
+    """Over all the kind's layers on one rank; 0 for a state kind."""
+    window: int = 0
+    request_max_bytes: int = 0
+    """The most one request holds of this kind: window × bytes per token, or the state's bytes; 0 = unbounded."""
+
+
+def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
+    """The hybrid's kinds with their bytes on one GPU (empty for a uniform plan, whose cell says it all)."""
+    from kvplan.models.cache import CacheKind, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
+
+    if not plan.pools:
+        return ()
+    counts: dict[CacheKind, int] = {}
+    for layer in plan.arch.layers:
+        for c in layer.caches:
+            counts[c] = counts.get(c, 0) + 1
+    out: list[KindCost] = []
+    tp, dtype = plan.attn_tp, plan.kv_dtype
+    for c, n in counts.items():
+        if isinstance(c, SlidingWindow):
+            bpt = n * c.bytes_per_token(tp, dtype)
+            name = f"sliding window {c.window}" + (" + sinks" if c.sinks else "")
+            out.append(KindCost(kind=name, layers=n, per="window", bytes_per_token=bpt, window=c.window,
+                                request_max_bytes=c.window * bpt))  # fmt: skip
+        elif isinstance(c, FullAttention):
+            out.append(KindCost(kind=c.label, layers=n, per="token", bytes_per_token=n * c.bytes_per_token(tp, dtype)))
+        elif isinstance(c, MlaLatent) and plan.mla_layout is not None:
+            out.append(
+                KindCost(kind="MLA", layers=n, per="token", bytes_per_token=n * c.bytes_per_token(plan.mla_layout))
+            )
+        elif isinstance(c, IndexerK):
+            out.append(KindCost(kind="indexer K", layers=n, per="token", bytes_per_token=n * c.bytes_per_token))
+        elif isinstance(c, LinearState):
+            per = n * c.bytes_per_request(tp, plan.engine)
+            out.append(KindCost(kind=c.label, layers=n, per="request", bytes_per_token=0, request_max_bytes=per))
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemandNeed:
+    """What one request takes for one kind (one Demand) of a pool: units and their bytes on one GPU."""
+
+    kind: str
+    per: str
+    units: int
+    bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolNeed:
+    """What one request of ``tokens`` takes from one pool on ONE GPU: Pool.need units × the pool's unit bytes."""
+
+    pool: Pool
+    tokens: int
+    demands: tuple[DemandNeed, ...]
+
+    @property
+    def units(self) -> int:
+        return sum(d.units for d in self.demands)
+
+    @property
+    def bytes(self) -> int:
+        return self.units * self.pool.unit_bytes
+
+
+def pool_needs(plan: PoolPlan, tokens: int) -> tuple[PoolNeed, ...]:
+    """Per pool, per kind: the units one request of ``tokens`` takes (empty for a uniform plan).
+
+    vLLM's one block id holds a page of every layer of one KV cache group, so a group's block costs the pool's
+    ``unit_bytes`` (group size × page); SGLang's pools hold one kind each (a page of every layer of the kind).
+    """
+    out = []
+    for pool in plan.pools:
+        demands = tuple(
+            DemandNeed(kind=d.kind, per=d.per, units=(u := d.need(tokens, pool.page_tokens)), bytes=u * pool.unit_bytes)
+            for d in pool.demands
+        )
+        out.append(PoolNeed(pool=pool, tokens=tokens, demands=demands))
+    return tuple(out)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.cache import describe_kinds
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
-from kvplan.plan.budget import Budget, Footprint
+from kvplan.plan.budget import Budget, Footprint, KindCost, PoolNeed, pool_needs
 from kvplan.plan.workspace import Wall, Workspace
 
 if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: benchmarks/cli_latency.py)
@@ -479,21 +479,9 @@ def _times_requests(a: Admission) -> str:
     return f"× {r.concurrent} request(s)" if r.concurrent > 1 else ""
 
 
-def admit_report(a: Admission) -> Report:
-    p, r = a.plan, a.request
-    b = a.binding
-    if a.admitted:
-        verdict = f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
-    elif b.name == "engine starts":
-        verdict = f"REJECTED: the engine does not start — {b.detail}"
-    else:
-        verdict = (
-            f"REJECTED by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
-            if b.unit == "bytes"
-            else f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
-        )
-    need = a.need
-    req_rows = (
+def _uniform_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
+    p, r, need = a.plan, a.request, a.need
+    return (
         ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
         ("pages", count(need.pages), f"of {p.logical_page_tokens} tokens"),
         ("main KV per GPU", size(need.main_bytes), ""),
@@ -516,6 +504,41 @@ def admit_report(a: Admission) -> Report:
             f"{a.tail_waste_tokens} unfilled slot(s) in the last page" + (f" × {a.per_rank}" if a.per_rank > 1 else ""),
         ),
     )
+
+
+def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
+    """A hybrid's request: each pool's units (Pool.need) × its unit bytes, not the full layers' footprint."""
+    r = a.request
+    needs = pool_needs(a.plan, r.total_tokens)
+    return (
+        ("tokens", count(r.total_tokens), f"ctx {r.ctx_tokens:,} + gen {r.gen_tokens:,}"),
+        *(
+            (
+                f"{n.pool.name} per GPU",
+                f"{n.units:,} {n.pool.unit}s = {size(n.bytes)}",
+                f"{_demands_text(n)} (× {n.pool.unit_bytes:,} B a {n.pool.unit})",
+            )
+            for n in needs
+        ),
+        ("total per GPU", size(sum(n.bytes for n in needs)), _times_requests(a)),
+    )
+
+
+def admit_report(a: Admission) -> Report:
+    p, r = a.plan, a.request
+    b = a.binding
+    if a.admitted:
+        verdict = f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
+    elif b.name == "engine starts":
+        verdict = f"REJECTED: the engine does not start — {b.detail}"
+    else:
+        verdict = (
+            f"REJECTED by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
+            if b.unit == "bytes"
+            else f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
+        )
+    need = a.need
+    req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
     fit_rows = (
         ("pool (usable)", count(a.usable_tokens) + " tokens", a.pool_source),
@@ -568,6 +591,7 @@ def admit_report(a: Admission) -> Report:
         "binding": a.binding.name,
         "request": {"ctx_tokens": r.ctx_tokens, "gen_tokens": r.gen_tokens, "concurrent": r.concurrent},
         "need": _fp(need),
+        **({"need_by_pool": _pool_need_data(pool_needs(p, r.total_tokens))} if p.pools else {}),
         "checks": [asdict(c) for c in a.checks],
         "usable_tokens": a.usable_tokens,
         "headroom_tokens": a.headroom_tokens,
@@ -597,8 +621,102 @@ def admit_report(a: Admission) -> Report:
     )
 
 
+# --------------------------------------------------------------------------- hybrid models (issue 13)
+
+
+def _kind_row(k: KindCost) -> tuple[str, str, str, str, str]:
+    if k.per == "request":
+        return (k.kind, count(k.layers), "0 B", nbytes(k.request_max_bytes), "a fixed state per request")
+    if k.per == "window":
+        return (
+            k.kind,
+            count(k.layers),
+            nbytes(k.bytes_per_token),
+            size(k.request_max_bytes),
+            f"at most the window: {k.window:,} tokens × {k.bytes_per_token:,} B",
+        )
+    return (k.kind, count(k.layers), nbytes(k.bytes_per_token), "grows", "per token of context")
+
+
+def kinds_section(kinds: tuple[KindCost, ...]) -> Section:
+    """A hybrid's cache kinds on one GPU: per token, and the most one request holds (window / state)."""
+    return Section(
+        "Cache kinds on one GPU (model-level, before pages)",
+        tuple(_kind_row(k) for k in kinds),
+        ("kind", "layers", "per token", "per request at most", "why"),
+    )
+
+
+def pools_section(p: PoolPlan) -> Section:
+    rows = tuple(
+        (pool.name, pool.unit, nbytes(pool.unit_bytes), count(pool.capacity), size(pool.bytes)) for pool in p.pools
+    )
+    return Section("Pools on one GPU", rows, ("pool", "unit", "unit bytes", "capacity", "pool bytes"))
+
+
+def _demands_text(n: PoolNeed) -> str:
+    return "; ".join(f"{d.kind}: {d.units:,}" for d in n.demands)
+
+
+def pool_need_rows(label: str, needs: tuple[PoolNeed, ...]) -> list[tuple[str, str, str, str, str]]:
+    """One row per pool (units, bytes, per kind) and a total: what one request takes, Pool.need × unit bytes."""
+    rows = [(label, n.pool.name, f"{n.units:,} {n.pool.unit}s", size(n.bytes), _demands_text(n)) for n in needs]
+    rows.append((label, "total", "", size(sum(n.bytes for n in needs)), "over every pool"))
+    return rows
+
+
+def _pool_need_data(needs: tuple[PoolNeed, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "pool": n.pool.name,
+            "unit": n.pool.unit,
+            "units": n.units,
+            "bytes": n.bytes,
+            "by_kind": [asdict(d) for d in n.demands],
+        }
+        for n in needs
+    ]
+
+
+def _hybrid_budget_report(b: Budget) -> Report:
+    p = b.plan
+    rows: list[tuple[str, str, str, str, str]] = []
+    for f, needs in zip(b.per_context, b.pools_per_context, strict=True):
+        rows += pool_need_rows(f"{f.tokens:,} tokens", needs)
+    data = {
+        "kinds": [asdict(k) for k in b.kinds],
+        "pools": [
+            {"name": q.name, "unit": q.unit, "unit_bytes": q.unit_bytes, "capacity": q.capacity, "bytes": q.bytes}
+            for q in p.pools
+        ],
+        "per_context": [
+            {"tokens": f.tokens, "pools": _pool_need_data(needs), "total_bytes": sum(n.bytes for n in needs)}
+            for f, needs in zip(b.per_context, b.pools_per_context, strict=True)
+        ],
+        "plan": plan_data(p),
+    }
+    return Report(
+        "budget",
+        title("budget", p, "per GPU"),
+        (
+            kinds_section(b.kinds),
+            pools_section(p),
+            Section(
+                "What one request takes per GPU (page-rounded, as the engine allocates)",
+                tuple(rows),
+                ("context", "pool", "units", "bytes", "units by kind"),
+            ),
+        ),
+        data,
+        notes=p.notes,
+        startup_error=p.startup_error,
+    )
+
+
 def budget_report(b: Budget) -> Report:
     p = b.plan
+    if p.pools:  # a hybrid: a request's cost is per kind and per pool, not one number
+        return _hybrid_budget_report(b)
     rows = []
     for label, f in (
         ("per pool row" if p.dcp > 1 else "per token", b.per_row),

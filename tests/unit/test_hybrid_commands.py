@@ -1,0 +1,109 @@
+"""Issue 13 item 3: every command answers for a hybrid model (budget, admit, prefix, transfer, workspace).
+
+gpt-oss-120b (the preset: 36 layers alternating sliding window 128 with sinks and full attention, 8 kv heads ×
+head_dim 64) on the glm-5.3-8xh200-sglang preset (H200, TP8, kv_cache_dtype fp8_e4m3, 64-token pages): at
+attention tp 8 a rank holds 8 // 8 = 1 kv head, so one layer's K + V of a token is 2 × 64 × 1 B = 128 B and the
+18 layers of each kind 18 × 128 = 2,304 B a token; a 64-token page of 18 layers is 64 × 2,304 = 147,456 B.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.cli._common import load_plan
+from kvplan.plan.budget import budget, kind_costs, pool_needs
+
+RUNNER = CliRunner(env={"KVPLAN_FORMAT": None})
+PAGE_BYTES = 64 * 2_304  # 147,456 B: one page (SGLang) / one block (vLLM, group size 18 × 64 × 128 B)
+
+
+def _json(args: list[str]) -> dict:  # type: ignore[type-arg]
+    r = RUNNER.invoke(app, [*args, "--format", "json"])
+    assert r.exit_code in (0, 1), r.output
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+def test_budget_kinds_split_window_and_full() -> None:
+    p = load_plan("gpt-oss-120b", None, [])
+    kinds = {k.kind: k for k in kind_costs(p)}
+    swa, full = kinds["sliding window 128 + sinks"], kinds["GQA"]
+    assert (full.per, full.layers, full.bytes_per_token, full.request_max_bytes) == ("token", 18, 2_304, 0)
+    # the window holds at most 128 tokens: 128 × 2,304 = 294,912 B, whatever the context
+    assert (swa.per, swa.layers, swa.bytes_per_token, swa.request_max_bytes) == ("window", 18, 2_304, 294_912)
+
+
+def test_budget_per_pool_sglang_golden() -> None:
+    b = budget(load_plan("gpt-oss-120b", None, []), (8_192, 131_072))
+    (full_8k, swa_8k), (full_128k, swa_128k) = b.pools_per_context
+    # full attention: ceil(8,192 / 64) = 128 pages, ceil(131,072 / 64) = 2,048 pages, × 147,456 B
+    assert (full_8k.units, full_8k.bytes) == (128, 128 * PAGE_BYTES) == (128, 18_874_368)
+    assert (full_128k.units, full_128k.bytes) == (2_048, 301_989_888)
+    # SGLang's SWA pool: window 128 + SGLANG_SWA_EVICTION_INTERVAL 128 = 256 tokens -> ceil(256 / 64) + 2 = 6
+    # pages (compute_swa_request_cap), at 8K and at 128K alike: 6 × 147,456 = 884,736 B
+    assert (swa_8k.units, swa_128k.units, swa_128k.bytes) == (6, 6, 884_736)
+
+
+def test_budget_per_pool_vllm_golden() -> None:
+    p = load_plan("gpt-oss-120b", None, ["engine=vllm"])
+    (need,) = pool_needs(p, 131_072)
+    full, sw = need.demands
+    # full attention group: ceil(131,072 / 64) = 2,048 blocks; the sliding-window group keeps window − 1 +
+    # in-flight = 128 − 1 + 2 × max_num_batched_tokens 8,192 = 16,511 tokens: ceil(16,511 / 64) = 258 + 1 = 259
+    assert (full.units, sw.units) == (2_048, 259)
+    assert (need.units, need.bytes) == (2_307, 2_307 * PAGE_BYTES) == (2_307, 340_180_992)
+
+
+def test_budget_per_kind_bytes_add_up_to_the_total() -> None:
+    for sets in ([], ["engine=vllm"]):
+        b = budget(load_plan("gpt-oss-120b", None, sets), (1, 8_192, 1_000_000))
+        for needs in b.pools_per_context:
+            for n in needs:
+                assert sum(d.bytes for d in n.demands) == n.bytes
+
+
+def test_budget_command_prints_kinds_and_pools_for_a_hybrid() -> None:
+    d = _json(["budget", "--model", "gpt-oss-120b", "--ctx", "128K"])
+    assert [k["kind"] for k in d["kinds"]] == ["sliding window 128 + sinks", "GQA"]
+    (ctx,) = d["per_context"]
+    # 2,048 + 6 pages × 147,456 B = 302,874,624 B (was 2,048 × 147,456 = 301,989,888: the full layers only)
+    assert ctx["total_bytes"] == 2_054 * PAGE_BYTES == 302_874_624
+    r = RUNNER.invoke(app, ["budget", "--model", "gpt-oss-120b", "--ctx", "128K"])
+    assert "main GQA + sliding-window KV" not in r.stdout and "Pools on one GPU" in r.stdout
+
+
+def test_budget_of_a_uniform_model_is_unchanged() -> None:
+    b = budget(load_plan(None, None, []), (8_192,))
+    assert b.kinds == () and b.pools_per_context == ()
+
+
+def test_admit_shows_each_pool_for_a_hybrid() -> None:
+    d = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b", "--set", "engine=vllm"])
+    (pool,) = d["need_by_pool"]
+    # 2,048 full attention + 259 sliding window blocks (test_budget_per_pool_vllm_golden) × 147,456 B
+    assert (pool["units"], pool["bytes"]) == (2_307, 340_180_992)
+    full, swa = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b"])["need_by_pool"]
+    # SGLang: 2,048 full-attention pages and 6 SWA pages (test_budget_per_pool_sglang_golden)
+    assert (full["units"], swa["units"], swa["bytes"]) == (2_048, 6, 884_736)
+    r = RUNNER.invoke(app, ["admit", "--ctx", "128K", "--model", "gpt-oss-120b"])
+    assert "884,736 B" in r.stdout and "main KV per GPU" not in r.stdout
+
+
+def test_qwen3_next_state_kind_on_both_engines(tmp_path: Path) -> None:
+    from tests.unit.test_sglang_hybrid import _qwen3_next
+
+    model = _qwen3_next(tmp_path)
+    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB"]
+    p = load_plan(model, None, sets)
+    kinds = {k.per: k for k in kind_costs(p)}
+    # GDN state at tp 4, SGLang (conv bf16, recurrent fp32): 536,576 B a layer × 36 = 19,316,736 B a request
+    # (tests/unit/test_sglang_hybrid.py test_qwen3_next_golden_tp4); full attention 1 kv head × (256 + 256) × 2 B
+    # × 12 layers = 12,288 B a token
+    assert (kinds["request"].layers, kinds["request"].request_max_bytes) == (36, 19_316_736)
+    assert (kinds["token"].layers, kinds["token"].bytes_per_token) == (12, 12_288)
+    full, state = pool_needs(p, 4_096)
+    # a 4,096-token request: 64 token pages; 5 state slots (3 + 2 extra-buffer tracking slots) × 19,316,736 B
+    assert (full.units, state.units, state.bytes) == (64, 5, 5 * 19_316_736)
