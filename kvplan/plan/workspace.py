@@ -152,9 +152,11 @@ class Workspace:
 
     @property
     def pool_fits(self) -> bool:
+        """The engine starts, every pool holds ``batch`` requests of ``ctx`` (a uniform plan's one implied pool
+        is its pages) and the batch is within the running-request cap."""
         return (
             self.plan.startup_error is None
-            and self.batch * self.plan.pages_for(self.ctx) <= self.plan.usable_pages
+            and all(self.batch * pool.need(self.ctx) <= pool.capacity for pool in self.plan.hybrid_pools)
             and self.batch <= self.plan.max_running_requests
         )
 
@@ -261,6 +263,14 @@ def default_ctx(plan: PoolPlan, batch: int) -> int:
     pages_each = plan.usable_pages // batch if batch > 0 else 0
     if plan.startup_error or pages_each <= 0:
         return plan.context_len
+    if plan.pools:  # a hybrid: the longest whole-page context that every pool holds ``batch`` times
+        page = plan.logical_page_tokens
+
+        def holds(n: int) -> bool:
+            return all(batch * pool.need(n * page) <= pool.capacity for pool in plan.pools)
+
+        pages = largest_true(1, cdiv(plan.context_len, page), holds)
+        return plan.context_len if pages is None else min(plan.context_len, pages * page)
     return min(plan.context_len, pages_each * plan.logical_page_tokens)
 
 
@@ -348,9 +358,17 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
         dep = replace(plan.deployment, speculative_num_draft_tokens=d)
         return at(plan_pool(plan.arch, dep), draft_tokens=d)
 
+    def draft_failure(d: int) -> str:
+        """What stops ``d`` draft tokens; an engine rule kvplan refuses (a hybrid's speculative decoding) is a
+        wall too, not an error: the query's own plan is fine."""
+        try:
+            return _first_failure(with_draft(d))
+        except InputError as e:  # PlanError (SGLang) or vLLM's refusal: the only change is the draft tokens
+            return f"not planned: {e}"
+
     d_limit = 64
-    d = _grow(base.draft_tokens, d_limit, lambda n: ok(with_draft(n)))
-    out.append(Wall("mtp draft tokens", d, _first_failure(with_draft(d + 1)) if d < d_limit else "", d_limit))
+    d = _grow(base.draft_tokens, d_limit, lambda n: draft_failure(n) == "")
+    out.append(Wall("mtp draft tokens", d, draft_failure(d + 1) if d < d_limit else "", d_limit))
 
     def with_ctx(c: int) -> Workspace:
         dep = replace(plan.deployment, context_length=max(c, plan.context_len) if plan.engine == "sglang" else c)

@@ -198,9 +198,21 @@ def pool_context_section(w: Workspace) -> Section:
     """Whether the pool holds the batch: context for the workspace verdict, not part of it."""
     p = w.plan
     need = w.batch * p.pages_for(w.ctx)
+    pool_rows = (
+        tuple(
+            (
+                f"{n.pool.name}: {n.pool.unit}s needed / capacity",
+                f"{w.batch * n.units:,} / {n.pool.capacity:,}",
+                f"{w.batch:,} × ({_demands_text(n)})",
+            )
+            for n in pool_needs(p, w.ctx)
+        )
+        if p.pools
+        else (("pages needed / usable", f"{need:,} / {p.usable_pages:,}", f"of {p.logical_page_tokens} tokens"),)
+    )
     rows = (
         ("requests × context", f"{w.batch:,} × {w.ctx:,}", "the context defaults to the longest the pool holds"),
-        ("pages needed / usable", f"{need:,} / {p.usable_pages:,}", f"of {p.logical_page_tokens} tokens"),
+        *pool_rows,
         ("running requests", f"{w.batch:,} / {p.max_running_requests:,}", "batch / max_running_requests"),
         (
             "the pool holds them",

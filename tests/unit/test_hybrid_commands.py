@@ -107,3 +107,30 @@ def test_qwen3_next_state_kind_on_both_engines(tmp_path: Path) -> None:
     full, state = pool_needs(p, 4_096)
     # a 4,096-token request: 64 token pages; 5 state slots (3 + 2 extra-buffer tracking slots) × 19,316,736 B
     assert (full.units, state.units, state.bytes) == (64, 5, 5 * 19_316_736)
+
+
+def test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools() -> None:
+    from kvplan.plan.workspace import WorkspaceQuery, walls, workspace
+
+    for sets, batch_wall, pool in (
+        # SGLang: the full-attention pool's 470,584 pages hold 470,584 // 2,048 = 229 requests of 131,072 tokens
+        # (the SWA pool's 376,467 pages would hold 376,467 // 6 = 62,744)
+        ([], 229, "pool: full attention (18 layers)"),
+        # vLLM: 830,274 blocks // 2,307 blocks a 131,072-token request (test_budget_per_pool_vllm_golden) = 359
+        (["engine=vllm"], 359, "pool: vLLM block pool"),
+    ):
+        p = load_plan("gpt-oss-120b", None, sets)
+        assert p.pools[0].capacity in (470_584, 830_274)
+        q = WorkspaceQuery(batch=1, ctx=131_072)
+        assert workspace(p, q).pool_fits
+        b, d, _ = walls(p, q)  # was: exit 2 on the MTP wall's re-plan with speculative decoding
+        assert (b.largest_fitting, b.breaks) == (batch_wall, pool)
+        # the draft-token wall stops at the deployment's 0: neither engine's hybrid plan has speculative decoding
+        assert d.largest_fitting == 0 and d.breaks.startswith("not planned: kvplan does not yet plan speculative")
+        # batch_wall + 1 requests no longer fit in the binding pool
+        assert not workspace(p, WorkspaceQuery(batch=batch_wall + 1, ctx=131_072)).pool_fits
+
+
+def test_workspace_command_exit_0_on_a_hybrid() -> None:
+    r = RUNNER.invoke(app, ["workspace", "--model", "gpt-oss-120b", "--format", "json"])
+    assert r.exit_code == 0, r.output
