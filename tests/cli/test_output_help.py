@@ -96,7 +96,7 @@ def test_knobs_units_and_defaults_come_from_the_model() -> None:
 COMMANDS = [
     ["admit"], ["budget"], ["workspace"], ["prefix"], ["transfer"], ["doctor"], ["lock"], ["gate"], ["diff"],
     ["probe"], ["validate"], ["simulate"], ["knobs"], ["models", "list"], ["models", "show"],
-    ["deployments", "list"], ["deployments", "show"],
+    ["deployments", "list"], ["deployments", "show"], ["fit"], ["gpus"],
 ]  # fmt: skip
 
 
