@@ -8,6 +8,13 @@ Transfer units:
 Each rank sends the rows it holds. Without dcp every TP rank holds the whole MLA latent and indexer K (TP replicates
 them), so the total is per rank × tp. Under dcp the tokens are split across the dcp ranks (rank r holds every
 dcp-th token), so each rank sends moved / dcp rows and the tp ranks hold tp / dcp copies of each token.
+
+A hybrid (issue 13) moves per kind. SGLang 0.5.23 (``srt/disaggregation/prefill.py`` ``send_kv_chunk``, last
+chunk): the full-attention pages of every token; for the sliding-window layers only the window
+(``_swa_payload``: window_start = max(decode prefix, seq_len − sliding_window_size) rounded down to a page, the
+pages from there to seq_len); for the linear-attention layers the request's one Mamba state slot
+(``_mamba_payload``). vLLM: ASSUMPTION, its connectors' hybrid paths were not read: the same per-kind amounts (the
+window's blocks, one state per request, unpadded).
 """
 
 from __future__ import annotations
@@ -35,6 +42,46 @@ def parse_unit(text: str) -> tuple[str, int]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KindMove:
+    """What one rank sends for one hybrid kind beyond the full-attention rows (a window's rows, a state)."""
+
+    kind: str
+    per: str
+    """'window' or 'request'."""
+    tokens: int
+    """Rows moved (window kinds); 0 for a state."""
+    bytes_per_rank: int
+    how: str
+
+
+def hybrid_moves(plan: PoolPlan, ctx: int, moved: int, unit: str) -> tuple[KindMove, ...]:
+    """The window and state kinds' share of a hand-off of ``ctx`` tokens (empty for a uniform plan).
+
+    Page unit: SGLang's ``_swa_payload`` pages: start = (ctx − window) // page × page, cdiv(ctx − start, page)
+    pages; token / chunk units: min(window, moved) tokens. A state kind: one request's state.
+    """
+    from kvplan.plan.budget import kind_costs
+
+    page = plan.logical_page_tokens
+    out = []
+    for k in kind_costs(plan):
+        if k.per == "window":
+            if unit == "page":
+                start = max(ctx - k.window, 0) // page * page
+                rows = min(cdiv(ctx - start, page) * page, moved)
+                how = f"the window's pages: from ({ctx:,} − {k.window:,}) // {page} × {page} = {start:,} to {ctx:,}"
+            else:
+                rows = min(k.window, moved)
+                how = f"the last min(window {k.window:,}, moved) tokens"
+            out.append(KindMove(kind=k.kind, per="window", tokens=rows, bytes_per_rank=rows * k.bytes_per_token,
+                                how=f"{how}: {rows:,} rows × {k.bytes_per_token:,} B"))  # fmt: skip
+        elif k.per == "request":
+            out.append(KindMove(kind=k.kind, per="request", tokens=0, bytes_per_rank=k.request_max_bytes,
+                                how=f"one state per request over {k.layers} layers"))  # fmt: skip
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Transfer:
     plan: PoolPlan
     ctx_tokens: int
@@ -43,6 +90,8 @@ class Transfer:
     moved_tokens: int
     ranks: int
     link_bytes_per_s: int
+    hybrid: tuple[KindMove, ...] = ()
+    """A hybrid's window and state kinds (main_bytes_per_rank holds its full-attention rows)."""
 
     @property
     def rows_per_rank(self) -> int:
@@ -58,8 +107,12 @@ class Transfer:
         return self.rows_per_rank * (self.plan.cell.indexer_bytes + self.plan.cell.draft_indexer_bytes)
 
     @property
+    def hybrid_bytes_per_rank(self) -> int:
+        return sum(m.bytes_per_rank for m in self.hybrid)
+
+    @property
     def bytes_per_rank(self) -> int:
-        return self.main_bytes_per_rank + self.indexer_bytes_per_rank
+        return self.main_bytes_per_rank + self.indexer_bytes_per_rank + self.hybrid_bytes_per_rank
 
     @property
     def total_bytes(self) -> int:
@@ -119,4 +172,5 @@ def transfer(plan: PoolPlan, ctx: int, *, unit: str = "page", link: str = "400Gb
         moved_tokens=moved,
         ranks=plan.deployment.tp,
         link_bytes_per_s=parse_link(link),
+        hybrid=hybrid_moves(plan, ctx, moved, kind) if plan.pools else (),
     )

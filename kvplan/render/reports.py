@@ -411,7 +411,7 @@ def transfer_report(t: Transfer) -> Report:
         ("link speed", f"{t.link_bits_per_s / 1e9:,.4g} Gb/s = {t.link_bytes_per_s / 1e9:,.4g} GB/s", "per rank"),
         ("tokens moved", f"{t.moved_tokens:,} of {t.ctx_tokens:,}", unit),
         (
-            "main KV per rank",
+            "full-attention KV per rank" if t.hybrid else "main KV per rank",
             size(t.main_bytes_per_rank),
             f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
         ),
@@ -424,6 +424,22 @@ def transfer_report(t: Transfer) -> Report:
                 ),
             )
             if p.arch.has_indexer
+            else ()
+        ),
+        *((f"{m.kind} per rank", size(m.bytes_per_rank), m.how) for m in t.hybrid),
+        *(
+            (
+                (
+                    "hybrid kinds",
+                    "SGLang's PD payloads" if p.engine == "sglang" else "ASSUMPTION",
+                    "send_kv_chunk: every full-attention page, the SWA window's pages (_swa_payload), one Mamba state"
+                    " (_mamba_payload)"
+                    if p.engine == "sglang"
+                    else "vLLM's connectors' hybrid paths not read: the window's blocks and one state per request,"
+                    " as SGLang sends them",
+                ),
+            )
+            if t.hybrid
             else ()
         ),
         ("per rank", size(t.bytes_per_rank), f"{t.microseconds(t.bytes_per_rank) / 1000:,.1f} ms at the link speed"),
@@ -456,6 +472,7 @@ def transfer_report(t: Transfer) -> Report:
         "main_bytes_per_rank": t.main_bytes_per_rank,
         "indexer_bytes_per_rank": t.indexer_bytes_per_rank,
         "bytes_per_rank": t.bytes_per_rank,
+        **({"hybrid_kinds": [asdict(m) for m in t.hybrid]} if t.hybrid else {}),
         "total_bytes": t.total_bytes,
         "microseconds_per_rank": t.microseconds(t.bytes_per_rank),
         "microseconds_total": t.microseconds(t.total_bytes),

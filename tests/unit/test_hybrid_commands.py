@@ -134,3 +134,32 @@ def test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools() -> None:
 def test_workspace_command_exit_0_on_a_hybrid() -> None:
     r = RUNNER.invoke(app, ["workspace", "--model", "gpt-oss-120b", "--format", "json"])
     assert r.exit_code == 0, r.output
+
+
+def test_transfer_moves_the_window_not_every_token() -> None:
+    from kvplan.plan.transfer import transfer
+
+    for sets in ([], ["engine=vllm"]):
+        t = transfer(load_plan("gpt-oss-120b", None, sets), 100_000)
+        # full attention: cdiv(100,000, 64) = 1,563 pages = 100,032 rows × 2,304 B = 230,473,728 B
+        assert t.main_bytes_per_rank == 100_032 * 2_304 == 230_473_728
+        # SGLang _swa_payload: start = (100,000 − 128) // 64 × 64 = 99,840; cdiv(160, 64) = 3 pages = 192 rows
+        (swa,) = t.hybrid
+        assert (swa.tokens, swa.bytes_per_rank) == (192, 192 * 2_304) == (192, 442_368)
+        # was 230,473,728 B a rank (the full layers only); now + the window: 230,916,096 B, × 8 ranks
+        assert t.bytes_per_rank == 230_916_096 and t.total_bytes == 8 * 230_916_096
+    # token unit: exactly min(window 128, moved) rows
+    (swa,) = transfer(load_plan("gpt-oss-120b", None, []), 100_000, unit="token").hybrid
+    assert swa.tokens == 128
+
+
+def test_transfer_moves_one_state_per_request(tmp_path: Path) -> None:
+    from kvplan.plan.transfer import transfer
+    from tests.unit.test_sglang_hybrid import _qwen3_next
+
+    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB"]
+    t = transfer(load_plan(_qwen3_next(tmp_path), None, sets), 4_096)
+    (state,) = t.hybrid
+    # 36 GDN layers × 536,576 B at tp 4 = 19,316,736 B, whatever the context; full: 4,096 rows × 12,288 B
+    assert (state.per, state.bytes_per_rank) == ("request", 19_316_736)
+    assert t.bytes_per_rank == 4_096 * 12_288 + 19_316_736
