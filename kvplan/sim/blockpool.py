@@ -161,9 +161,26 @@ class BlockPool:
             at = self.qhead
             i = at - self.qbase
             while rest:
+                e = ends[ri]
+                if rest == 1:
+                    # one block (a running request's next page): the head entry if it is live, else the next
+                    b = qb[i]
+                    if pos[b] == e:
+                        key = qk[i]
+                        pos[b] = -1
+                        if dups and key in dups:
+                            self._drop_hash(b, key)
+                        else:
+                            del cached[key]
+                        out.append(b)
+                        rest = 0
+                    i += 1
+                    at += 1
+                    if at == e:
+                        ri += 1
+                    continue
                 # the next entries from the head, at most ``rest`` and within one run; those whose block is not
                 # marked with the run's end are dead (a hit took the block out of the queue)
-                e = ends[ri]
                 j = i + min(rest, e - at)
                 bs = qb[i:j]
                 ks = qk[i:j]
