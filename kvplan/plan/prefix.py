@@ -14,6 +14,11 @@ depends on the new queries. So the compute saved is R(R + 1) / (L(L + 1)), not R
 A model without an indexer (GQA / MHA, plain MLA) pays the same causal pairs in its attention, on every layer
 and every query head: QK over head_dim and PV over v_head_dim, 2 FLOPs a multiply-add. The counts are then
 attention pairs, and the bytes read per key are the main KV of all layers.
+
+A hybrid (issue 13): the engine's own rules say where a hit ends (SGLang 0.5.23: kvplan.engines.sglang_hybrid
+``prefix_reuse_rules``; vLLM 0.33.0: the hybrid notes of kvplan.engines.vllm_hybrid, whose blocks are the aligned
+attention block, and no reuse for a Mamba hybrid before vLLM 0.26). kvplan assumes the cache still holds what the
+hit needs (the window before it, a state at its end); the pairs and FLOPs count the full-attention layers only.
 """
 
 from __future__ import annotations
@@ -32,6 +37,70 @@ def pairs(n: int) -> int:
 
 
 @dataclass(frozen=True, kw_only=True)
+class KindSaved:
+    """A hybrid kind's bytes a hit does not write, on one GPU, and why."""
+
+    kind: str
+    bytes: int
+    how: str
+
+
+HYBRID_APPROXIMATION = (
+    "APPROXIMATED: kvplan assumes the cache still holds what the hit needs (the sliding window's KV before the hit,"
+    " a linear-attention state at its end, e.g. a previous prompt's end); the pairs and FLOPs count the"
+    " full-attention layers only (the window and state layers' compute saved is not counted)"
+)
+
+
+def hybrid_rules(plan: PoolPlan) -> tuple[str, ...]:
+    """How each engine limits a hybrid's prefix hit, in the engine rules' own sentences (empty when uniform)."""
+    if not plan.pools:
+        return ()
+    if plan.engine == "sglang":
+        from kvplan.engines.sglang_hybrid import prefix_reuse_rules
+
+        return prefix_reuse_rules(plan)
+    return tuple(n for n in plan.notes if n.startswith("vLLM prefix reuse") or "without prefix caching" in n)
+
+
+def no_hybrid_reuse(plan: PoolPlan) -> bool:
+    """vLLM before 0.26 runs a Mamba hybrid without prefix caching (kvplan.engines.vllm_hybrid)."""
+    if plan.engine != "vllm" or not any(d.per == "request" for pool in plan.pools for d in pool.demands):
+        return False
+    from kvplan.engines.versions import parse_version
+    from kvplan.engines.vllm_hybrid import HYBRID_PREFIX_CACHING_SINCE
+
+    return parse_version(plan.engine_version) < HYBRID_PREFIX_CACHING_SINCE
+
+
+def kinds_saved(plan: PoolPlan, reused: int) -> tuple[KindSaved, ...]:
+    """Per window / state kind of a hybrid: what a hit of ``reused`` tokens does not write on one GPU."""
+    from kvplan.plan.budget import kind_costs
+
+    out = []
+    for k in kind_costs(plan):
+        if k.per == "window":
+            out.append(
+                KindSaved(
+                    kind=k.kind,
+                    bytes=reused * k.bytes_per_token,
+                    how=f"{reused:,} rows × {k.bytes_per_token:,} B: the prefill does not write them; the hit reads "
+                    f"the cached rows of the {k.window:,} tokens before it",
+                )
+            )
+        elif k.per == "request":
+            out.append(
+                KindSaved(
+                    kind=k.kind,
+                    bytes=0,
+                    how=f"the cached state ({k.request_max_bytes:,} B) is copied into the request's own state: "
+                    f"one state written either way; the {reused:,} tokens' recurrence is not recomputed",
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
 class PrefixHit:
     plan: PoolPlan
     ctx_tokens: int
@@ -41,6 +110,9 @@ class PrefixHit:
     """What the engine really reuses (R)."""
     rule: str
     chunk_tokens: int
+    hybrid_rules: tuple[str, ...] = ()
+    """A hybrid's engine rules for where a hit ends (empty for a uniform model)."""
+    kinds_saved: tuple[KindSaved, ...] = ()
 
     @property
     def suffix_tokens(self) -> int:
@@ -140,6 +212,8 @@ def reusable(plan: PoolPlan, ctx: int, hit: int, *, eagle: bool = False, lookahe
             f"SGLang radix match: min(P{' − 1 (EAGLE bigram key)' if eagle else ''}, L − 1) rounded down "
             f"to {page}-token pages"
         )
+    if no_hybrid_reuse(plan):
+        return 0, f"vLLM {plan.engine_version}: a Mamba hybrid runs without prefix caching, nothing is reused"
     r = min(hit, ctx - 1) // page * page
     rule = f"vLLM: min(P, L − 1) rounded down to {page}-token blocks"
     if eagle and not lookahead and r > 0:
@@ -166,7 +240,16 @@ def prefix_hit(
         )
     if chunk <= 0:
         raise InputError(f"--chunk must be positive, got {chunk}")
-    return PrefixHit(plan=plan, ctx_tokens=ctx, hit_tokens=hit, reusable_tokens=r, rule=rule, chunk_tokens=chunk)
+    return PrefixHit(
+        plan=plan,
+        ctx_tokens=ctx,
+        hit_tokens=hit,
+        reusable_tokens=r,
+        rule=rule,
+        chunk_tokens=chunk,
+        hybrid_rules=(*hybrid_rules(plan), HYBRID_APPROXIMATION) if plan.pools else (),
+        kinds_saved=kinds_saved(plan, r) if plan.pools else (),
+    )
 
 
 def sweep_points(ctx: int, steps: int) -> tuple[int, ...]:

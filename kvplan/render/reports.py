@@ -328,8 +328,13 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
             f"naive hit ratio {ppm(h.naive_ppm)}",
         ),
         ("reused", f"{h.reusable_tokens:,} tokens = {h.pages:,} pages", h.rule),
-        ("main KV not written", size(h.main_bytes_saved), "per GPU"),
+        (
+            "full-attention KV not written" if h.kinds_saved else "main KV not written",
+            size(h.main_bytes_saved),
+            "per GPU",
+        ),
         *((("indexer K not written", size(h.indexer_bytes_saved), "per GPU"),) if a.has_indexer else ()),
+        *((f"{k.kind} not written", size(k.bytes), k.how) for k in h.kinds_saved),
         (f"{what} pairs, all", count(h.pairs_total), f"L(L + 1)/2 per {what} layer"),
         ("saved (prefix-internal)", count(h.pairs_saved), "R(R + 1)/2"),
         ("still paid: suffix × prefix", count(h.pairs_cross), "S × R"),
@@ -350,6 +355,14 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         ),
     )
     sections = [Section("A prefix hit", rows, ("", "", ""))]
+    if h.hybrid_rules:
+        sections.append(
+            Section(
+                f"Where a hybrid's hit ends ({p.semantics})",
+                tuple((str(i), r) for i, r in enumerate(h.hybrid_rules, 1)),
+                ("", "rule"),
+            )
+        )
     if sweep:
         sections.append(
             Section(
@@ -385,6 +398,11 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         "naive_ppm": h.naive_ppm,
         "chunk_tokens": h.chunk_tokens,
         "pairs_counted": h.counts,
+        **(
+            {"hybrid_rules": list(h.hybrid_rules), "kinds_saved": [asdict(k) for k in h.kinds_saved]}
+            if h.hybrid_rules
+            else {}
+        ),
         "indexer_k_bytes_read_by_chunk": [k * h.indexer_k_bytes_per_key for k in h.keys_read_by_chunk()],
         "sweep": [
             {

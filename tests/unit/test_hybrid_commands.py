@@ -163,3 +163,33 @@ def test_transfer_moves_one_state_per_request(tmp_path: Path) -> None:
     # 36 GDN layers × 536,576 B at tp 4 = 19,316,736 B, whatever the context; full: 4,096 rows × 12,288 B
     assert (state.per, state.bytes_per_rank) == ("request", 19_316_736)
     assert t.bytes_per_rank == 4_096 * 12_288 + 19_316_736
+
+
+def test_prefix_hit_per_kind_and_engine_rules() -> None:
+    from kvplan.plan.prefix import HYBRID_APPROXIMATION, prefix_hit
+
+    for sets, rule in (([], "SGLang (UnifiedRadixCache, SWA component)"), (["engine=vllm"], "vLLM prefix reuse")):
+        h = prefix_hit(load_plan("gpt-oss-120b", None, sets), 100_000, 50_000)
+        # min(50,000, 99,999) // 64 × 64 = 49,984 tokens reused (781 pages)
+        assert h.reusable_tokens == 49_984
+        # full attention and sliding window: 49,984 rows × 2,304 B each = 115,163,136 B not written
+        assert h.main_bytes_saved == 49_984 * 2_304 == 115_163_136
+        (swa,) = h.kinds_saved
+        assert swa.bytes == 115_163_136
+        assert h.hybrid_rules[0].startswith(rule) and h.hybrid_rules[-1] == HYBRID_APPROXIMATION
+
+
+def test_prefix_on_a_mamba_hybrid_per_vllm_version(tmp_path: Path) -> None:
+    from kvplan.plan.prefix import prefix_hit
+    from tests.unit.test_sglang_hybrid import _qwen3_next
+
+    model = _qwen3_next(tmp_path)
+    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB", "engine=vllm"]
+    h = prefix_hit(load_plan(model, None, sets), 30_000, 20_000)
+    # vLLM 0.33 'align': the hit ends on a whole aligned block (320 tokens here): 20,000 // 320 × 320 = 19,840
+    assert h.plan.logical_page_tokens == 320 and h.reusable_tokens == 19_840
+    (state,) = h.kinds_saved
+    assert state.bytes == 0  # the state is copied, one state written either way
+    # vLLM 0.25: a Mamba hybrid runs without prefix caching: nothing reused
+    old = prefix_hit(load_plan(model, None, [*sets, "engine_version=0.25.0"]), 30_000, 20_000)
+    assert old.reusable_tokens == 0 and "without prefix caching" in old.rule
