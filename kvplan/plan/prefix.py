@@ -258,3 +258,14 @@ def sweep_points(ctx: int, steps: int) -> tuple[int, ...]:
         raise InputError(f"--sweep must be positive, got {steps}")
     bounded_int(steps, name="--sweep (points, limits.MAX_LOOP)", low=1, high=MAX_LOOP)
     return tuple(ctx * k // steps for k in range(steps + 1))
+
+
+def replay_approximation(plan: PoolPlan) -> str:
+    """The sentence ``simulate --deploy`` says for a hybrid: what its replay approximates (issue 13 item 3)."""
+    pool = plan.hybrid_pools[0]
+    return (
+        f"HYBRID, APPROXIMATED: the replay pages {pool.name}'s {plan.usable_pages:,} {pool.unit}s as if each request "
+        f"took one {pool.unit} per {plan.logical_page_tokens} tokens of its full-attention layers; the other "
+        "kinds' units (window pages, state slots or blocks), their pools and their limits on reuse (kvplan prefix "
+        "says where each engine ends a hybrid's hit) are not replayed, so hit rates and capacity are upper bounds"
+    )

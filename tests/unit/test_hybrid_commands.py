@@ -193,3 +193,14 @@ def test_prefix_on_a_mamba_hybrid_per_vllm_version(tmp_path: Path) -> None:
     # vLLM 0.25: a Mamba hybrid runs without prefix caching: nothing reused
     old = prefix_hit(load_plan(model, None, [*sets, "engine_version=0.25.0"]), 30_000, 20_000)
     assert old.reusable_tokens == 0 and "without prefix caching" in old.rule
+
+
+def test_simulate_deploy_says_what_it_approximates_for_a_hybrid(tmp_path: Path) -> None:
+    rows = [{"timestamp": i, "input_length": 2048, "output_length": 1, "hash_ids": [0, 1, 2, 3 + i]} for i in range(4)]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["simulate", str(trace), "--deploy", "glm-5.3-8xh200-sglang"]
+    d = _json([*base, "--model", "gpt-oss-120b"])
+    # the full-attention pool's 470,584 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
+    assert d["capacity_units"] == 470_584 and "HYBRID, APPROXIMATED" in d["capacity_text"]
+    assert "APPROXIMATED" not in _json(base)["capacity_text"]  # a uniform model: no such sentence
