@@ -210,12 +210,12 @@ def simulate(
             )
         else:
             cap, cap_text = None, "unbounded"
+        if sweep is not None and capacity is None:
+            cap_text = "swept (below)"
         if plan is not None and plan.pools and sem != "ideal":  # a hybrid: say what the replay approximates
             from kvplan.plan.prefix import replay_approximation
 
             cap_text += f"; {replay_approximation(plan)}"
-        if sweep is not None and capacity is None:
-            cap_text = "swept (below)"
         if cap is None and sem != "ideal" and not sweep:
             raise InputError("engine pools are finite: give --capacity (tokens, pages or bytes) or --deploy")
         if capacity is None and cap == 0 and plan is not None and plan.startup_error and not sweep:
