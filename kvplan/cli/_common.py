@@ -183,10 +183,27 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
 
     dep = load_deployment(deploy, sets or ())
     arch = load_model(model if model is not None else deployment_model_ref(dep))
+    dep, mtp_note = _drop_foreign_mtp(arch, dep, sets or ())
     check_model_for_deployment(arch, dep)
     plan = plan_pool(arch, dep)
-    note = foreign_model_note(arch.name, dep, sets or ())
-    return replace(plan, notes=(*plan.notes, note)) if note else plan
+    notes = tuple(n for n in (foreign_model_note(arch.name, dep, sets or ()), mtp_note) if n)
+    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+
+
+def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[Deployment, str | None]:
+    """A preset written for another model does not give its MTP draft tokens to a model without MTP layers
+    (issue 13: gpt-oss on a GLM-5.3 preset); a --set speculative_num_draft_tokens is kept as given."""
+    from kvplan.models.load import canonical_key
+
+    foreign = dep.name and dep.model not in ("", arch.name)
+    set_here = {canonical_key(s.partition("=")[0]) for s in sets}
+    if not foreign or not dep.mtp or arch.num_mtp_layers or "speculative_num_draft_tokens" in set_here:
+        return dep, None
+    note = (
+        f"deployment {dep.name} was written for {dep.model}: its speculative_num_draft_tokens="
+        f"{dep.speculative_num_draft_tokens} is not applied to {arch.name}, which has no MTP layers"
+    )
+    return replace(dep, speculative_num_draft_tokens=0), note
 
 
 def foreign_model_note(model_name: str, dep: Deployment, sets: list[str] | tuple[str, ...]) -> str | None:

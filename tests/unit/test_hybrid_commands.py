@@ -204,3 +204,22 @@ def test_simulate_deploy_says_what_it_approximates_for_a_hybrid(tmp_path: Path) 
     # the full-attention pool's 470,584 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
     assert d["capacity_units"] == 470_584 and "HYBRID, APPROXIMATED" in d["capacity_text"]
     assert "APPROXIMATED" not in _json(base)["capacity_text"]  # a uniform model: no such sentence
+
+
+def test_a_foreign_preset_gives_no_mtp_to_a_model_without_mtp_layers(tmp_path: Path) -> None:
+    dep = tmp_path / "d.yaml"
+    dep.write_text(
+        'schema_version: 1\nname: t-mtp\nmodel: glm-5.3\nengine: sglang\nengine_version: "0.5.23"\ngpu: h200\n'
+        "gpus_per_node: 8\nnodes: 1\ntp: 8\nspeculative_num_draft_tokens: 3\n"
+    )
+    # gpt-oss-120b has no MTP layers: the GLM-5.3 preset's 3 draft tokens are dropped, said in a note (was exit 2:
+    # SGLang's hybrid plan refuses speculative decoding)
+    p = load_plan("gpt-oss-120b", str(dep), [])
+    assert p.deployment.speculative_num_draft_tokens == 0
+    assert any("speculative_num_draft_tokens=3 is not applied to gpt-oss-120b" in n for n in p.notes)
+    # the preset's own model keeps them; a --set keeps them too (and the hybrid is refused in one line, exit 2)
+    assert load_plan(None, str(dep), []).deployment.speculative_num_draft_tokens == 3
+    r = RUNNER.invoke(
+        app, ["budget", "-d", str(dep), "--model", "gpt-oss-120b", "--set", "speculative_num_draft_tokens=3"]
+    )
+    assert r.exit_code == 2
