@@ -637,6 +637,10 @@ def _logged_pool(run: Run, engine: str) -> LoggedPool | None:
             k = run.kv[0]
             return LoggedPool(value=k.value.tokens, unit="rows", source="KV Cache is allocated #tokens",
                               line=k.line, pool_tokens=None)  # fmt: skip
+        if run.total_tokens is not None:
+            t = run.total_tokens
+            return LoggedPool(value=t.value, unit="tokens", source="max_total_num_tokens (bench_latency)",
+                              line=t.line, pool_tokens=t.value)  # fmt: skip
         return None
     if run.override is not None:
         o = run.override

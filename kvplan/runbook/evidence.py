@@ -125,6 +125,11 @@ def gather(run: Run) -> Evidence:
             pool_value, pool_unit, pool_line = run.summary.value.max_total_num_tokens, TOKENS, run.summary.line
             add(Fact(order=3, name="max_total_num_tokens (logical: rows × dcp)", low=pool_value, high=pool_value,
                      unit=TOKENS, line=pool_line))  # fmt: skip
+        if pool_value is None and run.total_tokens is not None:
+            t = run.total_tokens
+            pool_value, pool_unit, pool_line = t.value, TOKENS, t.line
+            add(Fact(order=3, name="max_total_num_tokens (bench_latency, SGLang 0.3.x)", low=t.value, high=t.value,
+                     unit=TOKENS, line=t.line))  # fmt: skip
         if k is not None:
             rows = k.value.tokens
             add(Fact(order=3, name="KV Cache is allocated #tokens (rows per rank)", low=rows, high=rows, unit=ROWS,

@@ -347,6 +347,8 @@ class Run:
     dummy cache: not a user's override, and not the pool."""
     negative_profile: At[str] | None = None
     """SGLang's warning that the profiled ``max_total_num_tokens`` is negative (the weights left no room)."""
+    total_tokens: At[int] | None = None
+    """SGLang 0.3.x bench_latency's lone ``max_total_num_tokens=N`` (no scheduler summary line)."""
     mamba: tuple[At[MambaAlloc], ...] = ()
     """SGLang's Mamba state pool, one line per rank (a linear-attention hybrid)."""
     swa_pool: At[SwaPool] | None = None
@@ -384,6 +386,7 @@ class Run:
             or self.negative_profile
             or self.swa_kv
             or self.mamba
+            or self.total_tokens
         )
 
     @property
@@ -454,7 +457,8 @@ _ANSI = re.compile(
     r"|\x1b[@-Z\\-_]"  # two-byte escapes
     r"|\[\d{1,3}(?:;\d{1,3}){0,16}m"  # a colour code whose ESC byte was lost in a paste
 )
-_SGLANG_PREFIX = r"\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?P<sg>[^\]\[]{0,40})\]"
+_SGLANG_PREFIX = r"\[(?:\d{4}-\d\d-\d\d[ T])?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?P<sg>(?:[ \t][^\]\[]{0,39})?)\]"
+"""SGLang's record prefix: ``[2026-03-01 12:00:00 DP1 TP2 EP2]``; 0.3.x printed the time alone (``[22:30:52 TP0]``)."""
 _LEVEL = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)[ \t]{1,16}\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})?"
 _VLLM_PREFIX = (
     rf"\((?P<proc>[^()\s]{{1,64}}(?: [^()\s]{{1,64}})?) pid=(?P<pid>\d{{1,10}})(?:, ip=[\w.:]{{1,64}})?\)"
@@ -701,6 +705,8 @@ _SG_MAMBA = re.compile(
     rf"Mamba Cache is allocated\. max_mamba_cache_size: {_INT}, conv_state size: {_NUM} ?GB, "
     rf"ssm_state size: {_NUM} ?GB"
 )
+_SG_TOTAL = re.compile(r"^max_total_num_tokens=(\d{1,30})\s{0,8}$")
+"""SGLang 0.3.x ``bench_latency``: ``max_total_num_tokens=N`` alone on a line (the pool, no scheduler summary)."""
 _SG_SWA_SIZES = re.compile(rf"Use sliding window memory pool\. full_layer_tokens={_INT}, swa_layer_tokens={_INT}")
 _SG_SWA_POOL = re.compile(rf"SWAKVPool mem usage: {_NUM} GB, swa size: {_INT}, full size: {_INT}")
 _SG_ERROR = re.compile(
@@ -798,6 +804,7 @@ _PHASE = {
     "negative_profile": POOL,
     "v0_row": POOL,
     "mamba": POOL,
+    "total_tokens": POOL,
     "swa_sizes": POOL,
     "swa_pool": POOL,
     "hybrid_block": CONFIG,
@@ -903,6 +910,8 @@ def _events(rec: _Record) -> list[_Event]:
         add("error", sg, m, m.group(0))
     for m in _SG_NEGATIVE.finditer(t):
         add("negative_profile", sg, m, m.group(0))
+    for m in _SG_TOTAL.finditer(t):
+        add("total_tokens", sg, m, int(m.group(1)))
     for m in _SG_MAMBA.finditer(t):
         add("mamba", sg, m, MambaAlloc(int(m.group(1)), _g(m.group(2)), _g(m.group(3))))
     for m in _SG_SWA_SIZES.finditer(t):
@@ -1178,6 +1187,7 @@ class _Builder:
             v0_max_len_error=_typed(first("v0_maxlen_error"), V0MaxLenError),
             profiling_override=_typed(first("profiling_override"), Override),
             negative_profile=_str_at(first("negative_profile")),
+            total_tokens=_int_at(first("total_tokens")),
             mamba=tuple(At(e.value, e.line, e.rank) for e in all_of("mamba") if isinstance(e.value, MambaAlloc)),
             swa_pool=self._swa_pool(),
             swa_kv=tuple(swa_kv),
@@ -1346,6 +1356,8 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
              "self.server_args.mem_fraction_static=0.8",
              "format: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py init_memory"),
+    LineForm("total_tokens", "_SG_TOTAL", "0.3.x bench_latency (the pool alone on a line; records '[HH:MM:SS TP0]')",
+             "max_total_num_tokens=1256440", "doctor-sglang-0.3-llama-3-8b-mi300x-rocm-bench-latency-augmxnt.log"),
     LineForm("mamba", "_SG_MAMBA", "0.5.x, linear-attention hybrids (Qwen3-Next, Qwen3.5, Kimi-Linear)",
              "[2026-02-27 17:10:28 TP0] Mamba Cache is allocated. max_mamba_cache_size: 82, conv_state size: 0.13GB, "
              "ssm_state size: 7.29GB",

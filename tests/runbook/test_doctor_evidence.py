@@ -18,7 +18,9 @@ from kvplan.models.load import load_deployment, load_model
 from kvplan.render import OutputFormat, emit
 from kvplan.render.doctor_report import doctor_report
 from kvplan.runbook.doctor import CANNOT_TELL, diagnose
+from kvplan.runbook.evidence import gather
 from kvplan.runbook.parse import Gib, parse_log
+from kvplan.units import GiB
 from tests.runbook.conftest import LOGS, body, line_of, run_doctor
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
@@ -295,3 +297,23 @@ def test_a_refusal_at_another_length_is_not_predicted_by_the_plan() -> None:
     assert not d.startup.predicted
     code, out, _ = cli("--log", str(QWEN_V0))
     assert code == 1 and "REFUSED AT STARTUP" in out and "predicts it" not in out
+
+
+SGLANG_03 = LOGS / "doctor-sglang-0.3-llama-3-8b-mi300x-rocm-bench-latency-augmxnt.log"
+
+
+def test_sglang_0_3_time_only_prefix_and_lone_pool_line() -> None:
+    # regression: SGLang 0.3.x records begin '[22:30:52 TP0]' (no date): the lines were joined as one terminal wrap
+    # with no rank, and bench_latency's lone 'max_total_num_tokens=1256440' was not read, so the start had no pool
+    run = parse_log(body(SGLANG_03), SGLANG_03.name).chosen
+    assert run.ranks == ("TP0",) and run.complete
+    assert run.total_tokens is not None and run.total_tokens.value == 1_256_440
+    e = gather(run)
+    # weights: Load weight begin - end = 191.33 - 176.33 = 15.00 GiB (±0.01)
+    w = next(f for f in e.facts if f.name == "weights, derived")
+    assert w.low is not None and w.high is not None and w.low <= 15 * GiB <= w.high
+    # the pool: (1,256,440 + 1) x 131,072 B = 164,684,234,752 B inside the 153.50 GiB (±0.01) drop; the drop over the
+    # rows bounds a row from above: 131,072 B (Llama-3-8B bf16) <= the bound
+    drop = next(f for f in e.facts if f.name == "the pool and its tables, derived")
+    assert drop.high is not None and drop.high >= (1_256_440 + 1) * 131_072
+    assert e.per_row_high is not None and 131_072 <= e.per_row_high < 131_072 + 200

@@ -113,6 +113,7 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
         ("Mamba Cache is allocated. max_mamba_cache_size: ", "1"),
         ("Mamba Cache is allocated. max_mamba_cache_size: 1, conv_state size: ", "1"),
     ],
+    "_SG_TOTAL": [("max_total_num_tokens=", "1"), ("max_total_num_tokens=1", " ")],
     "_SG_SWA_SIZES": [("Use sliding window memory pool. full_layer_tokens=", "1")],
     "_SG_SWA_POOL": [("SWAKVPool mem usage: ", "1"), ("SWAKVPool mem usage: 1 GB, swa size: ", "1")],
     "_VL_HYBRID_BLOCK": [("Setting attention block size to ", "1")],
