@@ -32,7 +32,7 @@ evictions pass over.
 from __future__ import annotations
 
 from itertools import compress
-from operator import itemgetter
+from operator import itemgetter, not_
 
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
@@ -329,7 +329,7 @@ class BlockPool:
                     del shared[b]
                 else:
                     shared[b] = r - 1
-            keep = [b not in others for b in tail]
+            keep = list(map(not_, map(others.__contains__, tail)))
             tail = list(compress(tail, keep))
             tail_keys = list(compress(tail_keys, keep))
         # hashed blocks to the queue's tail, the request's tail first; unhashed ones to its head

@@ -157,14 +157,20 @@ class _Occupancy:
 
     def _sample(self) -> None:
         pool = self.pool
-        used = pool.pages - pool.free_pages()
+        free = pool.free_pages()
+        used = pool.pages - free
         if used > self.peak_used:
             self.peak_used = used
-        if self.filled_at is None and (pool.free_pages() == 0 or pool.evictions):
+        if self.filled_at is None and (free == 0 or pool.evictions):
             self.filled_at = self.arrived - 1
-        self.occ.max_queue = max(self.occ.max_queue, len(self.waiting))
-        self.occ.peak_running = max(self.occ.peak_running, len(self.running))
-        self.timeline.add((self.now, len(self.running), len(self.waiting), pool.held_pages(), pool.cached_pages()))
+        occ = self.occ
+        waiting = len(self.waiting)
+        running = len(self.running)
+        if waiting > occ.max_queue:
+            occ.max_queue = waiting
+        if running > occ.peak_running:
+            occ.peak_running = running
+        self.timeline.add((self.now, running, waiting, pool.held_pages(), pool.cached_pages()))
 
     def _schedule(self, t: int, kind: int, seq: Seq) -> None:
         self.seqno += 1
