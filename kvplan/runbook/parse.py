@@ -1380,7 +1380,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "(APIServer pid=1) INFO 04-22 01:04:39 [entrypoints/utils.py:299]  ▄▄ ▄█ █     █     █ ▀▄▀ █  "
              "version 0.19.0",
              _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
-    LineForm("engine_config", "_VL_ENGINE", "V0 0.5 - 0.8 ('an LLM engine')",
+    LineForm("engine_config", "_VL_ENGINE", "V0 0.4 - 0.8 ('an LLM engine')",
              "INFO 04-28 04:07:48 llm_engine.py:249] Initializing an LLM engine (v0.6.4.post1) with config: "
              "model='realtreetune/rho-1b-sft-GSM8K'",
              _F + "vllm-v0-rho-1b-h200-grpocredit-0.6.4.log"),
@@ -1392,7 +1392,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'model': 'Qwen/Qwen3-8B', 'max_model_len': 8192, "
              "'gpu_memory_utilization': 0.95, 'enable_prefix_caching': False}",
              _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log"),
-    LineForm("model_loading", "_VL_LOADING", "V0 0.5 - 0.8 ('Loading model weights took X GB', GiB)",
+    LineForm("model_loading", "_VL_LOADING", "V0 0.4 - 0.8 ('Loading model weights took X GB', GiB)",
              "Loading model weights took 14.9888 GB", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
     LineForm("model_loading", "_VL_LOADING", "V1 0.8 - 0.33",
              "Model loading took 15.27 GiB memory and 15.294531 seconds",
@@ -1412,7 +1412,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "model weights take 12.55GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory takes "
              "2.38GiB; the rest of the memory reserved for KV Cache is 56.18GiB.",
              _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),
-    LineForm("v0_blocks", "_VL_V0_BLOCKS", "V0 0.5 - 0.7 ('# GPU blocks')",
+    LineForm("v0_blocks", "_VL_V0_BLOCKS", "V0 0.4 - 0.7 ('# GPU blocks')",
              "# GPU blocks: 1478, # CPU blocks: 2048", "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"),
     LineForm("v0_blocks", "_VL_V0_BLOCKS", "V0 0.8 ('# cuda blocks'; '# rocm blocks' on ROCm)",
              "# cuda blocks: 7191, # CPU blocks: 512", _F + "vllm-v0-llama-2-7b-lora-h100-gateway-api-pr-550.log"),

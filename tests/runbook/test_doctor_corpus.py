@@ -102,6 +102,8 @@ EXPECT: dict[str, Expect] = {
     "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log": Expect("cannot_tell", MLA61, "kimi-k2"),
     # the summary line alone (12,079 tokens of Qwen3-30B-A3B-GPTQ-Int4): no bytes, no memory; never a knob drift
     "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log": Expect("cannot_tell"),
+    # vLLM V0 0.4.1 on a W7900 (ROCm): 12,003 blocks, the weights, no KV budget printed: no bytes
+    "doctor-vllm-v0-0.4.1-llama-3-8b-w7900-rocm-augmxnt.log": Expect("cannot_tell"),
     # SGLang 0.3.x on MI300X (ROCm): only the free-memory drop over the rows, an upper bound on Llama-3-8B's 131,072 B
     "doctor-sglang-0.3-llama-3-8b-mi300x-rocm-bench-latency-augmxnt.log": Expect("cannot_tell", L8),
     # vLLM V0 (early 2024) refusal of a GPTQ Qwen1.5-7B: 24,320 tokens = 1,520 blocks of 16 (no bytes printed)
