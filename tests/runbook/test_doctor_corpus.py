@@ -122,6 +122,14 @@ EXPECT: dict[str, Expect] = {
     # gpt-oss-20b at tp 2, vLLM 0.19.0 logs num_blocks // 2 groups x 16: per logged token 2 groups x 12 layers x
     # 8 // 2 kv heads x 64 x 2 x 2 B / 2 = 24 x 1,024 B = 24,576 B
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
+    # tp 1: 24 x 8 kv heads x 64 x 2 x 2 B = 49,152 B a logged token (vLLM 0.19.0: num_blocks // 2 groups x 16)
+    "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
+    **{
+        f"{engine}-llama-3.1-8b-a40-vireshkoli-llm-inference-optimization.log": Expect(
+            "cannot_tell", L8, "llama-3.1-8b at tp 1"
+        )
+        for engine in ("sglang", "vllm")
+    },
 }
 
 
