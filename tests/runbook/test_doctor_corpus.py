@@ -122,6 +122,13 @@ EXPECT: dict[str, Expect] = {
     # gpt-oss-20b at tp 2, vLLM 0.19.0 logs num_blocks // 2 groups x 16: per logged token 2 groups x 12 layers x
     # 8 // 2 kv heads x 64 x 2 x 2 B / 2 = 24 x 1,024 B = 24,576 B
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
+    # Qwen3-30B-A3B (not a hybrid, despite the source repository's name): 48 layers x 4 kv heads x 128 x 2 x 2 B
+    **{
+        f"{p}sglang-qwen3-30b-a3b-fp8-h100-mystous-vllm-hybrid.log": Expect("cannot_tell", 48 * 4 * 128 * 4)
+        for p in ("", "weights-")
+    },
+    "weights-vllm-deepseek-r1-0528-h200-tp8-vllm-memory-estimator.log": Expect("cannot_tell", MLA61, "deepseek-v3"),
+    "weights-vllm-qwen3-235b-a22b-tp8-ep8-issue-18446.log": Expect("cannot_tell"),  # weights lines only
     # tp 1: 24 x 8 kv heads x 64 x 2 x 2 B = 49,152 B a logged token (vLLM 0.19.0: num_blocks // 2 groups x 16)
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
     **{
