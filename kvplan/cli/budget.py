@@ -24,6 +24,9 @@ def budget(
 ) -> None:
     """Bytes per token, per page and per context length: main KV vs indexer vs total.
 
+    A hybrid model (sliding window, linear-attention state) is told per kind and per pool: what a request of each
+    context takes from each pool the engine sizes.
+
     Example: kvplan budget --ctx 8K,1M --set kv_cache_dtype=bf16
     """
     with boundary():
