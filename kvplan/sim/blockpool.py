@@ -91,7 +91,8 @@ class BlockPool:
         return self.nhashed
 
     def held_pages(self) -> int:
-        return self.pages - self._queue_len()
+        # pages - _queue_len(), written out: the occupancy replay asks at every event
+        return self.minted - len(self.stack) - self.nhashed
 
     def _hashed_free(self) -> list[tuple[int, int]]:
         """(block, hash) of the hashed free blocks in queue order."""
