@@ -5,11 +5,11 @@ from __future__ import annotations
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
+from kvplan.models.cache import CompressedAttention, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
 from kvplan.models.deploy import Deployment
 
 ENGINE_CACHE_KINDS: dict[str, tuple[type, ...]] = {
-    "sglang": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
+    "sglang": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState, CompressedAttention),
     "vllm": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
 }
 """The cache kinds (kvplan.models.cache) each engine's rules plan today: full attention, MLA and the DSA indexer
@@ -25,7 +25,8 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
     planned = ENGINE_CACHE_KINDS.get(dep.engine, ())
     for layer in arch.layers:
         for c in layer.caches:
-            if type(c) not in planned or (isinstance(c, IndexerK) and c.compress_ratio > 1):
+            v4_indexer = isinstance(c, IndexerK) and c.compress_ratio > 1
+            if type(c) not in planned or (v4_indexer and CompressedAttention not in planned):
                 engine = {"sglang": "SGLang", "vllm": "vLLM"}.get(dep.engine, dep.engine)
                 what = getattr(c, "kind_name", c.label)
                 raise InputError(

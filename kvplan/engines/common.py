@@ -95,6 +95,9 @@ class Demand:
     units: int = 1
     extra: int = 0
     """Pages a window adds beyond ceil(min(tokens, window) / page) (per='window' only)."""
+    page_tokens: int = 0
+    """Tokens of this kind's own page when it differs from the pool's (0: the pool's): vLLM's DeepSeek-V4 groups
+    share one block id pool with blocks of 256, 64, 8 and 4 tokens (kvplan/engines/vllm_hybrid.py)."""
 
     def need(self, tokens: int, page_tokens: int) -> int:
         """Units one request of ``tokens`` tokens takes for this kind.
@@ -103,6 +106,7 @@ class Demand:
         (3, 3)
         """
         tokens = max(tokens, 0)
+        page_tokens = self.page_tokens or page_tokens
         if self.per == "request":
             return self.units
         if self.per == "window":

@@ -52,9 +52,12 @@ takes from it (kvplan.engines.common.Demand).
 
 Not planned, each refused with one line (never a silently wrong pool): speculative decoding (draft SWA / Mamba
 intermediate state), dcp, a DSA indexer beside linear state (GLM-5.3-Flash), SWA and linear state in one model,
-a model without full-attention layers, DeepSeek-V4 (0.5.23 serves it with ``DSV4PoolConfigurator``: SWA, C4, C128
-and compressor-state pools; kvplan does not plan those yet), other SGLang versions than 0.5.23. Not expressible:
-``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
+a model without full-attention layers, other SGLang versions than 0.5.23.
+
+DeepSeek-V4 (``DSV4PoolConfigurator``: the full pool of C4 / C128 compressed KV and C4 indexer keys, the SWA pool
+with the C4 compress-state rings, the C128 compress-state rings, one per running request) is planned by
+``plan_dsv4`` below, each rule cited there; refused there: speculative decoding, dcp / pp, SM100 (V4.1 layout), AMD.
+Not expressible: ``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.engines import sglang
-from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
+from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
 from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -75,6 +78,7 @@ from kvplan.models.cache import (
     SlidingWindow,
 )
 from kvplan.models.deploy import Deployment
+from kvplan.units import cdiv
 
 SWA_FULL_TOKENS_RATIO = 0.8
 """``--swa-full-tokens-ratio`` when not given (``arg_groups/fields/schedule.py``: ``fallback=0.8``)."""
@@ -292,6 +296,8 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pools SGLang 0.5.23 builds for a hybrid model on each GPU (module docstring)."""
+    if any(isinstance(c, CompressedAttention) for layer in arch.layers for c in layer.caches):
+        return plan_dsv4(arch, dep)
     view, sizer = sizer_for(arch, dep)
     p = sglang.plan_pools(view, dep, sizer)
     return _with_pools(p, arch, sizer)
@@ -420,3 +426,388 @@ def prefix_reuse_rules(p: PoolPlan) -> tuple[str, ...]:
     """The sentences that limit what a prefix hit reuses on this SGLang hybrid plan (empty for a uniform plan)."""
     kinds = {d.kind for pool in p.pools for d in pool.demands}
     return tuple(text for kind, text in PREFIX_REUSE.items() if kind in kinds)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# DeepSeek-V4 (``model_executor/pool_configurator.py`` ``DSV4PoolConfigurator``, SGLang 0.5.23)
+#
+# create_memory_pool_configurator: ``is_deepseek_v4(hf_config) and kvc.is_hybrid_swa`` -> DSV4PoolConfigurator.
+# Defaults SGLang applies to DeepseekV4ForCausalLM before it sizes anything:
+# - ``arg_groups/model_overrides/deepseek_v4.py``: attention_backend "dsv4", page_size 256 on CUDA/ROCm (128 on
+#   NPU), swa_full_tokens_ratio 0.1 when not given (a model override is a declaration, so
+#   ``kv_cache_hook.handle_cache_compatibility``, which runs after it, records the ratio as explicitly set:
+#   DSV4PoolConfigurator takes the ratio mode, never the request-cap mode, for V4; the cap mode is V4.1's);
+# - ``arg_groups/deepseek_v4_hook.py`` ``apply_deepseek_v4_defaults``: max_running_requests 256 when not given
+#   ("Setting max_running_requests to 256 for DeepseekV4ForCausalLM."), dsv4_attn_backend "flashmla" off
+#   SM100; ``overrides._deepseek_v4_kv_cache_dtype``: kv_cache_dtype auto -> fp8_e4m3, only fp8_e4m3 / bfloat16
+#   accepted (the FlashMLA pool below is the same 584 B layout for both: kv_bytes does not read the dtype).
+# Env defaults (``environ.py``): SGLANG_DSV4_COMPRESS_STATE_DTYPE float32, SGLANG_OPT_USE_ONLINE_COMPRESS off,
+# SGLANG_DSV4_KV_LAYOUT auto (``select_dsv4_kv_layout``: the V4 layout off SM100), unified_kv off (HIP only).
+
+DSV4_PAGE_SIZE = 256
+"""``model_overrides/deepseek_v4.py``: ``page_size = 256`` (CUDA / ROCm), over any --page-size."""
+DSV4_SWA_FULL_TOKENS_RATIO = 0.1
+"""``model_overrides/deepseek_v4.py``: ``overrides["swa_full_tokens_ratio"] = 0.1`` when not given."""
+DSV4_MAX_RUNNING_REQUESTS = 256
+"""``deepseek_v4_hook.apply_deepseek_v4_defaults``: ``max_running_requests=256`` when not given."""
+V4_ROW_BYTES = 584
+"""``KVLayout.V4`` (``kernels/ops/attention/dsv4/kv_layout.py``): data 576 + scale 8 bytes a token; the same as
+DSV4PoolConfigurator's FlashMLA ``kv_bytes = qk_nope_head_dim + qk_rope_head_dim × 2 + 8`` (448 + 128 + 8)."""
+V4_PAGE_ALIGN = 576
+"""``KVLayout.V4.page_align``: a page's bytes are padded to a multiple of 576 (``KVLayout.page_bytes``)."""
+COMPRESS_STATE_DTYPE_BYTES = 4
+"""``_get_dsv4_compress_state_dtype_sizes``: SGLANG_DSV4_COMPRESS_STATE_DTYPE float32 -> 4 B (c4 and c128)."""
+COMPRESS_RING = {4: 8, 128: 128}
+"""``get_compress_state_ring_size`` without speculative decoding and online c128: rows of one ring."""
+
+
+def v4_page_bytes(tokens: int) -> int:
+    """``KVLayout.V4.page_bytes``: ceil(tokens × 584 / 576) × 576.
+
+    >>> v4_page_bytes(256), v4_page_bytes(64), v4_page_bytes(2)   # 149,504 -> 260 × 576; 37,376 -> 65; 1,168 -> 3
+    (149760, 37440, 1728)
+    """
+    return cdiv(tokens * V4_ROW_BYTES, V4_PAGE_ALIGN) * V4_PAGE_ALIGN
+
+
+def dsv4_indexer_bytes(index_head_dim: int) -> int:
+    """``get_dsv4_indexer_bytes_per_token`` (fp8, not the HIP fp4 indexer): index_head_dim + index_head_dim/128 × 4.
+
+    >>> dsv4_indexer_bytes(128)
+    132
+    """
+    return index_head_dim + index_head_dim // 128 * 4
+
+
+@dataclass(frozen=True)
+class Dsv4Shape:
+    """The per-rank byte figures DSV4PoolConfigurator sizes its pools with (one KV head: every rank holds all).
+
+    Layers: ``num_layers_total`` (every layer has the SWA KV), ``c4_layers`` / ``c128_layers``
+    (``collect_sources_by_ratio``: the layers of ratio 4 / 128); ``head_dim`` = qk_nope + rope (512).
+    """
+
+    layers: int
+    c4_layers: int
+    c128_layers: int
+    head_dim: int
+    index_head_dim: int
+    window: int
+    page: int = DSV4_PAGE_SIZE
+
+    @property
+    def swa_page_bytes(self) -> int:
+        """One SWA page over the stage: the V4-layout page on every layer + the c4 compress state it addresses
+        (``c4_state_pool_size = swa_tokens // page × ring``): ring 8 rows × (2 × 2 × head_dim + 2 × 2 × index_head_dim)
+        × 4 B on each c4 layer (``_get_bytes_per_swa_token`` × page)."""
+        state = COMPRESS_RING[4] * 2 * 2 * (self.head_dim + self.index_head_dim) * COMPRESS_STATE_DTYPE_BYTES
+        return v4_page_bytes(self.page) * self.layers + state * self.c4_layers
+
+    @property
+    def c4_page_bytes(self) -> int:
+        """What one full page (256 tokens) adds on one c4 layer: 64 compressed tokens in a V4 page of 64 + their
+        indexer keys (``_compressed_bytes_per_full_token(4)`` × page)."""
+        return v4_page_bytes(self.page // 4) + self.page // 4 * dsv4_indexer_bytes(self.index_head_dim)
+
+    @property
+    def c128_page_bytes(self) -> int:
+        """What one full page adds on one c128 layer: 2 compressed tokens in a V4 page of 2."""
+        return v4_page_bytes(self.page // 128)
+
+    @property
+    def full_page_bytes(self) -> int:
+        return self.c4_page_bytes * self.c4_layers + self.c128_page_bytes * self.c128_layers
+
+    def bytes_per_full_token(self, ratio: float) -> float:
+        """``_get_bytes_per_full_token`` in SGLang's float order: ratio × bytes_per_swa_token + Σ per ratio."""
+        state = 2 * 2 * (self.head_dim + self.index_head_dim) * COMPRESS_STATE_DTYPE_BYTES
+        swa = v4_page_bytes(self.page) / self.page * self.layers + (
+            COMPRESS_RING[4] / self.page * state * self.c4_layers
+        )
+        c4 = 1 / 4 * (v4_page_bytes(self.page // 4) / (self.page // 4)) + 1 / 4 * dsv4_indexer_bytes(
+            self.index_head_dim
+        )
+        c128 = 1 / 128 * (v4_page_bytes(self.page // 128) / (self.page // 128))
+        terms = ([c4 * self.c4_layers] if self.c4_layers else []) + (
+            [c128 * self.c128_layers] if self.c128_layers else []
+        )
+        return ratio * swa + sum(terms)
+
+    def c128_state_slot_bytes(self) -> int:
+        """One request's c128 compress-state ring: 128 rows × 2 × head_dim × 4 B on every c128 layer."""
+        return COMPRESS_RING[128] * 2 * self.head_dim * COMPRESS_STATE_DTYPE_BYTES * self.c128_layers
+
+    def c128_state_fixed_bytes(self, max_running_requests: int) -> int:
+        """``_get_c128_state_fixed_bytes``: rows = ceil((mrr + 1) × 128 + 128 + 1, 128) × 128, × 2 × head_dim × 4 B
+        × c128 layers (taken out of the budget before the token pools)."""
+        if not self.c128_layers:
+            return 0
+        ring = COMPRESS_RING[128]
+        rows = cdiv((max_running_requests + 1) * ring + ring + 1, 128) * 128
+        return rows * 2 * self.head_dim * COMPRESS_STATE_DTYPE_BYTES * self.c128_layers
+
+
+def dsv4_pool_tokens(available: int, shape: Dsv4Shape, *, ratio: float, max_running_requests: int) -> tuple[int, int]:
+    """``DSV4PoolConfigurator.calculate_pool_sizes`` (ratio mode, no ratio-1/2 layers): (full tokens, SWA tokens).
+
+    full = int((available − c128 state fixed) / bytes_per_full_token) // page × page;
+    swa = int(full × ratio) // page × page (``_get_swa_tokens``).
+    """
+    fixed = shape.c128_state_fixed_bytes(max_running_requests)
+    for_tokens = max(available - fixed, 0)
+    full = int(for_tokens / shape.bytes_per_full_token(ratio)) // shape.page * shape.page
+    return full, int(full * ratio) // shape.page * shape.page
+
+
+@dataclass(frozen=True)
+class Dsv4Sizer(HybridSizer):
+    """The steps kvplan.engines.sglang.plan_pools runs for DeepSeek-V4: DSV4PoolConfigurator's sizing in place
+    of the token pool's (``pool_tokens``), its SWA floor check, its SWA allocation."""
+
+    shape: Dsv4Shape | None = None
+    requested_mrr: int = DSV4_MAX_RUNNING_REQUESTS
+    """max_running_requests per attention-DP worker (``requested_max_running_requests_per_worker``)."""
+
+    def _shape(self) -> Dsv4Shape:
+        assert self.shape is not None
+        return self.shape
+
+    def pool_tokens(self, available: int, full_cell: int, dtype: str, attn_tp: int, page: int) -> tuple[int, int]:
+        return dsv4_pool_tokens(
+            available, self._shape(), ratio=self.swa_full_tokens_ratio, max_running_requests=self.requested_mrr
+        )
+
+    def swa_tokens_for(self, full_tokens: int, page: int) -> int:
+        return int(full_tokens * self.swa_full_tokens_ratio) // page * page
+
+    def check_swa_pool(self, swa_tokens: int, page: int) -> str | None:
+        return swa_pool_error(swa_tokens, self._shape().window, page)
+
+    def swa_alloc_bytes(self, swa_tokens: int, dtype: str, attn_tp: int, page: int) -> int:
+        return swa_tokens // page * self._shape().swa_page_bytes
+
+
+def dsv4_sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, Dsv4Sizer, list[str]]:
+    """DeepSeek-V4 as SGLang 0.5.23 serves it: a view for the memory chain (an MHA model, as SGLang's
+    ModelConfig sets ``attention_arch = AttentionArch.MHA`` for V4: the mem-fraction heuristic's non-MLA branch),
+    the sizer, and the notes on what SGLang overrode. Refuses (one line, exit 2) what kvplan does not plan."""
+    comp = [c for layer in arch.layers for c in layer.caches if isinstance(c, CompressedAttention)]
+    ratios = {c.compress_ratio for c in comp}
+    if not ratios <= {0, 4, 128} or len({(c.head_dim, c.qk_rope_head_dim, c.window) for c in comp}) != 1:
+        raise _engine_refuses(arch, dep, f"DeepSeek-V4 compress ratios {sorted(ratios - {0, 4, 128})} (0, 4, 128 only)")
+    if dep.mtp or dep.speculative_num_draft_tokens:
+        raise _engine_refuses(arch, dep, "speculative decoding with DeepSeek-V4 (16 / 256-row compress rings and "
+                                         "the draft's inflated bytes per token)")  # fmt: skip
+    if dep.dcp > 1 or dep.pp > 1:
+        raise _engine_refuses(arch, dep, f"DeepSeek-V4 with dcp {dep.dcp} / pp {dep.pp}")
+    if dep.gpu.vendor != "nvidia" or dep.gpu.sm // 10 == 10:
+        raise _engine_refuses(
+            arch, dep, f"DeepSeek-V4's pools on {dep.gpu.name} (SGLang picks the V4.1 KV layout on SM100/SM103 and "
+            "other pools on ROCm; kvplan plans the V4 FlashMLA layout of the other NVIDIA GPUs)"
+        )  # fmt: skip
+    if dep.kv_cache_dtype not in ("auto", "fp8_e4m3", "bfloat16"):
+        # overrides._deepseek_v4_kv_cache_dtype
+        raise PlanError(f"SGLang refuses DeepSeek-V4: {dep.kv_cache_dtype} is not supported for DeepseekV4ForCausalLM")
+    first = comp[0]
+    shape = Dsv4Shape(
+        layers=len(comp),
+        c4_layers=sum(c.compress_ratio == 4 for c in comp),
+        c128_layers=sum(c.compress_ratio == 128 for c in comp),
+        head_dim=first.head_dim,
+        index_head_dim=arch.index_head_dim,
+        window=first.window,
+    )
+    notes = []
+    if dep.page_size is not None and dep.page_size != DSV4_PAGE_SIZE:
+        notes.append(f"SGLang sets page_size to {DSV4_PAGE_SIZE} for DeepseekV4ForCausalLM (model_overrides/"
+                     f"deepseek_v4.py) over the deployment's {dep.page_size}")  # fmt: skip
+    if dep.attention_backend is not None and dep.attention_backend != "dsv4":
+        notes.append(f"SGLang sets attention_backend dsv4 for DeepseekV4ForCausalLM over {dep.attention_backend}")
+    ratio = DSV4_SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio
+    requested = dep.max_running_requests if dep.max_running_requests is not None else DSV4_MAX_RUNNING_REQUESTS
+    sizer = Dsv4Sizer(
+        full_layers=0,
+        swa_full_tokens_ratio=ratio,
+        shape=shape,
+        requested_mrr=max(1, requested // max(dep.dp_attention, 1)),
+    )
+    view = replace(arch, layers=(), indexer_full=())  # FullAttention(1 kv head, head_dim): SGLang's MHA
+    return view, sizer, notes
+
+
+def plan_dsv4(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    """The pools SGLang 0.5.23 builds for DeepSeek-V4 on each GPU (DSV4PoolConfigurator, ratio mode).
+
+    The memory chain is every SGLang plan's (``_profile_available_bytes``); then
+    ``calculate_pool_sizes``: the c128 compress-state pool (``(mrr + 1) × 128`` ring rows) is fixed bytes taken
+    first, the rest divided by ``bytes_per_full_token`` (0.1 × an SWA token + the C4 / C128 KV and indexer a full
+    token adds) gives ``full_max_total_num_tokens`` (the logged ``max_total_num_tokens``: ``rows`` /
+    ``logged_tokens`` here), and the SWA pool ``int(full × 0.1) // 256 × 256``. Log: "DSV4 pool sizes: full=F,
+    swa=S, c4=F//4, c128=F//128, c4_state=S//256×8, c128_state=0" (the c128 state is sized after
+    max_running_requests is known: (mrr + 1) × 128).
+    """
+    if parse_version(dep.engine_version) != HYBRID_VERSION:
+        raise _engine_refuses(arch, dep, "hybrid pools (read from SGLang 0.5.23 only: set engine_version=0.5.23)")
+    view, s, said = dsv4_sizer_for(arch, dep)
+    dtype = "fp8_e4m3" if dep.kv_cache_dtype == "auto" else dep.kv_cache_dtype
+    run = replace(dep, page_size=DSV4_PAGE_SIZE, attention_backend=None, kv_cache_dtype=dtype)
+    p = sglang.plan_pools(view, run, s)
+    return _with_dsv4_pools(p, arch, dep, s, said)
+
+
+def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer, said: list[str]) -> PoolPlan:
+    """The plan of the view, told as DeepSeek-V4's: its three pools, knobs, chain terms, allocation and notes."""
+    sh = s._shape()
+    page = sh.page
+    rows, swa = p.rows, p.extras["swa_tokens"]
+    mrr = min(s.requested_mrr, rows // 2) if rows else s.requested_mrr
+    budget_fixed = sh.c128_state_fixed_bytes(s.requested_mrr)
+    state_alloc = sh.c128_state_fixed_bytes(mrr)  # finalize_with_max_running_requests: (mrr + 1) × 128 rows
+    idx_page = page // 4 * dsv4_indexer_bytes(sh.index_head_dim) * sh.c4_layers
+    main_page = sh.full_page_bytes - idx_page
+    full_pages, swa_pages = rows // page, swa // page
+    layers = f"C4 {sh.c4_layers} layers with the indexer, C128 {sh.c128_layers} layers"
+    pools = (
+        Pool(
+            name=f"compressed KV ({layers})",
+            unit="page",
+            page_tokens=page,
+            capacity=full_pages,
+            unit_bytes=sh.full_page_bytes,
+            demands=(Demand("compressed attention", "token"),),
+        ),
+        Pool(
+            name=f"sliding window ({sh.layers} layers, + C4 compress state)",
+            unit="page",
+            page_tokens=page,
+            capacity=swa_pages,
+            unit_bytes=sh.swa_page_bytes,
+            demands=(Demand("sliding-window", "window", window=sh.window + SWA_EVICTION_INTERVAL, extra=2),),
+        ),
+        Pool(
+            name=f"C128 compress state ({sh.c128_layers} layers)",
+            unit="slot",
+            page_tokens=1,
+            capacity=mrr,
+            unit_bytes=sh.c128_state_slot_bytes(),
+            demands=(Demand("compress state", "request"),),
+        ),
+    )
+    mrr_origin = "set" if dep.max_running_requests is not None else "default: 256 (apply_deepseek_v4_defaults)"
+    if rows and mrr < s.requested_mrr:
+        mrr_origin += f"; reduced to rows // 2 = {rows // 2:,}"
+    knobs: list[Knob] = []
+    for k in p.knobs:
+        if k.name == "page_size":
+            k = Knob(
+                "page_size", page, "default: 256, forced for DeepseekV4ForCausalLM (model_overrides/deepseek_v4.py)"
+            )
+        elif k.name == "attention_backend":
+            k = Knob(
+                "attention_backend", "dsv4", "default: forced for DeepseekV4ForCausalLM; dsv4_attn_backend flashmla"
+            )
+        elif k.name == "kv_cache_dtype" and dep.kv_cache_dtype == "auto":
+            k = Knob("kv_cache_dtype", "fp8_e4m3", "default: auto -> fp8_e4m3 for DeepseekV4ForCausalLM")
+        elif k.name == "max_running_requests":
+            k = Knob("max_running_requests", mrr, mrr_origin)
+        elif k.name == "mla_layout":
+            continue
+        knobs.append(k)
+    ratio_origin = "set" if dep.swa_full_tokens_ratio is not None else "default: 0.1 for DeepseekV4ForCausalLM"
+    knobs.append(Knob("swa_full_tokens_ratio", s.swa_full_tokens_ratio, ratio_origin))
+    knobs.append(Knob("dsv4_kv_layout", "V4 (584 B, pages padded to 576 B)", "default: SGLANG_DSV4_KV_LAYOUT auto"))
+    per_token = sh.bytes_per_full_token(s.swa_full_tokens_ratio)
+    chain: list[Term] = []
+    for t in p.chain:
+        if t.label == "cell":
+            chain.append(
+                Term(
+                    "C128 compress-state pool",
+                    budget_fixed,
+                    f"ceil(({s.requested_mrr} + 1) × 128 + 129, 128) × 128 rows × 2 × {sh.head_dim} × 4 B × "
+                    f"{sh.c128_layers} layers, fixed bytes taken before the token pools",
+                )
+            )
+            t = Term(
+                "cell",
+                None,
+                f"bytes_per_full_token {per_token:,.2f} = {s.swa_full_tokens_ratio} × {sh.swa_page_bytes / page:,.2f}"
+                f" (SWA + C4 state) + {sh.full_page_bytes / page:,.2f} (C4 KV + indexer, C128 KV)",
+            )
+        elif t.label == "pool rows per GPU":
+            t = Term(
+                t.label,
+                None,
+                f"{rows:,} = int((available − C128 state) / {per_token:,.2f}) // {page} × {page} (full); "
+                f"SWA {swa:,} = int(full × {s.swa_full_tokens_ratio}) // {page} × {page}",
+            )
+        elif t.label == "logged max_total_num_tokens":
+            t = Term(
+                t.label,
+                None,
+                f"DSV4 pool sizes: full={rows}, swa={swa}, c4={rows // 4}, c128={rows // 128}, "
+                f"c4_state={swa_pages * COMPRESS_RING[4]}, c128_state=0",
+            )
+        chain.append(t)
+    full_alloc = full_pages * sh.full_page_bytes
+    swa_alloc = swa_pages * sh.swa_page_bytes
+    allocated = full_alloc + swa_alloc + state_alloc
+    notes = [n for n in p.notes] + said
+    notes.append(
+        "DeepSeek-V4 on SGLang 0.5.23 (DSV4PoolConfigurator, ratio mode): the full pool's pages carry the C4 "
+        "compressed KV + indexer keys (one per 4 tokens) and the C128 compressed KV (one per 128); the SWA pool "
+        f"holds each layer's last {sh.window} tokens + the C4 compress-state rings; one C128 ring per running request"
+    )
+    notes.append(
+        "ASSUMPTION: SM90-class NVIDIA GPU (V4 FlashMLA layout), SGLANG_DSV4_COMPRESS_STATE_DTYPE float32, no "
+        "online c128 compression, no HiSparse, no speculative decoding (SGLang's defaults); allocated bytes are "
+        "the configurator's budget figures (the pools' padding pages are not modelled)"
+    )
+    extras = dict(p.extras)
+    extras.update(
+        {
+            "swa_alloc_bytes": swa_alloc,
+            "c4_tokens": rows // 4,
+            "c128_tokens": rows // 128,
+            "c4_state_rows": swa_pages * COMPRESS_RING[4],
+            "c128_state_rows": (mrr + 1) * COMPRESS_RING[128],
+            "c128_state_alloc_bytes": state_alloc,
+            "mla_alloc_bytes": 0,
+            # ReqToTokenPool as plan_pools sizes it, with the max_running_requests SGLang really uses (256)
+            "req_to_token_bytes": (mrr + 1) * (p.context_len + 4) * 4,
+            "indexer_alloc_bytes": full_pages * idx_page,
+        }
+    )
+    outside = next(
+        sg for sg in p.memory_map if sg.label not in {"weights", "main KV", "indexer", "draft", "reserve", "free"}
+    )
+    weights = next(sg.bytes for sg in p.memory_map if sg.label == "weights")
+    mm = memory_map(
+        nvml_total=dep.gpu.nvml_total_bytes,
+        outside=(outside.label, outside.bytes),
+        weights=weights,
+        main=full_pages * main_page + swa_alloc + state_alloc,
+        indexer=full_pages * idx_page,
+        draft=0,
+        available=p.available_bytes,
+    )
+    return replace(
+        p,
+        arch=arch,
+        deployment=dep,
+        pools=pools,
+        knobs=tuple(knobs),
+        chain=tuple(chain),
+        notes=tuple(notes),
+        cell=Cell(main_bytes=cdiv(main_page, page), indexer_bytes=cdiv(idx_page, page)),
+        mla_layout=None,
+        mla_bytes_per_layer=V4_ROW_BYTES,
+        main_layers=sh.layers,
+        indexer_bytes_per_layer=dsv4_indexer_bytes(sh.index_head_dim),
+        indexer_layers=sh.c4_layers,
+        indexer_rule="compress_ratio 4 layers (C4), on their compressed tokens",
+        max_running_requests=mrr,
+        allocated_bytes=allocated,
+        memory_map=mm,
+        extras=extras,
+    )

@@ -214,7 +214,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     att = arch.attention
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     layout: MlaLayout | None
-    if isinstance(att, FullAttention):
+    if vllm_hybrid.is_v4(arch):  # fp8_ds_mla on FLASHMLA_SPARSE_DSV4 (kvplan/engines/vllm_hybrid.py)
+        layout = None
+        dtype, knobs = vllm_hybrid.v4_layout(arch, dep)
+    elif isinstance(att, FullAttention):
         layout = None
         dtype, knobs = _mha_layout(dep)
     else:
@@ -402,7 +405,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
                 Term(
                     "bytes per block",
                     bytes_per_block,
-                    f"group size {hybrid.group_size} × page {hybrid.page_bytes:,} B ({block} tokens)",
+                    hybrid.block_detail(),
                 ),
             )
             if hybrid

@@ -316,7 +316,9 @@ def test_describe_kinds_of_v4() -> None:
 # --------------------------------------------------------------------------- the one refusal (exit 2)
 
 
-PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b")}
+PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b"), ("sglang", "deepseek-v4-flash"),
+                   ("sglang", "deepseek-v4-pro"), ("vllm", "deepseek-v4-flash"),
+                   ("vllm", "deepseek-v4-pro")}  # fmt: skip
 """(engine, preset) pairs the engine rules plan now (SGLang: tests/unit/test_sglang_hybrid.py; vLLM:
 tests/unit/test_vllm_hybrid.py)."""
 REFUSED = [
@@ -338,13 +340,19 @@ def test_planning_a_hybrid_exits_2_with_one_line(name: str, engine: str, label: 
 
 
 @pytest.mark.parametrize("command", [["budget"], ["workspace"], ["prefix", "--hit", "1K"]])
-def test_other_planning_commands_refuse_the_same_way(command: list[str]) -> None:
-    r = runner.invoke(app, [*command, "--ctx", "8K", "--model", "deepseek-v4-flash"])
-    assert r.exit_code == 2, r.output
-    assert "kvplan does not yet plan DeepSeek-V4 compressed-attention layers (deepseek-v4-flash, layer 0)" in r.output
+def test_other_planning_commands_plan_v4_on_sglang(command: list[str]) -> None:
+    """DeepSeek-V4 is planned on SGLang now (tests/unit/test_sglang_v4.py); the presets count no weights."""
+    r = runner.invoke(app, [*command, "--ctx", "8K", "--model", "deepseek-v4-flash", "--set", "weights_per_gpu=20GiB"])
+    assert r.exit_code == 0, r.output
 
 
-def test_plan_pool_refuses_a_hybrid_and_plans_a_uniform_model() -> None:
+def test_plan_pool_refuses_a_hybrid_and_plans_a_uniform_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvplan import engines
+    from kvplan.models.cache import CompressedAttention
+
+    # the guard itself, on an engine row without CompressedAttention (SGLang's before the V4 rules landed)
+    row = tuple(k for k in engines.ENGINE_CACHE_KINDS["sglang"] if k is not CompressedAttention)
+    monkeypatch.setitem(engines.ENGINE_CACHE_KINDS, "sglang", row)
     dep = load_deployment(None, ["model=deepseek-v4-flash"])
     with pytest.raises(InputError, match="compressed-attention layers"):
         plan_pool(load_model("deepseek-v4-flash"), dep)

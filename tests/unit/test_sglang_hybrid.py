@@ -33,7 +33,7 @@ from kvplan.engines.sglang_hybrid import (
     swa_pool_error,
     swa_pool_tokens,
 )
-from kvplan.errors import InputError, PlanError
+from kvplan.errors import PlanError
 from kvplan.models.cache import LinearState
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB, MiB
@@ -206,9 +206,9 @@ def test_kimi_linear_kda_with_mla_golden(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- refusals (one line, exit 2)
 
 
-def test_deepseek_v4_stays_refused_on_sglang() -> None:
-    with pytest.raises(InputError, match=r"DeepSeek-V4 compressed-attention layers \(deepseek-v4-flash, layer 0\) on"):
-        _plan("deepseek-v4-flash")
+def test_deepseek_v4_is_planned_on_sglang() -> None:
+    """Was refused until DSV4PoolConfigurator's pools landed (goldens: tests/unit/test_sglang_v4.py)."""
+    assert len(_plan("deepseek-v4-flash").pools) == 3
 
 
 @pytest.mark.parametrize(
