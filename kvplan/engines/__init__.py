@@ -10,7 +10,7 @@ from kvplan.models.deploy import Deployment
 
 ENGINE_CACHE_KINDS: dict[str, tuple[type, ...]] = {
     "sglang": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState, CompressedAttention),
-    "vllm": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState),
+    "vllm": (FullAttention, MlaLatent, IndexerK, SlidingWindow, LinearState, CompressedAttention),
 }
 """The cache kinds (kvplan.models.cache) each engine's rules plan today: full attention, MLA and the DSA indexer
 K. Issue 13's engine rules add SlidingWindow, LinearState and CompressedAttention here as they land."""
