@@ -270,8 +270,11 @@ class BlockPool:
         return True
 
     def commit(self, seq: Seq) -> None:
-        """Hash the whole blocks computed so far (vLLM caches blocks as it schedules them)."""
-        full = seq.tokens // self.page_tokens
+        """Hash the whole blocks computed so far (vLLM caches blocks as it schedules them).
+
+        Only blocks the sequence holds: the occupancy replay may count a token whose page its pending grow event
+        has not taken yet (preempted at that microsecond), which with 1-token pages is a whole block it lacks."""
+        full = min(seq.tokens // self.page_tokens, len(seq.handle))
         first = seq.committed
         if full <= first:
             return

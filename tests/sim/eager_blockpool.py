@@ -143,7 +143,8 @@ class BlockPool:
         """Hash the whole blocks computed so far (vLLM caches blocks as it schedules them)."""
         blocks = seq.handle
         keys = seq.keys
-        for pos in range(seq.hit_pages, seq.tokens // self.page_tokens):
+        # only blocks the sequence holds (as the lazy pool: a replayed token may lack its page, see its commit)
+        for pos in range(seq.hit_pages, min(seq.tokens // self.page_tokens, len(blocks))):
             b = blocks[pos]
             if self.hash[b] is None:
                 self._add_hash(b, keys[pos])

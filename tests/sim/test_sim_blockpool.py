@@ -105,7 +105,7 @@ def test_cli_vllm_capacity_1e10_runs(tmp_path: Path) -> None:
 
 @given(chained_traces(), st.integers(1, 60), st.booleans(), st.sampled_from([None, 2]))
 def test_expanded_pages_block_for_block(reqs: list[Request], pages: int, eagle: bool, limit: int | None) -> None:
-    # each trace block is 4 pages of 1 token (order mode) or 2 pages of 2 tokens (occupancy mode): a request's
+    # each trace block is 4 pages of 1 token (and in occupancy mode also 2 pages of 2 tokens): a request's
     # hits, evictions and frees are runs of several pages, so evictions cut runs around the dead entries that hits
     # left in the queue (order mode: hits of idle blocks; occupancy mode: shared blocks and preemptions too)
     lazy = BlockPool(pages, BS // 4, eagle_drop=eagle, check=True)
@@ -115,12 +115,13 @@ def test_expanded_pages_block_for_block(reqs: list[Request], pages: int, eagle: 
     assert _result(a) == _result(b)
     assert _state(lazy) == _state(eager)
     svc = Service(1_000, 500, limit)
-    lazy = BlockPool(pages, BS // 2, eagle_drop=eagle, check=True)
-    eager = EagerBlockPool(pages, BS // 2, eagle_drop=eagle, check=True)
-    a = replay_occupancy(reqs, lazy, Paging(BS, BS // 2), service=svc, window=ALL)
-    b = replay_occupancy(reqs, eager, Paging(BS, BS // 2), service=svc, window=ALL)
-    assert _result(a) == _result(b)
-    assert _state(lazy) == _state(eager)
+    for page in (BS // 4, BS // 2):
+        lazy = BlockPool(pages, page, eagle_drop=eagle, check=True)
+        eager = EagerBlockPool(pages, page, eagle_drop=eagle, check=True)
+        a = replay_occupancy(reqs, lazy, Paging(BS, page), service=svc, window=ALL)
+        b = replay_occupancy(reqs, eager, Paging(BS, page), service=svc, window=ALL)
+        assert _result(a) == _result(b)
+        assert _state(lazy) == _state(eager)
 
 
 def test_a_hash_twice_in_one_commit_is_a_duplicate_as_in_the_eager_pool() -> None:
@@ -147,3 +148,23 @@ def test_expanded_page_keys(ids: list[int], pages: int, k: int) -> None:
     want = [b * k + j for b in ids for j in range(k)][:pages]
     assert keys[: len(want)] == want
     assert len(keys) == pages and all(x < 0 for x in keys[len(want) :])
+
+
+def test_cli_vllm_occupancy_with_one_token_pages(tmp_path: Path) -> None:
+    # the defect: an internal error (exit 4, ValueError from the commit's zip). Request 1 (4 tokens, 1 output)
+    # reaches a page boundary with its first output token while a preemption at the same microsecond counts that
+    # token as made, so it was released with 5 tokens and 4 one-token pages: the commit asked for a 5th block.
+    # Block ids 0..3 all differ, so no request hits: hit tokens 0; all three complete.
+    p = tmp_path / "t.jsonl"
+    p.write_text(
+        '{"timestamp": 0, "input_length": 8, "output_length": 0, "hash_ids": [0, 1]}\n'
+        '{"timestamp": 0, "input_length": 4, "output_length": 1, "hash_ids": [2]}\n'
+        '{"timestamp": 0, "input_length": 4, "output_length": 0, "hash_ids": [3]}\n'
+    )
+    r = invoke(p, "--semantics", "vllm", "--block-size", "4", "--page-tokens", "1", "--capacity", "12 pages",
+               "--occupancy", "--prefill-tps", "1000", "--tpot-ms", "0.5", "--format", "json")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    doc = json.loads(r.stdout)
+    assert doc["hit"]["tokens"] == 0 and doc["occupancy"]["completed"] == 3
