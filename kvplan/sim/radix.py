@@ -252,7 +252,9 @@ class RadixPool:
     def _insert_own(self, seq: Seq) -> int:
         """Insert the sequence's whole pages and free its duplicates; returns how many whole pages it has."""
         _, protected = seq.handle
-        full = self._matchable(seq.tokens)
+        # at most the pages it holds: the occupancy replay may count a token whose page its pending grow event has
+        # not taken yet (preempted at that microsecond), a whole page it lacks when pages are 1 token
+        full = min(self._matchable(seq.tokens), protected + seq.private_pages)
         keys = seq.keys[:full]
         p = self.insert(keys)
         new = max(full - p, 0)
