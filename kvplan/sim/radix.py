@@ -254,7 +254,7 @@ class RadixPool:
         _, protected = seq.handle
         # at most the pages it holds: the occupancy replay may count a token whose page its pending grow event has
         # not taken yet (preempted at that microsecond), a whole page it lacks when pages are 1 token
-        full = min(self._matchable(seq.tokens), protected + seq.private_pages)
+        full: int = min(self._matchable(seq.tokens), protected + seq.private_pages)
         keys = seq.keys[:full]
         p = self.insert(keys)
         new = max(full - p, 0)
