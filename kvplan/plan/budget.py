@@ -111,7 +111,15 @@ class KindCost:
 
 def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
     """The hybrid's kinds with their bytes on one GPU (empty for a uniform plan, whose cell says it all)."""
-    from kvplan.models.cache import CacheKind, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
+    from kvplan.models.cache import (
+        CacheKind,
+        CompressedAttention,
+        FullAttention,
+        IndexerK,
+        LinearState,
+        MlaLatent,
+        SlidingWindow,
+    )
 
     if not plan.pools:
         return ()
@@ -135,6 +143,18 @@ def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
             )
         elif isinstance(c, IndexerK):
             out.append(KindCost(kind="indexer K", layers=n, per="token", bytes_per_token=n * c.bytes_per_token))
+        elif isinstance(c, CompressedAttention):
+            # DeepSeek-V4 (model level, before the engine's pages): every layer keeps its window of entries; a
+            # C4 / C128 layer also one compressed entry per compress_ratio tokens (kvplan.models.cache)
+            window = n * c.window * c.entry_bytes
+            if c.compress_ratio > 1:
+                kind = f"compressed attention C{c.compress_ratio} + window {c.window}"
+                bpt = n * c.entry_bytes // c.compress_ratio  # per token of context (floored), the window apart
+                out.append(KindCost(kind=kind, layers=n, per="token", bytes_per_token=bpt))
+            out.append(KindCost(kind=f"window {c.window} (C{c.compress_ratio} layers)" if c.compress_ratio > 1
+                                else f"window {c.window} (window-only layers)", layers=n, per="window",
+                                bytes_per_token=n * c.entry_bytes, window=c.window,
+                                request_max_bytes=window))  # fmt: skip
         elif isinstance(c, LinearState):
             per = n * c.bytes_per_request(tp, plan.engine)
             out.append(KindCost(kind=c.label, layers=n, per="request", bytes_per_token=0, request_max_bytes=per))

@@ -51,7 +51,10 @@ def cell_section(p: PoolPlan) -> Section:
         (
             f"main {'MLA' if p.arch.is_mla else p.arch.kind_label} KV",
             nbytes(c.main_bytes),
-            f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers",
+            f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers"
+            if not p.pools or p.mla_bytes_per_layer * p.main_layers == c.main_bytes
+            else "the engine's bytes per row of its token pool (a hybrid: what a request takes from each pool is "
+            "under 'What the request needs'; per kind: kvplan budget)",
         ),
     ]
     if p.arch.has_indexer:
