@@ -129,6 +129,7 @@ EXPECT: dict[str, Expect] = {
     },
     "weights-vllm-deepseek-r1-0528-h200-tp8-vllm-memory-estimator.log": Expect("cannot_tell", MLA61, "deepseek-v3"),
     "weights-vllm-qwen3-235b-a22b-tp8-ep8-issue-18446.log": Expect("cannot_tell"),  # weights lines only
+    "weights-vllm-deepseek-v4-flash-h100-tp8-issue-41027.log": Expect("cannot_tell"),  # weights lines only
     # tp 1: 24 x 8 kv heads x 64 x 2 x 2 B = 49,152 B a logged token (vLLM 0.19.0: num_blocks // 2 groups x 16)
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
     **{
