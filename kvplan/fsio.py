@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import secrets
 import stat
-import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -93,10 +93,12 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
     """
     check_target(path, what, reads)
     mode = _new_file_mode(path)
-    tmp: str | None = None
+    # the name is chosen before the file exists, so a signal at any point after creation finds it to remove
+    # (tempfile.mkstemp creates, then returns the name: a SIGINT in between left a stray temporary file)
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
     done = False
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
@@ -108,7 +110,7 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
     except OSError as e:
         raise InputError(f"{what} {path}: cannot write: {e.strerror or e}") from None
     finally:
-        if not done and tmp is not None:
+        if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     _fsync_dir(path.parent)
