@@ -295,25 +295,26 @@ class Diagnosis:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     model: ModelCheck
-    config: PoolPlan | None
-    revealed: tuple[Revealed, ...]
-    revealed_plan: PoolPlan | None
-    memory: tuple[MemoryTerm, ...]
-    memory_matches: bool | None
-    log_plan: PoolPlan | None
-    comparison: Comparison | None
-    causes: tuple[Cause, ...]
-    per_rank: PerRank | None
-    kv_size: KvSize | None
-    startup: StartupCheck | None
-    implied: Implied | None
-    log_budget: tuple[int, int] | None
+    # what a diagnosis that stops early (no config, a K/V log against an MLA config) leaves out: nothing planned
+    config: PoolPlan | None = None
+    revealed: tuple[Revealed, ...] = ()
+    revealed_plan: PoolPlan | None = None
+    memory: tuple[MemoryTerm, ...] = ()
+    memory_matches: bool | None = None
+    log_plan: PoolPlan | None = None
+    comparison: Comparison | None = None
+    causes: tuple[Cause, ...] = ()
+    per_rank: PerRank | None = None
+    kv_size: KvSize | None = None
+    startup: StartupCheck | None = None
+    implied: Implied | None = None
+    log_budget: tuple[int, int] | None = None
     """For a pool kvplan cannot plan: the KV budget the log's own memory figures give (bytes, low and high)."""
-    best: PoolPlan | None
-    admission: Admission | None
-    admission_asked: bool
-    prefix: PrefixHit | None
-    decode: DecodeRead | None
+    best: PoolPlan | None = None
+    admission: Admission | None = None
+    admission_asked: bool = False
+    prefix: PrefixHit | None = None
+    decode: DecodeRead | None = None
     byte_fact: ByteFact | None = None
     headline: Headline = Headline(kind="cannot_tell")
     evidence: Evidence | None = None
@@ -1197,24 +1198,8 @@ def diagnose(
             problems=("model",),
             notes=tuple(notes),
             model=model,
-            config=None,
-            revealed=(),
-            revealed_plan=None,
-            memory=(),
-            memory_matches=None,
-            log_plan=None,
-            comparison=None,
-            causes=(),
-            per_rank=None,
-            kv_size=None,
-            startup=None,
             implied=_mha_implied(run),
             log_budget=mha_self_check(run),
-            best=None,
-            admission=None,
-            admission_asked=False,
-            prefix=None,
-            decode=None,
             headline=Headline(
                 kind="cannot_tell",
                 missing=(
@@ -1754,24 +1739,7 @@ def examine(log: ParsedLog, *, why: str, arch_class: str = "", extra: tuple[Mode
         problems=("startup",) if startup is not None else (),
         notes=(why,),
         model=model,
-        config=None,
-        revealed=(),
-        revealed_plan=None,
-        memory=(),
-        memory_matches=None,
-        log_plan=None,
-        comparison=None,
-        causes=(),
-        per_rank=None,
-        kv_size=None,
         startup=startup,
-        implied=None,
-        log_budget=None,
-        best=None,
-        admission=None,
-        admission_asked=False,
-        prefix=None,
-        decode=None,
         headline=headline,
         evidence=evidence,
     )
