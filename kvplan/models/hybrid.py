@@ -29,6 +29,7 @@ from kvplan.models.cache import (
     MlaLatent,
     SlidingWindow,
 )
+from kvplan.models.weights import hybrid_groups, param_groups_from_hf
 
 if TYPE_CHECKING:
     from kvplan.models.load import Reader
@@ -90,6 +91,10 @@ def _dim(r: Reader, key: str, **kw: Any) -> int:
 def _common(
     r: Reader, *, name: str, source: str, description: str, architecture: str, num_layers: int
 ) -> dict[str, Any]:
+    weights: dict[str, Any] = {"weights_assumptions": NOT_MODELLED_WEIGHTS}
+    if hybrid_groups(architecture) is not None:  # the family's parameters are counted (kvplan.models.params_*)
+        w = param_groups_from_hf(r.data, source, fail=r.fail)
+        weights = {"param_groups": w.groups, "weights_summary": w.summary, "weights_assumptions": w.assumptions}
     return {
         "name": name,
         "source": source,
@@ -98,8 +103,8 @@ def _common(
         "num_layers": num_layers,
         "num_mtp_layers": r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
         "max_position_embeddings": r.get_tokens("max_position_embeddings", required=True),
-        "weights_assumptions": NOT_MODELLED_WEIGHTS,
         "activation": activation_dims(r.data),
+        **weights,
     }
 
 

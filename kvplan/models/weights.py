@@ -14,8 +14,9 @@ Norm vectors are left out (under 0.01 % of the total).
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -329,7 +330,10 @@ def param_groups_from_hf(
             f" most {MAX_PATTERN_LAYERS:,} layers",
         )
     acc = _Groups(quant)
-    if mla is not None or config.get("kv_lora_rank") is not None:
+    family_groups = hybrid_groups(_first_architecture(config))
+    if family_groups is not None:
+        family = family_groups(c, acc)
+    elif mla is not None or config.get("kv_lora_rank") is not None:
         shape = mla or _mla_shape(c)
         _mla_groups(shape, acc)
         family = "DSA MoE" if shape.index_n_heads and shape.index_head_dim else "MLA MoE"
@@ -338,6 +342,32 @@ def param_groups_from_hf(
     else:
         family = _gqa_groups(c, acc, _first_architecture(config))
     return WeightsModel(groups=acc.groups(), family=family, quantization=quant)
+
+
+HYBRID_GROUP_MODULES = {
+    "Qwen3NextForCausalLM": "kvplan.models.params_qwen3_next",
+    "KimiLinearForCausalLM": "kvplan.models.params_kimi_linear",
+    "DeepseekV4ForCausalLM": "kvplan.models.params_deepseek_v4",
+    "Glm5NextForConditionalGeneration": "kvplan.models.params_glm5_next",
+}
+"""Hybrid architectures whose parameters a family module counts: ``groups(c, acc) -> family`` adds every module
+to ``acc`` (linears in the scheme their names resolve to, plain tensors in the checkpoint dtype) and names the
+family. A module not written yet leaves the architecture without groups (the loader asks for weights_per_gpu)."""
+
+
+def hybrid_groups(architecture: str) -> Callable[[Fields, _Groups], str] | None:
+    """The family function of a hybrid architecture (:data:`HYBRID_GROUP_MODULES`), None when there is none."""
+    module = HYBRID_GROUP_MODULES.get(architecture)
+    if module is None:
+        return None
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return None
+    fn: Callable[[Fields, _Groups], str] = found.groups
+    return fn
 
 
 def _mla_shape(c: Fields) -> MoeShape:
