@@ -144,6 +144,7 @@ class _Occupancy:
         self.last_t = 0
         self.input_tokens = 0
         self.arrived = 0
+        self.last_arrival = -1
 
     # -------------------------------------------------------------- bookkeeping
 
@@ -283,46 +284,67 @@ class _Occupancy:
 
     def run(self, requests: Iterator[Request]) -> SimResult:
         nxt = next(requests, None)
-        n = 0
-        last_arrival = -1
         while nxt is not None or self.events or self.waiting:
-            t_event = self.events[0][0] if self.events else None
+            t_event = self.next_event_us()
             if nxt is not None and (t_event is None or nxt.arrival_us <= t_event):
-                r = nxt
-                if r.arrival_us < last_arrival:
-                    from kvplan.errors import InputError
-
-                    raise InputError(
-                        f"request {r.index} (line {r.line}) arrives before the one before it: occupancy mode "
-                        "needs the trace sorted by arrival time"
-                    )
-                last_arrival = r.arrival_us
-                self._advance(r.arrival_us)
-                self.input_tokens += r.input_tokens
-                seq = Seq(r, self.paging.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
-                self.waiting.append(seq)
-                n += 1
-                self.arrived = n
-                if self.progress is not None and not n % 256:
-                    self.progress(n)
+                self.arrive(nxt)
                 nxt = next(requests, None)
             elif t_event is not None:
-                t, _, kind, gen, seq = heapq.heappop(self.events)
-                self._advance(t)
-                if gen != seq.gen or seq.req.index not in self.running:
+                if not self.handle_event():
                     continue
-                if kind == _GROW:
-                    self._grow(seq)
-                else:
-                    self._finish(seq)
             else:
                 # only waiting requests and nothing running: admit or drop them
                 if self.running:
                     raise AssertionError("running requests without events")
-            self._try_admit()
-            if self.pool.check:
-                self.pool.verify()
-            self._sample()
+            self.settle()
+        return self.result()
+
+    # -------------------------------------------------------------- steps (``run``, or a driver of several pools)
+
+    def next_event_us(self) -> int | None:
+        """When the next grow or finish event is due (None: none scheduled)."""
+        return self.events[0][0] if self.events else None
+
+    def arrive(self, r: Request) -> None:
+        """``r`` arrives (now = its arrival time) and joins the queue; ``settle`` admits it."""
+        if r.arrival_us < self.last_arrival:
+            from kvplan.errors import InputError
+
+            raise InputError(
+                f"request {r.index} (line {r.line}) arrives before the one before it: occupancy mode "
+                "needs the trace sorted by arrival time"
+            )
+        self.last_arrival = r.arrival_us
+        self._advance(r.arrival_us)
+        self.input_tokens += r.input_tokens
+        seq = Seq(r, self.paging.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
+        self.waiting.append(seq)
+        self.arrived += 1
+        n = self.arrived
+        if self.progress is not None and not n % 256:
+            self.progress(n)
+
+    def handle_event(self) -> bool:
+        """Run the next event; False when it was stale (its sequence preempted or gone: nothing to settle)."""
+        t, _, kind, gen, seq = heapq.heappop(self.events)
+        self._advance(t)
+        if gen != seq.gen or seq.req.index not in self.running:
+            return False
+        if kind == _GROW:
+            self._grow(seq)
+        else:
+            self._finish(seq)
+        return True
+
+    def settle(self) -> None:
+        """After each step: admit what can be admitted, check (debug mode), sample."""
+        self._try_admit()
+        if self.pool.check:
+            self.pool.verify()
+        self._sample()
+
+    def result(self) -> SimResult:
+        n = self.arrived
         self.occ.makespan_us = self.now
         self.occ.timeline = self.timeline.points()
         return SimResult(
