@@ -102,7 +102,10 @@ def _common(
         "architecture": architecture,
         "num_layers": num_layers,
         "num_mtp_layers": r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
-        "max_position_embeddings": r.get_tokens("max_position_embeddings", required=True),
+        # Kimi-Linear's config names its context only as model_max_length, a key both engines read when
+        # max_position_embeddings is absent (vLLM _get_and_verify_max_len, SGLang CONTEXT_LENGTH_KEYS)
+        "max_position_embeddings": r.get_tokens("max_position_embeddings", required=not r.has("model_max_length"))
+        or r.get_tokens("model_max_length", required=True),
         "activation": activation_dims(r.data),
         **weights,
     }

@@ -191,7 +191,8 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
         ),
         Item(
             "pool padding",
-            max(p.allocated_bytes - p.available_bytes, 0),
+            # the Mamba state pool comes out of rest_memory before the KV pool (not out of the slack)
+            max(p.allocated_bytes - p.extras.get("mamba_alloc_bytes", 0) - p.available_bytes, 0),
             "persistent",
             "padding rows and pages allocated beyond cell_size",
         ),
