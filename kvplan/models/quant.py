@@ -257,7 +257,10 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
         else:  # per-tensor weight scale, and an input scale with static activations (fp32 each)
             static = r.text("activation_scheme", "dynamic").lower() == "static"
             scheme = replace(FP8_TENSOR, tensor_bits=64) if static else FP8_TENSOR
-        return _simple("fp8", scheme, r, plain, assumptions)
+        fp8 = _simple("fp8", scheme, r, plain, assumptions)
+        if config.get("expert_dtype") == "fp4":  # DeepSeek-V4: MXFP4 routed experts (vLLM DeepseekV4FP8Config)
+            return replace(fp8, groups=(((".experts.",), MXFP4), *fp8.groups))
+        return fp8
     if method == "mxfp4":
         return _simple("mxfp4", MXFP4, r, plain, assumptions)
     if method in ("awq", "gptq"):

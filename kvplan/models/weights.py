@@ -223,10 +223,11 @@ class _Groups:
         if rows > 0 and cols > 0 and count > 0:
             self._count(group, split, heads, self.quant.scheme_for("" if self._uniform else module), rows, cols, count)
 
-    def plain(self, group: str, split: str, params: int, *, heads: int = 0) -> None:
-        """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype."""
+    def plain(self, group: str, split: str, params: int, *, heads: int = 0, scheme: Scheme | None = None) -> None:
+        """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype, or
+        ``scheme`` for a tensor the checkpoint stores in another (DeepSeek-V4's fp32 hyper-connection mixes)."""
         if params > 0:
-            self._count(group, split, heads, None, params, 1, 1)
+            self._count(group, split, heads, scheme, params, 1, 1)
 
     def buffer(self, group: str, size: Fraction) -> None:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
