@@ -485,6 +485,8 @@ _HF_KEYS = {
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "linear_conv_kernel_dim", "mamba_ssm_dtype", "linear_attn_config",
     "o_lora_rank", "o_groups", "num_hash_layers", "hc_mult", "topk_method", "expert_dtype",
+    "model_max_length", "num_shared_experts", "num_experts_per_token", "moe_layer_freq", "mla_use_nope",
+    "mla_use_output_gate", "routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size",
     "shared_expert_intermediate_size", "partial_rotary_factor",
 }  # fmt: skip
 
@@ -589,6 +591,10 @@ def _model_from_hf(
     architecture = _architecture(r)
     if architecture == "Glm5NextForConditionalGeneration" and r.has("text_config"):
         r = r.sub("text_config")  # GLM-5.3-Flash: the decoder's fields (SGLang Glm5NextConfig.text_config)
+    if architecture == "KimiK3ForConditionalGeneration" and r.has("text_config"):
+        # Kimi-K3: a KimiLinearForCausalLM text_config beside a vision tower (SGLang KimiK3Config.text_config,
+        # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
+        r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
