@@ -259,7 +259,7 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
     layers = tuple(
         Layer(i, (state,) if i in kda else ((mla, indexer) if i in owners else (mla,))) for i in range(num_layers)
     )
-    common = _common(r, name=name, source=source, description=description,
+    common = _common(_glm5_next_weights_view(r), name=name, source=source, description=description,
                      architecture="Glm5NextForConditionalGeneration", num_layers=num_layers)  # fmt: skip
     return ModelArch(
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
@@ -271,6 +271,22 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
         indexer_full=tuple(i in owners for i in range(num_layers)) if index_topk else (),
         indexer_rule=IndexerRule.INDEXER_TYPES if r.has("indexer_types") else IndexerRule.NONE,
     )  # fmt: skip
+
+
+def _glm5_next_weights_view(r: Reader) -> Reader:
+    """The ``text_config`` fields with what the parameter count needs from the outer config (SGLang
+    ``Glm5NextConfig``: ``architectures`` and ``quantization_config`` at the top, ``vision_config`` beside the
+    text config): the view kvplan.models.params_glm5_next counts. Errors keep the text config's key paths."""
+    if not r.path or r.path[-1] != "text_config":
+        return r
+    outer: Any = r.doc.data
+    for key in r.path[:-1]:
+        outer = outer[key]
+    merged = dict(r.data)
+    for key in ("architectures", "quantization_config", "vision_config", "torch_dtype", "dtype"):
+        if outer.get(key) is not None and merged.get(key) is None:
+            merged[key] = outer[key]
+    return type(r)(r.doc, r.path, merged)
 
 
 def _glm5_next_indexer_layers(r: Reader, num_layers: int) -> set[int]:

@@ -484,6 +484,7 @@ _HF_KEYS = {
     "use_sliding_window", "attention_bias", "layer_types", "compress_ratios", "full_attention_interval",
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "linear_conv_kernel_dim", "mamba_ssm_dtype", "linear_attn_config",
+    "text_config", "vision_config",  # GLM-5.3-Flash (glm5_next): the decoder's fields and the vision tower
     "o_lora_rank", "o_groups", "num_hash_layers", "hc_mult", "topk_method", "expert_dtype",
     "model_max_length", "num_shared_experts", "num_experts_per_token", "moe_layer_freq", "mla_use_nope",
     "mla_use_output_gate", "routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size",
