@@ -88,13 +88,13 @@ def groups(c: Fields, acc: _Groups) -> str:
         a = "mtp" if mtp_block else "attention"
         ar = "mtp" if mtp_block else "attention_replicated"
         asplit, rsplit = ("experts", "experts") if mtp_block else ("attn", "none")
-        acc.linear(ar, rsplit, f"{p}attn.wq_a", q_lora, h)
-        acc.linear(ar, rsplit, f"{p}attn.wkv", head_dim, h)
-        norm(ar, rsplit, q_lora + head_dim)  # q_norm, kv_norm
         acc.linear(a, asplit, f"{p}attn.wq_b", heads * head_dim, q_lora)
         acc.linear(a, asplit, f"{p}attn.wo_a", o_groups * o_lora, heads * head_dim // o_groups)
         acc.linear(a, asplit, f"{p}attn.wo_b", h, o_groups * o_lora)
         acc.plain(a, asplit, heads, scheme=FP32)  # attn_sink
+        acc.linear(ar, rsplit, f"{p}attn.wq_a", q_lora, h)
+        acc.linear(ar, rsplit, f"{p}attn.wkv", head_dim, h)
+        norm(ar, rsplit, q_lora + head_dim)  # q_norm, kv_norm
         ratio = ratios[i]
         if ratio:
             compressor("mtp" if mtp_block else "compressor", ratio, head_dim)
