@@ -225,3 +225,18 @@ def test_bad_kda_layers_name_the_key(tmp_path: Path) -> None:
     config["linear_attn_config"]["kda_layers"][3] = 28
     with pytest.raises(ConfigError, match=r"kda_layers\.3.*expected a layer number from 1 to 27, got 28"):
         param_groups_from_hf(config, "config.json")
+
+
+def test_kimi_linear_tp4_shard_shapes_as_sglang_profiled_them() -> None:
+    """Profiler input shapes of a real ``sglang serve --model-path moonshotai/Kimi-Linear-48B-A3B-Instruct --tp 4``
+    run, published as kernel-task notes in a public repository (code-index find_string ids 54829487925 and
+    55031834593): the fused MoE takes w13 ``[256, 512, 2304]`` and w2 ``[256, 2304, 256]`` per rank (256 experts,
+    2 × 1024 / 4 and 1024 / 4 of the intermediate, hidden 2304), and a KDA projection ``[1024, 2304]`` (P 4096 / 4).
+    kvplan's split gives the same bytes: routed experts a layer 256 × (512 × 2304 + 2304 × 256) × 2 B, KDA q, k, v
+    and o a layer 4 × 1024 × 2304 × 2 B."""
+    groups = by_name(load_model("kimi-linear-48b-a3b"))
+    tp4 = Split.of(tp=4)
+    assert groups["routed_experts"].bytes_per_gpu(tp4) == 26 * 256 * (512 * 2304 + 2304 * 256) * 2
+    # the rest of the KDA shard: 20 × (b 73,728 + f_b and g_b 1,048,576 + convs, dt_bias, A_log 53,280) × 2 B / 4
+    rest = 20 * (73_728 + 1_048_576 + 53_280) * 2 // 4
+    assert groups["linear_attention"].bytes_per_gpu(tp4) - rest == 20 * 4 * 1024 * 2304 * 2  # 377,487,360 B
