@@ -132,6 +132,10 @@ EXPECT: dict[str, Expect] = {
     "weights-vllm-deepseek-v4-flash-h100-tp8-issue-41027.log": Expect("cannot_tell"),  # weights lines only
     # tp 1: 24 x 8 kv heads x 64 x 2 x 2 B = 49,152 B a logged token (vLLM 0.19.0: num_blocks // 2 groups x 16)
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
+    # the tp 2 twin at gpu_memory_utilization 0.95: the same 24,576 B a logged token as the 0.9 run
+    "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2-gmu095.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
+    # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
+    "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
     **{
         f"{engine}-llama-3.1-8b-a40-vireshkoli-llm-inference-optimization.log": Expect(
             "cannot_tell", L8, "llama-3.1-8b at tp 1"
