@@ -1248,6 +1248,7 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
         return
     if estimate <= 0 and arch.measured_weights_for(split) is None:
         raise InputError(
-            f"model {arch.name} ({arch.source}): no weights to plan with (the config has no hidden_size, so kvplan"
-            " cannot count the parameters): give --set weights_per_gpu=...GiB, e.g. from the engine log"
+            f"model {arch.name} ({arch.source}): no weights to plan with (the config has no hidden_size or leaves"
+            " the MLP out, so kvplan cannot count the parameters): give --set weights_per_gpu=...GiB, e.g. from the"
+            " engine log"
         )

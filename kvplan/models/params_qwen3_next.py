@@ -97,6 +97,8 @@ def groups(c: Fields, acc: _Groups) -> str:
         raise c.bad(("linear_num_value_heads",), f"{nv} value heads are not a multiple of linear_num_key_heads {nk}")
     kernel = c.required("linear_conv_kernel_dim")
     experts = c.integer("num_experts", 0, minimum=0)
+    if not experts and c.data.get("intermediate_size") is None:
+        return ""  # the config does not describe the MLP: no groups, the loader asks for weights_per_gpu
     moe_inter = c.integer("moe_intermediate_size", 0, minimum=0)
     if experts and not moe_inter:
         raise c.bad(("moe_intermediate_size",), "missing (required for a MoE model)")

@@ -40,7 +40,7 @@ from kvplan.models.load import load_deployment, load_model, preset_names
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
-HYBRID_PRESETS = ("gpt-oss-120b", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.3-flash")
+HYBRID_PRESETS = ("gpt-oss-120b", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.3-flash", "qwen3-next-80b-a3b")
 
 
 # --------------------------------------------------------------------------- the stored per-layer model
