@@ -17,13 +17,16 @@ tensor-name parameters 81,324,862,720 | Actual tensor-value extent 162,649,725,4
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from kvplan.cli import app
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
-from kvplan.models.load import load_model
+from kvplan.models.load import _resolve, load_model
 from kvplan.models.params_qwen3_next import full_attention_layers
 from kvplan.models.quant import Fields
 from kvplan.models.weights import param_groups_from_hf
@@ -71,11 +74,9 @@ def arch() -> Any:
     return load_model(PRESET)
 
 
-def _config(arch: Any) -> dict[str, Any]:
-    from kvplan.models.load import _resolve
-
-    doc = _resolve("models", PRESET)
-    return dict(doc.data["config"])
+def _config() -> dict[str, Any]:
+    """The preset's Hugging Face fields, as a config.json would carry them."""
+    return dict(_resolve("models", PRESET).data["config"])
 
 
 def test_parameters_per_group(arch: Any) -> None:
@@ -124,8 +125,8 @@ def test_tp_split_of_each_group(arch: Any) -> None:
     )
 
 
-def test_which_layers_are_full(arch: Any) -> None:
-    c = _config(arch)
+def test_which_layers_are_full() -> None:
+    c = _config()
     fields = Fields(c, (), lambda path, msg: ConfigError(msg, source="t", key=".".join(map(str, path))))
     interval = full_attention_layers(fields, 48)
     assert [i for i, f in enumerate(interval) if f] == list(range(3, 48, 4))  # (i + 1) % 4 == 0: 12 layers
@@ -141,8 +142,8 @@ def test_which_layers_are_full(arch: Any) -> None:
 PARAMS_TOTAL = sum(PARAMS.values())
 
 
-def test_dense_layers_and_no_gate(arch: Any) -> None:
-    c = _config(arch)
+def test_dense_layers_and_no_gate() -> None:
+    c = _config()
     # mlp_only_layers [0]: layer 0 is a dense MLP of intermediate_size 5,120 (3 × 5,120 × 2,048 = 31,457,280)
     w = param_groups_from_hf(c | {"mlp_only_layers": [0]}, "t")
     got = {g.name: g.params for g in w.groups}
@@ -153,11 +154,11 @@ def test_dense_layers_and_no_gate(arch: Any) -> None:
     assert w.total_params == PARAMS_TOTAL - 13 * 4096 * 2048
 
 
-def test_fp8_names_resolve(arch: Any) -> None:
+def test_fp8_names_resolve() -> None:
     # fp8 128×128 blocks with in_proj_ba left bf16 by name: one layer's GDN = qkvz 25,165,824 B + 96 × 16 blocks
     # × 4 B (6,144) + out_proj 8,388,608 + 16 × 32 × 4 (2,048) + in_proj_ba bf16 131,072 × 2 + conv1d, A_log,
     # dt_bias in the checkpoint dtype (32,768 + 64) × 2 = 33,890,432 B; 36 layers: 1,220,055,552 B
-    c = _config(arch) | {
+    c = _config() | {
         "quantization_config": {
             "quant_method": "fp8",
             "weight_block_size": [128, 128],
@@ -181,9 +182,9 @@ def test_fp8_names_resolve(arch: Any) -> None:
         ({"partial_rotary_factor": 1.5}, "partial_rotary_factor"),
     ],
 )
-def test_bad_config_names_the_key(arch: Any, change: dict[str, Any], key: str) -> None:
+def test_bad_config_names_the_key(change: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as e:
-        param_groups_from_hf(_config(arch) | change, "config.json")
+        param_groups_from_hf(_config() | change, "config.json")
     assert e.value.key == key
 
 
@@ -191,3 +192,21 @@ def test_preset_loads_as_hybrid(arch: Any) -> None:
     assert arch.architecture == "Qwen3NextForCausalLM"
     assert (arch.num_layers, arch.max_position_embeddings) == (48, 262_144)
     assert "bf16 checkpoint" in arch.weights_summary and not arch.weights_assumptions
+
+
+def test_a_config_without_mlp_fields_has_no_groups(tmp_path: Any) -> None:
+    # neither num_experts nor intermediate_size: the MLP is not described, so no parameter is counted (never a
+    # silent undercount); the loader then asks for weights_per_gpu and says why
+    mlp = ("num_experts", "moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size")
+    c = {k: v for k, v in _config().items() if k not in mlp}
+    w = param_groups_from_hf(c, "t")
+    assert (w.groups, w.family) == ((), "")
+    (tmp_path / "config.json").write_text(json.dumps(c))
+    r = CliRunner().invoke(app, ["admit", "--ctx", "4K", "--model", str(tmp_path / "config.json")])
+    assert r.exit_code == 2
+    assert "no hidden_size or leaves the MLP out" in r.stderr and "weights_per_gpu" in r.stderr
+    # with the weights given, it plans (exit 0 or 1 is a verdict)
+    r = CliRunner().invoke(
+        app, ["admit", "--ctx", "4K", "--model", str(tmp_path / "config.json"), "--set", "weights_per_gpu=19GiB"]
+    )
+    assert r.exit_code == 0, r.stdout[-500:]
