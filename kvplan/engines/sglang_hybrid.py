@@ -51,8 +51,16 @@ What the plan's figures mean for a hybrid: ``rows`` / ``logged_tokens`` are the 
 takes from it (kvplan.engines.common.Demand).
 
 Not planned, each refused with one line (never a silently wrong pool): speculative decoding (draft SWA / Mamba
-intermediate state), dcp, a DSA indexer beside linear state (GLM-5.3-Flash), SWA and linear state in one model,
+intermediate state), dcp, SWA and linear state in one model,
 a model without full-attention layers, other SGLang versions than 0.5.23.
+
+GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
+``index_kpool`` tokens; ``configs/hybrid_arch.py`` ``glm5_next_config``) is the linear-state path above with a DSA
+token pool: ``_build_hybrid_linear_kv_pool`` builds ``HybridLinearKVPool`` over ``DSATokenToKVPool`` on the
+full layers, and ``DefaultPoolConfigurator._compute_cell_size`` charges ``calculate_mla_kv_cache_dim`` × full
+layers + ceil((index_head_dim + index_head_dim / 128 × 4) / index_kpool) × indexer layers (33 B for kpool 4);
+the page is 64 × index_kpool over any --page-size (``_deepseek_family_overrides``); it is in
+``_MAMBA_EXTRA_BUFFER_ARCHS`` (5 state slots a request); the pooled-index compress tails sit beside the pool.
 
 DeepSeek-V4 (``DSV4PoolConfigurator``: the full pool of C4 / C128 compressed KV and C4 indexer keys, the SWA pool
 with the C4 compress-state rings, the C128 compress-state rings, one per running request) is planned by
@@ -89,9 +97,13 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 """``--mamba-full-memory-ratio`` when not given (``arg_groups/fields/schedule.py``: ``fallback=0.9``)."""
 MAMBA_BASE_SLOTS = 3
 """``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (``mem_cache/kv_cache_configurator.py``)."""
-MAMBA_EXTRA_BUFFER_ARCHS = frozenset({"Qwen3NextForCausalLM", "KimiLinearForCausalLM"})
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
+    {"Qwen3NextForCausalLM", "KimiLinearForCausalLM", "Glm5NextForConditionalGeneration"}
+)
 """The architectures kvplan reads whose radix cache keeps the extra state buffer (``_MAMBA_EXTRA_BUFFER_ARCHS``)."""
 HYBRID_VERSION = (0, 5, 23)
+GLM5_NEXT = "Glm5NextForConditionalGeneration"
+"""GLM-5.3-Flash: KDA state + MLA with the pooled DSA indexer (``configs/hybrid_arch.py`` ``glm5_next_config``)."""
 
 
 def mamba_slots_per_request(*, radix_cache: bool = True, extra_buffer: bool = True, overlap: bool = True) -> int:
@@ -256,8 +268,7 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
             arch, dep, "DeepSeek-V4's pools (SGLang 0.5.23 sizes them with DSV4PoolConfigurator: SWA, C4, C128 and "
             "compressor-state pools)"
         )  # fmt: skip
-    if IndexerK in kinds:
-        # GLM-5.3-Flash: SGLang's HybridLinearKVPool with a DSA pool on the full layers
+    if IndexerK in kinds and arch.architecture != GLM5_NEXT:
         raise _engine_refuses(arch, dep, "indexer K layers beside linear-attention state", _first_layer(arch, IndexerK))
     if SlidingWindow in kinds and LinearState in kinds:
         raise _engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
@@ -273,7 +284,10 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise _engine_refuses(arch, dep, "a model without full-attention layers (all-SWA / all-state pools)")
     if len(set(swa_layers)) > 1 or len(set(states)) > 1 or len(set(full)) > 1:
         raise _engine_refuses(arch, dep, "layers of one kind with different shapes")
-    view = replace(arch, num_layers=len(full), layers=(), indexer_full=())
+    # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per
+    # full layer that owns one: pool_configurator._compute_dsa_indexer_cell_size over full_attention_layer_ids)
+    owners = tuple(layer.indexer is not None for layer in plain) if arch.architecture == GLM5_NEXT else ()
+    view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners)
     if view.attention != full[0] or not isinstance(full[0], FullAttention | MlaLatent):
         raise _engine_refuses(arch, dep, f"full-attention layers unlike the config's fields ({full[0]})")
     slots = 1
@@ -299,8 +313,33 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if any(isinstance(c, CompressedAttention) for layer in arch.layers for c in layer.caches):
         return plan_dsv4(arch, dep)
     view, sizer = sizer_for(arch, dep)
-    p = sglang.plan_pools(view, dep, sizer)
-    return _with_pools(p, arch, sizer)
+    dep, said = _dsa_page_override(arch, dep)
+    p = _with_pools(sglang.plan_pools(view, dep, sizer), arch, sizer)
+    notes = (said, _kpool_tail_note(view, p)) if arch.architecture == GLM5_NEXT else ()
+    return replace(p, notes=(*p.notes, *(n for n in notes if n)))
+
+
+def _kpool_tail_note(view: ModelArch, p: PoolPlan) -> str:
+    """GLM-5.3-Flash's pooled-index compress tails (``DSATokenToKVPool._init_kpool_compress_tail_buffers``, only
+    with ``index_kpool > 1`` and compression): a K and a score tensor, bf16, of (max_running_requests + 2) rows ×
+    (index_kpool + draft tokens) × index_head_dim on each indexer layer; allocated beside the pool, from the slack."""
+    rows = p.knob("max_running_requests").as_int() + 2  # req_to_token rows (+1) and the sentinel slot (+1)
+    width = view.index_kpool + p.deployment.speculative_num_draft_tokens
+    size = 2 * rows * width * view.index_head_dim * 2 * view.full_indexer_layers
+    return (f"pooled-index compress tails: 2 × {rows:,} requests × {width} × {view.index_head_dim} × 2 B × "
+            f"{view.full_indexer_layers} indexer layers = {size:,} B beside the pool, from the slack")  # fmt: skip
+
+
+def _dsa_page_override(arch: ModelArch, dep: Deployment) -> tuple[Deployment, str]:
+    """GLM-5.3-Flash: SGLang's DSA override sets the page to 64 × index_kpool over any --page-size
+    (``model_overrides/deepseek_v2.py`` ``_deepseek_family_overrides``: "Setting page size to {page_size} for
+    DeepSeek DSA.", a model override declared over the flag), so a pooled index key never spans two pages."""
+    page = 64 * arch.index_kpool
+    if arch.architecture != GLM5_NEXT or dep.page_size in (None, page) or dep.gpu.vendor != "nvidia":
+        return dep, ""
+    said = (f"SGLang sets page_size {page} (64 × index_kpool {arch.index_kpool}) for this DSA model over the "
+            f"deployment's page_size {dep.page_size}: \"Setting page size to {page} for DeepSeek DSA.\"")  # fmt: skip
+    return replace(dep, page_size=None), said
 
 
 def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:

@@ -1,0 +1,46 @@
+"""The glm-5.3-flash preset through the CLI: ``models show``, and ``admit --ctx 128K`` on both default deployments.
+
+Issue 13's done-when: a verdict (exit 0 or 1) on both engines. SGLang 0.5.23 plans GLM-5.3-Flash
+(tests/unit/test_sglang_glm5_next.py); vLLM 0.33.0's layout of it is refused in one line (exit 2) naming what
+kvplan does not model.
+"""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None, "COLUMNS": "200"})
+
+
+def test_models_show_lists_the_preset() -> None:
+    r = runner.invoke(app, ["models", "show", "glm-5.3-flash"])
+    assert r.exit_code == 0, r.output
+    # 321,323,031,390 parameters: tests/unit/test_params_glm5_next.py derives them per module
+    assert "321,323,031,390" in r.stdout
+    assert "34 × KDA state" in r.stdout and "11 × indexer K, head_dim 128, kpool 4" in r.stdout
+    r = runner.invoke(app, ["models", "list"])
+    assert r.exit_code == 0 and "glm-5.3-flash" in r.stdout
+
+
+def test_admit_128k_on_sglang_is_a_verdict() -> None:
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-sglang",
+                            "-f", "json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    # 512 pages of 256 tokens × 6,171 B (528 B fp8_ds_mla × 11 MLA layers + 33 B × 11 pooled index keys) and
+    # 5 state slots of 18,452,480 B; 30,463 pages hold 59 such requests
+    pools = {p["pool"]: (p["units"], p["bytes"]) for p in d["need_by_pool"]}
+    assert pools == {"MLA (11 layers)": (512, 512 * 256 * 6_171), "mamba state (34 layers)": (5, 5 * 18_452_480)}
+    assert d["admitted"] and d["max_concurrent"] == 59
+
+
+def test_admit_128k_on_vllm_names_what_is_not_modelled() -> None:
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-vllm"])
+    assert r.exit_code == 2, r.output
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kvplan: error: kvplan does not yet plan")
+    assert "glm-5.3-flash, layer 3" in lines[0] and "vLLM 0.33.0" in lines[0]
