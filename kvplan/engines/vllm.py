@@ -85,6 +85,8 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
     """
     if not arch.is_dsa:
         return ()
+    if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
+        return tuple(layer.indexer is not None for layer in arch.layers)
     if arch.index_topk_pattern is not None:
         return tuple(c == "F" for c in arch.index_topk_pattern)
     offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
@@ -217,6 +219,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if vllm_hybrid.is_v4(arch):  # fp8_ds_mla on FLASHMLA_SPARSE_DSV4 (kvplan/engines/vllm_hybrid.py)
         layout = None
         dtype, knobs = vllm_hybrid.v4_layout(arch, dep)
+    elif vllm_hybrid.is_glm5_next(arch):  # FLASHINFER_MLA_SPARSE_SM90 raw rows (kvplan/engines/vllm_hybrid.py)
+        layout, knobs = vllm_hybrid.glm5_next_layout(arch, dep)
+        dtype = str(knobs[0].value)
     elif isinstance(att, FullAttention):
         layout = None
         dtype, knobs = _mha_layout(dep)

@@ -1,8 +1,7 @@
 """The glm-5.3-flash preset through the CLI: ``models show``, and ``admit --ctx 128K`` on both default deployments.
 
-Issue 13's done-when: a verdict (exit 0 or 1) on both engines. SGLang 0.5.23 plans GLM-5.3-Flash
-(tests/unit/test_sglang_glm5_next.py); vLLM 0.33.0's layout of it is refused in one line (exit 2) naming what
-kvplan does not model.
+Issue 13's done-when: a verdict (exit 0 or 1) on both engines: SGLang 0.5.23 (tests/unit/test_sglang_glm5_next.py)
+and vLLM 0.33.0 (tests/unit/test_vllm_glm5_next.py) plan GLM-5.3-Flash.
 """
 
 from __future__ import annotations
@@ -38,9 +37,25 @@ def test_admit_128k_on_sglang_is_a_verdict() -> None:
     assert d["admitted"] and d["max_concurrent"] == 59
 
 
-def test_admit_128k_on_vllm_names_what_is_not_modelled() -> None:
-    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-vllm"])
+def test_admit_128k_on_vllm_is_a_verdict() -> None:
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-vllm",
+                            "-f", "json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    # one block id of 6,910,464 B: cdiv(131,072, 1,152) = 114 MLA + indexer blocks, 4 KDA groups × 3, 1 tail ring
+    # block (tests/unit/test_vllm_glm5_next.py); 13,206 usable blocks // 127 = 103 at once
+    (pool,) = d["need_by_pool"]
+    assert {k["kind"]: k["units"] for k in pool["by_kind"]} == {"MLA + indexer K": 114, "KDA state": 12,
+                                                                "indexer tail ring": 1}  # fmt: skip
+    assert d["admitted"] and d["max_concurrent"] == 103
+
+
+def test_admit_with_speculative_decoding_on_vllm_is_refused_in_one_line() -> None:
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-vllm",
+                            "--set", "speculative_num_draft_tokens=3"])  # fmt: skip
     assert r.exit_code == 2, r.output
     lines = [x for x in r.output.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith("kvplan: error: kvplan does not yet plan")
-    assert "glm-5.3-flash, layer 3" in lines[0] and "vLLM 0.33.0" in lines[0]
+    assert lines == [
+        "kvplan: error: kvplan does not yet plan speculative decoding on GLM-5.3-Flash (its MTP groups and wider tail"
+        " ring) (glm-5.3-flash) on vLLM 0.33.0: issue 13 engine rules"
+    ]
