@@ -208,16 +208,51 @@ class BlockPool:
                 at += n
                 if at == e:
                     ri += 1
-            if ri > 4096 and 2 * ri > len(ends):
-                del ends[:ri]
-                ri = 0
-            self.ri = ri
-            self.qhead = at
-            used = at - self.qbase
-            if used > 4096 and 2 * used > len(qb):
-                del qb[:used], qk[:used]
-                self.qbase = self.qhead
+            self._consumed(at, ri)
         return out
+
+    def _evict_one(self) -> int:
+        """The queue's first live hashed block, evicted (``_pop(1)`` when only hashed blocks are free)."""
+        pos, qb = self.pos, self.qb
+        ends, ri = self.ends, self.ri
+        at = self.qhead
+        i = at - self.qbase
+        e = ends[ri]
+        while True:
+            b = qb[i]
+            live = pos[b] == e
+            i += 1
+            at += 1
+            if at == e:
+                ri += 1
+                if not live:
+                    e = ends[ri]
+            if live:
+                break
+        key = self.qk[i - 1]
+        pos[b] = -1
+        dups = self.dups
+        if dups and key in dups:
+            self._drop_hash(b, key)
+        else:
+            del self.cached[key]
+        self.evictions += 1
+        self.nhashed -= 1
+        self._consumed(at, ri)
+        return b
+
+    def _consumed(self, at: int, ri: int) -> None:
+        """The head moved to queue position ``at`` (run ``ri``): drop the lists' consumed fronts now and then."""
+        ends = self.ends
+        if ri > 4096 and 2 * ri > len(ends):
+            del ends[:ri]
+            ri = 0
+        self.ri = ri
+        self.qhead = at
+        used = at - self.qbase
+        if used > 4096 and 2 * used > len(self.qb):
+            del self.qb[:used], self.qk[:used]
+            self.qbase = at
 
     def start(self, seq: Seq) -> bool:
         ps = self.page_tokens
@@ -298,6 +333,21 @@ class BlockPool:
                 cached[key] = b
 
     def grow(self, seq: Seq, pages: int) -> bool:
+        if pages == 1:
+            # a running request's next page (the occupancy replay's every grow): the queue's head directly
+            stack = self.stack
+            if stack:
+                seq.handle.append(stack.pop())
+                return True
+            if self.minted < self.pages:
+                self.minted += 1
+                self.pos.append(-1)
+                seq.handle.append(self.minted)
+                return True
+            if not self.nhashed:
+                return False
+            seq.handle.append(self._evict_one())
+            return True
         if pages > self._queue_len():
             return False
         seq.handle.extend(self._pop(pages))
@@ -320,22 +370,32 @@ class BlockPool:
         self.commit(seq)
         blocks: list[int] = seq.handle
         hashed = seq.committed
+        keys = seq.keys
         shared = self.shared
-        tail = blocks[hashed - 1 :: -1] if hashed else []
-        tail_keys = seq.keys[hashed - 1 :: -1] if hashed else []
         unhashed = blocks[hashed:]
-        others = shared.keys() & blocks if shared else None
-        if others:
-            # blocks other running requests still hold (hits, so hashed ones) lose one reference and stay
+        # blocks other running requests still hold are hits of theirs, so hashed ones: among the first ``hashed``
+        others = shared.keys() & blocks[:hashed] if shared and hashed else None
+        if not others:
+            tail = blocks[hashed - 1 :: -1] if hashed else []
+            tail_keys = keys[hashed - 1 :: -1] if hashed else []
+        else:
+            # they lose one reference and stay
             for b in others:
                 r = shared[b]
                 if r == 1:
                     del shared[b]
                 else:
                     shared[b] = r - 1
-            keep = list(map(not_, map(others.__contains__, tail)))
-            tail = list(compress(tail, keep))
-            tail_keys = list(compress(tail_keys, keep))
+            s = len(others)
+            if others.issuperset(blocks[:s]):
+                # the usual case: they lead the request's blocks (the other requests' hits are prefixes)
+                tail = blocks[s:hashed][::-1]
+                tail_keys = keys[s:hashed][::-1]
+            else:
+                tail = blocks[hashed - 1 :: -1]
+                keep = list(map(not_, map(others.__contains__, tail)))
+                tail = list(compress(tail, keep))
+                tail_keys = list(compress(keys[hashed - 1 :: -1], keep))
         # hashed blocks to the queue's tail, the request's tail first; unhashed ones to its head
         self._append(tail, tail_keys)
         self.stack.extend(unhashed)
