@@ -249,7 +249,7 @@ def plan_blocks(
             raise _refuse(arch, dep, "speculative decoding on DeepSeek-V4 (the MTP layer's draft groups)")
         return _v4(arch, dep, block_knob, mnbt, max_model_len)
     if is_glm5_next(arch):
-        return _glm5_next(arch, dep, attn_bytes_per_token, block_knob)
+        return _glm5_next(arch, dep, attn_bytes_per_token, block_knob, attn_tp)
     planned = (FullAttention, MlaLatent, SlidingWindow, LinearState)
     for layer in arch.layers:
         for c in layer.caches:
@@ -740,7 +740,7 @@ def glm5_next_layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[
     return layout, knobs
 
 
-def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob) -> HybridBlocks:
+def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, attn_tp: int) -> HybridBlocks:
     """GLM-5.3-Flash: the block (``_align_hybrid_block_size``), the packed groups (``_get_packed_kv_cache_groups``:
     the KDA, ring and MLA + indexer buckets, the state buckets split to the block the MLA bucket needs), their
     bytes per block id (``_get_kv_cache_bytes_per_block``, block-outermost: the widest group rounded to the lcm of
@@ -757,7 +757,7 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob) -> 
     (state,), (indexer,) = states, idx
     n_state, n_mla = sum(layer.state is not None for layer in arch.layers), len(mla_layers)
     kpool = indexer.index_kpool
-    mamba_page = state.bytes_per_request(dep.tp, "vllm")  # MambaSpec: conv bf16 + recurrent fp32 (kda_state_dtype)
+    mamba_page = state.bytes_per_request(attn_tp, "vllm")  # MambaSpec: conv bf16 + recurrent fp32 (kda_state_dtype)
     # _align_hybrid_block_size: the MLA backend's smallest kernel block (64) and the preliminary block (at most
     # 128: the backends' smallest common block) raised to 128 for MLA / Mamba hybrids; 'align' mode: lcm with the
     # FlashKDA checkpoint (16); then a multiple of every non-SSM backend's smallest kernel block: lcm(64, indexer

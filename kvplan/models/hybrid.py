@@ -268,7 +268,7 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
         index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
         index_topk=index_topk, index_kpool=kpool, layers=layers,
         # the same owners as flags: a config without KDA layers is uniform, and its layers are rebuilt from these
-        indexer_full=tuple(i in owners for i in range(num_layers)) if index_topk else (),
+        indexer_full=tuple(i in owners and i not in kda for i in range(num_layers)) if index_topk else (),
         indexer_rule=IndexerRule.INDEXER_TYPES if r.has("indexer_types") else IndexerRule.NONE,
     )  # fmt: skip
 
