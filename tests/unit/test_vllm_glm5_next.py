@@ -17,6 +17,12 @@ vLLM's rules (the 0.33.0 source, ``vllm/`` paths):
   max(cdiv(34, 12), cdiv(34, 6,906,240 // 589,824 = 11)) = 4 groups; the ring stays 1 group;
 - ``_get_kv_cache_bytes_per_block``: round_up(6,906,240, lcm(512, 4,224) = 16,896) = 6,910,464 B a block id;
 - a request: cdiv(tokens, 1,152) + 4 × 3 KDA blocks ('align': 2 + one FlashKDA checkpoint) + 1 ring block.
+
+Published cross-checks: local-inference-lab/vllm#646 (GLM-5.3-Flash on a vLLM of this generation) names the split
+cache groups "[9, 9, 8, 8, 11]" before a later rebalancing: the 34 KDA layers in 4 groups of 9, 9, 8, 8 (layers[i::4])
+and a group of 11; MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks#94 counts "MLA + kpool tail + 4 mamba" groups in one
+shared BlockPool; LMCache/LMCache#5042's kv describe of GLM-5.3-Flash shows 1,152 tokens a block for the 11-layer MLA
+group (67 layers: 34 + 11 + 11 + 11).
 """
 
 from __future__ import annotations
@@ -44,6 +50,9 @@ def test_backend_block_and_groups(plan) -> None:  # type: ignore[no-untyped-def]
     assert plan.extras["kv_cache_groups"] == 1 + 4 + 1
     assert plan.extras["bytes_per_block"] == 6_910_464 == -(-(11 * (589_824 + 38_016)) // 16_896) * 16_896
     assert plan.extras["state_bytes"] == 542_720
+    # the KDA bucket split: layers[i::4] of 34 → 9, 9, 8, 8 (local-inference-lab/vllm#646: "[9, 9, 8, 8, 11]")
+    assert [len(range(34)[i::4]) for i in range(4)] == [9, 9, 8, 8]
+    assert any("4 KDA state groups of at most 9 layers" in n for n in plan.notes)
 
 
 def test_blocks_and_log_figures(plan) -> None:  # type: ignore[no-untyped-def]
