@@ -52,6 +52,7 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         "gpt-oss-120b",
         "deepseek-v4-flash",
         "deepseek-v4-pro",
+        "kimi-k3",
         # issue 12's weights table, from the same snapshot
         "qwen3-30b-a3b-fp8",
         "deepseek-v3.2-nvfp4",
