@@ -89,3 +89,14 @@ def test_kimi_k3_on_sixteen_h200(deploy: str) -> None:
     result = admit("--model", "kimi-k3", "-d", deploy, "--set", "tp=16", "--set", "nodes=2")
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "ADMITTED" in result.stdout
+
+
+def test_kimi_k3_sglang_pools_at_tp16() -> None:
+    data = admit_json("--model", "kimi-k3", "-d", SGLANG, "--set", "tp=16", "--set", "nodes=2")
+    pools = {p["pool"]: p for p in data["need_by_pool"]}
+    # 24 MLA layers × 576 B (fp8) a token, 2,048 pages of 64 for 131,072 tokens
+    assert pools["MLA (24 layers)"]["bytes"] == 2048 * 64 * 24 * 576 == 1_811_939_328
+    # KDA state a layer on one of 16 ranks: 96 / 16 = 6 heads; conv 3 × (12,288 / 16) × 3 × 2 B = 13,824 B +
+    # recurrent 6 × 128 × 128 × 4 B = 393,216 B; 69 layers, 5 slots a request
+    state = pools["mamba state (69 layers)"]
+    assert (state["units"], state["bytes"]) == (5, 5 * 69 * (13_824 + 393_216)) == (5, 140_428_800)
