@@ -40,9 +40,14 @@ P = H × d, k = ``short_conv_kernel_size``, h = ``hidden_size``:
   (``self_attention_res_proj``, ``mlp_res_proj``) a layer, plus ``output_attn_res_norm`` and
   ``output_attn_res_proj`` once.
 
-Not counted: Kimi-K3's vision tower and ``mm_projector`` (``vision_config``: 27 MoonViT layers, width 1,024;
-SGLang runs the tower replicated on every rank); the preset and the config.json path plan the text model only and
-say so. Module names are the checkpoint's (``model.layers.N.``; Kimi-K3's raw checkpoint prefixes them
+Not counted: Kimi-K3's vision tower and ``mm_projector`` (the preset and the config.json path plan the text model,
+as vLLM's ``--language-model-only`` serves it). From ``vision_config`` and SGLang ``kimi_k3_vl.py`` they would add
+447,358,976 parameters: patch conv 3 × 1,024 × 14 × 14 = 602,112, position table 64 × 64 × 1,024 = 4,194,304,
+27 layers × (``wqkv`` 4,608 × 1,024 + ``wo`` 1,024 × 1,536 + ``fc0``/``fc1`` 2 × 4,096 × 1,024 + 2 norms × 1,024)
+= 396,417,024, the final norm 1,024, the projector 4,096² + 7,168 × 4,096 + 7,168 = 46,144,512 (bias-free, bf16:
+the ignore list keeps ``vision_tower``/``mm_projector`` unquantized): 0.83 GiB on every rank where the tower runs
+replicated (SGLang ``use_data_parallel = True``), under 0.5 % of K3's 190.97 GiB a GPU at tp 8.
+Module names are the checkpoint's (``model.layers.N.``; Kimi-K3's raw checkpoint prefixes them
 ``language_model.``, which its ``re:`` ignore patterns match either way).
 """
 
