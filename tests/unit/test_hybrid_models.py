@@ -318,7 +318,8 @@ def test_describe_kinds_of_v4() -> None:
 
 PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b"), ("sglang", "deepseek-v4-flash"),
                    ("sglang", "deepseek-v4-pro"), ("vllm", "deepseek-v4-flash"),
-                   ("vllm", "deepseek-v4-pro"), ("sglang", "glm-5.3-flash"), ("vllm", "glm-5.3-flash")}  # fmt: skip
+                   ("vllm", "deepseek-v4-pro"), ("sglang", "glm-5.3-flash"), ("vllm", "glm-5.3-flash"),
+                   ("sglang", "qwen3-next-80b-a3b"), ("vllm", "qwen3-next-80b-a3b")}  # fmt: skip
 """(engine, preset) pairs the engine rules plan now (SGLang: tests/unit/test_sglang_hybrid.py; vLLM:
 tests/unit/test_vllm_hybrid.py)."""
 REFUSED = [
