@@ -50,6 +50,10 @@ class Check:
     have: int
     unit: str
     detail: str = ""
+    reserved: bool = False
+    """``have`` is sized from ``need`` by the engine itself (vLLM's profile run reserves the workspaces it
+    measured): the check fails only when that reservation leaves no KV cache, so it never names the tightest
+    constraint of an admitted request."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ class Admission:
         for c in self.checks:
             if not c.ok:
                 return c
-        sized = [c for c in self.checks if c.unit]
+        sized = [c for c in self.checks if c.unit and not c.reserved] or [c for c in self.checks if c.unit]
         return min(sized, key=lambda c: (c.have - c.need) / max(c.have, 1))
 
     @property
@@ -271,6 +275,7 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
             "req_to_token, CUDA graphs, indexer logits, top-k outside the pool"
             if plan.engine == "sglang"
             else "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB",
+            reserved=plan.engine == "vllm",
         ),
     ]
     return tuple(checks)
