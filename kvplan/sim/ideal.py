@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import compress
-from operator import eq
+from operator import eq, not_
 
 from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
 from kvplan.sim.trace import Request
@@ -180,6 +180,11 @@ _DENSE_IDS = 1 << 25
 rest in a set."""
 
 
+_FIFO_TRIM = 4096
+"""A FIFO curve drops the front of a capacity's insertion list once more than this many (and half of it) have left
+(tests lower it to exercise the cut)."""
+
+
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -191,13 +196,21 @@ def fifo_curve(
     """Block FIFO at every capacity in one read of the trace: one cache per capacity, updated side by side.
 
     FIFO is not a stack algorithm (a larger pool can hit less), so each capacity needs its own cache; reading the
-    trace once still saves a parse per capacity."""
+    trace once still saves a parse per capacity. A cache is a set of blocks and the list of its insertions (the
+    oldest first, from a moving head), and a request's update is whole-list work: its blocks not cached go in
+    together, and the oldest entries they displace leave together. That equals inserting block by block (each
+    insertion evicting the oldest when full) unless a displaced entry is one of the request's own blocks; then,
+    and when the request alone overflows the cache, the request goes block by block."""
     caps = sorted(set(capacities))
-    caches: list[OrderedDict[int, None]] = [OrderedDict() for _ in caps]
-    hit_tokens = [0] * len(caps)
-    hit_units = [0] * len(caps)
-    filled = [False] * len(caps)
-    filled_before = [False] * len(caps)
+    nc = len(caps)
+    caches: list[set[int]] = [set() for _ in caps]
+    orders: list[list[int]] = [[] for _ in caps]
+    """Per capacity: the blocks in insertion order from ``heads[k]`` on (the entries before it have left)."""
+    heads = [0] * nc
+    hit_tokens = [0] * nc
+    hit_units = [0] * nc
+    filled = [False] * nc
+    filled_before = [False] * nc
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -209,26 +222,47 @@ def fifo_curve(
         if measured:
             measured_tokens += min(len(ids) * block_tokens, length)
             measured_blocks += len(ids)
-        for k, cache in enumerate(caches):
-            if measured:
-                h = 0
-                for b in ids:
-                    if b in cache:
-                        h += 1
-                    else:
-                        break
-                hit_tokens[k] += min(h * block_tokens, length)
-                hit_units[k] += h
+        own = set(ids)
+        distinct = len(own) == len(ids)
+        for k in range(nc):
             cap = caps[k]
+            cache = caches[k]
+            present = list(map(cache.__contains__, ids))
+            if measured:
+                h = present.index(False) if False in present else len(ids)
+                if h:
+                    hit_tokens[k] += min(h * block_tokens, length)
+                    hit_units[k] += h
             if cap <= 0:
                 continue
-            popitem = cache.popitem
-            for b in ids:
-                if b in cache:
-                    continue
-                if len(cache) >= cap:
-                    popitem(last=False)
-                cache[b] = None
+            new_count = present.count(False)
+            if not new_count:
+                continue
+            order = orders[k]
+            head = heads[k]
+            over = len(cache) + new_count - cap
+            if distinct and (over <= 0 or (over <= len(cache) and own.isdisjoint(gone := order[head : head + over]))):
+                # the new blocks go in at once, and the ``over`` oldest entries (none of them the request's own)
+                # leave at once
+                if over > 0:
+                    cache.difference_update(gone)
+                    head += over
+                new = list(compress(ids, map(not_, present))) if new_count < len(ids) else ids
+                cache.update(new)
+                order += new
+            else:
+                for b in ids:
+                    if b in cache:
+                        continue
+                    if len(cache) >= cap:
+                        cache.discard(order[head])
+                        head += 1
+                    cache.add(b)
+                    order.append(b)
+            if head > _FIFO_TRIM and 2 * head > len(order):
+                del order[:head]
+                head = 0
+            heads[k] = head
             if not filled[k] and len(cache) >= cap:
                 filled[k] = True
                 filled_before[k] = r.index < start

@@ -1,0 +1,83 @@
+"""The FIFO curve (one read, a set and an insertion list per capacity, whole-request updates) against the
+one-capacity FIFO replay (an OrderedDict, block by block), at every capacity.
+
+The curve takes a request's new blocks and the entries they displace all at once, and goes block by block only
+when a displaced entry is one of the request's own blocks, when the request alone overflows the cache, or when a
+block id repeats within the request; its insertion list's front is cut once enough entries have left. The
+strategies below reach every one of these paths: small capacities against long requests, ids drawn from a small
+range (so a request often lists blocks that sit at the cache's old end, and sometimes the same id twice), and the
+cut lowered from 4,096 to 0..3 entries.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvplan.sim import ideal
+from kvplan.sim.ideal import Window
+from kvplan.sim.trace import Request
+from tests.sim.test_sim_properties import ALL, BS, chained_traces
+
+
+@st.composite
+def loose_traces(draw: st.DrawFn) -> list[Request]:
+    """Requests whose ids come from 0..11 in any order, repeats within a request allowed (not prefix-chained)."""
+    out = []
+    for i in range(draw(st.integers(1, 30))):
+        ids = draw(st.lists(st.integers(0, 11), min_size=1, max_size=9))
+        tokens = len(ids) * BS - draw(st.integers(0, BS - 1))
+        out.append(Request(i, i, tokens, 0, ids, i + 1))
+    return out
+
+
+def _check(reqs: list[Request], caps: list[int], window: Window) -> None:
+    curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=caps, window=window)
+    assert [p.capacity_units for p in curve.points] == sorted(set(caps))
+    for p in curve.points:
+        r = ideal.replay(reqs, block_tokens=BS, capacity=p.capacity_units, policy="fifo", window=window)
+        assert (p.hit_tokens, p.hit_units) == (r.stats.hit_tokens, r.stats.hit_units), p.capacity_units
+        assert p.filled == (r.filled_at is not None), p.capacity_units
+        assert p.filled_before_window == r.filled_before_window, p.capacity_units
+    assert curve.measured_tokens == r.stats.measured_tokens
+
+
+@given(
+    st.one_of(chained_traces(), loose_traces()),
+    st.lists(st.integers(0, 25), min_size=1, max_size=6),
+    st.integers(0, 3),
+    st.integers(0, 20),
+)
+def test_fifo_curve_equals_fifo_replays(reqs: list[Request], caps: list[int], trim: int, start: int) -> None:
+    # the window starts anywhere (a later start measures fewer requests; filled_before_window then means something)
+    window = Window("last50", min(start, len(reqs)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ideal, "_FIFO_TRIM", trim)
+        _check(reqs, caps, window)
+
+
+def test_each_update_path_agrees_on_a_worked_example() -> None:
+    # capacity 3, block FIFO, 4-token blocks.
+    # r0 [1, 2]: nothing cached (h = 0); 1, 2 go in -> order 1, 2.
+    # r1 [1, 3, 4]: 1 is cached (h = 1: 4 tokens); 3, 4 are new, 2 + 2 - 3 = 1 entry displaced, the oldest (1),
+    #   which r1 lists: block by block. 1 hits, 3 goes in (3 blocks), 4 evicts 1 -> {2, 3, 4}.
+    # r2 [3, 5]: 3 cached (h = 1: 4 tokens); 5 new, 3 + 1 - 3 = 1 displaced (2, not r2's): at once -> {3, 4, 5}.
+    # r3 [1, 3]: 1 not cached (h = 0); 1 new, one displaced (3, the oldest), which r3 lists: block by block. 1
+    #   evicts 3, and then 3 is no longer cached: it goes in again and evicts 4 -> {5, 1, 3}. All at once would
+    #   have kept {4, 5, 1}: this is why the curve goes block by block there.
+    # Hits: 4 + 4 + 0 = 8 tokens, 2 blocks.
+    reqs = [
+        Request(0, 0, 8, 0, [1, 2], 1),
+        Request(1, 0, 12, 0, [1, 3, 4], 2),
+        Request(2, 0, 8, 0, [3, 5], 3),
+        Request(3, 0, 8, 0, [1, 3], 4),
+    ]
+    curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=[3], window=ALL)
+    assert (curve.points[0].hit_tokens, curve.points[0].hit_units) == (8, 2)
+    _check(reqs, [3], ALL)
+    # one more request [4, 5]: 4 was evicted block by block in r3 (h = 0), 5 is cached -> no hit; had r3 gone at
+    # once, 4 would still be cached and hit (4 tokens)
+    more = [*reqs, Request(4, 0, 8, 0, [4, 5], 5)]
+    assert ideal.fifo_curve(more, block_tokens=BS, capacities=[3], window=ALL).points[0].hit_tokens == 8
+    _check(more, [3], ALL)
