@@ -40,7 +40,8 @@ from kvplan.models.load import load_deployment, load_model, preset_names
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
-HYBRID_PRESETS = ("gpt-oss-120b", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.3-flash", "qwen3-next-80b-a3b")
+HYBRID_PRESETS = ("gpt-oss-120b", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.3-flash", "qwen3-next-80b-a3b",
+                  "kimi-linear-48b-a3b", "kimi-k3")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the stored per-layer model
@@ -319,7 +320,9 @@ def test_describe_kinds_of_v4() -> None:
 PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b"), ("sglang", "deepseek-v4-flash"),
                    ("sglang", "deepseek-v4-pro"), ("vllm", "deepseek-v4-flash"),
                    ("vllm", "deepseek-v4-pro"), ("sglang", "glm-5.3-flash"), ("vllm", "glm-5.3-flash"),
-                   ("sglang", "qwen3-next-80b-a3b"), ("vllm", "qwen3-next-80b-a3b")}  # fmt: skip
+                   ("sglang", "qwen3-next-80b-a3b"), ("vllm", "qwen3-next-80b-a3b"),
+                   ("sglang", "kimi-linear-48b-a3b"), ("vllm", "kimi-linear-48b-a3b"), ("sglang", "kimi-k3"),
+                   ("vllm", "kimi-k3")}  # fmt: skip
 """(engine, preset) pairs the engine rules plan now (SGLang: tests/unit/test_sglang_hybrid.py; vLLM:
 tests/unit/test_vllm_hybrid.py)."""
 REFUSED = [
