@@ -103,6 +103,8 @@ def groups(c: Fields, acc: _Groups) -> str:
     latent_norm = c.flag("latent_moe_use_norm", False)
     attn_res = c.integer("attn_res_block_size", 0, minimum=0)
     vocab = c.integer("vocab_size", 0, minimum=0)
+    if not experts and c.data.get("intermediate_size") is None:
+        return ""  # the config does not describe the MLP: no groups, the loader asks for weights_per_gpu
     if experts and not moe_inter:
         raise c.bad((*c.path, "moe_intermediate_size"), "missing (required for a MoE model)")
 

@@ -240,3 +240,12 @@ def test_kimi_linear_tp4_shard_shapes_as_sglang_profiled_them() -> None:
     # the rest of the KDA shard: 20 × (b 73,728 + f_b and g_b 1,048,576 + convs, dt_bias, A_log 53,280) × 2 B / 4
     rest = 20 * (73_728 + 1_048_576 + 53_280) * 2 // 4
     assert groups["linear_attention"].bytes_per_gpu(tp4) - rest == 20 * 4 * 1024 * 2304 * 2  # 377,487,360 B
+
+
+def test_a_config_without_its_mlp_counts_nothing(tmp_path: Path) -> None:
+    """A config naming neither num_experts nor intermediate_size (the KV-only configs the engine tests write) gets
+    no groups, as Qwen3-Next's: the plan then asks for weights_per_gpu instead of failing on the MLP."""
+    config = kimi_linear_config()
+    for key in ("num_experts", "intermediate_size"):
+        del config[key]
+    assert param_groups_from_hf(config, "config.json").groups == ()
