@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -9,6 +9,9 @@ from kvplan.cli._common import FormatOpt, boundary
 from kvplan.cli.gate import ConcOpt, CtxOpt
 from kvplan.errors import EXIT_OK, EXIT_REJECTED
 from kvplan.render import OutputFormat, emit
+
+if TYPE_CHECKING:
+    from kvplan.plan.fit_trace import TraceSpec
 
 
 def _names(option: str, text: str) -> tuple[str, ...]:
@@ -18,6 +21,25 @@ def _names(option: str, text: str) -> tuple[str, ...]:
     if not items:
         raise InputError(f"{option} is empty: give a comma-separated list")
     return items
+
+
+def _trace(path: Path, fmt: str | None, min_hit: float | None, prefill_tps: int, tpot_ms: float) -> TraceSpec:
+    """--trace and its options, the trace read once (malformed: exit 2 before any search)."""
+    from kvplan import limits
+    from kvplan.plan.fit_trace import trace_spec
+    from kvplan.sim.trace import open_trace
+
+    hit = 0.0 if min_hit is None else limits.finite(min_hit, name="--min-hit")
+    if not 0.0 <= hit <= 1.0:
+        raise limits.LimitError(f"--min-hit {min_hit!r}: a hit rate between 0 and 1, e.g. 0.4")
+    limits.bounded_int(prefill_tps, name="--prefill-tps", low=1, high=limits.MAX_TOKENS)
+    limits.finite(tpot_ms, name="--tpot-ms")
+    if not 0 < tpot_ms <= limits.MAX_TRACE_SECONDS:
+        raise limits.LimitError(f"--tpot-ms: {tpot_ms!r} must be above 0 and at most {limits.MAX_TRACE_SECONDS:,}")
+    tr = open_trace(path, fmt)
+    return trace_spec(
+        tr, min_hit_ppm=round(hit * 1_000_000), prefill_tps=prefill_tps, tpot_us=max(1, round(tpot_ms * 1000))
+    )
 
 
 def fit(
@@ -42,6 +64,24 @@ def fit(
     exhaustive: Annotated[
         bool, typer.Option("--exhaustive", help="Plan every candidate up to --max-gpus (no skipping).")
     ] = False,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            metavar="FILE",
+            help="A request trace (simulate's formats) each candidate's pools must hold, replayed per DP rank.",
+        ),
+    ] = None,
+    trace_format: Annotated[
+        str | None, typer.Option("--trace-format", help="mooncake, kvtester, azure or kvplan [default: detected].")
+    ] = None,
+    min_hit: Annotated[
+        float | None, typer.Option("--min-hit", help="With --trace: the least prefix hit rate, 0..1 (e.g. 0.4).")
+    ] = None,
+    prefill_tps: Annotated[
+        int, typer.Option("--prefill-tps", help="With --trace: prefill tokens/s of one request (uncached tokens).")
+    ] = 10_000,
+    tpot_ms: Annotated[float, typer.Option("--tpot-ms", help="With --trace: decode time per output token, ms.")] = 40.0,
     emit_deploy: Annotated[
         Path | None, typer.Option("--emit-deploy", metavar="FILE", help="Write the best deployment as a YAML.")
     ] = None,
@@ -52,7 +92,8 @@ def fit(
 ) -> None:
     """The smallest deployment that meets the requirements: search GPUs, engines and layouts; exit 1 if none.
 
-    Example: kvplan fit --model glm-5.3 --require-ctx 1M --require-concurrency 4@128K
+    Examples: kvplan fit --model glm-5.3 --require-ctx 1M --require-concurrency 4@128K;
+    kvplan fit --model glm-5.3 --trace conversation_trace.jsonl --min-hit 0.4
     """
     with boundary():
         from kvplan import limits
@@ -66,6 +107,13 @@ def fit(
         from kvplan.render.fit_report import deploy_yaml, fit_report, plot_fit
 
         req = option_requirements(require_ctx, require_concurrency)
+        spec = _trace(trace, trace_format, min_hit, prefill_tps, tpot_ms) if trace is not None else None
+        if trace is None and min_hit is not None:
+            raise InputError("--min-hit needs --trace (the hit rate is the trace's, replayed through each pool)")
+        if spec is not None:
+            from kvplan.plan.fit_trace import with_trace
+
+            req = with_trace(req, spec)
         engines = _names("--engine", engine)
         for e in engines:
             if e not in ENGINES:
@@ -76,11 +124,13 @@ def fit(
         limits.bounded_int(gpus_per_node, name="--gpus-per-node", low=1, high=limits.MAX_GPUS)
         gpus = tuple(find_gpu(g) for g in _names("--gpu", gpu))
         reads = [Path(model)] if any(c in model for c in "/\\") else []
+        if trace is not None:
+            reads.append(trace)
         for target, what in ((emit_deploy, "--emit-deploy"), (plot, "--plot")):
             if target is not None:
                 check_target(target, what, reads)
         q = FitQuery(
-            model_ref=str(Path(model).resolve()) if reads else model,
+            model_ref=str(Path(model).resolve()) if any(c in model for c in "/\\") else model,
             gpus=gpus,
             engines=engines,
             requirements=req,
@@ -88,10 +138,13 @@ def fit(
             gpus_per_node=gpus_per_node,
             mtp={"off": (False,), "on": (True,), "both": (False, True)}[mtp],
             exhaustive=exhaustive,
+            trace=spec,
         )
         if pd:
             if emit_deploy is not None or plot is not None:
                 raise InputError("--pd writes no --emit-deploy or --plot yet: run fit without --pd for those")
+            if spec is not None:
+                raise InputError("--pd does not replay a --trace yet: run fit --trace without --pd")
             from kvplan.plan.fit import fit_pd
             from kvplan.render.fit_report import pd_report
             from kvplan.units import parse_link

@@ -12,6 +12,10 @@ memory knob is re-tried with the smallest memory knob that admits each requireme
 Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
 the same plan, kvplan.models.arch.Split), ``pp`` (1), page size (the engine's default; DSA forces 64).
 
+With --trace (issue 16 item 3, :mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
+hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
+order until ``TRACE_PASSES`` hold it (``_replay_group``). The memory knob is not re-searched for the trace.
+
 Speed (issue 16 item 5): the model is loaded once by the caller; candidates are planned in order of GPUs used,
 and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
 table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
@@ -30,6 +35,9 @@ from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
 from kvplan.plan.admit import Request, memory_remedy
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
 from kvplan.plan.transfer import Transfer
+
+if TYPE_CHECKING:
+    from kvplan.plan.fit_trace import TraceFit, TraceSpec
 
 MEMORY_KNOB = {"sglang": "mem_fraction_static", "vllm": "gpu_memory_utilization"}
 KV_DTYPES = {"sglang": ("bf16", "fp8_e4m3"), "vllm": ("bf16", "fp8")}
@@ -50,6 +58,8 @@ class FitQuery:
     """speculative_num_draft_tokens of an MTP candidate."""
     exhaustive: bool = False
     """Plan every candidate up to max_gpus (no skipping past the first admitting GPU count)."""
+    trace: TraceSpec | None = None
+    """--trace: every candidate that meets the requirements must also hold this trace (kvplan.plan.fit_trace)."""
 
     def __post_init__(self) -> None:
         if self.requirements.min_ctx_tokens is None and not self.requirements.concurrency:
@@ -68,6 +78,10 @@ class Outcome:
     pruned: str | None = None
     memory: tuple[str, float, float] | None = None
     """(knob, value, the engine's default) when the default memory knob missed the requirements."""
+    trace: TraceFit | None = None
+    """--trace: the trace replayed through this candidate's pools (only once it meets the requirements)."""
+    unreplayed: bool = False
+    """--trace: met the requirements, ranked below the GPU count's frontier: not replayed (``TRACE_PASSES``)."""
 
     @property
     def gpus(self) -> int:
@@ -75,7 +89,12 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.pruned is None and all(c.admission.admitted for c in self.checks)
+        return (
+            self.pruned is None
+            and not self.unreplayed
+            and all(c.admission.admitted for c in self.checks)
+            and (self.trace is None or self.trace.ok)
+        )
 
     @property
     def headroom_ppm(self) -> int:
@@ -119,6 +138,11 @@ class Outcome:
                 (a.max_concurrent, a.request.concurrent) if c.concurrency else (a.largest_ctx, a.request.ctx_tokens)
             )
             parts.append(min(got * 1_000_000 // want, 1_000_000))
+        t = self.trace
+        if t is not None and not t.ok:  # met the flat requirements, not the trace: just below those that hold it
+            got = t.hit_ppm if t.bound_tokens is None else t.bound_tokens * 1_000_000 // max(t.prompt_tokens, 1)
+            hit = got * 999_999 // t.min_hit_ppm if t.min_hit_ppm else 999_999
+            parts.append(min(hit, 999_999 if t.holds else 999_998))
         return min(parts) if parts else 0
 
     @property
@@ -130,6 +154,8 @@ class Outcome:
                 continue
             got = f"{a.max_concurrent} fit at once" if c.concurrency else f"largest {a.largest_ctx:,} tokens"
             out.append(f"{c.label}: rejected by {a.binding.name}; {got}")
+        if self.trace is not None:
+            out.extend(self.trace.lacks)
         return tuple(out)
 
 
@@ -140,6 +166,8 @@ class Fit:
     """Every candidate planned or pruned, in enumeration order."""
     skipped: int
     """Candidates not planned: more GPUs than the frontier needs (module doc)."""
+    unreplayed: int = 0
+    """--trace: candidates meeting the requirements whose trace replay was skipped (``TRACE_PASSES``)."""
 
     @property
     def admitted(self) -> tuple[Outcome, ...]:
@@ -270,21 +298,66 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
 def fit(arch: ModelArch, q: FitQuery) -> Fit:
     """Search the candidates (module doc), stopping one GPU count past the first that admits."""
     outcomes: list[Outcome] = []
-    skipped = 0
+    skipped = unreplayed = 0
     first_ok: int | None = None
     stop_after: int | None = None
-    for dep in candidates(arch, q):
-        g = dep.tp * dep.pp
-        if first_ok is not None and not q.exhaustive and stop_after is not None and g > stop_after:
-            skipped += 1
-            continue
-        o = evaluate(arch, dep, q.requirements)
-        outcomes.append(o)
-        if o.ok and first_ok is None:
+    group: list[Outcome] = []
+
+    def close_group() -> None:
+        nonlocal first_ok, stop_after, unreplayed
+        if q.trace is not None:
+            unreplayed += _replay_group(group, q, capped=first_ok is not None)
+        outcomes.extend(group)
+        if first_ok is None and any(o.ok for o in group):
+            g = group[0].gpus
             first_ok = g
             larger = [t for t in tp_sizes(q.max_gpus) if t > g]
             stop_after = larger[0] if larger else g
-    return Fit(query=q, outcomes=tuple(outcomes), skipped=skipped)
+        group.clear()
+
+    for dep in candidates(arch, q):
+        g = dep.tp * dep.pp
+        if group and group[0].gpus != g:
+            close_group()
+        if first_ok is not None and not q.exhaustive and stop_after is not None and g > stop_after:
+            skipped += 1
+            continue
+        group.append(evaluate(arch, dep, q.requirements))
+    if group:
+        close_group()
+    return Fit(query=q, outcomes=tuple(outcomes), skipped=skipped, unreplayed=unreplayed)
+
+
+TRACE_PASSES = 3
+"""--trace: replays per GPU count stop once this many candidates hold the trace (the frontier table's rows per
+GPU count); those ranked below them are not replayed (``Fit.unreplayed``)."""
+
+
+def _replay_group(group: list[Outcome], q: FitQuery, *, capped: bool = False) -> int:
+    """Replay the trace through the candidates of one GPU count that meet the flat requirements, in rank order
+    (headroom, then concurrency: ``Fit.admitted``'s order), until ``TRACE_PASSES`` hold it (all with
+    --exhaustive); ``capped`` (a GPU count past the first that holds it, shown for the table only): at most
+    ``TRACE_PASSES`` replays, whatever they find. Returns how many were left unreplayed; those stay in the group
+    without a trace check, marked ``unreplayed`` (not ok)."""
+    from kvplan.plan.fit_trace import check_trace
+
+    assert q.trace is not None
+    flat_ok = sorted(
+        (i for i, o in enumerate(group) if o.ok and o.plan is not None),
+        key=lambda i: (-group[i].headroom_ppm, -group[i].first_concurrency),
+    )
+    passes = left = done = 0
+    for i in flat_ok:
+        o = group[i]
+        if not q.exhaustive and (passes >= TRACE_PASSES or (capped and done >= TRACE_PASSES)):
+            group[i] = replace(o, unreplayed=True)
+            left += 1
+            continue
+        assert o.plan is not None
+        group[i] = replace(o, trace=check_trace(o.plan, q.trace))
+        passes += group[i].ok
+        done += 1
+    return left
 
 
 def layout(dep: Deployment) -> str:

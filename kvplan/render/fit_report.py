@@ -57,7 +57,23 @@ def _conc_cells(o: Outcome) -> tuple[str, ...]:
     return tuple(count(c.admission.max_concurrent) for c in o.checks if c.concurrency)
 
 
-def _row(rank: int, o: Outcome) -> tuple[str, ...]:
+def _trace_cells(o: Outcome, with_trace: bool) -> tuple[str, ...]:
+    """--trace: the most pages one rank held at once of its pool, and the hit rate (a replay cut short at its
+    first shortfall measures none: '—')."""
+    if not with_trace:
+        return ()
+    t = o.trace
+    if t is None:
+        return ("not replayed", "")
+    if t.error is not None or t.bound_tokens is not None:
+        return ("—", "—")
+    peak = f"{count(t.peak_held_pages)} / {count(t.pool_pages)}"
+    if t.stop is not None:
+        return (peak + f" ({t.stop.what})", "—")
+    return (peak, f"{t.hit_ppm / 10_000:.1f}%")
+
+
+def _row(rank: int, o: Outcome, with_trace: bool = False) -> tuple[str, ...]:
     d = o.deployment
     mem = "" if o.memory is None else f" · {memory_note(o)}"
     return (
@@ -66,9 +82,38 @@ def _row(rank: int, o: Outcome) -> tuple[str, ...]:
         layout(d) + mem,
         tokens_short(o.largest_ctx),
         *_conc_cells(o),
+        *_trace_cells(o, with_trace),
         _ppm_pct(o.headroom_ppm),
         binds(o),
     )
+
+
+def _trace_json(o: Outcome) -> dict[str, Any] | None:
+    t = o.trace
+    if t is None:
+        return None
+    s = t.stop
+    return {
+        "ranks": t.ranks,
+        "router": t.router,
+        "pool_pages_per_rank": t.pool_pages,
+        "page_tokens": t.page_tokens,
+        "max_running_per_rank": t.max_running,
+        "eagle": t.eagle,
+        "peak_held_pages": t.peak_held_pages,
+        "peak_running": t.peak_running,
+        "holds": t.holds,
+        "first_shortfall": None
+        if s is None
+        else {"request": s.index, "line": s.line, "time_us": s.time_us, "rank": s.rank, "what": s.what},
+        "hit_tokens": t.hit_tokens if t.holds else None,
+        "prompt_tokens": t.prompt_tokens,
+        "hit_ppm": t.hit_ppm if t.holds else None,
+        "hit_bound_tokens": t.bound_tokens,
+        "rank_requests": list(t.rank_requests),
+        "error": t.error,
+        "ok": t.ok,
+    }
 
 
 def _json(o: Outcome) -> dict[str, Any]:
@@ -96,6 +141,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         ],
         "headroom_ppm": o.headroom_ppm,
         "binds": binds(o),
+        "trace": _trace_json(o),
         "admitted": o.ok,
     }
 
@@ -103,14 +149,16 @@ def _json(o: Outcome) -> dict[str, Any]:
 def fit_report(f: Fit, emitted: str | None = None) -> Report:
     q = f.query
     conc_heads = tuple(f"n@{tokens_short(ctx)}" for _, ctx in q.requirements.concurrency)
-    headers = ("#", "GPUs, engine", "layout", "max ctx", *conc_heads, "headroom", "binds")
+    tr = q.trace is not None
+    trace_heads = ("trace peak pages / pool", "hit") if tr else ()
+    headers = ("#", "GPUs, engine", "layout", "max ctx", *conc_heads, *trace_heads, "headroom", "binds")
     ranked = f.admitted
     shown: list[tuple[str, ...]] = []
     per: Counter[int] = Counter()
     for i, o in enumerate(ranked, 1):
         if per[o.gpus] < PER_GPU_COUNT:
             per[o.gpus] += 1
-            shown.append(_row(i, o))
+            shown.append(_row(i, o, tr))
     sections = []
     asked = ", ".join(
         ([f"ctx {q.requirements.min_ctx_tokens:,}"] if q.requirements.min_ctx_tokens else [])
@@ -128,7 +176,7 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
         )
     best, closest = f.best, f.closest
     if best is None and closest is not None:
-        rows = [_row(0, closest)[1:]]
+        rows = [_row(0, closest, tr)[1:]]
         sections.append(
             Section(
                 f"Nothing fits up to {q.max_gpus} GPUs; the closest candidate",
@@ -146,6 +194,8 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 ("candidates", "the engine's reason (first clause; JSON has each message)"),
             )
         )
+    if q.trace is not None:
+        sections.append(_trace_section(f))
     sections.append(
         Section(
             "Search",
@@ -186,6 +236,17 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
         ],
         "planned": len(f.planned),
         "skipped": f.skipped,
+        "trace": None
+        if q.trace is None
+        else {
+            "path": q.trace.path,
+            "requests": q.trace.requests,
+            "longest_request_tokens": q.trace.longest_tokens,
+            "prompt_tokens": q.trace.prompt_tokens,
+            "min_hit_ppm": q.trace.min_hit_ppm,
+            "replays": sum(1 for t in q.trace.cache.values() if t.bound_tokens is None and t.error is None),
+            "not_replayed": f.unreplayed,
+        },
     }
     return Report(
         command="fit",
@@ -196,6 +257,38 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
         verdict_ok=best is not None,
         notes=notes,
     )
+
+
+def _trace_section(f: Fit) -> Section:
+    from kvplan.sim.ranks import ENGINE_ROUTER, ROUTER_TEXT
+
+    spec = f.query.trace
+    assert spec is not None
+    fits = spec.cache.values()
+    replays = sum(1 for t in fits if t.bound_tokens is None and t.error is None)
+    bounded = sum(1 for t in fits if t.bound_tokens is not None)
+    rows = [
+        ("trace", f"{spec.path} ({spec.description})"),
+        ("requests", f"{count(spec.requests)}; longest {count(spec.longest_tokens)} tokens (input + output): "
+                     "required as a context"),
+        ("a candidate holds it when", "every request is admitted on arrival, none is preempted, none is too long, "
+                                      "in an occupancy replay of its own pools (per DP rank: its usable pages of its "
+                                      "page size, its max_running_requests)"),
+        ("service model", spec.service_text()),
+        ("hit rate", f"hit tokens at first admission / the trace's {count(spec.prompt_tokens)} prompt tokens, all "
+                     f"ranks; at least {spec.min_hit_ppm / 10_000:.1f}%"),
+    ]  # fmt: skip
+    for engine in dict.fromkeys(f.query.engines):
+        rows.append((f"DP routing, {engine}", ROUTER_TEXT[ENGINE_ROUTER[engine]]))
+    rows.append(
+        (
+            "replays",
+            f"{count(replays)} (one per engine, pool pages, page size, DP ranks, running limit, MTP); "
+            f"{count(bounded)} pools skipped: the trace's own reuse on their ranks caps the hit rate below the "
+            f"minimum; {count(f.unreplayed)} candidates not replayed (ranked below a GPU count's frontier)",
+        )
+    )
+    return Section("Trace: the deployment must hold it", tuple(rows))
 
 
 def _reason(message: str) -> str:
