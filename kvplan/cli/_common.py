@@ -186,7 +186,7 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
     dep, mtp_note = _drop_foreign_mtp(arch, dep, sets or ())
     check_model_for_deployment(arch, dep)
     plan = plan_pool(arch, dep)
-    notes = tuple(n for n in (foreign_model_note(arch.name, dep, sets or ()), mtp_note) if n)
+    notes = tuple(n for n in (foreign_model_note(arch.name, dep, sets or (), plan), mtp_note) if n)
     return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
 
 
@@ -206,8 +206,21 @@ def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[
     return replace(dep, speculative_num_draft_tokens=0), note
 
 
-def foreign_model_note(model_name: str, dep: Deployment, sets: list[str] | tuple[str, ...]) -> str | None:
-    """A deployment preset written for one model, planned with another: say which of its knobs carry over."""
+def _applied_as_set(plan: Any, knob: str) -> bool:
+    """Whether the plan kept a deployment knob as set (a knob the plan does not list is taken as kept)."""
+    try:
+        return bool(plan.knob(knob).origin == "set")
+    except KeyError:
+        return True
+
+
+def foreign_model_note(
+    model_name: str, dep: Deployment, sets: list[str] | tuple[str, ...], plan: Any = None
+) -> str | None:
+    """A deployment preset written for one model, planned with another: say which of its knobs carry over.
+
+    With the plan, only the knobs the engine applied as set are named: one it overrode for this model (SGLang's
+    page size 64 × index_kpool for GLM-5.3-Flash) is said by the engine's own note, not claimed as applied."""
     if model_name == dep.model or not dep.name or dep.model in ("", model_name):
         return None
     from kvplan.models.load import canonical_key
@@ -216,7 +229,10 @@ def foreign_model_note(model_name: str, dep: Deployment, sets: list[str] | tuple
     carried = [
         f"{k}={getattr(dep, k)}"
         for k in ("kv_cache_dtype", "page_size", "attention_backend", "context_length", "mla_layout")
-        if k in dep.explicit and k not in set_here and getattr(dep, k, None) not in (None, "auto")
+        if k in dep.explicit
+        and k not in set_here
+        and getattr(dep, k, None) not in (None, "auto")
+        and (plan is None or _applied_as_set(plan, k))
     ]
     if not carried:
         return None

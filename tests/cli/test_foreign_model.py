@@ -31,3 +31,13 @@ def test_the_presets_own_model_gets_no_note() -> None:
     r = runner.invoke(app, ["admit", "--ctx", "128K"])
     assert r.exit_code == 0, r.output
     assert "written for" not in r.stdout
+
+
+def test_a_knob_the_engine_overrides_is_not_claimed_as_applied() -> None:
+    # GLM-5.3-Flash on SGLang: the preset's page_size 64 is replaced by 64 × index_kpool 4 = 256 (SGLang's
+    # "Setting page size to 256 for DeepSeek DSA."), so the note names only kv_cache_dtype, which it keeps
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-f", "json"])
+    assert r.exit_code == 0, r.output
+    assert "its knobs kv_cache_dtype=fp8_e4m3 apply to glm-5.3-flash as set" in r.stdout
+    assert "page_size=64 apply" not in r.stdout
+    assert "Setting page size to 256" in r.stdout
