@@ -61,6 +61,18 @@ def fit(
         bool, typer.Option("--pd", help="Size a prefill and a decode instance separately (disaggregation).")
     ] = False,
     link: Annotated[str, typer.Option("--link", help="PD hand-off link speed per rank, e.g. 400Gbps.")] = "400Gbps",
+    pd_backend: Annotated[
+        str | None,
+        typer.Option(
+            "--pd-backend",
+            help="PD transport: mooncake or nixl (SGLang --disaggregation-transfer-backend; vLLM MooncakeConnector / "
+            "NixlConnector) [default: SGLang mooncake, vLLM NixlConnector].",
+        ),
+    ] = None,
+    pd_staging: Annotated[
+        bool,
+        typer.Option("--pd-staging", help="SGLang's SGLANG_DISAGG_STAGING_BUFFER=1 (heterogeneous TP; not for MLA)."),
+    ] = False,
     exhaustive: Annotated[
         bool, typer.Option("--exhaustive", help="Plan every candidate up to --max-gpus (no skipping).")
     ] = False,
@@ -150,9 +162,11 @@ def fit(
             from kvplan.units import parse_link
 
             parse_link(link)  # a malformed speed is bad input before the search
-            split = fit_pd(load_model(model), q, link=link)
+            split = fit_pd(load_model(model), q, link=link, backend=pd_backend, sglang_staging=pd_staging)
             emit(pd_report(split), fmt)
             raise typer.Exit(EXIT_OK if split.prefill.best and split.decode.best else EXIT_REJECTED)
+        if pd_backend is not None or pd_staging:
+            raise InputError("--pd-backend and --pd-staging describe a prefill/decode split: add --pd")
         result = run_fit(load_model(model), q)
         best = result.best
         if emit_deploy is not None and best is not None:

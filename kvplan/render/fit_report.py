@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kvplan.plan.fit import MEMORY_KNOB, PD_SETTINGS, Fit, Outcome, PdFit, layout
+from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
 from kvplan.render import Report, Section, count
 
 PRUNED_KINDS = 8
@@ -379,7 +379,8 @@ def pd_report(f: PdFit) -> Report:
     p, d, t = f.prefill.best, f.decode.best, f.hand_off
     rows: list[tuple[str, ...]] = []
     if p is not None and d is not None:
-        pe, de = PD_SETTINGS[p.deployment.engine][0], PD_SETTINGS[d.deployment.engine][1]
+        pe = pd_setting(p.deployment.engine, "prefill", f.backend)
+        de = pd_setting(d.deployment.engine, "decode", f.backend)
         rows += [
             ("prefill instance", f"{p.gpus} × {p.deployment.gpu.name}, {_engine(p)}, {layout(p.deployment)} ({pe})"),
             ("decode instance", f"{d.gpus} × {d.deployment.gpu.name}, {_engine(d)}, {layout(d.deployment)} ({de})"),
@@ -393,6 +394,10 @@ def pd_report(f: PdFit) -> Report:
                                      f"({count(t.moved_tokens)} tokens in pages; {t.sharding})"),
             (f"time at {f.link}", f"{t.microseconds(t.bytes_per_rank) / 1000:.1f} ms per rank link"),
         ]  # fmt: skip
+    st = f.staging
+    if st is not None:
+        for x in st:
+            rows.append((f"transfer staging, {x.side}", f"{size(x.bytes)} a GPU: {x.text}" if x.bytes else x.text))
     sections.append(Section("Prefill / decode split", tuple(rows)))
     ok = p is not None and d is not None
     verdict = (
@@ -415,6 +420,7 @@ def pd_report(f: PdFit) -> Report:
             "moved_tokens": t.moved_tokens,
             "link_bytes_per_s": t.link_bytes_per_s,
         },
+        "staging": None if st is None else {x.side: {"bytes_per_gpu": x.bytes, "source": x.text} for x in st},
         "fits": ok,
     }
     return Report(command="fit", title=f"kvplan fit --pd: {q.model_ref}", sections=tuple(sections), data=data,
