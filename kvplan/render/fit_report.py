@@ -280,6 +280,11 @@ def _trace_section(f: Fit) -> Section:
     ]  # fmt: skip
     for engine in dict.fromkeys(f.query.engines):
         rows.append((f"DP routing, {engine}", ROUTER_TEXT[ENGINE_ROUTER[engine]]))
+    hybrid = next((o.plan for o in f.outcomes if o.trace is not None and o.plan is not None and o.plan.pools), None)
+    if hybrid is not None:  # the same sentence simulate --deploy says: what the replay of a hybrid approximates
+        from kvplan.plan.prefix import replay_approximation
+
+        rows.append(("hybrid model", replay_approximation(hybrid)))
     rows.append(
         (
             "replays",

@@ -85,3 +85,16 @@ def test_bad_trace_and_trace_options_exit_2(tmp_path: Path) -> None:
         assert "kvplan: error:" in r.output and "Traceback" not in r.output, (args, r.output)
     r = run("fit", *GLM, "--trace", str(bad))
     assert "bad.jsonl:2" in r.output
+
+
+def test_a_hybrid_models_trace_replay_says_what_it_approximates(tmp_path: Path) -> None:
+    # gpt-oss-120b (sliding-window + full layers) on 8 × H200, SGLang: the replay pages the full-attention pool
+    # only, as simulate --deploy does; the table says so in simulate's words (kvplan.plan.prefix.replay_approximation)
+    t = write_trace(tmp_path / "t.jsonl", SMALL)
+    r = run("fit", "--model", "gpt-oss-120b", "--gpu", "h200", "--engine", "sglang", "--max-gpus", "8",
+            "--trace", str(t))  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "HYBRID, APPROXIMATED: the replay pages full attention" in " ".join(r.output.split())
+    r = run("fit", *GLM, "--trace", str(t))
+    assert r.exit_code == 0, r.output
+    assert "HYBRID, APPROXIMATED" not in r.output  # a uniform model replays exactly its one pool
