@@ -17,7 +17,11 @@ the pool is ``ceil(total × util) − that`` (− the CUDA-graph estimate from 0
    (request, vocab entry) in bf16.
 3. MoE: the modular fused-MoE kernel takes its workspace from the ``WorkspaceManager``, which keeps it for the
    life of the worker: ``[T, top_k, max(I/tp, hidden)] + [T, top_k, max(2·I/tp, hidden)]`` elements (TritonExperts;
-   the output shares the first), allocated in the forward pass and still held when the sampler runs.
+   the output shares the first), allocated in the forward pass and still held when the sampler runs. An MXFP4
+   checkpoint (gpt-oss) runs its experts through the monolithic 'TRITON' Mxfp4 kernel
+   (``MoEPrepareAndFinalizeNoDPEPMonolithic`` in its start-up log), which takes no such workspace: three vLLM
+   0.19.0 gpt-oss-20b logs (TP1, TP2, TP2 at 0.95) print a torch peak of 2.87 GiB, the sampler side alone
+   (tests/unit/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
 
 So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
 
@@ -188,7 +192,7 @@ def profile_peak(
     dense = dims.dense_intermediate // tp
     forward = t * (3 * dense + FORWARD_HIDDEN_TENSORS * h) * d
     moe = 0
-    if dims.is_moe:
+    if dims.is_moe and not dims.moe_monolithic:  # a monolithic MXFP4 kernel takes no WorkspaceManager workspace
         ie = dims.expert_intermediate // (1 if ep > 1 else tp)
         moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
     nt, nt_origin = non_torch_bytes(tp, version)

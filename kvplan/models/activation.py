@@ -28,6 +28,10 @@ class ActivationDims:
     """``num_experts_per_tok`` of a MoE model; 0 for a dense model."""
     dtype_bytes: int = 2
     """Activation element size: 4 for a float32 checkpoint, else 2 (bf16 / fp16)."""
+    moe_monolithic: bool = False
+    """Experts run by a monolithic kernel that takes no modular fused-MoE workspace: an MXFP4 checkpoint
+    (``quantization_config.quant_method`` "mxfp4", gpt-oss) on vLLM's 'TRITON' Mxfp4 backend, whose start-up logs
+    print ``MoEPrepareAndFinalizeNoDPEPMonolithic`` (the llm-d-planner gpt-oss-20b logs of vLLM 0.19.0)."""
 
     @property
     def is_moe(self) -> bool:
@@ -67,6 +71,8 @@ def activation_dims(config: Mapping[str, Any]) -> ActivationDims | None:
         shared = max(_int(config, "n_shared_experts") * moe_inter, _int(config, "shared_expert_intermediate_size"))
         dense = inter if _int(config, "first_k_dense_replace") and not mixtral else shared
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    quant = config.get("quantization_config")
+    method = quant.get("quant_method") if isinstance(quant, Mapping) else None
     return ActivationDims(
         hidden_size=hidden,
         vocab_size=vocab,
@@ -74,4 +80,5 @@ def activation_dims(config: Mapping[str, Any]) -> ActivationDims | None:
         expert_intermediate=expert,
         experts_per_token=topk if expert else 0,
         dtype_bytes=4 if dtype == "float32" else 2,
+        moe_monolithic=bool(expert) and method == "mxfp4",
     )
