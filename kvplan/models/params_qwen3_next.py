@@ -49,7 +49,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvplan.limits import MAX_LAYERS
-from kvplan.models.weights import _factor, _int_set
+from kvplan.models.weights import _factor, _int_set, gqa_heads
 
 if TYPE_CHECKING:
     from kvplan.models.quant import Fields
@@ -84,12 +84,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     """Every Qwen3-Next module into ``acc`` (see the module docstring); the family label."""
     h = c.required("hidden_size")
     layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
-    heads = c.required("num_attention_heads")
-    kv_heads = c.integer("num_key_value_heads", heads)
-    if kv_heads > heads or heads % kv_heads:
-        raise c.bad(
-            ("num_attention_heads",), f"{heads} attention heads are not a multiple of num_key_value_heads {kv_heads}"
-        )
+    heads, kv_heads = gqa_heads(c)
     head_dim = c.required("head_dim")
     nk, dk = c.required("linear_num_key_heads"), c.required("linear_key_head_dim")
     nv, dv = c.required("linear_num_value_heads"), c.required("linear_value_head_dim")

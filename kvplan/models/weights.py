@@ -427,9 +427,8 @@ def _mla_groups(s: MoeShape, acc: _Groups) -> None:
         acc.linear("mtp", "experts", f"{p}eh_proj", h, 2 * h)
 
 
-def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
-    h = c.required("hidden_size")
-    layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
+def gqa_heads(c: Fields) -> tuple[int, int]:
+    """``num_attention_heads`` and ``num_key_value_heads`` (default: as many), the first a multiple of the second."""
     heads = c.required("num_attention_heads")
     kv_heads = c.integer("num_key_value_heads", heads)
     if kv_heads > heads or heads % kv_heads:
@@ -437,6 +436,13 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
             ("num_attention_heads",),
             f"{heads} attention heads are not a multiple of num_key_value_heads {kv_heads}",
         )
+    return heads, kv_heads
+
+
+def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
+    h = c.required("hidden_size")
+    layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
+    heads, kv_heads = gqa_heads(c)
     head_dim = c.integer("head_dim", h // heads)
     vocab = c.integer("vocab_size", 0, minimum=0)
     mixtral = c.integer("num_local_experts", 0, minimum=0)
