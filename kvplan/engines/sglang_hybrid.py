@@ -50,8 +50,15 @@ What the plan's figures mean for a hybrid: ``rows`` / ``logged_tokens`` are the 
 (full layers only); ``pools`` the full pool, the SWA pool and the Mamba state pool, each with what one request
 takes from it (kvplan.engines.common.Demand).
 
-Not planned, each refused with one line (never a silently wrong pool): speculative decoding (draft SWA / Mamba
-intermediate state), dcp, SWA and linear state in one model,
+Speculative decoding (NEXTN / EAGLE) is planned for Qwen3-Next: max_running_requests 48 when not given
+(``_handle_eagle_family``); ``_handle_max_mamba_cache`` solves K jointly with the intermediate state,
+K = int((budget − per_req × (1 + D)) // (per_req × (1 + D / mamba_ratio))), and reserves
+per_req × (min(max_running_requests, K // mamba_ratio) + 1) × D out of rest; MambaPool allocates
+``intermediate_ssm_state_cache`` and the (deduplicated) ``intermediate_conv_window``; the draft worker's one-layer
+HybridLinearKVPool over the target's rows comes from the slack (``_with_draft_pool``).
+
+Not planned, each refused with one line (never a silently wrong pool): speculative decoding on the other hybrids
+(draft SWA pools, other drafts' state), dcp, SWA and linear state in one model,
 a model without full-attention layers, other SGLang versions than 0.5.23.
 
 GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
@@ -102,6 +109,14 @@ MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
 )
 """The architectures kvplan reads whose radix cache keeps the extra state buffer (``_MAMBA_EXTRA_BUFFER_ARCHS``)."""
 HYBRID_VERSION = (0, 5, 23)
+QWEN3_NEXT = "Qwen3NextForCausalLM"
+"""Qwen3-Next: the one hybrid kvplan plans with speculative decoding (MTP / NEXTN) on SGLang."""
+SPEC_MAX_RUNNING_REQUESTS = 48
+"""``arg_groups/speculative_hook.py`` ``_handle_eagle_family`` (NEXTN resolves to EAGLE): max_running_requests 48
+when not given ("Max running requests is reset to 48 for speculative decoding.")."""
+DRAFT_POOL_LAYERS = 1
+"""``_build_hybrid_linear_kv_pool``: a draft worker's HybridLinearKVPool has ``full_attention_layer_ids = [0]``
+("if draft worker, we only need 1 attention layer's kv pool")."""
 GLM5_NEXT = "Glm5NextForConditionalGeneration"
 """GLM-5.3-Flash: KDA state + MLA with the pooled DSA indexer (``configs/hybrid_arch.py`` ``glm5_next_config``)."""
 
@@ -126,6 +141,19 @@ def mamba_cache_size(rest_gib: float, per_req: int, ratio: float = MAMBA_FULL_ME
     """
     budget_bytes = rest_gib * ratio / (1 + ratio) * (1 << 30)
     return int((budget_bytes - per_req) // per_req)
+
+
+def mamba_cache_size_spec(
+    rest_gib: float, per_req: int, draft_tokens: int, slots_per_request: int, ratio: float = MAMBA_FULL_MEMORY_RATIO
+) -> int:
+    """``_handle_max_mamba_cache`` auto-size with speculative decoding ("Joint solve: main_state + intermediate =
+    mamba_budget"): K = int((budget − per_req × (1 + D)) // (per_req × (1 + D / mamba_ratio))).
+
+    >>> mamba_cache_size_spec(19.0, 100 * 2**20, 4, 5)   # 92.16 states of 100 MiB: (92.16 − 5) // 1.8
+    48
+    """
+    budget_bytes = rest_gib * ratio / (1 + ratio) * (1 << 30)
+    return int((budget_bytes - per_req * (1 + draft_tokens)) // (per_req * (1 + draft_tokens / slots_per_request)))
 
 
 def swa_pool_tokens(available: int, *, full_cell: int, swa_cell: int, ratio: float, page: int) -> tuple[int, int]:
@@ -165,6 +193,43 @@ class HybridSizer:
     slots_per_request: int = 1
     max_mamba_cache_size: int | None = None
     """--max-mamba-cache-size per attention-DP rank (``max_mamba_cache_size // attn_dp_size``); None: auto-sized."""
+    draft_tokens: int = 0
+    """--speculative-num-draft-tokens D; 0 without speculative decoding."""
+    spec_running: int = 1
+    """max(1, max_running_requests // attn_dp_size): the running requests ``_handle_max_mamba_cache`` reserves the
+    speculative state buffers for (before the state slots cap them)."""
+    dedup_conv: bool = True
+    """``memory_pool.conv_window_dedup_enabled``: on CUDA for a non-KDA state with eagle top-k ≤ 1 the conv
+    intermediate is one (D + conv_kernel − 2)-column window a slot, else D windows of conv_kernel − 1 columns."""
+
+    def spec_requests(self, slots: int) -> int:
+        """``_handle_max_mamba_cache`` ``capped_reqs`` = min(max(1, max_running_requests // dp), K // mamba_ratio).
+
+        The buffers are allocated for the final max_running_requests (``mamba_spec_state_size``), which is the same
+        number unless the token pool's rows // 2 is smaller still."""
+        return min(max(1, self.spec_running), slots // self.slots_per_request)
+
+    def spec_reserved_bytes(self, slots: int, attn_tp: int) -> int:
+        """What ``_handle_max_mamba_cache`` takes out of rest_memory for the speculative intermediate state:
+        per_req × (capped_reqs + 1) × D (0 without speculative decoding)."""
+        if not self.draft_tokens or self.state is None:
+            return 0
+        return self.state_bytes_per_request(attn_tp) * (self.spec_requests(slots) + 1) * self.draft_tokens
+
+    def spec_alloc_bytes(self, slots: int, attn_tp: int) -> int:
+        """MambaPool's speculative buffers (``mem_cache/memory_pool.py``): ``intermediate_ssm_state_cache``
+        [layers, reqs + 1, D, recurrent state] in the recurrent dtype and ``intermediate_conv_window``
+        [layers, reqs + 1, D + conv_kernel − 2 (deduplicated) or D × (conv_kernel − 1), conv_dim / tp] in the conv
+        dtype."""
+        if not self.draft_tokens or self.state is None:
+            return 0
+        st = self.state
+        conv_b, rec_b = st.dtype_bytes("sglang")
+        rows = self.state_layers * (self.spec_requests(slots) + 1)
+        win = st.conv_kernel - 1
+        cols = self.draft_tokens + win - 1 if self.dedup_conv else self.draft_tokens * win
+        ssm = rows * self.draft_tokens * st.recurrent_elements(attn_tp) * rec_b
+        return ssm + rows * cols * (st.conv_elements(attn_tp) // win) * conv_b
 
     def state_bytes_per_request(self, attn_tp: int) -> int:
         """``mamba_cache_per_req``: one request's conv + temporal state over every linear layer, one rank."""
@@ -181,8 +246,13 @@ class HybridSizer:
             return rest_gib, 0, None
         per = self.state_bytes_per_request(attn_tp)
         k = self.max_mamba_cache_size
-        if k is None:
+        if k is None and self.draft_tokens:
+            k = mamba_cache_size_spec(rest_gib, per, self.draft_tokens, self.slots_per_request,
+                                      self.mamba_full_memory_ratio)  # fmt: skip
+        elif k is None:
             k = mamba_cache_size(rest_gib, per, self.mamba_full_memory_ratio)
+        # the intermediate state is reserved (both the explicit and the auto-sized path) before K is validated
+        rest_gib -= self.spec_reserved_bytes(k, attn_tp) / (1 << 30)
         if k <= 0:
             return (
                 rest_gib,
@@ -213,8 +283,15 @@ class HybridSizer:
         return swa_pool_error(swa_tokens, self.swa.window, page) if self.swa is not None else None
 
     def running_cap(self, slots: int) -> int | None:
-        """``resolve_max_num_reqs``: K // mamba_ratio bounds the running requests (None without state)."""
-        return slots // self.slots_per_request if self.state is not None else None
+        """``resolve_max_num_reqs``: K // mamba_ratio bounds the running requests (None without state); with
+        speculative decoding and no --max-running-requests, SGLang's 48 (``_handle_eagle_family``) does too. The 48
+        is resolved after the memory-fraction heuristic (``arg_groups/pipeline.py`` runs
+        ``handle_gpu_memory_settings`` before ``handle_speculative_decoding``), so it is a cap here, not a set knob
+        that would shrink the decode CUDA-graph batch the reserve is computed with."""
+        if self.state is None:
+            return None
+        cap = slots // self.slots_per_request
+        return min(cap, self.spec_running) if self.draft_tokens else cap
 
     def cap_note(self, knob: Knob, mrr: int, cap: int, slots: int) -> tuple[Knob, list[str], str | None]:
         """The max_running_requests knob, SGLang's warning when the state slots cap it, its error when none fits."""
@@ -229,6 +306,10 @@ class HybridSizer:
             )
         if knob.as_int() <= mrr:
             return knob, [], None
+        if self.draft_tokens and mrr == self.spec_running < slots // self.slots_per_request:
+            why = (f"default: {SPEC_MAX_RUNNING_REQUESTS} // dp with speculative decoding (_handle_eagle_family: "
+                   "\"Max running requests is reset to 48 for speculative decoding.\")")  # fmt: skip
+            return Knob("max_running_requests", mrr, why), [], None
         said = (
             f"max_running_requests is capped to {mrr} by the mamba state cache (max_mamba_cache_size={slots}, "
             f"{self.slots_per_request} state slots per request)"
@@ -241,8 +322,8 @@ class HybridSizer:
         return (swa_tokens + page) * self.swa_cell(dtype, attn_tp)
 
     def state_alloc_bytes(self, slots: int, attn_tp: int) -> int:
-        """MambaPool: (max_mamba_cache_size + 1 padding slot) × per_req."""
-        return (slots + 1) * self.state_bytes_per_request(attn_tp)
+        """MambaPool: (max_mamba_cache_size + 1 padding slot) × per_req, + the speculative buffers."""
+        return (slots + 1) * self.state_bytes_per_request(attn_tp) + self.spec_alloc_bytes(slots, attn_tp)
 
 
 def _engine_refuses(arch: ModelArch, dep: Deployment, why: str, layer: int | None = None) -> PlanError:
@@ -272,8 +353,11 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise _engine_refuses(arch, dep, "indexer K layers beside linear-attention state", _first_layer(arch, IndexerK))
     if SlidingWindow in kinds and LinearState in kinds:
         raise _engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
-    if dep.mtp or dep.speculative_num_draft_tokens:
-        raise _engine_refuses(arch, dep, "speculative decoding with a hybrid model (draft SWA / Mamba state)")
+    if dep.mtp and arch.architecture != QWEN3_NEXT:
+        raise _engine_refuses(
+            arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next (draft SWA pools, other "
+            "drafts' state)"
+        )  # fmt: skip
     if dep.dcp > 1:
         raise _engine_refuses(arch, dep, f"dcp {dep.dcp} with a hybrid model")
     swa_layers = [c for layer in arch.layers for c in layer.caches if isinstance(c, SlidingWindow)]
@@ -287,7 +371,8 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
     # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per
     # full layer that owns one: pool_configurator._compute_dsa_indexer_cell_size over full_attention_layer_ids)
     owners = tuple(layer.indexer is not None for layer in plain) if arch.architecture == GLM5_NEXT else ()
-    view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners)
+    # num_mtp_layers 0: a path-less Qwen3-Next MTP draft is not in cell_size (_with_draft_pool says why)
+    view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners, num_mtp_layers=0)
     if view.attention != full[0] or not isinstance(full[0], FullAttention | MlaLatent):
         raise _engine_refuses(arch, dep, f"full-attention layers unlike the config's fields ({full[0]})")
     slots = 1
@@ -295,6 +380,9 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         slots = mamba_slots_per_request(extra_buffer=arch.architecture in MAMBA_EXTRA_BUFFER_ARCHS)
     ratio = SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio
     explicit = None if dep.max_mamba_cache_size is None else dep.max_mamba_cache_size // max(dep.dp_attention, 1)
+    # the running requests the speculative buffers are reserved for: --max-running-requests, else SGLang's 48
+    running = SPEC_MAX_RUNNING_REQUESTS if dep.max_running_requests is None else dep.max_running_requests
+    topk = dep.speculative_eagle_topk
     sizer = HybridSizer(
         full_layers=len(full),
         swa=swa_layers[0] if swa_layers else None,
@@ -304,7 +392,11 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         swa_full_tokens_ratio=ratio,
         slots_per_request=slots,
         max_mamba_cache_size=explicit,
-    )
+        draft_tokens=dep.speculative_num_draft_tokens,
+        spec_running=max(1, running // max(dep.dp_attention, 1)),
+        dedup_conv=dep.gpu.vendor == "nvidia" and (topk is None or topk <= 1)
+        and not (states and states[0].family == "kda"),
+    )  # fmt: skip
     return view, sizer
 
 
@@ -413,10 +505,22 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
             at,
             Term(
                 "Mamba state pool",
-                p.extras["mamba_alloc_bytes"],
+                (slots + 1) * per,
                 f"(max_mamba_cache_size {slots:,} + 1) × {per:,} B per request, taken before the token pool",
             ),
         )
+        if s.draft_tokens:
+            reqs = s.spec_requests(slots)
+            chain.insert(
+                at + 1,
+                Term(
+                    "speculative state (reserved)",
+                    s.spec_reserved_bytes(slots, tp),
+                    f"{per:,} B per request × (min(max_running_requests {s.spec_running}, {slots:,} // "
+                    f"{s.slots_per_request}) = {reqs:,} + 1) × {s.draft_tokens} draft tokens; allocated "
+                    f"{s.spec_alloc_bytes(slots, tp):,} B (intermediate SSM states + conv windows)",
+                ),
+            )
         notes.append(
             f"Mamba state: {s.slots_per_request} slots reserved per running request (3 + 2 extra-buffer tracking"
             " slots with the overlap scheduler); the radix cache keeps finished requests' states in free slots."
@@ -424,7 +528,54 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
             if s.slots_per_request == 5
             else f"Mamba state: {s.slots_per_request} slots reserved per running request"
         )
-    return replace(p, arch=arch, pools=tuple(pools), knobs=tuple(knobs), chain=tuple(chain), notes=tuple(notes))
+    p = replace(p, arch=arch, pools=tuple(pools), knobs=tuple(knobs), chain=tuple(chain), notes=tuple(notes))
+    return _with_draft_pool(p, s) if s.draft_tokens else p
+
+
+def _with_draft_pool(p: PoolPlan, s: HybridSizer) -> PoolPlan:
+    """Qwen3-Next with MTP (NEXTN): the draft worker's own KV pool and the speculative notes.
+
+    The draft pool is sized off the TARGET config when no draft path is given
+    (``model_runner_components/spec_aux_hidden_state.py`` ``_resolve_eagle_aux_hidden_state``); Qwen3-Next's
+    config names no ``num_nextn_predict_layers``, so ``eagle_draft_num_layers`` stays None and
+    ``DefaultPoolConfigurator`` adds no draft term to cell_size. The draft worker then reuses the target's
+    ``max_total_num_tokens`` (``KVCacheConfigurator.configure``: "Draft worker requires memory_pool_config") and
+    ``_build_hybrid_linear_kv_pool`` builds a ``HybridLinearKVPool`` of ONE full-attention layer (``[0] if
+    is_draft_worker``) over it, sharing the target's Mamba pool: (rows + page) rows × the layer's bytes, allocated
+    beyond the budget, from the slack."""
+    page = p.page_tokens
+    draft = (p.rows + page) * p.mla_bytes_per_layer * DRAFT_POOL_LAYERS if p.rows else 0
+    mmap = tuple(
+        replace(sg, bytes=sg.bytes + draft) if sg.label == "draft"
+        else replace(sg, bytes=sg.bytes - draft) if sg.label == "reserve" else sg
+        for sg in p.memory_map
+    )  # fmt: skip
+    chain = (
+        *p.chain,
+        Term(
+            "MTP draft KV pool",
+            draft,
+            f"(rows {p.rows:,} + {page}) × {p.mla_bytes_per_layer:,} B × {DRAFT_POOL_LAYERS} NextN layer: "
+            "not in cell_size (the config names no num_nextn_predict_layers), allocated from the slack",
+        ),
+    )
+    notes = [
+        f"speculative decoding (NEXTN / EAGLE, {s.draft_tokens} draft tokens): the draft worker shares the target's "
+        f"token pool size ({p.rows:,} rows) with its own {DRAFT_POOL_LAYERS}-layer KV pool "
+        f"({draft:,} B beyond the budget, from the slack) and the target's Mamba state slots",
+        f"speculative state: SGLang reserves {s.draft_tokens} intermediate states per running request "
+        "(intermediate_ssm_state_cache, intermediate_conv_window) out of the Mamba budget before sizing "
+        "max_mamba_cache_size (_handle_max_mamba_cache: K = int((budget − per_req × (1 + D)) // "
+        "(per_req × (1 + D / mamba_ratio))))",
+    ]
+    return replace(
+        p,
+        chain=chain,
+        memory_map=mmap,
+        allocated_bytes=p.allocated_bytes + draft,
+        extras={**p.extras, "draft_alloc_bytes": draft},
+        notes=(*p.notes, *notes),
+    )
 
 
 def _hybrid_rows_term(t: Term, p: PoolPlan, s: HybridSizer) -> Term:

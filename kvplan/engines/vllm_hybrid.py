@@ -30,9 +30,11 @@ checkpoint alignment), rounded up to every backend's smallest kernel block; the 
 
 Planned here: full attention or MLA beside sliding-window layers (gpt-oss), and full attention or MLA beside
 linear-attention state (Qwen3-Next Gated DeltaNet, Kimi-Linear KDA); DeepSeek-V4 and GLM-5.3-Flash (KDA + MLA with
-the pooled indexer and its tail ring) as packed groups (below). Refused with one line: sliding window and state
-together, a hybrid with decode context parallel or speculative decoding (their extra groups / blocks are not
-modelled).
+the pooled indexer and its tail ring) as packed groups (below). Speculative decoding on Qwen3-Next
+(``qwen3_next_mtp``, num_speculative_tokens S): the MTP layer's attention joins the full-attention groups, each GDN
+group keeps S more state blocks a request and a conv state S columns wider (``_mamba``). Refused with one line:
+sliding window and state together, a hybrid with decode context parallel, speculative decoding on the other hybrids
+(their draft groups / blocks are not modelled).
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ from kvplan.units import cdiv
 
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 """``v1/attention/backends/gdn_attn.py``: the token alignment of the FlashInfer GDN prefill checkpoints."""
+
+QWEN3_NEXT = "Qwen3NextForCausalLM"
+"""Qwen3-Next: the one hybrid kvplan plans with speculative decoding (``qwen3_next_mtp``) on vLLM."""
 
 MLA_MAMBA_BLOCK_ALIGNMENT = 128
 """``_align_hybrid_block_size``: TRTLLM / FlashInfer MLA decode kernels need the manager block a multiple of 128
@@ -265,8 +270,11 @@ def plan_blocks(
             # SlidingWindowSpec.max_memory_usage_bytes asserts it
             raise PlanError("vLLM refuses decode context parallel with sliding window: DCP not support sliding window.")
         raise _refuse(arch, dep, "linear-attention state layers with decode context parallel (dcp > 1)")
-    if dep.speculative_num_draft_tokens or dep.mtp:
-        raise _refuse(arch, dep, "speculative decoding on a hybrid model (draft groups, speculative state blocks)")
+    if dep.mtp and (arch.architecture != QWEN3_NEXT or SlidingWindow in kinds):
+        raise _refuse(
+            arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next (draft groups, speculative "
+            "state blocks)"
+        )  # fmt: skip
     if SlidingWindow in kinds:
         return _sliding(arch, dep, attn_bytes_per_token, block_knob, attn_tp, mnbt, max_model_len)
     return _mamba(arch, dep, attn_bytes_per_token, block_knob, min_kernel_block, attn_tp)
@@ -364,10 +372,20 @@ def _mamba(
     (state,) = states
     n_state = sum(1 for c in _caches(arch) if isinstance(c, LinearState))
     attn = [c for c in _caches(arch) if type(c) in (FullAttention, MlaLatent)]
-    n_attn = len(attn)
+    # speculative decoding (Qwen3-Next MTP): num_speculative_tokens S = the deployment's draft tokens
+    spec = dep.speculative_num_draft_tokens
+    # the MTP decoder layer's attention is one more FullAttentionSpec layer: ``get_kv_cache_spec`` collects every
+    # attention layer of the static forward context, the drafter's included (tagged ``is_draft``, which
+    # ``KVCacheSpec`` leaves out of equality, so it groups with the target's full-attention layers)
+    # (``qwen3_next_mtp.py``: ``num_nextn_predict_layers`` decoder layers of ``layer_type="full_attention"``,
+    # default 1 as kvplan.models.hybrid reads it)
+    draft_layers = arch.num_mtp_layers if spec else 0
+    n_attn = len(attn) + draft_layers
     mla = any(isinstance(c, MlaLatent) for c in attn)
-    # MambaSpec.page_size_bytes: conv + recurrent state in vLLM's dtypes (MambaStateDtypeCalculator)
-    mamba_page = state.bytes_per_request(attn_tp, "vllm")
+    # MambaSpec.page_size_bytes: conv + recurrent state in vLLM's dtypes (MambaStateDtypeCalculator); a GDN conv
+    # state keeps conv_kernel - 1 + num_spec columns (``gdn/base.py`` num_spec = num_speculative_tokens,
+    # ``MambaStateShapeCalculator.gated_delta_net_state_shape``)
+    mamba_page = state.bytes_per_request(attn_tp, "vllm", spec_tokens=spec if state.family == "gated_deltanet" else 0)
     version = parse_version(dep.engine_version)
     if HYBRID_PREFIX_CACHING_SINCE <= version < MAMBA_ALIGN_ONLY_SINCE:
         raise _refuse(arch, dep, "linear-attention state layers in mamba_cache_mode 'all' (vLLM 0.26-0.27)")
@@ -394,7 +412,10 @@ def _mamba(
             f"{row:,} B a token) = {attn_block} tokens, so that one attention page holds a state "
             f"(was {user_block}: {block_knob.origin})",
         )
-    per_group = 2 + (1 if checkpoint else 0) if mode == "align" else 1  # MambaSpec.max_memory_usage_bytes
+    # MambaSpec.max_memory_usage_bytes: (2 + num_speculative_blocks + checkpoint) pages in 'align' mode, (1 +
+    # num_speculative_blocks) in 'none'; ``MambaBase.get_kv_cache_spec``: num_speculative_blocks =
+    # num_speculative_tokens (0 only with --use-replayssm, off by default)
+    per_group = (2 + (1 if checkpoint else 0) if mode == "align" else 1) + spec
     size = group_size_of([n_attn, n_state])
     attn_groups, state_groups = cdiv(n_attn, size), cdiv(n_state, size)
     label = "MLA" if mla else "full attention"
@@ -409,12 +430,25 @@ def _mamba(
         f"vLLM hybrid KV cache manager: {attn_groups + state_groups} KV cache groups of {size} layers share one "
         f"block pool; a request takes {per_group} state blocks per {state.label} group in mamba_cache_mode "
         + (
-            f"'align' (2 + {1 if checkpoint else 0} prefill checkpoint; ASSUMPTION: prefix caching on, the vLLM "
-            "default for hybrids from 0.26)"
+            f"'align' (2 + {1 if checkpoint else 0} prefill checkpoint"
+            + (f" + {spec} speculative" if spec else "")
+            + "; ASSUMPTION: prefix caching on, the vLLM default for hybrids from 0.26)"
             if mode == "align"
-            else "'none' (prefix caching off: the default for hybrids before vLLM 0.26)"
+            else "'none' ("
+            + (f"1 + {spec} speculative; " if spec else "")
+            + "prefix caching off: the default for hybrids before vLLM 0.26)"
         ),
     ]
+    if spec:
+        notes.append(
+            f"speculative decoding (MTP, num_speculative_tokens {spec}): the drafter's {draft_layers} MTP "
+            f"full-attention layer joins the {label} KV cache groups ({len(attn)} + {draft_layers} = {n_attn} layers; "
+            f"qwen3_next_mtp.py num_nextn_predict_layers default 1), each {state.label} group keeps {spec} "
+            "speculative state blocks a request (MambaSpec.num_speculative_blocks) and a GDN conv state "
+            f"{spec} more columns (conv_kernel - 1 + num_spec); a prefix hit drops its last block "
+            "(SpeculativeConfig.use_eagle_block_drop for MTP); ASSUMPTION: the drafter's share of the profiling "
+            "run's torch peak and of the CUDA graphs is not modelled (the target's figures are kept)"
+        )
     if checkpoint and dep.gpu.sm // 10 in (10, 12):
         notes.append(
             "vLLM picks the FlashInfer GDN prefill (one checkpoint block a group) on SM10x / SM12x only with a CUDA 13 "

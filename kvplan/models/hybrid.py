@@ -140,6 +140,10 @@ def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_laye
     layers = tuple(Layer(i, (full if t == _FULL else state,)) for i, t in enumerate(types))
     common = _common(r, name=name, source=source, description=description, architecture="Qwen3NextForCausalLM",
                      num_layers=num_layers)  # fmt: skip
+    # one MTP layer when the config names none, as both engines build it (vLLM qwen3_next_mtp.py:
+    # getattr(config, "num_nextn_predict_layers", 1); SGLang configs/model_config.py: the draft-mode config sets
+    # num_nextn_predict_layers = 1); the released config.json names none
+    common["num_mtp_layers"] = r.get_int("num_nextn_predict_layers", default=1, minimum=0, maximum=limits.MAX_LAYERS)
     return ModelArch(
         **common, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim,
         layers=layers,
