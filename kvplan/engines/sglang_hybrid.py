@@ -353,10 +353,10 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise _engine_refuses(arch, dep, "indexer K layers beside linear-attention state", _first_layer(arch, IndexerK))
     if SlidingWindow in kinds and LinearState in kinds:
         raise _engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
-    if dep.mtp and arch.architecture != QWEN3_NEXT:
+    if dep.mtp and arch.architecture not in (QWEN3_NEXT, GLM5_NEXT):
         raise _engine_refuses(
-            arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next (draft SWA pools, other "
-            "drafts' state)"
+            arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft SWA "
+            "pools, other drafts' state)"
         )  # fmt: skip
     if dep.dcp > 1:
         raise _engine_refuses(arch, dep, f"dcp {dep.dcp} with a hybrid model")
@@ -371,8 +371,11 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
     # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per
     # full layer that owns one: pool_configurator._compute_dsa_indexer_cell_size over full_attention_layer_ids)
     owners = tuple(layer.indexer is not None for layer in plain) if arch.architecture == GLM5_NEXT else ()
-    # num_mtp_layers 0: a path-less Qwen3-Next MTP draft is not in cell_size (_with_draft_pool says why)
-    view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners, num_mtp_layers=0)
+    # the NextN draft is in cell_size only when the TARGET config names num_nextn_predict_layers
+    # (``spec_aux_hidden_state._resolve_eagle_aux_hidden_state``): GLM-5.3-Flash's does (1), Qwen3-Next's does not
+    # (num_mtp_layers 0 here; _with_draft_pool allocates its draft pool beyond the budget)
+    drafts = arch.num_mtp_layers if arch.architecture == GLM5_NEXT else 0
+    view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners, num_mtp_layers=drafts)
     if view.attention != full[0] or not isinstance(full[0], FullAttention | MlaLatent):
         raise _engine_refuses(arch, dep, f"full-attention layers unlike the config's fields ({full[0]})")
     slots = 1
@@ -417,9 +420,11 @@ def _kpool_tail_note(view: ModelArch, p: PoolPlan) -> str:
     (index_kpool + draft tokens) × index_head_dim on each indexer layer; allocated beside the pool, from the slack."""
     rows = p.knob("max_running_requests").as_int() + 2  # req_to_token rows (+1) and the sentinel slot (+1)
     width = view.index_kpool + p.deployment.speculative_num_draft_tokens
-    size = 2 * rows * width * view.index_head_dim * 2 * view.full_indexer_layers
+    # with speculative decoding the draft worker's one-layer DSA pool has its own tails (index_kpool > 1)
+    layers = view.full_indexer_layers + (1 if p.draft_layers else 0)
+    size = 2 * rows * width * view.index_head_dim * 2 * layers
     return (f"pooled-index compress tails: 2 × {rows:,} requests × {width} × {view.index_head_dim} × 2 B × "
-            f"{view.full_indexer_layers} indexer layers = {size:,} B beside the pool, from the slack")  # fmt: skip
+            f"{layers} indexer layers = {size:,} B beside the pool, from the slack")  # fmt: skip
 
 
 def _dsa_page_override(arch: ModelArch, dep: Deployment) -> tuple[Deployment, str]:
@@ -528,8 +533,24 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
             if s.slots_per_request == 5
             else f"Mamba state: {s.slots_per_request} slots reserved per running request"
         )
+    if s.draft_tokens and p.draft_layers:  # GLM-5.3-Flash: the draft rows are in the cell (plan_pools)
+        notes.append(
+            f"speculative decoding (NEXTN / EAGLE, {s.draft_tokens} draft tokens): the config's "
+            f"{p.draft_layers} NextN layer is in cell_size (DefaultPoolConfigurator: int(target KV × "
+            f"{p.draft_layers} / {s.full_layers}) + its indexer K on every draft layer) and the draft worker's "
+            "HybridLinearKVPool of one DSA layer shares the target's rows and Mamba state slots; " + _spec_state_note(s)
+        )
     p = replace(p, arch=arch, pools=tuple(pools), knobs=tuple(knobs), chain=tuple(chain), notes=tuple(notes))
-    return _with_draft_pool(p, s) if s.draft_tokens else p
+    return _with_draft_pool(p, s) if s.draft_tokens and not p.draft_layers else p
+
+
+def _spec_state_note(s: HybridSizer) -> str:
+    return (
+        f"SGLang reserves {s.draft_tokens} intermediate states per running request (intermediate_ssm_state_cache, "
+        "intermediate_conv_window" + ("" if s.dedup_conv else ", dense: KDA or eagle top-k > 1")
+        + ") out of the Mamba budget before sizing max_mamba_cache_size (_handle_max_mamba_cache: "
+        "K = int((budget − per_req × (1 + D)) // (per_req × (1 + D / mamba_ratio))))"
+    )  # fmt: skip
 
 
 def _with_draft_pool(p: PoolPlan, s: HybridSizer) -> PoolPlan:
@@ -563,10 +584,7 @@ def _with_draft_pool(p: PoolPlan, s: HybridSizer) -> PoolPlan:
         f"speculative decoding (NEXTN / EAGLE, {s.draft_tokens} draft tokens): the draft worker shares the target's "
         f"token pool size ({p.rows:,} rows) with its own {DRAFT_POOL_LAYERS}-layer KV pool "
         f"({draft:,} B beyond the budget, from the slack) and the target's Mamba state slots",
-        f"speculative state: SGLang reserves {s.draft_tokens} intermediate states per running request "
-        "(intermediate_ssm_state_cache, intermediate_conv_window) out of the Mamba budget before sizing "
-        "max_mamba_cache_size (_handle_max_mamba_cache: K = int((budget − per_req × (1 + D)) // "
-        "(per_req × (1 + D / mamba_ratio))))",
+        "speculative state: " + _spec_state_note(s),
     ]
     return replace(
         p,
