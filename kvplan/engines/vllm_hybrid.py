@@ -32,7 +32,9 @@ Planned here: full attention or MLA beside sliding-window layers (gpt-oss), and 
 linear-attention state (Qwen3-Next Gated DeltaNet, Kimi-Linear KDA); DeepSeek-V4 and GLM-5.3-Flash (KDA + MLA with
 the pooled indexer and its tail ring) as packed groups (below). Speculative decoding on Qwen3-Next
 (``qwen3_next_mtp``, num_speculative_tokens S): the MTP layer's attention joins the full-attention groups, each GDN
-group keeps S more state blocks a request and a conv state S columns wider (``_mamba``). Refused with one line:
+group keeps S more state blocks a request and a conv state S columns wider (``_mamba``); on GLM-5.3-Flash the MTP
+layer's MLA, indexer and tail ring join the packed groups, the ring widens to kpool × next_power_of_2(cdiv(kpool +
+S, kpool)) (``_glm5_next``). Refused with one line:
 sliding window and state together, a hybrid with decode context parallel, speculative decoding on the other hybrids
 (their draft groups / blocks are not modelled).
 """
@@ -272,8 +274,8 @@ def plan_blocks(
         raise _refuse(arch, dep, "linear-attention state layers with decode context parallel (dcp > 1)")
     if dep.mtp and (arch.architecture != QWEN3_NEXT or SlidingWindow in kinds):
         raise _refuse(
-            arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next (draft groups, speculative "
-            "state blocks)"
+            arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft "
+            "groups, speculative state blocks)"
         )  # fmt: skip
     if SlidingWindow in kinds:
         return _sliding(arch, dep, attn_bytes_per_token, block_knob, attn_tp, mnbt, max_model_len)
@@ -781,17 +783,22 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, att
     the layers' block stride alignments) and what one request takes of each group."""
     if dep.dcp > 1:
         raise _refuse(arch, dep, "GLM-5.3-Flash with decode context parallel (dcp > 1)")
-    if dep.speculative_num_draft_tokens or dep.mtp:
-        raise _refuse(arch, dep, "speculative decoding on GLM-5.3-Flash (its MTP groups and wider tail ring)")
     states = {c for layer in arch.layers for c in layer.caches if isinstance(c, LinearState)}
     idx = {c for layer in arch.layers for c in layer.caches if isinstance(c, IndexerK)}
     mla_layers = [layer for layer in arch.layers if isinstance(layer.caches[0], MlaLatent)]
     if len(states) != 1 or len(idx) != 1 or any(layer.indexer is None for layer in mla_layers):
         raise _refuse(arch, dep, "GLM-5.3-Flash layers without one KDA shape and an indexer on every MLA layer")
     (state,), (indexer,) = states, idx
-    n_state, n_mla = sum(layer.state is not None for layer in arch.layers), len(mla_layers)
+    # speculative decoding (``glm5_next_mtp``, num_speculative_tokens S): the MTP decoder layer
+    # (``common/mtp.py`` Glm5NextMultiTokenPredictorLayer, ``is_mtp_layer=True``: an MLA (DSA) layer, never KDA)
+    # brings one more MLA page, indexer page and tail ring (tagged is_draft, grouped with the target's)
+    spec = dep.speculative_num_draft_tokens
+    n_draft = arch.num_mtp_layers if spec else 0
+    n_state, n_mla = sum(layer.state is not None for layer in arch.layers), len(mla_layers) + n_draft
     kpool = indexer.index_kpool
-    mamba_page = state.bytes_per_request(attn_tp, "vllm")  # MambaSpec: conv bf16 + recurrent fp32 (kda_state_dtype)
+    # MambaSpec: conv bf16 + recurrent fp32 (kda_state_dtype); the conv state keeps conv_kernel - 1 + S columns
+    # (``Glm5NextLinearAttention`` is a GatedDeltaNetAttention: num_spec = num_speculative_tokens)
+    mamba_page = state.bytes_per_request(attn_tp, "vllm", spec_tokens=spec)
     # _align_hybrid_block_size: the MLA backend's smallest kernel block (64) and the preliminary block (at most
     # 128: the backends' smallest common block) raised to 128 for MLA / Mamba hybrids; 'align' mode: lcm with the
     # FlashKDA checkpoint (16); then a multiple of every non-SSM backend's smallest kernel block: lcm(64, indexer
@@ -802,7 +809,8 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, att
     attn_block = align * cdiv(mamba_page, align * row)
     attn_block = backend_align * cdiv(attn_block, backend_align)
     block = max(user_block, attn_block)
-    ring = kpool  # Glm5NextTailCache: kpool × next_power_of_2(cdiv(kpool + 0 speculative tokens, kpool))
+    # Glm5NextTailCache.get_kv_cache_spec: kpool × next_power_of_2(cdiv(kpool + num_speculative_tokens, kpool))
+    ring = kpool << (cdiv(kpool + spec, kpool) - 1).bit_length()
     if block % ring or block % kpool:
         raise PlanError(f"vLLM asserts it: Glm5NextTailCache: cache_config.block_size ({block}) must be a multiple "
                         f"of the tail ring ({ring})")  # fmt: skip
@@ -829,7 +837,8 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, att
     kernel = math.gcd(kpool * max(GLM5_NEXT_INDEXER_PAGES), block)
     idx_align = 1 if kernel == block else kernel // kpool * indexer.bytes_per_state
     bytes_per_block = cdiv(widest, math.lcm(row, idx_align)) * math.lcm(row, idx_align)
-    per_state_group = 2 + 1  # MambaSpec.max_memory_usage_bytes, 'align': 2 + one FlashKDA checkpoint block
+    # MambaSpec.max_memory_usage_bytes, 'align': 2 + one FlashKDA checkpoint block + num_speculative_blocks (S)
+    per_state_group = 2 + 1 + spec
     groups = (
         Group(f"MLA + indexer K (kpool {kpool})", 2 * n_mla, attn_groups,
               Demand("MLA + indexer K", "token", units=attn_groups)),
@@ -837,7 +846,7 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, att
               Demand(state.label, "request", units=state_groups * per_state_group)),
         Group("indexer tail ring", n_mla, ring_groups, Demand("indexer tail ring", "request", units=ring_groups)),
     )  # fmt: skip
-    notes = (
+    notes: tuple[str, ...] = (
         f"vLLM GLM-5.3-Flash (0.33.0, {GLM5_NEXT_BACKEND}, block-outermost BLHNC layout: KpoolTailBackend's only "
         f"layout): {attn_groups} MLA + indexer group of {n_mla} + {n_mla} pages ({mla_page:,} + {idx_page:,} B: "
         f"{block // kpool} pooled keys of {indexer.bytes_per_state} B), {state_groups} KDA state groups of at most "
@@ -846,12 +855,22 @@ def _glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, att
         f"{widest:,} B rounded to lcm({row}, {idx_align}) = {bytes_per_block:,} B (_get_kv_cache_bytes_per_block)",
         f"vLLM: Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page "
         f"size; a request takes cdiv(tokens, {block}) MLA + indexer blocks, {per_state_group} blocks per KDA group "
-        "(mamba_cache_mode 'align': 2 + one FlashKDA prefill checkpoint; ASSUMPTION: prefix caching on, and the "
+        "(mamba_cache_mode 'align': 2 + one FlashKDA prefill checkpoint"
+        + (f" + {spec} speculative" if spec else "")
+        + "; ASSUMPTION: prefix caching on, and the "
         "config's gate_lower_bound set, so FlashKDA runs the prefill) and one ring block (CircularBufferSpec)",
         f"vLLM prefix reuse on GLM-5.3-Flash: a hit ends on a whole {block}-token block whose KDA state was kept "
         "(mamba_cache_mode 'align') and whose MLA + indexer blocks are cached; the tail ring is not prefix-cacheable "
         "(CircularBufferSpec.prefix_cacheable = False): the open pool's keys are recomputed",
     )
+    if spec:
+        notes += (
+            f"speculative decoding (glm5_next_mtp, num_speculative_tokens {spec}): the MTP layer's MLA, indexer and "
+            f"tail ring join the groups ({n_mla - n_draft} + {n_draft} MLA layers), each KDA group keeps {spec} "
+            f"speculative state blocks a request and a conv state {spec} columns wider, the tail ring holds "
+            f"{ring} slots ({kpool} × next_power_of_2(cdiv({kpool} + {spec}, {kpool}))); ASSUMPTION: the drafter's "
+            "share of the profiling run's torch peak and of the CUDA graphs is not modelled",
+        )
     return HybridBlocks(
         block=block,
         block_knob=block_knob,

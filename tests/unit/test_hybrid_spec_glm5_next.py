@@ -69,3 +69,46 @@ def test_128k_admits_48_at_once(plan: PoolPlan) -> None:
     # 36,621 pages // 512 = 71 by token pages, 1,287 // 5 = 257 by state slots: the 48 running requests bind
     assert plan.usable_pages // 512 == 71
     assert r.admitted and r.max_concurrent == 48
+
+
+# --------------------------------------------------------------------------- vLLM 0.33.0 (glm5_next_mtp)
+#
+# On tests/unit/test_vllm_glm5_next.py's plan (FLASHINFER_MLA_SPARSE_SM90 raw fp8 rows of 512 B, tp 8), with
+# num_speculative_tokens S = 1:
+# - the MTP decoder layer (``common/mtp.py``, ``is_mtp_layer=True``: MLA, never KDA) adds an MLA page, an indexer
+#   page and a tail ring: 11 + 1 = 12 of each;
+# - KDA page: conv (3 + S) × 3,072 × 2 + 8 × 128 × 128 × 4 = 24,576 + 524,288 = 548,864 B (``Glm5NextLinearAttention``
+#   is a GatedDeltaNetAttention: num_spec = num_speculative_tokens); block 128 × cdiv(548,864, 128 × 512) = 1,152;
+# - ring: 4 × next_power_of_2(cdiv(4 + S, 4)) = 8 slots × [K, gate] × 128 × 2 B = 4,096 B;
+# - packed groups: repeats = _approximate_gcd([34, 12, 12], 12) = 12; the MLA + indexer group 12 × (589,824 + 38,016)
+#   = 7,534,080 B; KDA max(cdiv(34, 12), cdiv(34, 7,534,080 // 589,824 = 12)) = 3 groups; the ring 1 group;
+#   a block id round_up(7,534,080, 16,896) = 446 × 16,896 = 7,535,616 B;
+# - a request: cdiv(tokens, 1,152) + 3 KDA groups × (2 + 1 checkpoint + S) + 1 ring block.
+
+
+@pytest.fixture(scope="module")
+def vplan() -> PoolPlan:
+    dep = load_deployment("glm-5.3-8xh200-vllm", ["speculative_num_draft_tokens=1"])
+    return plan_pool(load_model("glm-5.3-flash"), dep)
+
+
+def test_vllm_groups_golden(vplan: PoolPlan) -> None:
+    from kvplan.engines.vllm_hybrid import approximate_gcd
+
+    assert vplan.extras["state_bytes"] == 4 * 3_072 * 2 + 8 * 128 * 128 * 4 == 548_864
+    assert vplan.page_tokens == 128 * -(-548_864 // (128 * 512)) == 1_152
+    assert approximate_gcd([34, 12, 12], 12) == 12
+    assert vplan.extras["kv_cache_groups"] == 1 + 3 + 1
+    assert vplan.extras["bytes_per_block"] == -(-(12 * (589_824 + 38_016)) // 16_896) * 16_896 == 7_535_616
+    assert any("1 tail ring group of 12 × 4,096 B" in n for n in vplan.notes)
+
+
+def test_vllm_blocks_and_128k(vplan: PoolPlan) -> None:
+    num_blocks = vplan.available_bytes // 7_535_616
+    assert vplan.extras["num_blocks"] == num_blocks
+    # max_model_len 524,288: cdiv(524,288, 1,152) = 456 + 3 × 4 + 1 = 469 blocks a request
+    assert vplan.extras["blocks_per_request"] == 456 + 12 + 1
+    assert vplan.logged_tokens == int(num_blocks / 469 * 524_288)
+    r = admit(vplan, Request(ctx_tokens=131_072))
+    # cdiv(131,072, 1,152) = 114 + 12 + 1 = 127 blocks a request, block 0 the null block
+    assert r.admitted and r.max_concurrent == (num_blocks - 1) // 127

@@ -86,7 +86,10 @@ def test_state_blocks_dominate_short_requests(plan) -> None:  # type: ignore[no-
     assert _pool_check(r).need == 17 and r.max_concurrent == 776
 
 
-def test_speculative_decoding_is_refused_in_one_line() -> None:
+def test_speculative_decoding_is_planned_and_dcp_refused_in_one_line() -> None:
+    # speculative decoding was refused here; it is planned now (tests/unit/test_hybrid_spec_glm5_next.py derives
+    # the groups: the MTP layer makes 12 MLA layers, 1 + 3 + 1 groups)
     dep = load_deployment("glm-5.3-8xh200-vllm", ["speculative_num_draft_tokens=3"])
-    with pytest.raises(InputError, match=r"speculative decoding on GLM-5\.3-Flash"):
-        plan_pool(load_model("glm-5.3-flash"), dep)
+    assert plan_pool(load_model("glm-5.3-flash"), dep).extras["kv_cache_groups"] == 1 + 3 + 1
+    with pytest.raises(InputError, match=r"GLM-5\.3-Flash with decode context parallel"):
+        plan_pool(load_model("glm-5.3-flash"), load_deployment("glm-5.3-8xh200-vllm", ["dcp=2"]))
