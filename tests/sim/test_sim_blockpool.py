@@ -168,3 +168,35 @@ def test_cli_vllm_occupancy_with_one_token_pages(tmp_path: Path) -> None:
 
     doc = json.loads(r.stdout)
     assert doc["hit"]["tokens"] == 0 and doc["occupancy"]["completed"] == 3
+
+
+def test_a_release_whose_shared_blocks_do_not_lead() -> None:
+    # 4-token blocks, EAGLE drop (one block off every non-empty hit), a pool of 8 (blocks 1..8, never used yet).
+    # Y (4 tokens, key 1) takes block 1 and leaves: key 1 on block 1, idle in the queue.
+    # X (12 tokens, keys 1, 2, 3) finds key 1 (h = 1, cap (12 - 1) // 4 = 2), the drop leaves 0: it takes blocks
+    #   2, 3, 4 and commits keys 1, 2, 3 on them; key 1 is already on block 1, so block 2 is its duplicate.
+    # Z (16 tokens, keys 1..4) finds keys 1, 2, 3 on blocks 1, 3, 4 (h = 3, cap (16 - 1) // 4 = 3), the drop
+    #   leaves 2: block 1 (idle: out of the queue) and block 3, which X holds: shared. Z takes 5, 6 for the rest.
+    # X leaves: block 3 stays with Z; X's others, 4 then 2 (tail first), go to the queue. The shared block is
+    # X's second, not a leading one: the release takes the general path (not the leading-slice cut). Held: Z's
+    # 4 blocks; cached: 4 and 2. Then Z leaves. Every step as in the eager pool, block ids and queue included.
+    for cls in (BlockPool, EagerBlockPool):
+        pool = cls(8, 4, eagle_drop=True, check=True)
+        y = Seq(Request(0, 0, 4, 0, None, 1), [1], True)
+        assert pool.start(y)
+        pool.release(y)
+        x = Seq(Request(1, 0, 12, 0, None, 2), [1, 2, 3], True)
+        assert pool.start(x) and x.hit_pages == 0 and x.handle == [2, 3, 4]
+        pool.commit(x)
+        assert pool.cached == {1: 1, 2: 3, 3: 4} and pool.dups == {1: [2]}
+        z = Seq(Request(2, 0, 16, 0, None, 3), [1, 2, 3, 4], True)
+        assert pool.start(z) and z.hit_pages == 2 and z.handle == [1, 3, 5, 6]
+        pool.commit(z)
+        pool.release(x)
+        assert pool.held_pages() == 4 and pool.cached_pages() == 2
+        assert list(pool.queue)[-2:] == [4, 2]
+        pool.release(z)
+        if cls is BlockPool:
+            lazy = _state(pool)
+        else:
+            assert _state(pool) == lazy
