@@ -353,6 +353,12 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise _engine_refuses(arch, dep, "indexer K layers beside linear-attention state", _first_layer(arch, IndexerK))
     if SlidingWindow in kinds and LinearState in kinds:
         raise _engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
+    if dep.mtp and arch.architecture == "KimiLinearForCausalLM":
+        # no KimiLinear NextN model under models/ and no draft-mode rewrite for it in configs/model_config.py
+        raise PlanError(
+            f"SGLang {dep.engine_version} has no draft for speculative decoding with Kimi-Linear ({arch.name}): it "
+            "ships no MTP / NextN layer (no num_nextn_predict_layers) and SGLang has no Kimi-Linear NextN model"
+        )
     if dep.mtp and arch.architecture not in (QWEN3_NEXT, GLM5_NEXT):
         raise _engine_refuses(
             arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft SWA "

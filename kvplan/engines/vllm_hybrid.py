@@ -64,7 +64,10 @@ FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 """``v1/attention/backends/gdn_attn.py``: the token alignment of the FlashInfer GDN prefill checkpoints."""
 
 QWEN3_NEXT = "Qwen3NextForCausalLM"
-"""Qwen3-Next: the one hybrid kvplan plans with speculative decoding (``qwen3_next_mtp``) on vLLM."""
+"""Qwen3-Next: planned with speculative decoding (``qwen3_next_mtp``) on vLLM (and GLM-5.3-Flash, ``_glm5_next``)."""
+
+KIMI_LINEAR = "KimiLinearForCausalLM"
+"""Kimi-Linear: no MTP draft in vLLM 0.33.0 (refused with the engine's error)."""
 
 MLA_MAMBA_BLOCK_ALIGNMENT = 128
 """``_align_hybrid_block_size``: TRTLLM / FlashInfer MLA decode kernels need the manager block a multiple of 128
@@ -272,6 +275,13 @@ def plan_blocks(
             # SlidingWindowSpec.max_memory_usage_bytes asserts it
             raise PlanError("vLLM refuses decode context parallel with sliding window: DCP not support sliding window.")
         raise _refuse(arch, dep, "linear-attention state layers with decode context parallel (dcp > 1)")
+    if dep.mtp and arch.architecture == KIMI_LINEAR:
+        # config/speculative.py: method 'mtp' needs the draft config's model_type among MTPModelTypes (or a
+        # Transformers MTP); kimi_linear maps to none (only kimi_k3 -> kimi_k3_mtp), so SpeculativeConfig raises
+        raise PlanError(
+            "vLLM refuses it: NotImplementedError: Unsupported speculative method: 'mtp' (Kimi-Linear has no MTP "
+            "draft: its model_type kimi_linear maps to no MTP model)"
+        )
     if dep.mtp and (arch.architecture != QWEN3_NEXT or SlidingWindow in kinds):
         raise _refuse(
             arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft "
