@@ -255,8 +255,6 @@ def plan_blocks(
     if CompressedAttention in kinds:
         if dep.dcp > 1:
             raise _refuse(arch, dep, "DeepSeek-V4 compressed-attention layers with decode context parallel (dcp > 1)")
-        if dep.speculative_num_draft_tokens or dep.mtp:
-            raise _refuse(arch, dep, "speculative decoding on DeepSeek-V4 (the MTP layer's draft groups)")
         return _v4(arch, dep, block_knob, mnbt, max_model_len)
     if is_glm5_next(arch):
         return _glm5_next(arch, dep, attn_bytes_per_token, block_knob, attn_tp)
@@ -578,7 +576,7 @@ def _pad(n: int) -> int:
     return cdiv(n, V4_PAGE_ALIGNMENT) * V4_PAGE_ALIGNMENT
 
 
-def v4_specs(arch: ModelArch) -> tuple[V4Spec, ...]:
+def v4_specs(arch: ModelArch, mtp_layers: int = 0) -> tuple[V4Spec, ...]:
     """Every layer's specs, in vLLM's layer order (``get_kv_cache_spec`` of each cache module):
 
     - ``DeepseekV4SWACache`` (every layer): SlidingWindowMLASpec, block 64, window ``sliding_window``,
@@ -590,7 +588,10 @@ def v4_specs(arch: ModelArch) -> tuple[V4Spec, ...]:
       page pad(4 × 2,048 × 4) = pad(8 × 1,024 × 4) = 32,832 B;
     - ``DeepseekV4IndexerCache`` (C4): MLAAttentionSpec, 132 B (128 fp8 + fp32 scale), block 256,
       ``tokens_per_state`` 4: page pad(64 × 132) = 8,640 B; and its compressor's ``CompressorStateCache``
-      (index_head_dim 128, coff 2): block 4, window 8, page pad(4 × 512 × 4) = 8,640 B.
+      (index_head_dim 128, coff 2): block 4, window 8, page pad(4 × 512 × 4) = 8,640 B;
+    - with speculative decoding (MTP), each MTP layer (``nvidia/mtp.py``: a DeepseekV4DecoderLayer at layer_id
+      num_hidden_layers + k) has compress_ratio 1 (``attention.py``: "MTP layer is not included in the compress
+      ratio list"): its ``DeepseekV4SWACache`` only, after the target's layers.
     """
     out: list[V4Spec] = []
     for layer in arch.layers:
@@ -611,6 +612,12 @@ def v4_specs(arch: ModelArch) -> tuple[V4Spec, ...]:
             )
             state = 4 * 2 * 2 * idx.index_head_dim * V4_COMPRESSOR_STATE_BYTES
             out.append(V4Spec(f"{i}.idxstate", "C4 indexer compressor state", "window", 4, 8, _pad(state)))
+    if mtp_layers:
+        att = next(c for c in arch.layers[-1].caches if isinstance(c, CompressedAttention))
+        for k in range(mtp_layers):
+            i = arch.num_layers + k
+            out.append(V4Spec(f"{i}.swa", f"window {att.window}", "window", V4_SWA_BLOCK, att.window,
+                              _pad(64 * att.entry_bytes)))  # fmt: skip
     return tuple(out)
 
 
@@ -680,7 +687,8 @@ def _v4(arch: ModelArch, dep: Deployment, block_knob: Knob, mnbt: int, max_model
         V4_BLOCK,
         block_knob.origin if not block_knob.defaulted else "default: the DeepSeek-V4 backends take 256 only",
     )
-    specs = v4_specs(arch)
+    spec = dep.speculative_num_draft_tokens
+    specs = v4_specs(arch, arch.num_mtp_layers if spec else 0)
     groups = pack_v4_groups(specs)
     if not groups:
         raise _refuse(arch, dep, "DeepSeek-V4 layers without a C4 / C128 repeat pattern")
@@ -717,6 +725,13 @@ def _v4(arch: ModelArch, dep: Deployment, block_knob: Knob, mnbt: int, max_model
         "vLLM prefix reuse on DeepSeek-V4: kvplan does not model which groups a hit can reuse (windows and "
         "compressor states are prefix-cacheable window groups in 0.33.0)",
     ]
+    if spec:
+        notes.append(
+            f"speculative decoding (MTP, num_speculative_tokens {spec}): the {arch.num_mtp_layers} MTP layer's window "
+            "cache joins the window groups (compress_ratio 1: no compressed or compressor-state spec); a measured "
+            "weights point is used as is (ASSUMPTION: whether its run loaded the MTP layer is not known; an "
+            "estimate adds the MTP group)"
+        )
     return HybridBlocks(
         block=V4_BLOCK,
         block_knob=block_knob,

@@ -130,7 +130,6 @@ def test_v4_engine_refusals(sets: dict[str, object], says: str) -> None:
     ("sets", "says"),
     [
         ({"engine_version": "0.25.0"}, "before vLLM 0.33.0"),
-        ({"speculative_num_draft_tokens": 3}, "speculative decoding on DeepSeek-V4"),
         ({"dcp": 2}, "decode context parallel"),
     ],
 )
