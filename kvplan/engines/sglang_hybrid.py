@@ -71,7 +71,9 @@ the page is 64 × index_kpool over any --page-size (``_deepseek_family_overrides
 
 DeepSeek-V4 (``DSV4PoolConfigurator``: the full pool of C4 / C128 compressed KV and C4 indexer keys, the SWA pool
 with the C4 compress-state rings, the C128 compress-state rings, one per running request) is planned by
-``plan_dsv4`` below, each rule cited there; refused there: speculative decoding, dcp / pp, SM100 (V4.1 layout), AMD.
+``plan_dsv4`` below, each rule cited there (with speculative decoding: 16 / 256-row compress rings, bytes per token
+inflated by (layers + 1) / layers for the draft worker); refused there: dcp / pp, SM100 (V4.1 layout), AMD, more
+draft tokens than the C4 ring serves (SGLang's assertion).
 Not expressible: ``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
 """
 
@@ -673,6 +675,19 @@ COMPRESS_STATE_DTYPE_BYTES = 4
 """``_get_dsv4_compress_state_dtype_sizes``: SGLANG_DSV4_COMPRESS_STATE_DTYPE float32 -> 4 B (c4 and c128)."""
 COMPRESS_RING = {4: 8, 128: 128}
 """``get_compress_state_ring_size`` without speculative decoding and online c128: rows of one ring."""
+SPEC_COMPRESS_RING = {4: 16, 128: 256}
+"""``get_compress_state_ring_size`` with speculative decoding ("return 16 if compress_ratio == 4 else 256")."""
+
+
+def compress_state_write_pad(ratio: int, ring: int) -> int:
+    """``get_compress_state_write_pad``: the most draft tokens a ring serves (ring − window + 2, window 8 for C4 and
+    128 for C128).
+
+    >>> compress_state_write_pad(4, 16), compress_state_write_pad(128, 256), compress_state_write_pad(4, 8)
+    (10, 130, 2)
+    """
+    window = ratio * (2 if ratio == 4 else 1)
+    return ring - window + 2 if ring > window else 0
 
 
 def v4_page_bytes(tokens: int) -> int:
@@ -708,13 +723,18 @@ class Dsv4Shape:
     index_head_dim: int
     window: int
     page: int = DSV4_PAGE_SIZE
+    ring4: int = COMPRESS_RING[4]
+    ring128: int = COMPRESS_RING[128]
+    spec_infl: float = 1.0
+    """Speculative decoding: (layers + 1) / layers, DSV4PoolConfigurator's reservation for the draft worker
+    ("Reserve the draft worker by inflating per-token bytes by (target+draft)/target"); 1.0 without."""
 
     @property
     def swa_page_bytes(self) -> int:
         """One SWA page over the stage: the V4-layout page on every layer + the c4 compress state it addresses
         (``c4_state_pool_size = swa_tokens // page × ring``): ring 8 rows × (2 × 2 × head_dim + 2 × 2 × index_head_dim)
         × 4 B on each c4 layer (``_get_bytes_per_swa_token`` × page)."""
-        state = COMPRESS_RING[4] * 2 * 2 * (self.head_dim + self.index_head_dim) * COMPRESS_STATE_DTYPE_BYTES
+        state = self.ring4 * 2 * 2 * (self.head_dim + self.index_head_dim) * COMPRESS_STATE_DTYPE_BYTES
         return v4_page_bytes(self.page) * self.layers + state * self.c4_layers
 
     @property
@@ -735,9 +755,7 @@ class Dsv4Shape:
     def bytes_per_full_token(self, ratio: float) -> float:
         """``_get_bytes_per_full_token`` in SGLang's float order: ratio × bytes_per_swa_token + Σ per ratio."""
         state = 2 * 2 * (self.head_dim + self.index_head_dim) * COMPRESS_STATE_DTYPE_BYTES
-        swa = v4_page_bytes(self.page) / self.page * self.layers + (
-            COMPRESS_RING[4] / self.page * state * self.c4_layers
-        )
+        swa = v4_page_bytes(self.page) / self.page * self.layers + (self.ring4 / self.page * state * self.c4_layers)
         c4 = 1 / 4 * (v4_page_bytes(self.page // 4) / (self.page // 4)) + 1 / 4 * dsv4_indexer_bytes(
             self.index_head_dim
         )
@@ -745,18 +763,19 @@ class Dsv4Shape:
         terms = ([c4 * self.c4_layers] if self.c4_layers else []) + (
             [c128 * self.c128_layers] if self.c128_layers else []
         )
-        return ratio * swa + sum(terms)
+        per = ratio * swa + sum(terms)
+        return per * self.spec_infl if self.spec_infl != 1.0 else per
 
     def c128_state_slot_bytes(self) -> int:
         """One request's c128 compress-state ring: 128 rows × 2 × head_dim × 4 B on every c128 layer."""
-        return COMPRESS_RING[128] * 2 * self.head_dim * COMPRESS_STATE_DTYPE_BYTES * self.c128_layers
+        return self.ring128 * 2 * self.head_dim * COMPRESS_STATE_DTYPE_BYTES * self.c128_layers
 
     def c128_state_fixed_bytes(self, max_running_requests: int) -> int:
         """``_get_c128_state_fixed_bytes``: rows = ceil((mrr + 1) × 128 + 128 + 1, 128) × 128, × 2 × head_dim × 4 B
         × c128 layers (taken out of the budget before the token pools)."""
         if not self.c128_layers:
             return 0
-        ring = COMPRESS_RING[128]
+        ring = self.ring128
         rows = cdiv((max_running_requests + 1) * ring + ring + 1, 128) * 128
         return rows * 2 * self.head_dim * COMPRESS_STATE_DTYPE_BYTES * self.c128_layers
 
@@ -809,9 +828,16 @@ def dsv4_sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, Dsv4Siz
     ratios = {c.compress_ratio for c in comp}
     if not ratios <= {0, 4, 128} or len({(c.head_dim, c.qk_rope_head_dim, c.window) for c in comp}) != 1:
         raise _engine_refuses(arch, dep, f"DeepSeek-V4 compress ratios {sorted(ratios - {0, 4, 128})} (0, 4, 128 only)")
-    if dep.mtp or dep.speculative_num_draft_tokens:
-        raise _engine_refuses(arch, dep, "speculative decoding with DeepSeek-V4 (16 / 256-row compress rings and "
-                                         "the draft's inflated bytes per token)")  # fmt: skip
+    d = dep.speculative_num_draft_tokens
+    rings = SPEC_COMPRESS_RING if d else COMPRESS_RING
+    for r in (4, 128):  # DSV4PoolConfigurator._assert_ring_serves_draft_tokens (c4 / c128 layers present)
+        pad = compress_state_write_pad(r, rings[r])
+        if d and any(c.compress_ratio == r for c in comp) and d > pad:
+            raise PlanError(
+                f"SGLang refuses it: speculative_num_draft_tokens={d} exceeds what the c{r} compress state ring can "
+                f"keep resident (ring_size={rings[r]} serves at most {pad} draft tokens). Lower the draft count, or "
+                "grow the ring in get_compress_state_ring_size()."
+            )
     if dep.dcp > 1 or dep.pp > 1:
         raise _engine_refuses(arch, dep, f"DeepSeek-V4 with dcp {dep.dcp} / pp {dep.pp}")
     if dep.gpu.vendor != "nvidia" or dep.gpu.sm // 10 == 10:
@@ -830,6 +856,10 @@ def dsv4_sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, Dsv4Siz
         head_dim=first.head_dim,
         index_head_dim=arch.index_head_dim,
         window=first.window,
+        ring4=rings[4],
+        ring128=rings[128],
+        # one draft layer over num_layers_total (the stage's compress_ratios: every layer)
+        spec_infl=(len(comp) + 1) / len(comp) if d else 1.0,
     )
     notes = []
     if dep.page_size is not None and dep.page_size != DSV4_PAGE_SIZE:
@@ -938,15 +968,17 @@ def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer
                 Term(
                     "C128 compress-state pool",
                     budget_fixed,
-                    f"ceil(({s.requested_mrr} + 1) × 128 + 129, 128) × 128 rows × 2 × {sh.head_dim} × 4 B × "
+                    f"ceil(({s.requested_mrr} + 1) × {sh.ring128} + {sh.ring128 + 1}, 128) × 128 rows × 2 × "
+                    f"{sh.head_dim} × 4 B × "
                     f"{sh.c128_layers} layers, fixed bytes taken before the token pools",
                 )
             )
             t = Term(
                 "cell",
                 None,
-                f"bytes_per_full_token {per_token:,.2f} = {s.swa_full_tokens_ratio} × {sh.swa_page_bytes / page:,.2f}"
-                f" (SWA + C4 state) + {sh.full_page_bytes / page:,.2f} (C4 KV + indexer, C128 KV)",
+                f"bytes_per_full_token {per_token:,.2f} = ({s.swa_full_tokens_ratio} × {sh.swa_page_bytes / page:,.2f}"
+                f" (SWA + C4 state) + {sh.full_page_bytes / page:,.2f} (C4 KV + indexer, C128 KV))"
+                + (f" × ({sh.layers} + 1) / {sh.layers} (the draft worker)" if sh.spec_infl != 1.0 else ""),
             )
         elif t.label == "pool rows per GPU":
             t = Term(
@@ -960,12 +992,11 @@ def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer
                 t.label,
                 None,
                 f"DSV4 pool sizes: full={rows}, swa={swa}, c4={rows // 4}, c128={rows // 128}, "
-                f"c4_state={swa_pages * COMPRESS_RING[4]}, c128_state=0",
+                f"c4_state={swa_pages * sh.ring4}, c128_state=0",
             )
         chain.append(t)
     full_alloc = full_pages * sh.full_page_bytes
     swa_alloc = swa_pages * sh.swa_page_bytes
-    allocated = full_alloc + swa_alloc + state_alloc
     notes = [n for n in p.notes] + said
     notes.append(
         "DeepSeek-V4 on SGLang 0.5.23 (DSV4PoolConfigurator, ratio mode): the full pool's pages carry the C4 "
@@ -974,17 +1005,33 @@ def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer
     )
     notes.append(
         "ASSUMPTION: SM90-class NVIDIA GPU (V4 FlashMLA layout), SGLANG_DSV4_COMPRESS_STATE_DTYPE float32, no "
-        "online c128 compression, no HiSparse, no speculative decoding (SGLang's defaults); allocated bytes are "
+        "online c128 compression, no HiSparse (SGLang's defaults); allocated bytes are "
         "the configurator's budget figures (the pools' padding pages are not modelled)"
     )
+    draft = 0
+    if dep.mtp:
+        # the draft worker reuses the full / SWA sizes with its own one-layer pools (no c4 / c128 / state pools:
+        # KVCacheConfigurator._derive_pool_sizes zeroes them): its bytes are the inflation's share of the budget
+        draft = int(rows * per_token) - int(rows * per_token / sh.spec_infl)
+        notes.append(
+            f"speculative decoding (MTP / NEXTN, {dep.speculative_num_draft_tokens} draft tokens): "
+            f"bytes_per_full_token × ({sh.layers} + 1) / {sh.layers} reserves the draft worker's one-layer pools "
+            f"(~{draft:,} B at these "
+            f"sizes); the compress-state rings grow to {sh.ring4} (C4) and {sh.ring128} (C128) rows "
+            "(get_compress_state_ring_size), serving at most "
+            f"{compress_state_write_pad(4, sh.ring4)} draft tokens; max_running_requests stays "
+            f"{DSV4_MAX_RUNNING_REQUESTS} (apply_deepseek_v4_defaults runs before the speculative hook's 48)"
+        )
+    allocated = full_alloc + swa_alloc + state_alloc + draft
     extras = dict(p.extras)
     extras.update(
         {
+            "draft_alloc_bytes": draft,
             "swa_alloc_bytes": swa_alloc,
             "c4_tokens": rows // 4,
             "c128_tokens": rows // 128,
-            "c4_state_rows": swa_pages * COMPRESS_RING[4],
-            "c128_state_rows": (mrr + 1) * COMPRESS_RING[128],
+            "c4_state_rows": swa_pages * sh.ring4,
+            "c128_state_rows": (mrr + 1) * sh.ring128,
             "c128_state_alloc_bytes": state_alloc,
             "mla_alloc_bytes": 0,
             # ReqToTokenPool as plan_pools sizes it, with the max_running_requests SGLang really uses (256)
@@ -1002,7 +1049,7 @@ def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer
         weights=weights,
         main=full_pages * main_page + swa_alloc + state_alloc,
         indexer=full_pages * idx_page,
-        draft=0,
+        draft=draft,
         available=p.available_bytes,
     )
     return replace(

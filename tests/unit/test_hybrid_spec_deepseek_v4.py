@@ -61,3 +61,53 @@ def test_v4_pro_mtp_groups() -> None:
 def test_dcp_stays_refused_with_mtp() -> None:
     with pytest.raises(InputError, match="decode context parallel"):
         plan("deepseek-v4-flash", dcp=2, speculative_num_draft_tokens=1)
+
+
+# --------------------------------------------------------------------------- SGLang 0.5.23 (DSV4PoolConfigurator)
+#
+# On tests/unit/test_sglang_v4.py's chain (H200 TP8, pre-load free 143,771 MiB, weights 20 GiB: available
+# 113,149,217,865 B) with --speculative-num-draft-tokens 4:
+# - ``get_compress_state_ring_size`` with speculative decoding: C4 16 rows, C128 256 rows; each serves
+#   ring − window + 2 draft tokens (``get_compress_state_write_pad``): C4 16 − 8 + 2 = 10, C128 256 − 128 + 2 = 130;
+# - SWA page: 149,760 × 43 + 16 × 10,240 × 21 = 6,439,680 + 3,440,640 = 9,880,320 B (38,595 B a token);
+# - bytes_per_full_token = (0.1 × 38,595 + 3,899.25) × (43 + 1) / 43 ("Reserve the draft worker by inflating
+#   per-token bytes by (target+draft)/target");
+# - C128 state (fixed, max_running_requests 256: apply_deepseek_v4_defaults runs before the speculative hook's 48):
+#   ceil(257 × 256 + 257, 128) × 128 = 66,176 rows × 2 × 512 × 4 B × 20 layers = 5,421,137,920 B.
+
+AVAILABLE = 113_149_217_865
+
+
+def _sglang(model: str, **sets: object) -> PoolPlan:
+    from dataclasses import replace
+
+    base = {"weights_per_gpu": "20GiB", "pre_load_free": "143771MiB", **sets}
+    dep = load_deployment("glm-5.3-8xh200-sglang", [f"{k}={v}" for k, v in base.items()])
+    return plan_pool(load_model(model), replace(dep, model=model))
+
+
+def test_sglang_v4_flash_mtp_golden() -> None:
+    p = _sglang("deepseek-v4-flash", speculative_num_draft_tokens=4)
+    assert p.available_bytes == AVAILABLE
+    fixed = -(-(257 * 256 + 257) // 128) * 128 * 2 * 512 * 4 * 20
+    assert fixed == 5_421_137_920 == next(t.bytes for t in p.chain if t.label == "C128 compress-state pool")
+    per_token = (0.1 * (9_880_320 / 256) + 998_208 / 256) * (44 / 43)
+    full = int((AVAILABLE - fixed) / per_token) // 256 * 256
+    swa = int(full * 0.1) // 256 * 256
+    assert (p.rows, p.extras["swa_tokens"]) == (full, swa) == (13_569_024, 1_356_800)
+    assert p.extras["c4_state_rows"] == swa // 256 * 16
+    assert p.extras["c128_state_rows"] == 257 * 256
+    assert p.knob("max_running_requests").as_int() == 256
+    # the draft worker's reservation: the inflation's share of the full tokens' bytes
+    assert p.extras["draft_alloc_bytes"] == int(full * per_token) - int(full * per_token / (44 / 43))
+    # 128K: 512 compressed-KV pages of 53,004 -> 103 at once (the SWA pool holds 5,300 // 3 = 1,766; C128 rings 256)
+    assert p.pools[0].capacity == full // 256 == 53_004
+    assert p.pools[0].fits(131_072) == 103
+
+
+def test_sglang_v4_draft_tokens_past_the_c4_ring_in_sglangs_words() -> None:
+    from kvplan.errors import PlanError
+
+    with pytest.raises(PlanError, match=r"speculative_num_draft_tokens=11 exceeds what the c4 compress state ring"):
+        _sglang("deepseek-v4-flash", speculative_num_draft_tokens=11)
+    assert _sglang("deepseek-v4-flash", speculative_num_draft_tokens=10).rows > 0
