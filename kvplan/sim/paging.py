@@ -74,12 +74,6 @@ class Paging:
         self._next_unique = k - 1
         return k
 
-    def unique_keys(self, n: int) -> range:
-        """``n`` fresh keys: what ``n`` calls of ``unique`` give, in one range."""
-        k = self._next_unique
-        self._next_unique = k - n
-        return range(k, k - n, -1)
-
     def page_keys(self, r: Request, pages: int) -> list[int]:
         """Keys of the request's first ``pages`` whole pages (``pages <= input // page``)."""
         ids = r.blocks
@@ -97,6 +91,6 @@ class Paging:
         else:
             k = self.factor
             keys = ids[k - 1 :: k][:pages]
-        if len(keys) < pages:
-            keys += self.unique_keys(pages - len(keys))
+        while len(keys) < pages:
+            keys.append(self.unique())
         return keys

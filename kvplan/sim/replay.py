@@ -158,12 +158,11 @@ class _Occupancy:
 
     def _sample(self) -> None:
         pool = self.pool
-        held = pool.held_pages()
-        cached = pool.cached_pages()
-        used = held + cached  # = pages - free (each pool's verify checks free + held + cached = pages)
+        free = pool.free_pages()
+        used = pool.pages - free
         if used > self.peak_used:
             self.peak_used = used
-        if self.filled_at is None and (used == pool.pages or pool.evictions):
+        if self.filled_at is None and (free == 0 or pool.evictions):
             self.filled_at = self.arrived - 1
         occ = self.occ
         waiting = len(self.waiting)
@@ -172,7 +171,11 @@ class _Occupancy:
             occ.max_queue = waiting
         if running > occ.peak_running:
             occ.peak_running = running
-        self.timeline.add((self.now, running, waiting, held, cached))
+        self.timeline.add((self.now, running, waiting, pool.held_pages(), pool.cached_pages()))
+
+    def _schedule(self, t: int, kind: int, seq: Seq) -> None:
+        self.seqno += 1
+        heapq.heappush(self.events, (t, self.seqno, kind, seq.gen, seq))
 
     def _generated_by(self, seq: Seq, t: int) -> int:
         if t <= seq.decode_start_us:
@@ -181,9 +184,9 @@ class _Occupancy:
         return min(done, seq.req.output_tokens)
 
     def _extend_keys(self, seq: Seq) -> None:
-        more = seq.tokens // self.ps - len(seq.keys)
-        if more > 0:
-            seq.keys += self.paging.unique_keys(more)
+        need = seq.tokens // self.ps
+        while len(seq.keys) < need:
+            seq.keys.append(self.paging.unique())
 
     # -------------------------------------------------------------- requests
 
@@ -217,12 +220,10 @@ class _Occupancy:
         k = held_tokens - seq.req.input_tokens + 1  # the first generated token that needs a new page
         if k <= out:
             t = seq.decode_start_us + (k - seq.generated_at_admit) * self.service.tpot_us
-            kind = _GROW
+            self._schedule(t, _GROW, seq)
         else:
             t = seq.decode_start_us + (out - seq.generated_at_admit) * self.service.tpot_us
-            kind = _FINISH
-        self.seqno += 1
-        heapq.heappush(self.events, (t, self.seqno, kind, seq.gen, seq))
+            self._schedule(t, _FINISH, seq)
 
     def _preempt(self, seq: Seq) -> None:
         seq.generated = self._generated_by(seq, self.now)
@@ -337,8 +338,7 @@ class _Occupancy:
 
     def settle(self) -> None:
         """After each step: admit what can be admitted, check (debug mode), sample."""
-        if self.waiting:
-            self._try_admit()
+        self._try_admit()
         if self.pool.check:
             self.pool.verify()
         self._sample()
