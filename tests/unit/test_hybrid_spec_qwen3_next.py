@@ -236,3 +236,16 @@ def test_state_and_its_speculative_reserve_stay_within_the_mamba_budget(rest: fl
     _, k, err = s.take_state(rest, 8)
     if err is None:
         assert (k + 1) * per + s.spec_reserved_bytes(k, 8) <= rest * 0.9 / 1.9 * GiB
+
+
+def test_explicit_max_mamba_cache_size_still_reserves_the_speculative_state() -> None:
+    # _handle_max_mamba_cache with --max-mamba-cache-size 100: K = 100 as given, and the intermediate state is
+    # reserved for min(max(1, 48), 100 // 5 = 20) = 20 requests: rest −= per_req × (20 + 1) × 4 / 2^30, then
+    # rest −= (100 + 1) × per_req / 2^30
+    s = HybridSizer(full_layers=12, state=GDN, state_layers=36, slots_per_request=5, max_mamba_cache_size=100,
+                    draft_tokens=4, spec_running=48)  # fmt: skip
+    per = s.state_bytes_per_request(8)
+    assert per == PER_REQ
+    left, k, err = s.take_state(50.0, 8)
+    assert (k, err, s.spec_requests(k)) == (100, None, 20)
+    assert left == 50.0 - PER_REQ * 21 * 4 / GiB - 101 * PER_REQ / GiB
