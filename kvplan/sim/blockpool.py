@@ -187,7 +187,14 @@ class BlockPool:
                 ks = qk[i:j]
                 n = len(bs)
                 got = _gather(pos, bs)
-                if got.count(e) != n:
+                c = got.count(e)
+                if c == n:
+                    pass
+                elif got[:c].count(e) == c:
+                    # the usual dead entries: the batch's last ones (a run is a release's blocks tail first and a
+                    # hit takes a request's leading blocks, so its dead entries end the run)
+                    del bs[c:], ks[c:]
+                else:
                     live = [p == e for p in got]
                     bs = list(compress(bs, live))
                     ks = list(compress(ks, live))

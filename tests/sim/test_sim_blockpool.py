@@ -200,3 +200,37 @@ def test_a_release_whose_shared_blocks_do_not_lead() -> None:
             lazy = _state(pool)
         else:
             assert _state(pool) == lazy
+
+
+def test_an_eviction_past_dead_entries_that_do_not_end_the_batch() -> None:
+    # An eviction batch (one run, at most the blocks still wanted) usually has its dead entries last: a run is a
+    # release's blocks tail first and a hit takes a request's leading blocks. A duplicate breaks that: the hit
+    # takes the first holder of a hash, which may sit elsewhere. 4-token blocks, a pool of 5 (blocks 1..5):
+    # A (4 tokens, key 1) takes block 1; B (12 tokens, keys 1, 2, 3) starts before A commits: no hit, blocks
+    #   2, 3, 4. A commits key 1 on block 1; B commits key 1 again (block 2: a duplicate), 2 on 3, 3 on 4.
+    # B leaves: run [4, 3, 2] (tail first); A leaves: run [1]. The queue: the never-used 5, then 4, 3, 2, 1.
+    # C (16 tokens, keys 1, 2, 3, 9) finds 1, 2, 3 on blocks 1, 3, 4 (cap (16 - 1) // 4 = 3): their entries die;
+    #   1 new block: 5 (never used). C leaves: key 9 on block 5, run [5, 4, 3, 1].
+    # D (12 tokens, keys 20, 21, 22) misses and needs 3 blocks, all evicted from the queue's head: the first
+    #   batch is run [4 dead, 3 dead, 2 live] (the live entry after the dead ones: the general path), so block 2
+    #   (key 1's duplicate); run [1] is dead; then 5 and 4 from run [5, 4, 3, 1]. D holds [2, 5, 4]; evictions 3;
+    #   left in the queue: 3, 1 (keys 2, 1, their first holders).
+    states = []
+    for cls in (BlockPool, EagerBlockPool):
+        pool = cls(5, 4, check=True)
+        a = Seq(Request(0, 0, 4, 0, None, 1), [1], True)
+        b = Seq(Request(1, 0, 12, 0, None, 2), [1, 2, 3], True)
+        assert pool.start(a) and pool.start(b) and a.handle == [1] and b.handle == [2, 3, 4]
+        pool.commit(a)
+        pool.commit(b)
+        assert pool.cached == {1: 1, 2: 3, 3: 4} and pool.dups == {1: [2]}
+        pool.release(b)
+        pool.release(a)
+        assert list(pool.queue) == [5, 4, 3, 2, 1]
+        c = Seq(Request(2, 0, 16, 0, None, 3), [1, 2, 3, 9], True)
+        assert pool.start(c) and c.hit_pages == 3 and c.handle == [1, 3, 4, 5]
+        pool.release(c)
+        d = Seq(Request(3, 0, 12, 0, None, 4), [20, 21, 22], True)
+        assert pool.start(d) and d.hit_pages == 0 and d.handle == [2, 5, 4]
+        states.append(_state(pool))
+    assert states[0] == states[1] == ([3, 1], {1: 1, 2: 3}, {}, 3)
