@@ -26,7 +26,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
-from kvplan.engines.versions import SglangRules, rules_note, sglang_rules
+from kvplan.engines.versions import SglangRules, parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
@@ -315,6 +315,14 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
     return dtype, backend, layout, knobs
 
 
+SPEC_MAX_RUNNING_REQUESTS = 48
+"""max_running_requests when speculative decoding (EAGLE, EAGLE3, NEXTN) runs and none is given: SGLang 0.5.23
+``arg_groups/speculative_hook.py`` ``_handle_eagle_family`` ("Max running requests is reset to 48 for speculative
+decoding."); ``ServerArgs.__post_init__`` from the 0.4.5 wheel (``if self.max_running_requests is None:
+self.max_running_requests = 48`` under EAGLE); the 0.4.4 wheel has no such default."""
+SPEC_RUNNING_SINCE = (0, 4, 5)
+
+
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
     kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
@@ -534,6 +542,14 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
                 f"max_running_requests was reduced from the requested {dep.max_running_requests} "
                 f"to {mrr} (per dp worker) due to the available KV cache capacity"
             )
+    elif dep.mtp and hybrid is None and parse_version(version) >= SPEC_RUNNING_SINCE:
+        mrr = min(max(1, SPEC_MAX_RUNNING_REQUESTS // dep.dp_attention), rows // 2)
+        mrr_k = Knob(
+            "max_running_requests",
+            mrr,
+            f'default: {SPEC_MAX_RUNNING_REQUESTS} with speculative decoding (per dp worker, at most rows // 2): "Max'
+            ' running requests is reset to 48 for speculative decoding."',
+        )
     else:
         mrr = min(estimated, rows // 2)
         mrr_k = Knob(

@@ -113,9 +113,8 @@ MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
 HYBRID_VERSION = (0, 5, 23)
 QWEN3_NEXT = "Qwen3NextForCausalLM"
 """Qwen3-Next: the one hybrid kvplan plans with speculative decoding (MTP / NEXTN) on SGLang."""
-SPEC_MAX_RUNNING_REQUESTS = 48
-"""``arg_groups/speculative_hook.py`` ``_handle_eagle_family`` (NEXTN resolves to EAGLE): max_running_requests 48
-when not given ("Max running requests is reset to 48 for speculative decoding.")."""
+SPEC_MAX_RUNNING_REQUESTS = sglang.SPEC_MAX_RUNNING_REQUESTS
+"""``_handle_eagle_family``: max_running_requests 48 when not given (kvplan.engines.sglang)."""
 DRAFT_POOL_LAYERS = 1
 """``_build_hybrid_linear_kv_pool``: a draft worker's HybridLinearKVPool has ``full_attention_layer_ids = [0]``
 ("if draft worker, we only need 1 attention layer's kv pool")."""
