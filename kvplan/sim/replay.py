@@ -171,11 +171,16 @@ class _Occupancy:
             occ.max_queue = waiting
         if running > occ.peak_running:
             occ.peak_running = running
-        self.timeline.add((self.now, running, waiting, pool.held_pages(), pool.cached_pages()))
-
-    def _schedule(self, t: int, kind: int, seq: Seq) -> None:
-        self.seqno += 1
-        heapq.heappush(self.events, (t, self.seqno, kind, seq.gen, seq))
+        held = pool.held_pages()
+        tl = self.timeline
+        if tl.t0 is not None:
+            # most samples lose to their bucket's peak: settle that before building one (Timeline.add's test)
+            b = (self.now - tl.t0) // tl.width
+            if b < tl.n:
+                cur = tl.buckets[b]
+                if cur is not None and held <= cur[3]:
+                    return
+        tl.add((self.now, running, waiting, held, pool.cached_pages()))
 
     def _generated_by(self, seq: Seq, t: int) -> int:
         if t <= seq.decode_start_us:
@@ -220,10 +225,12 @@ class _Occupancy:
         k = held_tokens - seq.req.input_tokens + 1  # the first generated token that needs a new page
         if k <= out:
             t = seq.decode_start_us + (k - seq.generated_at_admit) * self.service.tpot_us
-            self._schedule(t, _GROW, seq)
+            kind = _GROW
         else:
             t = seq.decode_start_us + (out - seq.generated_at_admit) * self.service.tpot_us
-            self._schedule(t, _FINISH, seq)
+            kind = _FINISH
+        self.seqno += 1
+        heapq.heappush(self.events, (t, self.seqno, kind, seq.gen, seq))
 
     def _preempt(self, seq: Seq) -> None:
         seq.generated = self._generated_by(seq, self.now)
