@@ -166,7 +166,7 @@ def _sample_every_time(self: Any) -> None:
 
 
 @given(chained_traces(), st.integers(2, 30), st.sampled_from([2, 5, TIMELINE_POINTS]), st.sampled_from(["v", "s"]))
-def test_samples_that_lose_to_their_bucket_are_not_built(reqs: list[Request], pages: int, points: int, eng: str) -> None:
+def test_samples_losing_to_their_bucket_are_not_built(reqs: list[Request], pages: int, points: int, eng: str) -> None:
     # the replay settles "this sample loses to its bucket's peak" before building it (most samples do); the
     # timeline, peaks and every other figure must be those of the replay that gave every sample to Timeline.add.
     # Timelines of 2 and 5 points: many samples per bucket, and buckets merging while the replay runs
