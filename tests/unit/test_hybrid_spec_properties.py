@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.engines.common import PoolPlan
-from kvplan.plan.admit import Request, admit
 from tests.conftest import make_plan
+from tests.property.test_hybrid_pool_use import _pool_needs
 
 MODELS = ("qwen3-next-80b-a3b", "glm-5.3-flash", "deepseek-v4-flash")
 ENGINES = ("sglang", "vllm")
@@ -28,11 +28,6 @@ def _plan(model: str, engine: str, d: int) -> PoolPlan:
     if engine == "vllm" and model == "qwen3-next-80b-a3b":
         sets["context_length"] = 131072  # the vLLM preset's 524,288 is past Qwen3-Next's positions
     return make_plan(f"glm-5.3-8xh200-{engine}", model, **sets)
-
-
-def _needs(plan: PoolPlan, n: int, ctx: int) -> dict[str, int]:
-    a = admit(plan, Request(ctx_tokens=ctx, concurrent=n), remedies=False)
-    return {c.name: c.need for c in a.checks if c.name.startswith("pool: ")}
 
 
 @given(
@@ -47,9 +42,9 @@ def test_adding_a_request_never_lowers_any_pools_use_with_mtp(
     model: str, engine: str, d: int, n: int, ctx: int, more: int
 ) -> None:
     plan = _plan(model, engine, d)
-    base = _needs(plan, n, ctx)
+    base = _pool_needs(plan, n, ctx)
     assert base, f"{model} on {engine} with {d} draft tokens planned no pools"
-    plus_one, longer = _needs(plan, n + 1, ctx), _needs(plan, n, ctx + more)
+    plus_one, longer = _pool_needs(plan, n + 1, ctx), _pool_needs(plan, n, ctx + more)
     assert plus_one.keys() == base.keys() == longer.keys()
     for name, need in base.items():
         assert plus_one[name] >= need and longer[name] >= need, (name, n, ctx, more)

@@ -31,9 +31,7 @@ vLLM 0.33.0 (``--speculative-config '{"method": "qwen3_next_mtp", "num_speculati
 
 from __future__ import annotations
 
-import json
 import math
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -43,6 +41,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines.sglang_hybrid import HybridSizer, mamba_cache_size, mamba_cache_size_spec
 from kvplan.models.cache import LinearState
+from tests.cli.test_hybrid_presets_qwen3_next import _admit, _check
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 GiB, MiB = 1 << 30, 1 << 20
@@ -50,21 +49,6 @@ MODEL = "qwen3-next-80b-a3b"
 W_MTP = 20_059_645_504 + 1_650_471_424 * 2 // 8
 PER_REQ = 36 * (3 * 1024 * 2 + 4 * 128 * 128 * 4)
 PRE = 143_771 * MiB
-
-
-def _admit(*args: str, code: int) -> dict[str, Any]:
-    r = runner.invoke(app, ["admit", "--model", MODEL, *args, "--format", "json"])
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert r.exit_code == code, (r.exit_code, r.stdout[-800:], r.stderr)
-    data = json.loads(r.stdout)
-    assert isinstance(data, dict)
-    return data
-
-
-def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for c in data["checks"] if c["name"] == name]
-    assert len(found) == 1, [c["name"] for c in data["checks"]]
-    return found[0]
 
 
 def _sglang(running: int, d: int = 4) -> tuple[int, int, int, int]:
