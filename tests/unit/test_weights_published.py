@@ -77,20 +77,7 @@ VALIDATION_DB = (
 # per-token activations. Written from that card, not a verbatim copy of its config; the shapes are
 # tests/data/hf/qwen3-235b-a22b's. The MoE router stays bf16 either way (vLLM builds Qwen3-MoE's gate without a
 # quant method; kvplan keeps every router in the model dtype).
-QWEN_FP8_DYNAMIC = {
-    "quantization_config": {
-        "quant_method": "compressed-tensors",
-        "format": "float-quantized",
-        "ignore": ["lm_head"],
-        "config_groups": {
-            "group_0": {
-                "targets": ["Linear"],
-                "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
-                "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True},
-            }
-        },
-    }
-}
+QWEN_FP8_DYNAMIC = FP8_DYNAMIC  # the same llm-compressor FP8_dynamic recipe
 
 
 @dataclass(frozen=True)
