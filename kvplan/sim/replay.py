@@ -29,6 +29,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
@@ -61,10 +62,6 @@ class Service:
         )
 
 
-def _keys(paging: Paging, r: Request, pages: int) -> list[int]:
-    return paging.page_keys(r, pages)
-
-
 def replay_order(
     requests: Iterable[Request],
     pool: Pool,
@@ -78,10 +75,13 @@ def replay_order(
     peak = used_sum = n = too_long = input_tokens = 0
     filled_at: int | None = None
     evictions_before = pool.evictions
+    # a pool may name pages its own way (the chunked vLLM pool: by trace block)
+    keys_of = getattr(pool, "keys_of", None)
+    page_keys = paging.page_keys if keys_of is None else partial(keys_of, paging)
     for r in requests:
         length = r.input_tokens
         input_tokens += length
-        seq = Seq(r, _keys(paging, r, length // ps), r.index >= window.start)
+        seq = Seq(r, page_keys(r, length // ps), r.index >= window.start)
         hit = 0
         if pool.start(seq):
             hit = seq.hit_pages

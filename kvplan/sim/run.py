@@ -56,6 +56,11 @@ class SimConfig:
             from kvplan.sim.radix import RadixPool
 
             return RadixPool(cap, self.unit_tokens, policy=self.policy, eagle=self.eagle, check=self.check)
+        paging = self.paging()
+        if not self.occupancy and paging.mode == "expand":
+            from kvplan.sim.blockchunks import ChunkPool
+
+            return ChunkPool(cap, self.unit_tokens, paging.factor, eagle_drop=self.eagle, check=self.check)
         from kvplan.sim.blockpool import BlockPool
 
         return BlockPool(cap, self.unit_tokens, eagle_drop=self.eagle, check=self.check)

@@ -1,0 +1,123 @@
+"""The chunked vLLM pool (order mode, pages kept per trace block) against ``BlockPool``, page for page.
+
+Both replay the same random traces whose blocks are ``k`` pages each (``Paging`` "expand"): prefix-chained ids
+and loose ones (any id in any position, distinct within a request, as the readers require), lengths on and off
+page and block boundaries (the ``length − 1`` cap recomputes a cached page: a duplicate holder), blocks the
+request does not list (fresh page keys), the EAGLE drop, pools from one page up. Every result must be equal, and
+after the replay the free queue must list the same page keys in the same order, with each key's holders at the
+same queue positions in the same order (vLLM's first holder, then its duplicates).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvplan.sim.blockchunks import ChunkPool
+from kvplan.sim.blockpool import BlockPool
+from kvplan.sim.ideal import Window
+from kvplan.sim.paging import Paging
+from kvplan.sim.replay import replay_order
+from kvplan.sim.run import SimConfig
+from kvplan.sim.trace import Request, Trace
+from tests.sim.test_sim_properties import ALL, _result
+
+
+@st.composite
+def expand_traces(draw: st.DrawFn) -> tuple[list[Request], int, int]:
+    """(requests, page tokens, pages per trace block)."""
+    ps = draw(st.sampled_from([1, 2, 4]))
+    k = draw(st.integers(2, 4))
+    bt = ps * k
+    loose = draw(st.booleans())
+    paths: list[list[int]] = []
+    out: list[Request] = []
+    fresh = 0
+    for i in range(draw(st.integers(1, 25))):
+        if loose:
+            ids = draw(st.lists(st.integers(0, 9), min_size=0, max_size=6, unique=True))
+        else:
+            prefix: list[int] = []
+            if paths and draw(st.booleans()):
+                base = draw(st.sampled_from(paths))
+                prefix = base[: draw(st.integers(0, len(base)))]
+            new = draw(st.integers(0 if prefix else 1, 5))
+            ids = prefix + list(range(fresh, fresh + new))
+            fresh += new
+            paths.append(ids)
+        n = len(ids)
+        # a Mooncake listing: n = tokens // bt (partial block unlisted) or n = ceil(tokens / bt)
+        lo = max((n - 1) * bt + 1, 1)
+        hi = (n + 1) * bt - 1
+        tokens = draw(st.one_of(st.integers(lo, hi), st.sampled_from([max(n * bt, 1), max(n * bt - ps, 1)])))
+        blocks = None if draw(st.integers(0, 19)) == 0 else ids
+        out.append(Request(i, i, tokens, 0, blocks, i + 1))
+    return out, ps, k
+
+
+def _queue_and_holders(pool: BlockPool) -> tuple[list[int], dict[int, list[int]], list[int]]:
+    free = pool._hashed_free()
+    at = {b: i for i, (b, _) in enumerate(free)}
+    holders = {key: [at[b]] + [at[x] for x in pool.dups.get(key, [])] for key, b in pool.cached.items()}
+    return _canonical([key for _, key in free], holders)
+
+
+def _canonical(keys: list[int], holders: dict[int, list[int]]) -> tuple[list[int], dict[int, list[int]], list[int]]:
+    """Fresh keys (negative: no trace block) differ between the pools' numberings: compared by position only."""
+    return (
+        [key if key >= 0 else -1 for key in keys],
+        {key: v for key, v in holders.items() if key >= 0},
+        sorted(p for key, v in holders.items() if key < 0 for p in v),
+    )
+
+
+@given(expand_traces(), st.integers(1, 40), st.booleans())
+def test_chunked_pool_is_the_block_pool_page_for_page(
+    case: tuple[list[Request], int, int], pages: int, eagle: bool
+) -> None:
+    reqs, ps, k = case
+    paging = Paging(ps * k, ps)
+    assert paging.mode == "expand"
+    ref = BlockPool(pages, ps, eagle_drop=eagle, check=True)
+    chunked = ChunkPool(pages, ps, k, eagle_drop=eagle, check=True)
+    a = replay_order(reqs, ref, paging, window=ALL)
+    b = replay_order(reqs, chunked, Paging(ps * k, ps), window=ALL)
+    assert _result(a) == _result(b)
+    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
+    assert (ref.free_pages(), ref.cached_pages(), ref.evictions) == (
+        chunked.free_pages(),
+        chunked.cached_pages(),
+        chunked.evictions,
+    )
+
+
+def test_a_duplicate_holder_is_promoted_when_the_first_one_is_evicted() -> None:
+    # 2-token pages, 4 pages a block. A: 8 tokens, block 7 (pages 28..31), all 4 cached. B: 8 tokens, block 7
+    # again: the cap (8 - 1) // 2 = 3 leaves page 31 to recompute: a duplicate of A's page 31, queued after it
+    ps, k = 2, 4
+    reqs = [Request(0, 0, 8, 0, [7], 1), Request(1, 1, 8, 0, [7], 2)]
+    pool = ChunkPool(8, ps, k, check=True)
+    r = replay_order(reqs, pool, Paging(ps * k, ps), window=ALL)
+    assert r.stats.hit_units == 3
+    # queue, head first: A's page 31 (not hit, left in place), then B's run tail first: 31 (duplicate), 30..28
+    assert pool.queue_keys() == [31, 31, 30, 29, 28]
+    assert pool.holders()[31] == [0, 1]
+    # C (2 fresh pages of block 9) needs 2 pages: 3 unhashed ones are free (8 - 5), so nothing is evicted;
+    # D needs 4 more: 1 unhashed, then 3 evictions from the head: A's 31 (B's copy is promoted), B's 31, B's 30
+    more = [Request(2, 2, 4, 0, [9], 3), Request(3, 3, 8, 0, [11], 4)]
+    replay_order(more, pool, Paging(ps * k, ps), window=ALL)
+    assert pool.evictions == 3
+    assert 31 not in pool.holders() and pool.holders()[29] == [0]
+
+
+def test_order_mode_vllm_replays_use_the_chunked_pool_only_where_it_applies(tmp_path: Path) -> None:
+    def cfg(block: int, page: int, occupancy: bool) -> SimConfig:
+        trace = Trace(tmp_path / "t.jsonl", "mooncake", block, ())
+        return SimConfig(trace, "vllm", "lru", Window("all", 0), page, 100, occupancy=occupancy)
+
+    assert isinstance(cfg(512, 64, False).pool(), ChunkPool)
+    assert isinstance(cfg(512, 64, True).pool(), BlockPool)  # occupancy: decode, preemption, shared blocks
+    assert isinstance(cfg(64, 64, False).pool(), BlockPool)  # a page is a trace block: nothing to group
+    assert isinstance(cfg(64, 512, False).pool(), BlockPool)
