@@ -22,7 +22,8 @@ With ``--peer`` the ideal modes are also run by kvcache-simulator's C++ backend 
 process, trace parsing included, its one-time compile done before timing) on the same k-fold trace, and the
 hit tokens of the two compared. Leaf-LRU is a stack algorithm, so a copy's hits do not depend on the copies
 before it: for an even k the last-50 % hit tokens of ``ideal`` and ``sweep`` are checked to be exactly k/2 × those
-of one copy measured whole (a reference run with ``--window all``, not in the table).
+of one copy measured whole (a reference run with ``--window all``, not in the table); with copies 1 in the run,
+the engine order modes (every request measured) are checked to hit exactly k × one copy.
 
     python benchmarks/sim_scale.py                          # copies 1,16,64, every mode
     python benchmarks/sim_scale.py --copies 1,16 --modes vllm,sglang --timeout 120
@@ -67,6 +68,9 @@ MODES: dict[str, list[str]] = {
 PEER_POLICY = {"ideal": "lru", "sweep": "lru", "fifo": "fifo"}
 STACK_MODES = ("ideal", "sweep")
 """Modes whose hits are a stack algorithm's: a copy's hits do not depend on the copies before it."""
+ENGINE_ORDER_MODES = ("sglang", "vllm")
+"""Engine pools in order mode, every request measured: a copy's blocks are all new and the copy before it leaves
+only blocks that are evicted first (least recently used), so k copies hit exactly k × one copy."""
 
 
 @dataclass
@@ -223,15 +227,25 @@ def main() -> int:
                 for mode in (m for m in modes if m in STACK_MODES):
                     ref = kvplan_run(mode, path, k, n, args.timeout, ("--window", "all"))
                     one[mode] = ref.hit_tokens
+                for r in runs:
+                    if r.copies == 1 and r.mode in ENGINE_ORDER_MODES and r.tool == "kvplan":
+                        one[r.mode] = r.hit_tokens
             os.unlink(path)
 
     for r in runs:
-        if r.tool == "kvplan" and r.copies % 2 == 0 and one.get(r.mode) and r.hit_tokens:
-            if r.hit_tokens != [h * r.copies // 2 for h in one[r.mode]]:
-                print(f"NOT k/2 x ONE COPY: {r.mode} x{r.copies}: {r.hit_tokens} vs {one[r.mode]}", file=sys.stderr)
-                failed = True
-            else:
-                print(f"  {r.mode} x{r.copies}: hit tokens exactly {r.copies // 2} x one copy", file=sys.stderr)
+        if r.tool != "kvplan" or r.copies == 1 or not one.get(r.mode) or not r.hit_tokens:
+            continue
+        if r.mode in STACK_MODES and r.copies % 2 == 0:
+            times, num = f"{r.copies // 2}", r.copies // 2  # last 50 % of k copies: k/2 whole copies
+        elif r.mode in ENGINE_ORDER_MODES:
+            times, num = f"{r.copies}", r.copies
+        else:
+            continue
+        if r.hit_tokens != [h * num for h in one[r.mode]]:
+            print(f"NOT {times} x ONE COPY: {r.mode} x{r.copies}: {r.hit_tokens} vs {one[r.mode]}", file=sys.stderr)
+            failed = True
+        else:
+            print(f"  {r.mode} x{r.copies}: hit tokens exactly {times} x one copy", file=sys.stderr)
 
     sizes = sorted({(r.copies, r.requests) for r in runs})
     head = "| mode | " + " | ".join(f"{n:,} requests ({k} cop{'y' if k == 1 else 'ies'})" for k, n in sizes) + " |"
