@@ -184,6 +184,9 @@ _FIFO_TRIM = 4096
 """A FIFO curve drops the front of a capacity's insertion list once more than this many (and half of it) have left
 (tests lower it to exercise the cut)."""
 
+_FIFO_TRIM_EVERY = 64
+"""A FIFO curve looks for insertion lists to cut every this many requests (tests lower it to 1)."""
+
 
 def fifo_curve(
     requests: Iterable[Request],
@@ -199,18 +202,30 @@ def fifo_curve(
     trace once still saves a parse per capacity. A cache is a set of blocks and the list of its insertions (the
     oldest first, from a moving head), and a request's update is whole-list work: its blocks not cached go in
     together, and the oldest entries they displace leave together. That equals inserting block by block (each
-    insertion evicting the oldest when full) unless a displaced entry is one of the request's own blocks; then,
-    and when the request alone overflows the cache, the request goes block by block."""
+    insertion evicting the oldest when full) unless a displaced entry is one of the request's cached blocks that
+    comes after one of its insertions (block by block would insert it again); then, when the request alone
+    overflows the cache, and when an id repeats within the request, the request goes block by block. A full cache
+    stays full (it holds ``C`` blocks from then on).
+
+    Work the capacities share is done once per request: the blocks that no earlier request listed (one byte per
+    id, a set past ``_DENSE_IDS``) are absent at every capacity, so only the others are looked up in each cache.
+    In a prefix-chained trace these are a leading run ``warm``; the rest (``cold``) go in at every capacity."""
     caps = sorted(set(capacities))
-    nc = len(caps)
-    caches: list[set[int]] = [set() for _ in caps]
-    orders: list[list[int]] = [[] for _ in caps]
+    live = [c for c in caps if c > 0]
+    """The capacities that can hold a block (a pool of 0 never hits and never fills)."""
+    nl = len(live)
+    caches: list[set[int]] = [set() for _ in live]
+    orders: list[list[int]] = [[] for _ in live]
     """Per capacity: the blocks in insertion order from ``heads[k]`` on (the entries before it have left)."""
-    heads = [0] * nc
-    hit_tokens = [0] * nc
-    hit_units = [0] * nc
-    filled = [False] * nc
-    filled_before = [False] * nc
+    heads = [0] * nl
+    hit_tokens = [0] * nl
+    hit_units = [0] * nl
+    full = [False] * nl
+    filled_before = [False] * nl
+    dense = bytearray()
+    sparse: set[int] = set()
+    trim = _FIFO_TRIM
+    trim_every = _FIFO_TRIM_EVERY
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -218,36 +233,74 @@ def fifo_curve(
         assert ids is not None
         length = r.input_tokens
         input_tokens += length
+        nb = len(ids)
         measured = r.index >= start
         if measured:
-            measured_tokens += min(len(ids) * block_tokens, length)
-            measured_blocks += len(ids)
-        own = set(ids)
-        distinct = len(own) == len(ids)
-        for k in range(nc):
-            cap = caps[k]
+            measured_tokens += min(nb * block_tokens, length)
+            measured_blocks += nb
+        top = max(ids, default=-1)
+        if len(dense) <= top and len(dense) < _DENSE_IDS:
+            # every id below _DENSE_IDS has its byte (one that went to the set would be missed later)
+            dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+        nd = len(dense)
+        seen = list(map(dense.__getitem__, ids)) if top < nd else [dense[b] if b < nd else b in sparse for b in ids]
+        w = seen.index(0) if 0 in seen else nb
+        if seen.count(1) == w:
+            warm = ids[:w]
+            cold = ids[w:]
+        else:
+            # a block no earlier request listed comes before one that some did: look every block up
+            w = nb
+            warm = ids
+            cold = []
+        for b in compress(ids, map(not_, seen)):
+            if b < nd:
+                dense[b] = 1
+            else:
+                sparse.add(b)
+        distinct = len(set(ids)) == nb
+        for k in range(nl):
             cache = caches[k]
-            present = list(map(cache.__contains__, ids))
-            if measured:
-                h = present.index(False) if False in present else len(ids)
-                if h:
+            behind = False
+            """Whether a cached block of the request comes after one of its insertions."""
+            if w:
+                if cache.issuperset(warm):
+                    h = w
+                    new = cold
+                else:
+                    present = list(map(cache.__contains__, warm))
+                    h = present.index(False)
+                    new = [*compress(warm, map(not_, present)), *cold]
+                    behind = True in present[h:]
+                if h and measured:
                     hit_tokens[k] += min(h * block_tokens, length)
                     hit_units[k] += h
-            if cap <= 0:
-                continue
-            new_count = present.count(False)
-            if not new_count:
-                continue
+                if not new:
+                    continue
+            else:
+                new = ids
+            cap = live[k]
             order = orders[k]
             head = heads[k]
-            over = len(cache) + new_count - cap
-            if distinct and (over <= 0 or (over <= len(cache) and own.isdisjoint(gone := order[head : head + over]))):
-                # the new blocks go in at once, and the ``over`` oldest entries (none of them the request's own)
-                # leave at once
+            if full[k]:
+                # the common case: a full cache stays full, and each insertion displaces the oldest entry
+                over = len(new)
+                if distinct and over <= cap and not (behind and not set(warm).isdisjoint(order[head : head + over])):
+                    cache.difference_update(order[head : head + over])
+                    heads[k] = head + over
+                    cache.update(new)
+                    order += new
+                    continue
+            size = len(cache)
+            over = size + len(new) - cap
+            if distinct and (
+                over <= 0 or (over <= size and not (behind and not set(warm).isdisjoint(order[head : head + over])))
+            ):
+                # the new blocks go in at once, and the ``over`` oldest entries (none of them a cached block the
+                # request reaches after an insertion) leave at once
                 if over > 0:
-                    cache.difference_update(gone)
+                    cache.difference_update(order[head : head + over])
                     head += over
-                new = list(compress(ids, map(not_, present))) if new_count < len(ids) else ids
                 cache.update(new)
                 order += new
             else:
@@ -259,19 +312,21 @@ def fifo_curve(
                         head += 1
                     cache.add(b)
                     order.append(b)
-            if head > _FIFO_TRIM and 2 * head > len(order):
-                del order[:head]
-                head = 0
             heads[k] = head
-            if not filled[k] and len(cache) >= cap:
-                filled[k] = True
+            if not full[k] and len(cache) >= cap:
+                full[k] = True
                 filled_before[k] = r.index < start
+        if not n % trim_every:
+            # drop the entries that have left from the front of each insertion list
+            for k, head in enumerate(heads):
+                if head > trim and 2 * head > len(orders[k]):
+                    del orders[k][:head]
+                    heads[k] = 0
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    points = [
-        SweepPoint(c, hit_tokens[k], hit_units[k], filled_before[k], filled=filled[k]) for k, c in enumerate(caps)
-    ]
+    points = [SweepPoint(c, 0, 0, False, filled=False) for c in caps if c <= 0]
+    points += [SweepPoint(c, hit_tokens[k], hit_units[k], filled_before[k], filled=full[k]) for k, c in enumerate(live)]
     return Sweep(
         semantics="ideal",
         policy="fifo",

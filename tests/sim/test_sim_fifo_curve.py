@@ -2,11 +2,13 @@
 one-capacity FIFO replay (an OrderedDict, block by block), at every capacity.
 
 The curve takes a request's new blocks and the entries they displace all at once, and goes block by block only
-when a displaced entry is one of the request's own blocks, when the request alone overflows the cache, or when a
-block id repeats within the request; its insertion list's front is cut once enough entries have left. The
-strategies below reach every one of these paths: small capacities against long requests, ids drawn from a small
-range (so a request often lists blocks that sit at the cache's old end, and sometimes the same id twice), and the
-cut lowered from 4,096 to 0..3 entries.
+when a displaced entry is a cached block of the request that comes after one of its insertions, when the request
+alone overflows the cache, or when a block id repeats within the request; its insertion list's front is cut once
+enough entries have left. Blocks no earlier request listed are found once per request (a byte per id below
+``_DENSE_IDS``, a set above) and not looked up per capacity. The strategies below reach every one of these paths:
+small capacities against long requests, ids drawn from a small range (so a request often lists blocks that sit at
+the cache's old end, sometimes the same id twice, and new ids before seen ones), the cut lowered from 4,096 to 0..3
+entries and checked at every request, and the byte map cut to 0..6 ids (so some or all ids go to the set).
 """
 
 from __future__ import annotations
@@ -48,12 +50,17 @@ def _check(reqs: list[Request], caps: list[int], window: Window) -> None:
     st.lists(st.integers(0, 25), min_size=1, max_size=6),
     st.integers(0, 3),
     st.integers(0, 20),
+    st.sampled_from([0, 3, 6, 1 << 25]),
 )
-def test_fifo_curve_equals_fifo_replays(reqs: list[Request], caps: list[int], trim: int, start: int) -> None:
+def test_fifo_curve_equals_fifo_replays(
+    reqs: list[Request], caps: list[int], trim: int, start: int, dense: int
+) -> None:
     # the window starts anywhere (a later start measures fewer requests; filled_before_window then means something)
     window = Window("last50", min(start, len(reqs)))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ideal, "_FIFO_TRIM", trim)
+        mp.setattr(ideal, "_FIFO_TRIM_EVERY", 1)
+        mp.setattr(ideal, "_DENSE_IDS", dense)
         _check(reqs, caps, window)
 
 
@@ -81,3 +88,23 @@ def test_each_update_path_agrees_on_a_worked_example() -> None:
     more = [*reqs, Request(4, 0, 8, 0, [4, 5], 5)]
     assert ideal.fifo_curve(more, block_tokens=BS, capacities=[3], window=ALL).points[0].hit_tokens == 8
     _check(more, [3], ALL)
+
+
+def test_a_displaced_block_passed_before_the_first_insertion_goes_at_once() -> None:
+    # capacity 3, block FIFO, 4-token blocks.
+    # r0 [1, 2, 3]: nothing cached; all go in -> order 1, 2, 3 (full).
+    # r1 [1, 4]: 1 cached (h = 1: 4 tokens); 4 is new and displaces the oldest entry, 1, the request's own block.
+    #   Block by block, 1 was already passed (a hit) before 4 went in: 4 evicts 1 -> {2, 3, 4}. The curve takes
+    #   this at once (only a cached block *after* an insertion needs block by block), with the same cache.
+    # r2 [1, 5]: 1 was evicted (h = 0); 1 and 5 go in, evicting 2 and 3 -> {4, 1, 5}.
+    # r3 [4, 1]: both cached (h = 2: 8 tokens).
+    # Hits: 4 + 0 + 8 = 12 tokens, 3 blocks. Had r1 kept 1 (say, evicting 2 instead), r2 would hit 4 more tokens.
+    reqs = [
+        Request(0, 0, 12, 0, [1, 2, 3], 1),
+        Request(1, 0, 8, 0, [1, 4], 2),
+        Request(2, 0, 8, 0, [1, 5], 3),
+        Request(3, 0, 8, 0, [4, 1], 4),
+    ]
+    curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=[3], window=ALL)
+    assert (curve.points[0].hit_tokens, curve.points[0].hit_units) == (12, 3)
+    _check(reqs, [3], ALL)
