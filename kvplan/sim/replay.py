@@ -145,6 +145,9 @@ class _Occupancy:
         self.input_tokens = 0
         self.arrived = 0
         self.last_arrival = -1
+        self.held = 0
+        """Pages held by running requests as of the last sample: the pool does not change between a step's sample and
+        the next step's ``_advance``."""
 
     # -------------------------------------------------------------- bookkeeping
 
@@ -152,7 +155,7 @@ class _Occupancy:
         dt = t - self.last_t
         if dt > 0:
             self.occ.queue_area += len(self.waiting) * dt
-            self.occ.used_area += self.pool.held_pages() * dt
+            self.occ.used_area += self.held * dt
             self.last_t = t
         self.now = t
 
@@ -171,7 +174,7 @@ class _Occupancy:
             occ.max_queue = waiting
         if running > occ.peak_running:
             occ.peak_running = running
-        held = pool.held_pages()
+        held = self.held = pool.held_pages()
         tl = self.timeline
         if tl.t0 is not None:
             # most samples lose to their bucket's peak: settle that before building one (Timeline.add's test)
@@ -245,7 +248,16 @@ class _Occupancy:
     def _grow(self, seq: Seq) -> None:
         # the sequence reached a page boundary: it needs one more page for its next token
         seq.generated = self._generated_by(seq, self.now)
-        while not self.pool.grow(seq, 1):
+        if not self.pool.grow(seq, 1) and not self._make_room(seq):
+            return
+        # the new page holds the token that crossed the boundary: the sequence is one token into it
+        seq.tokens = cdiv(seq.tokens, self.ps) * self.ps + 1
+        self._next_event(seq)
+
+    def _make_room(self, seq: Seq) -> bool:
+        """``seq`` found no page for its next token: preempt the newest requests until it has one; False when it
+        went itself (preempted, or alone and larger than the pool)."""
+        while True:
             victim = next(reversed(self.running.values()))
             if victim is seq and len(self.running) == 1:
                 # alone and still out of pages: larger than the pool
@@ -254,13 +266,12 @@ class _Occupancy:
                 self.pool.release(seq)
                 del self.running[seq.req.index]
                 self.too_long += 1
-                return
+                return False
             self._preempt(victim)
             if victim is seq:
-                return
-        # the new page holds the token that crossed the boundary: the sequence is one token into it
-        seq.tokens = cdiv(seq.tokens, self.ps) * self.ps + 1
-        self._next_event(seq)
+                return False
+            if self.pool.grow(seq, 1):
+                return True
 
     def _finish(self, seq: Seq) -> None:
         seq.generated = seq.req.output_tokens
@@ -290,20 +301,88 @@ class _Occupancy:
     # -------------------------------------------------------------- loop
 
     def run(self, requests: Iterator[Request]) -> SimResult:
+        """The whole trace through one pool: the steps below (``arrive``, ``handle_event``, ``settle``) with their
+        common paths written out in one loop (a running request's next page, a sample that changes nothing), the
+        same operations in the same order."""
+        pool, occ, tl = self.pool, self.occ, self.timeline
+        events, waiting, running = self.events, self.waiting, self.running
+        ps, tpot = self.ps, self.service.tpot_us
+        grow, free_pages, held_pages, pages, check = pool.grow, pool.free_pages, pool.held_pages, pool.pages, pool.check
+        pop, push = heapq.heappop, heapq.heappush
+        # the current timeline bucket [lo, hi) and its peak (most samples lose to it: settled without a call)
+        lo = hi = 0
+        top = -1
         nxt = next(requests, None)
-        while nxt is not None or self.events or self.waiting:
-            t_event = self.next_event_us()
-            if nxt is not None and (t_event is None or nxt.arrival_us <= t_event):
+        while True:
+            if events and (nxt is None or events[0][0] < nxt.arrival_us):
+                t, _, kind, gen, seq = pop(events)
+                dt = t - self.last_t
+                if dt > 0:
+                    if waiting:
+                        occ.queue_area += len(waiting) * dt
+                    occ.used_area += self.held * dt
+                    self.last_t = t
+                self.now = t
+                if gen != seq.gen or seq.req.index not in running:
+                    continue
+                if kind == _GROW:
+                    # _grow: the sequence reached a page boundary and needs one more page for its next token
+                    r = seq.req
+                    ds, g0, out = seq.decode_start_us, seq.generated_at_admit, r.output_tokens
+                    if t > ds:
+                        g = g0 + (t - ds) // tpot
+                        seq.generated = g if g < out else out
+                    else:
+                        seq.generated = g0
+                    if grow(seq, 1) or self._make_room(seq):
+                        # one token into the new page; _next_event: its next page or its finish
+                        held_tokens = -(-seq.tokens // ps) * ps + ps
+                        seq.tokens = held_tokens - ps + 1
+                        k = held_tokens - r.input_tokens + 1
+                        self.seqno += 1
+                        if k <= out:
+                            push(events, (ds + (k - g0) * tpot, self.seqno, _GROW, seq.gen, seq))
+                        else:
+                            push(events, (ds + (out - g0) * tpot, self.seqno, _FINISH, seq.gen, seq))
+                else:
+                    self._finish(seq)
+            elif nxt is not None:
                 self.arrive(nxt)
                 nxt = next(requests, None)
-            elif t_event is not None:
-                if not self.handle_event():
-                    continue
-            else:
+            elif waiting:
                 # only waiting requests and nothing running: admit or drop them
-                if self.running:
+                if running:
                     raise AssertionError("running requests without events")
-            self.settle()
+            else:
+                break
+            # settle
+            if waiting:
+                self._try_admit()
+            if check:
+                pool.verify()
+            # _sample
+            free = free_pages()
+            used = pages - free
+            if used > self.peak_used:
+                self.peak_used = used
+            if self.filled_at is None and (free == 0 or pool.evictions):
+                self.filled_at = self.arrived - 1
+            if len(waiting) > occ.max_queue:
+                occ.max_queue = len(waiting)
+            if len(running) > occ.peak_running:
+                occ.peak_running = len(running)
+            held = self.held = held_pages()
+            now = self.now
+            if lo <= now < hi and held <= top:
+                continue
+            tl.add((now, len(running), len(waiting), held, pool.cached_pages()))
+            assert tl.t0 is not None
+            w = tl.width
+            b = (now - tl.t0) // w
+            lo = tl.t0 + b * w
+            hi = lo + w
+            cur = tl.buckets[b]
+            top = -1 if cur is None else cur[3]
         return self.result()
 
     # -------------------------------------------------------------- steps (``run``, or a driver of several pools)
