@@ -130,10 +130,41 @@ class RadixPool:
         parent.children[new.key[0]] = new
         return new
 
-    def _walk(self, keys: list[int], now: int, touched: list[_Node], count_hits: bool) -> tuple[int, _Node]:
+    def _touch_path(self, node: _Node, now: int, touched: list[_Node]) -> None:
+        """Refresh the path from the root to ``node`` (the root excluded) as a walk down it would."""
+        root = self.root
+        while node is not root:
+            node.last = now
+            touched.append(node)
+            parent = node.parent
+            assert parent is not None
+            node = parent
+
+    def _path(self, node: _Node) -> list[int]:
+        """The page keys from the root to ``node`` (debug checks)."""
+        parts = []
+        while node.parent is not None:
+            parts.append(node.key)
+            node = node.parent
+        return [k for part in reversed(parts) for k in part]
+
+    def _walk(
+        self, keys: list[int], now: int, touched: list[_Node], count_hits: bool, start: _Node | None = None, at: int = 0
+    ) -> tuple[int, _Node]:
+        """Match ``keys`` from the root, refreshing what it passes and splitting the node it ends inside.
+
+        ``start``: a node whose path is ``keys[:at]`` (one a running request locks: it stays in the tree, and a
+        split above it only cuts its path into more nodes): that path is refreshed bottom-up instead of matched
+        key by key, and the walk goes on from there (not with ``count_hits``: a match counts the nodes it passes)."""
         node = self.root
         node.last = now
         i = 0
+        if start is not None and 0 < at <= len(keys):
+            if self.check:
+                assert self._path(start) == keys[:at], "the walk's start is not on the keys' path"
+            self._touch_path(start, now, touched)
+            node = start
+            i = at
         n_keys = len(keys)
         while i < n_keys:
             child = node.children.get(keys[i])
@@ -165,11 +196,12 @@ class RadixPool:
         self._refresh(touched)
         return m, node
 
-    def insert(self, keys: list[int]) -> int:
-        """Insert whole pages; returns how many were already in the tree (the duplicates)."""
+    def insert(self, keys: list[int], start: _Node | None = None, at: int = 0) -> tuple[int, _Node]:
+        """Insert whole pages; returns how many were already in the tree (the duplicates) and the node the keys
+        end at. ``start``, ``at``: a node whose path is ``keys[:at]`` (see ``_walk``)."""
         now = self._tick()
         touched: list[_Node] = []
-        p, node = self._walk(keys, now, touched, False)
+        p, node = self._walk(keys, now, touched, False, start, at)
         if p < len(keys):
             leaf = _Node(keys[p:], node, now, self._ids)
             self._ids += 1
@@ -178,8 +210,9 @@ class RadixPool:
             self.tree_pages += added
             self.evictable += added
             touched.append(leaf)
+            node = leaf
         self._refresh(touched)
-        return p
+        return p, node
 
     def _lock(self, node: _Node) -> None:
         while node is not self.root:
@@ -249,29 +282,36 @@ class RadixPool:
             self.verify()
         return True
 
-    def _insert_own(self, seq: Seq) -> int:
-        """Insert the sequence's whole pages and free its duplicates; returns how many whole pages it has."""
-        _, protected = seq.handle
+    def _insert_own(self, seq: Seq) -> tuple[int, _Node]:
+        """Insert the sequence's whole pages and free its duplicates; returns how many whole pages it has and the
+        node they end at."""
+        held, protected = seq.handle
         # at most the pages it holds: the occupancy replay may count a token whose page its pending grow event has
         # not taken yet (preempted at that microsecond), a whole page it lacks when pages are 1 token
         full: int = min(self._matchable(seq.tokens), protected + seq.private_pages)
         keys = seq.keys[:full]
-        p = self.insert(keys)
+        # the path to the node it holds is its first ``protected`` keys: walked up from there, not matched again
+        p, end = self.insert(keys, held, protected)
         new = max(full - p, 0)
         dup = max(min(p, full) - protected, 0)
         # the request's pages at [protected, p) duplicate the tree's; [p, full) moved into the tree
         self.private -= dup + new
         self.free += dup
         seq.private_pages -= dup + new
-        return full
+        return full, end
 
     def commit(self, seq: Seq) -> None:
         """SGLang's cache_unfinished_req: insert now, lock the new path, unlock the old one."""
         node, _ = seq.handle
-        full = self._insert_own(seq)
+        full, last = self._insert_own(seq)
+        # the path to ``last`` is the whole pages just inserted: refreshed from there up (a walk down the same
+        # keys ends exactly there, at a node's end, and splits nothing)
+        now = self._tick()
+        self.root.last = now
         touched: list[_Node] = []
-        m, last = self._walk(seq.keys[:full], self._tick(), touched, False)
-        assert m == full
+        self._touch_path(last, now, touched)
+        if self.check:
+            assert self._path(last) == seq.keys[:full], "commit: the inserted pages do not end at their node"
         self._lock(last)
         self._unlock(node)
         self._refresh(touched)

@@ -23,7 +23,7 @@ from kvplan.sim import replay
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.paging import Paging
 from kvplan.sim.radix import POLICIES, RadixPool
-from kvplan.sim.replay import TIMELINE_POINTS, Service, replay_occupancy
+from kvplan.sim.replay import TIMELINE_POINTS, Service, replay_occupancy, replay_order
 from kvplan.sim.trace import Request
 from tests.sim.test_sim_properties import ALL, BS, _result, chained_traces
 
@@ -128,3 +128,41 @@ def test_the_reference_sees_preemptions_and_merged_buckets() -> None:
     assert o.preemptions >= 1 and o.completed == 3 and o.max_queue >= 1 and fast.too_long == 0
     assert len(o.timeline) <= 2 and o.makespan_us > 1_000
     assert _result(fast) == stepped
+
+
+class _RadixWalkingFromTheRoot(RadixPool):
+    """The radix pool as it was: every insert and a commit's re-lock walk down from the root, key by key."""
+
+    def insert(self, keys: list[int], start: Any = None, at: int = 0) -> Any:
+        return super().insert(keys)
+
+    def _touch_path(self, node: Any, now: int, touched: list[Any]) -> None:
+        m, end = self._walk(self._path(node), now, touched, False)
+        assert end is node and m == len(self._path(node))
+
+
+@given(chained_traces(), st.integers(2, 40), st.sampled_from([1, 2, 4]), st.sampled_from(POLICIES), st.booleans())
+def test_radix_walks_up_from_the_held_node_as_down_from_the_root(
+    reqs: list[Request], pages: int, page: int, policy: str, eagle: bool
+) -> None:
+    # a request's insert (commit, release) refreshes the path to the node it holds bottom-up and matches only
+    # what lies past it; the commit re-locks the node its insert ended at. Every result (hits, evictions, the
+    # timeline) must be the walk-from-the-root pool's, in both modes, with splits above held nodes (chained
+    # traces share prefixes of every length) and every eviction order
+    svc = Service(1_000, 500, None)
+    for cls in (RadixPool, _RadixWalkingFromTheRoot):
+        order = _result(
+            replay_order(reqs, cls(pages, page, policy=policy, eagle=eagle, check=True), Paging(BS, page), window=ALL)
+        )
+        occ = _result(
+            replay_occupancy(
+                reqs,
+                cls(pages, page, policy=policy, eagle=eagle, check=True),
+                Paging(BS, page),
+                service=svc,
+                window=ALL,
+            )
+        )
+        if cls is RadixPool:
+            first = (order, occ)
+    assert first == (order, occ)
