@@ -188,6 +188,38 @@ _FIFO_TRIM_EVERY = 64
 """A FIFO curve looks for insertion lists to cut every this many requests (tests lower it to 1)."""
 
 
+def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
+    """The start of the request's trailing run of blocks that no earlier request listed; then marks all its blocks
+    listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here as ids come), ``sparse`` holds the larger
+    listed ids; ids are non-negative (the trace readers check).
+
+    A block marked listed that was not is only looked up when it need not be (it is in no cache): so a request
+    that fails part way through the byte map is simply read again the slow way."""
+    j = len(ids)
+    try:
+        while j and not dense[ids[j - 1]]:
+            j -= 1
+        for b in ids:
+            dense[b] = 1
+        return j
+    except IndexError:
+        pass
+    top = max(ids)
+    if len(dense) <= top and len(dense) < _DENSE_IDS:
+        # every id below _DENSE_IDS gets its byte (one that went to the set would be missed later)
+        dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+    nd = len(dense)
+    j = len(ids)
+    while j and not (dense[ids[j - 1]] if ids[j - 1] < nd else ids[j - 1] in sparse):
+        j -= 1
+    for b in ids:
+        if b < nd:
+            dense[b] = 1
+        else:
+            sparse.add(b)
+    return j
+
+
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -203,24 +235,30 @@ def fifo_curve(
     oldest first, from a moving head), and a request's update is whole-list work: its blocks not cached go in
     together, and the oldest entries they displace leave together. That equals inserting block by block (each
     insertion evicting the oldest when full) unless a displaced entry is one of the request's cached blocks that
-    comes after one of its insertions (block by block would insert it again); then, when the request alone
-    overflows the cache, and when an id repeats within the request, the request goes block by block. A full cache
-    stays full (it holds ``C`` blocks from then on).
+    comes after one of its insertions (block by block would insert it again; a cached block before the first
+    insertion was passed already, and leaves either way); then, when the request alone overflows the cache, and
+    when an id repeats within the request, the request goes block by block. A full cache stays full (it holds
+    ``C`` blocks from then on), so there each insertion displaces one entry.
 
-    Work the capacities share is done once per request: the blocks that no earlier request listed (one byte per
-    id, a set past ``_DENSE_IDS``) are absent at every capacity, so only the others are looked up in each cache.
-    In a prefix-chained trace these are a leading run ``warm``; the rest (``cold``) go in at every capacity."""
+    Work the capacities share is done once per request: the request's trailing run of blocks that no earlier
+    request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
+    blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
+    block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed."""
     caps = sorted(set(capacities))
     live = [c for c in caps if c > 0]
     """The capacities that can hold a block (a pool of 0 never hits and never fills)."""
     nl = len(live)
+    low = live[0] if live else 0
     caches: list[set[int]] = [set() for _ in live]
     orders: list[list[int]] = [[] for _ in live]
     """Per capacity: the blocks in insertion order from ``heads[k]`` on (the entries before it have left)."""
     heads = [0] * nl
-    hit_tokens = [0] * nl
-    hit_units = [0] * nl
+    # hits: every measured request's ``warm`` run, less what each capacity missed of it
+    warm_units = warm_tokens = 0
+    lost_units = [0] * nl
+    lost_tokens = [0] * nl
     full = [False] * nl
+    all_full = not nl
     filled_before = [False] * nl
     dense = bytearray()
     sparse: set[int] = set()
@@ -234,64 +272,50 @@ def fifo_curve(
         length = r.input_tokens
         input_tokens += length
         nb = len(ids)
+        w = _listed_run(ids, dense, sparse)
+        warm = ids[:w]
+        cold = ids[w:]
         measured = r.index >= start
+        wt = min(w * block_tokens, length)
         if measured:
             measured_tokens += min(nb * block_tokens, length)
             measured_blocks += nb
-        top = max(ids, default=-1)
-        if len(dense) <= top and len(dense) < _DENSE_IDS:
-            # every id below _DENSE_IDS has its byte (one that went to the set would be missed later)
-            dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
-        nd = len(dense)
-        seen = list(map(dense.__getitem__, ids)) if top < nd else [dense[b] if b < nd else b in sparse for b in ids]
-        w = seen.index(0) if 0 in seen else nb
-        if seen.count(1) == w:
-            warm = ids[:w]
-            cold = ids[w:]
-        else:
-            # a block no earlier request listed comes before one that some did: look every block up
-            w = nb
-            warm = ids
-            cold = []
-        for b in compress(ids, map(not_, seen)):
-            if b < nd:
-                dense[b] = 1
-            else:
-                sparse.add(b)
+            warm_units += w
+            warm_tokens += wt
         distinct = len(set(ids)) == nb
+        quick = all_full and distinct
+        """Whether the request's new blocks can go in at once wherever none is after a cached one and they fit."""
         for k in range(nl):
             cache = caches[k]
-            behind = False
-            """Whether a cached block of the request comes after one of its insertions."""
-            if w:
-                if cache.issuperset(warm):
-                    h = w
-                    new = cold
-                else:
-                    present = list(map(cache.__contains__, warm))
-                    h = present.index(False)
-                    new = [*compress(warm, map(not_, present)), *cold]
-                    behind = True in present[h:]
-                if h and measured:
-                    hit_tokens[k] += min(h * block_tokens, length)
-                    hit_units[k] += h
-                if not new:
-                    continue
+            if not w or cache.issuperset(warm):
+                new = cold
+                behind = False  # whether a cached block of the request comes after one of its insertions
             else:
-                new = ids
+                present = list(map(cache.__contains__, warm))
+                h = present.index(False)
+                if measured:
+                    lost_units[k] += w - h
+                    lost_tokens[k] += wt - min(h * block_tokens, length)
+                behind = True in present[h:]
+                new = [*compress(warm, map(not_, present)), *cold] if behind else ids[h:]
+            if quick and not behind and len(new) <= low:
+                # the common case: every cached block comes before the first insertion, and as many of the oldest
+                # entries leave as go in
+                if new:
+                    over = len(new)
+                    head = heads[k]
+                    order = orders[k]
+                    heads[k] = head + over
+                    cache.difference_update(order[head : head + over])
+                    cache.update(new)
+                    order += new
+                continue
+            if not new:
+                continue
             cap = live[k]
             order = orders[k]
             head = heads[k]
-            if full[k]:
-                # the common case: a full cache stays full, and each insertion displaces the oldest entry
-                over = len(new)
-                if distinct and over <= cap and not (behind and not set(warm).isdisjoint(order[head : head + over])):
-                    cache.difference_update(order[head : head + over])
-                    heads[k] = head + over
-                    cache.update(new)
-                    order += new
-                    continue
-            size = len(cache)
+            size = cap if full[k] else len(cache)
             over = size + len(new) - cap
             if distinct and (
                 over <= 0 or (over <= size and not (behind and not set(warm).isdisjoint(order[head : head + over])))
@@ -314,7 +338,9 @@ def fifo_curve(
                     order.append(b)
             heads[k] = head
             if not full[k] and len(cache) >= cap:
+                # a full cache stays full
                 full[k] = True
+                all_full = all(full)
                 filled_before[k] = r.index < start
         if not n % trim_every:
             # drop the entries that have left from the front of each insertion list
@@ -326,7 +352,10 @@ def fifo_curve(
         if progress is not None and not n % 512:
             progress(n)
     points = [SweepPoint(c, 0, 0, False, filled=False) for c in caps if c <= 0]
-    points += [SweepPoint(c, hit_tokens[k], hit_units[k], filled_before[k], filled=full[k]) for k, c in enumerate(live)]
+    points += [
+        SweepPoint(c, warm_tokens - lost_tokens[k], warm_units - lost_units[k], filled_before[k], filled=full[k])
+        for k, c in enumerate(live)
+    ]
     return Sweep(
         semantics="ideal",
         policy="fifo",
