@@ -193,10 +193,8 @@ def check_trace(plan: PoolPlan, spec: TraceSpec) -> TraceFit:
 
 def _replay(key: TraceKey, spec: TraceSpec) -> TraceFit:
     from kvplan.errors import InputError
-    from kvplan.sim.blockpool import BlockPool
     from kvplan.sim.paging import Paging
-    from kvplan.sim.pool import Pool
-    from kvplan.sim.radix import RadixPool
+    from kvplan.sim.pool import Pool, engine_pool
     from kvplan.sim.ranks import ENGINE_ROUTER, replay_ranks
 
     engine, pages, page_tokens, ranks, max_running, eagle = key
@@ -206,7 +204,7 @@ def _replay(key: TraceKey, spec: TraceSpec) -> TraceFit:
         max_running=max_running, eagle=eagle, min_hit_ppm=spec.min_hit_ppm,
     )  # fmt: skip
     try:
-        Paging(spec.block_tokens, page_tokens)
+        paging = Paging(spec.block_tokens, page_tokens)
     except InputError as e:
         return replace(base, error=str(e))
     prompt = spec.prompt_tokens
@@ -214,12 +212,7 @@ def _replay(key: TraceKey, spec: TraceSpec) -> TraceFit:
         bound = reuse_bound(spec, ranks, router)
         if bound * 1_000_000 < spec.min_hit_ppm * prompt:
             return replace(base, bound_tokens=bound, prompt_tokens=prompt)
-    pools: list[Pool] = [
-        RadixPool(pages, page_tokens, eagle=eagle)
-        if engine == "sglang"
-        else BlockPool(pages, page_tokens, eagle_drop=eagle)
-        for _ in range(ranks)
-    ]
+    pools: list[Pool] = [engine_pool(engine, pages, page_tokens, paging, eagle=eagle) for _ in range(ranks)]
     results, stop = replay_ranks(
         spec.compact.read(),
         pools,

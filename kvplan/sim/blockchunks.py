@@ -1,33 +1,35 @@
-"""vLLM's block pool in order mode, kept per trace block instead of per page (the same pool, block for block).
+"""vLLM's block pool kept per trace block instead of per page (the same pool, page for page).
 
 When the trace's blocks are ``k`` engine pages each (``Paging`` "expand": 512-token Mooncake blocks, 64-token
 pages), ``BlockPool`` does its work per page: a hash-map insert when a page is committed, a delete when it is
 evicted, a queue entry and a mark when it is freed — about 160 of each per request on the Mooncake traces, and
-the ``k``-fold page keys built before. This pool names pages by their trace block and keeps them in *chunks*: a
-chunk is pages ``[lo, hi)`` of one trace block that sit side by side in the free queue (a release puts a
-request's pages there tail first, so a chunk's pages are ``hi − 1`` down to ``lo``) or that one request holds. A
-request then costs its trace blocks, not its pages. The semantics are ``BlockPool``'s (vLLM 0.33.0), unchanged:
+the ``k``-fold page keys built before. This pool names pages by *segment*: a request's pages are cut into its
+trace blocks (``k`` pages each, the last one as many as the input has whole pages) and then, past the input,
+runs of ``k`` generated pages, each named by a fresh id (a generated page's key is its own: only the request
+itself can hit it, after a preemption). Pages are kept in *chunks*: pages ``[lo, hi)`` of one segment that came
+from one commit (a *group*, ``gid``) and share their state — free in the queue, or held by the same requests. A
+request then costs its segments, not its pages. The semantics are ``BlockPool``'s (vLLM 0.33.0), unchanged:
 
-- the free queue is ``[unhashed][hashed, least recently freed first]``; unhashed free blocks are only counted
-  (their identity never decides a hit), hashed ones are the queue's chunks in order;
+- the free queue is ``[unhashed][hashed, least recently freed first]``; unhashed free pages are only counted
+  (their identity never decides a hit), hashed ones are the queue's chunks in order, a chunk's pages ``hi − 1``
+  down to ``lo`` (a release frees a request's pages tail first);
 - eviction takes pages from the queue's head one by one: a chunk at the head loses its top pages (``hi``
   falls) or, when it has no more than are wanted, leaves whole;
-- a page key may have several holders (a request recomputed a cached page: the ``length − 1`` cap, the EAGLE
-  drop); vLLM keeps the first holder in its map and the later ones as duplicates, promoted in the order they
-  were committed. Here each trace block has a *chain*: its chunks in commit order, so a page's first holder is
-  the first chunk of the chain that covers it, and evicting a holder promotes the next one by itself;
-- a hit takes each page's first holder out of the queue. Usually that is the chain's first chunk, covering
-  ``[0, t)`` and more: it is cut in two (the held ``[0, t)`` takes its place in the chain, the rest stays in the
-  queue where it was). Any other layout (pages held by several chunks, a hit taking the middle of a chunk) goes
-  through the general path, which cuts chunks page range by page range;
-- at release the request's whole pages go to the queue's tail as one run, its partial last page to the
-  unhashed part; a trace block's hit pages and the pages computed after them become one chunk when no other
-  holder covers the computed pages (else those are a duplicate chunk at the chain's end).
+- a page key may have several holders (two requests computed it, or the ``length − 1`` cap or the EAGLE drop
+  recomputed a cached page); vLLM keeps the first holder in its map and later ones as duplicates, promoted in
+  commit order. Here each segment key has a *chain*: its chunks, free and held, in commit order, so a page's
+  first holder is the first chunk of the chain that covers it, and evicting a holder promotes the next by itself;
+- a hit takes each page's first holder: a free one leaves the queue (its chunk is cut: the taken pages become a
+  held chunk in its place in the chain, the rest stays in the queue where it was), a held one gains a reference
+  (its chunk is cut where the references differ). A request remembers what it holds as ``(key, gid, lo, hi)``
+  ranges, which stay valid however the chunks are cut later;
+- at release the request's whole pages go to the queue's tail as one run, those other requests still hold
+  excepted, and its unhashed pages to the unhashed part.
 
-Order mode only: a request starts and releases before the next one, so nothing is held between requests and a
-request fits iff its pages fit the pool. ``tests/sim/test_sim_blockchunks.py`` replays random traces (prefix-
-chained and not, lengths on page boundaries, the EAGLE drop, small pools) through both pools and compares every
-result and the whole queue, page key by page key with each key's holders in order.
+``tests/sim/test_sim_blockchunks.py`` replays random traces (prefix-chained and not, lengths on page boundaries,
+the EAGLE drop, small pools; order mode, and occupancy mode with shared pages and preemptions) through this pool
+and ``BlockPool`` and compares every result and the final queue, page key by page key with each key's holders
+in order.
 """
 
 from __future__ import annotations
@@ -41,13 +43,17 @@ from kvplan.sim.trace import Request
 from kvplan.units import cdiv
 
 Chunk = list[Any]
-"""``[trace block, lo, hi, next chunk of the block's chain or None]``; ``lo == hi``: dead (left the queue)."""
+"""``[segment key, lo, hi, next chunk of the key's chain or None, gid, references]``: references 0 = free, in
+the queue (``lo == hi``: dead, it left the queue); above 0 = held by that many requests."""
+
+Piece = tuple[int, int, int, int]
+"""What a request holds: pages ``[lo, hi)`` of group ``gid`` of segment ``key``: ``(key, gid, lo, hi)``."""
 
 _TRIM = 4096
 
 
-def _covered(c: Chunk) -> int:
-    """Leading pages ``[0, x)`` of a trace block that the chain from ``c`` holds."""
+def _covered(c: Chunk | None) -> int:
+    """Leading pages ``[0, x)`` of a segment that the chain from ``c`` holds."""
     spans = []
     while c is not None:
         spans.append((c[1], c[2]))
@@ -58,6 +64,31 @@ def _covered(c: Chunk) -> int:
             break
         x = max(x, hi)
     return x
+
+
+def _first_holders(c: Chunk | None, t: int) -> list[tuple[Chunk, int, int]]:
+    """Pages ``[0, t)`` of a segment as (chunk, lo, hi) runs of their first holders, ascending."""
+    want = set(range(t))
+    out: list[tuple[Chunk, int, int]] = []
+    while c is not None and want:
+        mine = want.intersection(range(c[1], c[2]))
+        if mine:
+            want -= mine
+            out += [(c, lo, hi) for lo, hi in _runs(sorted(mine))]
+        c = c[3]
+    assert not want, "a hit page without a holder"
+    return sorted(out, key=lambda x: x[1])
+
+
+def _runs(xs: list[int]) -> list[tuple[int, int]]:
+    """Sorted distinct ints as maximal ``[lo, hi)`` runs."""
+    out: list[tuple[int, int]] = []
+    for x in xs:
+        if out and out[-1][1] == x:
+            out[-1] = (out[-1][0], x + 1)
+        else:
+            out.append((x, x + 1))
+    return out
 
 
 class ChunkPool:
@@ -73,14 +104,15 @@ class ChunkPool:
         self.eagle_drop = eagle_drop
         self.check = check
         self.free = pages
-        """Unhashed free pages (never used, or a request's partial last page)."""
+        """Unhashed free pages (never used, or freed before they were whole or hashed)."""
         self.nhashed = 0
         """Pages in the queue's chunks (hashed, free, reusable)."""
         self.queue: list[Chunk] = []
         self.qhead = 0
         """Index of the queue's first entry not yet consumed."""
         self.chains: dict[int, Chunk] = {}
-        """Trace block -> its first chunk (commit order); every chunk of a chain is in the queue or held."""
+        """Segment key -> its first chunk (commit order); a chain holds exactly the live free and held chunks."""
+        self.gids = 0
         self.evictions = 0
 
     # ------------------------------------------------------------------ Pool
@@ -104,8 +136,11 @@ class ChunkPool:
             + (", EAGLE drop of one block" if self.eagle_drop else "")
         )
 
+    # ------------------------------------------------------------------ segments
+
     def keys_of(self, paging: Paging, r: Request, pages: int) -> list[int]:
-        """The trace blocks of the request's first ``pages`` whole pages (a fresh id for a block not listed)."""
+        """Segment keys of the request's first ``pages`` whole input pages: its trace blocks (a fresh id for a
+        block the trace does not list)."""
         ids = r.blocks
         n = cdiv(pages, self.k)
         keys = ids[:n] if ids is not None else []
@@ -113,24 +148,34 @@ class ChunkPool:
             keys.append(paging.unique())
         return keys
 
+    def extend_keys(self, seq: Seq, paging: Paging) -> None:
+        """Fresh keys for the segments of generated pages, up to the sequence's whole pages."""
+        k = self.k
+        f_in = seq.req.input_tokens // self.page_tokens
+        full = seq.tokens // self.page_tokens
+        need = cdiv(f_in, k) + cdiv(max(full - f_in, 0), k)
+        keys = seq.keys
+        while len(keys) < need:
+            keys.append(paging.unique())
+
     # ------------------------------------------------------------------ requests
 
     def start(self, seq: Seq) -> bool:
         ps, k = self.page_tokens, self.k
         tokens = seq.tokens
         total = cdiv(tokens, ps)
-        if total > self.pages:
-            return False
         full = tokens // ps
-        ids: list[int] = seq.keys
-        nb = len(ids)
-        # the chains of the leading trace blocks, looked up in growing steps (most requests miss early)
+        f_in = seq.req.input_tokens // ps
+        nb_in = cdiv(f_in, k)
+        nseg = cdiv(full, k) if full <= f_in else nb_in + cdiv(full - f_in, k)
+        keys: list[int] = seq.keys
+        # the chains of the leading segments, looked up in growing steps (most requests miss early)
         get = self.chains.get
         heads: list[Any] = []
         i = 0
         step = 8
-        while i < nb:
-            got = list(map(get, ids[i : i + step]))
+        while i < nseg:
+            got = list(map(get, keys[i : min(i + step, nseg)]))
             try:
                 j = got.index(None)
             except ValueError:
@@ -140,10 +185,11 @@ class ChunkPool:
                 continue
             heads += got[:j]
             break
-        # pages hit: whole blocks while their chain holds all the pages the request has in them
+        # pages hit: whole segments while their chain holds all the pages the request has in them
         h = 0
-        for bi, c in enumerate(heads):
-            need = min(k, full - bi * k)
+        for i, c in enumerate(heads):
+            off = i * k if i < nb_in else f_in + (i - nb_in) * k
+            need = min(k if i >= nb_in else f_in - off, k, full - off)
             cov = c[2] if c[1] == 0 and c[3] is None else _covered(c)
             if cov < need:
                 h += cov
@@ -152,96 +198,130 @@ class ChunkPool:
         h = min(h, max(tokens - 1, 0) // ps)
         if self.eagle_drop and h:
             h -= 1
-        # take the hit pages out of the queue (their first holders)
-        held: list[list[Chunk]] = []
-        chains = self.chains
-        nh = cdiv(h, k)
-        for bi in range(nh):
-            t = min(k, h - bi * k)
-            c = heads[bi]
-            b = c[0]
+        # the hit pages' first holders; those free in the queue count against the pool
+        plan: list[tuple[Chunk, int, list[tuple[Chunk, int, int]] | None]] = []
+        idle = 0
+        i = 0
+        while True:
+            off = i * k if i < nb_in else f_in + (i - nb_in) * k
+            if off >= h:
+                break
+            t = min(k if i >= nb_in else f_in - off, k, h - off)
+            c = heads[i]
             if c[1] == 0 and c[2] >= t:
-                if t == c[2]:
-                    hc = [b, 0, t, c[3]]
-                    c[2] = 0
-                else:
-                    hc = [b, 0, t, c]
-                    c[1] = t
-                chains[b] = hc
-                held.append([hc])
+                plan.append((c, t, None))
+                if not c[5]:
+                    idle += t
             else:
-                held.append(self._take(b, t))
-        self.nhashed -= h
-        # new pages: unhashed free ones first, then evictions from the queue's head
+                parts = _first_holders(c, t)
+                plan.append((c, t, parts))
+                idle += sum(b - a for x, a, b in parts if not x[5])
+            i += 1
         new = total - h
+        if new + idle > self.free + self.nhashed:
+            return False
+        # take them: free ones leave the queue, held ones gain a reference
+        chains = self.chains
+        pieces: list[Piece] = []
+        for i, (c, t, runs) in enumerate(plan):
+            key = keys[i]
+            if runs is None:
+                gid = c[4]
+                if not c[5]:
+                    if t == c[2]:
+                        chains[key] = [key, 0, t, c[3], gid, 1]
+                        c[2] = 0
+                    else:
+                        chains[key] = [key, 0, t, c, gid, 1]
+                        c[1] = t
+                elif t == c[2]:
+                    c[5] += 1
+                else:
+                    c[3] = [key, t, c[2], c[3], gid, c[5]]
+                    c[2] = t
+                    c[5] += 1
+                pieces.append((key, gid, 0, t))
+            else:
+                for x, a, b in runs:
+                    pieces.append((key, x[4], a, b))
+                    if x[5]:
+                        self._share(x, a, b)
+                    else:
+                        self._take_free(x, a, b)
+        self.nhashed -= idle
+        # new pages: unhashed free ones first, then evictions from the queue's head
         take = min(new, self.free)
         self.free -= take
-        rest = new - take
-        if rest:
-            self._evict(rest)
-        seq.handle = held
+        if new > take:
+            self._evict(new - take)
+        seq.handle = [pieces, total]
         seq.hit_pages = h
         seq.committed = h
         if self.check:
-            self.verify(held)
+            self.verify()
         return True
 
-    def _take(self, b: int, t: int) -> list[Chunk]:
-        """Pages ``[0, t)`` of block ``b`` from their first holders (the general path): the held pieces."""
-        want = set(range(t))
-        held: list[Chunk] = []
-        prev: Chunk | None = None
-        c = self.chains[b]
-        while c is not None and want:
-            nxt = c[3]
-            mine = want.intersection(range(c[1], c[2]))
-            if not mine:
-                prev, c = c, nxt
-                continue
-            want -= mine
-            taken = _runs(sorted(mine))
-            kept = _runs(sorted(set(range(c[1], c[2])) - mine))
-            pieces = [[b, lo, hi, None] for lo, hi in taken]
-            held += pieces
-            # the kept pages stay in the queue where the chunk was, highest first: c keeps the highest run
-            if kept:
-                c[1], c[2] = kept[-1]
-                extra = [[b, lo, hi, None] for lo, hi in reversed(kept[:-1])]
-                if extra:
-                    at = self._queue_index(c) + 1
-                    self.queue[at:at] = extra
-                chain_part = [*pieces, c, *extra]
-            else:
-                c[2] = c[1]
-                chain_part = pieces
-            # the pieces take the chunk's place in the chain (same commit order)
-            for x, y in pairwise(chain_part):
-                x[3] = y
-            chain_part[-1][3] = nxt
-            if prev is None:
-                self.chains[b] = chain_part[0]
-            else:
-                prev[3] = chain_part[0]
-            prev, c = chain_part[-1], nxt
-        assert not want, "a hit page without a holder"
-        return sorted(held, key=lambda x: x[1])
+    def _take_free(self, c: Chunk, a: int, b: int) -> None:
+        """Pages ``[a, b)`` of free chunk ``c`` held now; what is left stays in the queue where ``c`` was, and
+        ``c`` keeps the pages above ``b`` (the caller takes a chunk's runs in ascending order)."""
+        key, lo, hi, gid = c[0], c[1], c[2], c[4]
+        hc = [key, a, b, c[3], gid, 1]
+        if a == lo and b == hi:
+            c[2] = lo
+            self._replace(c, [hc])
+            return
+        if a == lo:
+            c[1] = b
+        elif b == hi:
+            c[2] = a
+        else:
+            # the middle: c keeps [b, hi) (first in the queue), [lo, a) is queued right after it
+            c[1] = b
+            rest = [key, lo, a, hc[3], gid, 0]
+            hc[3] = rest
+            q = self.queue
+            q.insert(next(i for i in range(self.qhead, len(q)) if q[i] is c) + 1, rest)
+        c[3] = hc
 
-    def _queue_index(self, c: Chunk) -> int:
-        q = self.queue
-        for i in range(self.qhead, len(q)):
-            if q[i] is c:
-                return i
-        raise AssertionError("a free chunk is not in the queue")
+    def _share(self, c: Chunk, a: int, b: int) -> None:
+        """Held chunk ``c`` gains a reference on ``[a, b)``: cut where the references differ; ``c`` keeps the
+        pages above ``b`` when there are any."""
+        key, lo, hi, gid, refs = c[0], c[1], c[2], c[4], c[5]
+        parts = [[key, a, b, None, gid, refs + 1]]
+        if lo < a:
+            parts.append([key, lo, a, None, gid, refs])
+        if b < hi:
+            c[1] = b
+            parts.insert(0, c)
+        else:
+            c[1], c[2], c[5] = parts[0][1], parts[0][2], parts[0][5]
+            parts[0] = c
+        tail = c[3]
+        for x, y in pairwise(parts):
+            x[3] = y
+        parts[-1][3] = tail
+
+    def _replace(self, c: Chunk, by: list[Chunk]) -> None:
+        """``by`` (linked, its last one's next already set) takes ``c``'s place in its chain."""
+        chains = self.chains
+        key = c[0]
+        x = chains[key]
+        if x is c:
+            chains[key] = by[0]
+            return
+        while x[3] is not c:
+            x = x[3]
+        x[3] = by[0]
 
     def _unlink(self, c: Chunk) -> None:
         chains = self.chains
-        b = c[0]
-        x = chains[b]
+        key = c[0]
+        x = chains[key]
         if x is c:
             if c[3] is None:
-                del chains[b]
+                del chains[key]
             else:
-                chains[b] = c[3]
+                chains[key] = c[3]
             return
         while x[3] is not c:
             x = x[3]
@@ -274,76 +354,100 @@ class ChunkPool:
         self.qhead = i
 
     def commit(self, seq: Seq) -> None:
-        raise AssertionError("the chunked vLLM pool replays in order mode only (release commits)")
+        """Hash the whole pages computed so far: one new chunk per segment they fall in, at its chain's end."""
+        ps, k = self.page_tokens, self.k
+        handle = seq.handle
+        full = min(seq.tokens // ps, handle[1])
+        p = seq.committed
+        if full <= p:
+            return
+        seq.committed = full
+        f_in = seq.req.input_tokens // ps
+        keys: list[int] = seq.keys
+        pieces: list[Piece] = handle[0]
+        chains = self.chains
+        self.gids += 1
+        gid = self.gids
+        if p % k == 0 and full <= f_in:
+            # input pages from a segment's start (the usual commit): whole segments, the last one up to ``full``
+            i0, i1 = p // k, cdiv(full, k)
+            seg = keys[i0:i1]
+            if chains.keys().isdisjoint(seg):
+                new: list[Chunk] = [[key, 0, k, None, gid, 1] for key in seg]
+                new[-1][2] = full - (i1 - 1) * k
+                chains.update(zip(seg, new, strict=True))
+                pieces += [(key, gid, 0, k) for key in seg]
+                pieces[-1] = (seg[-1], gid, 0, new[-1][2])
+                return
+        nb_in = cdiv(f_in, k)
+        while p < full:
+            if p < f_in:
+                i = p // k
+                off = i * k
+                end = min(off + k, f_in, full)
+            else:
+                i = nb_in + (p - f_in) // k
+                off = f_in + (i - nb_in) * k
+                end = min(off + k, full)
+            key = keys[i]
+            nc = [key, p - off, end - off, None, gid, 1]
+            c = chains.get(key)
+            if c is None:
+                chains[key] = nc
+            else:
+                while c[3] is not None:
+                    c = c[3]
+                c[3] = nc
+            pieces.append((key, gid, p - off, end - off))
+            p = end
 
     def grow(self, seq: Seq, pages: int) -> bool:
-        raise AssertionError("the chunked vLLM pool replays in order mode only (no decode)")
+        if pages > self.free + self.nhashed:
+            return False
+        take = min(pages, self.free)
+        self.free -= take
+        if pages > take:
+            self._evict(pages - take)
+        seq.handle[1] += pages
+        return True
 
     def release(self, seq: Seq) -> None:
-        ps, k = self.page_tokens, self.k
-        tokens = seq.tokens
-        full = tokens // ps
-        ids: list[int] = seq.keys
-        held: list[list[Chunk]] = seq.handle
+        self.commit(seq)
+        pieces, held = seq.handle
         chains = self.chains
-        nh = len(held)
-        h = seq.hit_pages
         run: list[Chunk] = []
-        """The run's chunks, blocks in order, each block's pages ascending (the queue takes it reversed)."""
-        for bi in range(nh):
-            pieces = held[bi]
-            m = min(k, full - bi * k)
-            t = min(k, h - bi * k)
-            if t < m:
-                # pages computed after the hit in this block: one chunk with the hit when nothing else holds them
-                b = ids[bi]
-                c: Any = chains[b]
-                overlap = False
-                last = c
-                while c is not None:
-                    if c[1] < m and c[2] > t:
-                        overlap = True
-                    last = c
-                    c = c[3]
-                if not overlap and len(pieces) == 1 and pieces[0][2] == t:
-                    pieces[0][2] = m
-                else:
-                    nc = [b, t, m, None]
-                    last[3] = nc
-                    pieces = [*pieces, nc]
-            run += pieces
-        if nh < len(ids):
-            rest = ids[nh:]
-            m_last = full - (len(ids) - 1) * k
-            if chains.keys().isdisjoint(rest):
-                new = [[b, 0, k, None] for b in rest]
-                new[-1][2] = m_last
-                chains.update(zip(rest, new, strict=True))
-                run += new
+        freed = 0
+        for key, gid, a, b in reversed(pieces):
+            c = chains[key]
+            if c[3] is None:
+                # the segment's only chunk: these pages
+                mine = [c]
             else:
-                for i, b in enumerate(rest, 1):
-                    nc = [b, 0, k if i < len(rest) else m_last, None]
-                    c = chains.get(b)
-                    if c is None:
-                        chains[b] = nc
-                    else:
-                        while c[3] is not None:
-                            c = c[3]
-                        c[3] = nc
-                    run.append(nc)
-        self.queue += reversed(run)
-        self.nhashed += full
-        self.free += cdiv(tokens, ps) - full
+                mine = []
+                while c is not None:
+                    if c[4] == gid and a <= c[1] and c[2] <= b:
+                        mine.append(c)
+                    c = c[3]
+                mine.sort(key=lambda x: -x[1])
+            for c in mine:
+                if c[5] == 1:
+                    c[5] = 0
+                    run.append(c)
+                    freed += c[2] - c[1]
+                else:
+                    c[5] -= 1
+        self.queue += run
+        self.nhashed += freed
+        self.free += held - seq.committed
         seq.handle = None
-        seq.committed = full
         if self.check:
             self.verify()
 
     # ------------------------------------------------------------------ invariants and views
 
     def holders(self) -> dict[int, list[int]]:
-        """Page key (``block × k + page``) -> the queue positions of its holders, first holder first (tests;
-        between requests, when every chunk of a chain is in the queue)."""
+        """Page key (``key × k + page``) -> the queue positions of its holders, first holder first (tests; when
+        nothing is held)."""
         where: dict[tuple[int, int], int] = {}
         pos = 0
         for c in self.queue[self.qhead :]:
@@ -351,10 +455,10 @@ class ChunkPool:
                 where[id(c), j] = pos
                 pos += 1
         out: dict[int, list[int]] = {}
-        for b, c in self.chains.items():
+        for key, c in self.chains.items():
             while c is not None:
                 for j in range(c[1], c[2]):
-                    out.setdefault(b * self.k + j, []).append(where[id(c), j])
+                    out.setdefault(key * self.k + j, []).append(where[id(c), j])
                 c = c[3]
         return out
 
@@ -362,37 +466,28 @@ class ChunkPool:
         """The hashed part of the free queue, head first, as page keys (tests)."""
         return [c[0] * self.k + j for c in self.queue[self.qhead :] for j in range(c[2] - 1, c[1] - 1, -1)]
 
-    def verify(self, held: list[list[Chunk]] | None = None) -> None:
-        """Debug mode: the invariants (``held``: the chunks the running request holds, between start and release)."""
-        held = held or []
-        live = [c for c in self.queue[self.qhead :] if c[2] > c[1]]
-        assert all(c[2] >= c[1] >= 0 and c[2] <= self.k for c in self.queue[self.qhead :]), "a chunk out of range"
+    def verify(self) -> None:
+        queued = self.queue[self.qhead :]
+        live = [c for c in queued if c[2] > c[1]]
+        assert all(0 <= c[1] <= c[2] <= self.k for c in queued), "a chunk out of range"
+        assert all(c[5] == 0 for c in live), "a held chunk in the queue"
         assert len({id(c) for c in live}) == len(live), "a chunk twice in the queue"
         assert sum(c[2] - c[1] for c in live) == self.nhashed, "queued pages != nhashed"
-        mine = {id(c) for pieces in held for c in pieces}
-        in_chains: set[int] = set()
-        for b, c in self.chains.items():
-            assert c is not None, "an empty chain"
-            pages: dict[int, int] = {}
+        free_in_chains: set[int] = set()
+        held = 0
+        for key, c in self.chains.items():
+            seen: dict[int, set[int]] = {}
             while c is not None:
-                assert c[0] == b and c[2] > c[1], f"chain of {b} holds a dead or foreign chunk"
-                assert id(c) not in in_chains, "a chunk in two chains"
-                in_chains.add(id(c))
-                for j in range(c[1], c[2]):
-                    pages[j] = pages.get(j, 0) + 1
+                assert c[0] == key and c[2] > c[1], f"chain of {key} holds a dead or foreign chunk"
+                pages = seen.setdefault(c[4], set())
+                assert pages.isdisjoint(range(c[1], c[2])), "a group's page in two chunks"
+                pages.update(range(c[1], c[2]))
+                if c[5]:
+                    held += c[2] - c[1]
+                else:
+                    assert id(c) not in free_in_chains, "a chunk in two chains"
+                    free_in_chains.add(id(c))
                 c = c[3]
-        assert {id(c) for c in live} | mine == in_chains, "chains and queue + held chunks differ"
-        held_pages = sum(c[2] - c[1] for pieces in held for c in pieces)
+        assert {id(c) for c in live} == free_in_chains, "the queue's chunks and the chains' free chunks differ"
         assert self.free >= 0 and self.nhashed >= 0, "negative counts"
-        assert self.free + self.nhashed + held_pages <= self.pages, "free + cached + held > pool"
-
-
-def _runs(xs: list[int]) -> list[tuple[int, int]]:
-    """Sorted distinct ints as maximal ``[lo, hi)`` runs."""
-    out: list[tuple[int, int]] = []
-    for x in xs:
-        if out and out[-1][1] == x:
-            out[-1] = (out[-1][0], x + 1)
-        else:
-            out.append((x, x + 1))
-    return out
+        assert self.free + self.nhashed + held <= self.pages, "free + cached + held > pool"

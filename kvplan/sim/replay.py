@@ -62,6 +62,13 @@ class Service:
         )
 
 
+def _page_keys(pool: Pool, paging: Paging) -> Callable[[Request, int], list[int]]:
+    """Keys of a request's first whole pages: a pool may name pages its own way (the chunked vLLM pool: by
+    segment)."""
+    keys_of = getattr(pool, "keys_of", None)
+    return paging.page_keys if keys_of is None else partial(keys_of, paging)
+
+
 def replay_order(
     requests: Iterable[Request],
     pool: Pool,
@@ -75,9 +82,7 @@ def replay_order(
     peak = used_sum = n = too_long = input_tokens = 0
     filled_at: int | None = None
     evictions_before = pool.evictions
-    # a pool may name pages its own way (the chunked vLLM pool: by trace block)
-    keys_of = getattr(pool, "keys_of", None)
-    page_keys = paging.page_keys if keys_of is None else partial(keys_of, paging)
+    page_keys = _page_keys(pool, paging)
     for r in requests:
         length = r.input_tokens
         input_tokens += length
@@ -126,6 +131,8 @@ class _Occupancy:
     def __init__(self, pool: Pool, paging: Paging, service: Service, window: Window, progress: Progress | None):
         self.pool = pool
         self.paging = paging
+        self.page_keys = _page_keys(pool, paging)
+        self.pool_extend_keys: Callable[[Seq, Paging], None] | None = getattr(pool, "extend_keys", None)
         self.service = service
         self.window = window
         self.progress = progress
@@ -192,6 +199,9 @@ class _Occupancy:
         return min(done, seq.req.output_tokens)
 
     def _extend_keys(self, seq: Seq) -> None:
+        if self.pool_extend_keys is not None:
+            self.pool_extend_keys(seq, self.paging)
+            return
         need = seq.tokens // self.ps
         while len(seq.keys) < need:
             seq.keys.append(self.paging.unique())
@@ -403,7 +413,7 @@ class _Occupancy:
         self.last_arrival = r.arrival_us
         self._advance(r.arrival_us)
         self.input_tokens += r.input_tokens
-        seq = Seq(r, self.paging.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
+        seq = Seq(r, self.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
         self.waiting.append(seq)
         self.arrived += 1
         n = self.arrived

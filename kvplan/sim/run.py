@@ -21,7 +21,7 @@ from kvplan.errors import InputError
 from kvplan.sim import ideal
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import Pool
+from kvplan.sim.pool import Pool, engine_pool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.result import SimResult, Sweep, SweepPoint
 from kvplan.sim.trace import CompactTrace, ReadStats, Request, Trace
@@ -52,18 +52,10 @@ class SimConfig:
     def pool(self) -> Pool:
         cap = self.capacity_units
         assert cap is not None, "engine pools have a size"
-        if self.semantics == "sglang":
-            from kvplan.sim.radix import RadixPool
-
-            return RadixPool(cap, self.unit_tokens, policy=self.policy, eagle=self.eagle, check=self.check)
-        paging = self.paging()
-        if not self.occupancy and paging.mode == "expand":
-            from kvplan.sim.blockchunks import ChunkPool
-
-            return ChunkPool(cap, self.unit_tokens, paging.factor, eagle_drop=self.eagle, check=self.check)
-        from kvplan.sim.blockpool import BlockPool
-
-        return BlockPool(cap, self.unit_tokens, eagle_drop=self.eagle, check=self.check)
+        return engine_pool(
+            self.semantics, cap, self.unit_tokens, self.paging(), policy=self.policy, eagle=self.eagle,
+            check=self.check,
+        )  # fmt: skip
 
     def paging(self) -> Paging:
         return Paging(self.trace.block_tokens, self.unit_tokens)

@@ -19,7 +19,9 @@ from kvplan.sim.blockchunks import ChunkPool
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
-from kvplan.sim.replay import replay_order
+from kvplan.sim.pool import engine_pool
+from kvplan.sim.radix import RadixPool
+from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.run import SimConfig
 from kvplan.sim.trace import Request, Trace
 from tests.sim.test_sim_properties import ALL, _result
@@ -34,7 +36,7 @@ def expand_traces(draw: st.DrawFn) -> tuple[list[Request], int, int]:
     loose = draw(st.booleans())
     paths: list[list[int]] = []
     out: list[Request] = []
-    fresh = 0
+    fresh = t = 0
     for i in range(draw(st.integers(1, 25))):
         if loose:
             ids = draw(st.lists(st.integers(0, 9), min_size=0, max_size=6, unique=True))
@@ -53,7 +55,8 @@ def expand_traces(draw: st.DrawFn) -> tuple[list[Request], int, int]:
         hi = (n + 1) * bt - 1
         tokens = draw(st.one_of(st.integers(lo, hi), st.sampled_from([max(n * bt, 1), max(n * bt - ps, 1)])))
         blocks = None if draw(st.integers(0, 19)) == 0 else ids
-        out.append(Request(i, i, tokens, 0, blocks, i + 1))
+        t += draw(st.integers(0, 3_000))
+        out.append(Request(i, t, tokens, draw(st.integers(0, 9)), blocks, i + 1))
     return out, ps, k
 
 
@@ -93,6 +96,27 @@ def test_chunked_pool_is_the_block_pool_page_for_page(
     )
 
 
+@given(expand_traces(), st.integers(1, 40), st.booleans(), st.sampled_from([None, 1, 3]))
+def test_chunked_pool_is_the_block_pool_in_occupancy_mode(
+    case: tuple[list[Request], int, int], pages: int, eagle: bool, limit: int | None
+) -> None:
+    # 1,000 prefill tokens/s and 0.5 ms a token against arrivals up to 3 ms apart: requests overlap, share hit
+    # pages (held by several), generate pages of their own, and are preempted when the pool runs out
+    reqs, ps, k = case
+    svc = Service(1_000, 500, limit)
+    ref = BlockPool(pages, ps, eagle_drop=eagle, check=True)
+    chunked = ChunkPool(pages, ps, k, eagle_drop=eagle, check=True)
+    a = replay_occupancy(reqs, ref, Paging(ps * k, ps), service=svc, window=ALL)
+    b = replay_occupancy(reqs, chunked, Paging(ps * k, ps), service=svc, window=ALL)
+    assert _result(a) == _result(b)
+    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
+    assert (ref.free_pages(), ref.cached_pages(), ref.evictions) == (
+        chunked.free_pages(),
+        chunked.cached_pages(),
+        chunked.evictions,
+    )
+
+
 def test_a_duplicate_holder_is_promoted_when_the_first_one_is_evicted() -> None:
     # 2-token pages, 4 pages a block. A: 8 tokens, block 7 (pages 28..31), all 4 cached. B: 8 tokens, block 7
     # again: the cap (8 - 1) // 2 = 3 leaves page 31 to recompute: a duplicate of A's page 31, queued after it
@@ -112,12 +136,14 @@ def test_a_duplicate_holder_is_promoted_when_the_first_one_is_evicted() -> None:
     assert 31 not in pool.holders() and pool.holders()[29] == [0]
 
 
-def test_order_mode_vllm_replays_use_the_chunked_pool_only_where_it_applies(tmp_path: Path) -> None:
-    def cfg(block: int, page: int, occupancy: bool) -> SimConfig:
+def test_vllm_replays_use_the_chunked_pool_where_trace_blocks_are_whole_pages(tmp_path: Path) -> None:
+    def pool(block: int, page: int, occupancy: bool) -> object:
         trace = Trace(tmp_path / "t.jsonl", "mooncake", block, ())
-        return SimConfig(trace, "vllm", "lru", Window("all", 0), page, 100, occupancy=occupancy)
+        return SimConfig(trace, "vllm", "lru", Window("all", 0), page, 100, occupancy=occupancy).pool()
 
-    assert isinstance(cfg(512, 64, False).pool(), ChunkPool)
-    assert isinstance(cfg(512, 64, True).pool(), BlockPool)  # occupancy: decode, preemption, shared blocks
-    assert isinstance(cfg(64, 64, False).pool(), BlockPool)  # a page is a trace block: nothing to group
-    assert isinstance(cfg(64, 512, False).pool(), BlockPool)
+    assert isinstance(pool(512, 64, False), ChunkPool)
+    assert isinstance(pool(512, 64, True), ChunkPool)
+    assert isinstance(engine_pool("vllm", 100, 64, Paging(512, 64)), ChunkPool)  # kvplan fit --trace
+    assert isinstance(pool(64, 64, False), BlockPool)  # a page is a trace block: nothing to group
+    assert isinstance(pool(64, 512, False), BlockPool)
+    assert isinstance(engine_pool("sglang", 100, 64, Paging(512, 64)), RadixPool)
