@@ -34,7 +34,7 @@ in order.
 
 from __future__ import annotations
 
-from itertools import pairwise
+from itertools import pairwise, repeat
 from typing import Any
 
 from kvplan.sim.paging import Paging
@@ -46,8 +46,9 @@ Chunk = list[Any]
 """``[segment key, lo, hi, next chunk of the key's chain or None, gid, references]``: references 0 = free, in
 the queue (``lo == hi``: dead, it left the queue); above 0 = held by that many requests."""
 
-Piece = tuple[int, int, int, int]
-"""What a request holds: pages ``[lo, hi)`` of group ``gid`` of segment ``key``: ``(key, gid, lo, hi)``."""
+Piece = tuple[Chunk, int, int, int, int]
+"""What a request holds: pages ``[lo, hi)`` of group ``gid`` of segment ``key``, ``(chunk, key, gid, lo, hi)``
+with the chunk that held exactly them when they were taken (still so unless another request's hit cut it)."""
 
 _TRIM = 4096
 
@@ -229,25 +230,23 @@ class ChunkPool:
                 gid = c[4]
                 if not c[5]:
                     if t == c[2]:
-                        chains[key] = [key, 0, t, c[3], gid, 1]
+                        hc = chains[key] = [key, 0, t, c[3], gid, 1]
                         c[2] = 0
                     else:
-                        chains[key] = [key, 0, t, c, gid, 1]
+                        hc = chains[key] = [key, 0, t, c, gid, 1]
                         c[1] = t
-                elif t == c[2]:
-                    c[5] += 1
-                else:
+                    pieces.append((hc, key, gid, 0, t))
+                    continue
+                if t < c[2]:
                     c[3] = [key, t, c[2], c[3], gid, c[5]]
                     c[2] = t
-                    c[5] += 1
-                pieces.append((key, gid, 0, t))
+                c[5] += 1
+                pieces.append((c, key, gid, 0, t))
             else:
                 for x, a, b in runs:
-                    pieces.append((key, x[4], a, b))
-                    if x[5]:
-                        self._share(x, a, b)
-                    else:
-                        self._take_free(x, a, b)
+                    gid = x[4]
+                    got = self._share(x, a, b) if x[5] else self._take_free(x, a, b)
+                    pieces.append((got, key, gid, a, b))
         self.nhashed -= idle
         # new pages: unhashed free ones first, then evictions from the queue's head
         take = min(new, self.free)
@@ -261,15 +260,16 @@ class ChunkPool:
             self.verify()
         return True
 
-    def _take_free(self, c: Chunk, a: int, b: int) -> None:
-        """Pages ``[a, b)`` of free chunk ``c`` held now; what is left stays in the queue where ``c`` was, and
-        ``c`` keeps the pages above ``b`` (the caller takes a chunk's runs in ascending order)."""
+    def _take_free(self, c: Chunk, a: int, b: int) -> Chunk:
+        """Pages ``[a, b)`` of free chunk ``c`` held now (the chunk that holds them); what is left stays in the
+        queue where ``c`` was, and ``c`` keeps the pages above ``b`` (a chunk's runs are taken in ascending
+        order)."""
         key, lo, hi, gid = c[0], c[1], c[2], c[4]
         hc = [key, a, b, c[3], gid, 1]
         if a == lo and b == hi:
             c[2] = lo
             self._replace(c, [hc])
-            return
+            return hc
         if a == lo:
             c[1] = b
         elif b == hi:
@@ -282,24 +282,27 @@ class ChunkPool:
             q = self.queue
             q.insert(next(i for i in range(self.qhead, len(q)) if q[i] is c) + 1, rest)
         c[3] = hc
+        return hc
 
-    def _share(self, c: Chunk, a: int, b: int) -> None:
-        """Held chunk ``c`` gains a reference on ``[a, b)``: cut where the references differ; ``c`` keeps the
-        pages above ``b`` when there are any."""
+    def _share(self, c: Chunk, a: int, b: int) -> Chunk:
+        """Held chunk ``c`` gains a reference on ``[a, b)`` (the chunk that holds them): cut where the references
+        differ; ``c`` keeps the pages above ``b`` when there are any."""
         key, lo, hi, gid, refs = c[0], c[1], c[2], c[4], c[5]
-        parts = [[key, a, b, None, gid, refs + 1]]
+        mid = [key, a, b, None, gid, refs + 1]
+        parts = [mid]
         if lo < a:
             parts.append([key, lo, a, None, gid, refs])
         if b < hi:
             c[1] = b
             parts.insert(0, c)
         else:
-            c[1], c[2], c[5] = parts[0][1], parts[0][2], parts[0][5]
-            parts[0] = c
+            c[1], c[5] = a, refs + 1
+            mid = parts[0] = c
         tail = c[3]
         for x, y in pairwise(parts):
             x[3] = y
         parts[-1][3] = tail
+        return mid
 
     def _replace(self, c: Chunk, by: list[Chunk]) -> None:
         """``by`` (linked, its last one's next already set) takes ``c``'s place in its chain."""
@@ -373,11 +376,20 @@ class ChunkPool:
             i0, i1 = p // k, cdiv(full, k)
             seg = keys[i0:i1]
             if chains.keys().isdisjoint(seg):
-                new: list[Chunk] = [[key, 0, k, None, gid, 1] for key in seg]
-                new[-1][2] = full - (i1 - 1) * k
+                n = len(seg)
+                new: list[Chunk] = list(
+                    map(
+                        list,
+                        zip(
+                            seg, repeat(0, n), repeat(k, n), repeat(None, n), repeat(gid, n), repeat(1, n), strict=True
+                        ),
+                    )
+                )
+                last = new[-1]
+                last[2] = full - (i1 - 1) * k
                 chains.update(zip(seg, new, strict=True))
-                pieces += [(key, gid, 0, k) for key in seg]
-                pieces[-1] = (seg[-1], gid, 0, new[-1][2])
+                pieces += zip(new, seg, repeat(gid, n), repeat(0, n), repeat(k, n), strict=True)
+                pieces[-1] = (last, last[0], gid, 0, last[2])
                 return
         nb_in = cdiv(f_in, k)
         while p < full:
@@ -398,7 +410,7 @@ class ChunkPool:
                 while c[3] is not None:
                     c = c[3]
                 c[3] = nc
-            pieces.append((key, gid, p - off, end - off))
+            pieces.append((nc, key, gid, p - off, end - off))
             p = end
 
     def grow(self, seq: Seq, pages: int) -> bool:
@@ -417,18 +429,24 @@ class ChunkPool:
         chains = self.chains
         run: list[Chunk] = []
         freed = 0
-        for key, gid, a, b in reversed(pieces):
-            c = chains[key]
-            if c[3] is None:
-                # the segment's only chunk: these pages
-                mine = [c]
-            else:
-                mine = []
-                while c is not None:
-                    if c[4] == gid and a <= c[1] and c[2] <= b:
-                        mine.append(c)
-                    c = c[3]
-                mine.sort(key=lambda x: -x[1])
+        for c, key, gid, a, b in reversed(pieces):
+            if c[1] == a and c[2] == b:
+                # the chunk that held these pages still holds exactly them
+                if c[5] == 1:
+                    c[5] = 0
+                    run.append(c)
+                    freed += b - a
+                else:
+                    c[5] -= 1
+                continue
+            # another request's hit cut it: the group's chunks within [a, b)
+            mine = []
+            x = chains[key]
+            while x is not None:
+                if x[4] == gid and a <= x[1] and x[2] <= b:
+                    mine.append(x)
+                x = x[3]
+            mine.sort(key=lambda x: -x[1])
             for c in mine:
                 if c[5] == 1:
                     c[5] = 0
