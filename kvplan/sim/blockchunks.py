@@ -53,17 +53,25 @@ with the chunk that held exactly them when they were taken (still so unless anot
 _TRIM = 4096
 
 
-def _covered(c: Chunk | None) -> int:
-    """Leading pages ``[0, x)`` of a segment that the chain from ``c`` holds."""
-    spans = []
+def _covered(c: Chunk | None, need: int) -> int:
+    """Leading pages ``[0, x)`` of a segment that the chain from ``c`` holds, found up to ``need`` (a chain of
+    many duplicates is not walked past the chunks that cover what is needed)."""
+    spans: list[tuple[int, int]] = []
+    x = 0
     while c is not None:
-        spans.append((c[1], c[2]))
+        lo: int = c[1]
+        hi: int = c[2]
+        spans.append((lo, hi))
+        if lo <= x < hi:
+            x = hi
+            if x >= need:
+                return x
         c = c[3]
     x = 0
-    for lo, hi in sorted(spans):
-        if lo > x:
+    for a, b in sorted(spans):
+        if a > x:
             break
-        x = max(x, hi)
+        x = max(x, b)
     return x
 
 
@@ -113,6 +121,8 @@ class ChunkPool:
         """Index of the queue's first entry not yet consumed."""
         self.chains: dict[int, Chunk] = {}
         """Segment key -> its first chunk (commit order); a chain holds exactly the live free and held chunks."""
+        self.tails: dict[int, Chunk] = {}
+        """Segment key -> its chain's last chunk (a commit appends there)."""
         self.gids = 0
         self.evictions = 0
 
@@ -191,7 +201,7 @@ class ChunkPool:
         for i, c in enumerate(heads):
             off = i * k if i < nb_in else f_in + (i - nb_in) * k
             need = min(k if i >= nb_in else f_in - off, k, full - off)
-            cov = c[2] if c[1] == 0 and c[3] is None else _covered(c)
+            cov = c[2] if c[1] == 0 and c[3] is None else _covered(c, need)
             if cov < need:
                 h += cov
                 break
@@ -232,13 +242,17 @@ class ChunkPool:
                     if t == c[2]:
                         hc = chains[key] = [key, 0, t, c[3], gid, 1]
                         c[2] = 0
+                        if hc[3] is None:
+                            self.tails[key] = hc
                     else:
                         hc = chains[key] = [key, 0, t, c, gid, 1]
                         c[1] = t
                     pieces.append((hc, key, gid, 0, t))
                     continue
                 if t < c[2]:
-                    c[3] = [key, t, c[2], c[3], gid, c[5]]
+                    c[3] = nc = [key, t, c[2], c[3], gid, c[5]]
+                    if nc[3] is None:
+                        self.tails[key] = nc
                     c[2] = t
                 c[5] += 1
                 pieces.append((c, key, gid, 0, t))
@@ -279,9 +293,13 @@ class ChunkPool:
             c[1] = b
             rest = [key, lo, a, hc[3], gid, 0]
             hc[3] = rest
+            if rest[3] is None:
+                self.tails[key] = rest
             q = self.queue
             q.insert(next(i for i in range(self.qhead, len(q)) if q[i] is c) + 1, rest)
         c[3] = hc
+        if hc[3] is None:
+            self.tails[key] = hc
         return hc
 
     def _share(self, c: Chunk, a: int, b: int) -> Chunk:
@@ -302,12 +320,16 @@ class ChunkPool:
         for x, y in pairwise(parts):
             x[3] = y
         parts[-1][3] = tail
+        if tail is None:
+            self.tails[key] = parts[-1]
         return mid
 
     def _replace(self, c: Chunk, by: list[Chunk]) -> None:
         """``by`` (linked, its last one's next already set) takes ``c``'s place in its chain."""
         chains = self.chains
         key = c[0]
+        if by[-1][3] is None:
+            self.tails[key] = by[-1]
         x = chains[key]
         if x is c:
             chains[key] = by[0]
@@ -322,20 +344,22 @@ class ChunkPool:
         x = chains[key]
         if x is c:
             if c[3] is None:
-                del chains[key]
+                del chains[key], self.tails[key]
             else:
                 chains[key] = c[3]
             return
         while x[3] is not c:
             x = x[3]
         x[3] = c[3]
+        if c[3] is None:
+            self.tails[key] = x
 
     def _evict(self, rest: int) -> None:
         """Evict ``rest`` pages from the queue's head (the caller checked there are that many)."""
         self.evictions += rest
         self.nhashed -= rest
         q = self.queue
-        chains = self.chains
+        chains, tails = self.chains, self.tails
         i = self.qhead
         while rest:
             c = q[i]
@@ -347,7 +371,7 @@ class ChunkPool:
                 rest -= n
                 c[2] = c[1]
                 if c[3] is None and chains[c[0]] is c:
-                    del chains[c[0]]
+                    del chains[c[0]], tails[c[0]]
                 else:
                     self._unlink(c)
             i += 1
@@ -388,10 +412,12 @@ class ChunkPool:
                 last = new[-1]
                 last[2] = full - (i1 - 1) * k
                 chains.update(zip(seg, new, strict=True))
+                self.tails.update(zip(seg, new, strict=True))
                 pieces += zip(new, seg, repeat(gid, n), repeat(0, n), repeat(k, n), strict=True)
                 pieces[-1] = (last, last[0], gid, 0, last[2])
                 return
         nb_in = cdiv(f_in, k)
+        tails = self.tails
         while p < full:
             if p < f_in:
                 i = p // k
@@ -403,13 +429,12 @@ class ChunkPool:
                 end = min(off + k, full)
             key = keys[i]
             nc = [key, p - off, end - off, None, gid, 1]
-            c = chains.get(key)
+            c = tails.get(key)
             if c is None:
                 chains[key] = nc
             else:
-                while c[3] is not None:
-                    c = c[3]
                 c[3] = nc
+            tails[key] = nc
             pieces.append((nc, key, gid, p - off, end - off))
             p = end
 
@@ -454,8 +479,13 @@ class ChunkPool:
                     freed += c[2] - c[1]
                 else:
                     c[5] -= 1
-        self.queue += run
+        q = self.queue
+        q += run
         self.nhashed += freed
+        if len(q) - self.qhead > 2 * self.nhashed + _TRIM:
+            # mostly dead entries (chunks hits took out) in a pool that seldom evicts: drop them
+            self.queue = [c for c in q[self.qhead :] if c[2] > c[1]]
+            self.qhead = 0
         self.free += held - seq.committed
         seq.handle = None
         if self.check:
@@ -505,7 +535,9 @@ class ChunkPool:
                 else:
                     assert id(c) not in free_in_chains, "a chunk in two chains"
                     free_in_chains.add(id(c))
-                c = c[3]
+                last, c = c, c[3]
+            assert self.tails[key] is last, f"the tail of {key}'s chain is not its last chunk"
+        assert self.tails.keys() == self.chains.keys(), "tails for chains that are gone"
         assert {id(c) for c in live} == free_in_chains, "the queue's chunks and the chains' free chunks differ"
         assert self.free >= 0 and self.nhashed >= 0, "negative counts"
         assert self.free + self.nhashed + held <= self.pages, "free + cached + held > pool"

@@ -147,3 +147,15 @@ def test_vllm_replays_use_the_chunked_pool_where_trace_blocks_are_whole_pages(tm
     assert isinstance(pool(64, 64, False), BlockPool)  # a page is a trace block: nothing to group
     assert isinstance(pool(64, 512, False), BlockPool)
     assert isinstance(engine_pool("sglang", 100, 64, Paging(512, 64)), RadixPool)
+
+
+def test_a_pool_that_never_evicts_keeps_a_queue_the_size_of_what_it_caches() -> None:
+    # 20,000 requests of the same 4 blocks (2 pages each, 8 tokens): every request after the first hits 7 pages
+    # (cap (8 - 1) // 1 = 7) and leaves a dead queue entry where each hit chunk was; with a pool that never
+    # evicts, the head never passes them: they are dropped once they outnumber the live pages (8) by 4,096
+    reqs = [Request(i, i, 8, 0, [1, 2, 3, 4], i + 1) for i in range(20_000)]
+    pool = ChunkPool(10**9, 1, 2, check=False)
+    r = replay_order(reqs, pool, Paging(2, 1), window=ALL)
+    assert r.stats.hit_units == 7 * 19_999
+    assert len(pool.queue) - pool.qhead <= 2 * pool.cached_pages() + 4096
+    pool.verify()
