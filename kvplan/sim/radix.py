@@ -320,8 +320,14 @@ class RadixPool:
             self.verify()
 
     def grow(self, seq: Seq, pages: int) -> bool:
-        if not self._take(pages):
-            return False
+        # _take written out (the occupancy replay grows a running request a page at a time)
+        free = self.free
+        if free < pages:
+            if free + self.evictable < pages:
+                return False
+            self.evict(pages - free)
+        self.free -= pages
+        self.private += pages
         seq.private_pages += pages
         return True
 

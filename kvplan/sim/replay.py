@@ -26,6 +26,7 @@ Waits are from arrival to first admission; hits are counted at first admission.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -312,29 +313,35 @@ class _Occupancy:
 
     def run(self, requests: Iterator[Request]) -> SimResult:
         """The whole trace through one pool: the steps below (``arrive``, ``handle_event``, ``settle``) with their
-        common paths written out in one loop (a running request's next page, a sample that changes nothing), the
-        same operations in the same order."""
+        common paths written out in one loop, the same operations in the same order. A running request's next page
+        (most events) is taken inline and, when nothing waits, settled by a short sample: its running and waiting
+        counts did not change and it holds one page more; a sample that loses to its timeline bucket's peak is
+        settled by two comparisons (the bucket's bounds and peak are kept between samples)."""
         pool, occ, tl = self.pool, self.occ, self.timeline
         events, waiting, running = self.events, self.waiting, self.running
         ps, tpot = self.ps, self.service.tpot_us
         grow, free_pages, held_pages, pages, check = pool.grow, pool.free_pages, pool.held_pages, pool.pages, pool.check
         pop, push = heapq.heappop, heapq.heappush
-        # the current timeline bucket [lo, hi) and its peak (most samples lose to it: settled without a call)
+        make_room, enqueue = self._make_room, self._enqueue
+        last_t, held, peak_used = self.last_t, self.held, self.peak_used
+        queue_area, used_area = occ.queue_area, occ.used_area
+        filled = self.filled_at is not None
+        # the current timeline bucket [lo, hi) and its peak (most samples lose to it)
         lo = hi = 0
         top = -1
         nxt = next(requests, None)
+        t_next: float = math.inf if nxt is None else nxt.arrival_us
         while True:
-            if events and (nxt is None or events[0][0] < nxt.arrival_us):
+            if events and events[0][0] < t_next:
                 t, _, kind, gen, seq = pop(events)
-                dt = t - self.last_t
-                if dt > 0:
+                if t > last_t:
                     if waiting:
-                        occ.queue_area += len(waiting) * dt
-                    occ.used_area += self.held * dt
-                    self.last_t = t
+                        queue_area += len(waiting) * (t - last_t)
+                    used_area += held * (t - last_t)
+                    last_t = t
                 self.now = t
                 if gen != seq.gen or seq.req.index not in running:
-                    continue
+                    continue  # stale: its sequence was preempted
                 if kind == _GROW:
                     # _grow: the sequence reached a page boundary and needs one more page for its next token
                     r = seq.req
@@ -344,7 +351,8 @@ class _Occupancy:
                         seq.generated = g if g < out else out
                     else:
                         seq.generated = g0
-                    if grow(seq, 1) or self._make_room(seq):
+                    taken = grow(seq, 1)
+                    if taken or make_room(seq):
                         # one token into the new page; _next_event: its next page or its finish
                         held_tokens = -(-seq.tokens // ps) * ps + ps
                         seq.tokens = held_tokens - ps + 1
@@ -354,11 +362,34 @@ class _Occupancy:
                             push(events, (ds + (k - g0) * tpot, self.seqno, _GROW, seq.gen, seq))
                         else:
                             push(events, (ds + (out - g0) * tpot, self.seqno, _FINISH, seq.gen, seq))
+                    if taken and not waiting and not check:
+                        # settle and _sample after a page taken without preemption: nothing to admit, the same
+                        # requests running and waiting, one page more held
+                        free = free_pages()
+                        if pages - free > peak_used:
+                            peak_used = pages - free
+                        if not filled and (free == 0 or pool.evictions):
+                            self.filled_at = self.arrived - 1
+                            filled = True
+                        held += 1
+                        if lo <= t < hi and held <= top:
+                            continue
+                        tl.add((t, len(running), 0, held, pool.cached_pages()))
+                        lo, hi, top = self._bucket(t)
+                        continue
                 else:
                     self._finish(seq)
             elif nxt is not None:
-                self.arrive(nxt)
+                t = nxt.arrival_us
+                if t > last_t:
+                    if waiting:
+                        queue_area += len(waiting) * (t - last_t)
+                    used_area += held * (t - last_t)
+                    last_t = t
+                self.now = t
+                enqueue(nxt)
                 nxt = next(requests, None)
+                t_next = math.inf if nxt is None else nxt.arrival_us
             elif waiting:
                 # only waiting requests and nothing running: admit or drop them
                 if running:
@@ -372,28 +403,33 @@ class _Occupancy:
                 pool.verify()
             # _sample
             free = free_pages()
-            used = pages - free
-            if used > self.peak_used:
-                self.peak_used = used
-            if self.filled_at is None and (free == 0 or pool.evictions):
+            if pages - free > peak_used:
+                peak_used = pages - free
+            if not filled and (free == 0 or pool.evictions):
                 self.filled_at = self.arrived - 1
+                filled = True
             if len(waiting) > occ.max_queue:
                 occ.max_queue = len(waiting)
             if len(running) > occ.peak_running:
                 occ.peak_running = len(running)
-            held = self.held = held_pages()
+            held = held_pages()
             now = self.now
             if lo <= now < hi and held <= top:
                 continue
             tl.add((now, len(running), len(waiting), held, pool.cached_pages()))
-            assert tl.t0 is not None
-            w = tl.width
-            b = (now - tl.t0) // w
-            lo = tl.t0 + b * w
-            hi = lo + w
-            cur = tl.buckets[b]
-            top = -1 if cur is None else cur[3]
+            lo, hi, top = self._bucket(now)
+        self.last_t, self.held, self.peak_used = last_t, held, peak_used
+        occ.queue_area, occ.used_area = queue_area, used_area
         return self.result()
+
+    def _bucket(self, t: int) -> tuple[int, int, int]:
+        """The timeline bucket time ``t`` falls in: its bounds [lo, hi) and its peak pages held (-1: empty)."""
+        tl = self.timeline
+        assert tl.t0 is not None
+        w = tl.width
+        lo = tl.t0 + (t - tl.t0) // w * w
+        cur = tl.buckets[(t - tl.t0) // w]
+        return lo, lo + w, -1 if cur is None else cur[3]
 
     # -------------------------------------------------------------- steps (``run``, or a driver of several pools)
 
@@ -403,6 +439,11 @@ class _Occupancy:
 
     def arrive(self, r: Request) -> None:
         """``r`` arrives (now = its arrival time) and joins the queue; ``settle`` admits it."""
+        self._advance(r.arrival_us)
+        self._enqueue(r)
+
+    def _enqueue(self, r: Request) -> None:
+        """``r`` joins the queue (the clock is at its arrival)."""
         if r.arrival_us < self.last_arrival:
             from kvplan.errors import InputError
 
@@ -411,7 +452,6 @@ class _Occupancy:
                 "needs the trace sorted by arrival time"
             )
         self.last_arrival = r.arrival_us
-        self._advance(r.arrival_us)
         self.input_tokens += r.input_tokens
         seq = Seq(r, self.page_keys(r, r.input_tokens // self.ps), r.index >= self.window.start)
         self.waiting.append(seq)

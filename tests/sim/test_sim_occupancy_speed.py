@@ -8,7 +8,7 @@ the sample as they were before (held pages asked of the pool at every advance; e
 ``Timeline.add``). Every figure, the timeline included, must be equal, on random prefix-chained traces with
 overlapping requests, preemptions, running-request limits, pages of 1, 2 and 4 tokens (a grow every token or
 two), both engines and every SGLang eviction policy, and timelines of 2 and 5 points (buckets merging while the
-replay runs).
+replay runs). A multi-rank driver (``kvplan.sim.ranks``) uses the step methods themselves.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kvplan.sim import replay
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.paging import Paging
+from kvplan.sim.pool import engine_pool
 from kvplan.sim.radix import POLICIES, RadixPool
 from kvplan.sim.replay import TIMELINE_POINTS, Service, replay_occupancy, replay_order
 from kvplan.sim.trace import Request
@@ -71,7 +72,10 @@ def _stepped(reqs: list[Request], pool: Any, paging: Paging, svc: Service) -> di
         return _result(sim.result())
 
 
-POOLS = [("v", False, "lru"), ("v", True, "lru")] + [("s", eagle, p) for p in POLICIES for eagle in (False, True)]
+POOLS = [(eng, eagle, "lru") for eng in ("v", "c") for eagle in (False, True)]
+POOLS += [("s", eagle, p) for p in POLICIES for eagle in (False, True)]
+"""(engine, EAGLE, policy): ``v`` vLLM's BlockPool, ``c`` the pool ``engine_pool`` picks for vLLM (ChunkPool when a
+trace block is several pages), ``s`` SGLang's radix pool."""
 
 
 @given(
@@ -82,6 +86,7 @@ POOLS = [("v", False, "lru"), ("v", True, "lru")] + [("s", eagle, p) for p in PO
     st.sampled_from(POOLS),
     st.sampled_from([2, 5, TIMELINE_POINTS]),
     st.sampled_from([(1_000, 500), (200, 3_000), (1_000_000, 1)]),
+    st.sampled_from([1, 300]),
 )
 def test_fast_loop_equals_the_stepped_replay(
     reqs: list[Request],
@@ -91,22 +96,29 @@ def test_fast_loop_equals_the_stepped_replay(
     kind: tuple[str, bool, str],
     points: int,
     speeds: tuple[int, int],
+    squeeze: int,
 ) -> None:
     # 1,000 prefill tokens/s and 0.5 ms a token against arrivals up to 3 ms apart overlap requests and preempt
     # them when the pool runs out; 200 tokens/s and 3 ms a token pile them up; 1 µs a token makes the pages of
-    # several decodes due at the same microseconds (events tied in time, ordered by when they were scheduled)
+    # several decodes due at the same microseconds (events tied in time, ordered by when they were scheduled).
+    # Arrivals squeezed 300-fold (0-10 µs apart) with 1 µs a token put samples on every microsecond, so on the
+    # timeline buckets' bounds (power-of-two widths from the first sample)
     eng, eagle, policy = kind
     svc = Service(speeds[0], speeds[1], limit)
+    reqs = [Request(r.index, r.arrival_us // squeeze, r.input_tokens, r.output_tokens, r.blocks, r.line) for r in reqs]
 
-    def pool() -> Any:
+    def pool(check: bool) -> Any:
         if eng == "v":
-            return BlockPool(pages, page, eagle_drop=eagle, check=True)
-        return RadixPool(pages, page, policy=policy, eagle=eagle, check=True)
+            return BlockPool(pages, page, eagle_drop=eagle, check=check)
+        if eng == "c":
+            return engine_pool("vllm", pages, page, Paging(BS, page), eagle=eagle, check=check)
+        return RadixPool(pages, page, policy=policy, eagle=eagle, check=check)
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(replay, "TIMELINE_POINTS", points)
-        fast = _result(replay_occupancy(reqs, pool(), Paging(BS, page), service=svc, window=ALL))
-        stepped = _stepped(reqs, pool(), Paging(BS, page), svc)
+        # not in debug mode: the loop's shortest path (a page taken, nothing waiting) is skipped in debug mode
+        fast = _result(replay_occupancy(reqs, pool(False), Paging(BS, page), service=svc, window=ALL))
+        stepped = _stepped(reqs, pool(True), Paging(BS, page), svc)
     assert fast == stepped
     assert 1 <= len(fast["occupancy"]["timeline"]) <= points
 
@@ -121,7 +133,7 @@ def test_the_reference_sees_preemptions_and_merged_buckets() -> None:
     svc = Service(1_000, 500, None)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(replay, "TIMELINE_POINTS", 2)
-        fast = replay_occupancy(reqs, RadixPool(10, 1, check=True), Paging(BS, 1), service=svc, window=ALL)
+        fast = replay_occupancy(reqs, RadixPool(10, 1), Paging(BS, 1), service=svc, window=ALL)
         stepped = _stepped(reqs, RadixPool(10, 1, check=True), Paging(BS, 1), svc)
     o = fast.occupancy
     assert o is not None
