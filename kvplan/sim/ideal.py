@@ -189,17 +189,19 @@ _FIFO_TRIM_EVERY = 64
 
 
 def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
-    """The start of the request's trailing run of blocks that no earlier request listed; then marks all its blocks
-    listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here as ids come), ``sparse`` holds the larger
-    listed ids; ids are non-negative (the trace readers check).
+    """The start of the request's trailing run of blocks that no earlier request listed (no id repeats within the
+    run); then marks all the request's blocks listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here
+    as ids come), ``sparse`` holds the larger listed ids; ids are non-negative (the trace readers check).
 
-    A block marked listed that was not is only looked up when it need not be (it is in no cache): so a request
-    that fails part way through the byte map is simply read again the slow way."""
+    The run is scanned from the end, each block marked as it joins, so a repeated id ends the run at its later
+    copy. A block marked listed that was not is only looked up when it need not be (it is in no cache): so a
+    request that fails part way through the byte map is simply read again the slow way."""
     j = len(ids)
     try:
         while j and not dense[ids[j - 1]]:
             j -= 1
-        for b in ids:
+            dense[ids[j]] = 1
+        for b in ids[:j]:
             dense[b] = 1
         return j
     except IndexError:
@@ -212,7 +214,11 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
     j = len(ids)
     while j and not (dense[ids[j - 1]] if ids[j - 1] < nd else ids[j - 1] in sparse):
         j -= 1
-    for b in ids:
+        if ids[j] < nd:
+            dense[ids[j]] = 1
+        else:
+            sparse.add(ids[j])
+    for b in ids[:j]:
         if b < nd:
             dense[b] = 1
         else:
@@ -282,9 +288,8 @@ def fifo_curve(
             measured_blocks += nb
             warm_units += w
             warm_tokens += wt
-        distinct = len(set(ids)) == nb
-        quick = all_full and distinct
-        """Whether the request's new blocks can go in at once wherever none is after a cached one and they fit."""
+        distinct: bool | None = None
+        """Whether no id repeats within the request (found when needed: ``cold`` has no repeats)."""
         for k in range(nl):
             cache = caches[k]
             if not w or cache.issuperset(warm):
@@ -298,9 +303,11 @@ def fifo_curve(
                     lost_tokens[k] += wt - min(h * block_tokens, length)
                 behind = True in present[h:]
                 new = [*compress(warm, map(not_, present)), *cold] if behind else ids[h:]
-            if quick and not behind and len(new) <= low:
+                if distinct is None:
+                    distinct = len(set(ids)) == nb
+            if all_full and not behind and len(new) <= low and (new is cold or distinct):
                 # the common case: every cached block comes before the first insertion, and as many of the oldest
-                # entries leave as go in
+                # entries leave as go in (all at once: the new blocks are distinct and fit)
                 if new:
                     over = len(new)
                     head = heads[k]
@@ -312,6 +319,8 @@ def fifo_curve(
                 continue
             if not new:
                 continue
+            if distinct is None:
+                distinct = len(set(ids)) == nb
             cap = live[k]
             order = orders[k]
             head = heads[k]
