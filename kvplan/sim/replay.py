@@ -257,8 +257,8 @@ class _Occupancy:
         self.occ.preemptions += 1
 
     def _grow(self, seq: Seq) -> None:
-        # the sequence reached a page boundary: it needs one more page for its next token
-        seq.generated = self._generated_by(seq, self.now)
+        # the sequence reached a page boundary: it needs one more page for its next token (``seq.generated`` is
+        # brought up to date only if that takes a preemption: nothing else reads it before the next admission)
         if not self.pool.grow(seq, 1) and not self._make_room(seq):
             return
         # the new page holds the token that crossed the boundary: the sequence is one token into it
@@ -268,6 +268,7 @@ class _Occupancy:
     def _make_room(self, seq: Seq) -> bool:
         """``seq`` found no page for its next token: preempt the newest requests until it has one; False when it
         went itself (preempted, or alone and larger than the pool)."""
+        seq.generated = self._generated_by(seq, self.now)
         while True:
             victim = next(reversed(self.running.values()))
             if victim is seq and len(self.running) == 1:
@@ -326,6 +327,7 @@ class _Occupancy:
         last_t, held, peak_used = self.last_t, self.held, self.peak_used
         queue_area, used_area = occ.queue_area, occ.used_area
         filled = self.filled_at is not None
+        full = filled and peak_used == pages
         # the current timeline bucket [lo, hi) and its peak (most samples lose to it)
         lo = hi = 0
         top = -1
@@ -344,16 +346,11 @@ class _Occupancy:
                     continue  # stale: its sequence was preempted
                 if kind == _GROW:
                     # _grow: the sequence reached a page boundary and needs one more page for its next token
-                    r = seq.req
-                    ds, g0, out = seq.decode_start_us, seq.generated_at_admit, r.output_tokens
-                    if t > ds:
-                        g = g0 + (t - ds) // tpot
-                        seq.generated = g if g < out else out
-                    else:
-                        seq.generated = g0
                     taken = grow(seq, 1)
                     if taken or make_room(seq):
                         # one token into the new page; _next_event: its next page or its finish
+                        r = seq.req
+                        ds, g0, out = seq.decode_start_us, seq.generated_at_admit, r.output_tokens
                         held_tokens = -(-seq.tokens // ps) * ps + ps
                         seq.tokens = held_tokens - ps + 1
                         k = held_tokens - r.input_tokens + 1
@@ -364,13 +361,16 @@ class _Occupancy:
                             push(events, (ds + (out - g0) * tpot, self.seqno, _FINISH, seq.gen, seq))
                     if taken and not waiting and not check:
                         # settle and _sample after a page taken without preemption: nothing to admit, the same
-                        # requests running and waiting, one page more held
-                        free = free_pages()
-                        if pages - free > peak_used:
-                            peak_used = pages - free
-                        if not filled and (free == 0 or pool.evictions):
-                            self.filled_at = self.arrived - 1
-                            filled = True
+                        # requests running and waiting, one page more held; the pool's use and fill need asking
+                        # only until the pool was once seen full (then peak_used is the pool and filled_at set)
+                        if not full:
+                            free = free_pages()
+                            if pages - free > peak_used:
+                                peak_used = pages - free
+                            if not filled and (free == 0 or pool.evictions):
+                                self.filled_at = self.arrived - 1
+                                filled = True
+                            full = filled and peak_used == pages
                         held += 1
                         if lo <= t < hi and held <= top:
                             continue
@@ -402,12 +402,14 @@ class _Occupancy:
             if check:
                 pool.verify()
             # _sample
-            free = free_pages()
-            if pages - free > peak_used:
-                peak_used = pages - free
-            if not filled and (free == 0 or pool.evictions):
-                self.filled_at = self.arrived - 1
-                filled = True
+            if not full:
+                free = free_pages()
+                if pages - free > peak_used:
+                    peak_used = pages - free
+                if not filled and (free == 0 or pool.evictions):
+                    self.filled_at = self.arrived - 1
+                    filled = True
+                full = filled and peak_used == pages
             if len(waiting) > occ.max_queue:
                 occ.max_queue = len(waiting)
             if len(running) > occ.peak_running:
