@@ -37,8 +37,9 @@ from __future__ import annotations
 from itertools import pairwise, repeat
 from typing import Any
 
+from kvplan.sim.blockpool import describe_vllm_pool
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import Seq
+from kvplan.sim.pool import Seq, cached_prefix
 from kvplan.sim.trace import Request
 from kvplan.units import cdiv
 
@@ -141,11 +142,7 @@ class ChunkPool:
         return cdiv(tokens, self.page_tokens) <= self.pages
 
     def describe(self) -> str:
-        return (
-            f"vLLM block pool: {self.page_tokens}-token blocks + the null block, hash-chain lookup capped at "
-            "length − 1, freed hashed blocks to the free queue's tail (LRU), unhashed to its head"
-            + (", EAGLE drop of one block" if self.eagle_drop else "")
-        )
+        return describe_vllm_pool(self.page_tokens, self.eagle_drop)
 
     # ------------------------------------------------------------------ segments
 
@@ -180,22 +177,7 @@ class ChunkPool:
         nb_in = cdiv(f_in, k)
         nseg = cdiv(full, k) if full <= f_in else nb_in + cdiv(full - f_in, k)
         keys: list[int] = seq.keys
-        # the chains of the leading segments, looked up in growing steps (most requests miss early)
-        get = self.chains.get
-        heads: list[Any] = []
-        i = 0
-        step = 8
-        while i < nseg:
-            got = list(map(get, keys[i : min(i + step, nseg)]))
-            try:
-                j = got.index(None)
-            except ValueError:
-                heads += got
-                i += len(got)
-                step *= 4
-                continue
-            heads += got[:j]
-            break
+        heads = cached_prefix(self.chains.get, keys, nseg)
         # pages hit: whole segments while their chain holds all the pages the request has in them
         h = 0
         for i, c in enumerate(heads):

@@ -34,7 +34,7 @@ from __future__ import annotations
 from itertools import compress
 from operator import itemgetter, not_
 
-from kvplan.sim.pool import Seq
+from kvplan.sim.pool import Seq, cached_prefix
 from kvplan.units import cdiv
 
 
@@ -42,6 +42,14 @@ def _gather(values: list[int], at: list[int]) -> tuple[int, ...]:
     """``values[i]`` for each ``i`` in ``at`` (not empty), as a tuple, in one C-level call."""
     got = itemgetter(*at)(values)
     return got if len(at) > 1 else (got,)
+
+
+def describe_vllm_pool(page_tokens: int, eagle_drop: bool) -> str:
+    return (
+        f"vLLM block pool: {page_tokens}-token blocks + the null block, hash-chain lookup capped at "
+        "length − 1, freed hashed blocks to the free queue's tail (LRU), unhashed to its head"
+        + (", EAGLE drop of one block" if eagle_drop else "")
+    )
 
 
 class BlockPool:
@@ -115,11 +123,7 @@ class BlockPool:
         return cdiv(tokens, self.page_tokens) <= self.pages
 
     def describe(self) -> str:
-        return (
-            f"vLLM block pool: {self.page_tokens}-token blocks + the null block, hash-chain lookup capped at "
-            "length − 1, freed hashed blocks to the free queue's tail (LRU), unhashed to its head"
-            + (", EAGLE drop of one block" if self.eagle_drop else "")
-        )
+        return describe_vllm_pool(self.page_tokens, self.eagle_drop)
 
     # ------------------------------------------------------------------ hash map
 
@@ -265,28 +269,13 @@ class BlockPool:
         ps = self.page_tokens
         tokens = seq.tokens
         full = tokens // ps
-        # the longest run of cached leading hashes, looked up in growing chunks (most requests miss early)
-        get = self.cached.get
-        keys = seq.keys
-        found: list[int | None] = []
-        h = 0
-        step = 8
-        while h < full:
-            chunk = list(map(get, keys[h : min(h + step, full)]))
-            try:
-                i = chunk.index(None)
-            except ValueError:
-                found += chunk
-                h += len(chunk)
-                step *= 4
-                continue
-            found += chunk[:i]
-            h += i
-            break
+        # the longest run of cached leading hashes
+        found: list[int] = cached_prefix(self.cached.get, seq.keys, full)
+        h = len(found)
         h = min(h, max(tokens - 1, 0) // ps)
         if self.eagle_drop and h:
             h -= 1
-        hits: list[int] = found[:h]  # type: ignore[assignment]
+        hits: list[int] = found[:h]
         new = cdiv(tokens, ps) - h
         pos = self.pos
         # hit blocks that sit idle in the queue (marked): unmarking them kills their entries

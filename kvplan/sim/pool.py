@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.sim.trace import Request
@@ -95,6 +96,26 @@ class Pool(Protocol):
         ...
 
     def describe(self) -> str: ...
+
+
+def cached_prefix(get: Callable[[int], Any], keys: list[int], n: int) -> list[Any]:
+    """``get(key)`` over the longest run of ``keys[:n]`` it finds (not None), looked up in C-level steps that grow
+    from 8 (most requests miss early)."""
+    found: list[Any] = []
+    i = 0
+    step = 8
+    while i < n:
+        got = list(map(get, keys[i : min(i + step, n)]))
+        try:
+            j = got.index(None)
+        except ValueError:
+            found += got
+            i += len(got)
+            step *= 4
+            continue
+        found += got[:j]
+        break
+    return found
 
 
 def engine_pool(

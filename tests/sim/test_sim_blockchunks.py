@@ -22,9 +22,10 @@ from kvplan.sim.paging import Paging
 from kvplan.sim.pool import engine_pool
 from kvplan.sim.radix import RadixPool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
+from kvplan.sim.result import SimResult
 from kvplan.sim.run import SimConfig
 from kvplan.sim.trace import Request, Trace
-from tests.sim.test_sim_properties import ALL, _result
+from tests.sim.test_sim_properties import ALL, _result, chained_ids
 
 
 @st.composite
@@ -36,19 +37,12 @@ def expand_traces(draw: st.DrawFn) -> tuple[list[Request], int, int]:
     loose = draw(st.booleans())
     paths: list[list[int]] = []
     out: list[Request] = []
-    fresh = t = 0
+    t = 0
     for i in range(draw(st.integers(1, 25))):
         if loose:
             ids = draw(st.lists(st.integers(0, 9), min_size=0, max_size=6, unique=True))
         else:
-            prefix: list[int] = []
-            if paths and draw(st.booleans()):
-                base = draw(st.sampled_from(paths))
-                prefix = base[: draw(st.integers(0, len(base)))]
-            new = draw(st.integers(0 if prefix else 1, 5))
-            ids = prefix + list(range(fresh, fresh + new))
-            fresh += new
-            paths.append(ids)
+            ids = chained_ids(draw, paths)
         n = len(ids)
         # a Mooncake listing: n = tokens // bt (partial block unlisted) or n = ceil(tokens / bt)
         lo = max((n - 1) * bt + 1, 1)
@@ -76,6 +70,13 @@ def _canonical(keys: list[int], holders: dict[int, list[int]]) -> tuple[list[int
     )
 
 
+def _same_pools(ref: BlockPool, chunked: ChunkPool, a: SimResult, b: SimResult) -> None:
+    assert _result(a) == _result(b)
+    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
+    counts = (ref.free_pages(), ref.cached_pages(), ref.evictions)
+    assert counts == (chunked.free_pages(), chunked.cached_pages(), chunked.evictions)
+
+
 @given(expand_traces(), st.integers(1, 40), st.booleans())
 def test_chunked_pool_is_the_block_pool_page_for_page(
     case: tuple[list[Request], int, int], pages: int, eagle: bool
@@ -87,13 +88,7 @@ def test_chunked_pool_is_the_block_pool_page_for_page(
     chunked = ChunkPool(pages, ps, k, eagle_drop=eagle, check=True)
     a = replay_order(reqs, ref, paging, window=ALL)
     b = replay_order(reqs, chunked, Paging(ps * k, ps), window=ALL)
-    assert _result(a) == _result(b)
-    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
-    assert (ref.free_pages(), ref.cached_pages(), ref.evictions) == (
-        chunked.free_pages(),
-        chunked.cached_pages(),
-        chunked.evictions,
-    )
+    _same_pools(ref, chunked, a, b)
 
 
 @given(expand_traces(), st.integers(1, 40), st.booleans(), st.sampled_from([None, 1, 3]))
@@ -108,13 +103,7 @@ def test_chunked_pool_is_the_block_pool_in_occupancy_mode(
     chunked = ChunkPool(pages, ps, k, eagle_drop=eagle, check=True)
     a = replay_occupancy(reqs, ref, Paging(ps * k, ps), service=svc, window=ALL)
     b = replay_occupancy(reqs, chunked, Paging(ps * k, ps), service=svc, window=ALL)
-    assert _result(a) == _result(b)
-    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
-    assert (ref.free_pages(), ref.cached_pages(), ref.evictions) == (
-        chunked.free_pages(),
-        chunked.cached_pages(),
-        chunked.evictions,
-    )
+    _same_pools(ref, chunked, a, b)
 
 
 def test_a_duplicate_holder_is_promoted_when_the_first_one_is_evicted() -> None:

@@ -20,22 +20,27 @@ BS = 4
 ALL = Window("all", 0)
 
 
+def chained_ids(draw: st.DrawFn, paths: list[list[int]]) -> list[int]:
+    """The next request's prefix-chained ids: a prefix of an earlier request's (``paths``) and new ids after every
+    id so far; appended to ``paths``."""
+    prefix: list[int] = []
+    if paths and draw(st.booleans()):
+        base = draw(st.sampled_from(paths))
+        prefix = base[: draw(st.integers(0, len(base)))]
+    fresh = 1 + max((max(p) for p in paths if p), default=-1)
+    ids = prefix + list(range(fresh, fresh + draw(st.integers(0 if prefix else 1, 5))))
+    paths.append(ids)
+    return ids
+
+
 @st.composite
 def chained_traces(draw: st.DrawFn) -> list[Request]:
     """Requests whose block ids are prefix-chained: each extends a prefix of an earlier one with new ids."""
     paths: list[list[int]] = []
     out: list[Request] = []
-    fresh = 0
     t = 0
     for i in range(draw(st.integers(1, 25))):
-        prefix: list[int] = []
-        if paths and draw(st.booleans()):
-            base = draw(st.sampled_from(paths))
-            prefix = base[: draw(st.integers(0, len(base)))]
-        new = draw(st.integers(0 if prefix else 1, 5))
-        ids = prefix + list(range(fresh, fresh + new))
-        fresh += new
-        paths.append(ids)
+        ids = chained_ids(draw, paths)
         tokens = len(ids) * BS - draw(st.integers(0, BS - 1))  # Mooncake listing: the last block may be partial
         t += draw(st.integers(0, 3_000))
         out.append(Request(i, t, tokens, draw(st.integers(0, 9)), ids, i + 1))
