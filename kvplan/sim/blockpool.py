@@ -27,6 +27,10 @@ what is left per block is the hash map's insert and delete and a store of its ma
 (1 for a held block) except for blocks several running requests share. Nothing is done per
 block that the request does not touch: a request costs its hits, its new blocks and the queue entries its
 evictions pass over.
+
+Where the trace's blocks are several pages each, ``kvplan.sim.blockchunks.ChunkPool`` replays the same pool per
+trace block instead (``kvplan.sim.pool.engine_pool`` picks it); this one serves pages that are whole trace blocks
+or coarser, and is the reference the chunked pool is tested against.
 """
 
 from __future__ import annotations
