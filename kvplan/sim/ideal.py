@@ -28,10 +28,10 @@ first ``capacity`` blocks, and its curve never falls as the pool grows.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import compress
+from itertools import compress, islice
 from operator import eq, not_
 
 from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
@@ -180,14 +180,6 @@ _DENSE_IDS = 1 << 25
 rest in a set."""
 
 
-_FIFO_TRIM = 4096
-"""A FIFO curve drops the front of a capacity's insertion list once more than this many (and half of it) have left
-(tests lower it to exercise the cut)."""
-
-_FIFO_TRIM_EVERY = 64
-"""A FIFO curve looks for insertion lists to cut every this many requests (tests lower it to 1)."""
-
-
 def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
     """The start of the request's trailing run of blocks that no earlier request listed (no id repeats within the
     run); then marks all the request's blocks listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here
@@ -237,14 +229,15 @@ def fifo_curve(
     """Block FIFO at every capacity in one read of the trace: one cache per capacity, updated side by side.
 
     FIFO is not a stack algorithm (a larger pool can hit less), so each capacity needs its own cache; reading the
-    trace once still saves a parse per capacity. A cache is a set of blocks and the list of its insertions (the
-    oldest first, from a moving head), and a request's update is whole-list work: its blocks not cached go in
-    together, and the oldest entries they displace leave together. That equals inserting block by block (each
-    insertion evicting the oldest when full) unless a displaced entry is one of the request's cached blocks that
-    comes after one of its insertions (block by block would insert it again; a cached block before the first
-    insertion was passed already, and leaves either way); then, when the request alone overflows the cache, and
-    when an id repeats within the request, the request goes block by block. A full cache stays full (it holds
-    ``C`` blocks from then on), so there each insertion displaces one entry.
+    trace once still saves a parse per capacity. A cache is a set of blocks and a deque of the same blocks in
+    insertion order (at most ``C`` long: an append to a full one drops the oldest), and a request's update is
+    whole-request work: its blocks not cached go in together, and the oldest entries they displace leave
+    together. That equals inserting block by block (each insertion evicting the oldest when full) unless a
+    displaced entry is one of the request's cached blocks that comes after one of its insertions (block by block
+    would insert it again; a cached block before the first insertion was passed already, and leaves either way);
+    then, when the request alone overflows the cache, and when an id repeats within the request, the request goes
+    block by block. A full cache stays full (it holds ``C`` blocks from then on), so there each insertion
+    displaces one entry.
 
     Work the capacities share is done once per request: the request's trailing run of blocks that no earlier
     request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
@@ -256,9 +249,8 @@ def fifo_curve(
     nl = len(live)
     low = live[0] if live else 0
     caches: list[set[int]] = [set() for _ in live]
-    orders: list[list[int]] = [[] for _ in live]
-    """Per capacity: the blocks in insertion order from ``heads[k]`` on (the entries before it have left)."""
-    heads = [0] * nl
+    orders = [deque[int](maxlen=c) for c in live]
+    """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
     # hits: every measured request's ``warm`` run, less what each capacity missed of it
     warm_units = warm_tokens = 0
     lost_units = [0] * nl
@@ -268,8 +260,6 @@ def fifo_curve(
     filled_before = [False] * nl
     dense = bytearray()
     sparse: set[int] = set()
-    trim = _FIFO_TRIM
-    trim_every = _FIFO_TRIM_EVERY
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -309,13 +299,10 @@ def fifo_curve(
                 # the common case: every cached block comes before the first insertion, and as many of the oldest
                 # entries leave as go in (all at once: the new blocks are distinct and fit)
                 if new:
-                    over = len(new)
-                    head = heads[k]
                     order = orders[k]
-                    heads[k] = head + over
-                    cache.difference_update(order[head : head + over])
+                    cache.difference_update(islice(order, len(new)))
                     cache.update(new)
-                    order += new
+                    order.extend(new)
                 continue
             if not new:
                 continue
@@ -323,40 +310,30 @@ def fifo_curve(
                 distinct = len(set(ids)) == nb
             cap = live[k]
             order = orders[k]
-            head = heads[k]
-            size = cap if full[k] else len(cache)
+            size = len(cache)
             over = size + len(new) - cap
             if distinct and (
-                over <= 0 or (over <= size and not (behind and not set(warm).isdisjoint(order[head : head + over])))
+                over <= 0 or (over <= size and not (behind and not set(warm).isdisjoint(islice(order, over))))
             ):
                 # the new blocks go in at once, and the ``over`` oldest entries (none of them a cached block the
                 # request reaches after an insertion) leave at once
                 if over > 0:
-                    cache.difference_update(order[head : head + over])
-                    head += over
+                    cache.difference_update(islice(order, over))
                 cache.update(new)
-                order += new
+                order.extend(new)
             else:
                 for b in ids:
                     if b in cache:
                         continue
                     if len(cache) >= cap:
-                        cache.discard(order[head])
-                        head += 1
+                        cache.discard(order[0])
                     cache.add(b)
                     order.append(b)
-            heads[k] = head
             if not full[k] and len(cache) >= cap:
                 # a full cache stays full
                 full[k] = True
                 all_full = all(full)
                 filled_before[k] = r.index < start
-        if not n % trim_every:
-            # drop the entries that have left from the front of each insertion list
-            for k, head in enumerate(heads):
-                if head > trim and 2 * head > len(orders[k]):
-                    del orders[k][:head]
-                    heads[k] = 0
         n += 1
         if progress is not None and not n % 512:
             progress(n)

@@ -1,14 +1,14 @@
-"""The FIFO curve (one read, a set and an insertion list per capacity, whole-request updates) against the
+"""The FIFO curve (one read, a set and an insertion deque per capacity, whole-request updates) against the
 one-capacity FIFO replay (an OrderedDict, block by block), at every capacity.
 
 The curve takes a request's new blocks and the entries they displace all at once, and goes block by block only
 when a displaced entry is a cached block of the request that comes after one of its insertions, when the request
-alone overflows the cache, or when a block id repeats within the request; its insertion list's front is cut once
-enough entries have left. Blocks no earlier request listed are found once per request (a byte per id below
-``_DENSE_IDS``, a set above) and not looked up per capacity. The strategies below reach every one of these paths:
-small capacities against long requests, ids drawn from a small range (so a request often lists blocks that sit at
-the cache's old end, sometimes the same id twice, and new ids before seen ones), the cut lowered from 4,096 to 0..3
-entries and checked at every request, and the byte map cut to 0..6 ids (so some or all ids go to the set).
+alone overflows the cache, or when a block id repeats within the request. The request's trailing run of blocks no
+earlier request listed is found once per request (a byte per id below ``_DENSE_IDS``, a set above) and not looked
+up per capacity. The strategies below reach every one of these paths: small capacities against long requests, ids
+drawn from a small range (so a request often lists blocks that sit at the cache's old end, sometimes the same id
+twice, and new ids before listed ones), and the byte map cut to 0..6 ids (so some or all ids go to the set, and a
+request can fail part way through the map).
 """
 
 from __future__ import annotations
@@ -48,18 +48,13 @@ def _check(reqs: list[Request], caps: list[int], window: Window) -> None:
 @given(
     st.one_of(chained_traces(), loose_traces()),
     st.lists(st.integers(0, 25), min_size=1, max_size=6),
-    st.integers(0, 3),
     st.integers(0, 20),
     st.sampled_from([0, 3, 6, 1 << 25]),
 )
-def test_fifo_curve_equals_fifo_replays(
-    reqs: list[Request], caps: list[int], trim: int, start: int, dense: int
-) -> None:
+def test_fifo_curve_equals_fifo_replays(reqs: list[Request], caps: list[int], start: int, dense: int) -> None:
     # the window starts anywhere (a later start measures fewer requests; filled_before_window then means something)
     window = Window("last50", min(start, len(reqs)))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ideal, "_FIFO_TRIM", trim)
-        mp.setattr(ideal, "_FIFO_TRIM_EVERY", 1)
         mp.setattr(ideal, "_DENSE_IDS", dense)
         _check(reqs, caps, window)
 
@@ -108,3 +103,25 @@ def test_a_displaced_block_passed_before_the_first_insertion_goes_at_once() -> N
     curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=[3], window=ALL)
     assert (curve.points[0].hit_tokens, curve.points[0].hit_units) == (12, 3)
     _check(reqs, [3], ALL)
+
+
+def test_listed_run_finds_the_trailing_never_listed_blocks() -> None:
+    # the byte map covers ids 0..7 (_DENSE_IDS lowered to 8); 8 and up go to the set
+    dense = bytearray()
+    sparse: set[int] = set()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ideal, "_DENSE_IDS", 8)
+        run = ideal._listed_run
+        assert run([1, 2, 3], dense, sparse) == 0  # nothing listed before: the whole request
+        assert run([1, 2, 4], dense, sparse) == 2  # 1, 2 listed by the first request; 4 is new
+        # 5 is new but comes before 1 (listed): only the trailing 6 counts; 5 is marked all the same
+        assert run([5, 1, 6], dense, sparse) == 2
+        assert run([5], dense, sparse) == 1
+        # a repeat ends the run at its later copy: 7 (last) joins and is marked, then 3 (listed) stops the scan,
+        # so the run [7] has no repeat even though the request lists 7 twice
+        assert run([7, 3, 7], dense, sparse) == 2
+        # ids past the byte map: 9 and 10 go to the set, 2 is in the map
+        assert run([2, 9, 10], dense, sparse) == 1
+        assert run([9, 10, 11], dense, sparse) == 2
+        assert sparse == {9, 10, 11}
+        assert [i for i in range(len(dense)) if dense[i]] == [1, 2, 3, 4, 5, 6, 7]
