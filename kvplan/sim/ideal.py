@@ -477,7 +477,8 @@ def lru_curve(
                 slot_tokens[k] += w
                 slot_blocks[k] += 1
         top = max(ids, default=-1)
-        if len(dense) <= top < _DENSE_IDS:
+        if len(dense) <= top and len(dense) < _DENSE_IDS:
+            # every id below _DENSE_IDS gets its byte (one that went to the set would be missed later)
             dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
         nb = len(ids)
         if now + nb > size:

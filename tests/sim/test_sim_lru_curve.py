@@ -3,10 +3,13 @@ the one that marking each time alone builds, whatever the runs, the tree's size 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.sim import ideal
+from kvplan.sim.trace import Request
+from tests.sim.test_sim_properties import ALL, BS
 
 
 def _point_marks(tree: list[int], size: int, times: list[int]) -> None:
@@ -57,3 +60,17 @@ def test_a_run_worked_by_hand() -> None:
     tree = [0] * 9
     assert ideal._mark_runs(tree, 8, [3, 6]) == 4
     assert tree == [0, 0, 0, 1, 2, 1, 2, 0, 4]
+
+
+def test_small_ids_of_a_request_with_an_id_past_the_byte_map_are_still_seen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the byte map covers ids below _DENSE_IDS (4 here); request [9, 2] has an id past it. Before the fix the map
+    # was not grown for that request, so id 2 went to the set; [3] then grew the map to 4 bytes and id 2's later
+    # reference read the map (0: never seen) and stopped as cold. Only the last request, [2], starts with a block
+    # listed before (by request 0): the reuse bound is that one block, 4 tokens, and the unbounded pool hits it
+    monkeypatch.setattr(ideal, "_DENSE_IDS", 4)
+    monkeypatch.setattr(ideal, "_TREE_BITS", 2)
+    reqs = [Request(i, i, len(ids) * BS, 0, ids, i + 1) for i, ids in enumerate([[9, 2], [3], [1], [0], [2]])]
+    bound = ideal.reuse_bound(reqs, block_tokens=BS, window=ALL)
+    assert bound.hit_tokens == 1 * BS
+    curve = ideal.lru_curve(reqs, block_tokens=BS, capacities=[1], window=ALL)
+    assert curve.unbounded_hit_tokens == bound.hit_tokens
