@@ -155,7 +155,7 @@ class _Occupancy:
         self.last_arrival = -1
         self.held = 0
         """Pages held by running requests as of the last sample: the pool does not change between a step's sample and
-        the next step's ``_advance``."""
+        the next step's ``_advance`` (``run`` keeps it in a local and stores it when done)."""
 
     # -------------------------------------------------------------- bookkeeping
 

@@ -1,14 +1,18 @@
 """The occupancy replay's fast paths (issue 15) against the plain step-by-step replay they stand for.
 
-``replay_occupancy`` runs one loop with the common steps written out (a running request's next page, a sample that
-loses to its timeline bucket, the timeline bucket's bounds kept between samples, the pages held cached between a
-step's sample and the next step's clock advance). The reference here drives the same ``_Occupancy`` through its
-step methods (``arrive``, ``handle_event``, ``settle``), as a multi-rank driver does, with the clock advance and
-the sample as they were before (held pages asked of the pool at every advance; every sample built and given to
-``Timeline.add``). Every figure, the timeline included, must be equal, on random prefix-chained traces with
-overlapping requests, preemptions, running-request limits, pages of 1, 2 and 4 tokens (a grow every token or
-two), both engines and every SGLang eviction policy, and timelines of 2 and 5 points (buckets merging while the
-replay runs). A multi-rank driver (``kvplan.sim.ranks``) uses the step methods themselves.
+``replay_occupancy`` runs one loop with the common steps written out: a running request's next page, settled when
+nothing waits by a short sample that counts one page more held; a sample that loses to its timeline bucket, the
+bucket's bounds kept between samples; the pool's free pages no longer asked once it was seen full; the pages held
+kept between a step's sample and the next step's clock advance. The reference here drives the same
+``_Occupancy`` through its step methods (``arrive``, ``handle_event``, ``settle``), as a multi-rank driver
+(``kvplan.sim.ranks``) does, with the clock advance and the sample as they were before (held pages asked of the
+pool at every advance; every sample built and given to ``Timeline.add``). Every figure, the timeline included,
+must be equal on random prefix-chained traces with overlapping requests, preemptions, running-request limits,
+pages of 1, 2 and 4 tokens (a grow every token or two), both engines (vLLM's block pool and its chunked form),
+every SGLang eviction policy, and timelines of 2 and 5 points (buckets merging while the replay runs).
+
+The SGLang radix pool's inserts start from the node a request holds (its path refreshed bottom-up); they are
+checked against the pool that walks every insert down from the root.
 """
 
 from __future__ import annotations
