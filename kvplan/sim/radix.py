@@ -149,9 +149,17 @@ class RadixPool:
         return [k for part in reversed(parts) for k in part]
 
     def _walk(
-        self, keys: list[int], now: int, touched: list[_Node], count_hits: bool, start: _Node | None = None, at: int = 0
+        self,
+        keys: list[int],
+        now: int,
+        touched: list[_Node],
+        count_hits: bool,
+        start: _Node | None = None,
+        at: int = 0,
+        end: int | None = None,
     ) -> tuple[int, _Node]:
-        """Match ``keys`` from the root, refreshing what it passes and splitting the node it ends inside.
+        """Match ``keys[:end]`` (all of them by default; not copied) from the root, refreshing what it passes and
+        splitting the node it ends inside.
 
         ``start``: a node whose path is ``keys[:at]`` (one a running request locks: it stays in the tree, and a
         split above it only cuts its path into more nodes): that path is refreshed bottom-up instead of matched
@@ -159,13 +167,13 @@ class RadixPool:
         node = self.root
         node.last = now
         i = 0
-        if start is not None and 0 < at <= len(keys):
+        n_keys = len(keys) if end is None else end
+        if start is not None and 0 < at <= n_keys:
             if self.check:
                 assert self._path(start) == keys[:at], "the walk's start is not on the keys' path"
             self._touch_path(start, now, touched)
             node = start
             i = at
-        n_keys = len(keys)
         while i < n_keys:
             child = node.children.get(keys[i])
             if child is None:
@@ -175,7 +183,7 @@ class RadixPool:
                 child.hits += 1
             ck = child.key
             n = len(ck)
-            if keys[i : i + n] == ck:
+            if i + n <= n_keys and keys[i : i + n] == ck:
                 i += n
                 node = child
                 touched.append(child)
@@ -189,24 +197,27 @@ class RadixPool:
             break
         return i, node
 
-    def match(self, keys: list[int]) -> tuple[int, _Node]:
-        """Pages of ``keys`` cached, and the node the match ends at (split there if needed)."""
+    def match(self, keys: list[int], end: int | None = None) -> tuple[int, _Node]:
+        """Pages of ``keys[:end]`` cached, and the node the match ends at (split there if needed)."""
         touched: list[_Node] = []
-        m, node = self._walk(keys, self._tick(), touched, True)
+        m, node = self._walk(keys, self._tick(), touched, True, end=end)
         self._refresh(touched)
         return m, node
 
-    def insert(self, keys: list[int], start: _Node | None = None, at: int = 0) -> tuple[int, _Node]:
-        """Insert whole pages; returns how many were already in the tree (the duplicates) and the node the keys
-        end at. ``start``, ``at``: a node whose path is ``keys[:at]`` (see ``_walk``)."""
+    def insert(
+        self, keys: list[int], start: _Node | None = None, at: int = 0, end: int | None = None
+    ) -> tuple[int, _Node]:
+        """Insert the whole pages ``keys[:end]``; returns how many were already in the tree (the duplicates) and
+        the node the keys end at. ``start``, ``at``: a node whose path is ``keys[:at]`` (see ``_walk``)."""
         now = self._tick()
         touched: list[_Node] = []
-        p, node = self._walk(keys, now, touched, False, start, at)
-        if p < len(keys):
-            leaf = _Node(keys[p:], node, now, self._ids)
+        n_keys = len(keys) if end is None else end
+        p, node = self._walk(keys, now, touched, False, start, at, n_keys)
+        if p < n_keys:
+            leaf = _Node(keys[p:n_keys], node, now, self._ids)
             self._ids += 1
             node.children[keys[p]] = leaf
-            added = len(keys) - p
+            added = n_keys - p
             self.tree_pages += added
             self.evictable += added
             touched.append(leaf)
@@ -269,7 +280,7 @@ class RadixPool:
         return (tokens - 1) // self.page_tokens if self.eagle else tokens // self.page_tokens
 
     def start(self, seq: Seq) -> bool:
-        m, node = self.match(seq.keys[: self._matchable(seq.tokens)])
+        m, node = self.match(seq.keys, self._matchable(seq.tokens))
         self._lock(node)
         need = cdiv(seq.tokens, self.page_tokens) - m
         if not self._take(need):
@@ -289,9 +300,8 @@ class RadixPool:
         # at most the pages it holds: the occupancy replay may count a token whose page its pending grow event has
         # not taken yet (preempted at that microsecond), a whole page it lacks when pages are 1 token
         full: int = min(self._matchable(seq.tokens), protected + seq.private_pages)
-        keys = seq.keys[:full]
         # the path to the node it holds is its first ``protected`` keys: walked up from there, not matched again
-        p, end = self.insert(keys, held, protected)
+        p, end = self.insert(seq.keys, held, protected, full)
         new = max(full - p, 0)
         dup = max(min(p, full) - protected, 0)
         # the request's pages at [protected, p) duplicate the tree's; [p, full) moved into the tree

@@ -11,8 +11,9 @@ must be equal on random prefix-chained traces with overlapping requests, preempt
 pages of 1, 2 and 4 tokens (a grow every token or two), both engines (vLLM's block pool and its chunked form),
 every SGLang eviction policy, and timelines of 2 and 5 points (buckets merging while the replay runs).
 
-The SGLang radix pool's inserts start from the node a request holds (its path refreshed bottom-up); they are
-checked against the pool that walks every insert down from the root.
+The SGLang radix pool's inserts start from the node a request holds (its path refreshed bottom-up) and its walks
+read the request's keys up to an end index instead of a copy; they are checked against the pool that walks every
+insert down from the root over a copy.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from hypothesis import strategies as st
 from kvplan.sim import replay
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import engine_pool
+from kvplan.sim.pool import Seq, engine_pool
 from kvplan.sim.radix import POLICIES, RadixPool
 from kvplan.sim.replay import TIMELINE_POINTS, Service, replay_occupancy, replay_order
 from kvplan.sim.trace import Request
@@ -147,10 +148,14 @@ def test_the_reference_sees_preemptions_and_merged_buckets() -> None:
 
 
 class _RadixWalkingFromTheRoot(RadixPool):
-    """The radix pool as it was: every insert and a commit's re-lock walk down from the root, key by key."""
+    """The radix pool as it was: every insert and a commit's re-lock walk down from the root, key by key, over a
+    copy of the keys they take (no end index into the sequence's own list)."""
 
-    def insert(self, keys: list[int], start: Any = None, at: int = 0) -> Any:
-        return super().insert(keys)
+    def match(self, keys: list[int], end: int | None = None) -> Any:
+        return super().match(keys[:end])
+
+    def insert(self, keys: list[int], start: Any = None, at: int = 0, end: int | None = None) -> Any:
+        return super().insert(keys[:end])
 
     def _touch_path(self, node: Any, now: int, touched: list[Any]) -> None:
         m, end = self._walk(self._path(node), now, touched, False)
@@ -182,3 +187,18 @@ def test_radix_walks_up_from_the_held_node_as_down_from_the_root(
         if cls is RadixPool:
             first = (order, occ)
     assert first == (order, occ)
+
+
+def test_a_walk_stops_at_its_end_index_inside_a_longer_node() -> None:
+    # walks read the request's own key list up to an end index (no copy), so a node that runs past the end must
+    # not match whole even when the list goes on with the same keys. EAGLE, 4-token pages: A (13 tokens, keys
+    # 1, 2, 3) inserts (13 - 1) // 4 = 3 pages as one node [1, 2, 3]; B (12 tokens, the same 3 keys) may match
+    # at most (12 - 1) // 4 = 2 pages: the node is split after 2, and B hits 2 pages, not 3
+    pool = RadixPool(10, 4, eagle=True, check=True)
+    a = Seq(Request(0, 0, 13, 0, None, 1), [1, 2, 3], True)
+    assert pool.start(a)
+    pool.release(a)
+    b = Seq(Request(1, 0, 12, 0, None, 2), [1, 2, 3], True)
+    assert pool.start(b)
+    assert b.hit_pages == 2
+    pool.release(b)
