@@ -180,6 +180,14 @@ _DENSE_IDS = 1 << 25
 rest in a set."""
 
 
+def _grow_dense(dense: bytearray, top: int) -> None:
+    """Grow the byte map of seen ids to cover ``top`` (doubling, at most ``_DENSE_IDS`` bytes): every id below
+    ``_DENSE_IDS`` gets its byte before it is marked, since one that went to the set would later be read from the
+    map as never seen."""
+    if len(dense) <= top and len(dense) < _DENSE_IDS:
+        dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+
+
 def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
     """The start of the request's trailing run of blocks that no earlier request listed (no id repeats within the
     run); then marks all the request's blocks listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here
@@ -199,9 +207,7 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
     except IndexError:
         pass
     top = max(ids)
-    if len(dense) <= top and len(dense) < _DENSE_IDS:
-        # every id below _DENSE_IDS gets its byte (one that went to the set would be missed later)
-        dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+    _grow_dense(dense, top)
     nd = len(dense)
     j = len(ids)
     while j and not (dense[ids[j - 1]] if ids[j - 1] < nd else ids[j - 1] in sparse):
@@ -477,9 +483,7 @@ def lru_curve(
                 slot_tokens[k] += w
                 slot_blocks[k] += 1
         top = max(ids, default=-1)
-        if len(dense) <= top and len(dense) < _DENSE_IDS:
-            # every id below _DENSE_IDS gets its byte (one that went to the set would be missed later)
-            dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+        _grow_dense(dense, top)
         nb = len(ids)
         if now + nb > size:
             # renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are
