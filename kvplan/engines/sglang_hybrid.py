@@ -59,7 +59,8 @@ HybridLinearKVPool over the target's rows comes from the slack (``_with_draft_po
 
 Not planned, each refused with one line (never a silently wrong pool): speculative decoding on the other hybrids
 (draft SWA pools, other drafts' state), dcp, SWA and linear state in one model,
-a model without full-attention layers, other SGLang versions than 0.5.23.
+a model without attention layers (all-state), other SGLang versions than 0.5.23; an all-sliding-window model is
+planned by kvplan.engines.sglang_allswa.
 
 GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
 ``index_kpool`` tokens; ``configs/hybrid_arch.py`` ``glm5_next_config``) is the linear-state path above with a DSA
@@ -372,7 +373,7 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
     plain = [layer for layer in arch.layers if layer.state is None and type(layer.caches[0]) is not SlidingWindow]
     full = [layer.caches[0] for layer in plain]
     if not full:
-        raise _engine_refuses(arch, dep, "a model without full-attention layers (all-SWA / all-state pools)")
+        raise _engine_refuses(arch, dep, "a model without attention layers (all linear-attention state)")
     if len(set(swa_layers)) > 1 or len(set(states)) > 1 or len(set(full)) > 1:
         raise _engine_refuses(arch, dep, "layers of one kind with different shapes")
     # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per

@@ -434,7 +434,7 @@ def transfer_report(t: Transfer) -> Report:
         (
             "full-attention KV per rank" if t.hybrid else "main KV per rank",
             size(t.main_bytes_per_rank),
-            f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
+            f"{t.rows_per_rank:,} rows × {t.full_row_bytes:,} B",
         ),
         *(
             (
