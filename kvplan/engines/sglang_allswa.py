@@ -34,6 +34,18 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
 from kvplan.models.deploy import Deployment
 
+HYBRID_SWA_ARCHS = frozenset({
+    "BeamForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "GraniteSWAForCausalLM",
+    "GraniteMoeSWAForCausalLM", "IQuestQ1ForCausalLM", "IQuestQ1MTP", "MiMoV2MTP", "Step3p5ForCausalLM",
+    "Step3p5MTP", "Step3p7ForConditionalGeneration", "Gemma4ForCausalLM", "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model", "Gemma4UnifiedForConditionalGeneration", "DiffusionGemmaForBlockDiffusion",
+    "LagunaForCausalLM", "MellumForCausalLM", "MuseGlimmerForCausalLM", "MuseGlimmerForConditionalGeneration",
+    "InklingForConditionalGeneration", "InklingForConditionalGenerationMTP", "UnlimitedOCRForCausalLM",
+})  # fmt: skip
+"""``configs/model_config.py`` ``is_hybrid_swa_model``: the architectures SGLang gives a SWA pool (with
+``SWA_SINK_ARCHS``; DeepSeek-V4 and MiMo-V2 are read elsewhere). Any other architecture's sliding layers are sized
+by ``DefaultPoolConfigurator`` as full attention, one row per token on every layer."""
+
 
 def all_sliding(arch: ModelArch) -> bool:
     """True when every layer's only cache is a sliding window (SGLang: ``full_attention_layer_ids == []``)."""
@@ -48,6 +60,8 @@ def _refuse(arch: ModelArch, dep: Deployment, why: str) -> PlanError:
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The all-SWA pool SGLang 0.5.23 builds on each GPU (module docstring)."""
+    if arch.architecture not in HYBRID_SWA_ARCHS:
+        return _as_full_attention(arch, dep)
     if parse_version(dep.engine_version) != HYBRID_VERSION:
         raise _refuse(arch, dep, "an all-sliding-window model (read from SGLang 0.5.23 only: engine_version=0.5.23)")
     if dep.mtp:
@@ -107,3 +121,15 @@ def _swa_term(t: Term, p: PoolPlan) -> Term:
         page = p.page_tokens
         return Term(t.label, None, f"{p.rows:,} = int(available // cell) // {page} × {page} (swa_layer_tokens)")
     return t
+
+
+def _as_full_attention(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    """Not ``is_hybrid_swa``: SGLang sizes one full-attention pool over every layer, the window kept by the kernel
+    only (``DefaultPoolConfigurator``): a request takes a row per token on every layer."""
+    view = replace(arch, layers=())
+    p = sglang.plan_pools(view, dep, None)
+    said = (
+        f"{arch.architecture} is not in SGLang's is_hybrid_swa_model list: its sliding-window layers get a "
+        "full-attention pool (one row per token on every layer, no SWA pool)"
+    )
+    return replace(p, notes=(*p.notes, said))

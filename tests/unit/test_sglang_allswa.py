@@ -51,3 +51,19 @@ def test_ratio_is_said_not_applied(tmp_path: Path) -> None:
 def test_speculative_decoding_refused(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="speculative decoding with an all-sliding-window model"):
         _plan(tmp_path, "speculative_num_draft_tokens=2")
+
+
+def test_an_architecture_sglang_does_not_give_a_swa_pool(tmp_path: Path) -> None:
+    # configs/model_config.py is_hybrid_swa_model: Qwen3ForCausalLM is not in its list, so every layer is sized
+    # by DefaultPoolConfigurator as full attention: 10^7 // 32,768 = 305 rows, each request a row per token
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 4,
+           "num_key_value_heads": 4, "head_dim": 64, "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000,
+           "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "sliding_window": 8,
+           "layer_types": ["sliding_attention"] * 32}  # fmt: skip
+    folder = tmp_path / "qwen3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    _plan(tmp_path)  # writes deploy.yaml
+    p = plan_pool(load_model(str(folder)), load_deployment(str(tmp_path / "deploy.yaml"), []))
+    assert (p.pools, p.rows, p.cell.total_bytes) == ((), 305, 32_768)
+    assert any("not in SGLang's is_hybrid_swa_model list" in n for n in p.notes)
