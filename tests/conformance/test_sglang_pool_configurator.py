@@ -32,7 +32,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.models.load import load_deployment, load_model
@@ -249,6 +251,19 @@ def test_all_swa_page_aligned(tmp_path: Path) -> None:
     assert (_swa(p), p.pools[0].capacity) == (256, 2)
     # SWAKVPool: (swa + page) rows × 32,768 B over the sliding layers, no full-pool buffers
     assert p.extras["swa_alloc_bytes"] == (256 + 128) * 32_768
+
+
+def test_all_swa_through_the_cli(tmp_path: Path) -> None:
+    """TestAllSWAConfigurator.test_max_total_equals_swa through ``kvplan budget --format json``: 305 tokens."""
+    _plan(tmp_path, model := _model(tmp_path, full=0, swa=32))  # writes deploy.yaml
+    r = CliRunner().invoke(app, ["budget", "--model", model, "--deploy", str(tmp_path / "deploy.yaml"), "--format",
+                                 "json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["plan"]["logged_tokens"] == 305
+    assert [(pool["name"], pool["capacity"], pool["bytes"]) for pool in out["pools"]] == [
+        ("sliding window (32 layers, all SWA)", 305, 305 * 32_768)
+    ]
 
 
 # --------------------------------------------------------------------------- TestEagleConfigurator
