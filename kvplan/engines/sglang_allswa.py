@@ -88,7 +88,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 def _told_as_swa(p: PoolPlan, arch: ModelArch, sw: SlidingWindow) -> PoolPlan:
     """The uniform plan of the sliding layers, told as SGLang's all-SWA pool: one pool, its knobs, terms, notes."""
     page, layers = p.page_tokens, p.main_layers
-    span = sw.window + SWA_EVICTION_INTERVAL
+    dep = p.deployment
+    interval = SWA_EVICTION_INTERVAL if dep.swa_eviction_interval is None else dep.swa_eviction_interval
+    span = sw.window + interval
     pool = Pool(
         name=f"sliding window ({layers} layers, all SWA)",
         unit="page",
@@ -107,7 +109,7 @@ def _told_as_swa(p: PoolPlan, arch: ModelArch, sw: SlidingWindow) -> PoolPlan:
         *p.notes,
         f"all {layers} layers slide: SGLang sizes one SWA pool (HybridSWAPoolConfigurator, all SWA) of "
         f"{p.rows:,} tokens and no full-attention pool; swa_full_tokens_ratio is not applied",
-        f"SWA pool: a request keeps at most its window {sw.window} + {SWA_EVICTION_INTERVAL} tokens "
+        f"SWA pool: a request keeps at most its window {sw.window} + {interval} tokens "
         "(SGLANG_SWA_EVICTION_INTERVAL) + 2 pages there; ASSUMPTION: radix cache on (SGLang's default)",
     )
     extras = {**p.extras, "swa_tokens": p.rows, "swa_alloc_bytes": p.extras["mla_alloc_bytes"], "full_tokens": 0}

@@ -997,6 +997,8 @@ def _knob_unit(name: str) -> str:
         "speculative_num_draft_tokens": "count (draft tokens)",
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",
+        "disable_radix_cache": "true or false",
+        "swa_eviction_interval": "count (tokens)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),

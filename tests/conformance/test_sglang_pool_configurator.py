@@ -306,24 +306,51 @@ def test_factory_swa_for_hybrid(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- SWA request cap (radix cache off)
+# SWARequestCapPoolConfigurator (``compute_swa_request_cap``; the engine test's mock pins
+# SGLANG_SWA_EVICTION_INTERVAL to 4: the ``swa_eviction_interval`` knob). One full layer [0] + one SWA layer [1].
+
+CAP = {"disable_radix_cache": "true", "swa_eviction_interval": 4, "swa_full_tokens_ratio": 0.5}
+
+
+def test_chunk_cache_cap_prefill_holds_window_plus_chunk(tmp_path: Path) -> None:
+    """TestHybridSWAConfigurator.test_chunk_cache_cap_prefill_holds_window_plus_chunk: swa == 76.
+
+    per request = window 8 + interval 4 + page 4 + decode page 4 = 20; × 2 requests + 2 chunks × 16 (overlap on)
+    + page 4 = 76 = ceil_align(76, 4). The test runs the configurator with disaggregation_mode "prefill", which
+    ``compute_swa_request_cap`` reads only as "not decode": a co-located server gives the same cap. The rest goes
+    to full: int((1,000,000 − 76 × 1,024) // 1,024) // 4 × 4 = 900."""
+    p = _plan(tmp_path, _model(tmp_path, full=1, swa=1), available=1_000_000, page_size=4, max_running_requests=2,
+              chunked_prefill_size=16, **CAP)  # fmt: skip
+    assert (_swa(p), p.rows) == (76, 900)
+    assert 900 * PER_LAYER + 76 * PER_LAYER <= 1_000_000  # _actual_memory_used
+    assert p.startup_error is None
+
+
+def test_chunk_cap_configurator_selection(tmp_path: Path) -> None:
+    """TestFactory.test_chunk_cap_configurator_selection: the cap sizes the SWA pool only with max_running_requests.
+
+    With 2 requests: (8 + 4 + 1 + 1) × 2 + 2 × chunk 4 + 1 = 37; full int((10^6 − 37 × 1,024) // 1,024) = 939.
+    Without: HybridSWAPoolConfigurator's ratio 0.5: cell 1,536.0 -> 651, swa int(325.5) = 325."""
+    model = _model(tmp_path, full=1, swa=1)
+    capped = _plan(tmp_path, model, available=1_000_000, max_running_requests=2, chunked_prefill_size=4, **CAP)
+    assert (_swa(capped), capped.rows) == (37, 939)
+    ratio = _plan(tmp_path, model, available=1_000_000, chunked_prefill_size=4, **CAP)
+    assert (_swa(ratio), ratio.rows) == (325, 651)
+
 
 CAP_NOT_EXPRESSIBLE = {
-    "test_chunk_cache_cap_accounts_for_spec_topk_page_rounding": "EAGLE on a sliding-window hybrid",
-    "test_chunk_cache_cap_doubles_decode_alloc_for_spec_v2_overlap": "EAGLE on a sliding-window hybrid",
-    "test_chunk_cache_cap_drops_prefill_for_disagg_decode": "--disaggregation-mode decode",
-    "test_chunk_cache_cap_prefill_holds_window_plus_chunk": "the SWA request cap",
-    "test_chunk_cache_cap_disagg_decode_pre_alloc": "--disaggregation-mode decode with extra slots",
-    "test_chunk_cap_configurator_selection": "the SWA request cap",
+    "test_chunk_cache_cap_accounts_for_spec_topk_page_rounding": "EAGLE on a sliding-window hybrid (kvplan "
+    "refuses speculative decoding there: the draft's SWA pools are not planned)",
+    "test_chunk_cache_cap_doubles_decode_alloc_for_spec_v2_overlap": "EAGLE on a sliding-window hybrid (kvplan "
+    "refuses speculative decoding there: the draft's SWA pools are not planned)",
+    "test_chunk_cache_cap_drops_prefill_for_disagg_decode": "--disaggregation-mode decode (kvplan does not plan a "
+    "disaggregated decode server's pools)",
+    "test_chunk_cache_cap_disagg_decode_pre_alloc": "--disaggregation-mode decode with "
+    "--disaggregation-decode-extra-slots (kvplan does not plan a disaggregated decode server's pools)",
 }
-"""TestHybridSWAConfigurator's chunk-cap cases and TestFactory's selection: SWARequestCapPoolConfigurator sizes the
-SWA pool from --max-running-requests when --disable-radix-cache is set, with SGLANG_SWA_EVICTION_INTERVAL pinned
-to 4. A user can configure all of it; kvplan cannot yet (no radix-cache, disaggregation or eviction-interval
-knob), so these stay skipped by name until it can."""
+"""The chunk-cap cases a user can configure but kvplan cannot yet express, skipped by name with the reason."""
 
 
 @pytest.mark.parametrize("name", sorted(CAP_NOT_EXPRESSIBLE))
 def test_swa_request_cap_cases(name: str) -> None:
-    pytest.skip(
-        f"{name}: needs {CAP_NOT_EXPRESSIBLE[name]} with --disable-radix-cache and SGLANG_SWA_EVICTION_INTERVAL=4 "
-        "(SWARequestCapPoolConfigurator): kvplan has no knob for them yet"
-    )
+    pytest.skip(f"{name}: needs {CAP_NOT_EXPRESSIBLE[name]}")
