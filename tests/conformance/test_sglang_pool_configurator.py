@@ -354,3 +354,11 @@ CAP_NOT_EXPRESSIBLE = {
 @pytest.mark.parametrize("name", sorted(CAP_NOT_EXPRESSIBLE))
 def test_swa_request_cap_cases(name: str) -> None:
     pytest.skip(f"{name}: needs {CAP_NOT_EXPRESSIBLE[name]}")
+
+
+def test_chunk_cache_cap_under_max_total_tokens(tmp_path: Path) -> None:
+    """SWARequestCapPoolConfigurator.calculate_pool_sizes_from_max_tokens (no engine test pins it; the same deployment
+    as test_chunk_cache_cap_prefill_holds_window_plus_chunk): full = 40 // 4 × 4 = 40, swa = min(cap 76, 40) = 40."""
+    p = _plan(tmp_path, _model(tmp_path, full=1, swa=1), available=1_000_000, page_size=4, max_running_requests=2,
+              chunked_prefill_size=16, max_total_tokens=40, **CAP)  # fmt: skip
+    assert (p.rows, _swa(p)) == (40, 40)
