@@ -329,7 +329,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if arch.is_hybrid:
         from kvplan.engines import sglang_allswa, sglang_hybrid
 
-        if sglang_allswa.all_sliding(arch):
+        if sglang_allswa.planned_here(arch):
             return sglang_allswa.plan(arch, dep)
         return sglang_hybrid.plan(arch, dep)
     return plan_pools(arch, dep, None)

@@ -19,6 +19,10 @@ layer). Its all-SWA branch (``_recompute_cell_size`` / ``_solve_pool_sizes``, "f
 swa_tokens; the scheduler's prefill budget counts the SWA pool (``prefill_budget.SWAPrefillBudget(all_swa=True)``),
 the radix cache is ``PureSWARadixCache``. That is the uniform memory chain of kvplan.engines.sglang.plan_pools over
 the sliding layers, told here as one sliding-window pool.
+
+Only the architectures ``is_hybrid_swa_model`` lists get a SWA pool (``HYBRID_SWA_ARCHS``); any other model whose
+``layer_types`` mark sliding layers (e.g. Qwen3 or Gemma 3 with ``layer_types``) is sized by
+``DefaultPoolConfigurator`` over every layer, the window applied by the attention kernel only: one full pool.
 """
 
 from __future__ import annotations
@@ -45,6 +49,15 @@ HYBRID_SWA_ARCHS = frozenset({
 """``configs/model_config.py`` ``is_hybrid_swa_model``: the architectures SGLang gives a SWA pool (with
 ``SWA_SINK_ARCHS``; DeepSeek-V4 and MiMo-V2 are read elsewhere). Any other architecture's sliding layers are sized
 by ``DefaultPoolConfigurator`` as full attention, one row per token on every layer."""
+
+
+def planned_here(arch: ModelArch) -> bool:
+    """Every layer slides, or the layers are full attention and sliding windows of an architecture SGLang does not
+    give a SWA pool (both sized here); the other hybrids are kvplan.engines.sglang_hybrid's."""
+    if all_sliding(arch):
+        return True
+    plain = all(type(c) in (FullAttention, SlidingWindow) for layer in arch.layers for c in layer.caches)
+    return plain and arch.architecture not in HYBRID_SWA_ARCHS
 
 
 def all_sliding(arch: ModelArch) -> bool:

@@ -67,3 +67,19 @@ def test_an_architecture_sglang_does_not_give_a_swa_pool(tmp_path: Path) -> None
     p = plan_pool(load_model(str(folder)), load_deployment(str(tmp_path / "deploy.yaml"), []))
     assert (p.pools, p.rows, p.cell.total_bytes) == ((), 305, 32_768)
     assert any("not in SGLang's is_hybrid_swa_model list" in n for n in p.notes)
+
+
+def test_a_mixed_model_sglang_does_not_split(tmp_path: Path) -> None:
+    # the same Qwen3ForCausalLM with 16 full + 16 sliding layers: not is_hybrid_swa, so no SWA pool sized by the
+    # 0.8 ratio (before: full 339, swa 271 of a HybridSWAPoolConfigurator SGLang does not build for it) but one
+    # full pool over all 32 layers: 10^7 // 32,768 = 305
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 4,
+           "num_key_value_heads": 4, "head_dim": 64, "hidden_size": 256, "intermediate_size": 512, "vocab_size": 1000,
+           "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "sliding_window": 8,
+           "layer_types": ["full_attention"] * 16 + ["sliding_attention"] * 16}  # fmt: skip
+    folder = tmp_path / "qwen3-mixed"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    _plan(tmp_path)  # writes deploy.yaml
+    p = plan_pool(load_model(str(folder)), load_deployment(str(tmp_path / "deploy.yaml"), []))
+    assert (p.pools, p.rows, p.cell.total_bytes) == ((), 305, 32_768)
