@@ -327,8 +327,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
     kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
     if arch.is_hybrid:
-        from kvplan.engines import sglang_hybrid
+        from kvplan.engines import sglang_allswa, sglang_hybrid
 
+        if sglang_allswa.planned_here(arch):
+            return sglang_allswa.plan(arch, dep)
         return sglang_hybrid.plan(arch, dep)
     return plan_pools(arch, dep, None)
 

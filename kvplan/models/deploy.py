@@ -24,6 +24,8 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "speculative_eagle_topk": ("sglang", "its MTP drafts one chain of num_speculative_tokens, no top-k tree"),
     "swa_full_tokens_ratio": ("sglang", "its one block pool serves every KV cache group, no ratio"),
     "max_mamba_cache_size": ("sglang", "its one block pool holds the Mamba state blocks too"),
+    "disable_radix_cache": ("sglang", "its prefix caching does not size the block pool"),
+    "swa_eviction_interval": ("sglang", "it frees sliding-window blocks as the window passes"),
     "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),
@@ -100,6 +102,13 @@ class Deployment:
     """SGLang --swa-full-tokens-ratio: SWA pool tokens / full pool tokens of a sliding-window hybrid (default 0.8)."""
     max_mamba_cache_size: int | None = None
     """SGLang --max-mamba-cache-size: state slots of a linear-attention hybrid (default: sized from the budget)."""
+    disable_radix_cache: bool = False
+    """SGLang --disable-radix-cache: no prefix cache; a sliding-window hybrid with --max-running-requests then sizes
+    its SWA pool from the per-request cap (SWARequestCapPoolConfigurator), a Mamba hybrid keeps 1 state slot a
+    request (``_calculate_mamba_ratio``)."""
+    swa_eviction_interval: int | None = None
+    """SGLang's SGLANG_SWA_EVICTION_INTERVAL (environment, default 128): tokens a request runs past its window
+    before the SWA pool frees them."""
     disable_cuda_graph: bool = False
     """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
     memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""

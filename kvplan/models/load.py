@@ -923,7 +923,7 @@ ALIASES = {
     "ep_size": "ep", "pp_size": "pp", "pipeline_parallel_size": "pp", "max_model_len": "context_length",
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
-    "enforce_eager": "disable_cuda_graph",
+    "enforce_eager": "disable_cuda_graph", "sglang_swa_eviction_interval": "swa_eviction_interval",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -970,8 +970,10 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
-        elif key == "disable_cuda_graph":
+        elif key in ("disable_cuda_graph", "disable_radix_cache"):
             yield key, r.get_bool(key)
+        elif key == "swa_eviction_interval":
+            yield key, r.get_int(key, maximum=limits.MAX_TOKENS)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":

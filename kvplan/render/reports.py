@@ -434,7 +434,7 @@ def transfer_report(t: Transfer) -> Report:
         (
             "full-attention KV per rank" if t.hybrid else "main KV per rank",
             size(t.main_bytes_per_rank),
-            f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
+            f"{t.rows_per_rank:,} rows × {t.full_row_bytes:,} B",
         ),
         *(
             (
@@ -997,6 +997,8 @@ def _knob_unit(name: str) -> str:
         "speculative_num_draft_tokens": "count (draft tokens)",
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",
+        "disable_radix_cache": "true or false",
+        "swa_eviction_interval": "count (tokens)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
