@@ -20,7 +20,17 @@ from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
-from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
+from kvplan.models.deploy import (
+    AUTO_FIT,
+    ENGINE_KNOBS,
+    ENGINES,
+    KNOBS,
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+    Deployment,
+    Gpu,
+    Requirements,
+)
 from kvplan.models.formats import MlaLayout
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
@@ -956,22 +966,26 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             continue
         if key in _GPU_COUNTS:
             yield key, r.get_int(key, maximum=limits.MAX_GPUS)
+        elif key == "context_length" and str(r.data[key]).strip().lower() in ("-1", "auto"):
+            yield key, AUTO_FIT  # vLLM --max-model-len -1 / auto: fitted to the KV cache memory
         elif key in _TOKEN_KNOBS:
             yield key, r.get_tokens(key)
-        elif key in ("max_running_requests", "cuda_graph_max_bs", "max_mamba_cache_size"):
+        elif key in ("max_running_requests", "cuda_graph_max_bs", "max_mamba_cache_size", "num_gpu_blocks_override"):
             yield key, r.get_int(key)
         elif key == "speculative_eagle_topk":
             yield key, r.get_int(key, maximum=limits.MAX_DIM)
-        elif key in _MEMORY_KNOBS:
-            yield key, r.get_bytes(key, minimum=limits.MIN_MEMORY_KNOB_BYTES)
+        elif key in _MEMORY_KNOBS:  # vLLM takes any positive --kv-cache-memory-bytes
+            yield key, r.get_bytes(key, minimum=1 if key == "kv_cache_memory" else limits.MIN_MEMORY_KNOB_BYTES)
         elif key == "non_kv_other":
             yield key, r.get_bytes(key, minimum=0)
         elif key in ("mem_fraction_static", "gpu_memory_utilization", "swa_full_tokens_ratio"):
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
-        elif key == "disable_cuda_graph":
+        elif key in ("disable_cuda_graph", "async_scheduling", "disable_hybrid_kv_cache_manager"):
             yield key, r.get_bool(key)
+        elif key == "dtype":
+            yield key, r.get_choice(key, MODEL_DTYPES)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1071,6 +1085,8 @@ def _check_engine_knobs(values: dict[str, Any], engine: str, blame: Callable[...
             article = "an" if own[0] in "SAEIOU" else "a"
             what = f"{other}'s is {instead}" if instead in KNOBS else f"{other} has none ({instead})"
             blame(knob).fail(knob, f"{knob} is {article} {own} knob; {what}")
+    if values.get("context_length") == AUTO_FIT and engine != "vllm":
+        blame("context_length").fail("context_length", "-1 (auto-fit to the KV cache memory) is vLLM's; give a length")
 
 
 def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> Deployment:
