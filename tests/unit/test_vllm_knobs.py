@@ -1,0 +1,122 @@
+"""The vLLM knobs of kvplan/engines/vllm_knobs.py on input: each validated (bad value: one line, exit 2), each in
+the plan's knob table, refused on SGLang; the engine refusals they bring (vLLM source cited per test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from kvplan.cli import app
+from kvplan.engines import plan_pool
+from kvplan.errors import PlanError
+from kvplan.models.load import load_deployment, load_model
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None})
+VLLM = "glm-5.3-8xh200-vllm"
+SGLANG = "glm-5.3-8xh200-sglang"
+
+
+def _admit(*args: str) -> Result:
+    return runner.invoke(app, ["admit", "--ctx", "8K", *args])
+
+
+def _error_line(r: Result) -> str:
+    assert r.exit_code == 2, (r.stdout, r.stderr, r.exception)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kvplan: error: "), r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("item", "words"),
+    [
+        ("async_scheduling=maybe", ["async_scheduling", "'maybe'"]),
+        ("disable_hybrid_kv_cache_manager=2", ["disable_hybrid_kv_cache_manager"]),
+        ("dtype=float64", ["dtype", "'float64'"]),
+        ("num_gpu_blocks_override=0", ["num_gpu_blocks_override", ">= 1"]),
+        ("max_model_len=-2", ["context_length"]),
+        ("kv_cache_memory=0B", ["kv_cache_memory", "at least 1 B"]),
+    ],
+)
+def test_bad_vllm_knob_is_one_line(item: str, words: list[str]) -> None:
+    msg = _error_line(_admit("--deploy", VLLM, "--set", item))
+    for w in words:
+        assert w in msg
+
+
+@pytest.mark.parametrize(
+    "item", ["async_scheduling=false", "num_gpu_blocks_override=100", "disable_hybrid_kv_cache_manager=true"]
+)
+def test_vllm_only_knobs_are_refused_on_sglang(item: str) -> None:
+    msg = _error_line(_admit("--deploy", SGLANG, "--set", item))
+    assert "is a vLLM knob" in msg
+
+
+def test_auto_fit_length_is_refused_on_sglang() -> None:
+    # SGLang's --context-length has no -1: auto-fit is vLLM's (_auto_fit_max_model_len)
+    msg = _error_line(_admit("--deploy", SGLANG, "--set", "context_length=-1"))
+    assert "auto-fit" in msg and "vLLM" in msg
+
+
+def test_kv_cache_memory_below_one_mib_is_accepted() -> None:
+    # vLLM takes any positive --kv-cache-memory-bytes (CacheConfig.kv_cache_memory_bytes, a plain int)
+    dep = load_deployment(VLLM, ["kv_cache_memory=512KiB"])
+    assert dep.kv_cache_memory == 512 * 1024
+
+
+def test_knob_table_shows_the_new_knobs() -> None:
+    r = runner.invoke(
+        app,
+        ["admit", "--ctx", "8K", "--deploy", VLLM, "--format", "json", "--set", "num_gpu_blocks_override=9000",
+         "--set", "async_scheduling=false"],
+    )  # fmt: skip
+    assert r.exit_code in (0, 1), r.stderr
+    knobs = {k["name"]: k for k in json.loads(r.stdout)["plan"]["knobs"]}
+    assert knobs["async_scheduling"]["value"] is False and knobs["async_scheduling"]["origin"] == "set"
+    assert knobs["num_gpu_blocks_override"]["value"] == 9000
+    assert knobs["disable_hybrid_kv_cache_manager"]["value"] is False
+    assert knobs["dtype"]["value"] == "auto"
+
+
+def test_num_gpu_blocks_override_caps_the_pool_and_the_start_check() -> None:
+    # GLM-5.3 on 8×H200 (the preset's max_model_len 524,288): 64-token blocks, a max-length request needs 8,192
+    # blocks + the null block. get_kv_cache_configs: the override replaces the memory with override × bytes_per_block
+    # and reserves one block before the check (vllm tests: test_check_enough_kv_cache_memory_respects_...override)
+    arch = load_model("glm-5.3")
+    p = plan_pool(arch, load_deployment(VLLM, ["num_gpu_blocks_override=8192"]))
+    assert p.extras["num_blocks"] == 8_192
+    assert p.startup_error is not None and "max seq len (524288)" in p.startup_error
+    assert "estimated maximum model length is 524224." in p.startup_error  # 8,191 blocks × 64
+    assert plan_pool(arch, load_deployment(VLLM, ["num_gpu_blocks_override=8193"])).startup_error is None
+
+
+def test_disable_hybrid_on_a_state_hybrid_is_refused() -> None:
+    # unify_hybrid_kv_cache_specs: linear-attention state cannot become full attention; vLLM raises
+    arch = load_model("qwen3-next-80b-a3b")
+    with pytest.raises(PlanError, match="failed to convert the KV cache specs to one unified type"):
+        plan_pool(arch, load_deployment(VLLM, ["model=qwen3-next-80b-a3b", "disable_hybrid_kv_cache_manager=true"]))
+
+
+def test_fp32_checkpoint_with_dtype_auto_stays_two_bytes(tmp_path: Path) -> None:
+    # vllm/config/model.py _resolve_auto_dtype: "Downcast for float32 models" to the platform's first dtype (bf16
+    # on SM80+): kv_cache_dtype auto is 2 bytes; only --dtype float32 caches 4-byte elements
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 2,
+           "num_key_value_heads": 2, "head_dim": 64, "hidden_size": 128, "intermediate_size": 256,
+           "vocab_size": 1024, "max_position_embeddings": 4096, "torch_dtype": "float32"}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    arch = load_model(str(path))
+    sets = [f"model={path}", "kv_cache_memory=1GiB", "page_size=16", "kv_cache_dtype=auto"]
+    auto = plan_pool(arch, load_deployment(VLLM, [*sets, "tp=1", "gpus_per_node=1"]))
+    fp32 = plan_pool(arch, load_deployment(VLLM, [*sets, "tp=1", "gpus_per_node=1", "dtype=float32"]))
+    # page of one layer: 16 × 2 heads × (64 + 64) × 2 B = 8,192 B; 2 layers -> 16,384 B a block (× 2 in fp32)
+    assert (auto.extras["bytes_per_block"], fp32.extras["bytes_per_block"]) == (16_384, 32_768)
+
+
+def test_dtype_float32_on_mla_is_refused() -> None:
+    with pytest.raises(PlanError, match="full-attention models only"):
+        plan_pool(load_model("glm-5.3"), load_deployment(VLLM, ["dtype=float32"]))
