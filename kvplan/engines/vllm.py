@@ -258,7 +258,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
-        main_bytes=mla_row * arch.num_layers,
+        main_bytes=vllm_knobs.per_layer_bytes(arch, attn_tp, dtype) or mla_row * arch.num_layers,
         indexer_bytes=idx_row * sum(flags),
         draft_main_bytes=mla_row * mtp_layers,
         draft_indexer_bytes=idx_row * mtp_layers if arch.is_dsa else 0,

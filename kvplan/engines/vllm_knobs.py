@@ -9,7 +9,7 @@ ports vLLM's own tests of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.engines.common import Knob
 from kvplan.errors import PlanError
@@ -121,3 +121,16 @@ def shown(dep: Deployment) -> tuple[Knob, ...]:
     hma = "set" if "disable_hybrid_kv_cache_manager" in explicit else "default: the hybrid KV cache manager is on"
     out.append(Knob("disable_hybrid_kv_cache_manager", dep.disable_hybrid_kv_cache_manager, hma))
     return tuple(out)
+
+
+def per_layer_bytes(arch: ModelArch, attn_tp: int, dtype: str) -> int:
+    """Σ over layers of one token's K + V on one rank when kv heads differ by layer (DeciLM), else 0.
+
+    vLLM: every layer a FullAttentionSpec of its own heads (max(1, heads // tp) a rank), pages of different sizes
+    in one ``UniformTypeKVCacheSpecs`` group: a block holds every layer's page (``_get_kv_cache_bytes_per_block``).
+    """
+    if not arch.kv_heads_per_layer:
+        return 0
+    att = arch.attention
+    assert isinstance(att, FullAttention)
+    return sum(replace(att, num_kv_heads=h).bytes_per_token(attn_tp, dtype) for h in arch.kv_heads_per_layer if h)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
+from kvplan.models import decilm
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import (
@@ -489,7 +490,7 @@ _HF_KEYS = {
     "indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset",
     "first_k_dense_replace", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
     "moe_intermediate_size", "intermediate_size", "vocab_size", "tie_word_embeddings",
-    "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim",
+    "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim", "block_configs",
     "num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers", "sliding_window",
     "use_sliding_window", "attention_bias", "layer_types", "compress_ratios", "full_attention_interval",
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
@@ -505,7 +506,8 @@ MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Deepseek
                      "GlmMoeDsaForCausalLM")  # fmt: skip
 """MLA models (DSA when the config has an indexer): DeepSeek-V2/V3/R1, Kimi-K2, DeepSeek-V3.2, GLM-5.x."""
 FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-                                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM")  # fmt: skip
+                                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM",
+                                "DeciLMForCausalLM")  # fmt: skip
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
                         "Glm5NextForConditionalGeneration")  # fmt: skip
@@ -714,7 +716,8 @@ def _full_attention_from_hf(
     num_attention_heads, as transformers does; the query heads must be a multiple of the kv heads.
     """
     heads = r.get_int("num_attention_heads", required=True, maximum=limits.MAX_DIM)
-    kv_heads = r.get_int("num_key_value_heads", default=heads, maximum=limits.MAX_DIM)
+    per_layer = decilm.kv_heads_per_layer(r, num_layers, heads) if architecture == "DeciLMForCausalLM" else ()
+    kv_heads = max(per_layer) if per_layer else r.get_int("num_key_value_heads", default=heads, maximum=limits.MAX_DIM)
     if heads % kv_heads:
         r.fail(
             "num_key_value_heads",
@@ -744,6 +747,7 @@ def _full_attention_from_hf(
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
+        kv_heads_per_layer=per_layer,
         head_dim=head_dim,
         v_head_dim=head_dim,
         param_groups=w.groups,

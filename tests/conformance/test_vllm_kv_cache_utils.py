@@ -131,6 +131,20 @@ def test_get_kv_cache_config_one_worker_num_gpu_blocks_override(tmp_path: Path) 
     assert p.startup_error is None  # 16 blocks, 15 usable after the null block, hold one 16-token request
 
 
+def test_get_kv_cache_config_one_worker_uniform_type_different_sizes(tmp_path: Path) -> None:
+    # "different hidden size but same type, use UniformTypeKVCacheSpecs": layer_1 head_size 128, layer_2 head_size 64
+    # (pages 2 × PAGE and PAGE), memory PAGE × 3 × 32 -> one group, a block holds both pages (3 × PAGE) -> 32.
+    # No config gives two full-attention layers different head sizes; the page sizes the test builds are what a
+    # DeciLM / Nemotron-NAS config gives with kv heads per layer (vLLM nemotron_nas.py: num_attention_heads //
+    # n_heads_in_group): 4 and 2 kv heads of head_dim 64, plus a no_op layer, which has no KV cache.
+    blocks = [{"attention": {"n_heads_in_group": 1}}, {"attention": {"n_heads_in_group": 2}}]
+    blocks.append({"attention": {"no_op": True}})
+    model = _config(tmp_path, "FFF", architectures=["DeciLMForCausalLM"], num_attention_heads=4, block_configs=blocks)
+    p = _plan(tmp_path, model, kv_cache_memory=_mem(PAGE * 3 * 32))
+    assert _blocks(p) == 32
+    assert p.extras["bytes_per_block"] == 3 * PAGE
+
+
 # --------------------------------------------------------------------------- estimate_max_model_len
 # test_estimate_max_model_len[Qwen/Qwen1.5-7B-16385-16384], [...-16383-16383] (COMMIT): 32 FullAttentionSpec layers
 # (block 16, 32 kv heads, head_size 128, float16), estimate_max_model_len(vllm_config, spec, 8 GiB). The engine
@@ -283,3 +297,66 @@ def test_check_enough_kv_cache_memory_reserves_null_block(tmp_path: Path) -> Non
     assert refused.startup_error is not None and "max seq len" in refused.startup_error
     accepted = _plan(tmp_path, model, context_length=512, kv_cache_memory=_mem(PAGE * 33))
     assert accepted.startup_error is None
+
+
+# --------------------------------------------------------------------------- skipped by name, with the reason
+
+PP = "pipeline stages: each worker holds its own stage's layers and vLLM re-plans every worker with the smallest "
+PP += "num_blocks (get_kv_cache_configs); kvplan's vLLM plan sizes one rank with every layer until the pipeline-stage "
+PP += "planning of branch h-pp (issue 23 item 1) lands: express it then with pp: 2"
+SPEC_ONLY = "asserts KV cache spec / group objects, not a figure a user reads from a deployment"
+HAND_GROUPS = "builds KVCacheGroupSpecs by hand that get_kv_cache_groups never forms from a model's layers"
+SKIPPED = {
+    "test_get_kv_cache_configs_multiple_workers[tp-different-memory]": (
+        "per-worker available memory: --kv-cache-memory-bytes gives every worker the same figure and profiled memory "
+        "is the same on every rank of one plan; no input of kvplan or vLLM makes one TP worker's memory differ"
+    ),
+    "test_get_kv_cache_configs_multiple_workers[pp-and-tp+pp]": PP,
+    "test_get_kv_cache_configs_pp_sharding[symmetric]": PP,
+    "test_get_kv_cache_configs_pp_sharding[asymmetric]": "per-worker available memory (see tp-different-memory); " + PP,
+    "test_get_kv_cache_config_one_worker[different-size-different-type]": (
+        "a sliding-window layer whose head size differs from the full-attention layers' (block 32 after page "
+        "unification): no family kvplan reads (layer_types models share one head shape) gives one"
+    ),
+    "test_get_kv_cache_config_one_worker[padded-page]": (
+        "the same, head sizes 64 and 96 (the full page padded to the sliding one, 42 blocks): no config kvplan "
+        "reads gives a sliding layer another head shape"
+    ),
+    "test_get_kv_cache_configs_attention_free": "a model with no KV cache layer at all: nothing for kvplan to plan",
+    "test_get_max_concurrency_for_kv_cache_config[unequal-groups]": HAND_GROUPS + " (32 full + 2 sliding as 2 groups)",
+    "test_get_max_concurrency_for_kv_cache_config[uniform-group]": HAND_GROUPS + " (4 uniform + 2 sliding)",
+    "test_auto_fit_max_model_len_with_hybrid": (
+        "one MambaSpec layer of hand-picked shapes ((2, 512), (3, 32, 32)) fp32 with 2 speculative blocks beside one "
+        "full-attention layer: no config's linear-attention state has these shapes"
+    ),
+    "test_get_kv_cache_config_balanced_mamba_hybrid": (
+        "GLM-5-like specs built by hand (MambaSpec shapes ((2, 512), (3, 32, 32)), MLA block 1024, indexer "
+        "tokens_per_state 16); the real GLM-5.3-Flash config is planned in tests/unit/test_vllm_glm5_next.py"
+    ),
+    "test_get_kv_cache_config_kpool_tail_coowns_indexer_tensor": "the same hand-built GLM-5-like specs + a kpool tail",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_infeasible": "hand-built MambaSpec (512, 1024) fp32: an error case",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_infeasible_no_indexer": "hand-built specs: an error case",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_prepadded_mamba": "hand-built MambaSpec with page_size_padded",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_pp_balanced_projection": "hand-built specs projected on PP stages",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_pp_group_count_bump": "hand-built specs, VLLM_PP_LAYER_PARTITION",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_pp_starved_stage": "hand-built specs, VLLM_PP_LAYER_PARTITION",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_beats_cross_layers_flag": "hand-built specs + a NIXL connector",
+    "test_get_kv_cache_config_mamba_hybrid_sharing_no_indexer": "hand-built Kimi-Linear-like specs (MambaSpec shapes)",
+    "test_get_kv_cache_capacity_after_scheduler_unwrap": "hand-built GLM-5-like specs, the scheduler-config unwrap",
+    "test_glm5_kpool_tail_does_not_drag_hash_block_size": "prefix-hash block size, not a capacity figure",
+    "test_hisparse_hma_uses_resolved_gpu_block_size": "HiSparse host pool with SimpleNamespace configs: " + SPEC_ONLY,
+    "test_unify_hybrid_kv_cache_specs": SPEC_ONLY + " (page_size_padded / chunked-local specs built by hand)",
+    "test_unify_kv_cache_spec_page_size_mamba": SPEC_ONLY + " (a dense draft beside a Mamba hybrid)",
+    "test_unify_kv_cache_page_size_uses_padding_for_non_divisible_sizes": SPEC_ONLY + " (DFlash draft specs)",
+    "test_uniform_type_spec_block_table_width_matches_layer_spec": "block-table width, not a pool figure",
+    "test_merge_kv_cache_spec": SPEC_ONLY,
+    "test_is_kv_cache_spec_uniform": SPEC_ONLY,
+    "test_generate_uniform_type_kv_cache_specs": SPEC_ONLY,
+    "test_generate_scheduler_kv_cache_config": SPEC_ONLY,
+}
+"""The sizing tests of the engine file (COMMIT) that kvplan does not express, by name, with the reason."""
+
+
+@pytest.mark.parametrize("engine_test", sorted(SKIPPED))
+def test_not_expressed(engine_test: str) -> None:
+    pytest.skip(f"vllm tests/v1/core/test_kv_cache_utils.py::{engine_test} @{COMMIT[:8]}: {SKIPPED[engine_test]}")
