@@ -13,7 +13,7 @@ ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 planned by the rules in force then (kvplan.engines.versions: one table per engine, keyed by version ranges)."""
 
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-"""vLLM ``--dtype`` (``ModelDType``): the model's dtype, which ``kv_cache_dtype auto`` follows."""
+"""--dtype of both engines (vLLM ``ModelDType``, SGLang ``--dtype`` choices): what ``kv_cache_dtype auto`` follows."""
 
 AUTO_FIT = -1
 """``context_length`` (vLLM ``--max-model-len``) -1 or ``auto``: vLLM fits max_model_len to the KV cache memory."""
@@ -34,7 +34,6 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),
     "max_num_batched_tokens": ("vllm", "chunked_prefill_size"),
-    "dtype": ("vllm", "kvplan's SGLang plan takes the KV width from kv_cache_dtype alone"),
     "async_scheduling": ("vllm", "its overlap scheduler does not size any pool by in-flight tokens"),
     "num_gpu_blocks_override": ("vllm", "max_total_tokens"),
     "disable_hybrid_kv_cache_manager": ("vllm", "its hybrid pools are separate pools, sized by swa_full_tokens_ratio"),
@@ -111,7 +110,8 @@ class Deployment:
     max_mamba_cache_size: int | None = None
     """SGLang --max-mamba-cache-size: state slots of a linear-attention hybrid (default: sized from the budget)."""
     dtype: str = "auto"
-    """vLLM --dtype: auto takes the config's torch_dtype, float32 downcast to bf16 (``_resolve_auto_dtype``)."""
+    """--dtype, which kv_cache_dtype auto follows: auto takes the config's torch_dtype, a float32 one downcast to
+    2 bytes (vLLM ``_resolve_auto_dtype``: bf16; SGLang ``_get_and_verify_dtype``: fp16); only float32 is 4 bytes."""
     async_scheduling: bool | None = None
     """vLLM --async-scheduling / --no-async-scheduling (default on: vllm-project/vllm#27614)."""
     num_gpu_blocks_override: int | None = None

@@ -120,3 +120,13 @@ def test_fp32_checkpoint_with_dtype_auto_stays_two_bytes(tmp_path: Path) -> None
 def test_dtype_float32_on_mla_is_refused() -> None:
     with pytest.raises(PlanError, match="full-attention models only"):
         plan_pool(load_model("glm-5.3"), load_deployment(VLLM, ["dtype=float32"]))
+
+
+def test_dtype_on_sglang() -> None:
+    # SGLang configs/model_config.py _get_and_verify_dtype: auto downcasts a float32 config to float16, so auto,
+    # float16 and bfloat16 all cache 2-byte elements (planned as before); float32 (4 bytes) is refused, one line
+    arch = load_model("glm-5.3")
+    same = plan_pool(arch, load_deployment(SGLANG, ["dtype=bfloat16"])).cell
+    assert same == plan_pool(arch, load_deployment(SGLANG)).cell
+    msg = _error_line(_admit("--deploy", SGLANG, "--set", "dtype=float32"))
+    assert "--dtype float32" in msg and "SGLang" in msg
