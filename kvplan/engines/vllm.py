@@ -213,6 +213,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
         from kvplan.engines import vllm_v0
 
+        vllm_knobs.refuse_on_v0(dep)
         return vllm_v0.plan(arch, dep, rules)
     att = arch.attention
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
@@ -433,7 +434,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             if hybrid
             else ()
         ),
-        Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
+        Term(
+            "num_blocks",
+            None,
+            f"{num_blocks:,} = "
+            + ("num_gpu_blocks_override" if dep.num_gpu_blocks_override else "available // bytes_per_block")
+            + " (block 0 is the null block)",
+        ),
         Term(
             "GPU KV cache size",
             None,

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.engines.common import Knob
+from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
-from kvplan.models.deploy import Deployment
+from kvplan.models.deploy import AUTO_FIT, Deployment
 
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32"}
 
@@ -35,11 +36,28 @@ def kv_dtype(dep: Deployment) -> tuple[str, str]:
     return name, f"default: auto = --dtype {dep.dtype}"
 
 
+ASYNC_DEFAULT_SINCE = (0, 14, 0)
+"""vllm-project/vllm#27614 turned async scheduling on by default (ASSUMPTION on the release: 0.14.0, as
+deepjavalibrary/djl#3833 reports); it changes kvplan's figures only from 0.26.0, where a window holds in-flight
+tokens."""
+
+
 def async_scheduling(dep: Deployment) -> Knob:
-    """--async-scheduling: on unless turned off (vllm-project/vllm#27614 made it the default)."""
+    """--async-scheduling / --no-async-scheduling, else the version's default (``ASYNC_DEFAULT_SINCE``)."""
     if dep.async_scheduling is not None:
         return Knob("async_scheduling", dep.async_scheduling, "set")
-    return Knob("async_scheduling", True, "default: on (vllm-project/vllm#27614)")
+    on = parse_version(dep.engine_version) >= ASYNC_DEFAULT_SINCE
+    return Knob("async_scheduling", on, f"default: {'on' if on else 'off'} in vLLM {dep.engine_version} (#27614)")
+
+
+def refuse_on_v0(dep: Deployment) -> None:
+    """The V0 engine (vLLM 0.6-0.8, kvplan/engines/vllm_v0.py) is planned without these knobs: refuse them."""
+    given = [k for k in ("num_gpu_blocks_override", "async_scheduling") if getattr(dep, k) is not None]
+    given += ["dtype float32"] * (dep.dtype in ("float", "float32"))
+    given += ["disable_hybrid_kv_cache_manager"] * dep.disable_hybrid_kv_cache_manager
+    given += ["context_length -1 (auto-fit)"] * (dep.context_length == AUTO_FIT)
+    if given:
+        raise PlanError(f"kvplan's vLLM {dep.engine_version} (V0 engine) plan does not model {', '.join(given)}")
 
 
 def max_concurrent_batches(dep: Deployment) -> int:

@@ -130,3 +130,19 @@ def test_dtype_on_sglang() -> None:
     assert same == plan_pool(arch, load_deployment(SGLANG)).cell
     msg = _error_line(_admit("--deploy", SGLANG, "--set", "dtype=float32"))
     assert "--dtype float32" in msg and "SGLang" in msg
+
+
+def test_async_scheduling_default_follows_the_version() -> None:
+    # on by default from vllm-project/vllm#27614 (ASYNC_DEFAULT_SINCE, 0.14.0); off before
+    def shown(version: str) -> object:
+        p = plan_pool(load_model("glm-5.3"), load_deployment(VLLM, [f"engine_version={version}"]))
+        return next(k.value for k in p.knobs if k.name == "async_scheduling")
+
+    assert (shown("0.33.0"), shown("0.13.0")) == (True, False)
+
+
+def test_new_knobs_refused_on_the_v0_engine() -> None:
+    # vLLM 0.6-0.8 (V0) is planned by kvplan/engines/vllm_v0.py, which models none of them: refused, never ignored
+    with pytest.raises(PlanError, match="V0 engine"):
+        plan_pool(load_model("llama-3.1-8b"), load_deployment(VLLM, ["model=llama-3.1-8b", "engine_version=0.8.5",
+                                                                      "num_gpu_blocks_override=100"]))  # fmt: skip
