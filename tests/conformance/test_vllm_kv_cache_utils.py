@@ -145,6 +145,17 @@ def test_get_kv_cache_config_one_worker_uniform_type_different_sizes(tmp_path: P
     assert p.extras["bytes_per_block"] == 3 * PAGE
 
 
+def test_get_kv_cache_configs_multiple_workers_tp_same(tmp_path: Path) -> None:
+    # test_get_kv_cache_configs_multiple_workers, "Basic case. All things are the same" (COMMIT): two workers, each
+    # layer1 + layer2 of new_kv_cache_spec() (2 kv heads), PAGE × 2 × 10 each -> num_blocks 10 on both. Two workers
+    # with the same layers are tensor parallel: a config of 4 kv heads at tp 2 gives each rank 2 heads
+    # (ModelConfig.get_num_kv_heads: 4 // 2), the same page
+    model = _config(tmp_path, "FF", num_attention_heads=4, num_key_value_heads=4)
+    p = _plan(tmp_path, model, tp=2, gpus_per_node=2, kv_cache_memory=_mem(PAGE * 2 * 10))
+    assert _blocks(p) == 10
+    assert p.extras["bytes_per_block"] == 2 * PAGE
+
+
 # --------------------------------------------------------------------------- estimate_max_model_len
 # test_estimate_max_model_len[Qwen/Qwen1.5-7B-16385-16384], [...-16383-16383] (COMMIT): 32 FullAttentionSpec layers
 # (block 16, 32 kv heads, head_size 128, float16), estimate_max_model_len(vllm_config, spec, 8 GiB). The engine
