@@ -237,6 +237,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:
         notes.append(said)
+    if unified:
+        notes.append(vllm_knobs.UNIFIED_NOTE)
     dcp = dep.dcp
     if arch.is_dsa:
         block_default, block_why = 64, "the DSA backends accept 64"

@@ -67,6 +67,12 @@ def max_concurrent_batches(dep: Deployment) -> int:
     return max(dep.pp, 1)
 
 
+UNIFIED_NOTE = (
+    "vLLM --disable-hybrid-kv-cache-manager: the sliding-window layers are cached as full attention, one KV cache "
+    "group of every layer (unify_hybrid_kv_cache_specs); attention compute still slides"
+)
+
+
 def unified_to_full(arch: ModelArch, dep: Deployment) -> bool:
     """True when --disable-hybrid-kv-cache-manager turns every sliding-window layer into full attention.
 
