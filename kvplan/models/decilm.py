@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from kvplan.models.load import Reader
 
 
+NOT_COUNTED: tuple[str, ...] = (
+    "the parameters of a DeciLM config without intermediate_size (MLP widths per block, ffn_mult) are not counted"
+    " yet: give weights_per_gpu to plan with it",
+)
+
+
 def kv_heads_per_layer(r: Reader, num_layers: int, heads: int) -> tuple[int, ...]:
     """Each layer's kv heads from ``block_configs`` (0 where the layer has no attention cache)."""
     if not r.has("block_configs"):
@@ -32,6 +38,8 @@ def kv_heads_per_layer(r: Reader, num_layers: int, heads: int) -> tuple[int, ...
         if att.get_bool("no_op") or att.get_bool("replace_with_linear"):
             out.append(0)
             continue
+        if att.has("window_length"):
+            att.fail("window_length", "a DeciLM sliding window is not modelled yet")
         group = att.get_int("n_heads_in_group", required=True, maximum=limits.MAX_DIM)
         if heads % group:
             att.fail("n_heads_in_group", f"{group} does not divide num_attention_heads {heads}")

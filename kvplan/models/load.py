@@ -735,7 +735,11 @@ def _full_attention_from_hf(
     from kvplan.models import hybrid
 
     layers = hybrid.sliding_layers(r, num_layers, architecture, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
-    w = param_groups_from_hf(r.data, source, fail=r.fail)
+    groups: tuple[Any, ...] = ()
+    summary, assumptions = "", decilm.NOT_COUNTED
+    if not per_layer or r.has("intermediate_size"):  # DeciLM's MLP widths are per block (ffn_mult): not counted
+        w = param_groups_from_hf(r.data, source, fail=r.fail)
+        groups, summary, assumptions = w.groups, w.summary, w.assumptions
     return ModelArch(
         layers=layers,
         name=name,
@@ -750,9 +754,9 @@ def _full_attention_from_hf(
         kv_heads_per_layer=per_layer,
         head_dim=head_dim,
         v_head_dim=head_dim,
-        param_groups=w.groups,
-        weights_summary=w.summary,
-        weights_assumptions=w.assumptions,
+        param_groups=groups,
+        weights_summary=summary,
+        weights_assumptions=assumptions,
         activation=activation_dims(r.data),
     )
 

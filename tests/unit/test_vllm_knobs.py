@@ -146,3 +146,44 @@ def test_new_knobs_refused_on_the_v0_engine() -> None:
     with pytest.raises(PlanError, match="V0 engine"):
         plan_pool(load_model("llama-3.1-8b"), load_deployment(VLLM, ["model=llama-3.1-8b", "engine_version=0.8.5",
                                                                       "num_gpu_blocks_override=100"]))  # fmt: skip
+
+
+def _deci(tmp_path: Path, **attention: object) -> Path:
+    # the shape of nvidia/Llama-3_3-Nemotron-Super-49B-v1's config.json: no intermediate_size, MLP widths per block
+    blocks = [
+        {"attention": {"n_heads_in_group": 8, "no_op": False, "replace_with_linear": False, **attention},
+         "ffn": {"ffn_mult": 2.625}},
+        {"attention": {"n_heads_in_group": None, "no_op": True, "replace_with_linear": False}, "ffn": {"ffn_mult": 1}},
+        {"attention": {"n_heads_in_group": 16, "no_op": False}, "ffn": {"ffn_mult": 2.625}},
+    ]  # fmt: skip
+    cfg = {"architectures": ["DeciLMForCausalLM"], "num_hidden_layers": 3, "num_attention_heads": 64,
+           "hidden_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+           "block_configs": blocks}  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_decilm_kv_heads_per_layer(tmp_path: Path) -> None:
+    # vLLM nemotron_nas.py: 64 // 8 = 8 and 64 // 16 = 4 kv heads, the no_op layer none; head_dim 8192 // 64 = 128.
+    # TP2: 4 + 2 heads a rank × (128 + 128) × 2 B (bf16) = 3,072 B a token; block 16 -> 49,152 B
+    arch = load_model(str(_deci(tmp_path)))
+    assert arch.kv_heads_per_layer == (8, 0, 4)
+    sets = [f"model={tmp_path / 'config.json'}", "kv_cache_dtype=auto", "tp=2", "weights_per_gpu=50GiB"]
+    p = plan_pool(arch, load_deployment(VLLM, sets))
+    assert (p.cell.main_bytes, p.extras["bytes_per_block"]) == (3_072, 49_152)
+    msg = _error_line(_admit("--deploy", SGLANG, "--set", f"model={tmp_path / 'config.json'}", "--set",
+                             "weights_per_gpu=50GiB"))  # fmt: skip
+    assert "per-layer kv heads" in msg and "SGLang" in msg
+
+
+def test_decilm_without_weights_asks_for_them(tmp_path: Path) -> None:
+    _deci(tmp_path)
+    msg = _error_line(_admit("--deploy", VLLM, "--set", f"model={tmp_path / 'config.json'}"))
+    assert "weights_per_gpu" in msg
+
+
+def test_decilm_window_is_refused(tmp_path: Path) -> None:
+    _deci(tmp_path, window_length=4096)
+    msg = _error_line(_admit("--deploy", VLLM, "--set", f"model={tmp_path / 'config.json'}"))
+    assert "block_configs[0].attention.window_length" in msg
