@@ -218,7 +218,7 @@ def test_max_concurrency_full_attention(tmp_path: Path) -> None:
 def test_max_concurrency_sliding_window(tmp_path: Path) -> None:
     # every layer sliding (one uniform group): num_blocks 129 × 3 = 387; a request keeps cdiv(1024 - 1 + 1 × 1024,
     # 16) + 1 = 128 + 1 = 129 blocks (SlidingWindowSpec, max_in_flight_tokens = 1 batch × 1024) -> 3
-    model = _config(tmp_path, "S" * 32, **QWEN15_7B, layer_types=["sliding_attention"] * 32, sliding_window=1024)
+    model = _config(tmp_path, "S" * 32, **QWEN15_7B, sliding_window=1024)
     p = _plan(tmp_path, model, kv_cache_memory=_mem(387 * BLOCK_8MIB), **SYNC)
     assert _blocks(p) == 387
     assert _concurrency(p) == 3
@@ -227,11 +227,7 @@ def test_max_concurrency_sliding_window(tmp_path: Path) -> None:
 def test_max_concurrency_hybrid(tmp_path: Path) -> None:
     # 32 full + 32 sliding layers: group size 32, two groups, one 8 MiB block; num_blocks (1024 + 129) × 3 = 3,459;
     # a request takes 1,024 + 129 = 1,153 blocks -> 3 (with async scheduling on, 2 batches: 1,024 + 193 -> 2.84)
-    types = ["full_attention"] * 32 + ["sliding_attention"] * 32
-    model = _config(tmp_path, "F" * 32 + "S" * 32, **QWEN15_7B, layer_types=types, sliding_window=1024)
-    model_cfg = json.loads(model.read_text())
-    model_cfg["num_hidden_layers"] = 64
-    model.write_text(json.dumps(model_cfg))
+    model = _config(tmp_path, "F" * 32 + "S" * 32, **QWEN15_7B, sliding_window=1024)
     p = _plan(tmp_path, model, kv_cache_memory=_mem(3459 * BLOCK_8MIB), **SYNC)
     assert _blocks(p) == 3459
     assert _concurrency(p) == 3
