@@ -22,6 +22,12 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
     Exact types: a SlidingWindow is a FullAttention subclass but not planned as one; an indexer on compressed
     tokens (DeepSeek-V4) is not the DSA indexer either.
     """
+    if dep.engine == "sglang" and dep.dtype in ("float", "float32"):  # auto, float16, bfloat16: a 2-byte KV
+        raise InputError(f"kvplan does not yet plan --dtype {dep.dtype} (a 4-byte KV cache) on SGLang")
+    if dep.engine == "sglang" and len(set(arch.kv_heads_per_layer)) > 1:
+        raise InputError(
+            f"kvplan does not yet plan per-layer kv heads ({arch.name}: block_configs) on SGLang {dep.engine_version}"
+        )
     planned = ENGINE_CACHE_KINDS.get(dep.engine, ())
     for layer in arch.layers:
         for c in layer.caches:

@@ -22,8 +22,9 @@ startup check counts the blocks of every group.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from kvplan.engines import vllm_hybrid
+from kvplan.engines import vllm_hybrid, vllm_knobs
 from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -41,7 +42,7 @@ from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
-from kvplan.models.deploy import Deployment, Gpu
+from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv
 
@@ -157,13 +158,13 @@ def _mha_layout(dep: Deployment) -> tuple[str, list[Knob]]:
     """kv dtype and backend of a full-attention model: (dtype, knobs)."""
     gpu = dep.gpu
     check_serves("vllm", dep.engine_version, gpu, dsa=False, mha=True)
-    dtype = dep.kv_cache_dtype
+    dtype, dtype_why = vllm_knobs.kv_dtype(dep)
     if dtype == "fp8_ds_mla":
         raise PlanError("kv_cache_dtype fp8_ds_mla is FlashMLA's MLA row format: a full-attention model takes "
                         "auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2")  # fmt: skip
     if dep.mla_layout:
         raise PlanError("mla_layout applies to MLA models only: this model has full attention (MHA / GQA)")
-    knobs = [Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype (bf16)")]
+    knobs = [Knob("kv_cache_dtype", dtype, dtype_why)]
     backend = dep.attention_backend or _mha_backend(gpu)
     check_backend("vllm", dep.engine_version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
     where = platform_label(gpu)
@@ -212,8 +213,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
         from kvplan.engines import vllm_v0
 
+        vllm_knobs.refuse_on_v0(dep)
         return vllm_v0.plan(arch, dep, rules)
     att = arch.attention
+    if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
+        raise PlanError("--dtype float32 is planned for full-attention models only (an MLA cache's rows are not)")
+    unified = vllm_knobs.unified_to_full(arch, dep)  # --disable-hybrid-kv-cache-manager: one full-attention group
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     layout: MlaLayout | None
     if vllm_hybrid.is_v4(arch):  # fp8_ds_mla on FLASHMLA_SPARSE_DSV4 (kvplan/engines/vllm_hybrid.py)
@@ -232,6 +237,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:
         notes.append(said)
+    if unified:
+        notes.append(vllm_knobs.UNIFIED_NOTE)
     dcp = dep.dcp
     if arch.is_dsa:
         block_default, block_why = 64, "the DSA backends accept 64"
@@ -254,7 +261,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
-        main_bytes=mla_row * arch.num_layers,
+        main_bytes=vllm_knobs.per_layer_bytes(arch, attn_tp, dtype) or mla_row * arch.num_layers,
         indexer_bytes=idx_row * sum(flags),
         draft_main_bytes=mla_row * mtp_layers,
         draft_indexer_bytes=idx_row * mtp_layers if arch.is_dsa else 0,
@@ -268,6 +275,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
 
     mnbt_default, seqs_default = _defaults_by_memory(dep)
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    if dep.context_length == AUTO_FIT:  # fitted below; everything sized before the KV config sees the derived length
+        ctx_k = Knob("context_length", arch.max_position_embeddings, "default: max_position_embeddings")
     max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
     max_num_seqs = seqs_k.as_int()
@@ -279,10 +288,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     )
     mnbt = mnbt_k.as_int()
     hybrid = None
-    if arch.is_hybrid:  # one shared block pool, several KV cache groups (kvplan/engines/vllm_hybrid.py)
+    if arch.is_hybrid and not unified:  # one shared block pool, several KV cache groups (vllm_hybrid.py)
         hybrid = vllm_hybrid.plan_blocks(
             arch,
-            dep,
+            replace(dep, kv_cache_dtype=dtype) if isinstance(att, FullAttention) else dep,
             attn_bytes_per_token=mla_row,
             block_knob=page_k,
             min_kernel_block=BLOCK_BY_BACKEND.get(backend, 16),
@@ -348,11 +357,21 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     num_blocks = available // bytes_per_block if bytes_per_block else 0
     if dep.max_total_tokens is not None:
         num_blocks = min(num_blocks, cdiv(dep.max_total_tokens, block))
+    num_blocks, sized = vllm_knobs.override_blocks(dep, num_blocks, bytes_per_block, available)
+    check = sized - bytes_per_block  # the null block is reserved before the check (get_kv_cache_configs)
+    if dep.context_length == AUTO_FIT:  # --max-model-len -1: the longest length the pool holds
+        longest = (
+            hybrid.estimated_max_len(check, max_model_len)
+            if hybrid
+            else max_len_fitting(check, bytes_per_block, block, dcp)
+        )
+        fit = vllm_knobs.auto_fit(max_model_len, longest, check)
+        max_model_len, ctx_k = fit.max_model_len, fit.knob
+        startup_error = startup_error or fit.error
     per_rank_len = cdiv(max_model_len, dcp)
     # _max_memory_usage_bytes_from_groups: bytes_per_block × the blocks of one max-length request (every group)
     request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(per_rank_len, block)
     needed = bytes_per_block * request_blocks
-    check = available - bytes_per_block
     if startup_error is None and needed > check:
         est = (
             hybrid.estimated_max_len(check, max_model_len)
@@ -393,6 +412,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         seqs_k,
         mnbt_k,
         Knob("speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "set"),
+        *vllm_knobs.shown(dep),
     ]
     allocated = num_blocks * bytes_per_block
     chain = (
@@ -416,7 +436,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             if hybrid
             else ()
         ),
-        Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
+        Term(
+            "num_blocks",
+            None,
+            f"{num_blocks:,} = "
+            + ("num_gpu_blocks_override" if dep.num_gpu_blocks_override else "available // bytes_per_block")
+            + " (block 0 is the null block)",
+        ),
         Term(
             "GPU KV cache size",
             None,

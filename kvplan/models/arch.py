@@ -135,7 +135,10 @@ class ModelArch:
     qk_rope_head_dim: int = 0
     num_attention_heads: int = 0
     num_kv_heads: int = 0
-    """Full attention: total kv heads of the model (``num_key_value_heads``)."""
+    """Full attention: total kv heads of the model (``num_key_value_heads``; the most of any layer when per layer)."""
+    kv_heads_per_layer: tuple[int, ...] = ()
+    """Full attention with kv heads chosen per layer (DeciLM ``block_configs``; 0 = no attention cache); () when
+    every layer has ``num_kv_heads``."""
     head_dim: int = 0
     v_head_dim: int = 0
     index_head_dim: int = 0

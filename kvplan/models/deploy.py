@@ -12,6 +12,12 @@ ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 """The versions whose source kvplan read; the first of each is the default. Any other version is accepted and
 planned by the rules in force then (kvplan.engines.versions: one table per engine, keyed by version ranges)."""
 
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+"""--dtype of both engines (vLLM ``ModelDType``, SGLang ``--dtype`` choices): what ``kv_cache_dtype auto`` follows."""
+
+AUTO_FIT = -1
+"""``context_length`` (vLLM ``--max-model-len``) -1 or ``auto``: vLLM fits max_model_len to the KV cache memory."""
+
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
 ENGINE_KNOBS: dict[str, tuple[str, str]] = {
@@ -30,6 +36,9 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),
     "max_num_batched_tokens": ("vllm", "chunked_prefill_size"),
+    "async_scheduling": ("vllm", "its overlap scheduler does not size any pool by in-flight tokens"),
+    "num_gpu_blocks_override": ("vllm", "max_total_tokens"),
+    "disable_hybrid_kv_cache_manager": ("vllm", "its hybrid pools are separate pools, sized by swa_full_tokens_ratio"),
 }
 """Deployment knobs only one engine reads (engines/sglang.py, engines/vllm.py); the other engine refuses them.
 Every other knob is read by both."""
@@ -109,6 +118,15 @@ class Deployment:
     swa_eviction_interval: int | None = None
     """SGLang's SGLANG_SWA_EVICTION_INTERVAL (environment, default 128): tokens a request runs past its window
     before the SWA pool frees them."""
+    dtype: str = "auto"
+    """--dtype, which kv_cache_dtype auto follows: auto takes the config's torch_dtype, a float32 one downcast to
+    2 bytes (vLLM ``_resolve_auto_dtype``: bf16; SGLang ``_get_and_verify_dtype``: fp16); only float32 is 4 bytes."""
+    async_scheduling: bool | None = None
+    """vLLM --async-scheduling / --no-async-scheduling (default on: vllm-project/vllm#27614)."""
+    num_gpu_blocks_override: int | None = None
+    """vLLM --num-gpu-blocks-override: num_blocks, whatever the memory (``may_override_num_blocks``)."""
+    disable_hybrid_kv_cache_manager: bool = False
+    """vLLM --disable-hybrid-kv-cache-manager: sliding-window layers cached as full attention, one group."""
     disable_cuda_graph: bool = False
     """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
     memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""

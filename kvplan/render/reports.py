@@ -52,7 +52,10 @@ def cell_section(p: PoolPlan) -> Section:
             f"main {'MLA' if p.arch.is_mla else p.arch.kind_label} KV",
             nbytes(c.main_bytes),
             f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers"
-            if not p.pools or p.mla_bytes_per_layer * p.main_layers == c.main_bytes
+            if (not p.pools and not p.arch.kv_heads_per_layer) or p.mla_bytes_per_layer * p.main_layers == c.main_bytes
+            else f"Σ of {sum(1 for h in p.arch.kv_heads_per_layer if h)} layers' K + V ({p.kv_format}), kv heads "
+            f"{'/'.join(map(str, p.arch.kv_heads_per_layer))} by layer (block_configs)"
+            if p.arch.kv_heads_per_layer
             else "the engine's bytes per row of its token pool (a hybrid: what a request takes from each pool is "
             "under 'What the request needs'; per kind: kvplan budget)",
         ),
