@@ -87,11 +87,13 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
         return ()
     if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
         return tuple(layer.indexer is not None for layer in arch.layers)
+    first = arch.pp_stage.start if arch.pp_stage is not None else 0  # a stage's layers keep their model index
+    layers = range(first, first + arch.num_layers)
     if arch.index_topk_pattern is not None:
-        return tuple(c == "F" for c in arch.index_topk_pattern)
+        return tuple(i < len(arch.index_topk_pattern) and arch.index_topk_pattern[i] == "F" for i in layers)
     offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
     freq = arch.index_topk_freq
-    return tuple(max(i - offset + 1, 0) % freq == 0 for i in range(arch.num_layers))
+    return tuple(max(i - offset + 1, 0) % freq == 0 for i in layers)
 
 
 def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
@@ -314,6 +316,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             max_num_batched_tokens=mnbt,
             max_num_seqs=max_num_seqs,
             version=parse_version(dep.engine_version),
+            samples=arch.pp_stage is None or arch.pp_stage.last,
         )
         if arch.activation is not None
         else None

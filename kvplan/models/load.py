@@ -22,6 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
+from kvplan.models.pipeline import parse_layer_partition
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -923,7 +924,8 @@ ALIASES = {
     "ep_size": "ep", "pp_size": "pp", "pipeline_parallel_size": "pp", "max_model_len": "context_length",
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
-    "enforce_eager": "disable_cuda_graph",
+    "enforce_eager": "disable_cuda_graph", "vllm_pp_layer_partition": "pp_layer_partition",
+    "sglang_pp_layer_partition": "pp_layer_partition",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -972,6 +974,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
         elif key == "disable_cuda_graph":
             yield key, r.get_bool(key)
+        elif key == "pp_layer_partition":
+            yield key, r._get(key, parse_layer_partition, False, None)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1163,6 +1167,10 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("dcp", "tp").fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
     if d.tp % d.dp_attention:
         blame("dp_attention", "tp").fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
+    if d.pp_layer_partition is not None and len(d.pp_layer_partition) != d.pp:
+        blame("pp_layer_partition", "pp").fail(
+            "pp_layer_partition", f"{len(d.pp_layer_partition)} stages given for pp {d.pp} (one entry per stage)"
+        )
     _check_gpu_count(d, blame)
 
 

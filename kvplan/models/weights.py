@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -97,6 +98,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
     mtp_layer = (
         shape.attention_params() + (shape.n_routed_experts + shape.n_shared_experts) * shape.expert_params() + 2 * h * h
     )
+    moe_span = (shape.first_k_dense_replace, shape.num_layers)
     groups = [
         ParamGroup(
             name="attention",
@@ -104,12 +106,14 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
             split="attn",
+            layer_span=(0, shape.num_layers),
         ),
         ParamGroup(
             name="dense_mlp",
             params=3 * h * shape.intermediate_size * shape.first_k_dense_replace,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
+            layer_span=(0, shape.first_k_dense_replace),
         ),
         ParamGroup(
             name="routed_experts",
@@ -117,18 +121,21 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
             split="experts",
+            layer_span=moe_span,
         ),
         ParamGroup(
             name="shared_experts",
             params=shape.n_shared_experts * shape.expert_params() * moe_layers,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
+            layer_span=moe_span,
         ),
         ParamGroup(
             name="router",
             params=shape.n_routed_experts * h * moe_layers,
             bytes_per_param_num=2,
             split="none",
+            layer_span=moe_span,
         ),
         ParamGroup(name="embeddings", params=embed, bytes_per_param_num=2),
         ParamGroup(
@@ -200,6 +207,9 @@ class WeightsModel:
         return sum(g.params for g in self.groups)
 
 
+_LAYER_INDEX = re.compile(r"model\.layers\.(\d+)\.")
+
+
 class _Groups:
     """Parameters and checkpoint bytes per group, each module in the scheme its name resolves to.
 
@@ -214,6 +224,8 @@ class _Groups:
         self.counts: dict[tuple[str, Scheme | None, int, int], int] = {}
         """(group, scheme or None for the checkpoint dtype, rows, cols) -> how many such matrices."""
         self.buffers: dict[str, Fraction] = {}
+        self.spans: dict[str, tuple[int, int]] = {}
+        """group -> the decoder layers [first, end) its named modules sit on (a pipeline stage's share)."""
         self._uniform = quant.uniform
 
     def linear(
@@ -222,12 +234,23 @@ class _Groups:
         """``count`` matrices of ``rows`` outputs × ``cols`` inputs, stored as ``module`` resolves."""
         if rows > 0 and cols > 0 and count > 0:
             self._count(group, split, heads, self.quant.scheme_for("" if self._uniform else module), rows, cols, count)
+            self._span(group, module)
 
-    def plain(self, group: str, split: str, params: int, *, heads: int = 0, scheme: Scheme | None = None) -> None:
+    def plain(
+        self, group: str, split: str, params: int, *, heads: int = 0, scheme: Scheme | None = None, module: str = ""
+    ) -> None:
         """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype, or
         ``scheme`` for a tensor the checkpoint stores in another (DeepSeek-V4's fp32 hyper-connection mixes)."""
         if params > 0:
             self._count(group, split, heads, scheme, params, 1, 1)
+            self._span(group, module)
+
+    def _span(self, group: str, module: str) -> None:
+        m = _LAYER_INDEX.match(module)
+        if m is not None and group != "mtp":  # the MTP layers sit past the decoder layers, on no stage's span
+            i = int(m.group(1))
+            first, end = self.spans.get(group, (i, i + 1))
+            self.spans[group] = (min(first, i), max(end, i + 1))
 
     def buffer(self, group: str, size: Fraction) -> None:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
@@ -264,12 +287,18 @@ class _Groups:
                         bytes_per_param_den=den,
                         split=split,
                         heads=heads,
+                        layer_span=self.spans.get(name),
                     )
                 )
             else:
                 out.append(
                     ParamGroup(
-                        name=name, params=params[name], bytes_per_param_num=num, bytes_per_param_den=den, split=split
+                        name=name,
+                        params=params[name],
+                        bytes_per_param_num=num,
+                        bytes_per_param_den=den,
+                        split=split,
+                        layer_span=self.spans.get(name),
                     )
                 )
         for name, size in self.buffers.items():
@@ -417,7 +446,7 @@ def _mla_groups(s: MoeShape, acc: _Groups) -> None:
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
         else:
             experts("routed_experts", "shared_experts", "tp", p)
-            acc.plain("router", "none", s.n_routed_experts * h)
+            acc.plain("router", "none", s.n_routed_experts * h, module=p)
     # param_groups' order: attention, dense_mlp, routed, shared, router, embeddings, mtp
     acc.plain("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
     for k in range(s.num_mtp_layers):
@@ -496,7 +525,7 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
         attention(p, "attention", "kv_proj", "attn")
         if is_moe(i):
             moe_mlp(p, "routed_experts", "shared_experts", "tp")
-            acc.plain("router", "none", experts * h)
+            acc.plain("router", "none", experts * h, module=p)
         else:
             for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
+from kvplan.render.pipeline_report import stages_data, stages_section
 
 
 def _value(name: str, v: object) -> str:
@@ -156,6 +157,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "memory_map": {s.label: s.bytes for s in p.memory_map},
         "extras": dict(p.extras),
         "notes": list(p.notes),
+        "stages": stages_data(p),
     }
 
 
@@ -612,6 +614,7 @@ def admit_report(a: Admission) -> Report:
     sections = [
         cell_section(p),
         chain_section(p),
+        *filter(None, (stages_section(p),)),
         Section("What the request needs", req_rows, ("", "", "")),
         Section("Checks", checks, ("check", "result", "need / have", "detail")),
         Section("Fit", fit_rows, ("", "", "")),
@@ -966,7 +969,13 @@ def deployment_report(p: PoolPlan) -> Report:
     return Report(
         "deployments show",
         f"Deployment {deployment_label(p)}, {p.semantics}",
-        (Section("", head, ("", "")), knobs_section(p), cell_section(p), chain_section(p)),
+        (
+            Section("", head, ("", "")),
+            knobs_section(p),
+            cell_section(p),
+            chain_section(p),
+            *filter(None, (stages_section(p),)),
+        ),
         {"plan": plan_data(p)},
         bar=memory_bar(p),
         notes=p.notes,
