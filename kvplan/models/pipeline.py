@@ -6,8 +6,9 @@ stage's KV cell counts its own layers and its weights are its share:
 
 - the embedding on the first stage only, the final norm and LM head on the last (vLLM ``LlamaModel.__init__``:
   ``embed_tokens`` when ``is_first_rank or (tie_word_embeddings and is_last_rank)``; ``lm_head`` on the last
-  rank; SGLang ``LlamaModel`` / ``LlamaForCausalLM`` the same way): an untied checkpoint's ``embeddings`` group
-  (embed + head, vocab × hidden each) is half on each end, a tied one whole on both;
+  rank; SGLang ``Qwen3ForCausalLM`` / ``LlamaForCausalLM``: ``embed_tokens`` on the first rank, a real
+  ``ParallelLMHead`` on the last, the tied weight sent to it at pp > 1): an untied checkpoint's ``embeddings``
+  group (embed + head, vocab × hidden each) is half on each end, a tied one whole on both;
 - a layer group (attention, MLP, experts, router) the share of its ``layer_span`` the stage owns: a MoE model's
   first dense layers sit on the first stage;
 - what every process builds once (the rotary cos/sin cache) whole on every stage.

@@ -170,3 +170,22 @@ def test_unmodelled_refused() -> None:
 def test_pp1_has_no_stages() -> None:
     p = make_plan("glm-5.3-8xh200-sglang", **{**LLAMA_70B, "engine": "sglang", "pp": 1})
     assert p.stages == () and p.main_layers == 80
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_dsa_indexer_layers_per_stage(engine: str) -> None:
+    # GLM-5.3 (78 layers, bf16 MLA 1,152 B + indexer K 132 B a full layer), pp 2 -> layers 0-38 and 39-77 on both
+    # engines. Full layers: vLLM's rule (index_topk_freq 4, index_skip_topk_offset 3: max(i − 2, 0) % 4 == 0) and
+    # SGLang's indexer_types give the same 21: {0, 1, 2, 6, 10, ..., 74}. Stage 0 owns 0, 1, 2, 6, ..., 38 = 12,
+    # stage 1 owns 42, ..., 74 = 9 (counted by their model index, not from 0 again).
+    #   stage 0: 39 × 1,152 + 12 × 132 = 46,512;  stage 1: 39 × 1,152 + 9 × 132 = 46,116
+    p = make_plan(
+        f"glm-5.3-8xh200-{engine}",
+        pp=2,
+        nodes=2,
+        speculative_num_draft_tokens=0,
+        kv_cache_dtype="auto",
+        mla_layout="default",
+        attention_backend="default",
+    )
+    assert [s.cell_bytes for s in p.stages] == [39 * 1_152 + 12 * 132, 39 * 1_152 + 9 * 132] == [46_512, 46_116]
