@@ -319,7 +319,7 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     """
     stage = arch.pp_stage
     if dep.weights_per_gpu is not None:
-        return Knob("weights_per_gpu", dep.weights_per_gpu, "set" if stage is None else "set (every stage)")
+        return Knob("weights_per_gpu", dep.weights_per_gpu, "set")
     split = weight_split(dep)
     point = arch.measured_weights_for(split)
     if point is not None:

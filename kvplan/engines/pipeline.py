@@ -9,8 +9,9 @@ engine then gives every stage the smallest pool:
   PP); the layers from ``python/sglang/srt/distributed/utils.py::get_pp_indices``.
 
 So the deployment's pool is the binding stage's plan, and ``PoolPlan.stages`` says what each stage holds.
-Not modelled, refused (exit 2): speculative decoding with pp > 1 (where each engine puts the MTP / draft layer
-was not read), a hybrid's kinds per stage (kvplan.models.pipeline.stage_arch).
+Refused (exit 2): speculative decoding with pp > 1 (SGLang refuses it unless SGLANG_ENABLE_PP_SPEC=1; vLLM's
+MTP drafter does not start under pp: ``_SPEC_UNDER_PP``), a hybrid's kinds per stage (kvplan.models.pipeline).
+Assumed the same on every stage: each engine's per-GPU terms beyond the weights and the sampler (``_PER_GPU_TERMS``).
 """
 
 from __future__ import annotations
@@ -80,10 +81,7 @@ def plan_stages(arch: ModelArch, dep: Deployment, plan_one: Callable[[ModelArch,
     if dep.pp <= 1:
         return plan_one(arch, dep)
     if dep.mtp:
-        raise InputError(
-            f"kvplan does not plan speculative decoding with pp {dep.pp}: where each engine puts the MTP / draft"
-            " layer per stage is not modelled; plan it at pp 1"
-        )
+        raise InputError(_SPEC_UNDER_PP[dep.engine].format(pp=dep.pp))
     plans = [plan_one(stage_arch(arch, s), dep) for s in stages(arch, dep)]
     bind = min(range(len(plans)), key=lambda i: (plans[i].startup_error is None, plans[i].rows, i))
     _, origin = partition(arch, dep)
@@ -105,11 +103,30 @@ def plan_stages(arch: ModelArch, dep: Deployment, plan_one: Callable[[ModelArch,
         if dep.engine == "sglang"
         else "vLLM get_kv_cache_configs: every worker gets the smallest num_blocks"
     )
-    note = (
+    notes = [
         f"pp {dep.pp}: layers {'/'.join(str(s.stage.layers) for s in summary)} ({origin}); stage {bind} binds and"
-        f" every stage's pool is cut to it ({engine_min})"
-    )
-    return replace(plans[bind], stages=summary, notes=(*plans[bind].notes, note))
+        f" every stage's pool is cut to it ({engine_min})",
+        _PER_GPU_TERMS[dep.engine],
+    ]
+    if dep.weights_per_gpu is not None:
+        notes.append("weights_per_gpu as set is taken for every stage (each stage really loads its own share)")
+    return replace(plans[bind], stages=summary, notes=(*plans[bind].notes, *notes))
+
+
+_SPEC_UNDER_PP = {
+    "sglang": "speculative decoding with pp {pp}: SGLang's server_args refuses pp > 1 with a speculative algorithm"
+    " unless SGLANG_ENABLE_PP_SPEC=1 (sglang PR #30775: the draft worker on the last stage only), which kvplan"
+    " does not plan; plan it at pp 1",
+    "vllm": "speculative decoding with pp {pp}: vLLM's MTP drafter does not start under pipeline parallelism"
+    " (SpeculativeConfig._verify_args demands SupportsPP of the draft model, vllm issue #52069), and kvplan does"
+    " not plan it; plan it at pp 1",
+}
+_PER_GPU_TERMS = {
+    "sglang": "per stage: mem_fraction_static's reserve (its tp × pp term) is the same on every rank; the weights"
+    " and the cell are the stage's own",
+    "vllm": "per stage: the profiling run samples on the last stage only (profile_run: is_last_rank); non-torch"
+    " growth and the CUDA-graph estimate ASSUMED the same on every stage",
+}
 
 
 def _stage_of(p: PoolPlan) -> PipelineStage:

@@ -33,7 +33,7 @@ def stages_section(p: PoolPlan) -> Section | None:
         f"Pipeline stages (pp {len(p.stages)}): each GPU of a stage",
         rows,
         ("stage", "holds", "weights", "cell", "KV budget", "own pool tokens"),
-        note="every stage's pool is cut to the binding stage's; the chain above is that stage's",
+        note="every stage's pool is cut to the binding stage's; the per-GPU figures above are that stage's",
     )
 
 

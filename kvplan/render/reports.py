@@ -816,6 +816,7 @@ def budget_report(b: Budget) -> Report:
             cell_section(p),
             Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total")),
             Section("Shares", share, ("", "")),
+            *filter(None, (stages_section(p),)),
         ),
         data,
         startup_error=p.startup_error,

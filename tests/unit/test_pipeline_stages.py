@@ -161,8 +161,12 @@ def test_env_override_refused(partition: str, pp: int, words: str) -> None:
 
 
 def test_unmodelled_refused() -> None:
-    with pytest.raises(InputError, match="speculative decoding with pp 2"):
+    # SGLang server_args: pp and a speculative algorithm are exclusive unless SGLANG_ENABLE_PP_SPEC=1; vLLM's MTP
+    # drafter fails SupportsPP under pp > 1 (vllm issue #52069)
+    with pytest.raises(InputError, match="speculative decoding with pp 2: SGLang"):
         make_plan("glm-5.3-8xh200-sglang", pp=2, nodes=2, speculative_num_draft_tokens=3)
+    with pytest.raises(InputError, match="speculative decoding with pp 2: vLLM"):
+        make_plan("glm-5.3-8xh200-vllm", pp=2, nodes=2, speculative_num_draft_tokens=3)
     with pytest.raises(InputError, match="pipeline parallelism"):
         make_plan("glm-5.3-8xh200-sglang", model="qwen3-next-80b-a3b", pp=2, nodes=2, tp=8)
 
