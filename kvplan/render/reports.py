@@ -1014,6 +1014,7 @@ def _knob_unit(name: str) -> str:
         "gpu": "gpus.yaml name or a mapping",
         "attention_backend": "backend name",
         "model": "preset name or path",
+        "pp_layer_partition": "layers per stage ([41, 39] or 41,39)",
     }
     return units.get(name, "value")
 
