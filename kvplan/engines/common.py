@@ -154,6 +154,8 @@ class StagePool:
     weights_bytes: int
     cell_bytes: int
     """Bytes of one pool row on this stage: its own layers only."""
+    main_layers: int
+    indexer_layers: int
     available_bytes: int
     rows: int
     logged_tokens: int
@@ -220,6 +222,19 @@ class PoolPlan:
     @property
     def main_bytes_per_layer(self) -> int:
         return self.mla_bytes_per_layer
+
+    @property
+    def model_cell_bytes(self) -> int:
+        """One token's row over every pipeline stage (the cell at pp 1): what a whole-model figure multiplies."""
+        return sum(s.cell_bytes for s in self.stages) if self.stages else self.cell.total_bytes
+
+    @property
+    def model_main_layers(self) -> int:
+        return sum(s.main_layers for s in self.stages) if self.stages else self.main_layers
+
+    @property
+    def model_indexer_layers(self) -> int:
+        return sum(s.indexer_layers for s in self.stages) if self.stages else self.indexer_layers
 
     @property
     def kv_format(self) -> str:

@@ -193,3 +193,21 @@ def test_dsa_indexer_layers_per_stage(engine: str) -> None:
         attention_backend="default",
     )
     assert [s.cell_bytes for s in p.stages] == [39 * 1_152 + 12 * 132, 39 * 1_152 + 9 * 132] == [46_512, 46_116]
+
+
+def test_whole_model_figures_sum_the_stages() -> None:
+    # A PD hand-off of 131,072 tokens (whole pages of 1 on SGLang's GQA page): each stage's 4 ranks send their own
+    # layers, so the total is 131,072 × (40,960 + 40,960) × 4 = 131,072 × 81,920 × 4 = 42,949,672,960 B, as at
+    # pp 1; one rank of the binding stage sends 131,072 × 40,960 = 5,368,709,120 B.
+    from kvplan.plan.prefix import prefix_hit
+    from kvplan.plan.transfer import transfer
+
+    p = make_plan("glm-5.3-8xh200-sglang", **{**LLAMA_70B, "engine": "sglang"})
+    t = transfer(p, 131_072)
+    assert t.total_bytes == 131_072 * 81_920 * 4 == 42_949_672_960
+    assert t.bytes_per_rank == 131_072 * 40_960 == 5_368_709_120
+    # prefix FLOPs count every layer of the model (80 = 40 + 40), not the binding stage's 40:
+    # 64 heads × (128 + 128) × 2 FLOPs a pair × 80 layers
+    h = prefix_hit(p, 8_192, 4_096)
+    assert h.indexer_layers == 80
+    assert h.flops(1) == 64 * (128 + 128) * 2 * 80
