@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -207,9 +206,6 @@ class WeightsModel:
         return sum(g.params for g in self.groups)
 
 
-_LAYER_INDEX = re.compile(r"model\.layers\.(\d+)\.")
-
-
 class _Groups:
     """Parameters and checkpoint bytes per group, each module in the scheme its name resolves to.
 
@@ -234,28 +230,24 @@ class _Groups:
         """``count`` matrices of ``rows`` outputs × ``cols`` inputs, stored as ``module`` resolves."""
         if rows > 0 and cols > 0 and count > 0:
             self._count(group, split, heads, self.quant.scheme_for("" if self._uniform else module), rows, cols, count)
-            self._span(group, module)
 
-    def plain(
-        self, group: str, split: str, params: int, *, heads: int = 0, scheme: Scheme | None = None, module: str = ""
-    ) -> None:
+    def plain(self, group: str, split: str, params: int, *, heads: int = 0, scheme: Scheme | None = None) -> None:
         """Not a quantized linear (embeddings, LM head, routers, norms, biases): the checkpoint dtype, or
         ``scheme`` for a tensor the checkpoint stores in another (DeepSeek-V4's fp32 hyper-connection mixes)."""
         if params > 0:
             self._count(group, split, heads, scheme, params, 1, 1)
-            self._span(group, module)
-
-    def _span(self, group: str, module: str) -> None:
-        m = _LAYER_INDEX.match(module)
-        if m is not None and group != "mtp":  # the MTP layers sit past the decoder layers, on no stage's span
-            i = int(m.group(1))
-            first, end = self.spans.get(group, (i, i + 1))
-            self.spans[group] = (min(first, i), max(end, i + 1))
 
     def buffer(self, group: str, size: Fraction) -> None:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
         if size > 0:
             self.buffers[group] = self.buffers.get(group, Fraction(0)) + size
+
+    def span(self, layers: Iterable[int], *groups: str) -> None:
+        """The decoder layers the ``groups`` sit on, as [first, end) (a pipeline stage holds its share of them)."""
+        ids = list(layers)
+        if ids:
+            for g in groups:
+                self.spans[g] = (min(ids), max(ids) + 1)
 
     def _count(self, group: str, split: str, heads: int, scheme: Scheme | None, rows: int, cols: int, n: int) -> None:
         self.order.setdefault(group, (split, heads))
@@ -446,7 +438,11 @@ def _mla_groups(s: MoeShape, acc: _Groups) -> None:
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
         else:
             experts("routed_experts", "shared_experts", "tp", p)
-            acc.plain("router", "none", s.n_routed_experts * h, module=p)
+            acc.plain("router", "none", s.n_routed_experts * h)
+    k = min(s.first_k_dense_replace, s.num_layers)
+    acc.span(range(s.num_layers), "attention")
+    acc.span(range(k), "dense_mlp")
+    acc.span(range(k, s.num_layers), "routed_experts", "shared_experts", "router")
     # param_groups' order: attention, dense_mlp, routed, shared, router, embeddings, mtp
     acc.plain("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
     for k in range(s.num_mtp_layers):
@@ -525,10 +521,15 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
         attention(p, "attention", "kv_proj", "attn")
         if is_moe(i):
             moe_mlp(p, "routed_experts", "shared_experts", "tp")
-            acc.plain("router", "none", experts * h, module=p)
+            acc.plain("router", "none", experts * h)
         else:
             for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
+    acc.span(range(layers), "attention", "kv_proj")
+    moe_ids = [i for i in range(layers) if is_moe(i)]
+    acc.span(moe_ids, "routed_experts", "shared_experts", "router")
+    if len(moe_ids) < layers:
+        acc.span((i for i in range(layers) if not is_moe(i)), "dense_mlp")
     acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
     # input and post-attention RMSNorm a layer, the final norm (+ Qwen3's q/k norms): replicated on every rank
     acc.plain("norms", "none", (2 * layers + 1) * h + (2 * head_dim * layers if qk_norm else 0))
