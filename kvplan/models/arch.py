@@ -102,10 +102,14 @@ class PipelineStage:
     def last(self) -> bool:
         return self.rank == self.size - 1
 
-    def __str__(self) -> str:
+    @property
+    def held(self) -> str:
+        """What the stage's GPUs hold: 'layers 0-39 (40) + embedding'."""
         ends = (["embedding"] if self.first else []) + (["final norm + LM head"] if self.last else [])
-        held = f"layers {self.start}-{self.end - 1} ({self.layers})" + "".join(f" + {e}" for e in ends)
-        return f"stage {self.rank} of {self.size}: {held}"
+        return f"layers {self.start}-{self.end - 1} ({self.layers})" + "".join(f" + {e}" for e in ends)
+
+    def __str__(self) -> str:
+        return f"stage {self.rank} of {self.size}: {self.held}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan.engines.common import PoolPlan, StagePool
+from kvplan.engines.common import PoolPlan
 from kvplan.render import Section, count, nbytes, size
-
-
-def _held(s: StagePool) -> str:
-    st = s.stage
-    ends = (["embedding"] if st.first else []) + (["final norm + LM head"] if st.last else [])
-    return f"layers {st.start}-{st.end - 1} ({st.layers})" + "".join(f" + {e}" for e in ends)
 
 
 def stages_section(p: PoolPlan) -> Section | None:
@@ -21,7 +15,7 @@ def stages_section(p: PoolPlan) -> Section | None:
     rows = tuple(
         (
             str(s.stage.rank) + (" (binds)" if s.binding else ""),
-            _held(s),
+            s.stage.held,
             size(s.weights_bytes),
             nbytes(s.cell_bytes),
             size(s.available_bytes),
