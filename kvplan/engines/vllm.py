@@ -87,10 +87,11 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
         return ()
     if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
         return tuple(layer.indexer is not None for layer in arch.layers)
-    first = arch.pp_stage.start if arch.pp_stage is not None else 0  # a stage's layers keep their model index
-    layers = range(first, first + arch.num_layers)
+    stage = arch.pp_stage  # a stage's layers keep their model index
+    layers = range(stage.start, stage.end) if stage is not None else range(arch.num_layers)
     if arch.index_topk_pattern is not None:
-        return tuple(i < len(arch.index_topk_pattern) and arch.index_topk_pattern[i] == "F" for i in layers)
+        pattern = arch.index_topk_pattern if stage is None else arch.index_topk_pattern[stage.start : stage.end]
+        return tuple(c == "F" for c in pattern)
     offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
     freq = arch.index_topk_freq
     return tuple(max(i - offset + 1, 0) % freq == 0 for i in layers)

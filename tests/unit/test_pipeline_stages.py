@@ -211,3 +211,18 @@ def test_whole_model_figures_sum_the_stages() -> None:
     h = prefix_hit(p, 8_192, 4_096)
     assert h.indexer_layers == 80
     assert h.flops(1) == 64 * (128 + 128) * 2 * 80
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_dsa_pattern_per_stage(engine: str) -> None:
+    # index_topk_pattern 'FFSFSSFS' (8 layers) over pp 3: vLLM get_pp_indices (3, 3, 2) -> 'FFS', 'FSS', 'FS'
+    # (2, 1, 1 full layers); SGLang (2, 3, 3) -> 'FF', 'SFS', 'SFS' (2, 1, 1). Over pp 2 both split 4 / 4:
+    # 'FFSF' (3) and 'SSFS' (1). The rows: 1,152 B MLA bf16 a layer + 132 B indexer K a full layer.
+    arch = load_model("tests/data/hf/pattern/config.json")
+    sets = {"kv_cache_dtype": "auto", "mla_layout": "default", "attention_backend": "default", "tp": 8, "nodes": 3}
+    p3 = make_plan(f"glm-5.3-8xh200-{engine}", model=arch, pp=3, speculative_num_draft_tokens=0, **sets)
+    layers3 = (3, 3, 2) if engine == "vllm" else (2, 3, 3)
+    full3 = (2, 1, 1)
+    assert [s.cell_bytes for s in p3.stages] == [n * 1_152 + f * 132 for n, f in zip(layers3, full3, strict=True)]
+    p2 = make_plan(f"glm-5.3-8xh200-{engine}", model=arch, pp=2, speculative_num_draft_tokens=0, **sets)
+    assert [s.cell_bytes for s in p2.stages] == [4 * 1_152 + 3 * 132, 4 * 1_152 + 1 * 132]
