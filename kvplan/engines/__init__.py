@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvplan.engines import pipeline
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
@@ -42,8 +43,12 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
 
 
 def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    """The pool the deployment's engine builds on each GPU."""
+    """The pool the deployment's engine builds on each GPU; under pp, on each GPU of the binding stage."""
     refuse_unplanned_kinds(arch, dep)
+    return pipeline.plan_stages(arch, dep, _plan_one)
+
+
+def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if dep.engine == "sglang":
         from kvplan.engines import sglang
 

@@ -88,11 +88,14 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
         return ()
     if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
         return tuple(layer.indexer is not None for layer in arch.layers)
+    stage = arch.pp_stage  # a stage's layers keep their model index
+    layers = range(stage.start, stage.end) if stage is not None else range(arch.num_layers)
     if arch.index_topk_pattern is not None:
-        return tuple(c == "F" for c in arch.index_topk_pattern)
+        pattern = arch.index_topk_pattern if stage is None else arch.index_topk_pattern[stage.start : stage.end]
+        return tuple(c == "F" for c in pattern)
     offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
     freq = arch.index_topk_freq
-    return tuple(max(i - offset + 1, 0) % freq == 0 for i in range(arch.num_layers))
+    return tuple(max(i - offset + 1, 0) % freq == 0 for i in layers)
 
 
 def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
@@ -323,6 +326,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             max_num_batched_tokens=mnbt,
             max_num_seqs=max_num_seqs,
             version=parse_version(dep.engine_version),
+            samples=arch.pp_stage is None or arch.pp_stage.last,
         )
         if arch.activation is not None
         else None

@@ -77,6 +77,42 @@ class Split:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PipelineStage:
+    """One pipeline stage: the decoder layers [start, end) of the model's ``model_layers`` it holds.
+
+    The first stage also holds the embedding, the last the final norm and the LM head (vLLM and SGLang
+    ``make_layers`` / ``PPMissingLayer``); the engine's partition rule is kvplan.engines.pipeline.
+    """
+
+    rank: int
+    size: int
+    start: int
+    end: int
+    model_layers: int
+
+    @property
+    def layers(self) -> int:
+        return self.end - self.start
+
+    @property
+    def first(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def last(self) -> bool:
+        return self.rank == self.size - 1
+
+    @property
+    def held(self) -> str:
+        """What the stage's GPUs hold: 'layers 0-39 (40) + embedding'."""
+        ends = (["embedding"] if self.first else []) + (["final norm + LM head"] if self.last else [])
+        return f"layers {self.start}-{self.end - 1} ({self.layers})" + "".join(f" + {e}" for e in ends)
+
+    def __str__(self) -> str:
+        return f"stage {self.rank} of {self.size}: {self.held}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightPoint:
     """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
 
@@ -103,6 +139,9 @@ class ParamGroup:
     bytes_per_param_den: int = 1
     split: str = "tp"
     """'tp' (tensor parallel), 'attn' (attention TP: tp / dp_attention), 'experts' (tp or ep), 'none'."""
+    layer_span: tuple[int, int] | None = None
+    """The decoder layers [first, end) the group's modules sit on, where known (a MoE model's dense MLP on its
+    first layers, its experts on the rest): a pipeline stage holds the share of them it owns."""
 
     def bytes_per_gpu(self, split: Split) -> int:
         """Bytes on one GPU; layer groups also split over the pipeline stages (embeddings counted whole)."""
@@ -160,6 +199,9 @@ class ModelArch:
     weights_assumptions: tuple[str, ...] = ()
     activation: ActivationDims | None = None
     """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
+    pp_stage: PipelineStage | None = None
+    """Set on one pipeline stage's view of the model (kvplan.models.pipeline.stage_arch): ``num_layers`` and the
+    per-layer fields are then that stage's, and its weights are what that stage loads."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

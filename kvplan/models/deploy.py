@@ -85,6 +85,9 @@ class Deployment:
     dp_attention: int = 1
     ep: int = 1
     pp: int = 1
+    pp_layer_partition: tuple[int, ...] | None = None
+    """Layers per pipeline stage (vLLM ``VLLM_PP_LAYER_PARTITION``, SGLang ``SGLANG_PP_LAYER_PARTITION``);
+    None: the engine's ``get_pp_indices`` split."""
     dcp: int = 1
     kv_cache_dtype: str = "auto"
     mla_layout: str | None = None

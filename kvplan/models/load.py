@@ -33,6 +33,7 @@ from kvplan.models.deploy import (
     Requirements,
 )
 from kvplan.models.formats import MlaLayout
+from kvplan.models.pipeline import parse_layer_partition
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -942,6 +943,7 @@ ALIASES = {
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
     "enforce_eager": "disable_cuda_graph", "sglang_swa_eviction_interval": "swa_eviction_interval",
+    "vllm_pp_layer_partition": "pp_layer_partition", "sglang_pp_layer_partition": "pp_layer_partition",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -1001,6 +1003,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_int(key, maximum=limits.MAX_TOKENS)
         elif key == "dtype":
             yield key, r.get_choice(key, MODEL_DTYPES)
+        elif key == "pp_layer_partition":
+            yield key, r._get(key, parse_layer_partition, False, None)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1194,6 +1198,10 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("dcp", "tp").fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
     if d.tp % d.dp_attention:
         blame("dp_attention", "tp").fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
+    if d.pp_layer_partition is not None and len(d.pp_layer_partition) != d.pp:
+        blame("pp_layer_partition", "pp").fail(
+            "pp_layer_partition", f"{len(d.pp_layer_partition)} stages given for pp {d.pp} (one entry per stage)"
+        )
     _check_gpu_count(d, blame)
 
 

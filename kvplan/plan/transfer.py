@@ -125,6 +125,9 @@ class Transfer:
 
     @property
     def total_bytes(self) -> int:
+        """Per rank × ranks; under pp each stage's ranks send their own layers' rows (summed over the stages)."""
+        if self.plan.stages:
+            return self.rows_per_rank * self.plan.model_cell_bytes * self.ranks
         return self.bytes_per_rank * self.ranks
 
     @property
@@ -139,6 +142,11 @@ class Transfer:
     @property
     def sharding(self) -> str:
         """Why the total is per rank × ranks, in the plan's own terms (dcp splits, TP replicates)."""
+        pp = len(self.plan.stages)
+        stages = f"; pp {pp}: each stage's ranks send their own layers (per rank: the binding stage's)" if pp else ""
+        return self._sharding() + stages
+
+    def _sharding(self) -> str:
         dcp, tp = self.plan.dcp, self.ranks
         att = self.plan.arch.attention
         if isinstance(att, FullAttention):

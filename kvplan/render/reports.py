@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
+from kvplan.render.pipeline_report import stages_data, stages_section
 
 
 def _value(name: str, v: object) -> str:
@@ -159,6 +160,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "memory_map": {s.label: s.bytes for s in p.memory_map},
         "extras": dict(p.extras),
         "notes": list(p.notes),
+        "stages": stages_data(p),
     }
 
 
@@ -615,6 +617,7 @@ def admit_report(a: Admission) -> Report:
     sections = [
         cell_section(p),
         chain_section(p),
+        *filter(None, (stages_section(p),)),
         Section("What the request needs", req_rows, ("", "", "")),
         Section("Checks", checks, ("check", "result", "need / have", "detail")),
         Section("Fit", fit_rows, ("", "", "")),
@@ -816,6 +819,7 @@ def budget_report(b: Budget) -> Report:
             cell_section(p),
             Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total")),
             Section("Shares", share, ("", "")),
+            *filter(None, (stages_section(p),)),
         ),
         data,
         startup_error=p.startup_error,
@@ -969,7 +973,13 @@ def deployment_report(p: PoolPlan) -> Report:
     return Report(
         "deployments show",
         f"Deployment {deployment_label(p)}, {p.semantics}",
-        (Section("", head, ("", "")), knobs_section(p), cell_section(p), chain_section(p)),
+        (
+            Section("", head, ("", "")),
+            knobs_section(p),
+            cell_section(p),
+            chain_section(p),
+            *filter(None, (stages_section(p),)),
+        ),
         {"plan": plan_data(p)},
         bar=memory_bar(p),
         notes=p.notes,
@@ -1009,6 +1019,7 @@ def _knob_unit(name: str) -> str:
         "gpu": "gpus.yaml name or a mapping",
         "attention_backend": "backend name",
         "model": "preset name or path",
+        "pp_layer_partition": "layers per stage ([41, 39] or 41,39)",
     }
     return units.get(name, "value")
 
