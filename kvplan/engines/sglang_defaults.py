@@ -25,10 +25,10 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 
 SM120_TRTLLM_MHA_BUG = (
-    "; SGLang 0.5.6.post1 itself may pick trtllm_mha on SM12x and refuse it at startup (sgl-project/sglang#14814, "
-    "fixed by #14842 on 2025-12-10): pass --attention-backend flashinfer, the backend this plan assumes"
+    "; this SGLang itself picks trtllm_mha on SM12x and refuses it at startup (sgl-project/sglang#14814, fixed by "
+    "#14842 in 0.5.7): pass --attention-backend flashinfer, the backend this plan assumes"
 )
-"""What the 0.5.6.postN images between #14291 and #14842 do on SM12x (is_blackwell_supported, not SM100 only)."""
+"""What 0.5.6.postN does on SM12x (``SglangRules.mha_sm12x_picks_trtllm``)."""
 
 
 def _family(dep: Deployment) -> int:
@@ -54,7 +54,7 @@ def mha_backend(arch: ModelArch, dep: Deployment, rules: SglangRules) -> tuple[s
         why += f" (trtllm_mha is the SM100 default only from 0.5.6.post1; SGLang {rules.label} picks flashinfer)"
     elif family == 12:
         why += " (trtllm_mha is SM100 only)"
-        if rules.mha_trtllm_sm100 and rules.since == (0, 5, 6):
+        if rules.mha_sm12x_picks_trtllm:
             why += SM120_TRTLLM_MHA_BUG
     return "flashinfer", why
 

@@ -149,6 +149,10 @@ class SglangRules(_Range):
     mha_trtllm_sm100: bool = True
     """A full-attention model's default backend on SM100 / SM103 is trtllm_mha (sgl-project/sglang#14291, merged
     2025-12-02, first in 0.5.6.post1); before, flashinfer, as on every CUDA GPU but Hopper (sglang_defaults.py)."""
+    mha_sm12x_picks_trtllm: bool = False
+    """#14291's Blackwell branch took SM12x in too: SGLang picked trtllm_mha there and refused it (sgl-project/sglang
+    #14814; "fix: trtllm mha attention auto-selection on sm120", #14842, merged 2025-12-10, in 0.5.7). kvplan plans
+    flashinfer there and says so (gpustack/gpustack#3839: 0.5.6.post1 fails on an RTX 5090)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,13 +344,32 @@ SGLANG: tuple[SglangRules, ...] = (
         engine="sglang",
         since=(0, 5, 6),
         since_post=1,
+        until=(0, 5, 7),
+        label="0.5.6.post1-0.5.6.post2",
+        reference="",  # the 0.5.6 rules with sgl-project/sglang#14291; the post-release wheels not read
+        cite="the rules of 0.5.6; sgl-project/sglang#14291 (merged 2025-12-02; in the 0.5.6.post1 that "
+        "gpustack/gpustack#3839 saw fail on an RTX 5090) makes trtllm_mha the full-attention default on Blackwell, "
+        "SM12x included until #14842",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+        mha_sm12x_picks_trtllm=True,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 7),
         until=(0, 5, 8),
         until_post=1,
-        label="0.5.6.post1-0.5.8",
+        label="0.5.7-0.5.8",
         reference="0.5.8",
-        cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; sgl-project/sglang#14291 (merged 2025-12-02; in the "
-        "0.5.6.post1 that gpustack/gpustack#3839 saw fail on an RTX 5090) makes trtllm_mha the full-attention "
-        "default on Blackwell",
+        cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; trtllm_mha the full-attention default on SM100 only "
+        "(sgl-project/sglang#14291, #14842)",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,

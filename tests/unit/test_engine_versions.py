@@ -69,7 +69,7 @@ def test_parse_version_refuses_what_is_not_a_version(text: str) -> None:
         ("sglang", "0.5.9.post1", "0.5.8.post1-0.5.9"),
         # PEP 440: a post-release sorts after its release; the 0.5.8.post1 line carries 0.5.9's GLM-5 DSA pool
         ("sglang", "0.5.8.post1", "0.5.8.post1-0.5.9"),
-        ("sglang", "0.5.8", "0.5.6.post1-0.5.8"),
+        ("sglang", "0.5.8", "0.5.7-0.5.8"),
         ("sglang", "0.5.9rc0", "0.5.8.post1-0.5.9"),
         ("sglang", "0.4.1", "0.4.0-0.4.5"),
         ("sglang", "0.4.6.post1", "0.4.6"),
