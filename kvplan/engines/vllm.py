@@ -132,10 +132,10 @@ def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
     if gpu.vendor == "amd":
         return "ROCM_AITER_MLA_SPARSE" if arch.is_dsa else "ROCM_AITER_MLA"
     sm = gpu.sm
-    if not arch.is_dsa:
-        if sm >= 100:
+    if not arch.is_dsa:  # FLASHINFER_MLA is SM10x only, FLASHMLA / FLASH_ATTN_MLA SM9x: SM8x and SM12x take TRITON_MLA
+        if sm // 10 == 10:
             return "FLASHINFER_MLA"
-        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm >= 90 else "TRITON_MLA"
+        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm // 10 == 9 else "TRITON_MLA"
     if sm >= 100:
         return "FLASHINFER_MLA_SPARSE" if fp8 and dtype != "fp8_ds_mla" else "FLASHMLA_SPARSE"
     # SM90: FLASH_ATTN_MLA_SPARSE first, but it rejects a quantized cache

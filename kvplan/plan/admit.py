@@ -55,6 +55,12 @@ class Check:
     measured): the check fails only when that reservation leaves no KV cache, so it never names the tightest
     constraint of an admitted request."""
 
+    @property
+    def can_bind(self) -> bool:
+        """A sized capacity the request can run short of: not the start check, not a reservation sized from
+        the need (``reserved``: need == have by construction, 0 % headroom that is no margin at all)."""
+        return bool(self.unit) and not self.reserved
+
 
 @dataclass(frozen=True)
 class Remedy:
@@ -134,7 +140,7 @@ class Admission:
         for c in self.checks:
             if not c.ok:
                 return c
-        sized = [c for c in self.checks if c.unit and not c.reserved] or [c for c in self.checks if c.unit]
+        sized = [c for c in self.checks if c.can_bind] or [c for c in self.checks if c.unit]
         return min(sized, key=lambda c: (c.have - c.need) / max(c.have, 1))
 
     @property

@@ -98,8 +98,9 @@ class Outcome:
 
     @property
     def headroom_ppm(self) -> int:
-        """The least relative headroom over the requirements' capacity checks (pool, running requests,
-        workspace; not the context length, a fixed limit), in ppm of what the check has."""
+        """The least relative headroom over the requirements' capacity checks that can bind (pool, running
+        requests, SGLang's workspace; not the context length, a fixed limit, nor vLLM's workspace, which its
+        profile run reserves at need: ``Check.can_bind``), in ppm of what the check has."""
         tight = self._tightest()
         return tight[0] if tight else 0
 
@@ -114,7 +115,7 @@ class Outcome:
             ((c.have - c.need) * 1_000_000 // max(c.have, 1), c.name, i)
             for i, r in enumerate(self.checks)
             for c in r.admission.checks
-            if c.unit and c.name != "context length"
+            if c.can_bind and c.name != "context length"
         ]
         return min(out) if out else None
 

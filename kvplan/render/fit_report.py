@@ -171,7 +171,8 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 tuple(shown),
                 headers,
                 note=f"the best {PER_GPU_COUNT} per GPU count of {len(ranked):,} admitted; headroom: the least share "
-                "left in a capacity check (pool, running requests, workspace) over the requirements",
+                "left in a capacity check that can bind (pool, running requests, SGLang's workspace; vLLM's profile "
+                "run reserves its workspace) over the requirements",
             )
         )
     best, closest = f.best, f.closest
