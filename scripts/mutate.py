@@ -1,0 +1,286 @@
+"""A small sampled mutation check: do the tests fail when the arithmetic is wrong?
+
+Each mutant changes one thing in one module (an operator swapped, a term dropped, a comparison moved by
+one, an integer constant +-1, min<->max, and<->or), is written into a scratch copy of the project, and the
+tests that cover the module run against it with `pytest -x`. A mutant is *killed* when they fail (or time
+out), *survives* when they pass. Survivors are printed with their line; one that cannot change an answer
+is listed, with the reason, in scripts/mutants_equivalent.txt and then counted apart.
+
+    python scripts/mutate.py kvplan/plan/admit.py --sample 40 --seed 7 -- tests/unit/test_admit.py
+
+Without `-- TESTS`, the tests are the files under tests/ that import the module (by dotted name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT_FILE = ROOT / "scripts" / "mutants_equivalent.txt"
+
+_BINOP_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.FloorDiv,
+    ast.FloorDiv: ast.Mult,
+    ast.Div: ast.FloorDiv,
+    ast.Mod: ast.FloorDiv,
+}
+_CMP_SWAPS: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+}
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One change: where (node index in ast.walk order), what, and a key that survives line moves."""
+
+    index: int
+    kind: str
+    line: int
+    before: str
+    after: str
+    function: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.function}: {self.before} -> {self.after}"
+
+
+def _functions(tree: ast.AST) -> dict[int, str]:
+    """Node id -> qualified name of the innermost enclosing function or class."""
+    owner: dict[int, str] = {}
+
+    def visit(node: ast.AST, name: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = name
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = f"{name}.{child.name}" if name else child.name
+            owner[id(child)] = inner
+            visit(child, inner)
+
+    visit(tree, "")
+    return owner
+
+
+def _in_annotation_or_docstring(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    cur: ast.AST | None = node
+    while cur is not None:
+        parent = parents.get(id(cur))
+        if isinstance(parent, (ast.AnnAssign, ast.arg)) and cur is parent.annotation:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and cur is parent.returns:
+            return True
+        if isinstance(parent, ast.Expr) and isinstance(cur, ast.Constant):
+            return True
+        cur = parent
+    return False
+
+
+def _changes(node: ast.AST) -> list[tuple[str, ast.AST]]:
+    """The mutated copies of `node` (kind, replacement); the caller splices one in."""
+    out: list[tuple[str, ast.AST]] = []
+    if isinstance(node, ast.BinOp):
+        swap = _BINOP_SWAPS.get(type(node.op))
+        if swap is not None:
+            out.append(("operator", ast.BinOp(node.left, swap(), node.right)))
+        if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            out.append(("term dropped", node.left))
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1:
+        cmp_swap = _CMP_SWAPS.get(type(node.ops[0]))
+        if cmp_swap is not None:
+            out.append(("comparison", ast.Compare(node.left, [cmp_swap()], node.comparators)))
+    elif isinstance(node, ast.Constant) and type(node.value) is int:
+        out.append(("constant", ast.Constant(node.value + 1)))
+        if node.value != 0:
+            out.append(("constant", ast.Constant(node.value - 1)))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
+        other = "max" if node.func.id == "min" else "min"
+        out.append(("min/max", ast.Call(ast.Name(other, ast.Load()), node.args, node.keywords)))
+    elif isinstance(node, ast.BoolOp):
+        other_op: ast.boolop = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        out.append(("and/or", ast.BoolOp(other_op, node.values)))
+    return out
+
+
+def enumerate_mutants(source: str) -> list[Mutant]:
+    tree = ast.parse(source)
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    owners = _functions(tree)
+    found: list[Mutant] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if not hasattr(node, "lineno") or _in_annotation_or_docstring(node, parents):
+            continue
+        for kind, new in _changes(node):
+            before = ast.unparse(node)
+            found.append(Mutant(index, kind, node.lineno, before, ast.unparse(new), owners.get(id(node), "")))
+    return found
+
+
+class _Splice(ast.NodeTransformer):
+    def __init__(self, target: int, kind: str, after: str) -> None:
+        self.target, self.kind, self.after, self.counter = target, kind, after, -1
+        self.order: dict[int, int] = {}
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        index = self.order.get(id(node))
+        if index == self.target:
+            for kind, new in _changes(node):
+                if kind == self.kind and ast.unparse(new) == self.after:
+                    return ast.copy_location(new, node)
+        return super().generic_visit(node)
+
+
+def apply(source: str, mutant: Mutant) -> str:
+    tree = ast.parse(source)
+    splice = _Splice(mutant.index, mutant.kind, mutant.after)
+    splice.order = {id(n): i for i, n in enumerate(ast.walk(tree))}
+    new_tree = ast.fix_missing_locations(splice.visit(tree))
+    return ast.unparse(new_tree)
+
+
+def read_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
+    """`module | key | reason` lines; '#' comments. Returns {module|key: reason}."""
+    out: dict[str, str] = {}
+    if not path.exists():
+        return out
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = [p.strip() for p in line.split(" | ")]
+        if len(parts) != 3:
+            raise SystemExit(f"{path}: bad line (want 'module | key | reason'): {raw}")
+        out[f"{parts[0]}|{parts[1]}"] = parts[2]
+    return out
+
+
+def covering_tests(module: str, skip: tuple[str, ...] = ("fuzz", "property")) -> list[str]:
+    """Test files that import the module, less the slow folders (hypothesis runs) named in `skip`."""
+    dotted = module.removesuffix(".py").replace("/", ".")
+    pattern = re.compile(rf"\b(from {re.escape(dotted)} import|import {re.escape(dotted)}\b)")
+    tests = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if pattern.search(p.read_text(errors="replace")) and p.relative_to(ROOT / "tests").parts[0] not in skip
+    )
+    return tests
+
+
+def _scratch_copy() -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="kvplan-mutate-"))
+    ignore = shutil.ignore_patterns("__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.pyc")
+    for name in ("kvplan", "tests"):
+        shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", scratch / "pyproject.toml")
+    return scratch
+
+
+def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
+    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        done = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return "killed (timeout)"
+    return "survived" if done.returncode == 0 else "killed"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_in = sys.argv[1:] if argv is None else argv
+    tests: list[str] = []
+    if "--" in args_in:
+        cut = args_in.index("--")
+        args_in, tests = args_in[:cut], args_in[cut + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="+", help="paths such as kvplan/plan/admit.py")
+    parser.add_argument("--sample", type=int, default=40, help="mutants per module (0 = all)")
+    parser.add_argument("--seed", type=int, default=None, help="sampling seed (default: fresh, printed)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant's test run")
+    parser.add_argument("--list", action="store_true", help="list the sampled mutants, run nothing")
+    parser.add_argument("--match", default=None, help="only mutants whose line or key contains this text")
+    args = parser.parse_args(args_in)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 16)
+    print(f"seed {seed}")
+    equivalent = read_equivalent()
+    scratch = None if args.list else _scratch_copy()
+    total_bad = 0
+    try:
+        for module in args.modules:
+            total_bad += _one_module(module, args, seed, tests, equivalent, scratch)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if total_bad else 0
+
+
+def _one_module(
+    module: str,
+    args: argparse.Namespace,
+    seed: int,
+    tests: list[str],
+    equivalent: dict[str, str],
+    scratch: Path | None,
+) -> int:
+    source = (ROOT / module).read_text()
+    mutants = enumerate_mutants(source)
+    if args.match:
+        mutants = [m for m in mutants if args.match in m.key or args.match == str(m.line)]
+    picked = (
+        mutants
+        if args.sample <= 0
+        else random.Random(f"{seed}:{module}").sample(mutants, min(args.sample, len(mutants)))
+    )
+    picked.sort(key=lambda m: (m.line, m.index, m.after))
+    chosen = tests or covering_tests(module)
+    print(f"\n{module}: {len(picked)} of {len(mutants)} mutants; tests: {' '.join(chosen)}")
+    if scratch is None:
+        for m in picked:
+            print(f"  {module}:{m.line}  {m.key}")
+        return 0
+    killed = survived = equiv = 0
+    started = time.monotonic()
+    target = scratch / module
+    try:
+        for m in picked:
+            mkey = f"{module}|{m.key}"
+            if mkey in equivalent:
+                equiv += 1
+                continue
+            target.write_text(apply(source, m))
+            verdict = run_tests(scratch, chosen, args.timeout)
+            if verdict == "survived":
+                survived += 1
+                print(f"  SURVIVED {module}:{m.line}  {m.key}", flush=True)
+            else:
+                killed += 1
+    finally:
+        target.write_text(source)
+    scored = killed + survived
+    rate = 100.0 * killed / scored if scored else 100.0
+    print(
+        f"{module}: killed {killed}, survived {survived}, equivalent {equiv}; "
+        f"kill rate {rate:.0f}% ({time.monotonic() - started:.0f} s)",
+        flush=True,
+    )
+    return survived
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
