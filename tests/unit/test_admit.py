@@ -98,7 +98,6 @@ def test_pool_tokens_keep_the_remedies() -> None:
     # = 8,796 pages, still >= 8,192 for 1M at dcp 2
     b = admit(with_pool_tokens(make_plan(), 500_000), Request(ctx_tokens=M), pool_source="log")
     assert [(r.knob, r.value, r.pool_tokens) for r in b.remedies] == [("dcp", 2, 1_125_888)]
-    assert 1_278_208 * 500_000 // 567_616 // 128 * 128 == 1_125_888
 
 
 def test_pool_tokens_from_a_log() -> None:
