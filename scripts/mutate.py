@@ -214,8 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="sampling seed (default: fresh, printed)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant's test run")
     parser.add_argument("--list", action="store_true", help="list the sampled mutants, run nothing")
+    parser.add_argument("--root", type=Path, default=None, help="another checkout to mutate (e.g. a baseline)")
     parser.add_argument("--match", default=None, help="only mutants whose line or key contains this text")
     args = parser.parse_args(args_in)
+    if args.root is not None:
+        global ROOT
+        ROOT = args.root.resolve()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 16)
     print(f"seed {seed}")
     equivalent = read_equivalent()
