@@ -112,3 +112,14 @@ def test_dp_attention_is_offered_only_when_one_copy_fits() -> None:
     b = admit(make_plan(VLLM), Request(ctx_tokens=351_872, concurrent=2))
     dp = next(r for r in b.remedies if r.knob == "dp_attention")
     assert dp.value == 2 and dp.detail.endswith("at most 1 of the 2 requests each")
+
+
+def test_more_gpus_starts_at_twice_the_tp() -> None:
+    # GLM-5.3 on 8×H100: 94.46 GiB of weights a rank (the TP8 measurement) > 78.20 GiB pre-load free
+    # (85,044,756,480 B CUDA total − 1 GiB): the engine cannot load, no knob on 8 GPUs helps. The first doubling,
+    # tp 16, needs 16 ranks = 2 nodes of 8 and halves the per-rank weights (experts and attention split 16 ways),
+    # so it is the remedy; 32 GPUs would be more than needed.
+    a = admit(make_plan(gpu="h100"), Request(ctx_tokens=128 * 1024))
+    assert a.plan.startup_error is not None and "78.20 GiB (83,971,014,656 B) pre-load free" in a.plan.startup_error
+    assert [r.flags for r in a.remedies] == ["--set tp=16 --set nodes=2"]
+    assert a.remedies[0].detail.startswith("16 GPUs on 2 node(s) of 8: weights {size:weights} a GPU (estimated;")
