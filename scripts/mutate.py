@@ -19,6 +19,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"seed {seed}")
     equivalent = read_equivalent()
     scratch = None if args.list else _scratch_copy()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` removes the scratch copy
     total_bad = 0
     try:
         for module in args.modules:
