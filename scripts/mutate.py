@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = ROOT / "scripts" / "mutants_equivalent.txt"
+TESTS_FILE = ROOT / "scripts" / "mutants_tests.txt"
 
 _BINOP_SWAPS: dict[type[ast.operator], type[ast.operator]] = {
     ast.Add: ast.Sub,
@@ -173,7 +174,13 @@ def read_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
 
 
 def covering_tests(module: str, skip: tuple[str, ...] = ("fuzz", "property")) -> list[str]:
-    """Test files that import the module, less the slow folders (hypothesis runs) named in `skip`."""
+    """The module's line in scripts/mutants_tests.txt, else the test files that import the module, less the
+    slow folders (hypothesis runs) named in `skip`."""
+    if TESTS_FILE.exists():
+        for raw in TESTS_FILE.read_text().splitlines():
+            name, sep, files = raw.partition(":")
+            if sep and not raw.startswith("#") and name.strip() == module:
+                return files.split()
     dotted = module.removesuffix(".py").replace("/", ".")
     pattern = re.compile(rf"\b(from {re.escape(dotted)} import|import {re.escape(dotted)}\b)")
     tests = sorted(
