@@ -378,5 +378,11 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
     page = plan.logical_page_tokens
     c_limit = max(plan.arch.max_position_embeddings, base.ctx)
     c = _grow(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
-    out.append(Wall("context", c, _first_failure(with_ctx(c + page)) if c + page <= c_limit else "", c_limit))
+    # the limit (max_position_embeddings) need not be a whole page: it is the last value to try, and what
+    # breaks there is the reason (a page past it was never asked)
+    nxt = min(c + page, c_limit)
+    breaks = _first_failure(with_ctx(nxt)) if c < nxt else ""
+    if nxt == c_limit and c < nxt and not breaks:
+        c = c_limit
+    out.append(Wall("context", c, breaks, c_limit))
     return tuple(out)

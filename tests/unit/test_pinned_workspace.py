@@ -1,0 +1,37 @@
+"""The workspace walls read at the model's limit (issue 26: the context wall's "breaks" reason).
+
+Qwen3-Next-80B-A3B on vLLM 0.33.0 (8×H200, TP8): the hybrid block pool's attention block is 320 tokens
+(``_align_hybrid_block_size``: one attention page grows until it holds a Gated DeltaNet state), and the model's
+max_position_embeddings 262,144 is not a whole number of them (819.2 blocks). A request of t tokens takes
+cdiv(t, 320) blocks of the full-attention group plus 9 state blocks (3 GDN groups × 3 in mamba_cache_mode
+'align': MambaSpec, KVCacheCoordinator: every group allocates from the one pool):
+262,080 tokens (819 blocks) take 828, 262,144 take 820 + 9 = 829.
+"""
+
+from __future__ import annotations
+
+from kvplan.plan.workspace import Wall, WorkspaceQuery, walls
+from tests.conftest import make_plan
+
+QWEN = {"model": "qwen3-next-80b-a3b", "context_length": "128K", "page_size": "default"}
+
+
+def _context_wall(**sets: object) -> Wall:
+    p = make_plan("glm-5.3-8xh200-vllm", **QWEN, **sets)
+    return next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=None)) if w.knob == "context")
+
+
+def test_context_wall_breaks_at_the_limit_when_it_is_not_a_whole_block() -> None:
+    # --num-gpu-blocks-override 829: block 0 is the null block, 828 hold requests. 262,080 tokens (828 blocks)
+    # fit; 262,144 (829) do not, and vLLM refuses to start with max_model_len 262,144 (get_kv_cache_configs'
+    # check): the wall is 262,080 and what breaks is the engine start. It was reported as "nothing up to
+    # 262,144" because the next whole block, 262,400, is past the limit and was never tried.
+    w = _context_wall(num_gpu_blocks_override=829)
+    assert (w.largest_fitting, w.breaks, w.limit) == (262_080, "engine starts", 262_144)
+
+
+def test_context_wall_reaches_the_limit_when_it_fits() -> None:
+    # 830 blocks, 829 usable: 262,144 tokens fit, so the largest context is the model's own limit (it was
+    # reported as 262,080, a block short, with nothing breaking)
+    w = _context_wall(num_gpu_blocks_override=830)
+    assert (w.largest_fitting, w.breaks) == (262_144, "")
