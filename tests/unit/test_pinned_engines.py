@@ -1,0 +1,75 @@
+"""SGLang's capacity table and prefill graph sizes at every boundary (issue 26: constants and comparisons that
+no test read). The rows are ``handle_gpu_memory_settings`` of each release (sglang-0.5.23.md §2.6 for 0.5.10+;
+``ServerArgs._handle_gpu_memory_settings`` of 0.5.3-0.5.9; ``ServerArgs.__post_init__`` of 0.4.x), in MiB of
+nvidia-smi total; each boundary is tried on both sides and at tp 3 / tp 4.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
+
+GI = 1024  # MiB
+
+
+@pytest.mark.parametrize(
+    ("mib", "tp", "expected"),
+    [
+        # 0.5.10+ (memory_hook.py): < 20 Gi: 2048 / 8
+        (20 * GI - 1, 1, (2048, 8)),
+        # < 35 Gi: 4096 / 48 at tp < 4, 160 from tp 4
+        (20 * GI, 3, (4096, 48)),
+        (35 * GI - 1, 4, (4096, 160)),
+        # < 60 Gi: 4096 / 32, 160
+        (35 * GI, 3, (4096, 32)),
+        (60 * GI - 1, 4, (4096, 160)),
+        # < 90 Gi: 8192 / 256, 512
+        (60 * GI, 3, (8192, 256)),
+        (90 * GI - 1, 4, (8192, 512)),
+        # < 160 Gi (H20, H200): 8192 / 256, 512
+        (90 * GI, 3, (8192, 256)),
+        (160 * GI - 1, 4, (8192, 512)),
+        # else (B200, MI300): 16384 / 512 whatever the tp
+        (160 * GI, 1, (16384, 512)),
+    ],
+)
+def test_capacity_table_0_5_10_and_later(mib: int, tp: int, expected: tuple[int, int]) -> None:
+    assert _capacity_defaults(mib, tp) == expected
+
+
+@pytest.mark.parametrize(
+    ("mib", "tp", "capacity", "expected"),
+    [
+        # 0.4.8-0.5.2: < 35 Gi: 2048 / 8 at tp < 4, 80 from tp 4; else 8192 under 160 Gi, 16384 over, max_bs 160
+        (35 * GI - 1, 3, "0.4.8", (2048, 8)),
+        (35 * GI - 1, 4, "0.4.8", (2048, 80)),
+        (160 * GI - 1, 8, "0.4.8", (8192, 160)),
+        (160 * GI, 8, "0.4.8", (16384, 160)),
+        # 0.4.0-0.4.6: 2048 under 25,000 MiB, else 8192; max_bs 160
+        (24_999, 1, "0.4.0", (2048, 160)),
+        (25_000, 1, "0.4.0", (8192, 160)),
+        # 0.4.7: 16384 over 180,000 MiB (sgl-project/sglang#6718)
+        (180_001, 8, "0.4.7", (16384, 160)),
+        (180_000, 8, "0.4.7", (8192, 160)),
+        # 0.5.3 / 0.5.5 under 35 Gi (the < 20 Gi row first: 2048 / 8)
+        (20 * GI - 1, 1, "0.5.3", (2048, 8)),
+        (20 * GI, 3, "0.5.3", (2048, 16)),
+        (20 * GI, 3, "0.5.5", (2048, 24)),
+        (20 * GI, 4, "0.5.5", (2048, 80)),
+    ],
+)
+def test_capacity_table_of_older_releases(mib: int, tp: int, capacity: str, expected: tuple[int, int]) -> None:
+    assert _capacity_defaults(mib, tp, capacity) == expected
+
+
+def test_prefill_graph_batch_sizes() -> None:
+    # cuda_graph_hook.generate_prefill_cuda_graph_batch_sizes: 4..32 step 4 (8), 48..256 step 16 (14),
+    # 288..512 step 32 (8), 576..1024 step 64 (8), 1280..4096 step 256 (12), 4608.. step 512 up to max_bs
+    full = prefill_graph_batch_sizes(8192)
+    assert len(full) == 8 + 14 + 8 + 8 + 12 + 8
+    assert full[:9] == (4, 8, 12, 16, 20, 24, 28, 32, 48)
+    assert (full[21], full[22], full[29], full[30], full[37], full[38], full[49], full[50], full[-1]) == (
+        256, 288, 512, 576, 1024, 1280, 4096, 4608, 8192,
+    )  # fmt: skip
+    assert prefill_graph_batch_sizes(100) == (4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96)
