@@ -195,8 +195,9 @@ def default_mem_fraction(
         parts.append(f"prefill graph {n} sizes × 8")
     elif rules.prefill_graph:
         parts.append("no prefill graph (dcp > 1 or pp > 1 disables it)" if decode_graph else "")
-    if gpu_mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
+    if gpu_mem > 60 * 1024 and reserved < 10 * 1024:  # the sum above is not the figure when the floor binds
+        reserved = 10 * 1024
+        parts.append("raised to the 10,240 floor over 60 GiB")
     if rules.mtp_reserve_mib and dep.mtp:
         reserved += rules.mtp_reserve_mib
         parts.append(f"EAGLE/MTP {rules.mtp_reserve_mib}")

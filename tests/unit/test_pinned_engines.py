@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
+from tests.conftest import make_plan
+from tests.unit.test_engine_versions_sglang import LLAMA, _plan
 
 GI = 1024  # MiB
 
@@ -73,3 +75,23 @@ def test_prefill_graph_batch_sizes() -> None:
         256, 288, 512, 576, 1024, 1280, 4096, 4608, 8192,
     )  # fmt: skip
     assert prefill_graph_batch_sizes(100) == (4, 8, 12, 16, 20, 24, 28, 32, 48, 64, 80, 96)
+
+
+def test_reserve_floor_over_60_gib_is_said() -> None:
+    # memory_hook.handle_gpu_memory_settings (sglang-0.5.23.md §2.6): reserved = 512 + max(chunk, 2048) × 1.5
+    # + tp × pp / 8 × 1024 + the graphs; over 60 GiB, at least 10 × 1024 MiB. GLM-5.3 on 8×H200 with
+    # --chunked-prefill-size 1024: 512 + 3,072 + 1,024 + decode graph 512 × 2 + MLA prefill graph 1,536
+    # = 7,168 MiB, under the floor: 10,240 MiB, mfs = round((143,771 − 10,240) / 143,771, 3) = 0.929
+    p = make_plan(chunked_prefill_size=1024)
+    assert p.extras["mem_fraction_reserved_mib"] == 10_240
+    k = p.knob("mem_fraction_static")
+    assert k.value == 0.929
+    assert "MLA prefill graph 1536 + raised to the 10,240 floor over 60 GiB" in k.origin  # the sum is not 10,240
+
+
+def test_reserve_takes_at_least_a_2048_token_chunk_in_0_5_23() -> None:
+    # under 60 GiB there is no floor: Llama-3.1-8B on an L4 (23,034 MiB), tp 1, --chunked-prefill-size 1024:
+    # 512 + max(1024, 2048) × 1.5 + 1 / 8 × 1024 + decode graph 48 × 2 + prefill graph of the 38 sizes up to 1,024
+    # (8 + 14 + 8 + 8) × 8 = 512 + 3,072 + 128 + 96 + 304 = 4,112 MiB
+    p = _plan(LLAMA, "0.5.23", "l4", "weights_per_gpu=15GiB", "pre_load_free=21GiB", "chunked_prefill_size=1024")
+    assert p.extras["mem_fraction_reserved_mib"] == 4_112
