@@ -123,3 +123,14 @@ def test_more_gpus_starts_at_twice_the_tp() -> None:
     assert a.plan.startup_error is not None and "78.20 GiB (83,971,014,656 B) pre-load free" in a.plan.startup_error
     assert [r.flags for r in a.remedies] == ["--set tp=16 --set nodes=2"]
     assert a.remedies[0].detail.startswith("16 GPUs on 2 node(s) of 8: weights {size:weights} a GPU (estimated;")
+
+
+def test_workspace_check_names_each_engines_room() -> None:
+    # SGLang: the room is the slack outside the pool, pre-load free × (1 − mem_fraction_static 0.886)
+    # = 149,036,204,032 × 0.114 = 16,990,127,259 B, a margin that can bind
+    ws = _check(admit(make_plan(), Request(ctx_tokens=M), remedies=False), "workspace")
+    assert (ws.have, ws.reserved) == (16_990_127_259, False)
+    assert ws.detail == "req_to_token, CUDA graphs, indexer logits, top-k outside the pool"
+    # vLLM: the profile reserved what it measured before sizing the KV cache (need == have, never binding)
+    v = _check(admit(make_plan(VLLM), Request(ctx_tokens=M), remedies=False), "workspace")
+    assert v.reserved and v.detail == "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB"

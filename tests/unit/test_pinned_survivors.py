@@ -13,7 +13,7 @@ import pytest
 from kvplan.engines.common import PoolPlan
 from kvplan.models.cache import kv_dtype_bytes
 from kvplan.plan.admit import Request, admit
-from kvplan.plan.prefix import reusable
+from kvplan.plan.prefix import prefix_hit, reusable
 from tests.conftest import make_plan
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
 
@@ -257,3 +257,25 @@ def test_sglang_graph_batch_at_the_tp_4_boundary(version: str, tp: int, max_bs: 
     p = _plan(LLAMA, version, "l4", "weights_per_gpu=4GiB", "pre_load_free=21GiB", tp=tp)
     assert p.knob("cuda_graph_max_bs").value == max_bs
     assert p.extras["mem_fraction_reserved_mib"] == reserved_mib
+
+
+# ---------------------------------------------------------------- prefix economics read whole
+
+
+def test_prefix_pairs_and_parts_per_million() -> None:
+    # 2,048-token request, 1,024-token hit on SGLang (64-token pages): R = 1,024 reused, S = 1,024 suffix.
+    # Causal attention pairs: all = 2,048 × 2,049 / 2 = 2,098,176; saved = 1,024 × 1,025 / 2 = 524,800; still
+    # paid = S × R + S(S + 1)/2 = 1,048,576 + 524,800 = 1,573,376 (= all − saved)
+    h = prefix_hit(make_plan(context_length="128K"), 2048, 1024)
+    assert (h.pairs_total, h.pairs_saved, h.pairs_paid) == (2_098_176, 524_800, 1_573_376)
+    # parts per million, floored: saved 524,800 × 10^6 // 2,098,176 = 250,122 (25.01 %); the naive figure
+    # 1,024 × 10^6 // 2,048 = 500,000 (50 %)
+    assert (h.saved_ppm, h.naive_ppm) == (250_122, 500_000)
+
+
+def test_a_hit_shorter_than_a_page_reuses_nothing() -> None:
+    # 63 tokens < one 64-token page: RadixCache matches whole pages only -> 0 (never negative: EAGLE's P − 1 of a
+    # 0-token hit is −1 units, still 0 pages)
+    p = make_plan(context_length="128K")
+    assert reusable(p, 2048, 63)[0] == 0
+    assert reusable(p, 2048, 0, eagle=True)[0] == 0
