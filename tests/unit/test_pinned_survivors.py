@@ -279,3 +279,13 @@ def test_a_hit_shorter_than_a_page_reuses_nothing() -> None:
     p = make_plan(context_length="128K")
     assert reusable(p, 2048, 63)[0] == 0
     assert reusable(p, 2048, 0, eagle=True)[0] == 0
+
+
+def test_prefix_bounds_are_inclusive() -> None:
+    # the smallest request (1 token), a hit as long as the request (the engine still recomputes the last token:
+    # 1,024 -> L − 1 = 1,023 -> 960), and a 1-token chunk (one chunk per suffix token) are all valid questions
+    p = make_plan(context_length="128K")
+    assert prefix_hit(p, 1, 0).reusable_tokens == 0
+    whole = prefix_hit(p, 1024, 1024)
+    assert (whole.reusable_tokens, whole.suffix_tokens) == (960, 64)
+    assert prefix_hit(p, 2048, 1024, chunk=1).suffix_chunks == 1024
