@@ -95,3 +95,11 @@ def test_reserve_takes_at_least_a_2048_token_chunk_in_0_5_23() -> None:
     # (8 + 14 + 8 + 8) × 8 = 512 + 3,072 + 128 + 96 + 304 = 4,112 MiB
     p = _plan(LLAMA, "0.5.23", "l4", "weights_per_gpu=15GiB", "pre_load_free=21GiB", "chunked_prefill_size=1024")
     assert p.extras["mem_fraction_reserved_mib"] == 4_112
+
+
+def test_a_hybrid_that_does_not_load_builds_no_state_pool() -> None:
+    # SGLang loads the weights before it profiles memory (ModelRunner.load_model, then init_memory_pool): 139 GiB
+    # of weights > the 138.80 GiB pre-load free of an H200: it never gets to the Mamba pool, no state slot is sized
+    p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", weights_per_gpu="139GiB")
+    assert p.startup_error is not None and not p.loads_weights
+    assert p.extras["max_mamba_cache_size"] == 0
