@@ -6,13 +6,18 @@ nvidia-smi total; each boundary is tried on both sides and at tp 3 / tp 4.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
+from kvplan.engines.vllm import _defaults_by_memory
+from kvplan.models.load import load_deployment
 from tests.conftest import make_plan
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
 
 GI = 1024  # MiB
+GIB = 1 << 30
 
 
 @pytest.mark.parametrize(
@@ -103,3 +108,21 @@ def test_a_hybrid_that_does_not_load_builds_no_state_pool() -> None:
     p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", weights_per_gpu="139GiB")
     assert p.startup_error is not None and not p.loads_weights
     assert p.extras["max_mamba_cache_size"] == 0
+
+
+@pytest.mark.parametrize(
+    ("cuda_total", "name", "expected"),
+    [
+        # vllm engine/arg_utils.py (vllm-0.33.0.md §6) under `vllm serve`, by the device memory torch reports:
+        (160 * GIB, "NVIDIA B200", (16_384, 1_024)),  # >= 160 GiB
+        (160 * GIB - 1, "NVIDIA H200", (8_192, 1_024)),  # >= 70 GiB, not A100 / GB10
+        (70 * GIB, "NVIDIA H100 80GB HBM3", (8_192, 1_024)),
+        (70 * GIB - 1, "NVIDIA H100 80GB HBM3", (2_048, 256)),  # under 70 GiB: the small row
+        (80 * GIB, "NVIDIA A100-SXM4-80GB", (2_048, 256)),  # an A100 stays in the small row
+        (120 * GIB, "NVIDIA GB10", (2_048, 256)),  # and so does GB10
+    ],
+)
+def test_vllm_batch_defaults_at_their_boundaries(cuda_total: int, name: str, expected: tuple[int, int]) -> None:
+    dep = load_deployment("glm-5.3-8xh200-vllm")
+    gpu = replace(dep.gpu, name=name, cuda_total_bytes=cuda_total)
+    assert _defaults_by_memory(replace(dep, gpu=gpu)) == expected
