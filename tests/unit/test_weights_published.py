@@ -258,7 +258,7 @@ def error_ppm(row: Published) -> int:
 
 @pytest.mark.parametrize(
     "row",
-    [pytest.param(r, marks=pytest.mark.xfail(strict=False, reason=r.gap)) if r.gap else r for r in ROWS],
+    [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=r.gap)) if r.gap else r for r in ROWS],
     ids=lambda r: f"{r.label} tp{r.tp}",
 )
 def test_weights_per_gpu_within_1_percent(row: Published) -> None:
