@@ -56,7 +56,9 @@ def test_capacity_table_0_5_10_and_later(mib: int, tp: int, expected: tuple[int,
         # 0.4.0-0.4.6: 2048 under 25,000 MiB, else 8192; max_bs 160
         (24_999, 1, "0.4.0", (2048, 160)),
         (25_000, 1, "0.4.0", (8192, 160)),
-        # 0.4.7: 16384 over 180,000 MiB (sgl-project/sglang#6718)
+        # 0.4.7: 16384 over 180,000 MiB (sgl-project/sglang#6718), else 0.4.0's 25,000 MiB split
+        (24_999, 1, "0.4.7", (2048, 160)),
+        (25_000, 1, "0.4.7", (8192, 160)),
         (180_001, 8, "0.4.7", (16384, 160)),
         (180_000, 8, "0.4.7", (8192, 160)),
         # 0.5.3 / 0.5.5 under 35 Gi (the < 20 Gi row first: 2048 / 8)
@@ -126,3 +128,17 @@ def test_vllm_batch_defaults_at_their_boundaries(cuda_total: int, name: str, exp
     dep = load_deployment("glm-5.3-8xh200-vllm")
     gpu = replace(dep.gpu, name=name, cuda_total_bytes=cuda_total)
     assert _defaults_by_memory(replace(dep, gpu=gpu)) == expected
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "buffer"),
+    [
+        # vllm indexer.py (reference §6): max_model_len × (576 × 2 // 132 = 8) entries × factor of 132 B, the
+        # sparse prefill workspace factor 5 up to 256K (config/attention.py), 2 above
+        (262_144, 262_144 * 8 * 5 * 132),  # 1,384,120,320 B
+        (262_145, 262_145 * 8 * 2 * 132),  # 553,650,240 B
+    ],
+)
+def test_vllm_indexer_prefill_buffer_factor_at_256k(max_model_len: int, buffer: int) -> None:
+    p = make_plan("glm-5.3-8xh200-vllm", context_length=max_model_len)
+    assert next(t.bytes for t in p.chain if t.label == "indexer prefill buffer") == buffer
