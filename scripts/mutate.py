@@ -59,10 +59,13 @@ class Mutant:
     before: str
     after: str
     function: str
+    shown: tuple[str, str] | None = None
+    """A constant's change shown in its enclosing expression (``knobs[0] -> knobs[1]``), so that keys differ."""
 
     @property
     def key(self) -> str:
-        return f"{self.function}: {self.before} -> {self.after}"
+        before, after = self.shown or (self.before, self.after)
+        return f"{self.function}: {before} -> {after}"
 
 
 def _functions(tree: ast.AST) -> dict[int, str]:
@@ -130,9 +133,32 @@ def enumerate_mutants(source: str) -> list[Mutant]:
         if not hasattr(node, "lineno") or _in_annotation_or_docstring(node, parents):
             continue
         for kind, new in _changes(node):
-            before = ast.unparse(node)
-            found.append(Mutant(index, kind, node.lineno, before, ast.unparse(new), owners.get(id(node), "")))
+            shown = _in_context(node, new, parents) if kind == "constant" else None
+            found.append(
+                Mutant(index, kind, node.lineno, ast.unparse(node), ast.unparse(new), owners.get(id(node), ""), shown)
+            )
     return found
+
+
+def _in_context(node: ast.AST, new: ast.AST, parents: dict[int, ast.AST]) -> tuple[str, str] | None:
+    """The enclosing expression of a changed constant, before and after."""
+    parent = parents.get(id(node))
+    if not isinstance(parent, ast.expr):
+        return None
+    before = ast.unparse(parent)
+    for field, value in ast.iter_fields(parent):
+        if value is node:
+            setattr(parent, field, new)
+            after = ast.unparse(parent)
+            setattr(parent, field, node)
+            return before, after
+        if isinstance(value, list) and any(v is node for v in value):
+            i = next(i for i, v in enumerate(value) if v is node)
+            value[i] = new
+            after = ast.unparse(parent)
+            value[i] = node
+            return before, after
+    return None
 
 
 class _Splice(ast.NodeTransformer):

@@ -42,8 +42,8 @@ def test_each_operator_kind_is_made(mutate: ModuleType) -> None:
         "f: a + b -> a - b",  # operator swapped
         "f: a + b -> a",  # term dropped
         "f: a * 4 -> a // 4",
-        "f: 4 -> 5",  # constant +-1
-        "f: 4 -> 3",
+        "f: a * 4 -> a * 5",  # constant +-1, shown in its expression
+        "f: a * 4 -> a * 3",
         "f: a // 2 -> a * 2",
     } <= keys
     assert not any("7" in k or "int ->" in k for k in keys)  # no docstring, no annotation

@@ -142,3 +142,23 @@ def test_vllm_batch_defaults_at_their_boundaries(cuda_total: int, name: str, exp
 def test_vllm_indexer_prefill_buffer_factor_at_256k(max_model_len: int, buffer: int) -> None:
     p = make_plan("glm-5.3-8xh200-vllm", context_length=max_model_len)
     assert next(t.bytes for t in p.chain if t.label == "indexer prefill buffer") == buffer
+
+
+def test_vllm_mtp_draft_rows_in_the_memory_map() -> None:
+    # GLM-5.3 with MTP (3 draft tokens): every block also holds the MTP layer's MLA row and indexer key,
+    # 656 + 132 = 788 B a token, so a token is 54,728 B and a block 3,502,592 B (reference §7 "With MTP").
+    # 28,330,388,925 B available // 3,502,592 = 8,088 blocks = 517,632 rows; the draft layer's share of the
+    # pool: 517,632 × 788 = 407,894,016 B
+    p = make_plan("glm-5.3-8xh200-vllm", speculative_num_draft_tokens=3)
+    assert next(t.bytes for t in p.chain if t.label == "available KV cache memory") == 28_330_388_925
+    assert p.rows == 517_632
+    assert next(s.bytes for s in p.memory_map if s.label == "draft") == 407_894_016
+    assert p.kv_dtype == "fp8"  # the --kv-cache-dtype knob, not the backend named beside it
+
+
+@pytest.mark.parametrize(("gpu", "backend"), [("b200", "FLASHINFER"), ("h200", "FLASH_ATTN")])
+def test_vllm_mha_backend_by_sm(gpu: str, backend: str) -> None:
+    # vllm platforms/cuda.py _get_backend_priorities (non-MLA): FLASHINFER first on SM10x, else FLASH_ATTN;
+    # both take CacheConfig's default block size 16
+    p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", tp=1, gpu=gpu, context_length=8192)
+    assert (p.knob("attention_backend").value, p.page_tokens) == (backend, 16)

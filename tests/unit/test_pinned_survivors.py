@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.engines.common import PoolPlan
-from kvplan.models.cache import kv_dtype_bytes
+from kvplan.models.cache import IndexerK, kv_dtype_bytes
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.prefix import prefix_hit, reusable
 from tests.conftest import make_plan
@@ -289,3 +289,16 @@ def test_prefix_bounds_are_inclusive() -> None:
     whole = prefix_hit(p, 1024, 1024)
     assert (whole.reusable_tokens, whole.suffix_tokens) == (960, 64)
     assert prefix_hit(p, 2048, 1024, chunk=1).suffix_chunks == 1024
+
+
+@pytest.mark.parametrize(("dtype", "size"), [("float32", 4), ("fp8", 1), ("fp8_e4m3", 1), ("fp8_e5m2", 1)])
+def test_other_kv_dtype_sizes(dtype: str, size: int) -> None:
+    # torch element sizes: float32 4 B (vLLM's auto under --dtype float32), the fp8 formats 1 B
+    assert kv_dtype_bytes(dtype) == size
+
+
+def test_v4_indexer_keys_per_request() -> None:
+    # DeepSeek-V4's C4 indexer keeps one key per 4 tokens: 131,072 // 4 = 32,768 keys × 132 B (128 fp8 + a 4 B
+    # fp32 scale, DeepseekV4IndexerCache) = 4,325,376 B
+    assert IndexerK(128, compress_ratio=4).bytes_per_request(131_072) == 4_325_376
+    assert IndexerK(128, compress_ratio=4).bytes_per_request(3) == 0  # no whole group yet
