@@ -12,7 +12,7 @@ import pytest
 
 from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
 from kvplan.engines.vllm import _defaults_by_memory
-from kvplan.models.load import load_deployment
+from kvplan.models.load import load_deployment, load_model
 from tests.conftest import make_plan
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
 
@@ -162,3 +162,11 @@ def test_vllm_mha_backend_by_sm(gpu: str, backend: str) -> None:
     # both take CacheConfig's default block size 16
     p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", tp=1, gpu=gpu, context_length=8192)
     assert (p.knob("attention_backend").value, p.page_tokens) == (backend, 16)
+
+
+def test_vllm_eager_without_a_profile_says_the_graph_estimate() -> None:
+    # a config with no hidden / vocab size (no activation profile): the non-KV figure is the recipe calibration
+    # less the assumed CUDA-graph share under --enforce-eager, 1,696,595,968 B = 1,618 MiB
+    arch = replace(load_model("glm-5.3"), activation=None)
+    k = make_plan("glm-5.3-8xh200-vllm", model=arch, disable_cuda_graph="true").knob("non_kv_other")
+    assert "less the assumed CUDA-graph estimate 1,618 MiB (--enforce-eager: no CUDA graphs)" in k.origin

@@ -302,3 +302,4 @@ def test_v4_indexer_keys_per_request() -> None:
     # fp32 scale, DeepseekV4IndexerCache) = 4,325,376 B
     assert IndexerK(128, compress_ratio=4).bytes_per_request(131_072) == 4_325_376
     assert IndexerK(128, compress_ratio=4).bytes_per_request(3) == 0  # no whole group yet
+    assert IndexerK(128).bytes_per_request(0) == 0  # DSA: one key a token, none for no token
