@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.engines.common import PoolPlan
-from kvplan.models.cache import IndexerK, kv_dtype_bytes
+from kvplan.models.cache import CompressedAttention, IndexerK, kv_dtype_bytes
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.prefix import prefix_hit, reusable
 from tests.conftest import make_plan
@@ -303,3 +303,9 @@ def test_v4_indexer_keys_per_request() -> None:
     assert IndexerK(128, compress_ratio=4).bytes_per_request(131_072) == 4_325_376
     assert IndexerK(128, compress_ratio=4).bytes_per_request(3) == 0  # no whole group yet
     assert IndexerK(128).bytes_per_request(0) == 0  # DSA: one key a token, none for no token
+
+
+def test_v4_compressed_entry_bytes() -> None:
+    # DeepSeek-V4's fp8 cache entry (vllm models/deepseek_v4 sparse_mla / DeepseekV4MLAAttention, 584 B): 448 nope
+    # dims in fp8 + 64 rope dims in bf16 (128 B) + one fp32-exponent byte per 64 nope dims (7) + 1 pad = 584
+    assert CompressedAttention(head_dim=512, qk_rope_head_dim=64, window=128, compress_ratio=0).entry_bytes == 584
