@@ -288,6 +288,9 @@ def _one_module(
     )
     picked.sort(key=lambda m: (m.line, m.index, m.after))
     chosen = tests or covering_tests(module)
+    if not chosen:  # pytest with no paths would run the whole suite for every mutant
+        print(f"\n{module}: no test file covers it; pass the tests after --")
+        return 0
     print(f"\n{module}: {len(picked)} of {len(mutants)} mutants; tests: {' '.join(chosen)}")
     if scratch is None:
         for m in picked:
