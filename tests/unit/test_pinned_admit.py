@@ -134,3 +134,17 @@ def test_workspace_check_names_each_engines_room() -> None:
     # vLLM: the profile reserved what it measured before sizing the KV cache (need == have, never binding)
     v = _check(admit(make_plan(VLLM), Request(ctx_tokens=M), remedies=False), "workspace")
     assert v.reserved and v.detail == "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB"
+
+
+def test_more_gpus_goes_up_to_64_times_the_tp() -> None:
+    # DeepSeek-V3 bf16 KV on one RTX 5090 (32,607 MiB; pre-load free 32,580,304,896 B), SGLang: the pool is
+    # pre-load free × mem_fraction_static − weights (profile_max_num_token). The reserve grows by 1,024 MiB per 8
+    # ranks (tp × pp / 8 × 1024, handle_gpu_memory_settings), the weights a rank shrink with the split (kvplan's
+    # estimate from the checkpoint's parameter groups):
+    #   tp 32: mfs 0.613 (12,608 MiB reserved): 32,580,304,896 × 0.613 − 21,242,100,662 < 0: no KV cache
+    #   tp 64: mfs 0.488 (16,704 MiB): 32,580,304,896 × 0.488 − 10,727,480,795 = 5,171,707,994 B: a pool
+    # so the remedy is the sixth doubling, 64 GPUs on 8 nodes of 8 (admit widens a layout up to 64× its tp)
+    p = make_plan(model="deepseek-v3", gpu="rtx-5090", tp=1, context_length="4K", page_size="default",
+                  kv_cache_dtype="auto", mla_layout="default", attention_backend="default")  # fmt: skip
+    a = admit(p, Request(ctx_tokens=4096))
+    assert [r.flags for r in a.remedies] == ["--set tp=64 --set nodes=8"]
