@@ -1,0 +1,66 @@
+"""models/cache.py read number by number: what each cache kind keeps per token and per request, and the
+`models show` lines that print it (issue 26). Sizes from the engines' pool code: SGLang MHATokenToKVPool /
+MLATokenToKVPool / MambaPool, vLLM FullAttentionSpec / MLAAttentionSpec / MambaSpec; shapes from each preset's
+Hugging Face config, at tp 8.
+"""
+
+from __future__ import annotations
+
+from kvplan.models.cache import (
+    CompressedAttention,
+    MlaLatent,
+    describe_kinds,
+    request_bytes,
+    request_bytes_by_kind,
+)
+from kvplan.models.formats import MlaLayout
+from kvplan.models.load import load_model
+
+
+def test_describe_gqa_and_mla() -> None:
+    # Llama-3.1-8B: 8 kv heads / tp 8 = 1 a rank; K + V of 128 in bf16: 2 × 128 × 2 = 512 B a layer × 32 = 16,384
+    assert describe_kinds(load_model("llama-3.1-8b").layers, 8) == (
+        "32 × GQA, 8 kv heads × 128 → 1 per rank at tp 8 (16,384 B/token bf16)",
+    )
+    # DeepSeek-V3: latent 512 + rope 64 = 576 elements a layer, bf16 1,152 B × 61 = 70,272; raw fp8 576 × 61 = 35,136
+    assert describe_kinds(load_model("deepseek-v3").layers, 8) == (
+        "61 × MLA, latent 512 + rope 64, replicated on every rank (70,272 B/token bf16, 35,136 raw fp8)",
+    )
+    # GLM-5.3's indexer: 128 fp8 + one fp32 scale = 132 B on each of 21 layers = 2,772
+    assert describe_kinds(load_model("glm-5.3").layers, 8)[1] == (
+        "21 × indexer K, head_dim 128, kpool 1 (2,772 B/token: fp8 + fp32 scale per 128)"
+    )
+
+
+def test_describe_hybrid_kinds() -> None:
+    # gpt-oss-120b: 8 kv heads × 64 / tp 8: K + V 2 × 64 × 2 B = 256 B a layer × 18 = 4,608 B/token; a
+    # 128-token window keeps at most 128 × 4,608 = 589,824 B
+    assert describe_kinds(load_model("gpt-oss-120b").layers, 8)[0] == (
+        "18 × sliding window 128 + sinks, 8 kv heads × 64 → 1 per rank at tp 8 (4,608 B/token bf16, at most 128"
+        " tokens: 589,824 B per request)"
+    )
+    # Qwen3-Next GDN: conv (kernel 4 − 1) × conv_dim (2 × 16 × 128 + 32 × 128 = 8,192) / tp 8 = 3,072 elements,
+    # recurrent 32 / 8 heads × 128 × 128 = 65,536. SGLang: conv bf16, ssm fp32 (mamba2_state_dtype):
+    # 3,072 × 2 + 65,536 × 4 = 268,288 B × 36 layers = 9,658,368; vLLM bf16 both: 137,216 × 36 = 4,939,776
+    assert describe_kinds(load_model("qwen3-next-80b-a3b").layers, 8)[0] == (
+        "36 × Gated DeltaNet state: conv 3 × 8,192 + recurrent 32 × 128 × 128 per request → 3,072 + 65,536"
+        " elements per rank at tp 8 (9,658,368 B per request SGLang bf16/fp32, 4,939,776 vLLM bf16/bf16)"
+    )
+
+
+def test_request_bytes_per_kind() -> None:
+    # a 1,000-token request on Llama-3.1-8B at tp 8: 512 B a token a layer × 1,000 × 32 layers = 16,384,000 B
+    ((_, layers, total),) = request_bytes_by_kind(load_model("llama-3.1-8b").layers, 1000, 8, "vllm")
+    assert (layers, total) == (32, 16_384_000)
+    # an MLA layer keeps every token: 1,000 × 1,152 B (bf16); nothing for no token
+    latent = MlaLatent(512, 64)
+    assert request_bytes(latent, 1000, 8, "vllm", mla_layout=MlaLayout.BF16) == 1_152_000
+    assert request_bytes(latent, 0, 8, "vllm") == 0
+
+
+def test_compressed_attention_states() -> None:
+    # DeepSeek-V4 C4: one compressed state per 4 whole tokens; the window-only layers (ratio 0) and a ratio of 1
+    # compress nothing. 1,024 tokens: window 128 + 256 states = 384 entries × 584 B = 224,256 B
+    c4 = CompressedAttention(512, 64, 128, 4)
+    assert (c4.compressed_states(1023), c4.bytes_per_request(1024)) == (255, 224_256)
+    assert CompressedAttention(512, 64, 128, 0).compressed_states(1024) == 0
