@@ -170,3 +170,12 @@ def test_vllm_eager_without_a_profile_says_the_graph_estimate() -> None:
     arch = replace(load_model("glm-5.3"), activation=None)
     k = make_plan("glm-5.3-8xh200-vllm", model=arch, disable_cuda_graph="true").knob("non_kv_other")
     assert "less the assumed CUDA-graph estimate 1,618 MiB (--enforce-eager: no CUDA graphs)" in k.origin
+
+
+def test_vllm_hybrid_with_no_block_logs_no_tokens() -> None:
+    # --kv-cache-memory 1 MiB holds not one Qwen3-Next block (a 320-token block of every group): 0 blocks, so
+    # vLLM logs no "GPU KV cache size" and refuses to start; the pool holds nothing
+    p = make_plan("glm-5.3-8xh200-vllm", model="qwen3-next-80b-a3b", context_length="128K", page_size="default",
+                  kv_cache_memory="1MiB")  # fmt: skip
+    assert p.startup_error is not None
+    assert (p.logged_tokens, p.pools[0].capacity) == (0, 0)
