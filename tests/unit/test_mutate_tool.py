@@ -65,3 +65,11 @@ def test_the_equivalents_file_parses(mutate: ModuleType, tmp_path: Path) -> None
     bad.write_text("kvplan/x.py | f: 1 -> 2\n")  # no reason
     with pytest.raises(SystemExit, match="bad line"):
         mutate.read_equivalent(bad)
+
+
+def test_every_listed_equivalent_is_a_mutant_the_script_makes(mutate: ModuleType) -> None:
+    # a listed key the code no longer yields (the line changed) would silently stop counting: it must be rewritten
+    for key in mutate.read_equivalent():
+        module, mutant = key.split("|", 1)
+        keys = {m.key for m in mutate.enumerate_mutants((ROOT / module).read_text())}
+        assert mutant in keys, key
