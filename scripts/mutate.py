@@ -143,6 +143,10 @@ def enumerate_mutants(source: str) -> list[Mutant]:
 def _in_context(node: ast.AST, new: ast.AST, parents: dict[int, ast.AST]) -> tuple[str, str] | None:
     """The enclosing expression of a changed constant, before and after."""
     parent = parents.get(id(node))
+    if isinstance(parent, ast.Dict) and node in parent.values:  # a table row: show its key, not the table
+        k = parent.keys[parent.values.index(node)]
+        head = f"{ast.unparse(k)}: " if k is not None else ""
+        return head + ast.unparse(node), head + ast.unparse(new)
     if not isinstance(parent, ast.expr):
         return None
     before = ast.unparse(parent)

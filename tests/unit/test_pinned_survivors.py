@@ -291,9 +291,12 @@ def test_prefix_bounds_are_inclusive() -> None:
     assert prefix_hit(p, 2048, 1024, chunk=1).suffix_chunks == 1024
 
 
-@pytest.mark.parametrize(("dtype", "size"), [("float32", 4), ("fp8", 1), ("fp8_e4m3", 1), ("fp8_e5m2", 1)])
+@pytest.mark.parametrize(
+    ("dtype", "size"), [("float32", 4), ("fp8", 1), ("fp8_e4m3", 1), ("fp8_e5m2", 1), ("fp8_ds_mla", 1)]
+)
 def test_other_kv_dtype_sizes(dtype: str, size: int) -> None:
-    # torch element sizes: float32 4 B (vLLM's auto under --dtype float32), the fp8 formats 1 B
+    # torch element sizes: float32 4 B (vLLM's auto under --dtype float32), the fp8 formats 1 B (vLLM's
+    # fp8_ds_mla cache is a uint8 tensor: its 656 B rows are counted in bytes)
     assert kv_dtype_bytes(dtype) == size
 
 
