@@ -148,3 +148,12 @@ def test_more_gpus_goes_up_to_64_times_the_tp() -> None:
                   kv_cache_dtype="auto", mla_layout="default", attention_backend="default")  # fmt: skip
     a = admit(p, Request(ctx_tokens=4096))
     assert [r.flags for r in a.remedies] == ["--set tp=64 --set nodes=8"]
+
+
+def test_sglang_memory_remedy_can_be_the_very_next_step() -> None:
+    # 567,680 tokens = 8,870 pages, one more than the default pool's 8,869 (mfs 0.886). One 0.001 step more:
+    # 149,036,204,032 × 0.887 − 101,425,652,695 = 30,769,460,281 B // 53,940 = 570,438 rows -> 570,432 in whole
+    # pages (8,913): the remedy is 0.887, the first value past the current one
+    a = admit(make_plan(), Request(ctx_tokens=567_680))
+    mem = [(r.value, r.pool_tokens) for r in a.remedies if r.knob == "mem_fraction_static"]
+    assert mem == [(0.887, 570_432)]
