@@ -10,6 +10,7 @@ from kvplan.models.cache import (
     CompressedAttention,
     MlaLatent,
     describe_kinds,
+    layer_groups,
     request_bytes,
     request_bytes_by_kind,
 )
@@ -64,3 +65,9 @@ def test_compressed_attention_states() -> None:
     c4 = CompressedAttention(512, 64, 128, 4)
     assert (c4.compressed_states(1023), c4.bytes_per_request(1024)) == (255, 224_256)
     assert CompressedAttention(512, 64, 128, 0).compressed_states(1024) == 0
+
+
+def test_layer_groups_count_each_run_of_layers() -> None:
+    # Qwen3-Next-80B-A3B (full_attention_interval 4): 48 layers, every 4th full attention (12), the other 36
+    # Gated DeltaNet: two groups, 36 and 12 layers, in the order they first appear (layer 0 is GDN)
+    assert [n for n, _ in layer_groups(load_model("qwen3-next-80b-a3b").layers)] == [36, 12]
