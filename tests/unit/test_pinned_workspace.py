@@ -10,7 +10,7 @@ cdiv(t, 320) blocks of the full-attention group plus 9 state blocks (3 GDN group
 
 from __future__ import annotations
 
-from kvplan.plan.workspace import Wall, WorkspaceQuery, walls
+from kvplan.plan.workspace import Wall, WorkspaceQuery, walls, workspace
 from tests.conftest import make_plan
 
 QWEN = {"model": "qwen3-next-80b-a3b", "context_length": "128K", "page_size": "default"}
@@ -35,3 +35,13 @@ def test_context_wall_reaches_the_limit_when_it_fits() -> None:
     # reported as 262,080, a block short, with nothing breaking)
     w = _context_wall(num_gpu_blocks_override=830)
     assert (w.largest_fitting, w.breaks) == (262_144, "")
+
+
+def test_default_context_of_a_crowded_hybrid_is_the_pages_that_fit() -> None:
+    # 56,462 blocks (56,461 after the null block). A request of n whole blocks of 320 tokens takes n + 9 blocks:
+    #   5,200 requests: 1 block each takes 5,200 × 10 = 52,000 <= 56,461; 2 blocks 5,200 × 11 = 57,200 do not fit
+    #   -> the default context is one block, 320 tokens (not the context length: nothing longer fits)
+    #   5,132 requests: 5,132 × 11 = 56,452 fit, 5,132 × 12 = 61,584 do not -> 640 tokens
+    p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=56_462)
+    assert workspace(p, WorkspaceQuery(batch=5_200)).ctx == 320
+    assert workspace(p, WorkspaceQuery(batch=5_132)).ctx == 640
