@@ -6,12 +6,16 @@ nvidia-smi total; each boundary is tried on both sides and at tp 3 / tp 4.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from kvplan.engines import plan_pool
 from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
 from kvplan.engines.vllm import _defaults_by_memory
+from kvplan.errors import PlanError
 from kvplan.models.load import load_deployment, load_model
 from tests.conftest import make_plan
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
@@ -179,3 +183,14 @@ def test_vllm_hybrid_with_no_block_logs_no_tokens() -> None:
                   kv_cache_memory="1MiB")  # fmt: skip
     assert p.startup_error is not None
     assert (p.logged_tokens, p.pools[0].capacity) == (0, 0)
+
+
+def test_sglang_refuses_dsa_dcp_with_an_index_kpool_of_2(tmp_path: Path) -> None:
+    # SGLang's DSA decode context parallel needs index_kpool 1 (the pooled indexer keys are not sharded by token):
+    # DeepSeek-V3.2's config with index_kpool 2 at --dcp-size 2 is refused, at the smallest kpool past 1
+    config = json.loads(Path("tests/data/hf/deepseek-v3.2/config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "index_kpool": 2}))
+    dep = load_deployment(None, [f"model={path}", "engine=sglang", "gpu=h200", "gpus_per_node=8", "tp=8", "dcp=2"])
+    with pytest.raises(PlanError, match="SGLang rejects --dcp-size 2 with index_kpool 2"):
+        plan_pool(load_model(str(path)), dep)
