@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kvplan.errors import PlanError
+from kvplan.models import mxfp4_moe
 from kvplan.models.arch import ModelArch, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
@@ -304,8 +305,11 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     point = arch.measured_weights_for(split)
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
-    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=dep.engine)
+    backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
+    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=dep.engine, moe_backend=backend)
     how = f"; {arch.weights_summary}" if arch.weights_summary else ""
+    if note := mxfp4_moe.layout_note(arch.param_groups, dep.engine, backend):
+        how += f"; {note}"
     assumed = "".join(f"; ASSUMPTION: {a}" for a in arch.weights_assumptions)
     return Knob(
         "weights_per_gpu",

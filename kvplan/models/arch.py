@@ -111,8 +111,9 @@ class ParamGroup:
         den = self.bytes_per_param_den * split.ways(self.split) * stages
         return -(-total_num // den)
 
-    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool) -> int:
-        """Bytes on one GPU of ``engine`` (a group that differs by engine, kvplan.models.additions, overrides it)."""
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
+        """Bytes on one GPU of ``engine`` (a group that differs by engine or by its MoE backend,
+        kvplan.models.additions and kvplan.models.mxfp4_moe, overrides it)."""
         return self.bytes_per_gpu(split)
 
 
@@ -248,11 +249,14 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
-    def estimated_weights_per_gpu(self, split: Split, *, with_mtp: bool = False, engine: str | None = None) -> int:
+    def estimated_weights_per_gpu(
+        self, split: Split, *, with_mtp: bool = False, engine: str | None = None, moe_backend: str | None = None
+    ) -> int:
         """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it; with an
-        ``engine``, what it holds beyond the checkpoint at load too (kvplan.models.additions)."""
+        ``engine``, what it holds beyond the checkpoint at load too (kvplan.models.additions), and MXFP4 experts
+        as ``moe_backend`` lays them out (kvplan.models.mxfp4_moe)."""
         groups = (g for g in self.param_groups if with_mtp or g.name != "mtp")
-        return sum(g.bytes_on(split, engine=engine, with_mtp=with_mtp) for g in groups)
+        return sum(g.bytes_on(split, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend) for g in groups)
 
     def measured_weights_for(self, split: Split) -> WeightPoint | None:
         """The measured point of the same effective split (not the same knobs: ep=8 on TP8 is TP8's split)."""

@@ -17,6 +17,7 @@ from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
+from kvplan.models import mxfp4_moe
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
 from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
@@ -490,7 +491,8 @@ def _estimate_check(new: PoolPlan) -> str:
     if not new.knob("weights_per_gpu").origin.startswith("default: estimated") or not arch.measured_weights:
         return ""
     point = arch.measured_weights[0]
-    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp, engine=dep.engine)
+    backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
+    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp, engine=dep.engine, moe_backend=backend)
     return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"  # exact bytes: the gap is small
 
 

@@ -113,16 +113,21 @@ def test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools() -> None:
     from kvplan.plan.workspace import WorkspaceQuery, walls, workspace
 
     for sets, batch_wall, pool in (
-        # SGLang: the full-attention pool's 470,584 pages hold 470,584 // 2,048 = 229 requests of 131,072 tokens
-        # (the SWA pool's 376,467 pages would hold 376,467 // 6 = 62,744)
-        ([], 229, "pool: full attention (18 layers)"),
-        # vLLM: 832,834 blocks // 2,307 blocks a 131,072-token request (test_budget_per_pool_vllm_golden) = 361
-        # (830,274 before gpt-oss's monolithic MXFP4 MoE took no fused-MoE workspace in the profile: + 8,192 × 4 ×
-        # (2,880 + 2,880) × 2 B = 377,487,360 B = 2,560 blocks of 147,456 B)
-        (["engine=vllm"], 361, "pool: vLLM block pool"),
+        # The weights a GPU at tp 8 are the MXFP4 experts as the Triton MoE backend holds them (both engines on
+        # H200): 36 × 241,041,408 B (tests/unit/test_mxfp4_layout.py derives the layer) + the rest, 9,266,716,352
+        # B; 1,080,225,856 B more than kvplan took before (8,186,490,496 B: the checkpoint's expert values and
+        # scales, without the biases, the sinks and the swizzled scale copy). 7,326 pages of 147,456 B fewer.
+        # SGLang: the full-attention pool's 466,514 pages (470,584 − 4,070) hold 466,514 // 2,048 = 227 requests of
+        # 131,072 tokens (the SWA pool's 373,211 = 376,467 − 3,256 pages would hold 373,211 // 6 = 62,201)
+        ([], 227, "pool: full attention (18 layers)"),
+        # vLLM: 825,508 blocks (832,834 − 7,326: 1,080,225,856 / 147,456 = 7,325.75, floored on the rest) // 2,307
+        # blocks a 131,072-token request (test_budget_per_pool_vllm_golden) = 357 (832,834 before;
+        # and 830,274 before gpt-oss's monolithic MXFP4 MoE took no fused-MoE workspace in the profile: +
+        # 8,192 × 4 × (2,880 + 2,880) × 2 B = 377,487,360 B = 2,560 blocks of 147,456 B)
+        (["engine=vllm"], 357, "pool: vLLM block pool"),
     ):
         p = load_plan("gpt-oss-120b", None, sets)
-        assert p.pools[0].capacity in (470_584, 832_834)
+        assert p.pools[0].capacity in (466_514, 825_508)
         q = WorkspaceQuery(batch=1, ctx=131_072)
         assert workspace(p, q).pool_fits
         b, d, _ = walls(p, q)  # was: exit 2 on the MTP wall's re-plan with speculative decoding
@@ -203,8 +208,8 @@ def test_simulate_deploy_says_what_it_approximates_for_a_hybrid(tmp_path: Path) 
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     base = ["simulate", str(trace), "--deploy", "glm-5.3-8xh200-sglang"]
     d = _json([*base, "--model", "gpt-oss-120b"])
-    # the full-attention pool's 470,584 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
-    assert d["capacity_units"] == 470_584 and "HYBRID, APPROXIMATED" in d["capacity_text"]
+    # the full-attention pool's 466,514 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
+    assert d["capacity_units"] == 466_514 and "HYBRID, APPROXIMATED" in d["capacity_text"]
     assert "APPROXIMATED" not in _json(base)["capacity_text"]  # a uniform model: no such sentence
 
 
