@@ -22,7 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
-from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
+from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
@@ -489,6 +489,7 @@ _HF_KEYS = {
     "model_max_length", "num_shared_experts", "num_experts_per_token", "moe_layer_freq", "mla_use_nope",
     "mla_use_output_gate", "routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size",
     "shared_expert_intermediate_size", "partial_rotary_factor",
+    "indexer_rope_interleave",  # kvplan.models.additions: the DSA indexer shares the MLA rope cache
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
@@ -550,7 +551,10 @@ def load_model(ref: str) -> ModelArch:
                 )
             )
 
-    return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+    from kvplan.models.preset_weights import preset_weights
+
+    dtype = r.data.get("checkpoint_dtype")
+    return preset_weights(replace(arch, measured_weights=tuple(points)), doc.source, r.data["config"], dtype)
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"

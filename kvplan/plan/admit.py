@@ -485,7 +485,7 @@ def _nodes_for(dep: Deployment, tp: int) -> int:
 
 def _estimate_check(new: PoolPlan) -> str:
     """Where a wider layout's weights are the estimate and the model has a measured point at another split, how
-    far the estimate was off there (GLM-5.3 at TP8: measured 94.46 GiB, estimated 87.05 GiB): check the new
+    far the estimate was off there (GLM-5.3 at TP8 on SGLang: measured 94.46 GiB, estimated 89.08 GiB): check the new
     layout's real weights before relying on its pool."""
     arch, dep = new.arch, new.deployment
     if not new.knob("weights_per_gpu").origin.startswith("default: estimated") or not arch.measured_weights:

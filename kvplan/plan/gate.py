@@ -26,6 +26,7 @@ from kvplan.limits import (
 )
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINE_KNOBS, KNOBS, Deployment, Requirements
+from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Request, admit, largest_admitted
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 
@@ -274,6 +275,8 @@ class GateResult:
     before: Figures | None
     after: Figures
     rules: tuple[Rule, ...]
+    weights_band_ppm: int | None = None
+    """The band of the plan's weights when they are an estimate (kvplan.models.weights_band); None: read."""
 
     @property
     def ok(self) -> bool:
@@ -308,7 +311,10 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
         else:
             detail = "admitted" if a.admitted else f"rejected by {a.binding.name}; largest {a.largest_ctx:,}"
         rules.append(Rule(r.label, a.admitted, detail))
-    return GateResult(config=config, before=locked, after=after, rules=tuple(rules))
+    band = band_for(plan.arch, plan.knob("weights_per_gpu").origin)
+    return GateResult(
+        config=config, before=locked, after=after, rules=tuple(rules), weights_band_ppm=band.ppm if band else None
+    )
 
 
 @dataclass(frozen=True)

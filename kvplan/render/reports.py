@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.cache import describe_kinds
+from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint, KindCost, PoolNeed, pool_needs
 from kvplan.plan.workspace import Wall, Workspace
@@ -577,15 +578,18 @@ def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
     b = a.binding
+    # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
+    band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
+    est = f" (weights estimated {band.percent})" if band else ""
     if a.admitted:
-        verdict = f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
+        verdict = f"ADMITTED{est}: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
     elif b.name == "engine starts":
-        verdict = f"REJECTED: the engine does not start — {b.detail}"
+        verdict = f"REJECTED{est}: the engine does not start — {b.detail}"
     else:
         verdict = (
-            f"REJECTED by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
+            f"REJECTED{est} by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
             if b.unit == "bytes"
-            else f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
+            else f"REJECTED{est} by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
         )
     need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
@@ -653,6 +657,7 @@ def admit_report(a: Admission) -> Report:
         ],
         "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
+        "weights_band_ppm": band.ppm if band else None,
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
         "workspace": workspace_data(a.workspace),

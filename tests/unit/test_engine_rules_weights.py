@@ -1,7 +1,8 @@
 """Measured weights match on the effective split of the weights, not on the knobs (issue 9, item 2).
 
 GLM-5.3's one measured point is TP8: 94.46 GiB per rank (vLLM recipes PR #893), int(94.46 × 2^30) =
-101,425,652,695 B. The estimate from the parameter groups at TP8 is 93,470,472,204 B (87.05 GiB).
+101,425,652,695 B. The estimate at TP8, the preset's config tensors, is 95,228,613,120 B (88.69 GiB) before the
+engine's load-time additions (93,470,472,204 B from the parameter groups before one path).
 """
 
 from __future__ import annotations
@@ -38,27 +39,36 @@ def test_knobs_that_keep_the_split_keep_the_measured_point(engine: str, sets: di
 
 
 def test_dp_attention_changes_the_attention_split(glm53: ModelArch) -> None:
-    # DP attention 8 on TP8 replicates attention on every rank: attention tp = 8 / 8 = 1.
-    # attention params 13,602,521,088 × (16,384 + 4) / 16,384 B (fp8 with one fp32 scale per 128×128 block)
-    #   = 13,605,842,016 B whole, cdiv(13,605,842,016, 8) = 1,700,730,252 B at attention tp 8.
-    # So the estimate grows by 13,605,842,016 − 1,700,730,252 = 11,905,111,764 B over TP8's estimate.
+    # DP attention 8 on TP8 replicates attention on every rank: attention tp = 8 / 8 = 1. The preset's weights are
+    # its config's tensors (one path, kvplan.models.preset_weights): 95,228,613,120 B at TP8 without the engine's
+    # additions (test_weights_published.test_known_gaps_pinned). What attention tp splits, per layer (fp8 with one
+    # fp32 scale per 128×128 block): q_b_proj 16,384 × 2,048 + 128 × 16 × 4 = 33,562,624 B, kv_b_proj 28,672 × 512
+    # + 224 × 4 × 4 = 14,683,648 B, o_proj 6,144 × 16,384 + 48 × 128 × 4 = 100,687,872 B -> 148,934,144 B × 78
+    # layers = 11,616,863,232 B whole, of which a rank held 1/8; and embed_tokens (154,880 × 6,144 × 2 B =
+    # 1,903,165,440 B, split over the attention ranks by checkpoint.shard). So the estimate grows by 7/8 of both:
+    # 10,164,755,328 + 1,665,269,760 = 11,830,025,088 B (the parameter groups said 11,905,111,764 B before).
     value, origin = weights(dp_attention=8)
     assert origin.startswith("default: estimated")
     assert "attention 1, experts 8" in origin
     tp8 = glm53.estimated_weights_per_gpu(Split.of(tp=8))
-    assert tp8 == 93_470_472_204
-    assert value - tp8 == 13_605_842_016 - 1_700_730_252 == 11_905_111_764
+    assert tp8 == 95_228_613_120
+    dp8 = glm53.estimated_weights_per_gpu(Split.of(tp=8, dp_attention=8))
+    assert dp8 - tp8 == (11_616_863_232 + 1_903_165_440) * 7 // 8 == 11_830_025_088
+    assert value == glm53.estimated_weights_per_gpu(Split.of(tp=8, dp_attention=8), engine="sglang")
 
 
-def test_pipeline_stages_split_the_layers() -> None:
+def test_pipeline_stages_split_the_layers(glm53: ModelArch) -> None:
     # tp 8 × pp 2 on two nodes: the layers are split over 2 stages, so TP8's measured point (one stage holds
     # every layer) does not apply; before the fix it matched on (tp, dp, ep) and kept 94.46 GiB.
     # Estimate: each layer group halves; the embeddings (1,903,165,440 params × 2 B / tp 8 = 475,791,360 B)
-    # are counted whole on a stage: (93,470,472,204 − 475,791,360) / 2 + 475,791,360 = 46,973,131,782 B
-    # (the groups divide evenly here, so the per-group ceilings add nothing).
+    # are counted whole on a stage: (95,228,613,120 − 475,791,360) / 2 + 475,791,360 = 47,852,202,240 B
+    # (93,470,472,204 B from the parameter groups at TP8 before the preset took its config's path).
     value, origin = weights(pp=2, nodes=2)
     assert origin.startswith("default: estimated")
-    assert value == (93_470_472_204 - 475_791_360) // 2 + 475_791_360 == 46_973_131_782
+    split = Split.of(tp=8, pp=2)
+    assert glm53.estimated_weights_per_gpu(split) == (95_228_613_120 - 475_791_360) // 2 + 475_791_360
+    assert glm53.estimated_weights_per_gpu(split) == 47_852_202_240
+    assert value == glm53.estimated_weights_per_gpu(split, engine="sglang")
 
 
 def test_split_of() -> None:
