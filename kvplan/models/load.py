@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
-from kvplan.models import decilm
+from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import (
@@ -610,6 +610,7 @@ def _model_from_hf(
         # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
         r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    validate.check_config(r, num_layers)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")

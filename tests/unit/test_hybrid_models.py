@@ -290,7 +290,8 @@ def test_v4_compress_ratios_too_short(tmp_path: Path) -> None:
     cfg = json.loads((HF / "deepseek-v4-flash" / "config.json").read_text())
     cfg["compress_ratios"] = cfg["compress_ratios"][:40]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match="compress_ratios: expected a list of at least 43 ratios"):
+    # issue 25: exactly one ratio per decoder layer and per MTP layer (43 + 1), no longer "at least 43"
+    with pytest.raises(ConfigError, match=r"compress_ratios: expected 44 ratios \(43 layers \+ 1 MTP\), got 40"):
         load_model(str(tmp_path))
 
 
