@@ -54,8 +54,10 @@ def build_command(name: str) -> Any:
         return get_group_from_info(
             TyperInfo(target, name=name), pretty_exceptions_short=True, rich_markup_mode=None, suggest_commands=True
         )
-    return get_command_from_info(CommandInfo(name=name, callback=target), pretty_exceptions_short=True,
-                                 rich_markup_mode=None)  # fmt: skip
+    from kvplan.cli._once import SingleValues  # a single-value option given twice is refused (issue 25)
+
+    return get_command_from_info(CommandInfo(name=name, callback=target, cls=SingleValues),
+                                 pretty_exceptions_short=True, rich_markup_mode=None)  # fmt: skip
 
 
 class _LazyCommands(MutableMapping[str, Any]):

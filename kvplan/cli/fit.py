@@ -43,6 +43,7 @@ def _trace(path: Path, fmt: str | None, min_hit: float | None, prefill_tps: int,
 
 
 def fit(
+    ctx: typer.Context,
     model: Annotated[
         str, typer.Option("--model", "-m", metavar="NAME|PATH", help="Model preset name, model YAML or config.json.")
     ],
@@ -109,6 +110,7 @@ def fit(
     """
     with boundary():
         from kvplan import limits
+        from kvplan.cli._once import needs
         from kvplan.cli.gate import option_requirements
         from kvplan.errors import InputError
         from kvplan.fsio import check_target, write_atomic
@@ -118,6 +120,9 @@ def fit(
         from kvplan.plan.fit import fit as run_fit
         from kvplan.render.fit_report import deploy_yaml, fit_report, plot_fit
 
+        needs(ctx, "--link", "link", "--pd", pd)  # the PD hand-off speed: nothing else reads it
+        for option in ("--trace-format", "--prefill-tps", "--tpot-ms"):  # they describe the trace replay
+            needs(ctx, option, option[2:].replace("-", "_"), "--trace", trace is not None)
         req = option_requirements(require_ctx, require_concurrency)
         spec = _trace(trace, trace_format, min_hit, prefill_tps, tpot_ms) if trace is not None else None
         if trace is None and min_hit is not None:

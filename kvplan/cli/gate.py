@@ -27,6 +27,8 @@ ConcOpt = Annotated[
 def version_for(engine: str, spec: str) -> str | None:
     """The version a config of ``engine`` is re-planned at: ``0.5.9`` for every config, or per engine
     ``sglang=0.5.9,vllm=0.11.0`` (None: this engine is not named, its configs keep their own version)."""
+    if not spec.strip():  # refused as gate --against-version '' is, never the config's own version in silence
+        raise InputError("engine version '' is empty: write V (e.g. 0.5.23), or ENGINE=V[,ENGINE=V]")
     if "=" not in spec:
         return spec.strip()
     out: dict[str, str] = {}
