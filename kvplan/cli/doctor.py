@@ -61,6 +61,8 @@ def doctor(
         cached = tokens("--hit", hit) if hit is not None else None
         if length is not None and length <= 0:
             raise InputError(f"--ctx must be positive, got {length}")
+        if cached is not None and length is not None and cached > length:  # with or without --model (issue 25)
+            raise InputError(f"--hit {cached:,} is longer than --ctx {length:,}")
         parsed = parse_log(log_lines(log), str(log))
         explicit = model is not None or deploy is not None or bool(set_)
         dep = load_deployment(deploy, set_ or ())

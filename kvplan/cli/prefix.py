@@ -17,7 +17,7 @@ def prefix(
     lookahead: Annotated[
         bool, typer.Option("--lookahead/--no-lookahead", help="vLLM lookahead block hashes (off: EAGLE drops a block).")
     ] = True,
-    sweep: Annotated[int, typer.Option("--sweep", help="Also print the curve at this many hit lengths.")] = 0,
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Also print the curve at this many hit lengths.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Draw the sweep to a PNG (kvplan-dsa[plot]).")] = None,
     model: ModelOpt = None,
     deploy: DeployOpt = None,
@@ -39,11 +39,11 @@ def prefix(
         size = tokens("--chunk", chunk) if chunk is not None else None
         options = {"chunk": size, "eagle": eagle, "lookahead": lookahead}
         h = prefix_hit(plan, length, tokens("--hit", hit), **options)  # type: ignore[arg-type]
-        if plot is not None and sweep <= 0:
+        if plot is not None and sweep is None:
             raise InputError("--plot needs --sweep N")
-        curve = (
+        curve = (  # --sweep 0 is refused as --sweep -3 is (sweep_points), not read as "no sweep"
             tuple(prefix_hit(plan, length, x, **options) for x in sweep_points(length, sweep))  # type: ignore[arg-type]
-            if sweep
+            if sweep is not None
             else ()
         )
         if plot is not None:

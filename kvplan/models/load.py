@@ -874,6 +874,8 @@ def _gpu(r: Reader, key: str) -> Gpu:
         aliases=tuple(str(a) for a in aliases),
         derived=tuple(d for d in _GPU_DERIVABLE if d in derived),
     )
+    if gpu.sm and gpu.gfx:  # one vendor's architecture: an SM (NVIDIA) or a gfx target (AMD), never both
+        r.fail("gfx", f"{gpu.gfx!r} beside sm {gpu.sm}: give sm for an NVIDIA GPU or gfx for an AMD one")
     if gpu.cuda_total_bytes > gpu.nvml_total_bytes:
         r.fail(
             "cuda_total",

@@ -17,6 +17,7 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.sglang import prefill_graph_batch_sizes
 from kvplan.errors import InputError
+from kvplan.limits import MAX_TOKENS, bounded_int
 from kvplan.search import largest_true
 from kvplan.units import MiB, cdiv
 
@@ -115,6 +116,8 @@ class WorkspaceQuery:
                 raise InputError(f"{option} must be 0 or more draft tokens, got {v}")
             if v is not None and v <= 0 and name != "draft_tokens":
                 raise InputError(f"{option} must be positive, got {v}")
+            if v is not None:  # as --ctx is bounded: no batch or draft count past any pool (issue 25)
+                bounded_int(v, name=option, low=0, high=MAX_TOKENS)
 
 
 @dataclass(frozen=True, kw_only=True)
