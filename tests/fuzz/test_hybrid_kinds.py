@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.engines import plan_pool
-from kvplan.errors import InputError
+from kvplan.errors import InputError, PlanError
 from kvplan.models.cache import (
     CacheKind,
     CompressedAttention,
@@ -67,7 +67,7 @@ engines = st.sampled_from(["sglang", "vllm"])
 def _bytes(c: CacheKind, ctx: int, tp: int, engine: str) -> int:
     try:
         return request_bytes(c, ctx, tp, engine)
-    except ValueError:  # a state's heads not divisible by tp: the engines assert the same
+    except PlanError:  # a state's heads not divisible by tp: the engines assert the same
         return -1
 
 

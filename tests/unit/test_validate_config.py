@@ -114,3 +114,14 @@ def test_no_attention_layer_is_exit_2_not_zero_division(
     r = runner.invoke(app, ["budget", "--ctx", "8K", "--model", path, "--deploy", deploy])
     assert r.exit_code == 2, r.output
     assert r.stderr.count("\n") == 1 and f"{path}" in r.stderr and key in r.stderr
+
+
+@pytest.mark.parametrize("deploy", ["glm-5.3-8xh200-vllm", "glm-5.3-8xh200-sglang"])
+def test_state_heads_not_dividing_tp_is_exit_2(tmp_path: Path, deploy: str) -> None:
+    """Found by tests/fuzz/test_shipped_fields.py: Kimi-Linear's KDA num_heads 1 at TP8 was a ValueError on vLLM
+    (exit 4). Both engines shard the state's heads over tp with divide(), which asserts at start-up (vLLM
+    ``KimiLinearStateShape`` / SGLang ``Mamba2StateShape.create``): a refusal, exit 2."""
+    path = _write(tmp_path, "kimi-linear-48b-a3b", {"linear_attn_config.num_heads": 1})
+    r = runner.invoke(app, ["budget", "--ctx", "8K", "--model", path, "--deploy", deploy])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and "heads 1 is not divisible by tensor parallel 8" in r.stderr
