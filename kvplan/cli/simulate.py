@@ -64,7 +64,18 @@ def _check_numbers(
         limits.bounded_int(jobs, name="--jobs", low=1, high=limits.MAX_LOOP)
 
 
+def _used_or_refused(ctx: typer.Context, sweep: bool, occupancy: bool) -> None:
+    """Options that only a sweep or only the occupancy replay reads: typed without it, they had no effect."""
+    from kvplan.cli._once import needs
+
+    for option in ("--points", "--jobs"):
+        needs(ctx, option, option[2:], "--sweep", sweep)
+    for option in ("--prefill-tps", "--tpot-ms", "--max-running"):
+        needs(ctx, option, option[2:].replace("-", "_"), "--occupancy", occupancy)
+
+
 def simulate(
+    ctx: typer.Context,
     trace: Annotated[
         Path,
         typer.Argument(
@@ -159,6 +170,7 @@ def simulate(
         from kvplan.sim.trace import open_trace
 
         _check_numbers(points, prefill_tps, tpot_ms, max_running, page_tokens, jobs)
+        _used_or_refused(ctx, sweep is not None, occupancy)
         tr = open_trace(trace, trace_format, skip_bad=skip_bad, block_tokens=block_size)
         plan = None
         if semantics is not None and semantics not in SEMANTICS:

@@ -104,3 +104,30 @@ def test_diff_empty_version_refused(versions: list[str]) -> None:
 
 def test_gate_empty_version_refused() -> None:
     refused(runner.invoke(app, ["gate", "--against-version", "", "glm-5.3-8xh200-sglang"]), "empty")
+
+
+AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.97,100,20\n2023-11-16 18:17:04.00,100,20\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "option", "needs"),
+    [
+        (["--points", "5"], "--points", "--sweep"),
+        (["-j", "2"], "--jobs", "--sweep"),
+        (["--prefill-tps", "5000"], "--prefill-tps", "--occupancy"),
+        (["--tpot-ms", "5"], "--tpot-ms", "--occupancy"),
+        (["--max-running", "5"], "--max-running", "--occupancy"),
+    ],
+)
+def test_simulate_option_without_effect(tmp_path: Path, extra: list[str], option: str, needs: str) -> None:
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    r = runner.invoke(app, ["simulate", str(trace), "--semantics", "sglang", *extra])
+    refused(r, f"{option} has no effect without {needs}")
+
+
+def test_simulate_occupancy_reads_its_options(tmp_path: Path) -> None:
+    trace = tmp_path / "azure.csv"
+    trace.write_text(AZURE)
+    r = runner.invoke(app, ["simulate", str(trace), "--semantics", "sglang", "--occupancy", "--tpot-ms", "5"])
+    assert r.exit_code == 0, r.output
