@@ -68,6 +68,8 @@ def sliding_layers(
         r.fail("layer_types", f"has {len(types)} entries for {num_layers} layers")
     if _SLIDING not in types:
         return ()
+    if architecture == "unknown":  # SGLang picks its hybrid-SWA pools by model class (is_hybrid_swa_model)
+        r.fail("architectures", "missing: layer_types marks sliding layers, and the engines pool them by model class")
     w = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
     full = FullAttention(kv_heads, head_dim, head_dim, heads)
     sliding = SlidingWindow(kv_heads, head_dim, head_dim, heads, window=w, sinks=architecture == "GptOssForCausalLM")

@@ -125,3 +125,13 @@ def test_state_heads_not_dividing_tp_is_exit_2(tmp_path: Path, deploy: str) -> N
     r = runner.invoke(app, ["budget", "--ctx", "8K", "--model", path, "--deploy", deploy])
     assert r.exit_code == 2, r.output
     assert r.stderr.count("\n") == 1 and "heads 1 is not divisible by tensor parallel 8" in r.stderr
+
+
+def test_sliding_layers_without_architectures(tmp_path: Path) -> None:
+    """Found by tests/fuzz/test_hybrid_kinds.py on the landed main: gpt-oss's config.json without
+    ``architectures`` planned its sliding layers as a hybrid model on SGLang with no hybrid pools (SGLang's
+    ``is_hybrid_swa_model`` decides by model class, which the config no longer names). Refused, naming the key."""
+    path = _write(tmp_path, "gpt-oss-120b", {"architectures": _DROP})
+    with pytest.raises(ConfigError) as e:
+        load_model(path)
+    assert e.value.key == "config.architectures"
