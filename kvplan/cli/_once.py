@@ -31,29 +31,42 @@ class SingleValues(TyperCommand):
 
 
 def first_repeat(params: Sequence[Any], args: Sequence[str]) -> str | None:
-    """The message for the first single-value option given twice in args, or None. Values are skipped as click
-    reads them (``--opt VALUE``, ``--opt=VALUE``, ``-oVALUE``), so a value that looks like an option is a value."""
+    """The message for the first single-value option or flag given twice in args (``--eagle`` then
+    ``--no-eagle`` included), or None. Values are skipped as click reads them (``--opt VALUE``, ``--opt=VALUE``,
+    ``-oVALUE``), so a value that looks like an option is a value."""
     takes: dict[str, TyperOption] = {}
+    flags: dict[str, TyperOption] = {}
     for p in params:
-        if isinstance(p, TyperOption) and not p.is_flag and not p.count and p.nargs == 1:
-            takes.update((o, p) for o in p.opts)  # every option that reads a value: its value is skipped
+        if isinstance(p, TyperOption) and not p.count and p.nargs == 1:
+            # every option that reads a value (its value is skipped); a flag reads none
+            (flags if p.is_flag else takes).update((o, p) for o in (*p.opts, *p.secondary_opts))
     seen: dict[str, str] = {}
     i = 0
     while i < len(args):
         arg = args[i]
         if arg == "--":
             break
-        name, value = _split(arg, takes)
         i += 1
-        if name is None:
-            continue
-        if value is None:  # the value is the next argument
-            value = args[i] if i < len(args) else ""
-            i += 1
-        option = takes[name]
+        name: str | None = arg
+        value: str | None = arg
+        if arg in flags:
+            option = flags[arg]
+        else:
+            name, value = _split(arg, takes)
+            if name is None:
+                continue
+            if value is None:  # the value is the next argument
+                value = args[i] if i < len(args) else ""
+                i += 1
+            option = takes[name]
+        assert name is not None and value is not None
         key = option.name or name
         if option.multiple:  # --set KNOB=VALUE, repeatable by design
             continue
+        if key in seen and option.is_flag:
+            first = seen[key]
+            both = f"{name} given twice" if first == name else f"{first} and {name} both given"
+            return f"{both}: kvplan does not keep only the last; give one"
         if key in seen:
             return (
                 f"{name} given twice ({seen[key][:40]!r}, then {value[:40]!r}): it takes one value, and kvplan does"

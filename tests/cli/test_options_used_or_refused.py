@@ -46,6 +46,17 @@ def test_single_value_option_given_twice(argv: list[str]) -> None:
     refused(runner.invoke(app, argv), "given twice")
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["simulate", "t.csv", "--eagle", "--no-eagle"], "--eagle and --no-eagle both given"),
+        ([*FIT, "--require-ctx", "1M", "--pd", "--pd"], "--pd given twice"),
+    ],
+)
+def test_flag_given_twice(argv: list[str], words: str) -> None:
+    refused(runner.invoke(app, argv), words)
+
+
 def test_repeatable_options_and_values_that_look_like_options() -> None:
     # --set is repeatable by design; a value is a value even when it starts with a dash
     r = runner.invoke(app, ["admit", "--ctx", "8K", "-s", "dcp=8", "-s", "tp=8"])
