@@ -72,8 +72,22 @@ def check_config(r: Reader, num_layers: int) -> None:
         types = r.get_str_list(key, words)
         if types is not None and len(types) != num_layers:
             r.fail(key, f"has {len(types)} entries for {num_layers} layers (num_hidden_layers)")
+    _layer_numbers(r, "mlp_only_layers", num_layers)
     if r.has("quantization_config"):  # compiled at read time, whether or not the weights are counted
         quant.resolve(r.data, r.doc.source, fail=r.fail)
+
+
+def _layer_numbers(r: Reader, key: str, num_layers: int) -> None:
+    """A list of 0-based layer numbers (Qwen3-MoE ``mlp_only_layers``: vLLM ``Qwen3MoeDecoderLayer`` tests
+    ``layer_idx not in config.mlp_only_layers``): a number past the layers would be a silent no-op."""
+    value = r.data.get(key)
+    if value is None:
+        return
+    if not isinstance(value, list):
+        r.fail(key, f"expected a list of layer numbers, got {_show(value)}")
+    for i, v in enumerate(value):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < num_layers:
+            r.fail((key, i), f"expected a layer number from 0 to {num_layers - 1}, got {_show(v)}")
 
 
 def compress_ratios(r: Reader, num_layers: int) -> list[int]:

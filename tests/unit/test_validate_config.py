@@ -57,6 +57,8 @@ _GLM_LAYERS = 78  # glm-5.3 num_hidden_layers
         ("glm-5.3", {"layer_types": ["full_attention"] * (_GLM_LAYERS - 1)}, "config.layer_types"),
         ("glm-5.3", {"layer_types": ["weird_attention"] * _GLM_LAYERS}, "config.layer_types[0]"),
         ("glm-5.3", {"mlp_layer_types": ["dense"] * (_GLM_LAYERS + 1)}, "config.mlp_layer_types"),
+        # a 0-based layer number past the 94 layers (0..93) would be a silent no-op (vLLM Qwen3MoeDecoderLayer)
+        ("qwen3-235b-a22b", {"mlp_only_layers": [94]}, "config.mlp_only_layers[0]"),
         # DeepSeek-V4: 43 decoder layers + 1 MTP layer = 44 ratios (vLLM compress_ratios[layer_id])
         ("deepseek-v4-flash", {"compress_ratios": [0, 0] + [4, 128] * 20}, "config.compress_ratios"),
         ("deepseek-v4-flash", {"compress_ratios": [0, 0] + [4, 128] * 21 + [4]}, "config.compress_ratios"),
