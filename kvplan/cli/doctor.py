@@ -90,7 +90,7 @@ def doctor(
             try:
                 result = diagnose(arch, dep, parsed, ctx=length, hit=cached)
             except InputError as e:
-                if explicit:
+                if explicit or cached is not None:  # only the diagnosis reads --hit: never dropped in silence
                     raise
                 why = f"the default deployment {dep.name} cannot be planned for this log ({e})"
                 result = examine(parsed, why=why, arch_class=arch.architecture)

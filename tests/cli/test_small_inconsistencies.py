@@ -41,10 +41,11 @@ def test_prefix_without_sweep_still_answers() -> None:
     assert runner.invoke(app, ["prefix", "--ctx", "128K", "--hit", "64K"]).exit_code == 0
 
 
+@pytest.mark.parametrize("ctx", [["--ctx", "1M"], []])  # without --ctx: the deployment's context length, 1M
 @pytest.mark.parametrize("model", [[], ["--model", "glm-5.3"]])
-def test_doctor_hit_longer_than_ctx_with_or_without_model(model: list[str]) -> None:
+def test_doctor_hit_longer_than_ctx_with_or_without_model(model: list[str], ctx: list[str]) -> None:
     log = str(LOGS / "sglang-0.5.23-glm53-match.log")
-    r = runner.invoke(app, ["doctor", "--log", log, "--hit", "2M", "--ctx", "1M", *model])
+    r = runner.invoke(app, ["doctor", "--log", log, "--hit", "2M", *ctx, *model])
     refused(r, "--hit 2,097,152 is longer than --ctx 1,048,576")
 
 
