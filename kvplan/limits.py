@@ -115,6 +115,9 @@ MAX_MODULE_PATTERN_CHARS = 512
 """Longest module name or ``re:`` pattern kvplan matches (regexes run against short module names only)."""
 MAX_MODULE_PATTERN_REPEATS = 4
 """Most repeats (``*``, ``+``, ``{m,n}``) in one ``re:`` module pattern; a repeated group is refused outright."""
+MAX_CONFIG_MODULES = 100_000
+"""Most linear modules kvplan lays out one by one from a config.json (Kimi-K2: ~71,000); past it, a config's
+weights are its parameter groups (the same estimate without the per-tensor names), in bounded time."""
 MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
 MAX_FIT_GPUS = 1024
