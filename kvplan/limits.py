@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from kvplan import fsio
 from kvplan.errors import InputError
 
 MiB_ = 1 << 20
@@ -145,6 +146,7 @@ def check_regular(path: Path, what: str) -> os.stat_result:
         raise InputError(f"{what} {path}: is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{what} {path}: not a regular file (a FIFO, device or socket); kvplan reads files only")
+    fsio.note_read(path, st)  # a writer of the same command never replaces it (fsio.check_target)
     return st
 
 

@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.cli._common import exit_for, usage_error
 from kvplan.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED
+from kvplan.fsio import command_reads
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "admit": ("kvplan.cli.admit", "admit"),
@@ -113,7 +114,8 @@ class _OneLineErrors(TyperGroup):
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
-            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            with command_reads():  # every file the command reads, for its writers to refuse (kvplan.fsio)
+                rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except SystemExit as e:
             if e.code == EXIT_REJECTED and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 sys.exit(EXIT_OK)  # click's answer to a closed pipe (--help | head -1) is exit 1, which is no verdict

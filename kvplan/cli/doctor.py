@@ -43,7 +43,7 @@ def doctor(
     """
     with boundary():
         from kvplan.errors import InputError
-        from kvplan.fsio import write_atomic
+        from kvplan.fsio import check_outputs, write_atomic
         from kvplan.models.load import deployment_model_ref, load_deployment, load_model
         from kvplan.render.doctor_report import deployment_yaml, doctor_report
         from kvplan.runbook.doctor import (
@@ -57,6 +57,7 @@ def doctor(
         from kvplan.runbook.parse import log_lines, parse_log
         from kvplan.units import parse_option_tokens as tokens
 
+        reads = check_outputs([("--emit-deploy", emit_deploy)], [log, model, deploy])
         length = tokens("--ctx", ctx) if ctx is not None else None
         cached = tokens("--hit", hit) if hit is not None else None
         if length is not None and length <= 0:
@@ -104,7 +105,7 @@ def doctor(
                 result = examine(parsed, why=why, arch_class=arch.architecture)
         emit(doctor_report(result), fmt)
         if emit_deploy is not None:
-            write_atomic(emit_deploy, deployment_yaml(proposed_deployment(result)), "deployment", reads=(log,))
+            write_atomic(emit_deploy, deployment_yaml(proposed_deployment(result)), "--emit-deploy", reads)
             typer.echo(f"kvplan: wrote the deployment the log implies to {emit_deploy}", err=True)
     # exit 1 is a verdict (a cause, another model, a refused start); a match or a 'cannot tell' is exit 0
     raise typer.Exit(EXIT_OK if result.ok or result.status in (CANNOT_TELL, CANNOT_CHECK) else EXIT_REJECTED)

@@ -142,11 +142,11 @@ def lock(
     Example: kvplan lock deploy/prod.yaml deploy/canary.yaml
     """
     with boundary():
-        from kvplan.fsio import check_target, exclusive, write_atomic
+        from kvplan.fsio import check_outputs, check_target, exclusive, write_atomic
         from kvplan.plan.gate import figures, lock_text, merge, promised_contexts
         from kvplan.render.gate_report import lock_report
 
-        check_target(lock_path, "--lock", [Path(c) for c in configs if _looks_like_path(c)])
+        check_outputs([("--lock", lock_path)], configs)
         plans = [_plan(c) for c in configs]
         reads = _reads(configs, plans)
         check_target(lock_path, "--lock", reads)
@@ -164,7 +164,7 @@ def lock(
                 except InputError as e:
                     raise InputError(f"{e} (kvplan lock merges into it: fix or delete it first)") from None
             merged = merge(old, entries, prune=prune)
-            write_atomic(lock_path, lock_text(merged), "--lock", reads)
+            write_atomic(lock_path, lock_text(merged), "--lock", reads, merge=True)  # its own old entries
         pruned = tuple(sorted(set(old) - set(merged)))
         emit(lock_report(merged, str(lock_path), tuple(sorted(entries)), pruned), fmt)
 

@@ -30,10 +30,12 @@ def prefix(
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import check_outputs
         from kvplan.plan.prefix import prefix_hit, sweep_points
         from kvplan.render.reports import prefix_report
         from kvplan.units import parse_option_tokens as tokens
 
+        reads = check_outputs([("--plot", plot)], [model, deploy])
         plan = load_plan(model, deploy, set_)
         length = tokens("--ctx", ctx)
         size = tokens("--chunk", chunk) if chunk is not None else None
@@ -49,5 +51,5 @@ def prefix(
         if plot is not None:
             from kvplan.render.plot import plot_prefix_sweep
 
-            plot_prefix_sweep(curve, plot, reads=[Path(x) for x in (model, deploy) if x])
+            plot_prefix_sweep(curve, plot, reads=reads)
         emit(prefix_report(h, curve), fmt)

@@ -141,6 +141,7 @@ def simulate(
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import check_outputs
         from kvplan.render.sim_report import SimSetting, simulate_report, sweep_report
         from kvplan.sim import published as pub
         from kvplan.sim.paging import Paging
@@ -159,6 +160,7 @@ def simulate(
         from kvplan.sim.trace import open_trace
 
         _check_numbers(points, prefill_tps, tpot_ms, max_running, page_tokens, jobs)
+        reads = check_outputs([("--plot", plot)], [trace, model, deploy])
         tr = open_trace(trace, trace_format, skip_bad=skip_bad, block_tokens=block_size)
         plan = None
         if semantics is not None and semantics not in SEMANTICS:
@@ -309,11 +311,11 @@ def simulate(
                 from kvplan.render.sim_plot import plot_sweep
 
                 plot_sweep(result, plot, title=report.title, published=published,
-                           published_label=setting.published_label, reads=(trace,))  # fmt: skip
+                           published_label=setting.published_label, reads=reads)  # fmt: skip
         else:
             report = simulate_report(result, setting)
             if plot is not None:
                 from kvplan.render.sim_plot import plot_occupancy
 
-                plot_occupancy(result, plot, title=report.title, reads=(trace,))
+                plot_occupancy(result, plot, title=report.title, reads=reads)
         emit(report, fmt)
