@@ -157,16 +157,31 @@ def lock(
             for c, p in zip(configs, plans, strict=True)
         }
         with exclusive(lock_path, "--lock"):
-            old: dict[str, Figures] = {}
-            if os.path.lexists(lock_path):
-                try:
-                    old = _read_lock(lock_path)
-                except InputError as e:
-                    raise InputError(f"{e} (kvplan lock merges into it: fix or delete it first)") from None
+            old = _old_entries(lock_path, set(entries), prune)
             merged = merge(old, entries, prune=prune)
             write_atomic(lock_path, lock_text(merged), "--lock", reads, merge=True)  # its own old entries
         pruned = tuple(sorted(set(old) - set(merged)))
         emit(lock_report(merged, str(lock_path), tuple(sorted(entries)), pruned), fmt)
+
+
+def _old_entries(path: Path, given: set[str], prune: bool) -> dict[str, Figures]:
+    """The entries ``kvplan lock`` merges into: an edited lock (digest) is rebuilt only from configs given
+    again, never by keeping its other entries (that would sign a hand edit as kvplan's own)."""
+    from kvplan.limits import CONFIG, read_text
+    from kvplan.plan.gate import parse_lock_untrusted
+
+    if not os.path.lexists(path):
+        return {}
+    try:
+        old, untrusted = parse_lock_untrusted(read_text(path, CONFIG, "lock file"), str(path))
+    except InputError as e:
+        raise InputError(f"{e} (kvplan lock merges into it: fix or delete it first)") from None
+    kept = sorted(set(old) - given)
+    if untrusted is not None and kept and not prune:
+        shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+        raise InputError(f"{path} {untrusted}: its entries for {shown} cannot be kept; lock them again too, or "
+                         "drop them with --prune")  # fmt: skip
+    return old
 
 
 def _deployment_files(configs: list[str]) -> list[str]:

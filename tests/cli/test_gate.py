@@ -21,6 +21,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kvplan.cli import app
+from kvplan.plan.gate import parse_lock_untrusted
+from kvplan.plan.lock_check import entries_digest
 
 DATA = Path(__file__).parents[1] / "data" / "gate"
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None})
@@ -45,7 +47,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_lock_records_the_figures(repo: Path) -> None:
     doc = json.loads((repo / "kvplan.lock").read_text())
     entry = doc["configs"]["prod.yaml"]
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3  # 3 (issue 25): the lock carries the digest of its entries
+    assert doc["digest"] == entries_digest(doc["configs"])
     assert (entry["cell_bytes"], entry["pool_rows_per_gpu"], entry["pool_tokens"]) == (50_472, 639_104, 1_278_208)
     assert entry["largest_admitted_ctx"] == 1 << 20
     # promised contexts from requirements: 128K (4@128K) and 1M
@@ -116,8 +119,9 @@ def test_github_annotations_never_on_stdout_in_markdown(repo: Path) -> None:
     ("content", "needle"),
     [
         ("{not json", "not valid JSON"),
-        ('{"schema_version": 3, "configs": {}}', "newer kvplan"),
-        ('{"schema_version": 2, "configs": {}}', "no entry for prod.yaml"),
+        ('{"schema_version": 4, "configs": {}}', "newer kvplan"),
+        # schema 2 had no digest: a lock kvplan wrote then is rebuilt, never trusted (issue 25)
+        ('{"schema_version": 2, "configs": {}}', "has no digest"),
         ('{"schema_version": 1, "configs": {"prod.yaml": {"pool_tokens": 1}}}', "missing"),
         ("[]", "not a kvplan lock"),
     ],
@@ -171,13 +175,19 @@ def test_lock_names_both_page_sizes(repo: Path) -> None:
 
 
 def test_schema_1_lock_is_migrated(repo: Path) -> None:
-    # a lock written before schema 2: page_tokens was the rank page (64); the logical page is 64 × dcp 2 = 128
+    # a lock written before schema 2: page_tokens was the rank page (64); the logical page is 64 × dcp 2 = 128.
+    # It has no digest (schema 3, issue 25): gate refuses it as a baseline, `kvplan lock` reads and rebuilds it.
     doc = json.loads((repo / "kvplan.lock").read_text())
     entry = doc["configs"]["prod.yaml"]
     entry["page_tokens"] = entry.pop("rank_page_tokens")
     del entry["logical_page_tokens"]
     doc["schema_version"] = 1
+    del doc["digest"]
     (repo / "kvplan.lock").write_text(json.dumps(doc))
+    assert parse_lock_untrusted(json.dumps(doc), "kvplan.lock")[0]["prod.yaml"].logical_page_tokens == 128
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 2 and "kvplan.lock has no digest" in r.stderr, r.stderr
+    assert run("lock", "prod.yaml").exit_code == 0
     r = run("gate", "prod.yaml", "--format", "json")
     assert r.exit_code == 0, r.stderr
     before = json.loads(r.stdout)["results"][0]["before"]
