@@ -15,6 +15,12 @@ Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes throug
   holder removes temporaries a SIGKILLed writer left behind.
 
 Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
+
+The output channels are policy here too (README "Output"): a stdout or stderr the shell closed (``>&-``) is
+replaced by devnull at start-up, a closed stderr's lines going to stdout, the channel still open; a reader that
+went away (``| head -1``) keeps the verdict's exit code; a stdout that cannot be written (``> /dev/full``) is
+:class:`StdoutError`, exit 2 with one line on stderr. ``writing()`` tells the SIGINT handler whether a file is
+being replaced (then it unwinds, removing the temporary) or not (then it exits 130 at once, start-up included).
 """
 
 from __future__ import annotations
@@ -24,12 +30,21 @@ import glob
 import os
 import secrets
 import stat
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from kvplan.errors import InputError
+
+_writing = 0
+"""How many ``atomic_file`` blocks are open: a SIGINT then unwinds instead of exiting at once."""
+
+
+def writing() -> bool:
+    return _writing > 0
+
 
 LOCK_TIMEOUT_S = 30.0
 """How long a writer waits for another kvplan holding the same target's sidecar lock."""
@@ -161,9 +176,11 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = (), *, merge: boo
     On any error (or a signal raising in the block) the temporary file is removed and ``path`` is untouched.
     ``reads`` and ``merge`` as for :func:`check_target`.
     """
+    global _writing
     reads = list(reads)
     check_target(path, what, reads, merge=merge)
     mode = _new_file_mode(path)
+    _writing += 1
     # the name is chosen before the file exists, so a signal at any point after creation finds it to remove
     # (tempfile.mkstemp creates, then returns the name: a SIGINT in between left a stray temporary file)
     tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
@@ -184,6 +201,7 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = (), *, merge: boo
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        _writing -= 1
     _fsync_dir(path.parent)
 
 
@@ -244,3 +262,63 @@ def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+# --------------------------------------------------------------------------- the output channels
+
+
+class StdoutError(InputError):
+    """stdout cannot take the report (a full disk, an I/O error): exit 2, one line on stderr, no JSON document."""
+
+
+def silence_stdout() -> None:
+    """Point stdout's descriptor at devnull: the reader is gone or the disk full, and the interpreter's own flush
+    at exit must not fail again (a second error, a traceback, exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def stdout_failed(e: OSError) -> StdoutError:
+    silence_stdout()
+    return StdoutError(f"cannot write stdout: {e.strerror or e}")
+
+
+def flush_stdout() -> None:
+    """Flush stdout: a reader that went away is silence (the verdict's code stands); any other failure is a
+    :class:`StdoutError`."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        silence_stdout()
+    except OSError as e:
+        raise stdout_failed(e) from None
+
+
+def _devnull_fd(fd: int) -> None:
+    """Occupy a descriptor the shell closed, so a file kvplan opens later never lands on 1 or 2."""
+    with contextlib.suppress(OSError):
+        os.fstat(fd)
+        return
+    with contextlib.suppress(OSError):
+        new = os.open(os.devnull, os.O_RDWR)
+        if new != fd:
+            os.dup2(new, fd)
+            os.close(new)
+
+
+def open_channels() -> bool:
+    """At start-up: a stdout or stderr the shell closed (``>&-``; Python then sets it to None) becomes devnull,
+    and a closed stderr's lines go to stdout. Returns whether stdout was closed (the report cannot be written)."""
+    stdout_closed, stderr_closed = sys.stdout is None, sys.stderr is None
+    for fd, closed in ((1, stdout_closed), (2, stderr_closed)):
+        if closed:
+            _devnull_fd(fd)
+    if stdout_closed:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if stderr_closed:
+        sys.stderr = sys.stdout  # the one channel still open (devnull too when both are closed)
+    return stdout_closed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -93,13 +94,23 @@ def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
 
         quiet_closed_stdout()  # the reader went away (| head): nothing to say, and nobody to say it to
         return EXIT_OK
+    from kvplan.fsio import StdoutError, stdout_failed
+
+    if isinstance(e, OSError) and not e.filename and e.errno in _WRITE_ERRNOS:
+        e = stdout_failed(e)  # help or --version into a full disk: a write without a file is stdout
     code, message = _classify(e)
-    _report(message, code, wants_json=_format_is_json(argv))
+
+    # stdout failed: the JSON error document would fail the same way
+    _report(message, code, wants_json=_format_is_json(argv) and not isinstance(e, StdoutError))
     if code == EXIT_INTERNAL and os.environ.get("KVPLAN_TRACEBACK"):
         import traceback
 
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     return code
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""OSErrors only a write raises (readers name their file; these do not)."""
 
 
 def _classify(e: BaseException) -> tuple[int, str]:
@@ -143,15 +154,22 @@ def _report(message: str, code: int, *, wants_json: bool) -> None:
     label = "internal error" if code == EXIT_INTERNAL else "error"
     # one line whatever the message quotes from the input: control characters (newlines, escapes) shown escaped
     message = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
-    sys.stderr.write(f"kvplan: {label}: {message}\n")
+    if not (wants_json and sys.stderr is sys.stdout):  # stderr closed: the JSON document alone says it
+        try:
+            sys.stderr.write(f"kvplan: {label}: {message}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # 2> /dev/full: the exit code still says it
+            pass
     if wants_json:
         from kvplan.render import error_document
 
         try:
             sys.stdout.write(error_document(message, code))
             sys.stdout.flush()
-        except (BrokenPipeError, ValueError):
-            pass
+        except (OSError, ValueError):
+            from kvplan.fsio import silence_stdout
+
+            silence_stdout()
 
 
 def _current_context() -> Any:
