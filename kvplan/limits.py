@@ -208,11 +208,13 @@ class _DuplicateKey(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
+    out = dict(pairs)  # in C: a Python loop here was 1 s of a 1M-tensor checkpoint index (issue 25)
+    if len(out) != len(pairs):  # a key twice: name the first
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return out
 
 
