@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.index_bounds import refuse_many_tensors
 from kvplan.models.weights import as_parameter_groups
 
 VOCAB_PADDING = 64
@@ -535,35 +536,17 @@ class CheckpointIndex:
     names: tuple[str, ...]
 
 
-MAX_INDEX_TENSORS = 500_000
-"""Most tensors a ``model.safetensors.index.json`` may list: the largest public indexes list about 210,000 (an
-INT4 Kimi-K2: 61 layers × 384 experts × 3 projections × 3 tensors). `kvplan budget` on a snapshot whose index
-lists 500,000 took 2.3 s and 190 MB; a larger index is refused before it is parsed (issue 25: 1M took 29 s, 922 MB)."""
-
-
-def _too_many_tensors(path: Path, n: int) -> ConfigError:
-    return ConfigError(
-        f"lists {n:,} tensors, over kvplan's limit of {MAX_INDEX_TENSORS:,} (the largest real checkpoints list "
-        "about 210,000); move the index out of the folder to plan from config.json alone",
-        source=str(path),
-        key="weight_map",
-    )
-
-
 def read_index(path: Path) -> CheckpointIndex:
     where = f"checkpoint index {path}"
     text = limits.read_text(path, limits.CHECKPOINT_INDEX, "checkpoint index")
-    shards = text.count('.safetensors"')  # each entry names its shard: a count before the parse, in C
-    if shards > MAX_INDEX_TENSORS:
-        raise _too_many_tensors(path, shards)
+    refuse_many_tensors(path, text.count('.safetensors"'))  # each entry names its shard: counted before the parse
     doc = _strict_json(text, where)
     del text
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(wmap, dict) or not set(map(type, wmap.values())) <= {str}:
         raise ConfigError("expected an object of tensor name -> shard file", source=str(path), key="weight_map")
-    if len(wmap) > MAX_INDEX_TENSORS:  # shard files not named *.safetensors
-        raise _too_many_tensors(path, len(wmap))
+    refuse_many_tensors(path, len(wmap))  # shard files not named *.safetensors
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if isinstance(total, float) and total.is_integer():
         total = int(total)  # some exporters write 1.5e10

@@ -16,8 +16,9 @@ from typer.testing import CliRunner
 from kvplan import limits
 from kvplan.cli import app
 from kvplan.errors import ConfigError, InputError
-from kvplan.models import checkpoint
-from kvplan.models.checkpoint import MAX_INDEX_TENSORS, read_index
+from kvplan.models import checkpoint, index_bounds
+from kvplan.models.checkpoint import read_index
+from kvplan.models.index_bounds import MAX_INDEX_TENSORS
 
 DATA = Path(__file__).parents[1] / "data"
 LLAMA = DATA / "hf" / "llama-3.1-8b" / "config.json"
@@ -43,7 +44,7 @@ def test_a_million_tensors_are_refused_before_the_parse(tmp_path: Path, monkeypa
 def test_shards_not_named_safetensors_are_counted_after_the_parse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(checkpoint, "MAX_INDEX_TENSORS", 10)
+    monkeypatch.setattr(index_bounds, "MAX_INDEX_TENSORS", 10)
     with pytest.raises(ConfigError, match="lists 11 tensors, over kvplan's limit of 10"):
         read_index(_index(tmp_path / "i.json", 11, shard="m.bin"))
     assert len(read_index(_index(tmp_path / "j.json", 10, shard="m.bin")).names) == 10
