@@ -16,6 +16,8 @@ from types import FrameType
 from typing import Any
 
 EXIT_INTERRUPTED = 130  # kvplan.errors.EXIT_INTERRUPTED (not imported: this runs before it may be)
+_pid = os.getpid()
+"""The command's own process: a forked worker (simulate --jobs) exits without a line of its own."""
 
 
 def on_sigint(signum: int, frame: FrameType | None) -> None:
@@ -24,8 +26,9 @@ def on_sigint(signum: int, frame: FrameType | None) -> None:
     if writing is not None and writing():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
-    with contextlib.suppress(OSError):
-        os.write(2, b"kvplan: interrupted\n")
+    if os.getpid() == _pid:
+        with contextlib.suppress(OSError):
+            os.write(2, b"kvplan: interrupted\n")
     os._exit(EXIT_INTERRUPTED)
 
 
