@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "data" / "logs" / "sglang-0.5.23-glm53-match.log"
 MODEL = ROOT / "kvplan" / "configs" / "models" / "glm-5.3.yaml"
 DEPLOY = ROOT / "kvplan" / "configs" / "deployments" / "glm-5.3-8xh200-sglang.yaml"
+SNAPSHOT = ROOT / "tests" / "data" / "hf" / "llama-3.1-8b"
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None})
 
 
@@ -71,6 +72,8 @@ def _dm(build: Callable[[Path, Path], list[str]]) -> Case:
 
 CASES: dict[tuple[str, str, str], Case] = {
     ("fit", "--emit-deploy", "--model"): lambda d: ([*FIT, "--model", str(_model(d))], d / "m.yaml"),
+    ("fit", "--emit-deploy", "--model's snapshot"): lambda d: (
+        [*FIT, "--model", str(Path(shutil.copytree(SNAPSHOT, d / "snap")))], d / "snap" / "config.json"),
     ("fit", "--emit-deploy", "--trace"): lambda d: (
         [*FIT, "--model", "glm-5.3", "--trace", str(_trace(d))], d / "t.jsonl"),
     ("fit", "--plot", "--model"): lambda d: ([*FIT, "--model", str(_model(d))], d / "m.yaml"),
@@ -117,7 +120,13 @@ def _file_params(name: str) -> list[tuple[str, str]]:
 
 READ_ONLY = {"admit", "budget", "workspace", "transfer", "gate", "diff", "validate"}
 """Commands that write nothing: their file options are all inputs."""
-OPTION = {"TRACE": "trace", "CONFIG": "configs", "--deploy's model": "--deploy", "CONFIG's model": "configs"}
+OPTION = {
+    "TRACE": "trace",
+    "CONFIG": "configs",
+    "--deploy's model": "--deploy",
+    "CONFIG's model": "configs",
+    "--model's snapshot": "--model",
+}
 
 
 def test_every_file_option_is_in_the_table() -> None:
@@ -137,10 +146,15 @@ def test_every_file_option_is_in_the_table() -> None:
 
 SPELLINGS: dict[str, Callable[[Path], str]] = {
     "same name": str,
-    "sub/..": lambda p: str(p.parent / "sub" / ".." / p.name),
+    "sub/..": lambda p: str(_sub(p.parent) / ".." / p.name),
     "absolute": lambda p: os.path.abspath(p),
     "hard link": lambda p: str(_hard_link(p)),
 }
+
+
+def _sub(folder: Path) -> Path:
+    (folder / "sub").mkdir(exist_ok=True)
+    return folder / "sub"
 
 
 def _hard_link(p: Path) -> Path:
