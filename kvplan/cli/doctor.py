@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kvplan.cli._common import DeployOpt, FormatOpt, ModelOpt, SetOpt, boundary
 from kvplan.errors import EXIT_OK, EXIT_REJECTED
 from kvplan.render import OutputFormat, emit
+
+if TYPE_CHECKING:
+    from kvplan.runbook.doctor import Diagnosis
 
 
 def doctor(
@@ -55,6 +58,7 @@ def doctor(
             proposed_deployment,
         )
         from kvplan.runbook.parse import log_lines, parse_log
+        from kvplan.runbook.verdict import unnamed_why
         from kvplan.units import parse_option_tokens as tokens
 
         length = tokens("--ctx", ctx) if ctx is not None else None
@@ -84,6 +88,8 @@ def doctor(
         elif not explicit and cls is None and path is not None and arch.name.split("-")[0] not in path.lower():
             why = f"the log is from {path}, the default deployment {dep.name} serves {arch.name}"
             result = examine(parsed, why=why, arch_class=arch.architecture)
+        elif not explicit and (alone := unnamed_why(arch, dep.name, parsed.chosen)) is not None:
+            result = examine(parsed, why=alone, arch_class=arch.architecture)
         else:
             try:
                 result = diagnose(arch, dep, parsed, ctx=length, hit=cached)
@@ -96,7 +102,7 @@ def doctor(
             if not explicit and result.model.kind == "mha":
                 why = f"the log's pool is K/V rows, the default deployment {dep.name} serves an MLA model ({arch.name})"
                 result = examine(parsed, why=why, arch_class=arch.architecture)
-            elif not explicit and fact is not None and not fact.agrees and result.headline.kind != "cause":
+            elif not explicit and fact is not None and not fact.agrees and not _rows_explained(result):
                 why = (
                     f"the log's rows ({fact.what}, line {fact.line}) are not those of {arch.name}, the default "
                     f"deployment's model"
@@ -108,3 +114,10 @@ def doctor(
             typer.echo(f"kvplan: wrote the deployment the log implies to {emit_deploy}", err=True)
     # exit 1 is a verdict (a cause, another model, a refused start); a match or a 'cannot tell' is exit 0
     raise typer.Exit(EXIT_OK if result.ok or result.status in (CANNOT_TELL, CANNOT_CHECK) else EXIT_REJECTED)
+
+
+def _rows_explained(result: Diagnosis) -> bool:
+    """A cause of the default deployment's model whose own rows have the log's bytes (bf16 rows of GLM-5.3): only
+    then does a log whose rows are not the default's keep a cause of that model (issue 24 item 5)."""
+    cause = result.headline.cause
+    return result.headline.kind == "cause" and cause is not None and cause.bytes_agree is True

@@ -499,7 +499,7 @@ def _verdict(d: Diagnosis) -> str:
                 text += "; add " + " and ".join(h.missing)
         return text
     if h.kind == "cause":
-        drifts = [r for r in d.revealed if r.drift]
+        drifts = [r for r in d.revealed if r.drift and r.knob == h.knob] or [r for r in d.revealed if r.drift]
         if drifts:
             r = drifts[0]
             text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
@@ -562,6 +562,8 @@ def _verdict(d: Diagnosis) -> str:
             f"; the rows' bytes differ ({fact.what}: {nbytes(fact.low)} – {nbytes(fact.high)}, "
             f"config {nbytes(fact.config)})"
         )
+    if h.missing:
+        return head + "; no known cause explains it: add " + " and ".join(h.missing)
     return head + "; no known cause explains it (the details list what was tested)"
 
 

@@ -47,6 +47,7 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
+from kvplan.runbook.verdict import closes_gap, deviation_percent, near_rows
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
 
@@ -210,6 +211,8 @@ class Headline:
     'cannot_tell' (the log lacks what the verdict needs: ``missing`` says what to add)."""
     cause: Cause | None = None
     missing: tuple[str, ...] = ()
+    knob: str = ""
+    """For a cause the log prints (a revealed knob, ``cause`` None): the knob whose value closes the gap."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1470,6 +1473,12 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
                 "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end') to check the count",
             )  # fmt: skip
             return Headline(kind="cause", cause=rows[0], missing=missing)
+        if near_rows(fact.low, fact.high, fact.config) or (c is not None and c.within):
+            return Headline(kind="mismatch", missing=(  # the config's rows with a padding: never another model
+                f"--model with the server's exact config: the log's {fact.what} is "
+                f"{deviation_percent(fact.low, fact.high, fact.config)} off the config's {fact.config:,} {fact.unit},"
+                " the same rows with a padding or alignment kvplan does not model, not another model's",
+            ))  # fmt: skip
         if other_model or model.kind == "unknown":
             return Headline(kind="model", missing=("--model: the config of the model the server ran",))
         return Headline(kind="mismatch")
@@ -1484,8 +1493,9 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
         return Headline(kind="memory")  # the rows and the log's budget give the log's pool: the config's memory differs
     if explaining:
         return Headline(kind="cause", cause=explaining[0])
-    if any(r.drift and _toward(r, c) for r in revealed):
-        return Headline(kind="cause")
+    toward = [r for r in revealed if r.drift and _toward(r, c)]
+    if toward:
+        return Headline(kind="cause", knob=toward[0].knob)
     if c is not None and not c.within and not c.memory_from_log:
         return Headline(kind="cannot_tell", missing=(
             "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end'; vLLM: 'Available KV cache "
@@ -1501,8 +1511,8 @@ def _toward(r: Revealed, c: Comparison | None) -> bool:
     567,616 to 686,464, and was read as that drift."""
     if c is None:
         return True
-    logged = c.logged.value
-    return abs(r.pool_after - logged) < abs(r.config_pool - logged)
+    # more than half the gap (issue 24 item 1): max_model_len 1,000,000 moved a pool 3.8x off the log's by 0.36 %
+    return closes_gap(r.config_pool, r.pool_after, c.logged.value)
 
 
 def _causes(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan, lp: LoggedPool, slack: int,

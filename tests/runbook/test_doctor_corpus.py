@@ -134,6 +134,8 @@ EXPECT: dict[str, Expect] = {
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
     # the tp 2 twin at gpu_memory_utilization 0.95: the same 24,576 B a logged token as the 0.9 run
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2-gmu095.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
+    # Qwen3.8-27B-FP8 (GDN hybrid) pool lines alone, no line naming the model: read alone, never against glm-5.3
+    "doctor-vllm-hybrid-qwen3.8-27b-fp8-tp2-pool-lines-talos-argocd-pr-1995.log": Expect("cannot_tell"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
     "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
     **{

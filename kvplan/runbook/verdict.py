@@ -1,0 +1,77 @@
+"""The headline's guards (issue 24): what the doctor may name, given its own checks. (pure)
+
+- A knob is named as the cause only when applying it to the plan moves the pool toward the log's figure by more
+  than half the gap: a vLLM log at max_model_len 1,000,000 with a 3.8x gap was told "CAUSE: the server ran
+  context_length 1,000,000", a knob that moves the pool 0.36 %.
+- Rows whose bytes are within a layout's padding of the config's (2 %) are the config's model, never "another
+  model": vLLM aligns a hybrid's MLA block to 64 tokens (944 -> 960, 1.7 %), the LMCache connector's run of
+  Qwen3-235B-FP8 logs 1.1 % more bytes per block than the K/V shape (vllm-project/vllm#21348).
+- With no --model, the default deployment's model is compared with the log only when the log names it (its model
+  path or class); otherwise the log is read alone and no cause, and no "kvplan's plan predicts it", is taken
+  from a model the log is not about.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvplan.models.arch import ModelArch
+from kvplan.runbook.parse import Run
+
+SAME_ROWS_PERCENT = 2
+"""Bytes per row (or block) within this of the config's are the config's rows with a padding or alignment kvplan
+does not model, not another model's: vLLM rounds a hybrid's attention block up to the backend's alignment
+(vllm/model_executor/models/config.py, HybridAttentionMambaModelConfig.verify_and_update_config: ``16 *
+cdiv(mamba_page_size, 16 * attn_page_size_1_token)``; an MLA backend's alignment of 64 takes Kimi-Linear's 944 to
+960 tokens, +1.69 %, as issue 24 reports), and the LMCache run of vllm-project/vllm#21348 logs +1.1 %."""
+
+
+def closes_gap(before: int, after: int, logged: int) -> bool:
+    """Whether a change that takes the planned pool from ``before`` to ``after`` moves it toward the log's
+    ``logged`` by more than half the gap (the issue's rule for naming a cause)."""
+    return 2 * abs(after - logged) < abs(before - logged)
+
+
+def near_rows(low: int, high: int, config: int) -> bool:
+    """The log's bytes per row lie within SAME_ROWS_PERCENT of the config's (both ends of the log's range)."""
+    if config <= 0 or high < low:
+        return False
+    lo_ok = low * 100 <= config * (100 + SAME_ROWS_PERCENT)
+    hi_ok = high * 100 >= config * (100 - SAME_ROWS_PERCENT)
+    return lo_ok and hi_ok
+
+
+def deviation_percent(low: int, high: int, config: int) -> str:
+    """The log's range against the config's bytes, signed, as printed ('+1.1 %'; a range prints both ends)."""
+    if config <= 0:
+        return "?"
+    a = (low - config) * 100 / config
+    b = (high - config) * 100 / config
+    if f"{a:+.1f}" == f"{b:+.1f}":
+        return f"{a:+.1f} %"
+    return f"{a:+.1f} % – {b:+.1f} %"
+
+
+def _stem(text: str) -> str:
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower())
+
+
+def names_model(arch: ModelArch, run: Run, aliases: frozenset[str]) -> bool:
+    """Whether the log itself names ``arch``: its model class (or an alias the engine prints for it), or a model
+    path that holds the model's name ('zai-org/GLM-5.3-FP8' names glm-5.3)."""
+    cls = run.model_class
+    if cls is not None and (cls == arch.architecture or cls in aliases):
+        return True
+    path = run.model_path
+    return path is not None and _stem(arch.name) in _stem(path)
+
+
+def unnamed_why(arch: ModelArch, dep_name: str, run: Run) -> str | None:
+    """Why the log is read alone when no --model is given and the log names no model at all (None: it names one,
+    which the CLI's other checks compare with the default deployment's)."""
+    if run.model_class is not None or run.model_path is not None:
+        return None
+    return (
+        f"the log names no model (no model path or class), and the default deployment {dep_name} serves "
+        f"{arch.name}: no cause is taken from a model the log is not about"
+    )
