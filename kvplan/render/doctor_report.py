@@ -9,6 +9,7 @@ from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
+from kvplan.runbook.failures import FAILED_PREFIX, is_failure
 from kvplan.runbook.parse import At, Gib, Run
 
 _UNITS = {"tokens": "tokens", "rows": "rows per rank", "blocks": "blocks", "needed": "B needed"}
@@ -451,6 +452,8 @@ def _verdict(d: Diagnosis) -> str:
     c = d.comparison
     if h.kind == "refused" and d.startup is not None:
         s = d.startup
+        if is_failure(s.message):  # it died (a traceback after the pool lines): no refusal figures to print
+            return f"FAILED AT STARTUP (line {s.line}): {s.message.removeprefix(FAILED_PREFIX + ': ')}"
         text = f"REFUSED AT STARTUP (line {s.line}): "
         if s.needed is not None and s.available is not None and s.max_model_len is not None:
             text += (

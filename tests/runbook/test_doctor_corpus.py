@@ -136,6 +136,10 @@ EXPECT: dict[str, Expect] = {
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2-gmu095.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
     # Qwen3.8-27B-FP8 (GDN hybrid) pool lines alone, no line naming the model: read alone, never against glm-5.3
     "doctor-vllm-hybrid-qwen3.8-27b-fp8-tp2-pool-lines-talos-argocd-pr-1995.log": Expect("cannot_tell"),
+    # issue 24: starts that died after their pool lines (CUDA-graph capture), and a refusal pasted over three lines
+    "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log": Expect("refused"),
+    "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log": Expect("refused"),
+    "doctor-vllm-maxlen-refusal-three-line-paste-spark-vllm-docker-396.log": Expect("refused"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
     "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
     **{

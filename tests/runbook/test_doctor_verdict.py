@@ -21,7 +21,7 @@ from kvplan.models.load import load_deployment, load_model
 from kvplan.runbook.doctor import Diagnosis, diagnose
 from kvplan.runbook.parse import parse_log
 from kvplan.runbook.verdict import closes_gap
-from tests.runbook.conftest import LOGS
+from tests.runbook.conftest import LOGS, line_of
 from tests.runbook.test_doctor_corpus import corpus
 from tests.runbook.test_field_logs import DOCTOR_CASES, DoctorCase, config_path, text_of
 
@@ -129,3 +129,47 @@ def test_item5_no_comparison_with_the_default_model_for_an_unnamed_log() -> None
     assert r.exit_code == 0, r.output
     assert "CANNOT TELL" in r.output and "the log names no model" in r.output
     assert "516,352" not in r.output and "against glm-5.3" not in r.output
+
+
+def test_item10_a_start_that_dies_in_cuda_graph_capture_is_a_failed_start() -> None:
+    """sgl-project/sglang#7227: the pool is built ('#tokens: 132681, K size: 9.11 GB': 132,682 rows x 36 layers x 8
+    kv heads x 128 x 2 B = 9.11 GiB), then 'Scheduler hit an exception' during CUDA-graph capture. Before the fix:
+    one normal start (lines 1-3), CANNOT TELL; now a failed start at the exception's line."""
+    path = LOGS / "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log"
+    log = parse_log(body(path), path.name)
+    assert len(log.runs) == 1 and log.chosen.errors, log.chosen
+    r = runner.invoke(app, ["doctor", "--log", str(path)])
+    assert r.exit_code == 1, r.output
+    line = line_of(path.read_text(encoding="utf-8"), "] Scheduler hit an exception")
+    assert f"FAILED AT STARTUP (line {line}): SGLang printed 'Scheduler hit an exception'" in " ".join(r.output.split())
+
+
+def test_item5_a_repeated_pool_pair_is_one_start_and_the_worker_exception_fails_it() -> None:
+    """nlzy/vllm-gfx906#44: one EngineCore (pid 4661) prints the same 'GPU KV cache size: 305,808 tokens' /
+    'Maximum concurrency for 16,384 tokens per request: 18.67x' pair four times, then a worker dies in CUDA-graph
+    capture. Before the fix: four server starts, the last one read as a normal start."""
+    path = LOGS / "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log"
+    log = parse_log(body(path), path.name)
+    assert len(log.runs) == 1
+    k = log.chosen.kv_cache_size
+    assert k is not None and k.value.tokens == 305_808 and len(log.chosen.errors) == 1
+    code, data = doctor_json(path)
+    h = data["headline"]
+    assert isinstance(h, dict) and h["kind"] == "refused" and code == 1, h
+
+
+def test_item5_a_refusal_pasted_over_three_lines_is_a_refused_start() -> None:
+    """eugr/spark-vllm-docker#396: vLLM's 'To serve at least one request …' refusal pasted over three lines behind a
+    '▎' quote bar (max_model_len 196,608 needs 23.25 GiB, 22.5 GiB available, vLLM's estimate 190,272). Before the
+    fix nothing in it was read as a refusal. With the log alone the doctor names no model, so it never says
+    "kvplan's plan predicts it"."""
+    path = LOGS / "doctor-vllm-maxlen-refusal-three-line-paste-spark-vllm-docker-396.log"
+    e = parse_log(body(path), path.name).chosen.max_len_error
+    assert e is not None
+    assert (e.value.max_model_len, e.value.needed.text, e.value.available.text) == (196_608, "23.25", "22.5")
+    assert e.value.estimated_max_len == 190_272
+    r = runner.invoke(app, ["doctor", "--log", str(path)])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert "REFUSED AT STARTUP" in text and "max_model_len 196,608 needs 23.25 GiB" in text
+    assert "predicts" not in text
