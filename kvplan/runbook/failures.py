@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import re
 
+SG_PROFILED = re.compile(r"max_total_tokens=(\d{1,30}) is larger than the profiled value (-?\d{1,30})(?!\d)")
+"""SGLang 0.4.x - 0.5.x (python/sglang/srt/model_executor/model_runner.py, init_memory_pool): a --max-total-tokens
+above the pool the memory allows; the profiled value is the pool, and at or below 0 SGLang raises 'Not enough
+memory. Please try to increase --mem-fraction-static.' next (sglang#7691: 'profiled value -561981' on 8 ranks)."""
 SG_FAILED = re.compile(r"Scheduler hit an exception|Capture cuda graph failed")
 VL_FAILED = re.compile(r"WorkerProc hit an exception|EngineCore failed to start|Engine core initialization failed")
 

@@ -55,7 +55,7 @@ from typing import Generic, TypeVar
 
 from kvplan import limits
 from kvplan.errors import InputError
-from kvplan.runbook.failures import SG_FAILED, VL_FAILED, failure_message
+from kvplan.runbook.failures import SG_FAILED, SG_PROFILED, VL_FAILED, failure_message
 from kvplan.units import GiB
 
 T = TypeVar("T")
@@ -912,6 +912,9 @@ def _events(rec: _Record) -> list[_Event]:
         add("dsa_backends", sg, m, (m.group(1), m.group(2)))
     for m in _SG_ERROR.finditer(t):
         add("error", sg, m, m.group(0))
+    for m in SG_PROFILED.finditer(t):
+        if int(m.group(2)) <= 0:  # no pool at all: the start fails right after (a pool outcome, not a cut log)
+            add("negative_profile", sg, m, m.group(0))
     for m in SG_FAILED.finditer(t):
         add("error", sg, m, failure_message(sg, m.group(0)))
     for m in VL_FAILED.finditer(t):
@@ -1368,6 +1371,9 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
              "self.server_args.mem_fraction_static=0.8",
              "format: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py init_memory"),
+    LineForm("negative_profile", "SG_PROFILED", "0.4.x - 0.5.x (a --max-total-tokens above a profiled pool <= 0)",
+             "max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.",
+             "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log"),
     LineForm("error", "SG_FAILED", "0.3 - 0.5.x (a start that died, e.g. in CUDA-graph capture after the pool)",
              "Scheduler hit an exception: Traceback (most recent call last):",
              "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log"),

@@ -138,6 +138,7 @@ EXPECT: dict[str, Expect] = {
     "doctor-vllm-hybrid-qwen3.8-27b-fp8-tp2-pool-lines-talos-argocd-pr-1995.log": Expect("cannot_tell"),
     # issue 24: starts that died after their pool lines (CUDA-graph capture), and a refusal pasted over three lines
     "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log": Expect("refused"),
+    "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log": Expect("refused"),
     "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log": Expect("refused"),
     "doctor-vllm-maxlen-refusal-three-line-paste-spark-vllm-docker-396.log": Expect("refused"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes

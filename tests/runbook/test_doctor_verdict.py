@@ -173,3 +173,22 @@ def test_item5_a_refusal_pasted_over_three_lines_is_a_refused_start() -> None:
     text = " ".join(r.output.split())
     assert "REFUSED AT STARTUP" in text and "max_model_len 196,608 needs 23.25 GiB" in text
     assert "predicts" not in text
+
+
+def test_item3_a_negative_profiled_value_is_a_pool_outcome() -> None:
+    """sgl-project/sglang#7691 (SGLang 0.4.8.post1, MI300X x 8): 'max_total_tokens=131072 is larger than the profiled
+    value -561981' on every rank. SGLang's init_memory_pool then takes min(-561,981, 131,072) <= 0 and raises 'Not
+    enough memory' (model_runner.py): no pool. Before the fix: 'CANNOT TELL ... the log stops before the pool
+    lines' (with --model deepseek-v3) / the log alone read as a start cut short."""
+    path = LOGS / "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log"
+    run = parse_log(body(path), path.name).chosen
+    assert run.negative_profile is not None and "-561981" in run.negative_profile.value
+    r = runner.invoke(app, ["doctor", "--log", str(path), "--model", "deepseek-v3", "--set", "tp=8"])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    line = line_of(path.read_text(encoding="utf-8"), "] max_total_tokens=131072")
+    assert (
+        f"REFUSED AT STARTUP (line {line}): SGLang: max_total_tokens=131072 is larger than the profiled value -561981"
+        in text
+    )
+    assert "stops before" not in text

@@ -46,6 +46,7 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
     "_LOAD_DTYPE": [("dtype=", "a.")],
     "_LOAD_QUANT": [("quant=", "a")],
     "_SG_ARGS": [("server_args=ServerArgs", "(")],
+    "SG_PROFILED": [("max_total_tokens=", "1"), ("max_total_tokens=1 is larger than the profiled value ", "1")],
     "SG_FAILED": [("Scheduler hit an", " "), ("Capture cuda graph", " ")],
     "VL_FAILED": [("WorkerProc hit an", " "), ("Engine core", " "), ("EngineCore failed to", " ")],
     "_SG_BASELINE": [("Memory baseline taken. mem usage=", "1")],
