@@ -223,8 +223,8 @@ def _findings(d: Diagnosis) -> list[str]:
                 f"memory: {t.name}: the log says {_gib(t.log)}, the config {size(t.config_bytes)} "
                 f"(differs by {size(abs(t.log.bytes - t.config_bytes))})"
             )
-    if d.memory_matches is False and d.comparison is not None:
-        c = d.comparison
+    c = d.comparison
+    if d.memory_matches is False and c is not None and _value(c.logged, c.expected) != _value(c.logged, c.revealed):
         out.append(
             f"memory: with the log's memory the pool is {_value(c.logged, c.expected)} instead of "
             f"{_value(c.logged, c.revealed)}: pass the log's figures with --set weights_per_gpu=… / pre_load_free=… "
@@ -273,7 +273,9 @@ def _knob_finding(r: Revealed, d: Diagnosis) -> str:
         text += f" — {r.explained_by}"
     if r.consequence:
         return text + " (not a drift of its own)"
+    # the knob's pools are tokens (rows for a KV-line-only SGLang log), never the bytes of a refusal
     unit = _UNITS.get(d.comparison.logged.unit, "tokens") if d.comparison else "tokens"
+    unit = "tokens" if unit == _UNITS["needed"] else unit
     if r.changes_pool:
         text += f": pool {r.config_pool:,} → {r.pool_after:,} {unit}"
         if r.cell_after != r.cell_before:
@@ -295,10 +297,11 @@ def _accounting_findings(d: Diagnosis, c: Comparison) -> list[str]:
         )
         return out
     gap = lp.value - c.expected
+    signed = f"{'+' if gap >= 0 else '−'}{_value(lp, abs(gap))}"  # a delta says its unit (B for a refusal's bytes)
     base = "with the log's memory" if c.memory_from_log else "with the config's memory (the log prints none)"
     text = (
         f"{'accounting' if c.memory_from_log else 'pool'}: {base} the config's accounting gives {_range(c, lp)}; "
-        f"the log says {_value(lp, lp.value)} ({gap:+,}, {pct(lp.value, c.expected)} of it)"
+        f"the log says {_value(lp, lp.value)} ({signed}, {pct(lp.value, c.expected)} of it)"
     )
     out.append(text)
     explaining = d.explaining
@@ -384,7 +387,11 @@ def _startup_finding(d: Diagnosis) -> str:
             span = f"{lo:,}" if lo == hi else f"{lo:,} – {hi:,}"
             ok = "ok" if lo <= s.estimated_max_len <= hi else "DIFFERS"
             text += f" (kvplan: {span}, {ok})"
-    return text + (": kvplan's plan predicts the refusal" if s.predicted else ": kvplan's plan does NOT predict it")
+    if s.predicted:
+        return text + ": kvplan's plan predicts the refusal"
+    if s.planned_refuses:  # it refuses too, but its figures are not the log's: no prediction
+        return text + ": kvplan's plan refuses too, with other figures (DIFFERS above): it does not predict this one"
+    return text + ": kvplan's plan does NOT predict it"
 
 
 def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:

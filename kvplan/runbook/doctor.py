@@ -47,7 +47,7 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
-from kvplan.runbook.verdict import closes_gap, deviation_percent, near_rows
+from kvplan.runbook.verdict import closes_gap, deviation_percent, near_rows, refusal_figures_agree
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
 
@@ -260,6 +260,8 @@ class StartupCheck:
     planned_needed_bytes: int | None
     planned_estimate_low: int | None
     planned_estimate_high: int | None
+    planned_refuses: bool = False
+    """The plan refuses at the log's max_model_len too (``predicted`` also needs its figures to be the log's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1556,9 +1558,12 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
         e = run.max_len_error
         bpb = best.extras.get("bytes_per_block", 0)
         lo = hi = None
-        if memory.available_low is not None and memory.available_high is not None and bpb:
+        # a uniform model's blocks only: a hybrid's request takes blocks of several groups (max_len_fitting is the
+        # uniform bisection; it put DeepSeek-V4-Flash's 13,528 at 1,490,432)
+        if memory.available_low is not None and memory.available_high is not None and bpb and not best.pools:
             lo = max_len_fitting(memory.available_low - bpb, bpb, best.page_tokens, best.dcp)
             hi = max_len_fitting(memory.available_high - bpb, bpb, best.page_tokens, best.dcp)
+        planned = best.extras.get("max_model_len_needed_bytes")
         return StartupCheck(
             message="vLLM refused to start: one request of max_model_len does not fit in the KV cache",
             line=e.line,
@@ -1566,8 +1571,10 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
             needed=e.value.needed,
             available=e.value.available,
             estimated_max_len=e.value.estimated_max_len,
-            predicted=_refuses_at(best, e.value.max_model_len),
-            planned_needed_bytes=best.extras.get("max_model_len_needed_bytes"),
+            predicted=_refuses_at(best, e.value.max_model_len)
+            and refusal_figures_agree(e.value.needed, planned, e.value.estimated_max_len, lo, hi),
+            planned_refuses=_refuses_at(best, e.value.max_model_len),
+            planned_needed_bytes=planned,
             planned_estimate_low=lo,
             planned_estimate_high=hi,
         )

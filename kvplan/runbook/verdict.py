@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from kvplan.models.arch import ModelArch
-from kvplan.runbook.parse import Run
+from kvplan.runbook.parse import Gib, Run
 
 SAME_ROWS_PERCENT = 2
 """Bytes per row (or block) within this of the config's are the config's rows with a padding or alignment kvplan
@@ -75,3 +75,14 @@ def unnamed_why(arch: ModelArch, dep_name: str, run: Run) -> str | None:
         f"the log names no model (no model path or class), and the default deployment {dep_name} serves "
         f"{arch.name}: no cause is taken from a model the log is not about"
     )
+
+
+def refusal_figures_agree(
+    needed: Gib | None, planned_needed: int | None, estimated: int | None, low: int | None, high: int | None
+) -> bool:
+    """Whether kvplan's figures for a vLLM refusal are the log's: the KV one max-length request needs rounds to the
+    printed GiB, and the largest length that fits lies in kvplan's range. A plan that refuses with other figures
+    does not "predict" the refusal (DeepSeek-V4-Flash, vllm-project/vllm#44376: 6.35 GiB planned, 6.66 printed)."""
+    if needed is not None and planned_needed is not None and not needed.covers(planned_needed):
+        return False
+    return estimated is None or low is None or high is None or low <= estimated <= high

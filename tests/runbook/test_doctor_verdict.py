@@ -10,6 +10,7 @@ test per item, each on a verbatim public log.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,26 @@ def test_item3_a_negative_profiled_value_is_a_pool_outcome() -> None:
         in text
     )
     assert "stops before" not in text
+
+
+def test_item7_refusal_text_units_and_no_prediction_from_other_figures() -> None:
+    """vllm-project/vllm#44376 (field/vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log) with its stated
+    deployment: vLLM printed 6.66 GiB needed, 5.44 GiB available, estimate 13,528 tokens; kvplan's 0.33.0 V4 packing
+    needs 6.35 GiB (the header's known gap: 1,002,240 B a block id against the log's 1,050,846 .. 1,052,424 B).
+    Before the fix the findings said "the pool is 6.35 GiB (6.82 GB) instead of 6.35 GiB (6.82 GB)" (a figure
+    against itself), "+335,888,547" (bytes without a unit), and "the largest max_model_len that fits is 13,528
+    (kvplan: 1,490,432 – 1,493,248, DIFFERS): kvplan's plan predicts the refusal" (a uniform bisection applied to a
+    hybrid, and a prediction its own figures contradict)."""
+    path = LOGS / "field" / "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log"
+    sets = ("tp=2", "gpu=gh200", "engine=vllm", "context_length=30000", "kv_cache_dtype=fp8",
+            "gpu_memory_utilization=0.95", "page_size=256")  # fmt: skip
+    r = runner.invoke(
+        app, ["doctor", "--log", str(path), "--model", "deepseek-v4-flash", *(a for s in sets for a in ("--set", s))]
+    )
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert "REFUSED AT STARTUP" in text and "the largest that fits is 13,528 tokens" in text
+    assert "predicts" not in text and "does not predict this one" in text
+    assert "1,490,432" not in text  # no uniform-block estimate for a hybrid
+    assert "instead of 6.35 GiB" not in text
+    assert re.search(r"the log says 6\.66 GiB \([\d.]+ GB\) \(\+[\d.]+ MiB \([\d.]+ MB\), ", text), text
