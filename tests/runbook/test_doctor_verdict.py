@@ -216,3 +216,17 @@ def test_item7_refusal_text_units_and_no_prediction_from_other_figures() -> None
     assert "1,490,432" not in text  # no uniform-block estimate for a hybrid
     assert "instead of 6.35 GiB" not in text
     assert re.search(r"the log says 6\.66 GiB \([\d.]+ GB\) \(\+[\d.]+ MiB \([\d.]+ MB\), ", text), text
+
+
+def test_item7_a_knobs_pool_change_is_in_tokens_beside_a_refusal() -> None:
+    """vllm-project/vllm#25350 (doctor-vllm-max-seq-len-kvfp8-issue-25350.log) checked against --model glm-5.3:
+    the refusal's logged figure is bytes (10.12 GiB needed), the knob's pools are tokens. Before the fix: "knob
+    context_length: the server ran 221000 …: pool 516,352 → 535,744 B needed" and "the pool is 11.10 GiB (11.92
+    GB) instead of 11.10 GiB (11.92 GB)"."""
+    path = LOGS / "doctor-vllm-max-seq-len-kvfp8-issue-25350.log"
+    r = runner.invoke(app, ["doctor", "--log", str(path), "--model", "glm-5.3"])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    knob = re.search(r"knob context_length: the server ran 221000 .*?: pool [\d,]+ → [\d,]+ (\w+)", text)
+    assert knob is not None and knob.group(1) == "tokens", text
+    assert not re.search(r"the pool is ([\d.]+ GiB \([\d.]+ GB\)) instead of \1", text)
