@@ -1699,17 +1699,23 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             archs.append((name, load_model(name)))
         except InputError:
             continue
+    # the log's own multiplier (issue 24 item 4): vLLM's 'Multiplying the GPU KV cache size by the dcp_world_size
+    # N' means each logged token is 1/N of a rank's row (kv_cache_utils.py), and tp is a multiple of N
+    # (vllm/config/parallel.py: "decode_context_parallel_size must be <= tensor_parallel_size")
+    dcp = run.dcp_multiplier.value if run.dcp_multiplier is not None and run.dcp_multiplier.value > 1 else 1
     splits = (
-        (tp,) if tp else (1, 2, 4, 8)
+        (tp,) if tp else (dcp,) if dcp > 1 else (1, 2, 4, 8)
     )  # the log prints no tp: a K/V row depends on it, so each split is a candidate
     for (name, arch), split in ((a, t) for a in archs for t in splits):
         label = name if tp or (split == 1 and arch.is_mla) else f"{name} at tp {split}"
-        if not tp and arch.is_mla and split > 1:
+        if dcp > 1:
+            label = f"{name} at dcp {dcp}"
+        elif not tp and arch.is_mla and split > 1:
             continue  # an MLA latent is not split by tp
         try:
             dt_sets = () if any(x.startswith("kv_cache_dtype=") for x in sets) else ("kv_cache_dtype=auto",)
             dep = load_deployment(None, (*sets, f"model={name}", f"tp={split}", *dt_sets,
-                                         "page_size=default", "mla_layout=default", "dcp=1"))  # fmt: skip
+                                         "page_size=default", "mla_layout=default", f"dcp={dcp}"))  # fmt: skip
         except InputError:
             continue
         # the bytes of a row do not depend on the memory: plan with room for 10,000 rows whatever the weights
@@ -1726,8 +1732,8 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             sizes[label] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
         elif p.engine == "sglang":
             sizes[label] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
-        else:
-            sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens, 1) or p.cell.total_bytes
+        else:  # per logged token: a rank's block holds page_tokens × dcp logged tokens
+            sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens * p.dcp, 1) or p.cell.total_bytes
     return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes)[:5]
 
 
@@ -1776,6 +1782,7 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
         rows.append(("model", _yaml_str(d.best.arch.name), "the model the doctor compared the log with"))
     elif fit is not None:
         preset, _, split = fit.name.partition(" at tp ")
+        preset = preset.partition(" at dcp ")[0]
         rows.append(("model", _yaml_str(preset), f"the preset whose rows fit the log's ({fit.bytes_per_row:,} B); "
                      f"the log names {run.model_path or run.model_class or 'no model'}"))  # fmt: skip
         if split:
@@ -1783,6 +1790,12 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
     else:
         rows.append(("model", _yaml_str(run.model_path or "SET-ME"),
                      "the log's model: give a preset, a kvplan model YAML or a config.json path"))  # fmt: skip
+    dcp_at = run.dcp_multiplier
+    if dcp_at is not None and dcp_at.value > 1:
+        rows.append(("dcp", str(dcp_at.value), f"the log's dcp_world_size, line {dcp_at.line}"))
+        if not any(r[0] == "tp" for r in rows) and not _printed_tp(run):
+            rows.append(("tp", str(dcp_at.value), "at least the dcp: vLLM needs tp a multiple of dcp (the log "
+                         "prints no tp)"))  # fmt: skip
     if run.engine is not None:
         rows.append(("engine", _yaml_str(run.engine), ""))
     if run.version is not None:
@@ -1827,6 +1840,11 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
     else:
         rows.append(("# gpu", "", "not in the log: add 'gpu: <name from kvplan gpus>' (the default is the preset's)"))
     return tuple(rows)
+
+
+def _printed_tp(run: Run) -> bool:
+    srcs = (run.args, run.cli_args)
+    return any(a is not None and (a.value.integer("tp_size") or a.value.integer("tensor_parallel_size")) for a in srcs)
 
 
 def gpu_candidates(run: Run) -> tuple[tuple[str, ...], str]:

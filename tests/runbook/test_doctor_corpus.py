@@ -98,7 +98,7 @@ EXPECT: dict[str, Expect] = {
     # QwQ-32B at tp 4: 64 layers × 2 kv heads × 128 × 2 × 2 B = 65,536 B (qwen3-32b has the same K/V shape)
     "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log": Expect("cannot_tell", 64 * 2 * 128 * 4, "qwen3-32b"),
     # dcp 8: the logged tokens are ×8, so a token is 70,272 / 8 = 8,784 B of one rank
-    "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log": Expect("cannot_tell", MLA61 // 8),
+    "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log": Expect("cannot_tell", MLA61 // 8, "kimi-k2 at dcp 8"),
     "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log": Expect("cannot_tell", MLA61, "kimi-k2"),
     # the summary line alone (12,079 tokens of Qwen3-30B-A3B-GPTQ-Int4): no bytes, no memory; never a knob drift
     "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log": Expect("cannot_tell"),

@@ -22,7 +22,7 @@ from kvplan.models.load import load_deployment, load_model
 from kvplan.runbook.doctor import Diagnosis, diagnose
 from kvplan.runbook.parse import parse_log
 from kvplan.runbook.verdict import closes_gap
-from tests.runbook.conftest import LOGS, line_of
+from tests.runbook.conftest import LOGS, SHARED_LOGS, line_of
 from tests.runbook.test_doctor_corpus import corpus
 from tests.runbook.test_field_logs import DOCTOR_CASES, DoctorCase, config_path, text_of
 
@@ -230,3 +230,26 @@ def test_item7_a_knobs_pool_change_is_in_tokens_beside_a_refusal() -> None:
     knob = re.search(r"knob context_length: the server ran 221000 .*?: pool [\d,]+ → [\d,]+ (\w+)", text)
     assert knob is not None and knob.group(1) == "tokens", text
     assert not re.search(r"the pool is ([\d.]+ GiB \([\d.]+ GB\)) instead of \1", text)
+
+
+def test_item4_the_logs_dcp_multiplier_ranks_the_model_and_writes_the_deployment(tmp_path: Path) -> None:
+    """shared/logs/vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log: 'Available KV cache memory: 46.80 GiB' and
+    'Multiplying the GPU KV cache size by the dcp_world_size 8' before 'GPU KV cache size: 5,721,088 tokens': each
+    logged token is 1/8 of a rank's row, so 46.80 GiB (±0.005) / 5,721,088 = 8,783 .. 8,784 B a logged token = a
+    rank's 70,272 B (Kimi-K2's MLA latent: 61 layers x (512 + 64) x 2 B) / 8. Before the fix the doctor ranked
+    "gpt-oss-120b at tp 4" (9,216 B) first, never named kimi-k2, and --emit-deploy wrote 'tp: 1' and no dcp."""
+    path = SHARED_LOGS / "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    out = tmp_path / "dep.yaml"
+    code, data = doctor_json(path, "--emit-deploy", str(out))
+    assert code == 0
+    evidence = data["evidence"]
+    assert isinstance(evidence, dict)
+    fits = {c["name"]: c["bytes_per_row"] for c in evidence["candidates"] if c["fits"]}
+    assert fits.get("kimi-k2 at dcp 8") == 61 * (512 + 64) * 2 // 8  # 8,784 B
+    assert not any(name.startswith("gpt-oss") for name in fits)
+    lines = {
+        ln.split(":")[0]: ln.split(":")[1].split("#")[0].strip() for ln in out.read_text().splitlines() if ":" in ln
+    }
+    assert lines["dcp"] == "8" and lines["tp"] == "8"  # vLLM: tp a multiple of dcp
