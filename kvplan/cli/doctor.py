@@ -88,7 +88,7 @@ def doctor(
         elif not explicit and cls is None and path is not None and arch.name.split("-")[0] not in path.lower():
             why = f"the log is from {path}, the default deployment {dep.name} serves {arch.name}"
             result = examine(parsed, why=why, arch_class=arch.architecture)
-        elif not explicit and (alone := unnamed_why(arch, dep.name, parsed.chosen)) is not None:
+        elif not explicit and (alone := unnamed_why(arch, dep.name, parsed)) is not None:
             result = examine(parsed, why=alone, arch_class=arch.architecture)
         else:
             try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from kvplan.models.arch import ModelArch
-from kvplan.runbook.parse import Gib, Run
+from kvplan.runbook.parse import Gib, ParsedLog, Run
 
 SAME_ROWS_PERCENT = 2
 """Bytes per row (or block) within this of the config's are the config's rows with a padding or alignment kvplan
@@ -66,14 +66,18 @@ def names_model(arch: ModelArch, run: Run, aliases: frozenset[str]) -> bool:
     return path is not None and _stem(arch.name) in _stem(path)
 
 
-def unnamed_why(arch: ModelArch, dep_name: str, run: Run) -> str | None:
-    """Why the log is read alone when no --model is given and the log names no model at all (None: it names one,
-    which the CLI's other checks compare with the default deployment's)."""
+def unnamed_why(arch: ModelArch, dep_name: str, log: ParsedLog) -> str | None:
+    """Why the log is read alone when no --model is given and the start it reads names no model (None: it names
+    one, which the CLI's other checks compare with the default deployment's). A model named in another block of
+    the paste (club-3090#295 pasted vLLM's pool lines above its 'non-default args' line) is said, never assumed."""
+    run = log.chosen
     if run.model_class is not None or run.model_path is not None:
         return None
+    elsewhere = next((r.model_path or r.model_class for r in log.runs if r.model_path or r.model_class), None)
+    said = f"; another block of the log names {elsewhere}" if elsewhere else ""
     return (
-        f"the log names no model (no model path or class), and the default deployment {dep_name} serves "
-        f"{arch.name}: no cause is taken from a model the log is not about"
+        f"the start the doctor reads names no model (no model path or class{said}), and the default deployment "
+        f"{dep_name} serves {arch.name}: no cause is taken from a model the log is not about"
     )
 
 

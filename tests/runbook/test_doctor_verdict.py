@@ -128,7 +128,7 @@ def test_item5_no_comparison_with_the_default_model_for_an_unnamed_log() -> None
     path = LOGS / "doctor-vllm-hybrid-qwen3.8-27b-fp8-tp2-pool-lines-talos-argocd-pr-1995.log"
     r = runner.invoke(app, ["doctor", "--log", str(path)])
     assert r.exit_code == 0, r.output
-    assert "CANNOT TELL" in r.output and "the log names no model" in r.output
+    assert "CANNOT TELL" in r.output and "names no model" in r.output
     assert "516,352" not in r.output and "against glm-5.3" not in r.output
 
 
@@ -253,3 +253,20 @@ def test_item4_the_logs_dcp_multiplier_ranks_the_model_and_writes_the_deployment
         ln.split(":")[0]: ln.split(":")[1].split("#")[0].strip() for ln in out.read_text().splitlines() if ":" in ln
     }
     assert lines["dcp"] == "8" and lines["tp"] == "8"  # vLLM: tp a multiple of dcp
+
+
+def test_item5_a_qwen36_log_gets_no_cause_from_the_default_model() -> None:
+    """noonghunna/club-3090#295: Qwen3.6-27B on 2 x RTX 3090, vLLM's pool pair ('GPU KV cache size: 620,944 tokens',
+    concurrency at 262,144) pasted above the non-default args line that names the model. Before the fix: "CAUSE: the
+    server ran context_length 262,144 where the config has 1048576; with the config's memory: pool 516,352 →
+    531,712" -- glm-5.3's plan, a model the log is not about, and a knob that closes 15,360 of the 104,592-token
+    gap (15 %)."""
+    path = LOGS / "doctor-vllm-qwen3.6-27b-pool-then-args-club-3090-295.log"
+    code, data = doctor_json(path)
+    h = data["headline"]
+    assert isinstance(h, dict)
+    assert h["kind"] == "cannot_tell" and h["cause"] is None and h["missing"], h
+    assert code == 0
+    r = runner.invoke(app, ["doctor", "--log", str(path)])
+    text = " ".join(r.output.split())
+    assert "CAUSE" not in text and "qwen3.6-27b-autoround-int4" in text  # the model the paste names, said
