@@ -47,7 +47,14 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
-from kvplan.runbook.verdict import closes_gap, deviation_percent, near_rows, refusal_figures_agree
+from kvplan.runbook.verdict import (
+    MISMATCH_ADD,
+    ROWS_ADD,
+    closes_gap,
+    deviation_percent,
+    near_rows,
+    refusal_figures_agree,
+)
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
 
@@ -1483,7 +1490,7 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
             ))  # fmt: skip
         if other_model or model.kind == "unknown":
             return Headline(kind="model", missing=("--model: the config of the model the server ran",))
-        return Headline(kind="mismatch")
+        return Headline(kind="mismatch", missing=(ROWS_ADD,))
     if other_model and fact is None:
         return Headline(kind="cannot_tell", missing=(
             f"--model for {model.log_class} (the log's model; the config plans {model.arch_class})",
@@ -1503,7 +1510,7 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
             "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end'; vLLM: 'Available KV cache "
             "memory')",
         ))  # fmt: skip
-    return Headline(kind="mismatch")
+    return Headline(kind="mismatch", missing=(MISMATCH_ADD,))
 
 
 def _toward(r: Revealed, c: Comparison | None) -> bool:

@@ -26,6 +26,14 @@ cdiv(mamba_page_size, 16 * attn_page_size_1_token)``; an MLA backend's alignment
 960 tokens, +1.69 %, as issue 24 reports), and the LMCache run of vllm-project/vllm#21348 logs +1.1 %."""
 
 
+MISMATCH_ADD = (
+    "--deploy with the server's full configuration: no known cause, applied, closes half the gap (the knobs a log "
+    "does not print: a token cap, a block override, a memory fraction, a draft pool)"
+)
+"""What a MISMATCH asks for: every headline that names no cause says what to add (issue 24's done-when)."""
+ROWS_ADD = "--model with the server's exact config: the log's rows have other bytes than the config's"
+
+
 def closes_gap(before: int, after: int, logged: int) -> bool:
     """Whether a change that takes the planned pool from ``before`` to ``after`` moves it toward the log's
     ``logged`` by more than half the gap (the issue's rule for naming a cause)."""

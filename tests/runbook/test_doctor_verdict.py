@@ -36,6 +36,8 @@ def body(path: Path) -> str:
 
 def assert_cause_closes_gap(d: Diagnosis, what: str) -> None:
     h = d.headline
+    if h.kind in ("mismatch", "cannot_tell"):
+        assert h.missing, (what, "a headline that names no cause says what to add", h)
     if h.kind != "cause":
         return
     c = d.comparison
