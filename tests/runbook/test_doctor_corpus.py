@@ -141,6 +141,7 @@ EXPECT: dict[str, Expect] = {
     "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log": Expect("refused"),
     "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log": Expect("refused"),
     "doctor-vllm-maxlen-refusal-three-line-paste-spark-vllm-docker-396.log": Expect("refused"),
+    "doctor-vllm-v1-enginecore-failed-to-start-issue-17979.log": Expect("refused"),
     # Qwen3.6-27B's pool lines pasted above its non-default args: never a cause from glm-5.3
     "doctor-vllm-qwen3.6-27b-pool-then-args-club-3090-295.log": Expect("cannot_tell"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes

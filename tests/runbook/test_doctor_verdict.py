@@ -272,3 +272,16 @@ def test_item5_a_qwen36_log_gets_no_cause_from_the_default_model() -> None:
     r = runner.invoke(app, ["doctor", "--log", str(path)])
     text = " ".join(r.output.split())
     assert "CAUSE" not in text and "qwen3.6-27b-autoround-int4" in text  # the model the paste names, said
+
+
+def test_item5_a_bare_enginecore_failed_to_start_is_a_failed_start() -> None:
+    """vllm-project/vllm#17979: a V1 start loads 0.2533 GiB of weights, compiles, then prints 'EngineCore failed to
+    start.' (vllm/v1/engine/core.py, run_engine_core). Before the fix: "CANNOT TELL: … the log stops before" the
+    pool lines, against glm-5.3's plan."""
+    path = LOGS / "doctor-vllm-v1-enginecore-failed-to-start-issue-17979.log"
+    r = runner.invoke(app, ["doctor", "--log", str(path)])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    line = line_of(path.read_text(encoding="utf-8"), "] EngineCore failed to start.")
+    assert f"FAILED AT STARTUP (line {line}): vLLM printed 'EngineCore failed to start'" in text
+    assert "stops before" not in text
