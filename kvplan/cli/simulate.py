@@ -302,6 +302,7 @@ def simulate(
             published=published,
             published_label="Mooncake FAST'25 Fig. 9" if published else "",
             startup_error=plan.startup_error if plan is not None else None,
+            carry=plan.deployment.carry if plan is not None else None,
         )
         if sweep is not None:
             report = sweep_report(result, setting)

@@ -22,6 +22,7 @@ from kvplan.engines.common import (
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
@@ -583,8 +584,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         w_k,
         ctx_k,
         mrr_k,
-        Knob("dcp", dcp, "set"),
-        Knob("speculative_num_draft_tokens", draft_tokens, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
+        given(dep, "speculative_num_draft_tokens", draft_tokens, "0, no speculative decoding"),
     ]
     slack_bytes = int(slack_gib * GiB)
     chain = (
@@ -596,7 +597,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         Term(
             "slack (non-KV reserve)",
             slack_bytes,
-            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs, logits",
+            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs"
+            + (", indexer logits" if arch.has_indexer else ""),
         ),
         Term("available for the KV pool", available, "free after weights − slack"),
         Term("cell", cell.total_bytes, "bytes per pool row"),

@@ -32,6 +32,7 @@ from kvplan.engines.common import (
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
@@ -385,14 +386,14 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
     knobs += [
         page_k,
-        Knob("dcp", dcp, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
         util_k,
         w_k,
         other_k,
         ctx_k,
         seqs_k,
         mnbt_k,
-        Knob("speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "set"),
+        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
     ]
     allocated = num_blocks * bytes_per_block
     chain = (
@@ -522,11 +523,7 @@ def _non_kv_other(
         Term("non-torch growth", peak.non_torch_bytes, f"NCCL, cuBLAS, CUDA context: {peak.non_torch_origin}"),
     ]
     if graphs:
-        terms.append(
-            Term(
-                "CUDA-graph estimate", graph, "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
-            )
-        )
+        terms.append(Term("CUDA-graph estimate", graph, _graph_estimate_source(arch)))
     else:
         short = "--enforce-eager" if dep.disable_cuda_graph else "before 0.21"
         terms.append(Term(f"no CUDA-graph estimate ({short})", 0, why_no_graphs))
@@ -542,6 +539,18 @@ def _non_kv_other(
     )
     k = Knob("non_kv_other", peak.total_bytes + graph + dsa, f"default: {parts}: {peak.summary()}")
     return k, tuple(terms)
+
+
+def _graph_estimate_source(arch: ModelArch) -> str:
+    """Where the assumed CUDA-graph figure comes from, said for the model planned: vLLM measures the estimate at
+    start-up by capturing sample graphs (gpu_model_runner.py profile_cudagraph_memory, 'Estimated CUDA graph
+    memory: ... GiB total'), so no config gives it; the one public figure kvplan holds is DeepSeek-V4-Flash's."""
+    if arch.architecture.startswith("DeepseekV4"):
+        return "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
+    return (
+        f"ASSUMED, one figure for every model (vLLM measures it at start-up): {DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB"
+        "; public logs of other models print 0.13-1.62 GiB"
+    )
 
 
 def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:

@@ -1086,6 +1086,7 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         defaulted.append(("schema_version", str(SCHEMA_VERSION), "the current schema"))
     _check_schema(r, required=False)
     values = dict(_knob_values(r))
+    written_for = str(values.get("model", ""))
     override = Reader(parse_set(sets))
     overridden = dict(_knob_values(override, override=True))
     cleared = {k for k, v in override.data.items() if v is None}
@@ -1140,12 +1141,15 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
             f"all {gpus} GPUs / pp {values.get('pp', 1)} ({_engine_name(engine)}'s own default is 1, which no"
             " large model fits)",
         )
+    switched = {"engine_version"} if "engine" in overridden else set()  # the new engine's version, not the file's
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
         description=r.get_str("description", default=""),
         explicit=frozenset(values) - {"model", "engine", "gpu"} - {d[0] for d in defaulted},
         defaulted=tuple(defaulted),
+        written_for=written_for,
+        from_file=(frozenset(r.data) & frozenset(values)) - frozenset(override.data) - {"model"} - switched,
         **values,
     )
     _check_layout(dep, r, override)

@@ -272,13 +272,24 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
             ws.peak_bytes,
             ws.room_bytes,
             "bytes",
-            "req_to_token, CUDA graphs, indexer logits, top-k outside the pool"
-            if plan.engine == "sglang"
-            else "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB",
+            _workspace_what(plan),
             reserved=plan.engine == "vllm",
         ),
     ]
     return tuple(checks)
+
+
+def _workspace_what(plan: PoolPlan) -> str:
+    """What the workspace check counts: the DSA indexer's logits and top-k only where the model has an indexer."""
+    if plan.engine == "sglang":
+        return (
+            "req_to_token, CUDA graphs"
+            + (", indexer logits, top-k" if plan.arch.has_indexer else "")
+            + (" outside the pool")
+        )
+    if plan.arch.has_indexer:
+        return "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB"
+    return "block table, counted in vLLM's non-KV profile"
 
 
 def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:

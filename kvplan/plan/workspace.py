@@ -127,8 +127,10 @@ class Workspace:
     items: tuple[Item, ...]
     room_bytes: int
     """SGLang: the slack; vLLM: what the non-KV profile already reserved (items fit by construction)."""
-    prefill: PrefillChunking
+    prefill: PrefillChunking | None
+    """The DSA indexer's prefill logits, cut into row chunks; None for a model without an indexer."""
     budget_bytes: int
+    """The indexer logits budget (SGLang's static budget, vLLM's 512 MiB cap); 0 without an indexer."""
 
     @property
     def persistent_bytes(self) -> int:
@@ -284,7 +286,8 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
     else:
         chunk = q.chunk or plan.extras["max_num_batched_tokens"]
         items, room, budget = _vllm_items(plan, q.batch, draft, ctx, chunk)
-    prefill = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
+    indexer = plan.arch.has_indexer  # the logits budget and its chunking are the DSA indexer's, no one else's
+    prefill = sglang_prefill_chunking(min(chunk, ctx), ctx, budget) if indexer else None
     return Workspace(
         plan=plan,
         batch=q.batch,
@@ -294,7 +297,7 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
         items=tuple(items),
         room_bytes=room,
         prefill=prefill,
-        budget_bytes=budget,
+        budget_bytes=budget if indexer else 0,
     )
 
 

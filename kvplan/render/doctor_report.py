@@ -6,6 +6,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
+from kvplan.render.applies import for_model
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
@@ -781,7 +782,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             else None
         ),
         "decode": asdict(d.decode) if d.decode else None,
-        "plan": plan_data(d.best) if d.best else None,
+        "plan": for_model(d.best.arch, plan_data(d.best)) if d.best else None,
     }
     if c is not None:
         data["pool"] = {

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.models.deploy import Carry
 from kvplan.render import Report, Section, count, pct
+from kvplan.render.applies import carry_data, carry_line
 from kvplan.sim.result import SimResult, Sweep
 
 
@@ -32,6 +34,8 @@ class SimSetting:
     published_label: str = ""
     startup_error: str | None = None
     """The planned deployment's PoolPlan.startup_error: the engine would not start it (its pool is notional)."""
+    carry: Carry | None = None
+    """The planned deployment's file was written for another model: what it carries over (said under the title)."""
 
 
 def _rate(num: int, den: int) -> str:
@@ -85,6 +89,7 @@ def _setting_data(s: SimSetting) -> dict[str, Any]:
         "service": s.service_text or None,
         "deployment": s.deployment or None,
         "bytes_per_unit": s.bytes_per_unit or None,
+        "written_for_another_model": carry_data(s.carry),
     }
 
 
@@ -198,6 +203,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
             ],
         }
     title = f"kvplan simulate: {s.trace_path} under {r.semantics} ({r.mode} mode, {r.policy}, window {r.window})"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
     verdict = f"hit rate {_rate(st.hit_tokens, st.measured_tokens)} of prefill tokens"
     if o is not None:
         verdict += f"; {o.preemptions:,} preemption(s), wait p99 {_us(o.wait_percentiles()['p99'])}"
@@ -273,4 +279,5 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
             )
         )
     title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
     return Report("simulate", title, tuple(sections), data, startup_error=s.startup_error)
