@@ -124,3 +124,17 @@ def test_the_presets_own_model_keeps_its_fp8() -> None:
     plan = _plan(["admit", "--ctx", "128K", "--model", "glm-5.3"])
     assert plan["mla_bytes_per_layer"] == 656
     assert _origin(plan, "kv_cache_dtype") == "set"
+
+
+def test_simulate_says_what_the_preset_carries_over(tmp_path: Path) -> None:
+    # simulate plans the pool from the same deployment: the same line under its title, and in its JSON
+    trace = tmp_path / "t.jsonl"
+    rows = [{"timestamp": i, "input_length": 2048, "output_length": 1, "hash_ids": [0, 1, 2, 3 + i]} for i in range(4)]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["simulate", str(trace), "--semantics", "sglang", "--model", "llama-3.1-70b"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    head = " ".join(" ".join(r.stdout.splitlines()[:3]).split())
+    assert "kv_cache_dtype=fp8_e4m3, page_size=64 are not applied to llama-3.1-70b" in head
+    r = runner.invoke(app, [*args, "-f", "json"])
+    assert json.loads(r.stdout)["written_for_another_model"]["not_applied"]["page_size"] == 64
