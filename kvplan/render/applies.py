@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.render import count, size
+from kvplan.render import Section, count, size
 
 if TYPE_CHECKING:
+    from kvplan.engines.common import Knob
     from kvplan.models.arch import ModelArch
     from kvplan.models.deploy import Carry
 
@@ -90,3 +91,21 @@ def for_model(arch: ModelArch, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` without the all-zero indexer fields when ``arch`` has no DSA indexer (a non-zero one stays: a
     figure is never hidden); unchanged for a DSA model."""
     return data if arch.has_indexer else dict(_without_indexer(data))
+
+
+def without_indexer_column(arch: ModelArch, s: Section) -> Section:
+    """The section without its 'indexer' column for a model that has no DSA indexer."""
+    if arch.has_indexer or "indexer" not in s.headers:
+        return s
+    j = s.headers.index("indexer")
+    return Section(s.title, tuple(row[:j] + row[j + 1 :] for row in s.rows), s.headers[:j] + s.headers[j + 1 :], s.note)
+
+
+def knob_origin(k: Knob, carry: Carry | None) -> str:
+    """The knobs table's origin: the engine's default and why, 'set' by the user, or set by a preset written for
+    another model (a hardware or layout knob it carries over)."""
+    if k.defaulted:
+        return "defaulted — " + k.origin.removeprefix("default: ")
+    if carry is not None and k.name in {name for name, _ in carry.carried}:
+        return f"set by {carry.deployment.removesuffix(SET_SUFFIX)}, written for {carry.written_for}"
+    return "set"

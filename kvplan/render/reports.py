@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
-from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model
+from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
 from kvplan.render.applies import knob_value as _value
 
 
@@ -92,21 +92,7 @@ def _chain_row(t: Any) -> tuple[str, str, str]:
 
 
 def knobs_section(p: PoolPlan) -> Section:
-    carry = p.deployment.carry
-    foreign = {k for k, _ in carry.carried} if carry is not None else set()
-    by_file = f"set by {carry.deployment.removesuffix(SET_SUFFIX)}, written for {carry.written_for}" if carry else ""
-    rows = tuple(
-        (
-            k.name,
-            _value(k.name, k.value),
-            "defaulted — " + k.origin.removeprefix("default: ")
-            if k.defaulted
-            else by_file
-            if k.name in foreign
-            else "set",
-        )
-        for k in p.knobs
-    )
+    rows = tuple((k.name, _value(k.name, k.value), knob_origin(k, p.deployment.carry)) for k in p.knobs)
     rows = tuple((name, shown, f"defaulted — {why}") for name, shown, why in p.deployment.defaulted) + rows
     return Section("Knobs", rows, ("knob", "value", "origin"))
 
@@ -812,23 +798,14 @@ def budget_report(b: Budget) -> Report:
         title("budget", p, "per GPU"),
         (
             cell_section(p),
-            _without_indexer_column(
-                p, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
+            without_indexer_column(
+                p.arch, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
             ),
             Section("Shares", share, ("", "")),
         ),
         for_model(p.arch, data),
         startup_error=p.startup_error,
     )
-
-
-def _without_indexer_column(p: PoolPlan, s: Section) -> Section:
-    """The section without its 'indexer' column for a model that has no DSA indexer."""
-    if p.arch.has_indexer or "indexer" not in s.headers:
-        return s
-    j = s.headers.index("indexer")
-    rows = tuple(row[:j] + row[j + 1 :] for row in s.rows)
-    return Section(s.title, rows, s.headers[:j] + s.headers[j + 1 :], s.note)
 
 
 def models_list_report(models: list[ModelArch]) -> Report:
