@@ -138,3 +138,24 @@ def test_simulate_says_what_the_preset_carries_over(tmp_path: Path) -> None:
     assert "kv_cache_dtype=fp8_e4m3, page_size=64 are not applied to llama-3.1-70b" in head
     r = runner.invoke(app, [*args, "-f", "json"])
     assert json.loads(r.stdout)["written_for_another_model"]["not_applied"]["page_size"] == 64
+
+
+def test_doctor_checks_a_kimi_log_with_vllms_defaults_not_the_glm_presets_fp8() -> None:
+    # shared/logs/vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log: vLLM, Kimi-K2 at TP8, kv_cache_dtype
+    # auto (bf16): 61 layers × (512 + 64) × 2 B = 70,272 B a token; "Available KV cache memory: 46.80 GiB" ->
+    # 11,173 blocks of 64 = 715,072 tokens, as the log's "GPU KV cache size: 715,072 tokens". The preset's
+    # fp8_e4m3 (576 B a layer) made doctor blame "bf16 rows (1152 B/layer) instead of fp8": the rows now match.
+    import pytest
+
+    # shared/logs beside the checkout, as tests/runbook/conftest.py finds it (a worktree also looks one level up)
+    root = Path(__file__).parents[2]
+    name = "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log"
+    log = next((p for p in (root.parent / "shared" / "logs" / name, root.parents[1] / "shared" / "logs" / name)
+                if p.is_file()), None)  # fmt: skip
+    if log is None:
+        pytest.skip("shared/logs is not here")
+    r = runner.invoke(app, ["doctor", "--log", str(log), "--model", "kimi-k2", "--set", "engine=vllm"])
+    head = " ".join(" ".join(r.stdout.splitlines()[:4]).split())
+    assert "kv_cache_dtype=fp8_e4m3, page_size=64 are not applied to kimi-k2" in head
+    assert "instead of fp8" not in r.stdout
+    assert "the log has 715,072 tokens" in head and "rows give 715,008 – 715,168 tokens" in head
