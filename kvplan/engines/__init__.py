@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.load_checks import load_refusal, refusal_text
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import CompressedAttention, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
@@ -36,12 +39,19 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
 
 
 def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    """The pool the deployment's engine builds on each GPU."""
+    """The pool the deployment's engine builds on each GPU; a layout the engine refuses while building the model
+    (kvplan.engines.load_checks) keeps the pool it would have tried to build, with the engine's message as its
+    startup error (that refusal comes before any memory is profiled, so it wins over a memory one)."""
     refuse_unplanned_kinds(arch, dep)
     if dep.engine == "sglang":
         from kvplan.engines import sglang
 
-        return sglang.plan(arch, dep)
-    from kvplan.engines import vllm
+        plan = sglang.plan(arch, dep)
+    else:
+        from kvplan.engines import vllm
 
-    return vllm.plan(arch, dep)
+        plan = vllm.plan(arch, dep)
+    refused = load_refusal(arch, dep)
+    if refused is None:
+        return plan
+    return replace(plan, startup_error=refusal_text(dep, refused))

@@ -7,6 +7,7 @@ from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.shards import ShardDims
 
 
 class IndexerRule(str, Enum):
@@ -157,6 +158,9 @@ class ModelArch:
     weights_assumptions: tuple[str, ...] = ()
     activation: ActivationDims | None = None
     """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
+    shards: ShardDims | None = None
+    """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
+    (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

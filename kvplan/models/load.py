@@ -22,6 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
+from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -692,6 +693,7 @@ def _model_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -740,6 +742,7 @@ def _full_attention_from_hf(
         weights_summary=w.summary,
         weights_assumptions=w.assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
