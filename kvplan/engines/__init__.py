@@ -51,7 +51,7 @@ def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
         from kvplan.engines import vllm
 
         plan = vllm.plan(arch, dep)
-    refused = load_refusal(arch, dep)
+    refused = load_refusal(arch, plan.deployment)  # as the engine adjusted it (SGLang forces DP attention for DSA)
     if refused is None:
         return plan
-    return replace(plan, startup_error=refusal_text(dep, refused))
+    return replace(plan, startup_error=refusal_text(plan.deployment, refused))
