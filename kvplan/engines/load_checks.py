@@ -187,12 +187,18 @@ def _experts(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
             sgl_moe,
         )
         return
-    if lay.engine == "sglang" and s.expert_intermediate % lay.moe_tp:
+    # vLLM spreads experts unevenly over EP ranks (``determine_expert_map``: the first ``num_experts % ep`` ranks
+    # get one more), so only SGLang refuses above; both assert the expert width splits over the MoE-TP ranks
+    if s.expert_intermediate % lay.moe_tp:
+        cond, where = (
+            ("intermediate_size % self.moe_tp_size == 0", sgl_moe)
+            if lay.engine == "sglang"
+            else ("self.intermediate_size % tp_size == 0", "vllm/model_executor/layers/fused_moe/config.py")
+        )
         yield Refusal(
             "expert width",
-            f"AssertionError: assert intermediate_size % self.moe_tp_size == 0 ({s.expert_intermediate}, "
-            f"moe tp {lay.moe_tp})",
-            sgl_moe,
+            f"AssertionError: assert {cond} ({s.expert_intermediate}, moe tp {lay.moe_tp})",
+            where,
             experts=True,
         )
         return
