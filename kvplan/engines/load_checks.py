@@ -37,6 +37,8 @@ class Layout:
 
     engine: str
     tp: int
+    """The TP world size the checks compare with (``get_tensor_model_parallel_world_size``): SGLang's whole tp;
+    vLLM's TP group, tp / dp_attention (``--data-parallel-size`` replicates it)."""
     attn_tp: int
     moe_tp: int
     moe_ep: int
@@ -51,7 +53,8 @@ class Layout:
         else:
             moe_ep = max(dep.ep, 1)
             moe_tp = max(dep.tp // moe_ep, 1)
-        return cls(dep.engine, dep.tp, attn_tp, moe_tp, moe_ep, max(dep.dp_attention, 1), dep.gpu.vendor)
+        world = attn_tp if dep.engine == "vllm" else dep.tp
+        return cls(dep.engine, world, attn_tp, moe_tp, moe_ep, max(dep.dp_attention, 1), dep.gpu.vendor)
 
 
 @dataclass(frozen=True)
@@ -159,14 +162,14 @@ def _attention_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
     kv = max(s.num_kv_heads // t, 1) * s.head_dim
     yield from _column(b, (q, kv, kv), lay, t)
     # SGLang's row check compares the split with the whole TP size: under DP attention it does not apply
-    yield from _row(b, q, lay, t if lay.engine == "vllm" or t == lay.tp else 1)
+    yield from _row(b, q, lay, t if t == lay.tp else 1)
 
 
 def _dense_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
     """The dense MLP: gate_up_proj (merged column: two slices of intermediate / tp) and down_proj (row)."""
     if s.dense_block is None or not s.dense_intermediate or (lay.engine == "sglang" and lay.dp_attention > 1):
         return
-    t = lay.attn_tp if lay.engine == "vllm" else lay.tp
+    t = lay.tp
     if s.dense_intermediate % t:
         return  # not a whole split: the engine's divide() asserts first; kvplan does not model that message
     part = s.dense_intermediate // t
