@@ -74,6 +74,10 @@ def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardD
     ...                 "weight_block_size": [128, 128]}})
     >>> (d.expert_intermediate, d.num_experts, d.dense_intermediate, d.expert_block)
     (1536, 128, 0, (128, 128))
+    >>> shard_dims({"num_attention_heads": 64, "num_experts": 8, "moe_intermediate_size": 1536, "expert_dtype": "fp4",
+    ...             "num_hidden_layers": 2, "quantization_config": {"quant_method": "fp8",
+    ...             "weight_block_size": [128, 128]}}).expert_block is None
+    True
     """
     heads = _int(config, "num_attention_heads")
     if not heads:
@@ -99,10 +103,12 @@ def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardD
     quant = resolve(config, source) if block is not None else None
 
     def family_block(names: list[str]) -> Block | None:
-        """The block, when some layer's module of the family is stored in fp8 blocks (the first one refuses)."""
-        if quant is None or not any(quant.scheme_for(n) is not quant.plain for n in names):
+        """The block, when some layer's module of the family is stored in fp8 blocks (the first one refuses); not
+        where it stays in the checkpoint dtype or another scheme wins (DeepSeek-V4's ``expert_dtype: fp4``)."""
+        if quant is None or block is None:
             return None
-        return block
+        fp8 = [quant.scheme_for(n) for n in names]
+        return block if any(s.weight_bits == 8 and s.values_per_scale == block[0] * block[1] for s in fp8) else None
 
     moe = "block_sparse_moe" if mixtral else "mlp"
     down = "w2" if mixtral else "down_proj"

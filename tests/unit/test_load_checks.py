@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kvplan.engines.load_checks import Layout, load_refusal
 from kvplan.models.load import find_gpu, load_deployment, load_model
+from kvplan.models.shards import shard_dims
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 QWEN_FP8 = str(HF / "qwen3-235b-a22b-fp8" / "config.json")
@@ -60,3 +61,15 @@ def test_vllm_down_proj_block_k_uses_the_tp_world_size() -> None:
     assert r is not None
     assert r.message == "The input_size of down's weight = 1600 is not divisible by weight quantization block_k = 128."
     assert load_refusal(odd, _dep("vllm", tp=1)) is None
+
+
+def test_fp4_experts_in_an_fp8_checkpoint_are_not_fp8_blocks() -> None:
+    # DeepSeek-V4's config: quant_method fp8 with 128 × 128 blocks, but ``expert_dtype: fp4`` stores the routed
+    # experts in MXFP4 (vLLM DeepseekV4FP8Config; kvplan.models.quant.resolve): no fp8 block rule for them
+    cfg = {
+        "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 2,
+        "n_routed_experts": 256, "moe_intermediate_size": 2048, "expert_dtype": "fp4",
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+    }  # fmt: skip
+    d = shard_dims(cfg)
+    assert d is not None and d.expert_block is None and d.attention_block == (128, 128)
