@@ -86,11 +86,14 @@ def _heads(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
             "vllm/config/model.py ModelConfig.verify_with_parallel_config",
         )
     else:
+        mla = not s.num_kv_heads  # the MLA attention names it differently (deepseek_v2.py)
+        cond = "num_heads % attn_tp_size == 0" if mla else "self.total_num_heads % attn_tp_size == 0"
         yield Refusal(
             "heads",
-            f"AssertionError: assert self.total_num_heads % attn_tp_size == 0 ({s.num_attention_heads} heads, "
-            f"attention tp {lay.attn_tp})",
-            "sglang/srt/models/<model>.py, the attention's __init__ (e.g. qwen3_moe.py Qwen3MoeAttention)",
+            f"AssertionError: assert {cond} ({s.num_attention_heads} heads, attention tp {lay.attn_tp})",
+            "sglang/srt/models/deepseek_v2.py DeepseekV2AttentionMLA.__init__"
+            if mla
+            else "sglang/srt/models/<model>.py, the attention's __init__ (e.g. qwen3_moe.py Qwen3MoeAttention)",
         )
 
 

@@ -73,3 +73,17 @@ def test_fp4_experts_in_an_fp8_checkpoint_are_not_fp8_blocks() -> None:
     }  # fmt: skip
     d = shard_dims(cfg)
     assert d is not None and d.expert_block is None and d.attention_block == (128, 128)
+
+
+def test_sglang_mla_heads_assertion_is_deepseek_v2s() -> None:
+    # DeepSeek-V3: 128 heads over attention tp 24 (3 nodes of 8): 128 % 24 = 8; SGLang's MLA attention asserts
+    # ``num_heads % attn_tp_size == 0`` (deepseek_v2.py), vLLM's config check names the same numbers
+    arch = load_model("deepseek-v3")
+    r = load_refusal(arch, _dep("sglang", tp=24, nodes=3))
+    assert (
+        r is not None
+        and r.message == "AssertionError: assert num_heads % attn_tp_size == 0 (128 heads, attention tp 24)"
+    )
+    r = load_refusal(arch, _dep("vllm", tp=24, nodes=3))
+    assert r is not None
+    assert r.message == "Total number of attention heads (128) must be divisible by tensor parallel size (24)."
