@@ -127,7 +127,7 @@ _VLLM_LINEAR = "vllm/model_executor/layers/quantization/utils/fp8_utils.py valid
 _SGL_LINEAR = "sglang/srt/layers/quantization/fp8.py Fp8LinearMethod.validate_block_quant_shapes"
 
 
-def _column(block: Block, sizes: tuple[int, ...], lay: Layout, t: int) -> Iterator[Refusal]:
+def _column(rule: str, block: Block, sizes: tuple[int, ...], lay: Layout, t: int) -> Iterator[Refusal]:
     """A column-parallel (or merged) projection's output slices, each a whole number of block_n rows.
 
     SGLang checks every slice of a merged projection, and a single one when it is split (tp > 1). vLLM skips a
@@ -139,18 +139,18 @@ def _column(block: Block, sizes: tuple[int, ...], lay: Layout, t: int) -> Iterat
     for size in sizes:
         if size % block[0]:
             yield Refusal(
-                "blocks",
+                rule,
                 f"Weight output_partition_size = {size} is not divisible by weight quantization block_n = {block[0]}.",
                 _SGL_LINEAR,
             )
             return
 
 
-def _row(block: Block, size: int, lay: Layout, t: int) -> Iterator[Refusal]:
+def _row(rule: str, block: Block, size: int, lay: Layout, t: int) -> Iterator[Refusal]:
     """A row-parallel projection's input slice (split t ways), a whole number of block_k columns."""
     if t > 1 and size % block[1]:
         yield Refusal(
-            "blocks",
+            rule,
             f"Weight input_size_per_partition = {size} is not divisible by weight quantization block_k = {block[1]}.",
             _VLLM_LINEAR if lay.engine == "vllm" else _SGL_LINEAR,
         )
@@ -163,9 +163,9 @@ def _attention_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
     t, b = lay.attn_tp, s.attention_block
     q = s.num_attention_heads // t * s.head_dim
     kv = max(s.num_kv_heads // t, 1) * s.head_dim
-    yield from _column(b, (q, kv, kv), lay, t)
+    yield from _column("attention blocks", b, (q, kv, kv), lay, t)
     # SGLang's row check compares the split with the whole TP size: under DP attention it does not apply
-    yield from _row(b, q, lay, t if t == lay.tp else 1)
+    yield from _row("attention blocks", b, q, lay, t if t == lay.tp else 1)
 
 
 def _dense_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
@@ -176,8 +176,8 @@ def _dense_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
     if s.dense_intermediate % t:
         return  # not a whole split: the engine's divide() asserts first; kvplan does not model that message
     part = s.dense_intermediate // t
-    yield from _column(s.dense_block, (part, part), lay, t)
-    yield from _row(s.dense_block, part, lay, t)
+    yield from _column("dense blocks", s.dense_block, (part, part), lay, t)
+    yield from _row("dense blocks", s.dense_block, part, lay, t)
 
 
 def _experts(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
