@@ -128,20 +128,24 @@ _SGL_LINEAR = "sglang/srt/layers/quantization/fp8.py Fp8LinearMethod.validate_bl
 
 
 def _column(rule: str, block: Block, sizes: tuple[int, ...], lay: Layout, t: int) -> Iterator[Refusal]:
-    """A column-parallel (or merged) projection's output slices, each a whole number of block_n rows.
+    """A column-parallel projection's output slices (split t ways), each a whole number of block_n rows.
 
-    SGLang checks every slice of a merged projection, and a single one when it is split (tp > 1). vLLM skips a
-    merged projection whose slices are not whole (``ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch``,
-    vllm-project/vllm#30836), and the projections modelled here (qkv, gate_up) are all merged.
+    A merged projection (qkv, gate_up: several slices): SGLang checks every slice at any tp; vLLM allows slices
+    that are not whole (``ColumnParallelLinear._maybe_allow_fp8_block_shape_mismatch``, vllm-project/vllm#30836).
+    A single one (MLA's q_b_proj, kv_b_proj): both check it once it is split (t > 1; SGLang compares t with its
+    whole TP size, so not under DP attention).
     """
-    if lay.engine == "vllm" or (len(sizes) == 1 and t == 1):
+    merged = len(sizes) > 1
+    if merged and lay.engine == "vllm":
+        return
+    if not merged and (t == 1 or (lay.engine == "sglang" and t != lay.tp)):
         return
     for size in sizes:
         if size % block[0]:
             yield Refusal(
                 rule,
                 f"Weight output_partition_size = {size} is not divisible by weight quantization block_n = {block[0]}.",
-                _SGL_LINEAR,
+                _VLLM_LINEAR if lay.engine == "vllm" else _SGL_LINEAR,
             )
             return
 
@@ -157,15 +161,23 @@ def _row(rule: str, block: Block, size: int, lay: Layout, t: int) -> Iterator[Re
 
 
 def _attention_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
-    """Full attention's qkv_proj (merged: q, k, v slices) and o_proj (row: heads × head_dim inputs)."""
-    if s.attention_block is None or not s.head_dim or s.num_attention_heads % lay.attn_tp:
+    """Full attention's qkv_proj (merged: q, k, v slices) and o_proj (row: heads × head_dim inputs); MLA's
+    q_b_proj, kv_b_proj (single columns) and o_proj, in the order the attention builds them."""
+    if s.attention_block is None or s.num_attention_heads % lay.attn_tp:
         return
     t, b = lay.attn_tp, s.attention_block
+    row_t = t if t == lay.tp else 1  # SGLang's row check compares the split with its whole TP size
+    if not s.head_dim:
+        nope, rope, v = s.mla_head_dims
+        h = s.num_attention_heads // t
+        yield from _column("attention blocks", b, (h * (nope + rope),), lay, t)
+        yield from _column("attention blocks", b, (h * (nope + v),), lay, t)
+        yield from _row("attention blocks", b, h * v, lay, row_t)
+        return
     q = s.num_attention_heads // t * s.head_dim
     kv = max(s.num_kv_heads // t, 1) * s.head_dim
     yield from _column("attention blocks", b, (q, kv, kv), lay, t)
-    # SGLang's row check compares the split with the whole TP size: under DP attention it does not apply
-    yield from _row("attention blocks", b, q, lay, t if t == lay.tp else 1)
+    yield from _row("attention blocks", b, q, lay, row_t)
 
 
 def _dense_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:

@@ -30,6 +30,9 @@ class ShardDims:
     """Full attention's ``num_key_value_heads``; 0 for MLA (one latent, replicated on every rank)."""
     head_dim: int
     """Query / output head width of full attention (o_proj takes heads × head_dim inputs); 0 for MLA."""
+    mla_head_dims: tuple[int, int, int] = (0, 0, 0)
+    """MLA's per-head widths (qk_nope, qk_rope, v): q_b_proj outputs heads × (nope + rope), kv_b_proj heads × (nope +
+    v), o_proj takes heads × v; zeros for full attention."""
     dense_intermediate: int
     """The dense MLP width of the dense layers (``intermediate_size``); 0 when every layer is MoE."""
     expert_intermediate: int
@@ -112,10 +115,13 @@ def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardD
 
     moe = "block_sparse_moe" if mixtral else "mlp"
     down = "w2" if mixtral else "down_proj"
+    nope, v = _int(config, "qk_nope_head_dim") or 128, _int(config, "v_head_dim") or 128
     return ShardDims(
         num_attention_heads=heads,
         num_kv_heads=0 if mla else _int(config, "num_key_value_heads") or heads,
         head_dim=0 if mla else _int(config, "head_dim") or (hidden // heads),
+        # the loader's defaults (kvplan.models.load): qk_nope and v 128 when the config leaves them out
+        mla_head_dims=(nope, _int(config, "qk_rope_head_dim"), v) if mla else (0, 0, 0),
         dense_intermediate=inter if dense_layers else 0,
         expert_intermediate=expert_inter,
         num_experts=experts if expert_inter else 0,

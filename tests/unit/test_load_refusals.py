@@ -172,3 +172,15 @@ def test_fit_prunes_the_refusal_and_searches_whole_experts() -> None:
     assert refused and all(o.pruned is not None and MOE_192 in o.pruned for o in refused)
     whole = [o for o in tp8 if o.deployment.ep == 8]
     assert whole and all(o.pruned is None for o in whole)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_mla_q_b_proj_one_head_a_rank(engine: str) -> None:
+    # Kimi-K2 (MLA, 64 heads, qk_nope 128 + rope 64, fp8 128 × 128 blocks) at tp 64: layer 0's attention is built
+    # before its dense MLP; q_b_proj, a single column split 64 ways, gives each rank 1 × 192 = 192 rows (1.5
+    # blocks). SGLang's validate_block_quant_shapes and vLLM's validate_fp8_block_shape both check a split column.
+    p = _plan(engine, str(HF / "kimi-k2" / "config.json"), tp=64, nodes=8, dp_attention=1)
+    assert p.startup_error is not None
+    assert "Weight output_partition_size = 192 is not divisible by weight quantization block_n = 128." in (
+        p.startup_error
+    )
