@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from kvplan.engines.versions import sglang_rules
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.shards import Block, ShardDims
@@ -44,6 +45,8 @@ class Layout:
     moe_ep: int
     dp_attention: int
     vendor: str
+    moe_precheck: bool = False
+    """SGLang's ModelRunner checks a block-quantized MoE before building the model (versions.py)."""
 
     @classmethod
     def of(cls, dep: Deployment) -> Layout:
@@ -54,7 +57,8 @@ class Layout:
             moe_ep = max(dep.ep, 1)
             moe_tp = max(dep.tp // moe_ep, 1)
         world = attn_tp if dep.engine == "vllm" else dep.tp
-        return cls(dep.engine, world, attn_tp, moe_tp, moe_ep, max(dep.dp_attention, 1), dep.gpu.vendor)
+        precheck = dep.engine == "sglang" and sglang_rules(dep.engine_version).moe_quant_precheck
+        return cls(dep.engine, world, attn_tp, moe_tp, moe_ep, max(dep.dp_attention, 1), dep.gpu.vendor, precheck)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,34 @@ class Refusal:
 
 
 Rule = Callable[[ShardDims, Layout], Iterator[Refusal]]
+
+
+def _sglang_moe_precheck(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
+    """SGLang 0.5.4-0.5.5 ``ModelRunner.check_quantized_moe_compatibility`` (model_executor/model_runner.py), run
+    before the model is built when the config has ``weight_block_size`` and ``moe_intermediate_size`` (skipped under
+    ROCm aiter padding, an environment switch: not on AMD here)."""
+    if not lay.moe_precheck or s.moe_block_precheck is None or lay.vendor == "amd":
+        return
+    where = "sglang/srt/model_executor/model_runner.py ModelRunner.check_quantized_moe_compatibility"
+    moe, bn = s.moe_block_precheck
+    tp, ep = lay.tp, lay.moe_ep
+    if tp % ep:
+        yield Refusal("experts", f"tp_size {tp} must be divisible by ep_size {ep}", where)
+        return
+    moe_tp = tp // ep
+    if moe % moe_tp:
+        msg = (
+            f"moe_intermediate_size {moe} must be divisible by moe_tp_size ({moe_tp}) which is tp_size ({tp}) "
+            f"divided by moe_ep_size ({ep})."
+        )
+        yield Refusal("expert width", msg, where, experts=True)
+    elif (moe // moe_tp) % bn:
+        msg = (
+            f"For quantized MoE models, please make sure (moe_intermediate_size={moe} / moe_tp_size={moe_tp}) % "
+            f"weight_block_size_n={bn} == 0 where moe_tp_size is equal to tp_size ({tp}) divided by ep_size ({ep}). "
+            "You can fix this by setting arguments `--tp` and `--ep` correctly."
+        )
+        yield Refusal("expert blocks", msg, where, experts=True)
 
 
 def _heads(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
@@ -247,8 +279,9 @@ def _mlp(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
         yield from rule(s, lay)
 
 
-RULES: tuple[Rule, ...] = (_heads, _kv_heads, _attention_blocks, _mlp)
-"""In the engine's order: the heads (vLLM at config time, SGLang in the attention), then layer 0's weights."""
+RULES: tuple[Rule, ...] = (_sglang_moe_precheck, _heads, _kv_heads, _attention_blocks, _mlp)
+"""In the engine's order: SGLang 0.5.4-0.5.5's MoE pre-check, the heads (vLLM at config time, SGLang in the
+attention), then layer 0's weights."""
 
 
 def load_refusal(arch: ModelArch, dep: Deployment) -> Refusal | None:

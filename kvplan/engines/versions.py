@@ -113,6 +113,11 @@ class SglangRules(_Range):
     """MiB the mem-fraction heuristic adds for EAGLE / MTP."""
     prefill_graph: bool = True
     """The heuristic reserves a prefill CUDA graph."""
+    moe_quant_precheck: bool = False
+    """``ModelRunner.check_quantized_moe_compatibility`` runs before the model is built (0.5.4-0.5.5: added by
+    sgl-project/sglang#11442, fixed by #11702; #13876 moved it after ``initialize()``, where the layers' own
+    checks refuse first): a MoE checkpoint with ``weight_block_size`` is refused with its message
+    (kvplan.engines.load_checks)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,7 +247,9 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.4",
         reference="0.5.4",
         cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
-        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel)",
+        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel); sgl-project/sglang#11442 and "
+        "#11702: ModelRunner.check_quantized_moe_compatibility before the model is built",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.3",
         cell_raw_mla_row=True,
@@ -262,6 +269,7 @@ SGLANG: tuple[SglangRules, ...] = (
         reference="0.5.5",
         cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
         "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -281,7 +289,7 @@ SGLANG: tuple[SglangRules, ...] = (
         reference="0.5.8",
         cite="sglang 0.5.6, 0.5.7, 0.5.8 wheels: NSA in TP mode allowed (dp attention no longer forced); the "
         "reserve heuristic and cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, "
-        "off by default)",
+        "off by default); sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check after initialize()",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,

@@ -41,6 +41,9 @@ class ShardDims:
     """Routed experts (``num_experts``, ``n_routed_experts``, ``num_local_experts``); 0 for a dense model."""
     first_layer_dense: bool
     """Layer 0's MLP is dense: the engines build it before any MoE layer, so its refusal is the one raised."""
+    moe_block_precheck: tuple[int, int] | None = None
+    """(``moe_intermediate_size``, ``weight_block_size[0]``) when the config has both keys, whatever the quant
+    method and ignore list: what SGLang 0.5.4-0.5.5's ModelRunner pre-check reads (kvplan.engines.load_checks)."""
     attention_block: Block | None = None
     dense_block: Block | None = None
     expert_block: Block | None = None
@@ -66,6 +69,15 @@ def _block(config: Mapping[str, Any]) -> Block | None:
         return None
     n, k = [*raw, raw[0]][:2]
     return n, k
+
+
+def _precheck(config: Mapping[str, Any]) -> tuple[int, int] | None:
+    q = config.get("quantization_config")
+    raw = q.get("weight_block_size") if isinstance(q, Mapping) else None
+    moe = _int(config, "moe_intermediate_size")
+    if not moe or not isinstance(raw, list) or not raw or not isinstance(raw[0], int) or isinstance(raw[0], bool):
+        return None
+    return (moe, raw[0]) if 0 < raw[0] <= limits.MAX_DIM else None
 
 
 def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardDims | None:
@@ -126,6 +138,7 @@ def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardD
         expert_intermediate=expert_inter,
         num_experts=experts if expert_inter else 0,
         first_layer_dense=not is_moe(0),
+        moe_block_precheck=_precheck(config),
         attention_block=family_block([f"model.layers.{i}.self_attn.o_proj" for i in range(layers)]),
         dense_block=family_block([f"model.layers.{i}.mlp.down_proj" for i in dense_layers]),
         expert_block=family_block([f"model.layers.{i}.{moe}.experts.0.{down}" for i in moe_layers]),

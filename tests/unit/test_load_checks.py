@@ -87,3 +87,24 @@ def test_sglang_mla_heads_assertion_is_deepseek_v2s() -> None:
     r = load_refusal(arch, _dep("vllm", tp=24, nodes=3))
     assert r is not None
     assert r.message == "Total number of attention heads (128) must be divisible by tensor parallel size (24)."
+
+
+def test_sglang_0_5_4_prechecks_quantized_moe_before_the_model() -> None:
+    # SGLang 0.5.4-0.5.5 ModelRunner.check_quantized_moe_compatibility (sgl-project/sglang#11442, #11702) runs
+    # before the model is built: moe_tp = 8 / 1 = 8, 1536 / 8 = 192, 192 % 128 = 64. The same words as
+    # ai-dynamo/aiconfigurator#311 quotes for this model at TP8. From #13876 on it runs after initialize(), so the
+    # layers' own check (Fp8MoEMethod.create_weights) refuses first, as at 0.5.23.
+    arch = load_model(QWEN_FP8)
+    r = load_refusal(arch, _dep("sglang", tp=8, engine_version="0.5.4"))
+    assert r is not None and r.experts
+    assert r.message == (
+        "For quantized MoE models, please make sure (moe_intermediate_size=1536 / moe_tp_size=8) % "
+        "weight_block_size_n=128 == 0 where moe_tp_size is equal to tp_size (8) divided by ep_size (1). "
+        "You can fix this by setting arguments `--tp` and `--ep` correctly."
+    )
+    r = load_refusal(arch, _dep("sglang", tp=8, engine_version="0.5.23"))
+    assert r is not None and r.message.startswith("The output_size of gate's and up's weight = 192")
+    # ep 3 does not divide tp 8 (the pre-check's first test); ep 2 at tp 8: 1536 / 4 = 384 loads
+    r = load_refusal(arch, _dep("sglang", tp=8, ep=3, engine_version="0.5.5"))
+    assert r is not None and r.message == "tp_size 8 must be divisible by ep_size 3"
+    assert load_refusal(arch, _dep("sglang", tp=8, ep=2, engine_version="0.5.5")) is None
