@@ -126,6 +126,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "engine": d.engine,
         "engine_version": d.engine_version,
         "tp": d.tp,
+        "ep": d.ep,
         "dp_attention": d.dp_attention,
         "dcp": d.dcp,
         "kv_cache_dtype": d.kv_cache_dtype,

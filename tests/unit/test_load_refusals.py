@@ -35,6 +35,7 @@ from kvplan.models.deploy import Requirements
 from kvplan.models.load import find_gpu, load_deployment, load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.fit import FitQuery, fit
+from kvplan.render.fit_report import deploy_yaml
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 QWEN_FP8 = str(HF / "qwen3-235b-a22b-fp8" / "config.json")
@@ -155,7 +156,7 @@ def test_admit_remedies_replan_ep_and_tp(engine: str, ep: int) -> None:
     assert by_knob["tp"].pool_tokens == _plan(engine, QWEN_FP8, tp=4).logged_tokens
 
 
-def test_fit_prunes_the_refusal_and_searches_whole_experts() -> None:
+def test_fit_prunes_the_refusal_and_searches_whole_experts(tmp_path: Path) -> None:
     arch = load_model(QWEN_FP8)
     q = FitQuery(
         model_ref=QWEN_FP8,
@@ -172,6 +173,11 @@ def test_fit_prunes_the_refusal_and_searches_whole_experts() -> None:
     assert refused and all(o.pruned is not None and MOE_192 in o.pruned for o in refused)
     whole = [o for o in tp8 if o.deployment.ep == 8]
     assert whole and all(o.pruned is None for o in whole)
+    # the emitted deployment carries ep: planned as-is it starts (without it, the engine would refuse it)
+    path = tmp_path / "fit.yaml"
+    path.write_text(deploy_yaml(whole[0]))
+    dep = load_deployment(str(path))
+    assert dep.ep == 8 and plan_pool(arch, dep).startup_error is None
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
