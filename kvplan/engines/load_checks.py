@@ -70,7 +70,7 @@ class Refusal:
     where: str
     """The engine file and function that raises it."""
     experts: bool = False
-    """Whole experts (a larger ep) would avoid it."""
+    """Another split of the experts (another ep) may avoid it."""
 
     def __str__(self) -> str:
         return f"{self.message} ({self.where})"
@@ -235,6 +235,7 @@ def _experts(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
             "experts",
             f"AssertionError: assert num_experts % self.moe_ep_size == 0 ({s.num_experts} experts, ep {lay.moe_ep})",
             sgl_moe,
+            experts=True,
         )
         return
     # vLLM spreads experts unevenly over EP ranks (``determine_expert_map``: the first ``num_experts % ep`` ranks

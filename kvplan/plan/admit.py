@@ -468,7 +468,7 @@ def _try_layout(plan: PoolPlan, req: Request, **changes: object) -> tuple[PoolPl
 
 def _load_remedies(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
     """Layouts the engine builds the model at (kvplan.engines.load_checks), each re-planned and admitting: whole
-    experts where the refusal is the experts' slice (SGLang the smallest ep dividing tp that loads; vLLM
+    experts where the refusal is the experts' split (SGLang the smallest other ep dividing tp that loads; vLLM
     ``--enable-expert-parallel``, EP over all tp ranks: ep = tp), then the largest smaller tp that loads (dp
     attention and dcp still dividing it). A larger tp is :func:`_more_gpus`'s."""
     dep = plan.deployment
@@ -476,8 +476,8 @@ def _load_remedies(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
     assert refused is not None
     out: list[Remedy] = []
     if refused.experts:
-        eps = (dep.tp,) if dep.engine == "vllm" else tuple(e for e in range(dep.ep + 1, dep.tp + 1) if dep.tp % e == 0)
-        for e in eps:
+        eps = (dep.tp,) if dep.engine == "vllm" else tuple(e for e in range(2, dep.tp + 1) if dep.tp % e == 0)
+        for e in (e for e in eps if e != dep.ep):
             new, changes = _try_layout(plan, req, ep=e)
             if new is not None:
                 also = tuple((k, v) for k, v in changes.items() if k != "ep")
