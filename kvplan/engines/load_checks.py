@@ -16,7 +16,8 @@ The splits (``Split``): attention over attention TP = tp / dp_attention; routed 
 Not modelled: SGLang's ROCm aiter padding (``SGLANG_USE_AITER`` skips the MoE block check when the padding is a
 block: an environment switch, so AMD GPUs are not refused here); SGLang's dense MLP under DP attention (its
 row-parallel check compares with the whole TP size); shared experts; fp8 blocks in compressed-tensors or
-modelopt checkpoints; hybrid models (kvplan.models.hybrid builds no ShardDims).
+modelopt checkpoints; hybrid models (kvplan.models.hybrid builds no ShardDims); vLLM releases before
+vllm-project/vllm#30836, which also checked merged slices (the same verdict, another projection's message).
 """
 
 from __future__ import annotations
