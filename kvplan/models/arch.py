@@ -7,6 +7,7 @@ from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.shards import ShardDims
 
 
 class IndexerRule(str, Enum):
@@ -202,6 +203,9 @@ class ModelArch:
     pp_stage: PipelineStage | None = None
     """Set on one pipeline stage's view of the model (kvplan.models.pipeline.stage_arch): ``num_layers`` and the
     per-layer fields are then that stage's, and its weights are what that stage loads."""
+    shards: ShardDims | None = None
+    """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
+    (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

@@ -34,6 +34,7 @@ from kvplan.models.deploy import (
 )
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -705,6 +706,7 @@ def _model_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -759,6 +761,7 @@ def _full_attention_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 

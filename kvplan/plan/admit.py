@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
@@ -389,6 +390,8 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     out: list[Remedy] = []
     total = req.total_tokens
     how = _scaled(plan)
+    if load_refusal(plan.arch, dep) is not None:  # nothing but the layout helps a model the engine cannot build
+        return _load_remedies(plan, req, how) or _more_gpus(plan, req, how)
 
     # a dcp size: the smallest divisor of tp above the current one
     for d in range(dep.dcp + 1, dep.tp + 1):
@@ -456,6 +459,51 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                 break
     if not out:
         out += _more_gpus(plan, req, how)
+    return out
+
+
+def _try_layout(plan: PoolPlan, req: Request, **changes: object) -> tuple[PoolPlan | None, dict[str, object]]:
+    """Re-plan a layout change; on vLLM, with max_model_len cut to the request if the pool needs it to start."""
+    new = _try(plan, req, **changes)
+    total = req.total_tokens
+    if new is None and plan.engine == "vllm" and total < plan.context_len:
+        changes = {**changes, "context_length": total}
+        new = _try(plan, req, **changes)
+    return new, changes
+
+
+def _load_remedies(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
+    """Layouts the engine builds the model at (kvplan.engines.load_checks), each re-planned and admitting: whole
+    experts where the refusal is the experts' split (SGLang the smallest other ep dividing tp that loads; vLLM
+    ``--enable-expert-parallel``, EP over all tp ranks: ep = tp), then the largest smaller tp that loads (dp
+    attention and dcp still dividing it). A larger tp is :func:`_more_gpus`'s."""
+    dep = plan.deployment
+    refused = load_refusal(plan.arch, dep)
+    assert refused is not None
+    out: list[Remedy] = []
+    if refused.experts:
+        eps = (dep.tp,) if dep.engine == "vllm" else tuple(e for e in range(2, dep.tp + 1) if dep.tp % e == 0)
+        for e in (e for e in eps if e != dep.ep):
+            new, changes = _try_layout(plan, req, ep=e)
+            if new is not None:
+                also = tuple((k, v) for k, v in changes.items() if k != "ep")
+                moe_tp = 1 if dep.engine == "vllm" else dep.tp // e
+                width = plan.arch.shards.expert_intermediate // moe_tp if plan.arch.shards else 0
+                split = "whole experts" if moe_tp == 1 else f"experts split {moe_tp} ways"
+                detail = f"{split} ({width} wide a rank) over ep {e}; {new.kv_format} rows{how}"
+                out.append(Remedy("ep", e, new.logged_tokens, detail, also))
+                break
+    for t in range(dep.tp - 1, 0, -1):
+        if dep.tp % t or t % max(dep.dp_attention, 1) or t % dep.dcp or (dep.engine == "sglang" and dep.ep > t):
+            continue
+        new, changes = _try_layout(plan, req, tp=t)
+        if new is None:
+            continue
+        w = new.knob("weights_per_gpu")
+        also = tuple((k, v) for k, v in changes.items() if k != "tp")
+        detail = f"{t * dep.pp} GPUs: weights {{size:weights}} a GPU; {new.kv_format} rows{how}"
+        out.append(Remedy("tp", t, new.logged_tokens, detail, also, sizes=(("weights", w.as_int()),)))
+        break
     return out
 
 
