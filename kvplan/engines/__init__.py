@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import with_rope_scaling
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import CompressedAttention, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
@@ -38,10 +41,11 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
 def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pool the deployment's engine builds on each GPU."""
     refuse_unplanned_kinds(arch, dep)
+    read = with_rope_scaling(arch, dep)  # the model as the engine reads it; the plan keeps it as given
     if dep.engine == "sglang":
         from kvplan.engines import sglang
 
-        return sglang.plan(arch, dep)
+        return replace(sglang.plan(read, dep), arch=arch)
     from kvplan.engines import vllm
 
-    return vllm.plan(arch, dep)
+    return replace(vllm.plan(read, dep), arch=arch)

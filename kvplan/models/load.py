@@ -22,6 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
+from kvplan.models.rope import ROPE_TYPES, read_documented
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -502,7 +503,7 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
 engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
-               "measured_weights"}  # fmt: skip
+               "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
 
 def load_model(ref: str) -> ModelArch:
@@ -550,7 +551,8 @@ def load_model(ref: str) -> ModelArch:
                 )
             )
 
-    return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+    rope = read_documented(r)
+    return as_parameter_groups(replace(arch, measured_weights=tuple(points), documented_rope_scaling=rope))
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -924,6 +926,8 @@ ALIASES = {
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
     "enforce_eager": "disable_cuda_graph",
+    "sglang_allow_overwrite_longer_context_len": "allow_long_context",
+    "vllm_allow_long_max_model_len": "allow_long_context",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -970,8 +974,10 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
-        elif key == "disable_cuda_graph":
+        elif key in ("disable_cuda_graph", "allow_long_context"):
             yield key, r.get_bool(key)
+        elif key == "rope_scaling":
+            yield key, r.get_choice(key, ROPE_TYPES)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":

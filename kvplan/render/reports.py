@@ -595,7 +595,11 @@ def admit_report(a: Admission) -> Report:
         ("binding constraint", a.binding.name, ""),
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
         ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
-        ("such requests at once", count(a.max_concurrent), ""),
+        (
+            "such requests at once",
+            count(a.max_concurrent),
+            "rejected: over the context length" if a.over_context else "",
+        ),
         *(
             (("fewer at once", f"{a.fewer_at_once:,} of the {r.concurrent:,} fit", "a smaller -n, not a --set"),)
             if a.fewer_at_once is not None
@@ -997,6 +1001,8 @@ def _knob_unit(name: str) -> str:
         "speculative_num_draft_tokens": "count (draft tokens)",
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",
+        "allow_long_context": "true or false",
+        "rope_scaling": "yarn (the model card's)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
