@@ -1,12 +1,15 @@
-"""The context length an engine derives from the model config, with a documented RoPE scaling turned on.
+"""The context length an engine derives from the model config: its own ``rope_scaling``, or the one the model
+card documents once the deployment turns it on (``rope_scaling: yarn``, passed as SGLang
+``--json-model-override-args`` / vLLM ``--hf-overrides``, which replace the config's mapping).
 
-- vLLM ``_get_and_verify_max_len`` (config/model.py): with ``rope_scaling`` of type yarn the derived
-  max_model_len is ``original_max_position_embeddings × factor`` (131,072 for Qwen3's YaRN × 4), and
-  ``max_model_len`` defaults to it.
-- SGLang ``get_context_length`` (srt/utils/hf_transformers_utils.py): the factor is dropped when the mapping has
-  ``original_max_position_embeddings`` (YaRN always has), so the derived context_len stays
-  max_position_embeddings (40,960); ``--context-length 131072`` above it needs
-  ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (model_config.py), the scaling itself being the card's.
+- vLLM ``_get_and_verify_max_len`` (config/model.py): unless the type is su / longrope / llama3, the derived
+  max_model_len is × factor, on ``original_max_position_embeddings`` for yarn (Qwen3's YaRN × 4: 32,768 × 4 =
+  131,072), and ``max_model_len`` defaults to it.
+- SGLang ``get_context_length`` (srt/utils/hf_transformers_utils.py): × factor, but the factor is dropped when the
+  mapping has ``original_max_position_embeddings`` (YaRN always has) or the type is llama3, so Qwen3's derived
+  context_len stays max_position_embeddings (40,960); ``--context-length 131072`` above it needs
+  ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (``ModelConfig``).
+- Both build YaRN's cos/sin cache over original × factor positions (``YaRNScalingRotaryEmbedding``).
 """
 
 from __future__ import annotations
@@ -18,48 +21,77 @@ from kvplan.errors import InputError
 from kvplan.models.additions import AdditionsGroup
 from kvplan.models.arch import ModelArch, ParamGroup
 from kvplan.models.deploy import Deployment
-from kvplan.models.rope import RopeScaling
+from kvplan.models.rope import ConfigRope, RopeScaling
 from kvplan.models.weights import BufferGroup
 
 
 def with_rope_scaling(arch: ModelArch, dep: Deployment) -> ModelArch:
-    """The model as the engine reads it once the deployment turns the documented scaling on: its derived
-    context (``max_position_embeddings``, the one field the engines' context checks read) as the engine
-    derives it."""
-    if dep.rope_scaling is None:
-        return arch
-    rs = arch.documented_rope_scaling
-    if rs is None or rs.rope_type != dep.rope_scaling:
-        raise InputError(
-            f"rope_scaling={dep.rope_scaling}: {arch.name} documents no {dep.rope_scaling} RoPE scaling "
-            "(a model preset's documented_rope_scaling, with its source)"
-        )
-    arch = replace(
-        arch, param_groups=tuple(_scaled_rope(g, arch.max_position_embeddings, rs) for g in arch.param_groups)
-    )
-    if dep.engine == "vllm":
-        return replace(arch, max_position_embeddings=rs.context_tokens)
-    return arch
+    """The model as the engine reads it: the documented scaling in place of the config's where the deployment
+    turns it on, the rotary cache YaRN builds, and ``max_position_embeddings`` (the one field the engines'
+    context checks read) the context the engine derives."""
+    if dep.rope_scaling is not None:
+        rs = arch.documented_rope_scaling
+        if rs is None or rs.rope_type != dep.rope_scaling:
+            raise InputError(
+                f"rope_scaling={dep.rope_scaling}: {arch.name} documents no {dep.rope_scaling} RoPE scaling "
+                "(a model preset's documented_rope_scaling, with its source)"
+            )
+        rope = ConfigRope(rs.rope_type, rs.factor, rs.original_max_position_embeddings)
+        groups = tuple(_overridden(g, rs) for g in arch.param_groups)
+        arch = replace(arch, config_rope=rope, param_groups=groups)
+    yarn = yarn_positions(arch.config_rope)
+    if yarn is not None and yarn != arch.max_position_embeddings and arch.max_position_embeddings > 0:
+        groups = tuple(_rotary(g, arch.max_position_embeddings, yarn) for g in arch.param_groups)
+        arch = replace(arch, param_groups=groups)
+    derived = derived_context(arch, dep.engine)
+    return arch if derived == arch.max_position_embeddings else replace(arch, max_position_embeddings=derived)
 
 
-def _scaled_rope(g: ParamGroup, positions: int, rs: RopeScaling) -> ParamGroup:
-    """The rotary cos/sin cache as YaRN builds it in both engines (``YaRNScalingRotaryEmbedding``: original ×
-    factor positions, not max_position_embeddings); a snapshot's engine additions read the overridden config."""
-    if isinstance(g, BufferGroup) and g.name == "rotary_cache" and positions > 0:
-        return replace(g, buffer_bytes=g.buffer_bytes // positions * rs.context_tokens)
+def derived_context(arch: ModelArch, engine: str) -> int:
+    """The context length the engine derives from the config's ``rope_scaling`` (every shipped preset's: its
+    max_position_embeddings; Qwen3 with the card's YaRN: 131,072 on vLLM, 40,960 on SGLang)."""
+    rs, positions = arch.config_rope, arch.max_position_embeddings
+    if rs is None:
+        return positions
+    factor = rs.factor if rs.factor is not None else 1.0
+    if engine == "vllm":
+        if rs.rope_type in ("su", "longrope", "llama3"):
+            return positions
+        base = rs.original_max_position_embeddings if rs.rope_type == "yarn" else positions
+        return int((base if base is not None else positions) * factor)
+    if rs.original_max_position_embeddings is not None or rs.rope_type == "llama3":
+        return positions
+    return int(factor * positions)
+
+
+def yarn_positions(rs: ConfigRope | None) -> int | None:
+    if rs is None or rs.rope_type != "yarn" or rs.factor is None or rs.original_max_position_embeddings is None:
+        return None
+    return int(rs.original_max_position_embeddings * rs.factor)
+
+
+def _rotary(g: ParamGroup, positions: int, yarn: int) -> ParamGroup:
+    """The cos/sin cache (kvplan.models.weights: max_position_embeddings × rotary dim) over YaRN's positions."""
+    if isinstance(g, BufferGroup) and g.name == "rotary_cache":
+        return replace(g, buffer_bytes=g.buffer_bytes // positions * yarn)
+    return g
+
+
+def _overridden(g: ParamGroup, rs: RopeScaling) -> ParamGroup:
+    """A snapshot's engine additions read the overridden config (they size the rotary cache themselves)."""
     if isinstance(g, AdditionsGroup):
-        override = json.loads(rs.override_json())
-        return replace(g, config={**g.config, **override}, _memo={})
+        return replace(g, config={**g.config, **json.loads(rs.override_json())}, _memo={})
     return g
 
 
 def derived_why(arch: ModelArch, dep: Deployment) -> str:
-    """Where the default context length came from, for the knob's origin."""
-    rs = arch.documented_rope_scaling
-    if dep.rope_scaling is None or rs is None or dep.engine != "vllm":
+    """Where the default context length came from, for the knob's origin (``arch`` as the engine reads it)."""
+    rs = arch.config_rope
+    if dep.engine != "vllm" or yarn_positions(rs) is None or rs is None:
         return "max_position_embeddings"
-    original = rs.original_max_position_embeddings
-    return f"rope_scaling {rs.rope_type}: original_max_position_embeddings {original:,} × {rs.factor:g}"
+    return (
+        f"rope_scaling yarn: original_max_position_embeddings {rs.original_max_position_embeddings:,} × {rs.factor:g}"
+    )
 
 
 def long_context_note(arch: ModelArch, dep: Deployment, context_tokens: int) -> str:
@@ -67,10 +99,11 @@ def long_context_note(arch: ModelArch, dep: Deployment, context_tokens: int) -> 
     var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if dep.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     derived = arch.max_position_embeddings
     head = f"context length {context_tokens:,} is above the derived {derived:,}: the engine starts only with {var}=1"
-    rs = arch.documented_rope_scaling
-    if dep.rope_scaling is not None and rs is not None and context_tokens <= rs.context_tokens:
+    rs = arch.config_rope
+    yarn = yarn_positions(rs)
+    if rs is not None and yarn is not None and context_tokens <= yarn:
         return (
-            f"{head} (get_context_length drops the {rs.rope_type} factor when original_max_position_embeddings is "
-            f"given); the model card's {rs.rope_type} × {rs.factor:g} covers {rs.context_tokens:,} positions"
+            f"{head} (get_context_length drops the yarn factor when original_max_position_embeddings is given); "
+            f"yarn × {rs.factor:g} covers {yarn:,} positions"
         )
     return f"{head}, and outputs past the model's positions are not guaranteed (incorrect outputs or CUDA errors)"

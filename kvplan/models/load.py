@@ -22,7 +22,7 @@ from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
 from kvplan.models.formats import MlaLayout
-from kvplan.models.rope import ROPE_TYPES, read_documented
+from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -519,7 +519,10 @@ def load_model(ref: str) -> ModelArch:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
-        arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        arch = replace(
+            _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
+            config_rope=config_rope(r.data),
+        )
         from kvplan.models.checkpoint import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
@@ -552,7 +555,10 @@ def load_model(ref: str) -> ModelArch:
             )
 
     rope = read_documented(r)
-    return as_parameter_groups(replace(arch, measured_weights=tuple(points), documented_rope_scaling=rope))
+    arch = replace(
+        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"])
+    )
+    return as_parameter_groups(arch)
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"

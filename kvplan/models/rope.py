@@ -9,8 +9,9 @@ carries ``rope_scaling`` is already scaled: the engines read it as shipped.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan import limits
 
@@ -61,4 +62,32 @@ def read_documented(r: Reader) -> RopeScaling | None:
             "original_max_position_embeddings", required=True, maximum=limits.MAX_TOKENS
         ),
         source=s.get_str("source", required=True),
+    )
+
+
+@dataclass(frozen=True)
+class ConfigRope:
+    """The ``rope_scaling`` (or ``rope_parameters``) a config.json ships: the engines derive their context length
+    from it (kvplan.engines.context), each its own way."""
+
+    rope_type: str
+    factor: float | None
+    original_max_position_embeddings: int | None
+
+
+def config_rope(data: Mapping[str, Any]) -> ConfigRope | None:
+    """The config's RoPE scaling, read as loosely as the engines read it (a malformed field is left out)."""
+    text = data.get("text_config")
+    if isinstance(text, Mapping) and "max_position_embeddings" not in data:
+        data = text  # the decoder's own config (GLM-5.3-Flash, Kimi-K3)
+    rs = data.get("rope_scaling") or data.get("rope_parameters")
+    if not isinstance(rs, Mapping):
+        return None
+    factor, original = rs.get("factor"), rs.get("original_max_position_embeddings")
+    number = isinstance(factor, int | float) and not isinstance(factor, bool) and 0 < factor <= 1024
+    whole = isinstance(original, int) and not isinstance(original, bool) and 0 < original <= limits.MAX_TOKENS
+    return ConfigRope(
+        rope_type=str(rs.get("rope_type", rs.get("type", "default"))),
+        factor=float(factor) if number and isinstance(factor, int | float) else None,
+        original_max_position_embeddings=original if whole else None,
     )

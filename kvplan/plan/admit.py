@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import derived_context
 from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
@@ -417,7 +418,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(
                 Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
             )
-    elif plan.context_len < total <= plan.arch.max_position_embeddings and (
+    elif plan.context_len < total <= derived_context(plan.arch, plan.engine) and (
         new := _try(plan, req, context_length=total)
     ):
         out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))

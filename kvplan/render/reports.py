@@ -1026,6 +1026,8 @@ def _knob_default(name: str) -> str:
         return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
     if name == "gpu":
         return load.DEFAULT_GPU
+    if name == "rope_scaling":
+        return "off (config.json's own)"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"

@@ -18,6 +18,7 @@ The minimal deployment (``model: qwen3-32b``: SGLang 0.5.23, one H200 node, tp 8
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_sglang_remedy_is_the_card_yarn_with_the_env_var(dep_file: Path) -> None
     fixed = plan(dep_file, *m.sets)
     assert admit(fixed, Request(ctx_tokens=128 * K), remedies=False).admitted
     assert fixed.context_len == 131_072 and fixed.startup_error is None
-    assert any("the model card's yarn × 4 covers 131,072" in n for n in fixed.notes)
+    assert any("yarn × 4 covers 131,072 positions" in n for n in fixed.notes)
 
 
 def test_sglang_derives_no_longer_context_from_yarn_alone(dep_file: Path) -> None:
@@ -115,3 +116,36 @@ def test_a_model_without_documented_scaling(dep_file: Path) -> None:
         plan(dep_file, "rope_scaling=yarn")
     r = CliRunner().invoke(app, ["admit", "-d", str(dep_file), "--ctx", "8K", "--set", "rope_scaling=linear"])
     assert r.exit_code == 2 and "rope_scaling" in r.stderr and "yarn" in r.stderr
+
+
+def _config(tmp_path: Path, rope: dict[str, object]) -> Path:
+    """Qwen3-32B's config.json with a rope_scaling added, the way the card's "modify config.json" option does."""
+    src = Path(__file__).parents[1] / "data" / "hf" / "qwen3-32b" / "config.json"
+    data = json.loads(src.read_text())
+    data["rope_scaling"] = rope
+    folder = tmp_path / "qwen3-32b-rope"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(data))
+    dep = tmp_path / "rope.yaml"
+    dep.write_text(f"model: {folder / 'config.json'}\n")
+    return dep
+
+
+def test_a_config_that_ships_yarn(tmp_path: Path) -> None:
+    dep = _config(tmp_path, {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
+    v, s = plan(dep, "engine=vllm"), plan(dep)
+    assert v.context_len == 131_072 and v.startup_error is None  # 32,768 × 4 (_get_and_verify_max_len)
+    assert admit(v, Request(ctx_tokens=128 * K)).admitted
+    assert s.context_len == 40_960  # get_context_length: the factor dropped beside original_max_position_embeddings
+    assert s.logged_tokens == POOL - ROPE_ROWS  # the YaRN cos/sin cache of 131,072 positions
+    a = admit(s, Request(ctx_tokens=128 * K))
+    (m,) = a.remedies  # SGLang: the env var, which YaRN's own 131,072 positions cover
+    assert m.sets == ("context_length=131072", "allow_long_context=true")
+    assert "within the 131,072 the config's yarn covers" in m.detail and "not guaranteed" not in m.detail
+    assert any("yarn × 4 covers 131,072 positions" in n for n in plan(dep, *m.sets).notes)
+
+
+def test_a_config_that_ships_linear_scaling(tmp_path: Path) -> None:
+    # both engines multiply max_position_embeddings by a linear factor: 40,960 × 2 = 81,920
+    dep = _config(tmp_path, {"rope_type": "linear", "factor": 2.0})
+    assert plan(dep, "engine=vllm").context_len == plan(dep).context_len == 81_920
