@@ -3,7 +3,9 @@
 
 The engines' rules (kvplan/sim/context.py):
 - SGLang 0.5.23 ``TokenizerManager._validate_one_request``: rejected when ``input >= context_len`` or
-  ``input + max_new_tokens >= context_len`` (the replay sends the trace's output length as max_new_tokens);
+  ``input + max_new_tokens >= context_len`` (the replay sends the trace's output length as max_new_tokens); then
+  the scheduler's ``validate_input_length``: ``input >= min(context_len - 1, pool - 1) - 5``, and max_new_tokens
+  cut to ``context_len - 1 - input - 1``;
 - vLLM 0.33.0 ``InputProcessor._validate_prompt_len``: rejected when ``prompt_len >= max_model_len`` (equal is
   refused for a generate runner: one output token is needed); ``get_max_tokens`` (entrypoints/utils.py) caps the
   output at ``max_model_len - prompt_len``.
@@ -100,9 +102,11 @@ def test_without_a_deployment_nothing_is_bounded(trace: Path) -> None:
 
 def test_the_rules_at_the_boundary() -> None:
     sg, vl = ContextLimit("sglang", 4096), ContextLimit("vllm", 4096)
-    assert not sg.refuses(4095, 0) and sg.refuses(4095, 1) and sg.refuses(4096, 0)
+    # SGLang: max_req_input_len = (4,096 - 1) - 5 = 4,090; 4,089 + 6 = 4,095 < 4,096 passes the tokenizer
+    assert not sg.refuses(4089, 6) and sg.refuses(4089, 7) and sg.refuses(4090, 0) and sg.refuses(4096, 0)
+    assert sg.output_tokens(4089, 6) == 5 and sg.output_tokens(100, 1000) == 1000  # max_req_len 4,095 - 4,089 - 1
     assert not vl.refuses(4095, 1000) and vl.refuses(4096, 0)
-    assert vl.output_tokens(4095, 1000) == 1 and sg.output_tokens(100, 1000) == 1000
+    assert vl.output_tokens(4095, 1000) == 1
     refused = Refused()
     reqs = [Request(i, 0, n, o, None, i + 1) for i, (n, o, _) in enumerate(TRACE)]
     kept = list(admitted(reqs, vl, refused))
@@ -113,10 +117,11 @@ def test_the_rules_at_the_boundary() -> None:
 
 def test_mooncake_conversation_on_qwen3_32b(traces: Path) -> None:
     # Qwen3-32B runs 40,960 positions (config.json max_position_embeddings; SGLang's context_len by default). The
-    # requests SGLang rejects, counted straight from the trace: input_length + output_length >= 40,960.
+    # requests SGLang rejects, counted straight from the trace: input_length + output_length >= 40,960, or
+    # input_length >= 40,960 - 6 (the scheduler's max_req_input_len).
     path = traces / "mooncake" / "conversation_trace.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    over = [r for r in rows if r["input_length"] + r["output_length"] >= 40_960]
+    over = [r for r in rows if r["input_length"] + r["output_length"] >= 40_960 or r["input_length"] >= 40_954]
     d = sim(path, "--model", "qwen3-32b", "--semantics", "ideal")
     rc = d["rejected_context"]
     assert (rc["requests"], rc["of_requests"], rc["input_tokens"]) == (
