@@ -144,6 +144,7 @@ def lock(
     Example: kvplan lock deploy/prod.yaml deploy/canary.yaml
     """
     with boundary():
+        from kvplan.engines.context import model_positions
         from kvplan.fsio import check_target, exclusive, write_atomic
         from kvplan.plan.gate import figures, lock_text, merge, promised_contexts
         from kvplan.render.gate_report import lock_report
@@ -154,7 +155,7 @@ def lock(
         check_target(lock_path, "--lock", reads)
         entries = {
             config_key(c, lock_path): figures(
-                p, promised_contexts(_requirements(c, None, None, None), p.arch.max_position_embeddings)
+                p, promised_contexts(_requirements(c, None, None, None), model_positions(p))
             )
             for c, p in zip(configs, plans, strict=True)
         }
@@ -272,13 +273,14 @@ def _against_version(config: str, spec: str, ctx: str | None, conc: list[str] | 
     """One config: its figures under its own engine version ("before") and the gate's rules under ``spec``."""
     from dataclasses import replace
 
+    from kvplan.engines.context import model_positions
     from kvplan.errors import PlanError
     from kvplan.plan.gate import GateResult, Rule, check, figures, promised_contexts
 
     req = _requirements(config, ctx, conc, drop)
     now = _plan(config)
     version = version_for(now.engine, spec)
-    before = figures(now, promised_contexts(req, now.arch.max_position_embeddings))
+    before = figures(now, promised_contexts(req, model_positions(now)))
     name = f"{_display(config)} ({now.semantics} -> {version or now.engine_version})"
     try:
         new = _plan_at(config, version, "--against-version") if version is not None else now

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.additions import AdditionsGroup
 from kvplan.models.arch import ModelArch, ParamGroup
@@ -107,3 +108,9 @@ def long_context_note(arch: ModelArch, dep: Deployment, context_tokens: int) -> 
             f"yarn × {rs.factor:g} covers {yarn:,} positions"
         )
     return f"{head}, and outputs past the model's positions are not guaranteed (incorrect outputs or CUDA errors)"
+
+
+def model_positions(plan: PoolPlan) -> int:
+    """The positions the planned engine serves the model at: its derived context, with the deployment's RoPE
+    scaling (the plan keeps the model as given)."""
+    return with_rope_scaling(plan.arch, plan.deployment).max_position_embeddings

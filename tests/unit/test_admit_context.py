@@ -149,3 +149,17 @@ def test_a_config_that_ships_linear_scaling(tmp_path: Path) -> None:
     # both engines multiply max_position_embeddings by a linear factor: 40,960 × 2 = 81,920
     dep = _config(tmp_path, {"rope_type": "linear", "factor": 2.0})
     assert plan(dep, "engine=vllm").context_len == plan(dep).context_len == 81_920
+
+
+def test_gate_promises_what_the_scaled_model_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # with no requirements the lock records the default contexts (128K, 1M) the model holds at all: up to the
+    # positions the engine serves, 131,072 with vLLM's derived YaRN length (was 40,960, the config's)
+    monkeypatch.chdir(tmp_path)
+    Path("plain.yaml").write_text("model: qwen3-32b\nengine: vllm\n")
+    Path("yarn.yaml").write_text("model: qwen3-32b\nengine: vllm\nrope_scaling: yarn\n")
+    r = CliRunner().invoke(app, ["lock", "plain.yaml", "yarn.yaml"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    configs = json.loads(Path("kvplan.lock").read_text())["configs"]
+    assert set(configs["plain.yaml"]["concurrency"]) == {"40960"}
+    assert set(configs["yarn.yaml"]["concurrency"]) == {"131072"}
+    assert configs["yarn.yaml"]["largest_admitted_ctx"] == 131_072
