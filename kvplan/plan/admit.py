@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.context import derived_context
+from kvplan.engines.context import model_positions
 from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
@@ -418,9 +418,7 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(
                 Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
             )
-    elif plan.context_len < total <= derived_context(plan.arch, plan.engine) and (
-        new := _try(plan, req, context_length=total)
-    ):
+    elif plan.context_len < total <= model_positions(plan) and (new := _try(plan, req, context_length=total)):
         out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))
     # past max_position_embeddings: the card's RoPE scaling, else the engine's env var (kvplan.plan.context_remedy)
     for c in context_remedies(plan, total, lambda **changes: _try(plan, req, **changes)):

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.context import derived_context, yarn_positions
+from kvplan.engines.context import model_positions, yarn_positions
 
 Attempt = Callable[..., PoolPlan | None]
 """Re-plan with ``--set`` changes; the new plan if it admits the request, else None."""
@@ -61,14 +61,15 @@ def _yarn(plan: PoolPlan, total: int, attempt: Attempt) -> ContextChange | None:
 
 
 def _env_override(plan: PoolPlan, total: int, attempt: Attempt) -> ContextChange | None:
-    if plan.deployment.allow_long_context:
-        return None
-    sets: tuple[tuple[str, object], ...] = (("context_length", total), ("allow_long_context", True))
+    allowed = plan.deployment.allow_long_context  # already set: only the length is left to raise
+    sets: tuple[tuple[str, object], ...] = (("context_length", total),) + (
+        () if allowed else (("allow_long_context", True),)
+    )
     if (new := attempt(**dict(sets))) is None:
         return None
     var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if plan.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     flag = "--context-length" if plan.engine == "sglang" else "--max-model-len"
-    head = f"{var}=1 {flag} {total}: past the {derived_context(plan.arch, plan.engine):,} the engine derives"
+    head = f"{var}=1 {flag} {total}: past the {model_positions(plan):,} the engine derives"
     shipped, card = yarn_positions(plan.arch.config_rope), plan.arch.documented_rope_scaling
     if shipped is not None and total <= shipped:  # SGLang drops a shipped YaRN's factor; the scaling is there
         why = f"{head} (get_context_length drops the yarn factor), within the {shipped:,} the config's yarn covers"
@@ -81,7 +82,7 @@ def _env_override(plan: PoolPlan, total: int, attempt: Attempt) -> ContextChange
 def context_remedies(plan: PoolPlan, total: int, attempt: Attempt) -> list[ContextChange]:
     """The engine's own ways past the derived context (the caller offers ``context_length`` up to it): the
     documented RoPE scaling where it covers the request, else the env var that lets a longer context start."""
-    if total <= derived_context(plan.arch, plan.engine):
+    if total <= model_positions(plan):
         return []
     yarn = _yarn(plan, total, attempt)
     if yarn is not None:
