@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from kvplan.engines import pipeline
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import with_rope_scaling
 from kvplan.engines.load_checks import load_refusal, refusal_text
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
@@ -51,7 +52,10 @@ def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
     build, with the engine's message as its startup error (that refusal comes before any memory is profiled, so it
     wins over a memory one)."""
     refuse_unplanned_kinds(arch, dep)
-    return pipeline.plan_stages(arch, dep, _plan_one)
+    read = with_rope_scaling(arch, dep)  # the model as the engine reads it; the plan keeps it as given
+    plan = pipeline.plan_stages(read, dep, _plan_one)
+    # a pp plan keeps its binding stage's view of the model (its layers and weights), rope-scaled as read
+    return plan if plan.arch.pp_stage is not None else replace(plan, arch=arch)
 
 
 def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:

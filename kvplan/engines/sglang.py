@@ -27,6 +27,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
+from kvplan.engines.context import long_context_note
 from kvplan.engines.versions import parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -510,7 +511,9 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
     context_len = ctx_k.as_int()
-    if context_len > arch.max_position_embeddings:
+    if context_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, context_len))
+    elif context_len > arch.max_position_embeddings:
         # configs/model_config.py: refused while the model config is built, before any memory is profiled
         startup_error = (
             f"User-specified context_length ({context_len}) is greater than the derived context_length "

@@ -37,6 +37,7 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
+from kvplan.engines.context import derived_why, long_context_note
 from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
@@ -277,9 +278,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
 
     mnbt_default, seqs_default = _defaults_by_memory(dep)
-    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
     if dep.context_length == AUTO_FIT:  # fitted below; everything sized before the KV config sees the derived length
-        ctx_k = Knob("context_length", arch.max_position_embeddings, "default: max_position_embeddings")
+        ctx_k = Knob("context_length", arch.max_position_embeddings, f"default: {derived_why(arch, dep)}")
     max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
     max_num_seqs = seqs_k.as_int()
@@ -391,7 +392,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
             "for more details."
         )
-    if max_model_len > arch.max_position_embeddings:
+    if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, max_model_len))
+    elif max_model_len > arch.max_position_embeddings:
         # config/model.py: refused before any memory is profiled (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)
         startup_error = (
             f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "

@@ -7,6 +7,7 @@ from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.rope import ConfigRope, RopeScaling
 from kvplan.models.shards import ShardDims
 
 
@@ -194,6 +195,10 @@ class ModelArch:
     """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
     param_groups: tuple[ParamGroup, ...] = ()
     measured_weights: tuple[WeightPoint, ...] = field(default=())
+    documented_rope_scaling: RopeScaling | None = None
+    """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""
+    config_rope: ConfigRope | None = None
+    """The RoPE scaling config.json ships, from which each engine derives its context length its own way."""
     description: str = ""
     weights_summary: str = ""
     """How the checkpoint stores its weights (quantization schemes), said on the weights line."""

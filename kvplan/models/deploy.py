@@ -133,6 +133,12 @@ class Deployment:
     disable_cuda_graph: bool = False
     """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
     memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""
+    rope_scaling: str | None = None
+    """'yarn': the RoPE scaling the model card documents (kvplan.models.rope), passed as SGLang
+    --json-model-override-args / vLLM --hf-overrides; kvplan.engines.context says what each engine derives."""
+    allow_long_context: bool = False
+    """SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 / VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a context_length above the
+    one the engine derives starts (quality past the model's positions is not guaranteed)."""
     description: str = ""
     explicit: frozenset[str] = frozenset()
     """Knob names the preset or the user set (the rest are defaults)."""

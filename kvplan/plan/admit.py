@@ -16,10 +16,12 @@ from dataclasses import dataclass, replace
 from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
 from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
+from kvplan.plan.context_remedy import context_remedies
 from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 from kvplan.search import largest_true, smallest_true
 
@@ -82,7 +84,9 @@ class Remedy:
     @property
     def sets(self) -> tuple[str, ...]:
         """The change as ``--set`` values: ``("tp=16", "nodes=2")``."""
-        return tuple(f"{k}={v}" for k, v in ((self.knob, self.value), *self.also))
+        return tuple(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in ((self.knob, self.value), *self.also)
+        )
 
     @property
     def flags(self) -> str:
@@ -143,6 +147,11 @@ class Admission:
                 return c
         sized = [c for c in self.checks if c.can_bind] or [c for c in self.checks if c.unit]
         return min(sized, key=lambda c: (c.have - c.need) / max(c.have, 1))
+
+    @property
+    def over_context(self) -> bool:
+        """The engine rejects the request for its length before it reaches the pool: none of it runs."""
+        return self.request.total_tokens > self.plan.context_len
 
     @property
     def headroom_tokens(self) -> int:
@@ -309,7 +318,8 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
     ws = workspace(plan, WorkspaceQuery(batch=per_dp_rank(plan, req.concurrent), ctx=req.total_tokens))
     checks = _checks(plan, req, ws)
     fit = min(p.fits(req.total_tokens) for p in plan.hybrid_pools) if not plan.startup_error else 0
-    at_once = min(fit, plan.max_running_requests) * dp_ranks(plan)
+    # over the context length the engine rejects every copy (tokenizer_manager / input_processor), whatever fits
+    at_once = 0 if req.total_tokens > plan.context_len else min(fit, plan.max_running_requests) * dp_ranks(plan)
     result = Admission(
         plan=plan,
         request=req,
@@ -417,10 +427,12 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(
                 Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
             )
-    elif plan.context_len < total <= plan.arch.max_position_embeddings and (
-        new := _try(plan, req, context_length=total)
-    ):
+    elif plan.context_len < total <= model_positions(plan) and (new := _try(plan, req, context_length=total)):
         out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))
+    # past max_position_embeddings: the card's RoPE scaling, else the engine's env var (kvplan.plan.context_remedy)
+    for c in context_remedies(plan, total, lambda **changes: _try(plan, req, **changes)):
+        (knob, value), *also = c.sets
+        out.append(Remedy(knob, value, c.plan.logged_tokens, c.detail + how, tuple(also)))
 
     # more running requests (the N copies must run at once) or fewer (SGLang: a smaller req_to_token table)
     failed = {c.name for c in admit(plan, req, remedies=False).checks if not c.ok}

@@ -600,7 +600,11 @@ def admit_report(a: Admission) -> Report:
         ("binding constraint", a.binding.name, ""),
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
         ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
-        ("such requests at once", count(a.max_concurrent), ""),
+        (
+            "such requests at once",
+            count(a.max_concurrent),
+            "rejected: over the context length" if a.over_context else "",
+        ),
         *(
             (("fewer at once", f"{a.fewer_at_once:,} of the {r.concurrent:,} fit", "a smaller -n, not a --set"),)
             if a.fewer_at_once is not None
@@ -1012,6 +1016,8 @@ def _knob_unit(name: str) -> str:
         "disable_cuda_graph": "true or false",
         "disable_radix_cache": "true or false",
         "swa_eviction_interval": "count (tokens)",
+        "allow_long_context": "true or false",
+        "rope_scaling": "yarn (the model card's)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
@@ -1036,6 +1042,8 @@ def _knob_default(name: str) -> str:
         return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
     if name == "gpu":
         return load.DEFAULT_GPU
+    if name == "rope_scaling":
+        return "off (config.json's own)"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"
