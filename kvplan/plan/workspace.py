@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
 from kvplan.engines.sglang import prefill_graph_batch_sizes
 from kvplan.errors import InputError
 from kvplan.search import largest_true
@@ -379,7 +380,7 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
         return at(plan_pool(plan.arch, dep), ctx=c)
 
     page = plan.logical_page_tokens
-    c_limit = max(plan.arch.max_position_embeddings, base.ctx)
+    c_limit = max(model_positions(plan), base.ctx)
     c = _grow(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
     out.append(Wall("context", c, _first_failure(with_ctx(c + page)) if c + page <= c_limit else "", c_limit))
     return tuple(out)

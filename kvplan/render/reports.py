@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
 from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
 from kvplan.render.applies import knob_value as _value
+from kvplan.render.pipeline_report import stages_data, stages_section
 
 
 def deployment_label(p: PoolPlan) -> str:
@@ -41,7 +42,10 @@ def cell_section(p: PoolPlan) -> Section:
             f"main {'MLA' if p.arch.is_mla else p.arch.kind_label} KV",
             nbytes(c.main_bytes),
             f"{p.mla_bytes_per_layer} B ({p.kv_format}) × {p.main_layers} layers"
-            if not p.pools or p.mla_bytes_per_layer * p.main_layers == c.main_bytes
+            if (not p.pools and not p.arch.kv_heads_per_layer) or p.mla_bytes_per_layer * p.main_layers == c.main_bytes
+            else f"Σ of {sum(1 for h in p.arch.kv_heads_per_layer if h)} layers' K + V ({p.kv_format}), kv heads "
+            f"{'/'.join(map(str, p.arch.kv_heads_per_layer))} by layer (block_configs)"
+            if p.arch.kv_heads_per_layer
             else "the engine's bytes per row of its token pool (a hybrid: what a request takes from each pool is "
             "under 'What the request needs'; per kind: kvplan budget)",
         ),
@@ -144,6 +148,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "memory_map": {s.label: s.bytes for s in p.memory_map},
         "extras": dict(p.extras),
         "notes": list(p.notes),
+        "stages": stages_data(p),
     }
 
 
@@ -421,7 +426,7 @@ def transfer_report(t: Transfer) -> Report:
         (
             "full-attention KV per rank" if t.hybrid else "main KV per rank",
             size(t.main_bytes_per_rank),
-            f"{t.rows_per_rank:,} rows × {p.cell.main_bytes + p.cell.draft_main_bytes:,} B",
+            f"{t.rows_per_rank:,} rows × {t.full_row_bytes:,} B",
         ),
         *(
             (
@@ -582,7 +587,11 @@ def admit_report(a: Admission) -> Report:
         ("binding constraint", a.binding.name, ""),
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
         ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
-        ("such requests at once", count(a.max_concurrent), ""),
+        (
+            "such requests at once",
+            count(a.max_concurrent),
+            "rejected: over the context length" if a.over_context else "",
+        ),
         *(
             (("fewer at once", f"{a.fewer_at_once:,} of the {r.concurrent:,} fit", "a smaller -n, not a --set"),)
             if a.fewer_at_once is not None
@@ -599,6 +608,7 @@ def admit_report(a: Admission) -> Report:
     sections = [
         cell_section(p),
         chain_section(p),
+        *filter(None, (stages_section(p),)),
         Section("What the request needs", req_rows, ("", "", "")),
         Section("Checks", checks, ("check", "result", "need / have", "detail")),
         Section("Fit", fit_rows, ("", "", "")),
@@ -802,6 +812,7 @@ def budget_report(b: Budget) -> Report:
                 p.arch, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
             ),
             Section("Shares", share, ("", "")),
+            *filter(None, (stages_section(p),)),
         ),
         for_model(p.arch, data),
         startup_error=p.startup_error,
@@ -963,7 +974,13 @@ def deployment_report(p: PoolPlan) -> Report:
     return Report(
         "deployments show",
         f"Deployment {deployment_label(p)}, {p.semantics}",
-        (Section("", head, ("", "")), knobs_section(p), cell_section(p), chain_section(p)),
+        (
+            Section("", head, ("", "")),
+            knobs_section(p),
+            cell_section(p),
+            chain_section(p),
+            *filter(None, (stages_section(p),)),
+        ),
         for_model(p.arch, {"plan": plan_data(p)}),
         bar=memory_bar(p),
         notes=p.notes,
@@ -994,6 +1011,10 @@ def _knob_unit(name: str) -> str:
         "speculative_num_draft_tokens": "count (draft tokens)",
         "speculative_eagle_topk": "count",
         "disable_cuda_graph": "true or false",
+        "disable_radix_cache": "true or false",
+        "swa_eviction_interval": "count (tokens)",
+        "allow_long_context": "true or false",
+        "rope_scaling": "yarn (the model card's)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
@@ -1001,6 +1022,7 @@ def _knob_unit(name: str) -> str:
         "gpu": "gpus.yaml name or a mapping",
         "attention_backend": "backend name",
         "model": "preset name or path",
+        "pp_layer_partition": "layers per stage ([41, 39] or 41,39)",
     }
     return units.get(name, "value")
 
@@ -1017,6 +1039,8 @@ def _knob_default(name: str) -> str:
         return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
     if name == "gpu":
         return load.DEFAULT_GPU
+    if name == "rope_scaling":
+        return "off (config.json's own)"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"
