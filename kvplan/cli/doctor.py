@@ -20,7 +20,10 @@ def doctor(
         typer.Option("--ctx", help="Check admission of a request this long with the log's pool: 1M, 128K, or a count."),
     ] = None,
     hit: Annotated[
-        str | None, typer.Option("--hit", help="A cached prefix (tokens): what it cannot save of the indexer work.")
+        str | None,
+        typer.Option(
+            "--hit", help="A cached prefix (tokens): what it cannot save of the attention (DSA: indexer) work."
+        ),
     ] = None,
     emit_deploy: Annotated[
         Path | None,
@@ -48,6 +51,7 @@ def doctor(
         from kvplan.errors import InputError
         from kvplan.fsio import write_atomic
         from kvplan.models.load import deployment_model_ref, load_deployment, load_model
+        from kvplan.models.retarget import retarget
         from kvplan.render.doctor_report import deployment_yaml, doctor_report
         from kvplan.runbook.doctor import (
             CANNOT_CHECK,
@@ -69,6 +73,7 @@ def doctor(
         explicit = model is not None or deploy is not None or bool(set_)
         dep = load_deployment(deploy, set_ or ())
         arch = load_model(model if model is not None else deployment_model_ref(dep))
+        dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # issue 23 item 3
         cls = parsed.chosen.model_class
         path = parsed.chosen.model_path
         if (

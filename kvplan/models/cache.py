@@ -36,13 +36,15 @@ KV_DTYPE_BYTES = {
     "fp16": 2,
     "float16": 2,
     "half": 2,
+    "float32": 4,
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
     "fp8_ds_mla": 1,
 }
 """Element size of a KV cache dtype as the engines spell it ('auto' is the model dtype: bf16 for every
-model kvplan knows); SGLang ``torch._utils._element_size(kv_cache_dtype)``, vLLM ``STR_DTYPE_TO_TORCH_DTYPE``."""
+model kvplan knows; 'float32' is vLLM's auto under --dtype float32); SGLang
+``torch._utils._element_size(kv_cache_dtype)``, vLLM ``STR_DTYPE_TO_TORCH_DTYPE``."""
 
 
 def kv_dtype_bytes(dtype: str) -> int:

@@ -6,6 +6,7 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
+from kvplan.render.applies import carry_line, for_model
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
@@ -660,6 +661,7 @@ def doctor_report(d: Diagnosis) -> Report:
         title += " (the log alone: no --model or --deploy)"
     if d.best is not None:
         title += f" against {d.best.arch.name} on {deployment_label(d.best)}, {d.best.semantics}"
+        title += f"\n{carry_line(d.best.deployment.carry)}" if d.best.deployment.carry else ""
     return Report(
         "doctor",
         title,
@@ -793,7 +795,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             else None
         ),
         "decode": asdict(d.decode) if d.decode else None,
-        "plan": plan_data(d.best) if d.best else None,
+        "plan": for_model(d.best.arch, plan_data(d.best)) if d.best else None,
     }
     if c is not None:
         data["pool"] = {

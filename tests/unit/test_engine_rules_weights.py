@@ -52,13 +52,22 @@ def test_dp_attention_changes_the_attention_split(glm53: ModelArch) -> None:
 
 def test_pipeline_stages_split_the_layers() -> None:
     # tp 8 × pp 2 on two nodes: the layers are split over 2 stages, so TP8's measured point (one stage holds
-    # every layer) does not apply; before the fix it matched on (tp, dp, ep) and kept 94.46 GiB.
-    # Estimate: each layer group halves; the embeddings (1,903,165,440 params × 2 B / tp 8 = 475,791,360 B)
-    # are counted whole on a stage: (93,470,472,204 − 475,791,360) / 2 + 475,791,360 = 46,973,131,782 B
-    # (the groups divide evenly here, so the per-group ceilings add nothing).
+    # every layer) does not apply.
+    # Each stage loads its own layers (SGLang get_pp_indices: 78 over 2 -> layers 0-38 and 39-77; make_layers
+    # builds PPMissingLayer for the rest), the embedding on the first stage, the LM head on the last. The binding
+    # stage is 1 (its 39 layers are all MoE; stage 0 holds the 3 dense layers). Per group at tp 8, then its share:
+    #   attention       1,700,730,252 × 39/78 (layers 0-77)           =    850,365,126
+    #   dense_mlp          84,955,392 × 0/3   (layers 0-2)            =              0
+    #   routed experts 90,619,084,800 × 39/75 (layers 3-77)           = 47,121,924,096
+    #   shared experts    353,980,800 × 39/75                         =    184,070,016
+    #   router            235,929,600 × 39/75                         =    122,683,392
+    #   embeddings        475,791,360 / 2     (untied: the head half) =    237,895,680
+    #   total                                                         = 48,516,938,310
+    # Was (before issue 23): every layer group halved and the embeddings whole on a stage, 46,973,131,782 B.
     value, origin = weights(pp=2, nodes=2)
     assert origin.startswith("default: estimated")
-    assert value == (93_470_472_204 - 475_791_360) // 2 + 475_791_360 == 46_973_131_782
+    assert "stage 1 of 2: layers 39-77 (39) + final norm + LM head" in origin
+    assert value == 850_365_126 + 0 + 47_121_924_096 + 184_070_016 + 122_683_392 + 237_895_680 == 48_516_938_310
 
 
 def test_split_of() -> None:
