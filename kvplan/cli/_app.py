@@ -148,7 +148,7 @@ class _OneLineErrors(TyperGroup):
 app = typer.Typer(
     cls=_OneLineErrors,
     name="kvplan",
-    help="Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM.",
+    help="KV-cache capacity planning for LLM serving on SGLang and vLLM: dense (GQA/MHA), MLA, DSA and hybrid models.",
     no_args_is_help=True,
     rich_markup_mode=None,  # help text is plain text: "[default: ...]" and "kvplan[plot]" are not markup
     pretty_exceptions_enable=False,
@@ -168,4 +168,4 @@ def _root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    """Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM."""
+    """KV-cache capacity planning for LLM serving on SGLang and vLLM: dense (GQA/MHA), MLA, DSA and hybrid models."""

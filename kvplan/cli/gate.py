@@ -12,6 +12,8 @@ from kvplan.errors import EXIT_OK, EXIT_REJECTED, InputError
 from kvplan.render import OutputFormat, emit
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from kvplan.engines.common import PoolPlan
     from kvplan.models.deploy import Requirements
     from kvplan.plan.gate import Figures, GateResult
@@ -142,6 +144,7 @@ def lock(
     Example: kvplan lock deploy/prod.yaml deploy/canary.yaml
     """
     with boundary():
+        from kvplan.engines.context import model_positions
         from kvplan.fsio import check_outputs, check_target, exclusive, write_atomic
         from kvplan.plan.gate import figures, lock_text, merge, promised_contexts
         from kvplan.render.gate_report import lock_report
@@ -152,7 +155,7 @@ def lock(
         check_target(lock_path, "--lock", reads)
         entries = {
             config_key(c, lock_path): figures(
-                p, promised_contexts(_requirements(c, None, None, None), p.arch.max_position_embeddings)
+                p, promised_contexts(_requirements(c, None, None, None), model_positions(p))
             )
             for c, p in zip(configs, plans, strict=True)
         }
@@ -184,16 +187,20 @@ def _old_entries(path: Path, given: set[str], prune: bool) -> dict[str, Figures]
     return old
 
 
-def _deployment_files(configs: list[str]) -> list[str]:
-    """The configs that are kvplan deployments; each other YAML is skipped with a note on stderr."""
+def _deployment_files(configs: list[str], locked: Iterable[str], lock_path: Path | None) -> list[str]:
+    """The configs that are kvplan deployments: a file with an entry in the lock, or a mapping with a `model`
+    (README's minimal form) or an `engine` key. Each other YAML is skipped with a note on stderr."""
     from kvplan.models.load import read_file
 
+    keys = set(locked)
     keep = []
     for c in configs:
-        if _looks_like_path(c):
+        if _looks_like_path(c) and (lock_path is None or config_key(c, lock_path) not in keys):
             data = read_file(Path(c)).data
-            if not isinstance(data, dict) or "engine" not in data:
-                sys.stderr.write(f"kvplan: note: skipping {c}: not a kvplan deployment config (no engine key)\n")
+            if not isinstance(data, dict) or not {"model", "engine"} & data.keys():
+                sys.stderr.write(
+                    f"kvplan: note: skipping {c}: not a kvplan deployment config (no model key, no lock entry)\n"
+                )
                 continue
         keep.append(c)
     return keep
@@ -236,19 +243,20 @@ def gate(
     with boundary():
         from kvplan.plan.gate import check
 
+        if against_version is not None and lock_path is not None:
+            raise InputError("--against-version compares each config with itself at another version: drop --lock")
+        path = lock_path if lock_path is not None else (Path("kvplan.lock") if Path("kvplan.lock").exists() else None)
+        path = None if against_version is not None else path
+        locked = _read_lock(path) if path is not None else None
         if only_deployments:
-            configs = _deployment_files(configs)
+            configs = _deployment_files(configs, locked or (), path)
             if not configs:
                 sys.stderr.write("kvplan: note: no kvplan deployment configs to gate\n")
                 raise typer.Exit(EXIT_OK)
         if against_version is not None:
-            if lock_path is not None:
-                raise InputError("--against-version compares each config with itself at another version: drop --lock")
             results = [_against_version(c, against_version, require_ctx, require_concurrency, max_capacity_drop)
                        for c in configs]  # fmt: skip
             _finish_gate(results, fmt)
-        path = lock_path if lock_path is not None else (Path("kvplan.lock") if Path("kvplan.lock").exists() else None)
-        locked = _read_lock(path) if path is not None else None
         results = []
         for c in configs:
             req = _requirements(c, require_ctx, require_concurrency, max_capacity_drop)
@@ -280,13 +288,14 @@ def _against_version(config: str, spec: str, ctx: str | None, conc: list[str] | 
     """One config: its figures under its own engine version ("before") and the gate's rules under ``spec``."""
     from dataclasses import replace
 
+    from kvplan.engines.context import model_positions
     from kvplan.errors import PlanError
     from kvplan.plan.gate import GateResult, Rule, check, figures, promised_contexts
 
     req = _requirements(config, ctx, conc, drop)
     now = _plan(config)
     version = version_for(now.engine, spec)
-    before = figures(now, promised_contexts(req, now.arch.max_position_embeddings))
+    before = figures(now, promised_contexts(req, model_positions(now)))
     name = f"{_display(config)} ({now.semantics} -> {version or now.engine_version})"
     try:
         new = _plan_at(config, version, "--against-version") if version is not None else now

@@ -24,7 +24,7 @@ def prefix(
     set_: SetOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """What a prefix hit really saves: pages, bytes, and the indexer work it cannot remove.
+    """What a prefix hit really saves: pages, bytes, and the attention (DSA: indexer) work it cannot remove.
 
     Example: kvplan prefix --ctx 1M --hit 100000 --sweep 10
     """

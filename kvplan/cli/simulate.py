@@ -144,6 +144,7 @@ def simulate(
         from kvplan.fsio import check_outputs
         from kvplan.render.sim_report import SimSetting, simulate_report, sweep_report
         from kvplan.sim import published as pub
+        from kvplan.sim.context import ContextLimit
         from kvplan.sim.paging import Paging
         from kvplan.sim.replay import Service
         from kvplan.sim.run import (
@@ -232,7 +233,10 @@ def simulate(
         if occupancy:
             limit = max_running if max_running is not None else (plan.max_running_requests if plan else None)
             service = Service(prefill_tps, max(1, round(tpot_ms * 1000)), limit)
-        cfg = SimConfig(tr, sem, policy, win, unit_tokens, cap, occupancy, service, eagle, check)
+        # a named deployment's engine rejects requests over its context length (kvplan.sim.context)
+        named = plan is not None and (deploy is not None or model is not None or bool(set_))
+        context = ContextLimit(plan.engine, plan.context_len) if named and plan is not None else None
+        cfg = SimConfig(tr, sem, policy, win, unit_tokens, cap, occupancy, service, eagle, check, context)
 
         published: tuple[tuple[int, int], ...] = ()
         kind = pub.mooncake_trace_kind(tr.path) if tr.format == "mooncake" else None
@@ -265,7 +269,7 @@ def simulate(
 
         if result.bad_records:
             sys.stderr.write(f"kvplan: warning: skipped {result.bad_records:,} malformed record(s) (--skip-bad)\n")
-        n = result.requests
+        n = result.requests + result.refused.requests  # trace positions: the rejected keep theirs
         if win.start:
             win_text = (
                 f"last 50%: requests {win.start:,}–{max(n - 1, 0):,} are measured, the first {win.start:,} "
@@ -304,6 +308,8 @@ def simulate(
             published=published,
             published_label="Mooncake FAST'25 Fig. 9" if published else "",
             startup_error=plan.startup_error if plan is not None else None,
+            carry=plan.deployment.carry if plan is not None else None,
+            context_text=context.describe() if context is not None else "",
         )
         if sweep is not None:
             report = sweep_report(result, setting)

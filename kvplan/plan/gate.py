@@ -13,6 +13,7 @@ from typing import Any
 from kvplan import __version__
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
 from kvplan.errors import InputError
 from kvplan.limits import (
     MAX_GPU_BYTES,
@@ -317,7 +318,7 @@ class GateResult:
 
 
 def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None) -> GateResult:
-    after = figures(plan, promised_contexts(req, plan.arch.max_position_embeddings))
+    after = figures(plan, promised_contexts(req, model_positions(plan)))
     rules: list[Rule] = [
         Rule("engine starts", plan.startup_error is None, plan.startup_error or "the pool is built"),
     ]

@@ -357,3 +357,36 @@ def test_diff_engine_change_applies_only_knobs_the_new_engine_reads(repo: Path) 
     assert knob["old"] != "None" and knob["new"] == "0.9"
     assert knob["base_pool_tokens"] == engine["pool_tokens"]
     assert knob["pool_tokens"] == d["new_pool_tokens"]
+
+
+# --------------------------------------------------------------------------- issue 23, item 5
+
+
+def test_only_deployments_gates_the_minimal_form_and_locked_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # README's minimal deployment is `model:` alone (no engine key); the hook used to skip it, lock entry and all,
+    # and pass a 36 % capacity drop. SGLang 0.5.23 (model_runner_kv_cache_mixin.py, profile_max_num_token):
+    # available = free_after_weights − pre_load_free × (1 − mem_fraction_static), so lowering the fraction from
+    # the default 0.893 (server_args.py reserve heuristic, H200 tp 8) to 0.59 costs pre_load_free × 0.303 =
+    # 149,036,204,032 B (H200 CUDA total − 1 GiB) × 0.303 = 45,157,969,821 B whatever the weights; a row on one GPU
+    # is 1 KV head (8 / tp 8) × (128 + 128) × 2 B × 64 layers = 32,768 B, so 1,378,112 rows fewer of 3,811,252:
+    # -36.16 %.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prod.yaml").write_text("model: qwen3-32b\n")
+    assert run("lock", "prod.yaml").exit_code == 0
+    (tmp_path / "prod.yaml").write_text("model: qwen3-32b\nmem_fraction_static: 0.59\n")
+    r = run("gate", "--only-deployments", "prod.yaml")
+    assert r.exit_code == 1, r.stdout + r.stderr
+    assert "skipping" not in r.stderr
+    assert "pool 3,811,252 -> 2,433,140 tokens (-36.16%)" in r.stdout
+    # a locked file is a deployment even when its model key is lost: bad input (exit 2), never a silent skip
+    (tmp_path / "prod.yaml").write_text("modle: qwen3-32b\n")
+    r = run("gate", "--only-deployments", "prod.yaml")
+    assert r.exit_code == 2 and "modle" in r.stderr, r.stderr
+    # an unlocked file with a model key is gated too (no entry: exit 2 naming kvplan lock), a workflow is skipped
+    (tmp_path / "new.yaml").write_text("model: qwen3-32b\n")
+    (tmp_path / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    r = run("gate", "--only-deployments", "ci.yml", "new.yaml")
+    assert r.exit_code == 2 and "kvplan lock new.yaml" in r.stderr, r.stderr
+    assert "skipping ci.yml" in r.stderr
