@@ -113,7 +113,7 @@ def fit(
         from kvplan.cli._once import needs
         from kvplan.cli.gate import option_requirements
         from kvplan.errors import InputError
-        from kvplan.fsio import check_target, write_atomic
+        from kvplan.fsio import check_outputs, write_atomic
         from kvplan.models.deploy import ENGINES
         from kvplan.models.load import find_gpu, load_model
         from kvplan.plan.fit import FitQuery
@@ -140,12 +140,7 @@ def fit(
         limits.bounded_int(max_gpus, name="--max-gpus", low=1, high=limits.MAX_FIT_GPUS)
         limits.bounded_int(gpus_per_node, name="--gpus-per-node", low=1, high=limits.MAX_GPUS)
         gpus = tuple(find_gpu(g) for g in _names("--gpu", gpu))
-        reads = [Path(model)] if any(c in model for c in "/\\") else []
-        if trace is not None:
-            reads.append(trace)
-        for target, what in ((emit_deploy, "--emit-deploy"), (plot, "--plot")):
-            if target is not None:
-                check_target(target, what, reads)
+        reads = check_outputs([("--emit-deploy", emit_deploy), ("--plot", plot)], [model, trace])
         q = FitQuery(
             model_ref=str(Path(model).resolve()) if any(c in model for c in "/\\") else model,
             gpus=gpus,

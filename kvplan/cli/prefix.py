@@ -24,16 +24,18 @@ def prefix(
     set_: SetOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """What a prefix hit really saves: pages, bytes, and the indexer work it cannot remove.
+    """What a prefix hit really saves: pages, bytes, and the attention (DSA: indexer) work it cannot remove.
 
     Example: kvplan prefix --ctx 1M --hit 100000 --sweep 10
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import check_outputs
         from kvplan.plan.prefix import prefix_hit, sweep_points
         from kvplan.render.reports import prefix_report
         from kvplan.units import parse_option_tokens as tokens
 
+        reads = check_outputs([("--plot", plot)], [model, deploy])
         plan = load_plan(model, deploy, set_)
         length = tokens("--ctx", ctx)
         size = tokens("--chunk", chunk) if chunk is not None else None
@@ -49,5 +51,5 @@ def prefix(
         if plot is not None:
             from kvplan.render.plot import plot_prefix_sweep
 
-            plot_prefix_sweep(curve, plot, reads=[Path(x) for x in (model, deploy) if x])
+            plot_prefix_sweep(curve, plot, reads=reads)
         emit(prefix_report(h, curve), fmt)

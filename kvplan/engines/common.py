@@ -37,6 +37,11 @@ class Knob:
         return float(self.value)
 
 
+def given(dep: Deployment, name: str, value: object, default: str) -> Knob:
+    """A knob the engine takes as given: 'set' where the deployment file or --set gives it, else its default."""
+    return Knob(name, value, "set" if name in dep.explicit else f"default: {default}")
+
+
 @dataclass(frozen=True)
 class Term:
     """One step of the memory chain of one GPU."""

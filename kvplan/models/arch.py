@@ -7,6 +7,8 @@ from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.rope import ConfigRope, RopeScaling
+from kvplan.models.shards import ShardDims
 
 
 class IndexerRule(str, Enum):
@@ -193,6 +195,10 @@ class ModelArch:
     """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
     param_groups: tuple[ParamGroup, ...] = ()
     measured_weights: tuple[WeightPoint, ...] = field(default=())
+    documented_rope_scaling: RopeScaling | None = None
+    """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""
+    config_rope: ConfigRope | None = None
+    """The RoPE scaling config.json ships, from which each engine derives its context length its own way."""
     description: str = ""
     weights_summary: str = ""
     """How the checkpoint stores its weights (quantization schemes), said on the weights line."""
@@ -202,6 +208,9 @@ class ModelArch:
     pp_stage: PipelineStage | None = None
     """Set on one pipeline stage's view of the model (kvplan.models.pipeline.stage_arch): ``num_layers`` and the
     per-layer fields are then that stage's, and its weights are what that stage loads."""
+    shards: ShardDims | None = None
+    """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
+    (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

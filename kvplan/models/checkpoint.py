@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.index_bounds import refuse_many_tensors
 from kvplan.models.weights import as_parameter_groups
 
 VOCAB_PADDING = 64
@@ -538,11 +539,14 @@ class CheckpointIndex:
 def read_index(path: Path) -> CheckpointIndex:
     where = f"checkpoint index {path}"
     text = limits.read_text(path, limits.CHECKPOINT_INDEX, "checkpoint index")
+    refuse_many_tensors(path, text.count('.safetensors"'))  # each entry names its shard: counted before the parse
     doc = _strict_json(text, where)
+    del text
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
-    if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+    if not isinstance(wmap, dict) or not set(map(type, wmap.values())) <= {str}:
         raise ConfigError("expected an object of tensor name -> shard file", source=str(path), key="weight_map")
+    refuse_many_tensors(path, len(wmap))  # shard files not named *.safetensors
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if isinstance(total, float) and total.is_integer():
         total = int(total)  # some exporters write 1.5e10

@@ -34,6 +34,8 @@ from kvplan.models.deploy import (
 )
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
+from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -515,7 +517,7 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
 engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
-               "measured_weights"}  # fmt: skip
+               "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
 
 def load_model(ref: str) -> ModelArch:
@@ -531,7 +533,10 @@ def load_model(ref: str) -> ModelArch:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
-        arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        arch = replace(
+            _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
+            config_rope=config_rope(r.data),
+        )
         from kvplan.models.checkpoint import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
@@ -563,7 +568,11 @@ def load_model(ref: str) -> ModelArch:
                 )
             )
 
-    return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+    rope = read_documented(r)
+    arch = replace(
+        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"])
+    )
+    return as_parameter_groups(arch)
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -706,6 +715,7 @@ def _model_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -760,6 +770,7 @@ def _full_attention_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -947,6 +958,8 @@ ALIASES = {
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
     "enforce_eager": "disable_cuda_graph", "sglang_swa_eviction_interval": "swa_eviction_interval",
     "vllm_pp_layer_partition": "pp_layer_partition", "sglang_pp_layer_partition": "pp_layer_partition",
+    "sglang_allow_overwrite_longer_context_len": "allow_long_context",
+    "vllm_allow_long_max_model_len": "allow_long_context",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -1000,6 +1013,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             "disable_radix_cache",
             "async_scheduling",
             "disable_hybrid_kv_cache_manager",
+            "allow_long_context",
         ):
             yield key, r.get_bool(key)
         elif key == "swa_eviction_interval":
@@ -1008,6 +1022,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_choice(key, MODEL_DTYPES)
         elif key == "pp_layer_partition":
             yield key, r._get(key, parse_layer_partition, False, None)
+        elif key == "rope_scaling":
+            yield key, r.get_choice(key, ROPE_TYPES)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1124,6 +1140,7 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         defaulted.append(("schema_version", str(SCHEMA_VERSION), "the current schema"))
     _check_schema(r, required=False)
     values = dict(_knob_values(r))
+    written_for = str(values.get("model", ""))
     override = Reader(parse_set(sets))
     overridden = dict(_knob_values(override, override=True))
     cleared = {k for k, v in override.data.items() if v is None}
@@ -1178,12 +1195,15 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
             f"all {gpus} GPUs / pp {values.get('pp', 1)} ({_engine_name(engine)}'s own default is 1, which no"
             " large model fits)",
         )
+    switched = {"engine_version"} if "engine" in overridden else set()  # the new engine's version, not the file's
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
         description=r.get_str("description", default=""),
         explicit=frozenset(values) - {"model", "engine", "gpu"} - {d[0] for d in defaulted},
         defaulted=tuple(defaulted),
+        written_for=written_for,
+        from_file=(frozenset(r.data) & frozenset(values)) - frozenset(override.data) - {"model"} - switched,
         **values,
     )
     _check_layout(dep, r, override)

@@ -156,6 +156,40 @@ def test_get_kv_cache_configs_multiple_workers_tp_same(tmp_path: Path) -> None:
     assert p.extras["bytes_per_block"] == 2 * PAGE
 
 
+def test_get_kv_cache_configs_multiple_workers_pp(tmp_path: Path) -> None:
+    # test_get_kv_cache_configs_multiple_workers, "Different KV cache specs. This is the case for PP." (COMMIT):
+    # worker 0 {layer1}, worker 1 {layer2, layer3}, PAGE × 2 × 10 each -> num_blocks 10 on both. Expressed: a 3-layer
+    # config at pp 2 with VLLM_PP_LAYER_PARTITION "1,2" (get_pp_indices would give 2, 1). Worker 0 alone would hold
+    # 20 blocks of one page; worker 1 10 blocks of two pages; get_kv_cache_configs gives every worker the smallest.
+    model = _config(tmp_path, "FFF")
+    p = _plan(tmp_path, model, pp=2, gpus_per_node=2, pp_layer_partition=[1, 2], kv_cache_memory=_mem(PAGE * 2 * 10))
+    assert [(s.stage.start, s.stage.end) for s in p.stages] == [(0, 1), (1, 3)]
+    assert _blocks(p) == 10
+
+
+def test_get_kv_cache_configs_multiple_workers_tp_pp(tmp_path: Path) -> None:
+    # The same test, "Some layers are the same, some are different. This is the case for TP+PP": four workers, two
+    # with {layer1, layer2}, two with {layer3}, PAGE × 2 × 10 each -> 10 on all. Expressed: 3 layers of 4 kv heads at
+    # tp 2 (2 heads a rank: the test's page) and pp 2; get_pp_indices(3, rank, 2) gives the remainder to the first
+    # stage: layers 0-1, then 2. Stage 0: 20 pages // 2 a block = 10; stage 1: 20; the minimum, 10.
+    model = _config(tmp_path, "FFF", num_attention_heads=4, num_key_value_heads=4)
+    p = _plan(tmp_path, model, tp=2, pp=2, gpus_per_node=4, kv_cache_memory=_mem(PAGE * 2 * 10))
+    assert [(s.stage.start, s.stage.end) for s in p.stages] == [(0, 2), (2, 3)]
+    assert _blocks(p) == 10
+
+
+@pytest.mark.parametrize("enough", [True, False])
+def test_get_kv_cache_configs_pp_sharding_symmetric(tmp_path: Path, enough: bool) -> None:
+    # test_get_kv_cache_configs_pp_sharding[symmetric] (COMMIT): max_model_len 512, two pp workers of one layer each,
+    # each given page × (512 // 16 + 1) = 33 blocks' memory -> num_blocks 33 on both (each worker needs memory for its
+    # own layers only). One block less leaves 31 usable after the null block: below 32, the start check refuses.
+    model = _config(tmp_path, "FF", max_position_embeddings=512)
+    blocks = 512 // 16 + 1 if enough else 512 // 16
+    p = _plan(tmp_path, model, pp=2, gpus_per_node=2, context_length=512, kv_cache_memory=_mem(PAGE * blocks))
+    assert _blocks(p) == blocks
+    assert (p.startup_error is None) is enough
+
+
 # --------------------------------------------------------------------------- estimate_max_model_len
 # test_estimate_max_model_len[Qwen/Qwen1.5-7B-16385-16384], [...-16383-16383] (COMMIT): 32 FullAttentionSpec layers
 # (block 16, 32 kv heads, head_size 128, float16), estimate_max_model_len(vllm_config, spec, 8 GiB). The engine
@@ -308,9 +342,7 @@ def test_check_enough_kv_cache_memory_reserves_null_block(tmp_path: Path) -> Non
 
 # --------------------------------------------------------------------------- skipped by name, with the reason
 
-PP = "pipeline stages: each worker holds its own stage's layers and vLLM re-plans every worker with the smallest "
-PP += "num_blocks (get_kv_cache_configs); kvplan's vLLM plan sizes one rank with every layer until the pipeline-stage "
-PP += "planning of branch h-pp (issue 23 item 1) lands: express it then with pp: 2"
+PP_HYBRID = "a sliding-window hybrid at pp > 1: kvplan refuses it (per-stage sliding-window groups not modelled)"
 SPEC_ONLY = "asserts KV cache spec / group objects, not a figure a user reads from a deployment"
 HAND_GROUPS = "builds KVCacheGroupSpecs by hand that get_kv_cache_groups never forms from a model's layers"
 SKIPPED = {
@@ -318,9 +350,10 @@ SKIPPED = {
         "per-worker available memory: --kv-cache-memory-bytes gives every worker the same figure and profiled memory "
         "is the same on every rank of one plan; no input of kvplan or vLLM makes one TP worker's memory differ"
     ),
-    "test_get_kv_cache_configs_multiple_workers[pp-and-tp+pp]": PP,
-    "test_get_kv_cache_configs_pp_sharding[symmetric]": PP,
-    "test_get_kv_cache_configs_pp_sharding[asymmetric]": "per-worker available memory (see tp-different-memory); " + PP,
+    "test_get_kv_cache_configs_multiple_workers[hybrid+pp]": PP_HYBRID,
+    "test_get_kv_cache_configs_pp_sharding[asymmetric]": (
+        "per-worker available memory (see tp-different-memory): --kv-cache-memory-bytes is one figure for every stage"
+    ),
     "test_get_kv_cache_config_one_worker[different-size-different-type]": (
         "a sliding-window layer whose head size differs from the full-attention layers' (block 32 after page "
         "unification): no family kvplan reads (layer_types models share one head shape) gives one"
