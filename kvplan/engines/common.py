@@ -7,9 +7,10 @@ from typing import Literal
 
 from kvplan.errors import PlanError
 from kvplan.models import mxfp4_moe
-from kvplan.models.arch import ModelArch, Split
+from kvplan.models.arch import ModelArch, PipelineStage, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
+from kvplan.models.pipeline import stage_weights
 from kvplan.units import GiB, MiB, cdiv
 
 
@@ -35,6 +36,11 @@ class Knob:
         if isinstance(self.value, bool) or not isinstance(self.value, int | float):
             raise TypeError(f"knob {self.name} is not a number: {self.value!r}")
         return float(self.value)
+
+
+def given(dep: Deployment, name: str, value: object, default: str) -> Knob:
+    """A knob the engine takes as given: 'set' where the deployment file or --set gives it, else its default."""
+    return Knob(name, value, "set" if name in dep.explicit else f"default: {default}")
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,23 @@ class Pool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class StagePool:
+    """One pipeline stage's own pool on each of its GPUs, before the engine cuts every stage to the smallest."""
+
+    stage: PipelineStage
+    weights_bytes: int
+    cell_bytes: int
+    """Bytes of one pool row on this stage: its own layers only."""
+    main_layers: int
+    indexer_layers: int
+    available_bytes: int
+    rows: int
+    logged_tokens: int
+    startup_error: str | None
+    binding: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class PoolPlan:
     """How one engine turns a deployment into a KV pool on each GPU."""
 
@@ -198,10 +221,26 @@ class PoolPlan:
     vLLM: ONE Pool (the shared block pool) with one Demand per KV cache group; SGLang: several (the full-attention
     token pool, the SWA pool, the Mamba state pool). For a hybrid, ``rows`` / ``usable_pages`` / ``logged_tokens``
     keep what the engine logs (each engine's docstring says how)."""
+    stages: tuple[StagePool, ...] = ()
+    """Under pipeline parallelism, every stage's own pool (kvplan.engines.pipeline); this plan is the binding
+    stage's. Empty at pp 1."""
 
     @property
     def main_bytes_per_layer(self) -> int:
         return self.mla_bytes_per_layer
+
+    @property
+    def model_cell_bytes(self) -> int:
+        """One token's row over every pipeline stage (the cell at pp 1): what a whole-model figure multiplies."""
+        return sum(s.cell_bytes for s in self.stages) if self.stages else self.cell.total_bytes
+
+    @property
+    def model_main_layers(self) -> int:
+        return sum(s.main_layers for s in self.stages) if self.stages else self.main_layers
+
+    @property
+    def model_indexer_layers(self) -> int:
+        return sum(s.indexer_layers for s in self.stages) if self.stages else self.indexer_layers
 
     @property
     def kv_format(self) -> str:
@@ -299,6 +338,7 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     Measured points match on the split (attention tp / dp, experts max(tp, ep), pp), not on the knobs:
     ``ep=8`` on TP8 or any ``dcp`` keeps TP8's measured figure.
     """
+    stage = arch.pp_stage
     if dep.weights_per_gpu is not None:
         return Knob("weights_per_gpu", dep.weights_per_gpu, "set")
     split = weight_split(dep)
@@ -306,10 +346,12 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
     backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
-    est = arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=dep.engine, moe_backend=backend)
+    est = stage_weights(arch, split, engine=dep.engine, with_mtp=with_mtp, moe_backend=backend)
     how = f"; {arch.weights_summary}" if arch.weights_summary else ""
     if note := mxfp4_moe.layout_note(arch.param_groups, dep.engine, backend):
         how += f"; {note}"
+    if stage is not None:
+        how = f"; {stage}{how}"
     assumed = "".join(f"; ASSUMPTION: {a}" for a in arch.weights_assumptions)
     return Knob(
         "weights_per_gpu",

@@ -15,22 +15,25 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kvplan.engines.backends import check_backend, check_serves, dsa_fp8_layout, platform_label
+from kvplan.engines import sglang_defaults
+from kvplan.engines.backends import Backend, check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import (
     Cell,
     Knob,
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
 )
-from kvplan.engines.versions import SglangRules, parse_version, rules_note, sglang_rules
+from kvplan.engines.context import long_context_note
+from kvplan.engines.versions import parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
-from kvplan.models.deploy import Deployment
+from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
 
@@ -206,27 +209,6 @@ def default_mem_fraction(
     return mfs, why, int(reserved)
 
 
-def _default_backend(arch: ModelArch, dep: Deployment, rules: SglangRules, dtype: str) -> tuple[str, str]:
-    """The backend SGLang picks when none is set, and why (``overrides.py _dsa_split_backend_resolution``)."""
-    gpu, sm = dep.gpu, dep.gpu.sm
-    where = platform_label(gpu)
-    if not arch.is_dsa:  # plain MLA: --attention-backend
-        if gpu.vendor == "amd":
-            return "aiter", f"MLA on {where}"
-        if sm >= 100:
-            return "trtllm_mla", f"MLA on {where}"
-        return ("fa3" if sm >= 90 else "flashinfer"), f"MLA on {where}"
-    if gpu.vendor == "amd":
-        return "triton", f"DSA on HIP, {where}"
-    if dep.dcp > 1 and rules.dcp:
-        return "trtllm", "dcp > 1 sets both DSA backends to trtllm"
-    if dtype == "fp8_e4m3" and arch.architecture.startswith("GlmMoeDsa") and sm // 10 == 12:
-        return "flashinfer_sparse_mla", f"GLM fp8 on {where}"
-    if dtype == "fp8_e4m3":
-        return ("trtllm" if sm >= 100 else "flashmla_kv"), f"fp8 on {where}"
-    return f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}", f"bf16 on {where} (prefill/decode)"
-
-
 _MHA_DTYPES = {
     "bf16": "bfloat16",
     "bfloat16": "bfloat16",
@@ -242,9 +224,9 @@ PAGE_BY_BACKEND = {"trtllm_mha": 64, "flashmla": 64, "cutlass_mla": 128, "trtllm
 """Backends that force a page size when none is given (docs/engines.md); every other backend keeps 1."""
 
 
-def _mha_layout(dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
+def _mha_layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
     """kv dtype and backend of a full-attention model (no MLA row layout)."""
-    gpu, sm = dep.gpu, dep.gpu.sm
+    gpu = dep.gpu
     check_serves("sglang", version, gpu, dsa=False, mha=True)
     knobs: list[Knob] = []
     if dep.kv_cache_dtype == "auto":
@@ -261,19 +243,21 @@ def _mha_layout(dep: Deployment, version: str) -> tuple[str, str, MlaLayout | No
     if dep.attention_backend:
         backend = dep.attention_backend
         knobs.append(Knob("attention_backend", backend, "set"))
+        check_backend("sglang", version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
     else:
-        where = platform_label(gpu)
-        if gpu.vendor == "amd":
-            backend = "aiter"
-        elif sm >= 100:
-            backend = "trtllm_mha"
-        elif sm >= 90:
-            backend = "fa3"
-        else:
-            backend = "flashinfer"
-        knobs.append(Knob("attention_backend", backend, f"default: full attention on {where}"))
-    check_backend("sglang", version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
+        backend, why = sglang_defaults.mha_backend(arch, dep, sglang_rules(version))
+        knobs.append(Knob("attention_backend", backend, f"default: {why}"))
+        _check_default(version, gpu, backend, why, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
     return dtype, backend, None, knobs
+
+
+def _check_default(version: str, gpu: Gpu, backend: str, why: str, **kind: bool) -> tuple[Backend, ...]:
+    """The engine's own default, validated like an explicit backend; where the engine picks one that does not
+    run here, it does not start, and the message says what it picked and why."""
+    try:
+        return check_backend("sglang", version, gpu, backend, **kind)
+    except PlanError as e:
+        raise PlanError(f"the engine does not start: SGLang {version} picks {backend} by default ({why}), {e}") from e
 
 
 def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
@@ -281,7 +265,7 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
     knobs: list[Knob] = []
     gpu, sm = dep.gpu, dep.gpu.sm
     if not arch.is_mla:
-        return _mha_layout(dep, version)
+        return _mha_layout(arch, dep, version)
     check_serves("sglang", version, gpu, dsa=arch.is_dsa)
     requested = dep.kv_cache_dtype
     if requested in ("auto",):
@@ -295,10 +279,11 @@ def _layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, M
     if dep.attention_backend:
         backend = dep.attention_backend
         knobs.append(Knob("attention_backend", backend, "set"))
+        used = check_backend("sglang", version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
     else:
-        backend, why = _default_backend(arch, dep, sglang_rules(version), dtype)
+        backend, why = sglang_defaults.mla_backend(arch, dep, sglang_rules(version), dtype)
         knobs.append(Knob("attention_backend", backend, f"default: {why}"))
-    used = check_backend("sglang", version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
+        used = _check_default(version, gpu, backend, why, dsa=arch.is_dsa, fp8=fp8)
     if dep.mla_layout:
         layout = MlaLayout(dep.mla_layout)
         knobs.append(Knob("mla_layout", layout.value, "set"))
@@ -327,8 +312,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
     kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
     if arch.is_hybrid:
-        from kvplan.engines import sglang_hybrid
+        from kvplan.engines import sglang_allswa, sglang_hybrid
 
+        if sglang_allswa.planned_here(arch):
+            return sglang_allswa.plan(arch, dep)
         return sglang_hybrid.plan(arch, dep)
     return plan_pools(arch, dep, None)
 
@@ -344,12 +331,14 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         notes.append(said)
     if arch.is_dsa and not rules.dsa:
         raise PlanError(
-            f"SGLang {version} has no DSA (NSA) attention: DeepSeek-V3.2 needs 0.5.3 or later, GLM-5 0.5.9 or later"
+            f"SGLang {version} has no DSA (NSA) attention: DeepSeek-V3.2 needs 0.5.3 or later, GLM-5 (GlmMoeDsa) "
+            "0.5.8.post1 or later"
         )
     if arch.is_dsa and rules.dsa_archs and arch.architecture not in rules.dsa_archs:
         raise PlanError(
             f"SGLang {version} serves DSA (NSA) only for {', '.join(rules.dsa_archs)} (is_deepseek_nsa of "
-            f"{rules.label}): {arch.architecture} needs 0.5.9 or later"
+            f"{rules.label}) and has no {arch.architecture} model: its DSA pool came with the 0.5.8.post1 code line "
+            "(the dated images tagged v0.5.8.post1 serve GLM-5) and 0.5.9"
         )
     if arch.is_dsa and rules.dsa_forces_dp_attention and dep.dp_attention != dep.tp:
         # server_args._handle_model_specific_adjustments: enable_dp_attention = True, dp_size = tp_size
@@ -523,7 +512,9 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
     context_len = ctx_k.as_int()
-    if context_len > arch.max_position_embeddings:
+    if context_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, context_len))
+    elif context_len > arch.max_position_embeddings:
         # configs/model_config.py: refused while the model config is built, before any memory is profiled
         startup_error = (
             f"User-specified context_length ({context_len}) is greater than the derived context_length "
@@ -583,8 +574,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         w_k,
         ctx_k,
         mrr_k,
-        Knob("dcp", dcp, "set"),
-        Knob("speculative_num_draft_tokens", draft_tokens, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
+        given(dep, "speculative_num_draft_tokens", draft_tokens, "0, no speculative decoding"),
     ]
     slack_bytes = int(slack_gib * GiB)
     chain = (
@@ -596,7 +587,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         Term(
             "slack (non-KV reserve)",
             slack_bytes,
-            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs, logits",
+            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs"
+            + (", indexer logits" if arch.has_indexer else ""),
         ),
         Term("available for the KV pool", available, "free after weights − slack"),
         Term("cell", cell.total_bytes, "bytes per pool row"),

@@ -17,9 +17,9 @@ Sliding window (gpt-oss; ``model_executor/pool_configurator.py`` ``HybridSWAPool
 
 ``swa_full_tokens_ratio`` defaults to 0.8 (``arg_groups/fields/schedule.py``: ``fallback=0.8``); DeepSeek-V4 and
 Inkling set 0.1 (``arg_groups/model_overrides/``). ``validate_swa_pool_size`` refuses a SWA pool of at most
-window + page tokens. The ``SWARequestCapPoolConfigurator`` (SWA pool sized from ``--max-running-requests`` with
-the radix cache disabled) and ``--enable-unified-memory`` are not planned: kvplan has no radix-cache knob, and
-both are off by default.
+window + page tokens. ``SWARequestCapPoolConfigurator`` (SWA pool sized from ``--max-running-requests`` with
+the radix cache disabled: knobs ``disable_radix_cache``, ``swa_eviction_interval``) is kvplan.engines.sglang_swa_cap;
+``--enable-unified-memory`` (off by default) is not planned.
 
 Linear-attention / Mamba state (Qwen3-Next, Kimi-Linear; ``mem_cache/kv_cache_configurator.py``):
 
@@ -59,7 +59,8 @@ HybridLinearKVPool over the target's rows comes from the slack (``_with_draft_po
 
 Not planned, each refused with one line (never a silently wrong pool): speculative decoding on the other hybrids
 (draft SWA pools, other drafts' state), dcp, SWA and linear state in one model,
-a model without full-attention layers, other SGLang versions than 0.5.23.
+a model without attention layers (all-state), other SGLang versions than 0.5.23; an all-sliding-window model is
+planned by kvplan.engines.sglang_allswa.
 
 GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
 ``index_kpool`` tokens; ``configs/hybrid_arch.py`` ``glm5_next_config``) is the linear-state path above with a DSA
@@ -83,6 +84,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.engines import sglang
 from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
+from kvplan.engines.sglang_swa_cap import SwaRequestCap, request_cap_for, swa_cap_rows_term, swa_pool_story
 from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -202,6 +204,10 @@ class HybridSizer:
     dedup_conv: bool = True
     """``memory_pool.conv_window_dedup_enabled``: on CUDA for a non-KDA state with eagle top-k ≤ 1 the conv
     intermediate is one (D + conv_kernel − 2)-column window a slot, else D windows of conv_kernel − 1 columns."""
+    eviction_interval: int = SWA_EVICTION_INTERVAL
+    """SGLANG_SWA_EVICTION_INTERVAL (the ``swa_eviction_interval`` knob)."""
+    swa_cap: SwaRequestCap | None = None
+    """Set when SWARequestCapPoolConfigurator sizes the SWA pool (kvplan.engines.sglang_swa_cap), else the ratio."""
 
     def spec_requests(self, slots: int) -> int:
         """``_handle_max_mamba_cache`` ``capped_reqs`` = min(max(1, max_running_requests // dp), K // mamba_ratio).
@@ -238,7 +244,7 @@ class HybridSizer:
             return 0
         try:
             return self.state.bytes_per_request(attn_tp, "sglang") * self.state_layers
-        except ValueError as e:  # Mamba2StateShape.create: divide() asserts
+        except PlanError as e:  # Mamba2StateShape.create: divide() asserts
             raise PlanError(f"SGLang shards the linear-attention state by attention tp {attn_tp}: {e}") from None
 
     def take_state(self, rest_gib: float, attn_tp: int) -> tuple[float, int, str | None]:
@@ -274,14 +280,20 @@ class HybridSizer:
         """(full-attention pool tokens, SWA pool tokens) from the KV budget left after any state pool."""
         if self.swa is None:
             return (available // full_cell // page * page if full_cell else 0), 0
+        if self.swa_cap is not None:
+            return self.swa_cap.pool_tokens(available, full_cell=full_cell, swa_cell=self.swa_cell(dtype, attn_tp),
+                                            page=page)  # fmt: skip
         return swa_pool_tokens(available, full_cell=full_cell, swa_cell=self.swa_cell(dtype, attn_tp),
                                ratio=self.swa_full_tokens_ratio, page=page)  # fmt: skip
 
     def swa_tokens_for(self, full_tokens: int, page: int) -> int:
+        if self.swa_cap is not None:
+            return self.swa_cap.capped(full_tokens, page)
         return int(full_tokens * self.swa_full_tokens_ratio) // page * page if self.swa is not None else 0
 
     def check_swa_pool(self, swa_tokens: int, page: int) -> str | None:
-        return swa_pool_error(swa_tokens, self.swa.window, page) if self.swa is not None else None
+        # SWARequestCapPoolConfigurator does not call validate_swa_pool_size
+        return swa_pool_error(swa_tokens, self.swa.window, page) if self.swa and not self.swa_cap else None
 
     def running_cap(self, slots: int) -> int | None:
         """``resolve_max_num_reqs``: K // mamba_ratio bounds the running requests (None without state); with
@@ -372,7 +384,7 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
     plain = [layer for layer in arch.layers if layer.state is None and type(layer.caches[0]) is not SlidingWindow]
     full = [layer.caches[0] for layer in plain]
     if not full:
-        raise _engine_refuses(arch, dep, "a model without full-attention layers (all-SWA / all-state pools)")
+        raise _engine_refuses(arch, dep, "a model without attention layers (all linear-attention state)")
     if len(set(swa_layers)) > 1 or len(set(states)) > 1 or len(set(full)) > 1:
         raise _engine_refuses(arch, dep, "layers of one kind with different shapes")
     # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per
@@ -387,7 +399,11 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise _engine_refuses(arch, dep, f"full-attention layers unlike the config's fields ({full[0]})")
     slots = 1
     if states:
-        slots = mamba_slots_per_request(extra_buffer=arch.architecture in MAMBA_EXTRA_BUFFER_ARCHS)
+        slots = mamba_slots_per_request(radix_cache=not dep.disable_radix_cache,
+                                        extra_buffer=arch.architecture in MAMBA_EXTRA_BUFFER_ARCHS)  # fmt: skip
+    interval = SWA_EVICTION_INTERVAL if dep.swa_eviction_interval is None else dep.swa_eviction_interval
+    cap = request_cap_for(dep, window=swa_layers[0].window, eviction_interval=interval,
+                          full_layers=len(full)) if swa_layers else None  # fmt: skip
     ratio = SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio
     explicit = None if dep.max_mamba_cache_size is None else dep.max_mamba_cache_size // max(dep.dp_attention, 1)
     # the running requests the speculative buffers are reserved for: --max-running-requests, else SGLang's 48
@@ -406,6 +422,8 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         spec_running=max(1, running // max(dep.dp_attention, 1)),
         dedup_conv=dep.gpu.vendor == "nvidia" and (topk is None or topk <= 1)
         and not (states and states[0].family == "kda"),
+        eviction_interval=interval,
+        swa_cap=cap,
     )  # fmt: skip
     return view, sizer
 
@@ -467,7 +485,7 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
         swa_tokens = p.extras["swa_tokens"]
         # compute_swa_request_cap: a running request keeps window + eviction interval tokens, + a padding page
         # and the next decode page: ceil(min(tokens, window + 128) / page) + 2 pages
-        span = s.swa.window + SWA_EVICTION_INTERVAL
+        span = s.swa.window + s.eviction_interval
         pools.append(
             Pool(
                 name=f"sliding window ({s.swa_layers} layers)",
@@ -478,21 +496,10 @@ def _with_pools(p: PoolPlan, arch: ModelArch, s: HybridSizer) -> PoolPlan:
                 demands=(Demand("sliding-window", "window", window=span, extra=2),),
             )
         )
-        set_ratio = p.deployment.swa_full_tokens_ratio is not None
-        knobs.append(Knob("swa_full_tokens_ratio", s.swa_full_tokens_ratio, "set" if set_ratio else "default: 0.8"))
-        chain.append(
-            Term(
-                "SWA pool",
-                p.extras["swa_alloc_bytes"],
-                f"swa_layer_tokens {swa_tokens:,} = int(full_layer_tokens {p.rows:,} × {s.swa_full_tokens_ratio})"
-                f" // {page} × {page}; cell = full + {s.swa_full_tokens_ratio} × {s.swa_cell(p.kv_dtype, tp):,} B",
-            )
-        )
-        notes.append(
-            f"SWA pool: a request keeps at most its window {s.swa.window} + {SWA_EVICTION_INTERVAL} tokens "
-            "(SGLANG_SWA_EVICTION_INTERVAL) + 2 pages there; ASSUMPTION: radix cache on and no "
-            "--enable-unified-memory (SGLang's defaults; kvplan has no knob for them)"
-        )
+        swa_knobs, term, said = swa_pool_story(p, s)
+        knobs += swa_knobs
+        chain.append(term)
+        notes.append(said)
     if s.state is not None:
         slots = p.extras["max_mamba_cache_size"]
         per = s.state_bytes_per_request(tp)
@@ -611,6 +618,8 @@ def _hybrid_rows_term(t: Term, p: PoolPlan, s: HybridSizer) -> Term:
         return Term("cell", t.bytes, f"bytes per full-attention pool row ({s.full_layers} full layers)")
     if t.label != "pool rows per GPU" or s.swa is None:
         return t
+    if s.swa_cap is not None:
+        return swa_cap_rows_term(p, s)
     swa = s.swa_cell(p.kv_dtype, p.attn_tp)
     cell = f"({p.cell.total_bytes:,} + {s.swa_full_tokens_ratio} × {swa:,})"
     page = p.page_tokens
@@ -810,6 +819,8 @@ class Dsv4Sizer(HybridSizer):
         )
 
     def swa_tokens_for(self, full_tokens: int, page: int) -> int:
+        if self.swa_cap is not None:
+            return self.swa_cap.capped(full_tokens, page)
         return int(full_tokens * self.swa_full_tokens_ratio) // page * page
 
     def check_swa_pool(self, swa_tokens: int, page: int) -> str | None:

@@ -3,8 +3,11 @@
 Each row holds the rules that changed between versions and the release, commit or source that changed them.
 ``sglang_rules`` / ``vllm_rules`` take any version string (``0.5.23``, ``v0.11.0``, ``0.4.6.post1``,
 ``0.33.0rc1``) and return the row in force then; a version outside every modelled range is an ``InputError``
-naming the ranges kvplan models (never a silent fallback). A pre-release or post-release takes the rules of
-its release (``0.33.0rc1`` -> the row holding 0.33.0).
+naming the ranges kvplan models (never a silent fallback). A pre-release or dev build takes the rules of its
+release (``0.33.0rc1`` -> the row holding 0.33.0: it carries that release's code). A post-release sorts after its
+release, as PEP 440 orders them, so a row may start at one: SGLang's version string stays at the last release
+between two releases, so ``0.5.8.post1`` names the post-release and every dev image built from main until 0.5.9
+(``rocm/sgl-dev:v0.5.8.post1-rocm720-mi35x-20260219`` serves GLM-5); a row boundary at ``X.postN`` says so.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ Version = tuple[int, ...]
 _VERSION = re.compile(
     r"v?(?P<release>\d{1,6}(?:\.\d{1,6}){0,3})"
     r"(?:[-_.]?(?:a|b|rc|alpha|beta|pre|preview|c)[-_.]?\d{0,6})?"
-    r"(?:[-_.]?(?:post|rev|r)[-_.]?\d{0,6})?"
+    r"(?P<postpart>[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d{0,6}))?"
     r"(?:[-_.]?dev[-_.]?\d{0,6})?"
     r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # ASCII digits only: '٠.٥.٢٣' is not 0.5.23 (issue 25)
 )
 """PEP 440-ish: an optional ``v``, up to four release numbers, then pre / post / dev parts and a local label."""
 
@@ -41,6 +44,22 @@ def parse_version(text: str) -> Version:
     return release + (0,) * (3 - len(release))
 
 
+def post_release(text: str) -> int:
+    """The post-release number of a version string, -1 for none (PEP 440: ``.post`` alone is post 0).
+
+    >>> post_release("0.5.8.post1"), post_release("0.5.8"), post_release("0.5.8.post2.dev1")
+    (1, -1, 2)
+    """
+    parse_version(text)  # refuses what is not a version, with the one-line error
+    m = _VERSION.fullmatch(text)
+    assert m is not None
+    return -1 if m.group("postpart") is None else int(m.group("post") or 0)
+
+
+def _pad4(v: Version) -> Version:
+    return v + (0,) * (4 - len(v))
+
+
 def _show(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
@@ -52,6 +71,10 @@ class _Range:
     """First version of the range (inclusive)."""
     until: Version
     """First version past the range (exclusive)."""
+    since_post: int = -1
+    """The range starts at ``since``'s post-release of this number (-1: at the release itself)."""
+    until_post: int = -1
+    """The range ends before ``until``'s post-release of this number (-1: before the release itself)."""
     label: str
     """How the range is named in the output, e.g. '0.5.10-0.5.23'."""
     reference: str
@@ -62,8 +85,18 @@ class _Range:
     why_not: str = ""
     """For a recognised but unmodelled range: why, said in the error."""
 
-    def holds(self, v: Version) -> bool:
-        return self.since <= v < self.until
+    @property
+    def start(self) -> tuple[Version, int]:
+        """The first version of the range as it sorts: (release padded to four numbers, post-release)."""
+        return _pad4(self.since), self.since_post
+
+    @property
+    def end(self) -> tuple[Version, int]:
+        return _pad4(self.until), self.until_post
+
+    def holds(self, v: Version, post: int = -1) -> bool:
+        """Whether release ``v`` (its post-release ``post``, -1 for none) falls in the range."""
+        return self.start <= (_pad4(v), post) < self.end
 
     def describe(self, version: str) -> str:
         """'SGLang 0.5.7 -> rules of 0.5.6-0.5.8 (...)'."""
@@ -113,6 +146,18 @@ class SglangRules(_Range):
     """MiB the mem-fraction heuristic adds for EAGLE / MTP."""
     prefill_graph: bool = True
     """The heuristic reserves a prefill CUDA graph."""
+    mha_trtllm_sm100: bool = True
+    """A full-attention model's default backend on SM100 / SM103 is trtllm_mha (sgl-project/sglang#14291, merged
+    2025-12-02, first in 0.5.6.post1); before, flashinfer, as on every CUDA GPU but Hopper (sglang_defaults.py)."""
+    mha_sm12x_picks_trtllm: bool = False
+    """#14291's Blackwell branch took SM12x in too: SGLang picked trtllm_mha there and refused it (sgl-project/sglang
+    #14814; "fix: trtllm mha attention auto-selection on sm120", #14842, merged 2025-12-10, in 0.5.7). kvplan plans
+    flashinfer there and says so (gpustack/gpustack#3839: 0.5.6.post1 fails on an RTX 5090)."""
+    moe_quant_precheck: bool = False
+    """``ModelRunner.check_quantized_moe_compatibility`` runs before the model is built (0.5.4-0.5.5: added by
+    sgl-project/sglang#11442, fixed by #11702; #13876 moved it after ``initialize()``, where the layers' own
+    checks refuse first): a MoE checkpoint with ``weight_block_size`` is refused with its message
+    (kvplan.engines.load_checks)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +213,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dsa=False,
         dcp=False,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -182,6 +228,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dsa=False,
         dcp=False,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -196,6 +243,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dsa=False,
         dcp=False,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -212,6 +260,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dcp=False,
         mtp_reserve_mib=2048,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -234,6 +283,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dcp=False,
         mtp_reserve_mib=2048,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -242,7 +292,9 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.4",
         reference="0.5.4",
         cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
-        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel)",
+        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel); sgl-project/sglang#11442 and "
+        "#11702: ModelRunner.check_quantized_moe_compatibility before the model is built",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.3",
         cell_raw_mla_row=True,
@@ -253,6 +305,7 @@ SGLANG: tuple[SglangRules, ...] = (
         dcp=False,
         mtp_reserve_mib=2048,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
@@ -262,6 +315,7 @@ SGLANG: tuple[SglangRules, ...] = (
         reference="0.5.5",
         cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
         "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -272,16 +326,60 @@ SGLANG: tuple[SglangRules, ...] = (
         dcp=False,
         mtp_reserve_mib=2048,
         prefill_graph=False,
+        mha_trtllm_sm100=False,
     ),
     SglangRules(
         engine="sglang",
         since=(0, 5, 6),
-        until=(0, 5, 9),
-        label="0.5.6-0.5.8",
+        until=(0, 5, 6),
+        until_post=1,
+        label="0.5.6",
+        reference="0.5.6",
+        cite="sglang 0.5.6 wheel: NSA in TP mode allowed (dp attention no longer forced); the reserve heuristic and "
+        "cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, off by default); "
+        "sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check after initialize()",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+        mha_trtllm_sm100=False,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 6),
+        since_post=1,
+        until=(0, 5, 7),
+        label="0.5.6.post1-0.5.6.post2",
+        reference="",  # the 0.5.6 rules with sgl-project/sglang#14291; the post-release wheels not read
+        cite="the rules of 0.5.6; sgl-project/sglang#14291 (merged 2025-12-02; in the 0.5.6.post1 that "
+        "gpustack/gpustack#3839 saw fail on an RTX 5090) makes trtllm_mha the full-attention default on Blackwell, "
+        "SM12x included until #14842",
+        mem_fraction="reserve_0.5.3",
+        capacity="0.5.5",
+        cell_raw_mla_row=True,
+        indexer_all_layers=True,
+        dsa_archs=_DEEPSEEK_NSA,
+        dsa_fp8_row_any_backend=True,
+        dcp=False,
+        mtp_reserve_mib=2048,
+        prefill_graph=False,
+        mha_sm12x_picks_trtllm=True,
+    ),
+    SglangRules(
+        engine="sglang",
+        since=(0, 5, 7),
+        until=(0, 5, 8),
+        until_post=1,
+        label="0.5.7-0.5.8",
         reference="0.5.8",
-        cite="sglang 0.5.6, 0.5.7, 0.5.8 wheels: NSA in TP mode allowed (dp attention no longer forced); the "
-        "reserve heuristic and cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, "
-        "off by default)",
+        cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; trtllm_mha the full-attention default on SM100 only "
+        "(sgl-project/sglang#14291, #14842); sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check "
+        "after initialize()",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -294,13 +392,17 @@ SGLANG: tuple[SglangRules, ...] = (
     ),
     SglangRules(
         engine="sglang",
-        since=(0, 5, 9),
+        since=(0, 5, 8),
+        since_post=1,
         until=(0, 5, 10),
-        label="0.5.9",
+        label="0.5.8.post1-0.5.9",
         reference="0.5.9",
         cite="sglang==0.5.9 wheel, shared/reference/sglang-0.5.23.md §10: get_cell_size_per_token charges "
         "(kv_lora_rank + rope) × kv_size and the indexer on every layer; no dcp; +2 GiB EAGLE reserve; GLM DSA "
-        "(GlmMoeDsa) and raw fp8 rows under trtllm arrive",
+        "(GlmMoeDsa) and raw fp8 rows under trtllm arrive. From 0.5.8.post1: the dated images built from main "
+        "after it carry that version string and this code (rocm/sgl-dev:v0.5.8.post1-rocm720-mi35x-20260219 serves "
+        "GLM-5 FP8 on MI355X, SemiAnalysisAI/InferenceX#1015; GLM-5 CI on MI300X/MI325X/MI35x, "
+        "sgl-project/sglang#18911)",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -433,9 +535,9 @@ VLLM: tuple[VllmRules, ...] = (
 
 
 def _lookup(rows: tuple[SglangRules, ...] | tuple[VllmRules, ...], engine: str, version: str) -> _Range:
-    v = parse_version(version)
+    v, post = parse_version(version), post_release(version)
     for row in rows:
-        if row.holds(v):
+        if row.holds(v, post):
             if not row.modelled:
                 raise InputError(
                     f"engine_version {version}: {engine} {version} is not modelled: {_name(engine)} {row.label} "

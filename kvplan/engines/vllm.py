@@ -22,8 +22,9 @@ startup check counts the blocks of every group.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from kvplan.engines import vllm_hybrid
+from kvplan.engines import vllm_hybrid, vllm_knobs
 from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -32,16 +33,18 @@ from kvplan.engines.common import (
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
 )
+from kvplan.engines.context import derived_why, long_context_note
 from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
-from kvplan.models.deploy import Deployment, Gpu
+from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv
 
@@ -87,11 +90,14 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
         return ()
     if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
         return tuple(layer.indexer is not None for layer in arch.layers)
+    stage = arch.pp_stage  # a stage's layers keep their model index
+    layers = range(stage.start, stage.end) if stage is not None else range(arch.num_layers)
     if arch.index_topk_pattern is not None:
-        return tuple(c == "F" for c in arch.index_topk_pattern)
+        pattern = arch.index_topk_pattern if stage is None else arch.index_topk_pattern[stage.start : stage.end]
+        return tuple(c == "F" for c in pattern)
     offset = 2 if arch.index_skip_topk_offset is None else arch.index_skip_topk_offset
     freq = arch.index_topk_freq
-    return tuple(max(i - offset + 1, 0) % freq == 0 for i in range(arch.num_layers))
+    return tuple(max(i - offset + 1, 0) % freq == 0 for i in layers)
 
 
 def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
@@ -128,10 +134,10 @@ def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
     if gpu.vendor == "amd":
         return "ROCM_AITER_MLA_SPARSE" if arch.is_dsa else "ROCM_AITER_MLA"
     sm = gpu.sm
-    if not arch.is_dsa:
-        if sm >= 100:
+    if not arch.is_dsa:  # FLASHINFER_MLA is SM10x only, FLASHMLA / FLASH_ATTN_MLA SM9x: SM8x and SM12x take TRITON_MLA
+        if sm // 10 == 10:
             return "FLASHINFER_MLA"
-        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm >= 90 else "TRITON_MLA"
+        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm // 10 == 9 else "TRITON_MLA"
     if sm >= 100:
         return "FLASHINFER_MLA_SPARSE" if fp8 and dtype != "fp8_ds_mla" else "FLASHMLA_SPARSE"
     # SM90: FLASH_ATTN_MLA_SPARSE first, but it rejects a quantized cache
@@ -157,13 +163,13 @@ def _mha_layout(dep: Deployment) -> tuple[str, list[Knob]]:
     """kv dtype and backend of a full-attention model: (dtype, knobs)."""
     gpu = dep.gpu
     check_serves("vllm", dep.engine_version, gpu, dsa=False, mha=True)
-    dtype = dep.kv_cache_dtype
+    dtype, dtype_why = vllm_knobs.kv_dtype(dep)
     if dtype == "fp8_ds_mla":
         raise PlanError("kv_cache_dtype fp8_ds_mla is FlashMLA's MLA row format: a full-attention model takes "
                         "auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2")  # fmt: skip
     if dep.mla_layout:
         raise PlanError("mla_layout applies to MLA models only: this model has full attention (MHA / GQA)")
-    knobs = [Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype (bf16)")]
+    knobs = [Knob("kv_cache_dtype", dtype, dtype_why)]
     backend = dep.attention_backend or _mha_backend(gpu)
     check_backend("vllm", dep.engine_version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
     where = platform_label(gpu)
@@ -212,8 +218,12 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
         from kvplan.engines import vllm_v0
 
+        vllm_knobs.refuse_on_v0(dep)
         return vllm_v0.plan(arch, dep, rules)
     att = arch.attention
+    if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
+        raise PlanError("--dtype float32 is planned for full-attention models only (an MLA cache's rows are not)")
+    unified = vllm_knobs.unified_to_full(arch, dep)  # --disable-hybrid-kv-cache-manager: one full-attention group
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     layout: MlaLayout | None
     if vllm_hybrid.is_v4(arch):  # fp8_ds_mla on FLASHMLA_SPARSE_DSV4 (kvplan/engines/vllm_hybrid.py)
@@ -232,6 +242,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:
         notes.append(said)
+    if unified:
+        notes.append(vllm_knobs.UNIFIED_NOTE)
     dcp = dep.dcp
     if arch.is_dsa:
         block_default, block_why = 64, "the DSA backends accept 64"
@@ -254,7 +266,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
-        main_bytes=mla_row * arch.num_layers,
+        main_bytes=vllm_knobs.per_layer_bytes(arch, attn_tp, dtype) or mla_row * arch.num_layers,
         indexer_bytes=idx_row * sum(flags),
         draft_main_bytes=mla_row * mtp_layers,
         draft_indexer_bytes=idx_row * mtp_layers if arch.is_dsa else 0,
@@ -267,7 +279,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
 
     mnbt_default, seqs_default = _defaults_by_memory(dep)
-    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
+    if dep.context_length == AUTO_FIT:  # fitted below; everything sized before the KV config sees the derived length
+        ctx_k = Knob("context_length", arch.max_position_embeddings, f"default: {derived_why(arch, dep)}")
     max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
     max_num_seqs = seqs_k.as_int()
@@ -279,10 +293,10 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     )
     mnbt = mnbt_k.as_int()
     hybrid = None
-    if arch.is_hybrid:  # one shared block pool, several KV cache groups (kvplan/engines/vllm_hybrid.py)
+    if arch.is_hybrid and not unified:  # one shared block pool, several KV cache groups (vllm_hybrid.py)
         hybrid = vllm_hybrid.plan_blocks(
             arch,
-            dep,
+            replace(dep, kv_cache_dtype=dtype) if isinstance(att, FullAttention) else dep,
             attn_bytes_per_token=mla_row,
             block_knob=page_k,
             min_kernel_block=BLOCK_BY_BACKEND.get(backend, 16),
@@ -314,6 +328,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             max_num_batched_tokens=mnbt,
             max_num_seqs=max_num_seqs,
             version=parse_version(dep.engine_version),
+            samples=arch.pp_stage is None or arch.pp_stage.last,
         )
         if arch.activation is not None
         else None
@@ -348,11 +363,21 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     num_blocks = available // bytes_per_block if bytes_per_block else 0
     if dep.max_total_tokens is not None:
         num_blocks = min(num_blocks, cdiv(dep.max_total_tokens, block))
+    num_blocks, sized = vllm_knobs.override_blocks(dep, num_blocks, bytes_per_block, available)
+    check = sized - bytes_per_block  # the null block is reserved before the check (get_kv_cache_configs)
+    if dep.context_length == AUTO_FIT:  # --max-model-len -1: the longest length the pool holds
+        longest = (
+            hybrid.estimated_max_len(check, max_model_len)
+            if hybrid
+            else max_len_fitting(check, bytes_per_block, block, dcp)
+        )
+        fit = vllm_knobs.auto_fit(max_model_len, longest, check)
+        max_model_len, ctx_k = fit.max_model_len, fit.knob
+        startup_error = startup_error or fit.error
     per_rank_len = cdiv(max_model_len, dcp)
     # _max_memory_usage_bytes_from_groups: bytes_per_block × the blocks of one max-length request (every group)
     request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(per_rank_len, block)
     needed = bytes_per_block * request_blocks
-    check = available - bytes_per_block
     if startup_error is None and needed > check:
         est = (
             hybrid.estimated_max_len(check, max_model_len)
@@ -368,7 +393,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
             "for more details."
         )
-    if max_model_len > arch.max_position_embeddings:
+    if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, max_model_len))
+    elif max_model_len > arch.max_position_embeddings:
         # config/model.py: refused before any memory is profiled (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)
         startup_error = (
             f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
@@ -385,14 +412,15 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
     knobs += [
         page_k,
-        Knob("dcp", dcp, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
         util_k,
         w_k,
         other_k,
         ctx_k,
         seqs_k,
         mnbt_k,
-        Knob("speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "set"),
+        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
+        *vllm_knobs.shown(dep),
     ]
     allocated = num_blocks * bytes_per_block
     chain = (
@@ -416,7 +444,13 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             if hybrid
             else ()
         ),
-        Term("num_blocks", None, f"{num_blocks:,} = available // bytes_per_block (block 0 is the null block)"),
+        Term(
+            "num_blocks",
+            None,
+            f"{num_blocks:,} = "
+            + ("num_gpu_blocks_override" if dep.num_gpu_blocks_override else "available // bytes_per_block")
+            + " (block 0 is the null block)",
+        ),
         Term(
             "GPU KV cache size",
             None,
@@ -522,11 +556,7 @@ def _non_kv_other(
         Term("non-torch growth", peak.non_torch_bytes, f"NCCL, cuBLAS, CUDA context: {peak.non_torch_origin}"),
     ]
     if graphs:
-        terms.append(
-            Term(
-                "CUDA-graph estimate", graph, "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
-            )
-        )
+        terms.append(Term("CUDA-graph estimate", graph, _graph_estimate_source(arch)))
     else:
         short = "--enforce-eager" if dep.disable_cuda_graph else "before 0.21"
         terms.append(Term(f"no CUDA-graph estimate ({short})", 0, why_no_graphs))
@@ -542,6 +572,18 @@ def _non_kv_other(
     )
     k = Knob("non_kv_other", peak.total_bytes + graph + dsa, f"default: {parts}: {peak.summary()}")
     return k, tuple(terms)
+
+
+def _graph_estimate_source(arch: ModelArch) -> str:
+    """Where the assumed CUDA-graph figure comes from, said for the model planned: vLLM measures the estimate at
+    start-up by capturing sample graphs (gpu_model_runner.py profile_cudagraph_memory, 'Estimated CUDA graph
+    memory: ... GiB total'), so no config gives it; the one public figure kvplan holds is DeepSeek-V4-Flash's."""
+    if arch.architecture.startswith("DeepseekV4"):
+        return "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
+    return (
+        f"ASSUMED, one figure for every model (vLLM measures it at start-up): {DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB"
+        "; public logs of other models print 0.13-1.62 GiB"
+    )
 
 
 def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvplan.engines import vllm_knobs
 from kvplan.engines.common import Demand, Knob
 from kvplan.engines.versions import parse_version
 from kvplan.errors import InputError, PlanError
@@ -213,13 +214,13 @@ def max_in_flight_tokens(dep: Deployment, mnbt: int) -> int:
     max_concurrent_batches × max_num_batched_tokens from 0.26.0 (``IN_FLIGHT_SINCE``), max_num_batched_tokens
     before.
 
-    max_concurrent_batches: async scheduling (on by default, ``VllmConfig.__post_init__``) takes 2 at pp 1, else
-    pp (the V1 model runner; ASSUMPTION: not the V2 runner, which takes pp + 1).
+    max_concurrent_batches: async scheduling (on by default, ``VllmConfig.__post_init__``; the knob
+    async_scheduling) takes 2 at pp 1, else pp (the V1 model runner; ASSUMPTION: not the V2 runner, which takes
+    pp + 1).
     """
     if parse_version(dep.engine_version) < IN_FLIGHT_SINCE:
         return mnbt
-    batches = 2 if dep.pp <= 1 else dep.pp
-    return batches * mnbt
+    return vllm_knobs.max_concurrent_batches(dep) * mnbt
 
 
 def gdn_checkpoint_alignment(arch: ModelArch, dep: Deployment, state: LinearState) -> int | None:
@@ -331,21 +332,21 @@ def _sliding(
     n_sw = sum(1 for c in _caches(arch) if isinstance(c, SlidingWindow))
     n_full = len(fulls)
     block = block_knob.as_int()
-    size = group_size_of([n_full, n_sw])
+    # every layer sliding: uniform specs, one group of all of them (get_kv_cache_groups, is_kv_cache_spec_uniform)
+    size = group_size_of([n_full, n_sw]) if n_full else n_sw
     in_flight = max_in_flight_tokens(dep, mnbt)
-    async_note = "2 concurrent batches (ASSUMPTION: async scheduling, the default, on the V1 model runner) × "
-    how = async_note if in_flight != mnbt else ""
+    batches = in_flight // mnbt if mnbt else 1
+    how = f"{batches} concurrent batches × " if batches > 1 else ""
     held = min(sw - 1 + in_flight, max_model_len)
     full_groups, sw_groups = cdiv(n_full, size), cdiv(n_sw, size)
-    groups = (
-        Group("full attention", n_full, full_groups, Demand("full attention", "token", units=full_groups)),
-        Group(
-            f"sliding window {sw}",
-            n_sw,
-            sw_groups,
-            Demand(f"sliding window {sw}", "window", window=held, units=sw_groups, extra=1),
-        ),
+    full = Group("full attention", n_full, full_groups, Demand("full attention", "token", units=full_groups))
+    sliding = Group(
+        f"sliding window {sw}",
+        n_sw,
+        sw_groups,
+        Demand(f"sliding window {sw}", "window", window=held, units=sw_groups, extra=1),
     )
+    groups = (full, sliding) if n_full else (sliding,)
     notes = [
         f"vLLM hybrid KV cache manager: {full_groups + sw_groups} KV cache groups of {size} layers share one block "
         f"pool; a sliding-window group keeps at most window - 1 + in-flight tokens = {sw} - 1 + {in_flight:,} "

@@ -136,8 +136,11 @@ class ProfilePeak:
         """One line for the plan's knob origin and chain: each term, and which are fitted."""
         peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
         moe = f" + MoE workspace {_gib(self.moe_workspace_bytes)}" if self.moe_workspace_bytes else ""
+        sampler = (
+            "no sampler: a PP stage before the last" if self.sampler_path == "no" else f"{self.sampler_path} sampler"
+        )
         return (
-            f"vLLM profile run ({self.sampler_path} sampler): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
+            f"vLLM profile run ({sampler}): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
             f"{_gib(max(self.forward_bytes, self.sampler_side_bytes))} (logits {self.requests:,} requests × vocab, "
             f"{self.tokens:,} tokens){moe} + cuBLAS {self.cublas_bytes // MiB} MiB (FITTED); non-torch "
             f"{_gib(self.non_torch_bytes)} ({self.non_torch_origin})"
@@ -172,8 +175,12 @@ def profile_peak(
     max_num_batched_tokens: int,
     max_num_seqs: int,
     version: tuple[int, ...] = (0, 19, 0),
+    samples: bool = True,
 ) -> ProfilePeak:
     """The profiling run's peak terms on one GPU (pure: the model's dimensions, the deployment, the vLLM release).
+
+    ``samples`` False: a pipeline stage before the last, where ``profile_run`` skips ``_dummy_sampler_run``
+    (``if get_pp_group().is_last_rank``): no sampler side, the forward pass alone.
 
     Experts are split by tp unless expert parallelism is on (then each GPU holds whole experts of full width).
     Releases before 0.15 are ASSUMED to sort like 0.15 / 0.16; after 0.19 to sample like 0.19 (source not read).
@@ -196,15 +203,16 @@ def profile_peak(
         ie = dims.expert_intermediate // (1 if ep > 1 else tp)
         moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
     nt, nt_origin = non_torch_bytes(tp, version)
+    on = int(samples)
     return ProfilePeak(
         tokens=t,
         requests=r,
-        sampler_bytes=r * dims.vocab_size * per_logit,
-        topk_topp_buffer_bytes=rows * dims.vocab_size * 4,
-        hidden_kept_bytes=(t + 2 * r) * h * d,
+        sampler_bytes=on * r * dims.vocab_size * per_logit,
+        topk_topp_buffer_bytes=on * rows * dims.vocab_size * 4,
+        hidden_kept_bytes=on * (t + 2 * r) * h * d,
         forward_bytes=forward,
         moe_workspace_bytes=moe,
         non_torch_bytes=nt,
         non_torch_origin=nt_origin,
-        sampler_path="Triton top-k/top-p" if triton else "sort",
+        sampler_path=("Triton top-k/top-p" if triton else "sort") if samples else "no",
     )

@@ -7,6 +7,8 @@ from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.rope import ConfigRope, RopeScaling
+from kvplan.models.shards import ShardDims
 
 
 class IndexerRule(str, Enum):
@@ -77,6 +79,42 @@ class Split:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PipelineStage:
+    """One pipeline stage: the decoder layers [start, end) of the model's ``model_layers`` it holds.
+
+    The first stage also holds the embedding, the last the final norm and the LM head (vLLM and SGLang
+    ``make_layers`` / ``PPMissingLayer``); the engine's partition rule is kvplan.engines.pipeline.
+    """
+
+    rank: int
+    size: int
+    start: int
+    end: int
+    model_layers: int
+
+    @property
+    def layers(self) -> int:
+        return self.end - self.start
+
+    @property
+    def first(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def last(self) -> bool:
+        return self.rank == self.size - 1
+
+    @property
+    def held(self) -> str:
+        """What the stage's GPUs hold: 'layers 0-39 (40) + embedding'."""
+        ends = (["embedding"] if self.first else []) + (["final norm + LM head"] if self.last else [])
+        return f"layers {self.start}-{self.end - 1} ({self.layers})" + "".join(f" + {e}" for e in ends)
+
+    def __str__(self) -> str:
+        return f"stage {self.rank} of {self.size}: {self.held}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class WeightPoint:
     """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
 
@@ -103,6 +141,9 @@ class ParamGroup:
     bytes_per_param_den: int = 1
     split: str = "tp"
     """'tp' (tensor parallel), 'attn' (attention TP: tp / dp_attention), 'experts' (tp or ep), 'none'."""
+    layer_span: tuple[int, int] | None = None
+    """The decoder layers [first, end) the group's modules sit on, where known (a MoE model's dense MLP on its
+    first layers, its experts on the rest): a pipeline stage holds the share of them it owns."""
 
     def bytes_per_gpu(self, split: Split) -> int:
         """Bytes on one GPU; layer groups also split over the pipeline stages (embeddings counted whole)."""
@@ -136,7 +177,10 @@ class ModelArch:
     qk_rope_head_dim: int = 0
     num_attention_heads: int = 0
     num_kv_heads: int = 0
-    """Full attention: total kv heads of the model (``num_key_value_heads``)."""
+    """Full attention: total kv heads of the model (``num_key_value_heads``; the most of any layer when per layer)."""
+    kv_heads_per_layer: tuple[int, ...] = ()
+    """Full attention with kv heads chosen per layer (DeciLM ``block_configs``; 0 = no attention cache); () when
+    every layer has ``num_kv_heads``."""
     head_dim: int = 0
     v_head_dim: int = 0
     index_head_dim: int = 0
@@ -152,12 +196,22 @@ class ModelArch:
     """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
     param_groups: tuple[ParamGroup, ...] = ()
     measured_weights: tuple[WeightPoint, ...] = field(default=())
+    documented_rope_scaling: RopeScaling | None = None
+    """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""
+    config_rope: ConfigRope | None = None
+    """The RoPE scaling config.json ships, from which each engine derives its context length its own way."""
     description: str = ""
     weights_summary: str = ""
     """How the checkpoint stores its weights (quantization schemes), said on the weights line."""
     weights_assumptions: tuple[str, ...] = ()
     activation: ActivationDims | None = None
     """Hidden size, vocabulary and MLP widths that size vLLM's profiling run (kvplan.engines.vllm_profile)."""
+    pp_stage: PipelineStage | None = None
+    """Set on one pipeline stage's view of the model (kvplan.models.pipeline.stage_arch): ``num_layers`` and the
+    per-layer fields are then that stage's, and its weights are what that stage loads."""
+    shards: ShardDims | None = None
+    """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
+    (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

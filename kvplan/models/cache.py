@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from kvplan.errors import PlanError
 from kvplan.models.formats import BF16_BYTES, FP32_BYTES, MlaLayout, indexer_bytes_per_token_layer
 
 KV_DTYPE_BYTES = {
@@ -36,13 +37,15 @@ KV_DTYPE_BYTES = {
     "fp16": 2,
     "float16": 2,
     "half": 2,
+    "float32": 4,
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
     "fp8_ds_mla": 1,
 }
 """Element size of a KV cache dtype as the engines spell it ('auto' is the model dtype: bf16 for every
-model kvplan knows); SGLang ``torch._utils._element_size(kv_cache_dtype)``, vLLM ``STR_DTYPE_TO_TORCH_DTYPE``."""
+model kvplan knows; 'float32' is vLLM's auto under --dtype float32); SGLang
+``torch._utils._element_size(kv_cache_dtype)``, vLLM ``STR_DTYPE_TO_TORCH_DTYPE``."""
 
 
 def kv_dtype_bytes(dtype: str) -> int:
@@ -282,8 +285,8 @@ class LinearState:
 def _divide(n: int, tp: int, what: str) -> int:
     """n / tp exactly, as vLLM's and SGLang's ``divide`` assert."""
     tp = max(tp, 1)
-    if n % tp:
-        raise ValueError(f"{what} {n} is not divisible by tensor parallel {tp}")
+    if n % tp:  # the engine stops at start-up: a refusal (exit 2), never a crash (fuzz, issue 25)
+        raise PlanError(f"{what} {n} is not divisible by tensor parallel {tp} (the engine's divide() asserts)")
     return n // tp
 
 

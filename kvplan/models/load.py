@@ -18,10 +18,24 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
+from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
-from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment, Gpu, Requirements
+from kvplan.models.deploy import (
+    AUTO_FIT,
+    ENGINE_KNOBS,
+    ENGINES,
+    KNOBS,
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+    Deployment,
+    Gpu,
+    Requirements,
+)
 from kvplan.models.formats import MlaLayout
+from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
+from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
@@ -479,7 +493,7 @@ _HF_KEYS = {
     "indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset",
     "first_k_dense_replace", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
     "moe_intermediate_size", "intermediate_size", "vocab_size", "tie_word_embeddings",
-    "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim",
+    "max_position_embeddings", "torch_dtype", "dtype", "quantization_config", "head_dim", "block_configs",
     "num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers", "sliding_window",
     "use_sliding_window", "attention_bias", "layer_types", "compress_ratios", "full_attention_interval",
     "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
@@ -496,14 +510,15 @@ MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Deepseek
                      "GlmMoeDsaForCausalLM")  # fmt: skip
 """MLA models (DSA when the config has an indexer): DeepSeek-V2/V3/R1, Kimi-K2, DeepSeek-V3.2, GLM-5.x."""
 FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-                                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM")  # fmt: skip
+                                "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM",
+                                "DeciLMForCausalLM")  # fmt: skip
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
                         "Glm5NextForConditionalGeneration")  # fmt: skip
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
 engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
-               "measured_weights"}  # fmt: skip
+               "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
 
 def load_model(ref: str) -> ModelArch:
@@ -519,7 +534,10 @@ def load_model(ref: str) -> ModelArch:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
-        arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        arch = replace(
+            _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
+            config_rope=config_rope(r.data),
+        )
         from kvplan.models.checkpoint import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
@@ -550,11 +568,14 @@ def load_model(ref: str) -> ModelArch:
                     source=p.get_str("source", required=True),
                 )
             )
-
     from kvplan.models.preset_weights import preset_weights
 
     dtype = r.data.get("checkpoint_dtype")
-    return preset_weights(replace(arch, measured_weights=tuple(points)), doc.source, r.data["config"], dtype)
+    rope = read_documented(r)
+    arch = replace(
+        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"])
+    )
+    return preset_weights(arch, doc.source, r.data["config"], dtype)
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -601,6 +622,7 @@ def _model_from_hf(
         # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
         r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    validate.check_config(r, num_layers)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
@@ -696,6 +718,7 @@ def _model_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -708,7 +731,8 @@ def _full_attention_from_hf(
     num_attention_heads, as transformers does; the query heads must be a multiple of the kv heads.
     """
     heads = r.get_int("num_attention_heads", required=True, maximum=limits.MAX_DIM)
-    kv_heads = r.get_int("num_key_value_heads", default=heads, maximum=limits.MAX_DIM)
+    per_layer = decilm.kv_heads_per_layer(r, num_layers, heads) if architecture == "DeciLMForCausalLM" else ()
+    kv_heads = max(per_layer) if per_layer else r.get_int("num_key_value_heads", default=heads, maximum=limits.MAX_DIM)
     if heads % kv_heads:
         r.fail(
             "num_key_value_heads",
@@ -726,7 +750,11 @@ def _full_attention_from_hf(
     from kvplan.models import hybrid
 
     layers = hybrid.sliding_layers(r, num_layers, architecture, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
-    w = param_groups_from_hf(r.data, source, fail=r.fail)
+    groups: tuple[Any, ...] = ()
+    summary, assumptions = "", decilm.NOT_COUNTED
+    if not per_layer or r.has("intermediate_size"):  # DeciLM's MLP widths are per block (ffn_mult): not counted
+        w = param_groups_from_hf(r.data, source, fail=r.fail)
+        groups, summary, assumptions = w.groups, w.summary, w.assumptions
     return ModelArch(
         layers=layers,
         name=name,
@@ -738,12 +766,14 @@ def _full_attention_from_hf(
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
+        kv_heads_per_layer=per_layer,
         head_dim=head_dim,
         v_head_dim=head_dim,
-        param_groups=w.groups,
-        weights_summary=w.summary,
-        weights_assumptions=w.assumptions,
+        param_groups=groups,
+        weights_summary=summary,
+        weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -858,6 +888,8 @@ def _gpu(r: Reader, key: str) -> Gpu:
         aliases=tuple(str(a) for a in aliases),
         derived=tuple(d for d in _GPU_DERIVABLE if d in derived),
     )
+    if gpu.sm and gpu.gfx:  # one vendor's architecture: an SM (NVIDIA) or a gfx target (AMD), never both
+        r.fail("gfx", f"{gpu.gfx!r} beside sm {gpu.sm}: give sm for an NVIDIA GPU or gfx for an AMD one")
     if gpu.cuda_total_bytes > gpu.nvml_total_bytes:
         r.fail(
             "cuda_total",
@@ -927,7 +959,10 @@ ALIASES = {
     "ep_size": "ep", "pp_size": "pp", "pipeline_parallel_size": "pp", "max_model_len": "context_length",
     "block_size": "page_size", "max_num_seqs": "max_running_requests", "kv_cache_memory_bytes": "kv_cache_memory",
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
-    "enforce_eager": "disable_cuda_graph",
+    "enforce_eager": "disable_cuda_graph", "sglang_swa_eviction_interval": "swa_eviction_interval",
+    "vllm_pp_layer_partition": "pp_layer_partition", "sglang_pp_layer_partition": "pp_layer_partition",
+    "sglang_allow_overwrite_longer_context_len": "allow_long_context",
+    "vllm_allow_long_max_model_len": "allow_long_context",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -960,22 +995,38 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             continue
         if key in _GPU_COUNTS:
             yield key, r.get_int(key, maximum=limits.MAX_GPUS)
+        elif key == "context_length" and str(r.data[key]).strip().lower() in ("-1", "auto"):
+            yield key, AUTO_FIT  # vLLM --max-model-len -1 / auto: fitted to the KV cache memory
         elif key in _TOKEN_KNOBS:
             yield key, r.get_tokens(key)
-        elif key in ("max_running_requests", "cuda_graph_max_bs", "max_mamba_cache_size"):
+        elif key in ("max_running_requests", "cuda_graph_max_bs", "max_mamba_cache_size", "num_gpu_blocks_override"):
             yield key, r.get_int(key)
         elif key == "speculative_eagle_topk":
             yield key, r.get_int(key, maximum=limits.MAX_DIM)
-        elif key in _MEMORY_KNOBS:
-            yield key, r.get_bytes(key, minimum=limits.MIN_MEMORY_KNOB_BYTES)
+        elif key in _MEMORY_KNOBS:  # vLLM takes any positive --kv-cache-memory-bytes
+            yield key, r.get_bytes(key, minimum=1 if key == "kv_cache_memory" else limits.MIN_MEMORY_KNOB_BYTES)
         elif key == "non_kv_other":
             yield key, r.get_bytes(key, minimum=0)
         elif key in ("mem_fraction_static", "gpu_memory_utilization", "swa_full_tokens_ratio"):
             yield key, r.get_fraction(key)
         elif key == "speculative_num_draft_tokens":
             yield key, r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
-        elif key == "disable_cuda_graph":
+        elif key in (
+            "disable_cuda_graph",
+            "disable_radix_cache",
+            "async_scheduling",
+            "disable_hybrid_kv_cache_manager",
+            "allow_long_context",
+        ):
             yield key, r.get_bool(key)
+        elif key == "swa_eviction_interval":
+            yield key, r.get_int(key, maximum=limits.MAX_TOKENS)
+        elif key == "dtype":
+            yield key, r.get_choice(key, MODEL_DTYPES)
+        elif key == "pp_layer_partition":
+            yield key, r._get(key, parse_layer_partition, False, None)
+        elif key == "rope_scaling":
+            yield key, r.get_choice(key, ROPE_TYPES)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1075,6 +1126,8 @@ def _check_engine_knobs(values: dict[str, Any], engine: str, blame: Callable[...
             article = "an" if own[0] in "SAEIOU" else "a"
             what = f"{other}'s is {instead}" if instead in KNOBS else f"{other} has none ({instead})"
             blame(knob).fail(knob, f"{knob} is {article} {own} knob; {what}")
+    if values.get("context_length") == AUTO_FIT and engine != "vllm":
+        blame("context_length").fail("context_length", "-1 (auto-fit to the KV cache memory) is vLLM's; give a length")
 
 
 def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> Deployment:
@@ -1090,6 +1143,7 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         defaulted.append(("schema_version", str(SCHEMA_VERSION), "the current schema"))
     _check_schema(r, required=False)
     values = dict(_knob_values(r))
+    written_for = str(values.get("model", ""))
     override = Reader(parse_set(sets))
     overridden = dict(_knob_values(override, override=True))
     cleared = {k for k, v in override.data.items() if v is None}
@@ -1144,12 +1198,15 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
             f"all {gpus} GPUs / pp {values.get('pp', 1)} ({_engine_name(engine)}'s own default is 1, which no"
             " large model fits)",
         )
+    switched = {"engine_version"} if "engine" in overridden else set()  # the new engine's version, not the file's
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
         description=r.get_str("description", default=""),
         explicit=frozenset(values) - {"model", "engine", "gpu"} - {d[0] for d in defaulted},
         defaulted=tuple(defaulted),
+        written_for=written_for,
+        from_file=(frozenset(r.data) & frozenset(values)) - frozenset(override.data) - {"model"} - switched,
         **values,
     )
     _check_layout(dep, r, override)
@@ -1167,6 +1224,10 @@ def _check_layout(d: Deployment, file: Reader, override: Reader) -> None:
         blame("dcp", "tp").fail("dcp", f"dcp {d.dcp} must divide tp {d.tp}")
     if d.tp % d.dp_attention:
         blame("dp_attention", "tp").fail("dp_attention", f"dp_attention {d.dp_attention} must divide tp {d.tp}")
+    if d.pp_layer_partition is not None and len(d.pp_layer_partition) != d.pp:
+        blame("pp_layer_partition", "pp").fail(
+            "pp_layer_partition", f"{len(d.pp_layer_partition)} stages given for pp {d.pp} (one entry per stage)"
+        )
     _check_gpu_count(d, blame)
 
 

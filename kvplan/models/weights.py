@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -97,6 +97,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
     mtp_layer = (
         shape.attention_params() + (shape.n_routed_experts + shape.n_shared_experts) * shape.expert_params() + 2 * h * h
     )
+    moe_span = (shape.first_k_dense_replace, shape.num_layers)
     groups = [
         ParamGroup(
             name="attention",
@@ -104,12 +105,14 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
             split="attn",
+            layer_span=(0, shape.num_layers),
         ),
         ParamGroup(
             name="dense_mlp",
             params=3 * h * shape.intermediate_size * shape.first_k_dense_replace,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
+            layer_span=(0, shape.first_k_dense_replace),
         ),
         ParamGroup(
             name="routed_experts",
@@ -117,18 +120,21 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
             split="experts",
+            layer_span=moe_span,
         ),
         ParamGroup(
             name="shared_experts",
             params=shape.n_shared_experts * shape.expert_params() * moe_layers,
             bytes_per_param_num=lin_num,
             bytes_per_param_den=lin_den,
+            layer_span=moe_span,
         ),
         ParamGroup(
             name="router",
             params=shape.n_routed_experts * h * moe_layers,
             bytes_per_param_num=2,
             split="none",
+            layer_span=moe_span,
         ),
         ParamGroup(name="embeddings", params=embed, bytes_per_param_num=2),
         ParamGroup(
@@ -216,6 +222,8 @@ class _Groups:
         self.buffers: dict[str, Fraction] = {}
         self.extras: list[ParamGroup] = []
         """Groups a family builds whole (kvplan.models.mxfp4_moe.Mxfp4Experts), kept as built."""
+        self.spans: dict[str, tuple[int, int]] = {}
+        """group -> the decoder layers [first, end) its named modules sit on (a pipeline stage's share)."""
         self._uniform = quant.uniform
 
     def linear(
@@ -239,6 +247,12 @@ class _Groups:
     def extra(self, group: ParamGroup) -> None:
         """A group the family sizes itself (its bytes depend on more than its parameters)."""
         self.extras.append(group)
+    def span(self, layers: Iterable[int], *groups: str) -> None:
+        """The decoder layers the ``groups`` sit on, as [first, end) (a pipeline stage holds its share of them)."""
+        ids = list(layers)
+        if ids:
+            for g in groups:
+                self.spans[g] = (min(ids), max(ids) + 1)
 
     def _count(self, group: str, split: str, heads: int, scheme: Scheme | None, rows: int, cols: int, n: int) -> None:
         self.order.setdefault(group, (split, heads))
@@ -270,12 +284,18 @@ class _Groups:
                         bytes_per_param_den=den,
                         split=split,
                         heads=heads,
+                        layer_span=self.spans.get(name),
                     )
                 )
             else:
                 out.append(
                     ParamGroup(
-                        name=name, params=params[name], bytes_per_param_num=num, bytes_per_param_den=den, split=split
+                        name=name,
+                        params=params[name],
+                        bytes_per_param_num=num,
+                        bytes_per_param_den=den,
+                        split=split,
+                        layer_span=self.spans.get(name),
                     )
                 )
         for name, size in self.buffers.items():
@@ -425,6 +445,10 @@ def _mla_groups(s: MoeShape, acc: _Groups) -> None:
         else:
             experts("routed_experts", "shared_experts", "tp", p)
             acc.plain("router", "none", s.n_routed_experts * h)
+    k = min(s.first_k_dense_replace, s.num_layers)
+    acc.span(range(s.num_layers), "attention")
+    acc.span(range(k), "dense_mlp")
+    acc.span(range(k, s.num_layers), "routed_experts", "shared_experts", "router")
     # param_groups' order: attention, dense_mlp, routed, shared, router, embeddings, mtp
     acc.plain("embeddings", "tp", s.vocab_size * h * (1 if s.tie_word_embeddings else 2))
     for k in range(s.num_mtp_layers):
@@ -507,6 +531,11 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
         else:
             for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
+    acc.span(range(layers), "attention", "kv_proj")
+    moe_ids = [i for i in range(layers) if is_moe(i)]
+    acc.span(moe_ids, "routed_experts", "shared_experts", "router")
+    if len(moe_ids) < layers:
+        acc.span((i for i in range(layers) if not is_moe(i)), "dense_mlp")
     acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
     # input and post-attention RMSNorm a layer, the final norm (+ Qwen3's q/k norms): replicated on every rank
     acc.plain("norms", "none", (2 * layers + 1) * h + (2 * head_dim * layers if qk_norm else 0))

@@ -167,8 +167,9 @@ class PrefixHit:
 
     @property
     def indexer_layers(self) -> int:
-        """Layers that pay the pairs: the indexer layers, or every attention layer without an indexer."""
-        return self.plan.indexer_layers if self.plan.arch.has_indexer else self.plan.main_layers
+        """Layers that pay the pairs: the indexer layers, or every attention layer without an indexer (of the whole
+        model: under pp, every stage's)."""
+        return self.plan.model_indexer_layers if self.plan.arch.has_indexer else self.plan.model_main_layers
 
     def flops(self, n_pairs: int) -> int:
         """Indexer (or attention) FLOPs over all the layers that pay them."""
@@ -195,11 +196,11 @@ class PrefixHit:
 
     @property
     def indexer_k_bytes_per_key(self) -> int:
-        """Indexer K bytes one key costs to read, over all indexer layers (132 B × layers, × dcp replicated);
-        without an indexer, the main KV of one key over all layers on one GPU."""
+        """Indexer K bytes one key costs to read, over the indexer layers of one GPU (132 B × layers, × dcp
+        replicated; under pp the binding stage's); without an indexer, the main KV of one key on one GPU."""
         if not self.plan.arch.has_indexer:
             return self.plan.cell.main_bytes
-        return self.plan.indexer_bytes_per_layer * self.indexer_layers
+        return self.plan.indexer_bytes_per_layer * self.plan.indexer_layers
 
 
 def reusable(plan: PoolPlan, ctx: int, hit: int, *, eagle: bool = False, lookahead: bool = True) -> tuple[int, str]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.cache import FullAttention
+from kvplan.plan.budget import kind_costs
 from kvplan.units import cdiv, parse_link, parse_positive_tokens
 
 
@@ -60,8 +61,6 @@ def hybrid_moves(plan: PoolPlan, ctx: int, moved: int, unit: str) -> tuple[KindM
     Page unit: SGLang's ``_swa_payload`` pages: start = (ctx − window) // page × page, cdiv(ctx − start, page)
     pages; token / chunk units: min(window, moved) tokens. A state kind: one request's state.
     """
-    from kvplan.plan.budget import kind_costs
-
     page = plan.logical_page_tokens
     out = []
     for k in kind_costs(plan):
@@ -92,6 +91,8 @@ class Transfer:
     link_bytes_per_s: int
     hybrid: tuple[KindMove, ...] = ()
     """A hybrid's window and state kinds (main_bytes_per_rank holds its full-attention rows)."""
+    full_rows: bool = True
+    """False when no kind costs per token (an all-sliding-window model): no full-attention rows move."""
 
     @property
     def rows_per_rank(self) -> int:
@@ -99,8 +100,16 @@ class Transfer:
         return cdiv(self.moved_tokens, self.plan.dcp)
 
     @property
+    def full_row_bytes(self) -> int:
+        """Bytes of one moved row of the full-attention (main) layers; 0 when a hybrid has no per-token kind: an
+        all-sliding-window model's cell is its SWA pool's row, and only the window moves (``_swa_payload``)."""
+        if not self.full_rows:
+            return 0
+        return self.plan.cell.main_bytes + self.plan.cell.draft_main_bytes
+
+    @property
     def main_bytes_per_rank(self) -> int:
-        return self.rows_per_rank * (self.plan.cell.main_bytes + self.plan.cell.draft_main_bytes)
+        return self.rows_per_rank * self.full_row_bytes
 
     @property
     def indexer_bytes_per_rank(self) -> int:
@@ -116,6 +125,9 @@ class Transfer:
 
     @property
     def total_bytes(self) -> int:
+        """Per rank × ranks; under pp each stage's ranks send their own layers' rows (summed over the stages)."""
+        if self.plan.stages:
+            return self.rows_per_rank * self.plan.model_cell_bytes * self.ranks
         return self.bytes_per_rank * self.ranks
 
     @property
@@ -130,6 +142,11 @@ class Transfer:
     @property
     def sharding(self) -> str:
         """Why the total is per rank × ranks, in the plan's own terms (dcp splits, TP replicates)."""
+        pp = len(self.plan.stages)
+        stages = f"; pp {pp}: each stage's ranks send their own layers (per rank: the binding stage's)" if pp else ""
+        return self._sharding() + stages
+
+    def _sharding(self) -> str:
         dcp, tp = self.plan.dcp, self.ranks
         att = self.plan.arch.attention
         if isinstance(att, FullAttention):
@@ -173,4 +190,5 @@ def transfer(plan: PoolPlan, ctx: int, *, unit: str = "page", link: str = "400Gb
         ranks=plan.deployment.tp,
         link_bytes_per_s=parse_link(link),
         hybrid=hybrid_moves(plan, ctx, moved, kind) if plan.pools else (),
+        full_rows=not plan.pools or any(k.per == "token" for k in kind_costs(plan)),
     )

@@ -127,6 +127,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "engine": d.engine,
         "engine_version": d.engine_version,
         "tp": d.tp,
+        "ep": d.ep,
         "dp_attention": d.dp_attention,
         "dcp": d.dcp,
         "kv_cache_dtype": d.kv_cache_dtype,
@@ -172,7 +173,8 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 tuple(shown),
                 headers,
                 note=f"the best {PER_GPU_COUNT} per GPU count of {len(ranked):,} admitted; headroom: the least share "
-                "left in a capacity check (pool, running requests, workspace) over the requirements",
+                "left in a capacity check that can bind (pool, running requests, SGLang's workspace; vLLM's profile "
+                "run reserves its workspace) over the requirements",
             )
         )
     best, closest = f.best, f.closest
@@ -206,7 +208,11 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 ("skipped (more GPUs than the frontier needs)", count(f.skipped)),
                 ("GPU types", ", ".join(g.name for g in q.gpus)),
                 ("engines", ", ".join(q.engines)),
-                ("not searched", "ep (ep <= tp splits experts tp ways: same plan), pp 1, the engine's page size"),
+                (
+                    "not searched",
+                    "ep (ep <= tp splits experts tp ways: same plan; ep = tp only where the engine refuses ep 1), "
+                    "pp 1, the engine's page size",
+                ),
             ),
         )
     )
@@ -352,6 +358,7 @@ def deploy_yaml(o: Outcome) -> str:
         f"gpus_per_node: {d.gpus_per_node}",
         f"nodes: {d.nodes}",
         f"tp: {d.tp}",
+        *([f"ep: {d.ep}"] if d.ep > 1 else []),
         f"dp_attention: {d.dp_attention}",
         f"dcp: {d.dcp}",
         f"kv_cache_dtype: {d.kv_cache_dtype}",

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.models.weights_band import percent
-from kvplan.plan.gate import Figures, GateResult, KnobEffect
+from kvplan.plan.gate import Figures, GateResult, KnobEffect, is_new
 from kvplan.render import Report, Section, count, nbytes, size
 
 _ROWS: tuple[tuple[str, str], ...] = (
@@ -32,7 +32,7 @@ def _fmt(key: str, v: int) -> str:
 def _pct(before: int, after: int) -> str:
     if before == after:
         return "no change"
-    if not before:
+    if not before or is_new(before, after):
         return "new"
     return f"{(after - before) * 100 / before:+.2f}%"
 

@@ -1,6 +1,7 @@
 """``kvplan admit --ctx 128K`` with the Kimi presets on both 8×H200 deployments: a verdict (exit 0 or 1), never
 "give weights_per_gpu" (exit 2), and the per-pool figures the engines' arithmetic gives.
 
+The GLM-5.3 presets' model knobs are given with --set (PRESET_KNOBS; since issue 23 they do not follow --model).
 Kimi-Linear-48B-A3B at tp 8 (the presets' kv_cache_dtype fp8): 7 MLA layers of 576 B a token (kv_lora 512 + rope
 64, one byte each) and 20 KDA layers whose state is per request. KDA state of one layer on one of 8 ranks (SGLang
 ``KimiLinearStateShape``, vLLM ``MambaStateShapeCalculator.kda_state_shape``): 32 / 8 = 4 heads, conv q, k, v
@@ -24,8 +25,16 @@ K3 = Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json"
 SGLANG, VLLM = "glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm"
 
 
+PRESET_KNOBS = {
+    SGLANG: ("--set", "kv_cache_dtype=fp8_e4m3", "--set", "page_size=64"),
+    VLLM: ("--set", "kv_cache_dtype=fp8", "--set", "context_length=524288"),
+}
+"""What each GLM-5.3 preset sets for GLM-5.3 (kvplan/configs/deployments/) and the figures below assume."""
+
+
 def admit(*args: str) -> Result:
-    return runner.invoke(app, ["admit", "--ctx", "128K", *args])
+    knobs = next((k for name, k in PRESET_KNOBS.items() if name in args), ())
+    return runner.invoke(app, ["admit", "--ctx", "128K", *args, *knobs])
 
 
 def admit_json(*args: str) -> dict[str, Any]:

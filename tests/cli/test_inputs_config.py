@@ -114,9 +114,11 @@ def test_snapshot_folder_is_still_read(tmp_path: Path) -> None:
     folder = hf(tmp_path, "snap").parent
     result = invoke("budget", "-m", folder, "-f", "json")
     assert result.exit_code == 0, result.stderr
-    # no indexer_types / freq in this config: every layer owns an indexer (freq 1);
-    # 78 × 656 B (fp8_ds_mla, the preset's fp8_e4m3) + 78 × 132 B = 61,464 B
-    assert json.loads(result.stdout)["plan"]["cell"]["total_bytes"] == 78 * 656 + 78 * 132
+    # no indexer_types / freq in this config: every layer owns an indexer (freq 1), so it is not GLM-5.3 (whose
+    # last layers own none) and the GLM-5.3 preset's fp8_e4m3 is not applied to it (issue 23 item 3): SGLang's
+    # auto on H200 is bf16 for DSA, (512 + 64) × 2 = 1,152 B a layer (DESIGN §2.2);
+    # 78 × 1,152 B + 78 × 132 B indexer K = 100,152 B (was 78 × 656 B fp8_ds_mla + 78 × 132 B = 61,464 B)
+    assert json.loads(result.stdout)["plan"]["cell"]["total_bytes"] == 78 * 1_152 + 78 * 132 == 100_152
 
 
 def test_config_over_the_size_limit(tmp_path: Path) -> None:
@@ -225,8 +227,14 @@ def test_nonsense_set_values(item: str, words: str) -> None:
 
 
 def test_kv_cache_memory_of_one_byte() -> None:
-    msg = error_line(invoke("budget", "-d", "glm-5.3-8xh200-vllm", "--set", "kv_cache_memory=1B"))
-    assert "kv_cache_memory: expected a size of at least 1 MiB" in msg
+    # vLLM takes any --kv-cache-memory-bytes (gpu_worker.py returns it as the KV memory; issue 23: the 1 MiB floor
+    # was kvplan's, not the engine's). 1 B is less than one 3,452,160-B block: the start check refuses it with
+    # vLLM's own text (check memory 1 − 3,452,160 B, format_gib -0.0); 0 B is still bad input.
+    r = invoke("budget", "-d", "glm-5.3-8xh200-vllm", "--set", "kv_cache_memory=1B")
+    out = " ".join(r.stdout.split())  # the table wraps lines
+    assert r.exit_code == 0 and "ENGINE WOULD NOT START" in out and "max seq len (524288)" in out
+    msg = error_line(invoke("budget", "-d", "glm-5.3-8xh200-vllm", "--set", "kv_cache_memory=0B"))
+    assert "kv_cache_memory: expected a size of at least 1 B" in msg
 
 
 def test_weights_under_one_percent_of_the_estimate() -> None:

@@ -2,6 +2,8 @@
 
 Properties: a version is parsed or refused with one line (never another exception); a modelled version plans
 exactly as the row's other versions do (the rules are the row's, not the string's); the rows never overlap.
+A pre-release or dev build takes its release's row; a post-release sorts after its release (PEP 440), so it takes
+the row holding (release, post number): a row may start at one (SGLang 0.5.8.post1).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kvplan.engines.versions import SGLANG, VLLM, parse_version, rules_for
+from kvplan.engines.versions import SGLANG, VLLM, parse_version, post_release, rules_for
 from kvplan.errors import InputError
 
 releases = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 30))
@@ -27,7 +29,7 @@ def test_any_text_is_a_version_or_one_error_line(text: str) -> None:
         except InputError as e:
             assert "\n" not in str(e) and str(e).startswith("engine_version ")
         else:
-            assert row.modelled and row.holds(parse_version(text))
+            assert row.modelled and row.holds(parse_version(text), post_release(text))
 
 
 @given(releases, suffixes, st.booleans())
@@ -35,8 +37,10 @@ def test_a_release_and_its_spellings_take_one_row(release: tuple[int, int, int],
     plain = ".".join(map(str, release))
     spelled = ("v" if tag else "") + plain + suffix
     assert parse_version(spelled) == release
+    post = {".post1": 1, ".post2.dev1": 2}.get(suffix, -1)
+    assert post_release(spelled) == post
     for engine, rows in (("sglang", SGLANG), ("vllm", VLLM)):
-        holding = [r for r in rows if r.holds(release)]
+        holding = [r for r in rows if r.holds(release, post)]
         assert len(holding) <= 1  # rows never overlap
         try:
             row = rules_for(engine, spelled)

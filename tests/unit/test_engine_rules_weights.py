@@ -59,16 +59,29 @@ def test_dp_attention_changes_the_attention_split(glm53: ModelArch) -> None:
 
 def test_pipeline_stages_split_the_layers(glm53: ModelArch) -> None:
     # tp 8 × pp 2 on two nodes: the layers are split over 2 stages, so TP8's measured point (one stage holds
-    # every layer) does not apply; before the fix it matched on (tp, dp, ep) and kept 94.46 GiB.
-    # Estimate: each layer group halves; the embeddings (1,903,165,440 params × 2 B / tp 8 = 475,791,360 B)
-    # are counted whole on a stage: (95,228,613,120 − 475,791,360) / 2 + 475,791,360 = 47,852,202,240 B
-    # (93,470,472,204 B from the parameter groups at TP8 before the preset took its config's path).
+    # every layer) does not apply.
+    # Each stage loads its own layers (SGLang get_pp_indices: 78 over 2 -> layers 0-38 and 39-77; make_layers
+    # builds PPMissingLayer for the rest), the embedding on the first stage, the LM head on the last. The binding
+    # stage is 1 (its 39 layers are all MoE; stage 0 holds the 3 dense layers). The preset's weights are its
+    # config's tensors (kvplan.models.preset_weights); per tensor group at tp 8, then the stage's share:
+    #   embeddings         475,791,360 / 2      (untied: the head half) =    237,895,680
+    #   attention        2,709,927,168 × 39/78  (layers 0-77)           =  1,354,963,584
+    #   indexer            746,538,624 × 39/78                          =    373,269,312
+    #   dense_mlp           84,955,392 × 0/3    (layers 0-2)            =              0
+    #   shared experts     353,980,800 × 39/75  (layers 3-77)           =    184,070,016
+    #   routed experts  90,619,084,800 × 39/75                          = 47,121,924,096
+    #   router             236,006,400 × 39/75                          =    122,723,328
+    #   norms                2,328,576 × 39/78                          =      1,164,288
+    # = 49,396,010,304 B of checkpoint tensors, plus SGLang's load-time additions for the stage's 39 layers
+    # (kvplan.models.additions, recomputed by the stage: test_pipeline_stages pins their per-layer rule).
+    # Was (before issue 23): every layer group halved and the embeddings whole on a stage, 46,973,131,782 B.
     value, origin = weights(pp=2, nodes=2)
     assert origin.startswith("default: estimated")
-    split = Split.of(tp=8, pp=2)
-    assert glm53.estimated_weights_per_gpu(split) == (95_228_613_120 - 475_791_360) // 2 + 475_791_360
-    assert glm53.estimated_weights_per_gpu(split) == 47_852_202_240
-    assert value == glm53.estimated_weights_per_gpu(split, engine="sglang")
+    assert "stage 1 of 2: layers 39-77 (39) + final norm + LM head" in origin
+    tensors = 237_895_680 + 1_354_963_584 + 373_269_312 + 0 + 184_070_016 + 47_121_924_096 + 122_723_328 + 1_164_288
+    assert tensors == 49_396_010_304
+    stage = next(g for g in glm53.param_groups if g.name == "engine_additions")
+    assert 0 < value - tensors < stage.bytes_on(Split.of(tp=8), engine="sglang", with_mtp=False)  # additions of 39 of 78 layers
 
 
 def test_split_of() -> None:

@@ -65,8 +65,12 @@ def test_parse_version_refuses_what_is_not_a_version(text: str) -> None:
     [
         ("sglang", "0.5.23", "0.5.10-0.5.23"),
         ("sglang", "0.5.10", "0.5.10-0.5.23"),
-        ("sglang", "0.5.9", "0.5.9"),
-        ("sglang", "0.5.9.post1", "0.5.9"),
+        ("sglang", "0.5.9", "0.5.8.post1-0.5.9"),
+        ("sglang", "0.5.9.post1", "0.5.8.post1-0.5.9"),
+        # PEP 440: a post-release sorts after its release; the 0.5.8.post1 line carries 0.5.9's GLM-5 DSA pool
+        ("sglang", "0.5.8.post1", "0.5.8.post1-0.5.9"),
+        ("sglang", "0.5.8", "0.5.7-0.5.8"),
+        ("sglang", "0.5.9rc0", "0.5.8.post1-0.5.9"),
         ("sglang", "0.4.1", "0.4.0-0.4.5"),
         ("sglang", "0.4.6.post1", "0.4.6"),
         ("sglang", "0.4.10", "0.4.8-0.5.2"),
@@ -105,9 +109,9 @@ def test_unmodelled_versions_are_an_error_naming_the_ranges(engine: str, version
 def test_tables_are_contiguous_cited_and_hold_the_source_versions() -> None:
     for rows in (SGLANG, VLLM):
         for a, b in itertools.pairwise(rows):
-            assert a.until == b.since  # no gap, no overlap
+            assert a.end == b.start  # no gap, no overlap (bounds as they sort: release, post-release)
         for row in rows:
-            assert row.since < row.until and row.cite and (row.modelled or row.why_not)
+            assert row.start < row.end and row.cite and (row.modelled or row.why_not)
     # the versions whose source kvplan read sit in their own rows
     assert sglang_rules("0.5.23").reference == "0.5.23" and sglang_rules("0.5.9").reference == "0.5.9"
     assert vllm_rules("0.33.0").reference == "0.33.0"

@@ -74,9 +74,12 @@ def _mfs(version: str, gpu: str, *sets: str, tp: int = 1) -> float:
         ("0.5.3.post3", "0.5.3"),
         ("0.5.4.post3", "0.5.4"),
         ("0.5.5.post3", "0.5.5"),
-        ("0.5.6.post2", "0.5.6-0.5.8"),
-        ("0.5.8.post1", "0.5.6-0.5.8"),
-        ("0.5.9", "0.5.9"),
+        ("0.5.6", "0.5.6"),
+        ("0.5.6.post2", "0.5.6.post1-0.5.6.post2"),
+        ("0.5.7", "0.5.7-0.5.8"),
+        ("0.5.8", "0.5.7-0.5.8"),
+        ("0.5.8.post1", "0.5.8.post1-0.5.9"),
+        ("0.5.9", "0.5.8.post1-0.5.9"),
         ("0.5.10", "0.5.10-0.5.23"),
     ],
 )
@@ -208,9 +211,12 @@ def _dsv32(version: str, *sets: str) -> PoolPlan:
 def test_dsa_arrives_in_0_5_3_for_deepseek_only() -> None:
     with pytest.raises(InputError, match=r"has no DSA .*DeepSeek-V3\.2 needs 0\.5\.3"):
         _dsv32("0.5.2")
-    # GLM-5 (GlmMoeDsaForCausalLM) is not is_deepseek_nsa before 0.5.9
+    # GLM-5 (GlmMoeDsaForCausalLM) is not is_deepseek_nsa in 0.5.8; the message names what SGLang lacks and where
+    # the pool arrived (the 0.5.8.post1 line, whose dated images serve GLM-5)
     dep = load_deployment("glm-5.3-8xh200-sglang", ["engine_version=0.5.8"])
-    with pytest.raises(InputError, match=r"GlmMoeDsaForCausalLM needs 0\.5\.9"):
+    with pytest.raises(
+        InputError, match=r"has no GlmMoeDsaForCausalLM model: its DSA pool came with the 0\.5\.8\.post1"
+    ):
         plan_pool(load_model(dep.model), dep)
 
 
