@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -194,7 +195,8 @@ class ModelArch:
     index_skip_topk_offset: int | None = None
     index_topk_pattern: str | None = None
     """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
-    param_groups: tuple[ParamGroup, ...] = ()
+    param_groups: Sequence[ParamGroup] = ()
+    """A tuple, or a preset's groups laid out on first use (kvplan.models.preset_weights.DeferredGroups)."""
     measured_weights: tuple[WeightPoint, ...] = field(default=())
     documented_rope_scaling: RopeScaling | None = None
     """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""

@@ -1303,6 +1303,8 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
 
     refuse_unplanned_kinds(arch, dep)  # before the weights: a hybrid's refusal is the one line that matters
     split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
+    if dep.weights_per_gpu is None and arch.measured_weights_for(split) is not None:
+        return  # a measured point: no estimate to check (a preset's tensors are then never laid out)
     estimate = arch.estimated_weights_per_gpu(split, with_mtp=dep.mtp)
     if dep.weights_per_gpu is not None:
         if estimate > 0 and dep.weights_per_gpu * 1_000_000 < estimate * limits.MIN_WEIGHTS_PPM:
@@ -1311,7 +1313,7 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
                 f" parameters take split {split}: a unit slip? (kvplan refuses weights below 1 % of its estimate)"
             )
         return
-    if estimate <= 0 and arch.measured_weights_for(split) is None:
+    if estimate <= 0:
         raise InputError(
             f"model {arch.name} ({arch.source}): no weights to plan with (the config has no hidden_size or leaves"
             " the MLP out, so kvplan cannot count the parameters): give --set weights_per_gpu=...GiB, e.g. from the"

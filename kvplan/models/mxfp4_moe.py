@@ -36,6 +36,7 @@ tests/unit/test_weights_published.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kvplan.models.arch import ParamGroup, Split
@@ -134,7 +135,7 @@ class Mxfp4Experts(ParamGroup):
         return self.layout_bytes(split, layout or CHECKPOINT)
 
 
-def layout_note(groups: tuple[ParamGroup, ...], engine: str | None, backend: str | None) -> str:
+def layout_note(groups: Sequence[ParamGroup], engine: str | None, backend: str | None) -> str:
     """Said on the weights line of a model with MXFP4 experts: which backend's layout the figure is."""
     if not backend or not any(isinstance(g, Mxfp4Experts) for g in groups):
         return ""

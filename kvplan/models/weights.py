@@ -247,6 +247,7 @@ class _Groups:
     def extra(self, group: ParamGroup) -> None:
         """A group the family sizes itself (its bytes depend on more than its parameters)."""
         self.extras.append(group)
+
     def span(self, layers: Iterable[int], *groups: str) -> None:
         """The decoder layers the ``groups`` sit on, as [first, end) (a pipeline stage holds its share of them)."""
         ids = list(layers)
