@@ -317,6 +317,8 @@ class GateResult:
     def capacity_change_ppm(self) -> int | None:
         if self.before is None or is_new(self.before.pool_tokens, self.after.pool_tokens):
             return None  # no percentage from a zero or near-zero baseline
+        if self.before.pool_tokens <= 0:
+            return 0  # 0 -> 0 (an engine that still does not start): nothing changed
         return (self.after.pool_tokens - self.before.pool_tokens) * 1_000_000 // self.before.pool_tokens
 
 
