@@ -347,7 +347,7 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
     backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
     est = stage_weights(arch, split, engine=dep.engine, with_mtp=with_mtp, moe_backend=backend)
-    how = f"; {arch.weights_summary}" if arch.weights_summary else ""
+    how = f"; {arch.weights_said}" if arch.weights_said else ""
     if note := mxfp4_moe.layout_note(arch.param_groups, dep.engine, backend):
         how += f"; {note}"
     if stage is not None:

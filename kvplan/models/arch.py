@@ -305,6 +305,13 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
+    @property
+    def weights_said(self) -> str:
+        """How the weights were counted; a preset's groups laid out on first use say it once laid out (reading
+        this lays them out: ask it only of an estimate)."""
+        deferred = getattr(self.param_groups, "summary", None)  # kvplan.models.preset_weights.DeferredGroups
+        return deferred if isinstance(deferred, str) else self.weights_summary
+
     def estimated_weights_per_gpu(
         self, split: Split, *, with_mtp: bool = False, engine: str | None = None, moe_backend: str | None = None
     ) -> int:

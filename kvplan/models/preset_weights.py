@@ -85,6 +85,12 @@ class DeferredGroups(Sequence[ParamGroup]):
     def __repr__(self) -> str:
         return f"DeferredGroups({self._key[0]!r})"
 
+    @property
+    def summary(self) -> str:
+        """How the laid-out weights were counted (``with_checkpoint``'s summary: per tensor, or the groups)."""
+        arch, source, config = self._make.args
+        return _weighed(arch, source, config).weights_summary
+
 
 def _groups(arch: ModelArch, source: str, config: str) -> tuple[ParamGroup, ...]:
     return tuple(_weighed(arch, source, config).param_groups)

@@ -45,11 +45,11 @@ READ_SUMMARY = "safetensors headers"
 
 def band_for(arch: ModelArch, origin: str) -> WeightsBand | None:
     """The band of the weights knob whose origin is ``origin``; None where the figure is read, not estimated."""
-    if not origin.startswith("default: estimated") or READ_SUMMARY in arch.weights_summary:
+    if not origin.startswith("default: estimated") or READ_SUMMARY in arch.weights_said:
         return None
     if any(isinstance(g, Mxfp4Experts) for g in arch.param_groups):
         return MXFP4
-    if "per tensor from config.json" in arch.weights_summary:
+    if "per tensor from config.json" in arch.weights_said:
         return PER_TENSOR_DSA if arch.has_indexer else PER_TENSOR
     return GROUPS
 
