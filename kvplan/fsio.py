@@ -3,7 +3,10 @@
 Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes through here:
 
 - the target must be a regular file or not exist yet: never a symlink (kvplan does not write through one),
-  a directory, a device, a FIFO or a socket, and never a file the same command reads;
+  a directory, a device, a FIFO or a socket, and never a file the same command reads: the inputs the command
+  names (``check_outputs``, called once by every writing command with all its outputs and all its inputs) and
+  every file it has read so far (``limits.check_regular`` notes each one while a command runs), compared by
+  ``st_dev``/``st_ino`` so a symlink, ``..`` or a hard link is the same file;
 - the bytes go to a temporary file with a unique name in the target's folder, are flushed and fsynced, and
   replace the target with one ``os.replace``; the folder is fsynced after. A run killed at any moment leaves
   the old file or the new one, never a mix, and a failed write leaves the old file as it was;
@@ -12,6 +15,12 @@ Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes throug
   holder removes temporaries a SIGKILLed writer left behind.
 
 Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
+
+The output channels are policy here too (README "Output"): a stdout or stderr the shell closed (``>&-``) is
+replaced by devnull at start-up, a closed stderr's lines going to stdout, the channel still open; a reader that
+went away (``| head -1``) keeps the verdict's exit code; a stdout that cannot be written (``> /dev/full``) is
+:class:`StdoutError`, exit 2 with one line on stderr. ``writing()`` tells the SIGINT handler whether a file is
+being replaced (then it unwinds, removing the temporary) or not (then it exits 130 at once, start-up included).
 """
 
 from __future__ import annotations
@@ -21,23 +30,72 @@ import glob
 import os
 import secrets
 import stat
+import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from kvplan.errors import InputError
 
+_writing = 0
+"""How many ``atomic_file`` blocks are open: a SIGINT then unwinds instead of exiting at once."""
+
+
+def writing() -> bool:
+    return _writing > 0
+
+
 LOCK_TIMEOUT_S = 30.0
 """How long a writer waits for another kvplan holding the same target's sidecar lock."""
+
+
+_read_ids: dict[tuple[int, int], list[str]] | None = None
+"""(st_dev, st_ino) -> the names every file read while a command runs was read by (None outside ``command_reads``)."""
+
+
+@contextlib.contextmanager
+def command_reads() -> Iterator[None]:
+    """Note every file read in the block (the CLI wraps each command), for the writers to refuse."""
+    global _read_ids
+    saved, _read_ids = _read_ids, {}
+    try:
+        yield
+    finally:
+        _read_ids = saved
+
+
+def note_read(path: Path, st: os.stat_result) -> None:
+    """Called by the readers (``limits.check_regular``) for each file opened; a no-op outside a command."""
+    if _read_ids is not None:
+        names = _read_ids.setdefault((st.st_dev, st.st_ino), [])
+        if str(path) not in names:
+            names.append(str(path))
 
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def check_target(path: Path, what: str, reads: Iterable[Path] = ()) -> None:
-    """Refuse a target kvplan must not replace; a missing target in an existing folder is fine."""
+def _refuse_inputs(st: os.stat_result, path: Path, what: str, reads: Iterable[Path], merge: bool) -> None:
+    for r in reads:
+        try:
+            if _same_file(st, os.stat(r)):
+                raise InputError(f"{what} {path}: is {r}, which this command reads; write somewhere else")
+        except OSError:
+            continue
+    # with merge the target's own old version, read by the target's own name, is not an input
+    for read in (_read_ids or {}).get((st.st_dev, st.st_ino), ()):
+        if not (merge and read == str(path)):
+            raise InputError(f"{what} {path}: is {read}, which this command reads; write somewhere else")
+
+
+def check_target(path: Path, what: str, reads: Iterable[Path] = (), *, merge: bool = False) -> None:
+    """Refuse a target kvplan must not replace; a missing target in an existing folder is fine.
+
+    ``reads`` are the inputs the command names; the files it has read so far are refused too, except, with
+    ``merge``, the target itself read as its own old version (``kvplan lock`` merging into its lock).
+    """
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -51,12 +109,7 @@ def check_target(path: Path, what: str, reads: Iterable[Path] = ()) -> None:
             raise InputError(f"{what} {path}: is a directory, not a file")
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"{what} {path}: not a regular file (a FIFO, device or socket); kvplan writes files only")
-        for r in reads:
-            try:
-                if _same_file(st, os.stat(r)):
-                    raise InputError(f"{what} {path}: is {r}, which this command reads; write somewhere else")
-            except OSError:
-                continue
+        _refuse_inputs(st, path, what, reads, merge)
     parent = path.parent
     if not parent.is_dir():
         raise InputError(f"{what} {path}: folder {parent} does not exist")
@@ -85,14 +138,49 @@ def _new_file_mode(path: Path) -> int:
         return 0o666 & ~mask
 
 
+def input_paths(values: Iterable[str | os.PathLike[str] | None]) -> list[Path]:
+    """A command's input option values as paths (None dropped); a preset name that is no file matches nothing."""
+    return [Path(v) for v in values if v is not None and str(v) != ""]
+
+
+def _where(path: Path) -> str:
+    """One spelling of a target that may not exist yet: its folder resolved, its own name kept."""
+    return os.path.join(os.path.realpath(path.parent), path.name)
+
+
+def check_outputs(
+    outputs: Sequence[tuple[str, Path | None]], inputs: Iterable[str | os.PathLike[str] | None]
+) -> list[Path]:
+    """The writer rule, once per command before any work: every output it was given (option, path) checked
+    against every input it was given, whatever option named it, and no two outputs one file.
+
+    Returns the inputs as paths, for the writes to check again (with what the command read meanwhile).
+    """
+    reads = input_paths(inputs)
+    seen: dict[str, str] = {}
+    for what, path in outputs:
+        if path is None:
+            continue
+        check_target(path, what, reads)
+        where = _where(path)
+        if where in seen:
+            raise InputError(f"{what} {path}: {seen[where]} writes the same file; give each output its own")
+        seen[where] = what
+    return reads
+
+
 @contextlib.contextmanager
-def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[IO[bytes]]:
+def atomic_file(path: Path, what: str, reads: Iterable[Path] = (), *, merge: bool = False) -> Iterator[IO[bytes]]:
     """A binary handle on a temporary file that replaces ``path`` when the block ends without an error.
 
     On any error (or a signal raising in the block) the temporary file is removed and ``path`` is untouched.
+    ``reads`` and ``merge`` as for :func:`check_target`.
     """
-    check_target(path, what, reads)
+    global _writing
+    reads = list(reads)
+    check_target(path, what, reads, merge=merge)
     mode = _new_file_mode(path)
+    _writing += 1
     # the name is chosen before the file exists, so a signal at any point after creation finds it to remove
     # (tempfile.mkstemp creates, then returns the name: a SIGINT in between left a stray temporary file)
     tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
@@ -104,7 +192,7 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        check_target(path, what, reads)  # the target may have changed while we wrote
+        check_target(path, what, reads, merge=merge)  # the target may have changed while we wrote
         os.replace(tmp, path)
         done = True
     except OSError as e:
@@ -113,13 +201,14 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = ()) -> Iterator[I
         if not done:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        _writing -= 1
     _fsync_dir(path.parent)
 
 
-def write_atomic(path: Path, data: str | bytes, what: str, reads: Iterable[Path] = ()) -> None:
+def write_atomic(path: Path, data: str | bytes, what: str, reads: Iterable[Path] = (), *, merge: bool = False) -> None:
     """Replace ``path`` with ``data`` (str is written as UTF-8) atomically; see the module doc."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    with atomic_file(path, what, reads) as f:
+    with atomic_file(path, what, reads, merge=merge) as f:
         f.write(raw)
 
 
@@ -173,3 +262,63 @@ def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator
         yield
     finally:
         os.close(fd)  # releases the flock
+
+
+# --------------------------------------------------------------------------- the output channels
+
+
+class StdoutError(InputError):
+    """stdout cannot take the report (a full disk, an I/O error): exit 2, one line on stderr, no JSON document."""
+
+
+def silence_stdout() -> None:
+    """Point stdout's descriptor at devnull: the reader is gone or the disk full, and the interpreter's own flush
+    at exit must not fail again (a second error, a traceback, exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def stdout_failed(e: OSError) -> StdoutError:
+    silence_stdout()
+    return StdoutError(f"cannot write stdout: {e.strerror or e}")
+
+
+def flush_stdout() -> None:
+    """Flush stdout: a reader that went away is silence (the verdict's code stands); any other failure is a
+    :class:`StdoutError`."""
+    try:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        silence_stdout()
+    except OSError as e:
+        raise stdout_failed(e) from None
+
+
+def _devnull_fd(fd: int) -> None:
+    """Occupy a descriptor the shell closed, so a file kvplan opens later never lands on 1 or 2."""
+    with contextlib.suppress(OSError):
+        os.fstat(fd)
+        return
+    with contextlib.suppress(OSError):
+        new = os.open(os.devnull, os.O_RDWR)
+        if new != fd:
+            os.dup2(new, fd)
+            os.close(new)
+
+
+def open_channels() -> bool:
+    """At start-up: a stdout or stderr the shell closed (``>&-``; Python then sets it to None) becomes devnull,
+    and a closed stderr's lines go to stdout. Returns whether stdout was closed (the report cannot be written)."""
+    stdout_closed, stderr_closed = sys.stdout is None, sys.stderr is None
+    for fd, closed in ((1, stdout_closed), (2, stderr_closed)):
+        if closed:
+            _devnull_fd(fd)
+    if stdout_closed:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if stderr_closed:
+        sys.stderr = sys.stdout  # the one channel still open (devnull too when both are closed)
+    return stdout_closed

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from kvplan import fsio
 from kvplan.errors import InputError
 
 MiB_ = 1 << 20
@@ -34,10 +35,28 @@ class FileLimit:
     env: str
 
     def effective(self) -> int:
-        raw = os.environ.get(self.env, "")
-        if raw.strip().isdigit() and len(raw.strip()) <= 15:
-            return max(int(raw.strip()), 1)
-        return self.max_bytes
+        """The limit, raised or lowered by the environment variable: a positive whole number of bytes with an
+        optional unit (``8MiB``, ``2GB``; units as ``--set`` sizes take them). Anything else is a LimitError
+        naming the variable, never the default in silence; an empty variable is unset."""
+        raw = os.environ.get(self.env, "").strip()
+        if not raw:
+            return self.max_bytes
+        m = _ENV_BYTES.match(raw)
+        scale = _ENV_UNITS.get(m.group(2).lower()) if m else None
+        value = int(m.group(1)) * scale if m and scale else 0
+        if value < 1 or value > MAX_ENV_BYTES:
+            raise LimitError(
+                f"{self.env}={raw[:40]!r}: expected a positive whole number of bytes with an optional unit, e.g."
+                f" {self.max_bytes} or {self.max_bytes // MiB_}MiB (at most {MAX_ENV_BYTES >> 40:,} TiB)"
+            )
+        return value
+
+
+_ENV_BYTES = re.compile(r"^([0-9]{1,16})\s*([KMGT]i?B|B|)$", re.IGNORECASE)
+_ENV_UNITS = {"": 1, "b": 1, **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+              **{f"{p}ib": 1 << 10 * (i + 1) for i, p in enumerate("kmgt")}}  # fmt: skip
+MAX_ENV_BYTES = 1 << 50
+"""1 PiB: the largest value a KVPLAN_MAX_*_BYTES variable may set."""
 
 
 CONFIG = FileLimit("config", 4 * MiB_, "KVPLAN_MAX_CONFIG_BYTES")
@@ -50,6 +69,15 @@ TRACE_JSON = FileLimit("trace-json", 512 * MiB_, "KVPLAN_MAX_TRACE_JSON_BYTES")
 """A kv-cache-tester JSON document is read whole."""
 CHECKPOINT_INDEX = FileLimit("checkpoint-index", 64 * MiB_, "KVPLAN_MAX_CHECKPOINT_INDEX_BYTES")
 """model.safetensors.index.json: DeepSeek-V3's lists ~91,000 tensors in ~9 MB."""
+
+FILE_LIMITS = (CONFIG, LOG, TRACE, TRACE_JSON, CHECKPOINT_INDEX)
+
+
+def check_environment() -> None:
+    """Every KVPLAN_MAX_*_BYTES variable read at start-up, so a bad one is refused whatever the command reads."""
+    for limit in FILE_LIMITS:
+        limit.effective()
+
 
 MAX_LINE_CHARS = 1 << 20
 """Longest line of a streamed file (trace, log) kvplan reads; longer lines are cut (logs) or bad (traces)."""
@@ -88,6 +116,9 @@ MAX_MODULE_PATTERN_CHARS = 512
 """Longest module name or ``re:`` pattern kvplan matches (regexes run against short module names only)."""
 MAX_MODULE_PATTERN_REPEATS = 4
 """Most repeats (``*``, ``+``, ``{m,n}``) in one ``re:`` module pattern; a repeated group is refused outright."""
+MAX_CONFIG_MODULES = 100_000
+"""Most linear modules kvplan lays out one by one from a config.json (Kimi-K2: ~71,000); past it, a config's
+weights are its parameter groups (the same estimate without the per-tensor names), in bounded time."""
 MAX_GPUS = 1 << 20
 """Largest GPU count (tp, dp, ep, nodes × gpus_per_node) kvplan plans."""
 MAX_FIT_GPUS = 1024
@@ -145,6 +176,7 @@ def check_regular(path: Path, what: str) -> os.stat_result:
         raise InputError(f"{what} {path}: is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{what} {path}: not a regular file (a FIFO, device or socket); kvplan reads files only")
+    fsio.note_read(path, st)  # a writer of the same command never replaces it (fsio.check_target)
     return st
 
 
@@ -206,11 +238,13 @@ class _DuplicateKey(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
+    out = dict(pairs)  # in C: a Python loop here was 1 s of a 1M-tensor checkpoint index (issue 25)
+    if len(out) != len(pairs):  # a key twice: name the first
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return out
 
 

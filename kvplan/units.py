@@ -106,7 +106,10 @@ def parse_bytes(text: str) -> int:
         raise InputError(f"byte size {text!r}: {e}") from None
     if scale is None:
         raise InputError(f"byte size {text!r}: unknown unit {unit!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
-    return _scaled(number, scale)[0]  # '94.46GiB' (a log's two decimals) truncates to whole bytes
+    value, rest = _scaled(number, scale)
+    if rest and (scale == 1 or value == 0):  # '0.5B' is no byte count: never floored to 0 in silence
+        raise InputError(f"byte size {text!r} is not a whole number of bytes")
+    return value  # '94.46GiB' (a log's two decimals) truncates to whole bytes
 
 
 def parse_tokens(text: str | int) -> int:

@@ -1,23 +1,42 @@
 """The kvplan command line: one typer app, one module per command, each thin.
 
-This module stays light on purpose: ``main`` imports the app inside the error boundary, so that Ctrl-C during
-start-up is one line and exit 130, and a closed stdout (``| head -1``) never changes the exit code.
+This module stays light on purpose: ``main`` installs the SIGINT handler first, then imports the app inside the
+error boundary, so that Ctrl-C at any moment of start-up is one line and exit 130, and the output channels follow
+one policy (kvplan.fsio): a closed pipe keeps the exit code, a full disk is exit 2 with one line.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvplan.cli._app import _OneLineErrors, app
 
-from kvplan.errors import EXIT_INTERRUPTED
+from kvplan import _interrupt
+from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 __all__ = ["_OneLineErrors", "app", "main"]
 
 
 def main() -> None:
+    previous = _interrupt.install()  # kvplan/__init__ already did for the command itself; a caller's is restored
+    try:
+        code = _run()
+    finally:
+        if previous is not None:
+            # the command itself: a Ctrl-C once the answer is out leaves its exit code (the interpreter's own
+            # shutdown would otherwise die of it, status -2); a caller embedding main gets its handler back
+            own = previous is _interrupt.on_sigint
+            signal.signal(signal.SIGINT, signal.SIG_IGN if own else previous)
+    sys.exit(code)
+
+
+def _run() -> str | int | None:
+    from kvplan import fsio
+
+    stdout_closed = fsio.open_channels()
     code: str | int | None = 0
     try:
         from kvplan.cli._app import app
@@ -28,22 +47,32 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("kvplan: interrupted\n")
         code = EXIT_INTERRUPTED
-    quiet_closed_stdout()
-    sys.exit(code)
+    try:
+        fsio.flush_stdout()
+    except fsio.StdoutError as e:  # the report is lost: no verdict can stand on it
+        _say(f"kvplan: error: {e}")
+        return EXIT_BAD_INPUT if code in (0, 1, None) else code
+    if stdout_closed:
+        _say("kvplan: note: stdout is closed; the report was not written (the exit code is the verdict's)")
+    return code
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def quiet_closed_stdout() -> None:
     """Flush stdout; if the reader has gone (``| head -1``), point stdout at devnull so exit stays silent."""
+    from kvplan import fsio
+
     try:
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
-        import os
-
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+    except (OSError, ValueError):  # a broken pipe here; a full disk was already said where it was written
+        fsio.silence_stdout()
 
 
 def __getattr__(name: str) -> Any:

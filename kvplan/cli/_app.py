@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from kvplan import __version__
 from kvplan.cli._common import exit_for, usage_error
 from kvplan.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED
+from kvplan.fsio import command_reads
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "admit": ("kvplan.cli.admit", "admit"),
@@ -54,8 +55,10 @@ def build_command(name: str) -> Any:
         return get_group_from_info(
             TyperInfo(target, name=name), pretty_exceptions_short=True, rich_markup_mode=None, suggest_commands=True
         )
-    return get_command_from_info(CommandInfo(name=name, callback=target), pretty_exceptions_short=True,
-                                 rich_markup_mode=None)  # fmt: skip
+    from kvplan.cli._once import SingleValues  # a single-value option given twice is refused (issue 25)
+
+    return get_command_from_info(CommandInfo(name=name, callback=target, cls=SingleValues),
+                                 pretty_exceptions_short=True, rich_markup_mode=None)  # fmt: skip
 
 
 class _LazyCommands(MutableMapping[str, Any]):
@@ -113,7 +116,8 @@ class _OneLineErrors(TyperGroup):
     ) -> Any:
         argv = list(sys.argv[1:] if args is None else args)
         try:
-            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            with command_reads():  # every file the command reads, for its writers to refuse (kvplan.fsio)
+                rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
         except SystemExit as e:
             if e.code == EXIT_REJECTED and type(sys.stdout).__name__ == "PacifyFlushWrapper":
                 sys.exit(EXIT_OK)  # click's answer to a closed pipe (--help | head -1) is exit 1, which is no verdict
@@ -146,7 +150,7 @@ class _OneLineErrors(TyperGroup):
 app = typer.Typer(
     cls=_OneLineErrors,
     name="kvplan",
-    help="Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM.",
+    help="KV-cache capacity planning for LLM serving on SGLang and vLLM: dense (GQA/MHA), MLA, DSA and hybrid models.",
     no_args_is_help=True,
     rich_markup_mode=None,  # help text is plain text: "[default: ...]" and "kvplan[plot]" are not markup
     pretty_exceptions_enable=False,
@@ -166,4 +170,4 @@ def _root(
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
     ] = False,
 ) -> None:
-    """Capacity planning for DSA models (GLM-5.x, DeepSeek-V3.2) on SGLang and vLLM."""
+    """KV-cache capacity planning for LLM serving on SGLang and vLLM: dense (GQA/MHA), MLA, DSA and hybrid models."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -93,13 +94,23 @@ def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
 
         quiet_closed_stdout()  # the reader went away (| head): nothing to say, and nobody to say it to
         return EXIT_OK
+    from kvplan.fsio import StdoutError, stdout_failed
+
+    if isinstance(e, OSError) and not e.filename and e.errno in _WRITE_ERRNOS:
+        e = stdout_failed(e)  # help or --version into a full disk: a write without a file is stdout
     code, message = _classify(e)
-    _report(message, code, wants_json=_format_is_json(argv))
+
+    # stdout failed: the JSON error document would fail the same way
+    _report(message, code, wants_json=_format_is_json(argv) and not isinstance(e, StdoutError))
     if code == EXIT_INTERNAL and os.environ.get("KVPLAN_TRACEBACK"):
         import traceback
 
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     return code
+
+
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""OSErrors only a write raises (readers name their file; these do not)."""
 
 
 def _classify(e: BaseException) -> tuple[int, str]:
@@ -143,15 +154,22 @@ def _report(message: str, code: int, *, wants_json: bool) -> None:
     label = "internal error" if code == EXIT_INTERNAL else "error"
     # one line whatever the message quotes from the input: control characters (newlines, escapes) shown escaped
     message = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
-    sys.stderr.write(f"kvplan: {label}: {message}\n")
+    if not (wants_json and sys.stderr is sys.stdout):  # stderr closed: the JSON document alone says it
+        try:
+            sys.stderr.write(f"kvplan: {label}: {message}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # 2> /dev/full: the exit code still says it
+            pass
     if wants_json:
         from kvplan.render import error_document
 
         try:
             sys.stdout.write(error_document(message, code))
             sys.stdout.flush()
-        except (BrokenPipeError, ValueError):
-            pass
+        except (OSError, ValueError):
+            from kvplan.fsio import silence_stdout
+
+            silence_stdout()
 
 
 def _current_context() -> Any:
@@ -180,19 +198,23 @@ def _format_is_json(argv: Sequence[str] | None = None) -> bool:
 
 def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> PoolPlan:
     from kvplan.models.load import check_model_for_deployment, deployment_model_ref, load_deployment, load_model
+    from kvplan.models.retarget import retarget
 
     dep = load_deployment(deploy, sets or ())
     arch = load_model(model if model is not None else deployment_model_ref(dep))
+    dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # issue 23 item 3
     dep, mtp_note = _drop_foreign_mtp(arch, dep, sets or ())
     check_model_for_deployment(arch, dep)
     plan = plan_pool(arch, dep)
-    notes = tuple(n for n in (foreign_model_note(arch.name, dep, sets or (), plan), mtp_note) if n)
-    return replace(plan, notes=(*plan.notes, *notes)) if notes else plan
+    if dep.carry is not None and not dep.carry.builtin:  # the user's file: name only the knobs the engine kept
+        kept = tuple((k, v) for k, v in dep.carry.carried if _applied_as_set(plan, k))
+        plan = replace(plan, deployment=replace(dep, carry=replace(dep.carry, carried=kept)))
+    return replace(plan, notes=(*plan.notes, mtp_note)) if mtp_note else plan
 
 
 def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[Deployment, str | None]:
-    """A preset written for another model does not give its MTP draft tokens to a model without MTP layers
-    (issue 13: gpt-oss on a GLM-5.3 preset); a --set speculative_num_draft_tokens is kept as given."""
+    """A deployment file written for another model does not give its MTP draft tokens to a model without MTP
+    layers (issue 13: gpt-oss on a GLM-5.3 file); a --set speculative_num_draft_tokens is kept as given."""
     from kvplan.models.load import canonical_key
 
     foreign = dep.name and dep.model not in ("", arch.name)
@@ -212,31 +234,3 @@ def _applied_as_set(plan: Any, knob: str) -> bool:
         return bool(plan.knob(knob).origin == "set")
     except KeyError:
         return True
-
-
-def foreign_model_note(
-    model_name: str, dep: Deployment, sets: list[str] | tuple[str, ...], plan: Any = None
-) -> str | None:
-    """A deployment preset written for one model, planned with another: say which of its knobs carry over.
-
-    With the plan, only the knobs the engine applied as set are named: one it overrode for this model (SGLang's
-    page size 64 × index_kpool for GLM-5.3-Flash) is said by the engine's own note, not claimed as applied."""
-    if model_name == dep.model or not dep.name or dep.model in ("", model_name):
-        return None
-    from kvplan.models.load import canonical_key
-
-    set_here = {canonical_key(s.partition("=")[0]) for s in sets}
-    carried = [
-        f"{k}={getattr(dep, k)}"
-        for k in ("kv_cache_dtype", "page_size", "attention_backend", "context_length", "mla_layout")
-        if k in dep.explicit
-        and k not in set_here
-        and getattr(dep, k, None) not in (None, "auto")
-        and (plan is None or _applied_as_set(plan, k))
-    ]
-    if not carried:
-        return None
-    return (
-        f"deployment {dep.name} was written for {dep.model}; its knobs {', '.join(carried)} apply to"
-        f" {model_name} as set (override them with --set)"
-    )

@@ -22,7 +22,7 @@ def budget(
     set_: SetOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Bytes per token, per page and per context length: main KV vs indexer vs total.
+    """Bytes per token, per page and per context length: main KV, the DSA indexer K where the model has one, total.
 
     A hybrid model (sliding window, linear-attention state) is told per kind and per pool: what a request of each
     context takes from each pool the engine sizes.

@@ -43,6 +43,7 @@ def _trace(path: Path, fmt: str | None, min_hit: float | None, prefill_tps: int,
 
 
 def fit(
+    ctx: typer.Context,
     model: Annotated[
         str, typer.Option("--model", "-m", metavar="NAME|PATH", help="Model preset name, model YAML or config.json.")
     ],
@@ -109,15 +110,19 @@ def fit(
     """
     with boundary():
         from kvplan import limits
+        from kvplan.cli._once import needs
         from kvplan.cli.gate import option_requirements
         from kvplan.errors import InputError
-        from kvplan.fsio import check_target, write_atomic
+        from kvplan.fsio import check_outputs, write_atomic
         from kvplan.models.deploy import ENGINES
         from kvplan.models.load import find_gpu, load_model
         from kvplan.plan.fit import FitQuery
         from kvplan.plan.fit import fit as run_fit
         from kvplan.render.fit_report import deploy_yaml, fit_report, plot_fit
 
+        needs(ctx, "--link", "link", "--pd", pd)  # the PD hand-off speed: nothing else reads it
+        for option in ("--trace-format", "--prefill-tps", "--tpot-ms"):  # they describe the trace replay
+            needs(ctx, option, option[2:].replace("-", "_"), "--trace", trace is not None)
         req = option_requirements(require_ctx, require_concurrency)
         spec = _trace(trace, trace_format, min_hit, prefill_tps, tpot_ms) if trace is not None else None
         if trace is None and min_hit is not None:
@@ -135,12 +140,7 @@ def fit(
         limits.bounded_int(max_gpus, name="--max-gpus", low=1, high=limits.MAX_FIT_GPUS)
         limits.bounded_int(gpus_per_node, name="--gpus-per-node", low=1, high=limits.MAX_GPUS)
         gpus = tuple(find_gpu(g) for g in _names("--gpu", gpu))
-        reads = [Path(model)] if any(c in model for c in "/\\") else []
-        if trace is not None:
-            reads.append(trace)
-        for target, what in ((emit_deploy, "--emit-deploy"), (plot, "--plot")):
-            if target is not None:
-                check_target(target, what, reads)
+        reads = check_outputs([("--emit-deploy", emit_deploy), ("--plot", plot)], [model, trace])
         q = FitQuery(
             model_ref=str(Path(model).resolve()) if any(c in model for c in "/\\") else model,
             gpus=gpus,

@@ -12,6 +12,8 @@ from kvplan.errors import EXIT_OK, EXIT_REJECTED, InputError
 from kvplan.render import OutputFormat, emit
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from kvplan.engines.common import PoolPlan
     from kvplan.models.deploy import Requirements
     from kvplan.plan.gate import Figures, GateResult
@@ -27,6 +29,8 @@ ConcOpt = Annotated[
 def version_for(engine: str, spec: str) -> str | None:
     """The version a config of ``engine`` is re-planned at: ``0.5.9`` for every config, or per engine
     ``sglang=0.5.9,vllm=0.11.0`` (None: this engine is not named, its configs keep their own version)."""
+    if not spec.strip():  # refused as gate --against-version '' is, never the config's own version in silence
+        raise InputError("engine version '' is empty: write V (e.g. 0.5.23), or ENGINE=V[,ENGINE=V]")
     if "=" not in spec:
         return spec.strip()
     out: dict[str, str] = {}
@@ -142,43 +146,63 @@ def lock(
     Example: kvplan lock deploy/prod.yaml deploy/canary.yaml
     """
     with boundary():
-        from kvplan.fsio import check_target, exclusive, write_atomic
+        from kvplan.engines.context import model_positions
+        from kvplan.fsio import check_outputs, check_target, exclusive, write_atomic
         from kvplan.plan.gate import figures, lock_text, merge, promised_contexts
         from kvplan.render.gate_report import lock_report
 
-        check_target(lock_path, "--lock", [Path(c) for c in configs if _looks_like_path(c)])
+        check_outputs([("--lock", lock_path)], configs)
         plans = [_plan(c) for c in configs]
         reads = _reads(configs, plans)
         check_target(lock_path, "--lock", reads)
         entries = {
             config_key(c, lock_path): figures(
-                p, promised_contexts(_requirements(c, None, None, None), p.arch.max_position_embeddings)
+                p, promised_contexts(_requirements(c, None, None, None), model_positions(p))
             )
             for c, p in zip(configs, plans, strict=True)
         }
         with exclusive(lock_path, "--lock"):
-            old: dict[str, Figures] = {}
-            if os.path.lexists(lock_path):
-                try:
-                    old = _read_lock(lock_path)
-                except InputError as e:
-                    raise InputError(f"{e} (kvplan lock merges into it: fix or delete it first)") from None
+            old = _old_entries(lock_path, set(entries), prune)
             merged = merge(old, entries, prune=prune)
-            write_atomic(lock_path, lock_text(merged), "--lock", reads)
+            write_atomic(lock_path, lock_text(merged), "--lock", reads, merge=True)  # its own old entries
         pruned = tuple(sorted(set(old) - set(merged)))
         emit(lock_report(merged, str(lock_path), tuple(sorted(entries)), pruned), fmt)
 
 
-def _deployment_files(configs: list[str]) -> list[str]:
-    """The configs that are kvplan deployments; each other YAML is skipped with a note on stderr."""
+def _old_entries(path: Path, given: set[str], prune: bool) -> dict[str, Figures]:
+    """The entries ``kvplan lock`` merges into: an edited lock (digest) is rebuilt only from configs given
+    again, never by keeping its other entries (that would sign a hand edit as kvplan's own)."""
+    from kvplan.limits import CONFIG, read_text
+    from kvplan.plan.gate import parse_lock_untrusted
+
+    if not os.path.lexists(path):
+        return {}
+    try:
+        old, untrusted = parse_lock_untrusted(read_text(path, CONFIG, "lock file"), str(path))
+    except InputError as e:
+        raise InputError(f"{e} (kvplan lock merges into it: fix or delete it first)") from None
+    kept = sorted(set(old) - given)
+    if untrusted is not None and kept and not prune:
+        shown = ", ".join(kept[:3]) + (f" and {len(kept) - 3} more" if len(kept) > 3 else "")
+        raise InputError(f"{path} {untrusted}: its entries for {shown} cannot be kept; lock them again too, or "
+                         "drop them with --prune")  # fmt: skip
+    return old
+
+
+def _deployment_files(configs: list[str], locked: Iterable[str], lock_path: Path | None) -> list[str]:
+    """The configs that are kvplan deployments: a file with an entry in the lock, or a mapping with a `model`
+    (README's minimal form) or an `engine` key. Each other YAML is skipped with a note on stderr."""
     from kvplan.models.load import read_file
 
+    keys = set(locked)
     keep = []
     for c in configs:
-        if _looks_like_path(c):
+        if _looks_like_path(c) and (lock_path is None or config_key(c, lock_path) not in keys):
             data = read_file(Path(c)).data
-            if not isinstance(data, dict) or "engine" not in data:
-                sys.stderr.write(f"kvplan: note: skipping {c}: not a kvplan deployment config (no engine key)\n")
+            if not isinstance(data, dict) or not {"model", "engine"} & data.keys():
+                sys.stderr.write(
+                    f"kvplan: note: skipping {c}: not a kvplan deployment config (no model key, no lock entry)\n"
+                )
                 continue
         keep.append(c)
     return keep
@@ -221,19 +245,20 @@ def gate(
     with boundary():
         from kvplan.plan.gate import check
 
+        if against_version is not None and lock_path is not None:
+            raise InputError("--against-version compares each config with itself at another version: drop --lock")
+        path = lock_path if lock_path is not None else (Path("kvplan.lock") if Path("kvplan.lock").exists() else None)
+        path = None if against_version is not None else path
+        locked = _read_lock(path) if path is not None else None
         if only_deployments:
-            configs = _deployment_files(configs)
+            configs = _deployment_files(configs, locked or (), path)
             if not configs:
                 sys.stderr.write("kvplan: note: no kvplan deployment configs to gate\n")
                 raise typer.Exit(EXIT_OK)
         if against_version is not None:
-            if lock_path is not None:
-                raise InputError("--against-version compares each config with itself at another version: drop --lock")
             results = [_against_version(c, against_version, require_ctx, require_concurrency, max_capacity_drop)
                        for c in configs]  # fmt: skip
             _finish_gate(results, fmt)
-        path = lock_path if lock_path is not None else (Path("kvplan.lock") if Path("kvplan.lock").exists() else None)
-        locked = _read_lock(path) if path is not None else None
         results = []
         for c in configs:
             req = _requirements(c, require_ctx, require_concurrency, max_capacity_drop)
@@ -265,13 +290,14 @@ def _against_version(config: str, spec: str, ctx: str | None, conc: list[str] | 
     """One config: its figures under its own engine version ("before") and the gate's rules under ``spec``."""
     from dataclasses import replace
 
+    from kvplan.engines.context import model_positions
     from kvplan.errors import PlanError
     from kvplan.plan.gate import GateResult, Rule, check, figures, promised_contexts
 
     req = _requirements(config, ctx, conc, drop)
     now = _plan(config)
     version = version_for(now.engine, spec)
-    before = figures(now, promised_contexts(req, now.arch.max_position_embeddings))
+    before = figures(now, promised_contexts(req, model_positions(now)))
     name = f"{_display(config)} ({now.semantics} -> {version or now.engine_version})"
     try:
         new = _plan_at(config, version, "--against-version") if version is not None else now

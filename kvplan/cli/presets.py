@@ -26,7 +26,7 @@ def models_show(
     name: Annotated[str, typer.Argument(help="Preset name, model YAML or config.json.", metavar="NAME|PATH")],
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
-    """Show one model: layers, indexer layers, parameter groups, measured weights."""
+    """Show one model: layers, caches (and DSA indexer layers), parameter groups, measured weights."""
     with boundary():
         from kvplan.models.load import load_model
         from kvplan.render.reports import model_report

@@ -26,14 +26,11 @@ def probe(
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import check_outputs
         from kvplan.probes.nvml import measured_gpu, read_gpus, with_torch
         from kvplan.render.probe_report import deployment_yaml, probe_report
 
-        reads = [Path(deploy)] if deploy is not None and Path(deploy).is_file() else []
-        if emit_deploy is not None:
-            from kvplan.fsio import check_target
-
-            check_target(emit_deploy, "--emit-deploy", reads)  # refuse a symlink, a folder, the --deploy file
+        reads = check_outputs([("--emit-deploy", emit_deploy)], [deploy])  # before NVML: a symlink, --deploy
         readings = with_torch(read_gpus())
         if emit_deploy is not None:
             from kvplan.fsio import write_atomic

@@ -64,7 +64,18 @@ def _check_numbers(
         limits.bounded_int(jobs, name="--jobs", low=1, high=limits.MAX_LOOP)
 
 
+def _used_or_refused(ctx: typer.Context, sweep: bool, occupancy: bool) -> None:
+    """Options that only a sweep or only the occupancy replay reads: typed without it, they had no effect."""
+    from kvplan.cli._once import needs
+
+    for option in ("--points", "--jobs"):
+        needs(ctx, option, option[2:], "--sweep", sweep)
+    for option in ("--prefill-tps", "--tpot-ms", "--max-running"):
+        needs(ctx, option, option[2:].replace("-", "_"), "--occupancy", occupancy)
+
+
 def simulate(
+    ctx: typer.Context,
     trace: Annotated[
         Path,
         typer.Argument(
@@ -141,8 +152,10 @@ def simulate(
     """
     with boundary():
         from kvplan.errors import InputError
+        from kvplan.fsio import check_outputs
         from kvplan.render.sim_report import SimSetting, simulate_report, sweep_report
         from kvplan.sim import published as pub
+        from kvplan.sim.context import ContextLimit
         from kvplan.sim.paging import Paging
         from kvplan.sim.replay import Service
         from kvplan.sim.run import (
@@ -159,6 +172,8 @@ def simulate(
         from kvplan.sim.trace import open_trace
 
         _check_numbers(points, prefill_tps, tpot_ms, max_running, page_tokens, jobs)
+        _used_or_refused(ctx, sweep is not None, occupancy)
+        reads = check_outputs([("--plot", plot)], [trace, model, deploy])
         tr = open_trace(trace, trace_format, skip_bad=skip_bad, block_tokens=block_size)
         plan = None
         if semantics is not None and semantics not in SEMANTICS:
@@ -230,7 +245,10 @@ def simulate(
         if occupancy:
             limit = max_running if max_running is not None else (plan.max_running_requests if plan else None)
             service = Service(prefill_tps, max(1, round(tpot_ms * 1000)), limit)
-        cfg = SimConfig(tr, sem, policy, win, unit_tokens, cap, occupancy, service, eagle, check)
+        # a named deployment's engine rejects requests over its context length (kvplan.sim.context)
+        named = plan is not None and (deploy is not None or model is not None or bool(set_))
+        context = ContextLimit(plan.engine, plan.context_len) if named and plan is not None else None
+        cfg = SimConfig(tr, sem, policy, win, unit_tokens, cap, occupancy, service, eagle, check, context)
 
         published: tuple[tuple[int, int], ...] = ()
         kind = pub.mooncake_trace_kind(tr.path) if tr.format == "mooncake" else None
@@ -263,7 +281,7 @@ def simulate(
 
         if result.bad_records:
             sys.stderr.write(f"kvplan: warning: skipped {result.bad_records:,} malformed record(s) (--skip-bad)\n")
-        n = result.requests
+        n = result.requests + result.refused.requests  # trace positions: the rejected keep theirs
         if win.start:
             win_text = (
                 f"last 50%: requests {win.start:,}–{max(n - 1, 0):,} are measured, the first {win.start:,} "
@@ -302,6 +320,8 @@ def simulate(
             published=published,
             published_label="Mooncake FAST'25 Fig. 9" if published else "",
             startup_error=plan.startup_error if plan is not None else None,
+            carry=plan.deployment.carry if plan is not None else None,
+            context_text=context.describe() if context is not None else "",
         )
         if sweep is not None:
             report = sweep_report(result, setting)
@@ -309,11 +329,11 @@ def simulate(
                 from kvplan.render.sim_plot import plot_sweep
 
                 plot_sweep(result, plot, title=report.title, published=published,
-                           published_label=setting.published_label, reads=(trace,))  # fmt: skip
+                           published_label=setting.published_label, reads=reads)  # fmt: skip
         else:
             report = simulate_report(result, setting)
             if plot is not None:
                 from kvplan.render.sim_plot import plot_occupancy
 
-                plot_occupancy(result, plot, title=report.title, reads=(trace,))
+                plot_occupancy(result, plot, title=report.title, reads=reads)
         emit(report, fmt)

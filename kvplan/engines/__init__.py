@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kvplan.engines import pipeline
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import with_rope_scaling
+from kvplan.engines.load_checks import load_refusal, refusal_text
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import CompressedAttention, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
@@ -43,16 +47,27 @@ def refuse_unplanned_kinds(arch: ModelArch, dep: Deployment) -> None:
 
 
 def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    """The pool the deployment's engine builds on each GPU; under pp, on each GPU of the binding stage."""
+    """The pool the deployment's engine builds on each GPU (under pp, on each GPU of the binding stage); a layout
+    the engine refuses while building the model (kvplan.engines.load_checks) keeps the pool it would have tried to
+    build, with the engine's message as its startup error (that refusal comes before any memory is profiled, so it
+    wins over a memory one)."""
     refuse_unplanned_kinds(arch, dep)
-    return pipeline.plan_stages(arch, dep, _plan_one)
+    read = with_rope_scaling(arch, dep)  # the model as the engine reads it; the plan keeps it as given
+    plan = pipeline.plan_stages(read, dep, _plan_one)
+    # a pp plan keeps its binding stage's view of the model (its layers and weights), rope-scaled as read
+    return plan if plan.arch.pp_stage is not None else replace(plan, arch=arch)
 
 
 def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:
     if dep.engine == "sglang":
         from kvplan.engines import sglang
 
-        return sglang.plan(arch, dep)
-    from kvplan.engines import vllm
+        plan = sglang.plan(arch, dep)
+    else:
+        from kvplan.engines import vllm
 
-    return vllm.plan(arch, dep)
+        plan = vllm.plan(arch, dep)
+    refused = load_refusal(arch, plan.deployment)  # as the engine adjusted it (SGLang forces DP attention for DSA)
+    if refused is None:
+        return plan
+    return replace(plan, startup_error=refusal_text(plan.deployment, refused))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kvplan.errors import PlanError
+from kvplan.models import mxfp4_moe
 from kvplan.models.arch import ModelArch, PipelineStage, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
@@ -35,6 +36,11 @@ class Knob:
         if isinstance(self.value, bool) or not isinstance(self.value, int | float):
             raise TypeError(f"knob {self.name} is not a number: {self.value!r}")
         return float(self.value)
+
+
+def given(dep: Deployment, name: str, value: object, default: str) -> Knob:
+    """A knob the engine takes as given: 'set' where the deployment file or --set gives it, else its default."""
+    return Knob(name, value, "set" if name in dep.explicit else f"default: {default}")
 
 
 @dataclass(frozen=True)
@@ -339,8 +345,11 @@ def weights_knob(arch: ModelArch, dep: Deployment, *, with_mtp: bool) -> Knob:
     point = arch.measured_weights_for(split)
     if point is not None:
         return Knob("weights_per_gpu", point.bytes, f"default: measured ({split}), {point.source}")
-    est = stage_weights(arch, split, engine=dep.engine, with_mtp=with_mtp)
-    how = f"; {arch.weights_summary}" if arch.weights_summary else ""
+    backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
+    est = stage_weights(arch, split, engine=dep.engine, with_mtp=with_mtp, moe_backend=backend)
+    how = f"; {arch.weights_said}" if arch.weights_said else ""
+    if note := mxfp4_moe.layout_note(arch.param_groups, dep.engine, backend):
+        how += f"; {note}"
     if stage is not None:
         how = f"; {stage}{how}"
     assumed = "".join(f"; ASSUMPTION: {a}" for a in arch.weights_assumptions)

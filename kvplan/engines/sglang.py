@@ -23,10 +23,12 @@ from kvplan.engines.common import (
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
 )
+from kvplan.engines.context import long_context_note
 from kvplan.engines.versions import parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -511,7 +513,9 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
     # ---- requests
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
     context_len = ctx_k.as_int()
-    if context_len > arch.max_position_embeddings:
+    if context_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, context_len))
+    elif context_len > arch.max_position_embeddings:
         # configs/model_config.py: refused while the model config is built, before any memory is profiled
         startup_error = (
             f"User-specified context_length ({context_len}) is greater than the derived context_length "
@@ -571,8 +575,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         w_k,
         ctx_k,
         mrr_k,
-        Knob("dcp", dcp, "set"),
-        Knob("speculative_num_draft_tokens", draft_tokens, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
+        given(dep, "speculative_num_draft_tokens", draft_tokens, "0, no speculative decoding"),
     ]
     slack_bytes = int(slack_gib * GiB)
     chain = (
@@ -584,7 +588,8 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> 
         Term(
             "slack (non-KV reserve)",
             slack_bytes,
-            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs, logits",
+            f"pre-load free × (1 − mem_fraction_static {mfs}); holds req_to_token, CUDA graphs"
+            + (", indexer logits" if arch.has_indexer else ""),
         ),
         Term("available for the KV pool", available, "free after weights − slack"),
         Term("cell", cell.total_bytes, "bytes per pool row"),

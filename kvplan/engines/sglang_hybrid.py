@@ -244,7 +244,7 @@ class HybridSizer:
             return 0
         try:
             return self.state.bytes_per_request(attn_tp, "sglang") * self.state_layers
-        except ValueError as e:  # Mamba2StateShape.create: divide() asserts
+        except PlanError as e:  # Mamba2StateShape.create: divide() asserts
             raise PlanError(f"SGLang shards the linear-attention state by attention tp {attn_tp}: {e}") from None
 
     def take_state(self, rest_gib: float, attn_tp: int) -> tuple[float, int, str | None]:

@@ -25,7 +25,7 @@ _VERSION = re.compile(
     r"(?P<postpart>[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d{0,6}))?"
     r"(?:[-_.]?dev[-_.]?\d{0,6})?"
     r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # ASCII digits only: '٠.٥.٢٣' is not 0.5.23 (issue 25)
 )
 """PEP 440-ish: an optional ``v``, up to four release numbers, then pre / post / dev parts and a local label."""
 
@@ -153,6 +153,11 @@ class SglangRules(_Range):
     """#14291's Blackwell branch took SM12x in too: SGLang picked trtllm_mha there and refused it (sgl-project/sglang
     #14814; "fix: trtllm mha attention auto-selection on sm120", #14842, merged 2025-12-10, in 0.5.7). kvplan plans
     flashinfer there and says so (gpustack/gpustack#3839: 0.5.6.post1 fails on an RTX 5090)."""
+    moe_quant_precheck: bool = False
+    """``ModelRunner.check_quantized_moe_compatibility`` runs before the model is built (0.5.4-0.5.5: added by
+    sgl-project/sglang#11442, fixed by #11702; #13876 moved it after ``initialize()``, where the layers' own
+    checks refuse first): a MoE checkpoint with ``weight_block_size`` is refused with its message
+    (kvplan.engines.load_checks)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -287,7 +292,9 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.4",
         reference="0.5.4",
         cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
-        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel)",
+        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel); sgl-project/sglang#11442 and "
+        "#11702: ModelRunner.check_quantized_moe_compatibility before the model is built",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.3",
         cell_raw_mla_row=True,
@@ -308,6 +315,7 @@ SGLANG: tuple[SglangRules, ...] = (
         reference="0.5.5",
         cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
         "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
+        moe_quant_precheck=True,
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -328,7 +336,8 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.6",
         reference="0.5.6",
         cite="sglang 0.5.6 wheel: NSA in TP mode allowed (dp attention no longer forced); the reserve heuristic and "
-        "cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, off by default)",
+        "cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, off by default); "
+        "sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check after initialize()",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,
@@ -369,7 +378,8 @@ SGLANG: tuple[SglangRules, ...] = (
         label="0.5.7-0.5.8",
         reference="0.5.8",
         cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; trtllm_mha the full-attention default on SM100 only "
-        "(sgl-project/sglang#14291, #14842)",
+        "(sgl-project/sglang#14291, #14842); sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check "
+        "after initialize()",
         mem_fraction="reserve_0.5.3",
         capacity="0.5.5",
         cell_raw_mla_row=True,

@@ -33,10 +33,12 @@ from kvplan.engines.common import (
     PoolPlan,
     Term,
     check_gpu_memory,
+    given,
     memory_map,
     resolve,
     weights_knob,
 )
+from kvplan.engines.context import derived_why, long_context_note
 from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
@@ -277,9 +279,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
 
     mnbt_default, seqs_default = _defaults_by_memory(dep)
-    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
     if dep.context_length == AUTO_FIT:  # fitted below; everything sized before the KV config sees the derived length
-        ctx_k = Knob("context_length", arch.max_position_embeddings, "default: max_position_embeddings")
+        ctx_k = Knob("context_length", arch.max_position_embeddings, f"default: {derived_why(arch, dep)}")
     max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
     max_num_seqs = seqs_k.as_int()
@@ -391,7 +393,9 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
             "for more details."
         )
-    if max_model_len > arch.max_position_embeddings:
+    if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, max_model_len))
+    elif max_model_len > arch.max_position_embeddings:
         # config/model.py: refused before any memory is profiled (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)
         startup_error = (
             f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
@@ -408,14 +412,14 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
     knobs += [
         page_k,
-        Knob("dcp", dcp, "set"),
+        given(dep, "dcp", dcp, "1, no decode context parallelism"),
         util_k,
         w_k,
         other_k,
         ctx_k,
         seqs_k,
         mnbt_k,
-        Knob("speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "set"),
+        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
         *vllm_knobs.shown(dep),
     ]
     allocated = num_blocks * bytes_per_block
@@ -552,11 +556,7 @@ def _non_kv_other(
         Term("non-torch growth", peak.non_torch_bytes, f"NCCL, cuBLAS, CUDA context: {peak.non_torch_origin}"),
     ]
     if graphs:
-        terms.append(
-            Term(
-                "CUDA-graph estimate", graph, "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
-            )
-        )
+        terms.append(Term("CUDA-graph estimate", graph, _graph_estimate_source(arch)))
     else:
         short = "--enforce-eager" if dep.disable_cuda_graph else "before 0.21"
         terms.append(Term(f"no CUDA-graph estimate ({short})", 0, why_no_graphs))
@@ -572,6 +572,18 @@ def _non_kv_other(
     )
     k = Knob("non_kv_other", peak.total_bytes + graph + dsa, f"default: {parts}: {peak.summary()}")
     return k, tuple(terms)
+
+
+def _graph_estimate_source(arch: ModelArch) -> str:
+    """Where the assumed CUDA-graph figure comes from, said for the model planned: vLLM measures the estimate at
+    start-up by capturing sample graphs (gpu_model_runner.py profile_cudagraph_memory, 'Estimated CUDA graph
+    memory: ... GiB total'), so no config gives it; the one public figure kvplan holds is DeepSeek-V4-Flash's."""
+    if arch.architecture.startswith("DeepseekV4"):
+        return "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
+    return (
+        f"ASSUMED, one figure for every model (vLLM measures it at start-up): {DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB"
+        "; public logs of other models print 0.13-1.62 GiB"
+    )
 
 
 def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:

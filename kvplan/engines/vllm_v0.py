@@ -25,6 +25,7 @@ and fused_moe (moe_buffers), the cuBLAS workspace the V1 profile model's fitted 
 from __future__ import annotations
 
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
+from kvplan.engines.context import derived_why, long_context_note
 from kvplan.engines.versions import VllmRules, rules_note
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, non_torch_bytes
 from kvplan.errors import PlanError
@@ -200,7 +201,7 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
     layers = arch.num_layers
     cell = Cell(main_bytes=row * layers, indexer_bytes=0)
     block_bytes = block * cell.total_bytes
-    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
+    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
     max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", DEFAULT_MAX_NUM_SEQS, "V0 EngineArgs max_num_seqs")
     max_num_seqs = seqs_k.as_int()
@@ -261,7 +262,9 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
             f"stored in KV cache ({max_seq_len}). Try increasing `gpu_memory_utilization` or decreasing "
             "`max_model_len` when initializing the engine."
         )
-    if max_model_len > arch.max_position_embeddings:
+    if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
+        notes.append(long_context_note(arch, dep, max_model_len))
+    elif max_model_len > arch.max_position_embeddings:
         startup_error = (
             f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
             f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json)."

@@ -320,7 +320,7 @@ class AdditionsGroup(ParamGroup):
     def bytes_per_gpu(self, split: Split) -> int:
         return 0
 
-    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool) -> int:
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
         if engine not in ENGINES:
             return 0
         key = (split, engine, with_mtp)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
+from kvplan.models.rope import ConfigRope, RopeScaling
+from kvplan.models.shards import ShardDims
 
 
 class IndexerRule(str, Enum):
@@ -150,8 +153,9 @@ class ParamGroup:
         den = self.bytes_per_param_den * split.ways(self.split) * stages
         return -(-total_num // den)
 
-    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool) -> int:
-        """Bytes on one GPU of ``engine`` (a group that differs by engine, kvplan.models.additions, overrides it)."""
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
+        """Bytes on one GPU of ``engine`` (a group that differs by engine or by its MoE backend,
+        kvplan.models.additions and kvplan.models.mxfp4_moe, overrides it)."""
         return self.bytes_per_gpu(split)
 
 
@@ -191,8 +195,13 @@ class ModelArch:
     index_skip_topk_offset: int | None = None
     index_topk_pattern: str | None = None
     """The raw fields: vLLM reads only these (never ``indexer_types``), with an offset default of 2."""
-    param_groups: tuple[ParamGroup, ...] = ()
+    param_groups: Sequence[ParamGroup] = ()
+    """A tuple, or a preset's groups laid out on first use (kvplan.models.preset_weights.DeferredGroups)."""
     measured_weights: tuple[WeightPoint, ...] = field(default=())
+    documented_rope_scaling: RopeScaling | None = None
+    """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""
+    config_rope: ConfigRope | None = None
+    """The RoPE scaling config.json ships, from which each engine derives its context length its own way."""
     description: str = ""
     weights_summary: str = ""
     """How the checkpoint stores its weights (quantization schemes), said on the weights line."""
@@ -202,6 +211,9 @@ class ModelArch:
     pp_stage: PipelineStage | None = None
     """Set on one pipeline stage's view of the model (kvplan.models.pipeline.stage_arch): ``num_layers`` and the
     per-layer fields are then that stage's, and its weights are what that stage loads."""
+    shards: ShardDims | None = None
+    """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
+    (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above
@@ -293,11 +305,21 @@ class ModelArch:
     def total_params(self) -> int:
         return sum(g.params for g in self.param_groups)
 
-    def estimated_weights_per_gpu(self, split: Split, *, with_mtp: bool = False, engine: str | None = None) -> int:
+    @property
+    def weights_said(self) -> str:
+        """How the weights were counted; a preset's groups laid out on first use say it once laid out (reading
+        this lays them out: ask it only of an estimate)."""
+        deferred = getattr(self.param_groups, "summary", None)  # kvplan.models.preset_weights.DeferredGroups
+        return deferred if isinstance(deferred, str) else self.weights_summary
+
+    def estimated_weights_per_gpu(
+        self, split: Split, *, with_mtp: bool = False, engine: str | None = None, moe_backend: str | None = None
+    ) -> int:
         """Checkpoint bytes on one GPU; the MTP layer counts only when speculative decoding loads it; with an
-        ``engine``, what it holds beyond the checkpoint at load too (kvplan.models.additions)."""
+        ``engine``, what it holds beyond the checkpoint at load too (kvplan.models.additions), and MXFP4 experts
+        as ``moe_backend`` lays them out (kvplan.models.mxfp4_moe)."""
         groups = (g for g in self.param_groups if with_mtp or g.name != "mtp")
-        return sum(g.bytes_on(split, engine=engine, with_mtp=with_mtp) for g in groups)
+        return sum(g.bytes_on(split, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend) for g in groups)
 
     def measured_weights_for(self, split: Split) -> WeightPoint | None:
         """The measured point of the same effective split (not the same knobs: ep=8 on TP8 is TP8's split)."""

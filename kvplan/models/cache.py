@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from kvplan.errors import PlanError
 from kvplan.models.formats import BF16_BYTES, FP32_BYTES, MlaLayout, indexer_bytes_per_token_layer
 
 KV_DTYPE_BYTES = {
@@ -284,8 +285,8 @@ class LinearState:
 def _divide(n: int, tp: int, what: str) -> int:
     """n / tp exactly, as vLLM's and SGLang's ``divide`` assert."""
     tp = max(tp, 1)
-    if n % tp:
-        raise ValueError(f"{what} {n} is not divisible by tensor parallel {tp}")
+    if n % tp:  # the engine stops at start-up: a refusal (exit 2), never a crash (fuzz, issue 25)
+        raise PlanError(f"{what} {n} is not divisible by tensor parallel {tp} (the engine's divide() asserts)")
     return n // tp
 
 

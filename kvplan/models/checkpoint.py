@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.index_bounds import refuse_many_tensors
 from kvplan.models.weights import as_parameter_groups
 
 VOCAB_PADDING = 64
@@ -538,11 +539,14 @@ class CheckpointIndex:
 def read_index(path: Path) -> CheckpointIndex:
     where = f"checkpoint index {path}"
     text = limits.read_text(path, limits.CHECKPOINT_INDEX, "checkpoint index")
+    refuse_many_tensors(path, text.count('.safetensors"'))  # each entry names its shard: counted before the parse
     doc = _strict_json(text, where)
+    del text
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     wmap = doc.get("weight_map") if isinstance(doc, dict) else None
-    if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
+    if not isinstance(wmap, dict) or not set(map(type, wmap.values())) <= {str}:
         raise ConfigError("expected an object of tensor name -> shard file", source=str(path), key="weight_map")
+    refuse_many_tensors(path, len(wmap))  # shard files not named *.safetensors
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if isinstance(total, float) and total.is_integer():
         total = int(total)  # some exporters write 1.5e10
@@ -605,6 +609,15 @@ def config_int(config: Mapping[str, Any], key: str, default: int = 0) -> int:
     return v
 
 
+def _expert_modules(config: Mapping[str, Any], layers: int) -> int:
+    """About how many linear modules a per-tensor layout of this config lists: 3 a (routed or shared) expert and
+    a dense MLP per layer, MTP layers included. Kimi-K2, the largest real one kvplan reads, lists ~71,000."""
+    experts = max(config_int(config, k) for k in ("n_routed_experts", "num_local_experts", "num_experts"))
+    shared = max(config_int(config, k) for k in ("n_shared_experts", "num_shared_experts"))
+    mtp = config_int(config, "num_nextn_predict_layers")
+    return (layers + mtp) * (experts + shared + 1) * 3
+
+
 def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tuple[Tensor, ...] | None:
     """Every tensor a checkpoint of this config holds, with dtype and shape; None for a family or a
     quantization scheme kvplan cannot lay out per tensor (the caller falls back to parameter groups).
@@ -657,6 +670,8 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     archs = config.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else archs
     if not h or not layers or not vocab or (arch is not None and arch not in LAID_OUT):
+        return None
+    if _expert_modules(config, layers) > limits.MAX_CONFIG_MODULES:  # bounded work: parameter groups instead
         return None
     heads = config_int(config, "num_attention_heads")
     tied = bool(config.get("tie_word_embeddings", False))

@@ -133,9 +133,21 @@ class Deployment:
     disable_cuda_graph: bool = False
     """SGLang --disable-cuda-graph, vLLM --enforce-eager (``enforce_eager`` is read as this knob): no CUDA-graph
     memory is reserved (SGLang's decode and prefill graph terms; vLLM's CUDA-graph estimate)."""
+    rope_scaling: str | None = None
+    """'yarn': the RoPE scaling the model card documents (kvplan.models.rope), passed as SGLang
+    --json-model-override-args / vLLM --hf-overrides; kvplan.engines.context says what each engine derives."""
+    allow_long_context: bool = False
+    """SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 / VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a context_length above the
+    one the engine derives starts (quality past the model's positions is not guaranteed)."""
     description: str = ""
     explicit: frozenset[str] = frozenset()
     """Knob names the preset or the user set (the rest are defaults)."""
+    written_for: str = ""
+    """The model the deployment file names (before any --set model=...): whom its model knobs were chosen for."""
+    from_file: frozenset[str] = frozenset()
+    """Knob names the file gave and --set did not change (kvplan.models.retarget reads them)."""
+    carry: Carry | None = None
+    """Set where the file was written for another model than the one planned: what it carries over."""
     defaulted: tuple[tuple[str, str, str], ...] = ()
     """(knob, value shown, why) for each deployment-level value kvplan chose because the file left it out
     (engine, version, GPU, GPU counts, tp); the engine's own defaults are on the plan's knobs."""
@@ -143,6 +155,28 @@ class Deployment:
     @property
     def mtp(self) -> bool:
         return self.speculative_num_draft_tokens > 0
+
+    @property
+    def builtin(self) -> bool:
+        """A preset shipped with kvplan (not the user's own file)."""
+        return self.source.endswith("(built-in)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Carry:
+    """A deployment file written for one model, planned with another (issue 23 item 3): which of its knobs apply.
+
+    A built-in preset's MODEL_KNOBS are dropped (the engine's defaults for the planned model instead) and its
+    hardware and layout knobs carried over; a user's own file applies whole, its model knobs said."""
+
+    deployment: str
+    written_for: str
+    model: str
+    dropped: tuple[tuple[str, object], ...] = ()
+    """(knob, the file's value) not applied: the engine defaults it for the planned model."""
+    carried: tuple[tuple[str, object], ...] = ()
+    """(knob, value) the file gives that still apply to the planned model."""
+    builtin: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,5 +202,20 @@ class Requirements:
 
 
 KNOBS: tuple[str, ...] = tuple(
-    f.name for f in fields(Deployment) if f.name not in ("name", "source", "explicit", "description", "defaulted")
+    f.name
+    for f in fields(Deployment)
+    if f.name not in ("name", "source", "explicit", "description", "defaulted", "written_for", "from_file", "carry")
 )
+
+MODEL_KNOBS: tuple[str, ...] = (
+    "kv_cache_dtype", "mla_layout", "attention_backend", "page_size", "context_length", "max_total_tokens",
+    "speculative_num_draft_tokens", "speculative_eagle_topk", "weights_per_gpu", "kv_cache_memory", "non_kv_other",
+    "runtime_overhead", "swa_full_tokens_ratio", "max_mamba_cache_size", "pp_layer_partition", "rope_scaling",
+    "num_gpu_blocks_override", "dtype",
+)  # fmt: skip
+"""Knobs a preset chooses for its own model: the KV layout and backend (an MLA/DSA choice means nothing to GQA),
+the page size (SGLang's DSA backends need 64), the context (the model's positions), the MTP drafts, memory
+measured with that model's weights and activations, and what counts that model's layers, blocks, dtype or
+documented RoPE scaling. Planned with another --model they take the engine's default
+for that model unless the user sets them. The rest (engine, GPU, GPU counts, parallel layout, memory fraction,
+scheduler sizes) describe the hardware and the operator's choices, and carry over, said."""

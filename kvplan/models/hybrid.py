@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvplan import limits
+from kvplan.models import validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch
 from kvplan.models.cache import (
@@ -67,6 +68,8 @@ def sliding_layers(
         r.fail("layer_types", f"has {len(types)} entries for {num_layers} layers")
     if _SLIDING not in types:
         return ()
+    if architecture == "unknown":  # SGLang picks its hybrid-SWA pools by model class (is_hybrid_swa_model)
+        r.fail("architectures", "missing: layer_types marks sliding layers, and the engines pool them by model class")
     w = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
     full = FullAttention(kv_heads, head_dim, head_dim, heads)
     sliding = SlidingWindow(kv_heads, head_dim, head_dim, heads, window=w, sinks=architecture == "GptOssForCausalLM")
@@ -123,6 +126,8 @@ def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_laye
     if types is None:
         interval = r.get_int("full_attention_interval", default=4, maximum=limits.MAX_LAYERS)
         types = tuple(_FULL if (i + 1) % interval == 0 else _LINEAR for i in range(num_layers))
+    if _FULL not in types:
+        _no_attention(r, "layer_types" if r.has("layer_types") else "full_attention_interval", num_layers)
     heads = _dim(r, "num_attention_heads", required=True)
     kv_heads = _dim(r, "num_key_value_heads", default=heads)
     head_dim = _dim(r, "head_dim", required=True)
@@ -160,6 +165,8 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
     full = _layer_list(la, "full_attn_layers", num_layers)
     if set(kda) & set(full) or len(kda) + len(full) != num_layers:
         la.fail("kda_layers", f"kda_layers and full_attn_layers must name each of the {num_layers} layers once")
+    if not full:
+        _no_attention(la, "full_attn_layers", num_layers)
     heads, head_dim = _dim(la, "num_heads", required=True), _dim(la, "head_dim", required=True)
     state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", default=4))
     kv_lora_rank = _dim(r, "kv_lora_rank", required=True)
@@ -175,6 +182,12 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
         head_dim=_dim(r, "qk_nope_head_dim", default=128) + rope, v_head_dim=_dim(r, "v_head_dim", default=128),
         layers=layers,
     )  # fmt: skip
+
+
+def _no_attention(r: Reader, key: str, num_layers: int) -> None:
+    """Refuse a hybrid whose every layer is linear-attention state: no attention layer to size a pool by (vLLM's
+    hybrid grouping divides by the attention layer count; SGLang's hybrid pools need one full layer)."""
+    r.fail(key, f"leaves no attention layer among the {num_layers} layers: kvplan plans this family with at least one")
 
 
 def _layer_list(r: Reader, key: str, last: int, *, first: int = 1) -> tuple[int, ...]:
@@ -200,12 +213,7 @@ def _deepseek_v4(r: Reader, *, name: str, source: str, description: str, num_lay
         r.fail("num_key_value_heads", f"{kv_heads}: DeepSeek-V4 attention has one KV head")
     head_dim, rope = _dim(r, "head_dim", required=True), _dim(r, "qk_rope_head_dim", required=True)
     window = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
-    ratios = r.data.get("compress_ratios")
-    if not isinstance(ratios, list) or len(ratios) < num_layers:
-        r.fail("compress_ratios", f"expected a list of at least {num_layers} ratios (one per layer)")
-    for i, v in enumerate(ratios):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > limits.MAX_TOKENS:
-            r.fail(("compress_ratios", i), f"expected a ratio (0 for the window only), got {v!r:.40}")
+    ratios = validate.compress_ratios(r, num_layers)
     index_head_dim = _dim(r, "index_head_dim", default=128)
     indexer = IndexerK(index_head_dim, compress_ratio=4)
     layers = []
@@ -251,6 +259,8 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
         kda = {i for i in range(num_layers) if (types[i] == _LINEAR if types is not None else i % 4 != 3)}
         heads, head_dim = _dim(r, "linear_num_heads", default=64), _dim(r, "linear_head_dim", default=128)
         kernel = _dim(r, "linear_conv_kernel_dim", default=4)
+    if len(kda) == num_layers:
+        _no_attention(la or r, "kda_layers" if la is not None else "layer_types", num_layers)
     state = LinearState("kda", heads, heads, head_dim, head_dim, kernel)
     kv_lora_rank = _dim(r, "kv_lora_rank", default=512)
     rope = _dim(r, "qk_rope_head_dim", default=0, minimum=0)

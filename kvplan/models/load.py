@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
-from kvplan.models import decilm
+from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import (
@@ -34,7 +34,9 @@ from kvplan.models.deploy import (
 )
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
-from kvplan.models.weights import MoeShape, as_parameter_groups, param_groups, param_groups_from_hf
+from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
+from kvplan.models.shards import shard_dims
+from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
 
 SCHEMA_VERSION = 1
@@ -501,6 +503,7 @@ _HF_KEYS = {
     "model_max_length", "num_shared_experts", "num_experts_per_token", "moe_layer_freq", "mla_use_nope",
     "mla_use_output_gate", "routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size",
     "shared_expert_intermediate_size", "partial_rotary_factor",
+    "indexer_rope_interleave",  # kvplan.models.additions: the DSA indexer shares the MLA rope cache
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
@@ -515,7 +518,7 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
 engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
-               "measured_weights"}  # fmt: skip
+               "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
 
 def load_model(ref: str) -> ModelArch:
@@ -531,7 +534,10 @@ def load_model(ref: str) -> ModelArch:
         if not doc.source.endswith(".json"):
             r.fail("config", "missing: a model YAML has a 'config' section of Hugging Face fields")
         stem = Path(doc.source).parent.name or Path(doc.source).stem
-        arch = _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None)
+        arch = replace(
+            _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
+            config_rope=config_rope(r.data),
+        )
         from kvplan.models.checkpoint import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
@@ -562,8 +568,14 @@ def load_model(ref: str) -> ModelArch:
                     source=p.get_str("source", required=True),
                 )
             )
+    from kvplan.models.preset_weights import preset_weights
 
-    return as_parameter_groups(replace(arch, measured_weights=tuple(points)))
+    dtype = r.data.get("checkpoint_dtype")
+    rope = read_documented(r)
+    arch = replace(
+        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"])
+    )
+    return preset_weights(arch, doc.source, r.data["config"], dtype)
 
 
 MODELOPT_QUANT_FILE = "hf_quant_config.json"
@@ -610,6 +622,7 @@ def _model_from_hf(
         # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
         r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    validate.check_config(r, num_layers)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
@@ -705,6 +718,7 @@ def _model_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -759,6 +773,7 @@ def _full_attention_from_hf(
         weights_summary=summary,
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
     )
 
 
@@ -873,6 +888,8 @@ def _gpu(r: Reader, key: str) -> Gpu:
         aliases=tuple(str(a) for a in aliases),
         derived=tuple(d for d in _GPU_DERIVABLE if d in derived),
     )
+    if gpu.sm and gpu.gfx:  # one vendor's architecture: an SM (NVIDIA) or a gfx target (AMD), never both
+        r.fail("gfx", f"{gpu.gfx!r} beside sm {gpu.sm}: give sm for an NVIDIA GPU or gfx for an AMD one")
     if gpu.cuda_total_bytes > gpu.nvml_total_bytes:
         r.fail(
             "cuda_total",
@@ -944,6 +961,8 @@ ALIASES = {
     "num_speculative_tokens": "speculative_num_draft_tokens", "version": "engine_version",
     "enforce_eager": "disable_cuda_graph", "sglang_swa_eviction_interval": "swa_eviction_interval",
     "vllm_pp_layer_partition": "pp_layer_partition", "sglang_pp_layer_partition": "pp_layer_partition",
+    "sglang_allow_overwrite_longer_context_len": "allow_long_context",
+    "vllm_allow_long_max_model_len": "allow_long_context",
 }  # fmt: skip
 """The engines' own spellings (SGLang and vLLM flags, with dashes or underscores) -> kvplan's knob names."""
 _DEPLOY_META = {"schema_version", "name", "description", "requirements"}
@@ -997,6 +1016,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             "disable_radix_cache",
             "async_scheduling",
             "disable_hybrid_kv_cache_manager",
+            "allow_long_context",
         ):
             yield key, r.get_bool(key)
         elif key == "swa_eviction_interval":
@@ -1005,6 +1025,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r.get_choice(key, MODEL_DTYPES)
         elif key == "pp_layer_partition":
             yield key, r._get(key, parse_layer_partition, False, None)
+        elif key == "rope_scaling":
+            yield key, r.get_choice(key, ROPE_TYPES)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -1121,6 +1143,7 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
         defaulted.append(("schema_version", str(SCHEMA_VERSION), "the current schema"))
     _check_schema(r, required=False)
     values = dict(_knob_values(r))
+    written_for = str(values.get("model", ""))
     override = Reader(parse_set(sets))
     overridden = dict(_knob_values(override, override=True))
     cleared = {k for k, v in override.data.items() if v is None}
@@ -1175,12 +1198,15 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
             f"all {gpus} GPUs / pp {values.get('pp', 1)} ({_engine_name(engine)}'s own default is 1, which no"
             " large model fits)",
         )
+    switched = {"engine_version"} if "engine" in overridden else set()  # the new engine's version, not the file's
     dep = Deployment(
         name=r.get_str("name", default=Path(doc.source).stem) + (" (+ --set)" if sets else ""),
         source=doc.source,
         description=r.get_str("description", default=""),
         explicit=frozenset(values) - {"model", "engine", "gpu"} - {d[0] for d in defaulted},
         defaulted=tuple(defaulted),
+        written_for=written_for,
+        from_file=(frozenset(r.data) & frozenset(values)) - frozenset(override.data) - {"model"} - switched,
         **values,
     )
     _check_layout(dep, r, override)
@@ -1277,6 +1303,8 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
 
     refuse_unplanned_kinds(arch, dep)  # before the weights: a hybrid's refusal is the one line that matters
     split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
+    if dep.weights_per_gpu is None and arch.measured_weights_for(split) is not None:
+        return  # a measured point: no estimate to check (a preset's tensors are then never laid out)
     estimate = arch.estimated_weights_per_gpu(split, with_mtp=dep.mtp)
     if dep.weights_per_gpu is not None:
         if estimate > 0 and dep.weights_per_gpu * 1_000_000 < estimate * limits.MIN_WEIGHTS_PPM:
@@ -1285,7 +1313,7 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
                 f" parameters take split {split}: a unit slip? (kvplan refuses weights below 1 % of its estimate)"
             )
         return
-    if estimate <= 0 and arch.measured_weights_for(split) is None:
+    if estimate <= 0:
         raise InputError(
             f"model {arch.name} ({arch.source}): no weights to plan with (the config has no hidden_size or leaves"
             " the MLP out, so kvplan cannot count the parameters): give --set weights_per_gpu=...GiB, e.g. from the"

@@ -100,11 +100,13 @@ def stage_group_bytes(arch: ModelArch, g: ParamGroup, whole: int, stage: Pipelin
     return -(-whole * owned // max(end - first, 1))
 
 
-def stage_weights(arch: ModelArch, split: Split, *, engine: str | None, with_mtp: bool) -> int:
+def stage_weights(
+    arch: ModelArch, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None
+) -> int:
     """Bytes one GPU of ``arch.pp_stage`` loads: each group at the split without pp, then the stage's share."""
     stage = arch.pp_stage
     if stage is None:
-        return arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=engine)
+        return arch.estimated_weights_per_gpu(split, with_mtp=with_mtp, engine=engine, moe_backend=moe_backend)
     flat = replace(split, pp=1)
     total = 0
     for g in arch.param_groups:
@@ -112,7 +114,9 @@ def stage_weights(arch: ModelArch, split: Split, *, engine: str | None, with_mtp
             continue
         if isinstance(g, AdditionsGroup):
             g = _stage_additions(g, stage)
-        total += stage_group_bytes(arch, g, g.bytes_on(flat, engine=engine, with_mtp=with_mtp), stage)
+        total += stage_group_bytes(
+            arch, g, g.bytes_on(flat, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend), stage
+        )
     return total
 
 

@@ -220,6 +220,8 @@ class _Groups:
         self.counts: dict[tuple[str, Scheme | None, int, int], int] = {}
         """(group, scheme or None for the checkpoint dtype, rows, cols) -> how many such matrices."""
         self.buffers: dict[str, Fraction] = {}
+        self.extras: list[ParamGroup] = []
+        """Groups a family builds whole (kvplan.models.mxfp4_moe.Mxfp4Experts), kept as built."""
         self.spans: dict[str, tuple[int, int]] = {}
         """group -> the decoder layers [first, end) its named modules sit on (a pipeline stage's share)."""
         self._uniform = quant.uniform
@@ -241,6 +243,10 @@ class _Groups:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
         if size > 0:
             self.buffers[group] = self.buffers.get(group, Fraction(0)) + size
+
+    def extra(self, group: ParamGroup) -> None:
+        """A group the family sizes itself (its bytes depend on more than its parameters)."""
+        self.extras.append(group)
 
     def span(self, layers: Iterable[int], *groups: str) -> None:
         """The decoder layers the ``groups`` sit on, as [first, end) (a pipeline stage holds its share of them)."""
@@ -297,7 +303,7 @@ class _Groups:
             out.append(
                 BufferGroup(name=name, params=0, bytes_per_param_num=0, buffer_bytes=math.ceil(size), split="none")
             )
-        return tuple(out)
+        return (*out, *self.extras)
 
 
 def param_groups_from_hf(
@@ -371,6 +377,7 @@ HYBRID_GROUP_MODULES = {
     "KimiLinearForCausalLM": "kvplan.models.params_kimi_linear",
     "DeepseekV4ForCausalLM": "kvplan.models.params_deepseek_v4",
     "Glm5NextForConditionalGeneration": "kvplan.models.params_glm5_next",
+    "GptOssForCausalLM": "kvplan.models.params_gpt_oss",
 }
 """Hybrid architectures whose parameters a family module counts: ``groups(c, acc) -> family`` adds every module
 to ``acc`` (linears in the scheme their names resolve to, plain tensors in the checkpoint dtype) and names the

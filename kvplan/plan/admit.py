@@ -16,9 +16,13 @@ from dataclasses import dataclass, replace
 from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
+from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
+from kvplan.models import mxfp4_moe
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint
+from kvplan.plan.context_remedy import context_remedies
 from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 from kvplan.search import largest_true, smallest_true
 
@@ -81,7 +85,9 @@ class Remedy:
     @property
     def sets(self) -> tuple[str, ...]:
         """The change as ``--set`` values: ``("tp=16", "nodes=2")``."""
-        return tuple(f"{k}={v}" for k, v in ((self.knob, self.value), *self.also))
+        return tuple(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in ((self.knob, self.value), *self.also)
+        )
 
     @property
     def flags(self) -> str:
@@ -142,6 +148,11 @@ class Admission:
                 return c
         sized = [c for c in self.checks if c.can_bind] or [c for c in self.checks if c.unit]
         return min(sized, key=lambda c: (c.have - c.need) / max(c.have, 1))
+
+    @property
+    def over_context(self) -> bool:
+        """The engine rejects the request for its length before it reaches the pool: none of it runs."""
+        return self.request.total_tokens > self.plan.context_len
 
     @property
     def headroom_tokens(self) -> int:
@@ -278,13 +289,24 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
             ws.peak_bytes,
             ws.room_bytes,
             "bytes",
-            "req_to_token, CUDA graphs, indexer logits, top-k outside the pool"
-            if plan.engine == "sglang"
-            else "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB",
+            _workspace_what(plan),
             reserved=plan.engine == "vllm",
         ),
     ]
     return tuple(checks)
+
+
+def _workspace_what(plan: PoolPlan) -> str:
+    """What the workspace check counts: the DSA indexer's logits and top-k only where the model has an indexer."""
+    if plan.engine == "sglang":
+        return (
+            "req_to_token, CUDA graphs"
+            + (", indexer logits, top-k" if plan.arch.has_indexer else "")
+            + (" outside the pool")
+        )
+    if plan.arch.has_indexer:
+        return "DSA buffers counted in vLLM's non-KV profile, logits capped at 512 MiB"
+    return "block table, counted in vLLM's non-KV profile"
 
 
 def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
@@ -308,7 +330,8 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
     ws = workspace(plan, WorkspaceQuery(batch=per_dp_rank(plan, req.concurrent), ctx=req.total_tokens))
     checks = _checks(plan, req, ws)
     fit = min(p.fits(req.total_tokens) for p in plan.hybrid_pools) if not plan.startup_error else 0
-    at_once = min(fit, plan.max_running_requests) * dp_ranks(plan)
+    # over the context length the engine rejects every copy (tokenizer_manager / input_processor), whatever fits
+    at_once = 0 if req.total_tokens > plan.context_len else min(fit, plan.max_running_requests) * dp_ranks(plan)
     result = Admission(
         plan=plan,
         request=req,
@@ -389,6 +412,8 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     out: list[Remedy] = []
     total = req.total_tokens
     how = _scaled(plan)
+    if load_refusal(plan.arch, dep) is not None:  # nothing but the layout helps a model the engine cannot build
+        return _load_remedies(plan, req, how) or _more_gpus(plan, req, how)
 
     # a dcp size: the smallest divisor of tp above the current one
     for d in range(dep.dcp + 1, dep.tp + 1):
@@ -414,10 +439,12 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(
                 Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
             )
-    elif plan.context_len < total <= plan.arch.max_position_embeddings and (
-        new := _try(plan, req, context_length=total)
-    ):
+    elif plan.context_len < total <= model_positions(plan) and (new := _try(plan, req, context_length=total)):
         out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))
+    # past max_position_embeddings: the card's RoPE scaling, else the engine's env var (kvplan.plan.context_remedy)
+    for c in context_remedies(plan, total, lambda **changes: _try(plan, req, **changes)):
+        (knob, value), *also = c.sets
+        out.append(Remedy(knob, value, c.plan.logged_tokens, c.detail + how, tuple(also)))
 
     # more running requests (the N copies must run at once) or fewer (SGLang: a smaller req_to_token table)
     failed = {c.name for c in admit(plan, req, remedies=False).checks if not c.ok}
@@ -459,6 +486,51 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
     return out
 
 
+def _try_layout(plan: PoolPlan, req: Request, **changes: object) -> tuple[PoolPlan | None, dict[str, object]]:
+    """Re-plan a layout change; on vLLM, with max_model_len cut to the request if the pool needs it to start."""
+    new = _try(plan, req, **changes)
+    total = req.total_tokens
+    if new is None and plan.engine == "vllm" and total < plan.context_len:
+        changes = {**changes, "context_length": total}
+        new = _try(plan, req, **changes)
+    return new, changes
+
+
+def _load_remedies(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
+    """Layouts the engine builds the model at (kvplan.engines.load_checks), each re-planned and admitting: whole
+    experts where the refusal is the experts' split (SGLang the smallest other ep dividing tp that loads; vLLM
+    ``--enable-expert-parallel``, EP over all tp ranks: ep = tp), then the largest smaller tp that loads (dp
+    attention and dcp still dividing it). A larger tp is :func:`_more_gpus`'s."""
+    dep = plan.deployment
+    refused = load_refusal(plan.arch, dep)
+    assert refused is not None
+    out: list[Remedy] = []
+    if refused.experts:
+        eps = (dep.tp,) if dep.engine == "vllm" else tuple(e for e in range(2, dep.tp + 1) if dep.tp % e == 0)
+        for e in (e for e in eps if e != dep.ep):
+            new, changes = _try_layout(plan, req, ep=e)
+            if new is not None:
+                also = tuple((k, v) for k, v in changes.items() if k != "ep")
+                moe_tp = 1 if dep.engine == "vllm" else dep.tp // e
+                width = plan.arch.shards.expert_intermediate // moe_tp if plan.arch.shards else 0
+                split = "whole experts" if moe_tp == 1 else f"experts split {moe_tp} ways"
+                detail = f"{split} ({width} wide a rank) over ep {e}; {new.kv_format} rows{how}"
+                out.append(Remedy("ep", e, new.logged_tokens, detail, also))
+                break
+    for t in range(dep.tp - 1, 0, -1):
+        if dep.tp % t or t % max(dep.dp_attention, 1) or t % dep.dcp or (dep.engine == "sglang" and dep.ep > t):
+            continue
+        new, changes = _try_layout(plan, req, tp=t)
+        if new is None:
+            continue
+        w = new.knob("weights_per_gpu")
+        also = tuple((k, v) for k, v in changes.items() if k != "tp")
+        detail = f"{t * dep.pp} GPUs: weights {{size:weights}} a GPU; {new.kv_format} rows{how}"
+        out.append(Remedy("tp", t, new.logged_tokens, detail, also, sizes=(("weights", w.as_int()),)))
+        break
+    return out
+
+
 def memory_remedy(plan: PoolPlan, req: Request) -> Remedy | None:
     """The memory knob (SGLang mem_fraction_static, vLLM gpu_memory_utilization), searched in the engine's own
     steps: the smallest value that makes the pool big enough (monotone), then checked whole, since a larger
@@ -490,13 +562,14 @@ def _nodes_for(dep: Deployment, tp: int) -> int:
 
 def _estimate_check(new: PoolPlan) -> str:
     """Where a wider layout's weights are the estimate and the model has a measured point at another split, how
-    far the estimate was off there (GLM-5.3 at TP8: measured 94.46 GiB, estimated 87.05 GiB): check the new
+    far the estimate was off there (GLM-5.3 at TP8 on SGLang: measured 94.46 GiB, estimated 89.08 GiB): check the new
     layout's real weights before relying on its pool."""
     arch, dep = new.arch, new.deployment
     if not new.knob("weights_per_gpu").origin.startswith("default: estimated") or not arch.measured_weights:
         return ""
     point = arch.measured_weights[0]
-    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp, engine=dep.engine)
+    backend = mxfp4_moe.backend_for(dep.engine, dep.gpu)
+    est = arch.estimated_weights_per_gpu(point.split, with_mtp=dep.mtp, engine=dep.engine, moe_backend=backend)
     return f"; at {point.split} measured {point.bytes:,} B, estimated {est:,} B"  # exact bytes: the gap is small
 
 

@@ -10,7 +10,10 @@ memory knob is re-tried with the smallest memory knob that admits each requireme
 :func:`kvplan.plan.admit.memory_remedy`), the largest of those values, checked whole.
 
 Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
-the same plan, kvplan.models.arch.Split), ``pp`` (1), page size (the engine's default; DSA forces 64).
+the same plan, kvplan.models.arch.Split), except where the engine refuses to build the experts' slices at ep 1
+(kvplan.engines.load_checks: an fp8 block split, SGLang's width per MoE-TP rank): that candidate is pruned with
+the engine's message and the same layout with ep = tp (whole experts) is searched after it; ``pp`` (1), page
+size (the engine's default; DSA forces 64).
 
 With --trace (issue 16 item 3, :mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
 hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
@@ -234,7 +238,7 @@ def candidates(arch: ModelArch, q: FitQuery) -> Iterator[Deployment]:
                                     explicit.add("context_length")
                                 if mtp:
                                     explicit.add("speculative_num_draft_tokens")
-                                yield Deployment(
+                                dep = Deployment(
                                     name=f"fit-{arch.name}",
                                     source="kvplan fit",
                                     model=q.model_ref,
@@ -251,6 +255,9 @@ def candidates(arch: ModelArch, q: FitQuery) -> Iterator[Deployment]:
                                     speculative_num_draft_tokens=q.draft_tokens if mtp else 0,
                                     explicit=frozenset(explicit),
                                 )
+                                yield dep
+                                if tp > 1 and (r := load_refusal(arch, dep)) is not None and r.experts:
+                                    yield replace(dep, ep=tp, explicit=dep.explicit | {"ep"})
 
 
 def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
@@ -271,8 +278,8 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
             return out
     else:
         out = Outcome(deployment=dep, plan=plan, pruned=f"the engine does not start: {plan.startup_error}")
-        if not plan.loads_weights:
-            return out  # the weights alone do not fit: no memory knob helps
+        if not plan.loads_weights or load_refusal(arch, plan.deployment) is not None:
+            return out  # the weights do not fit, or the engine cannot build the model: no memory knob helps
     # a pool too small to start (vLLM's max_model_len check, SGLang's empty budget) or to admit: admit's own
     # memory search, per failing requirement; the largest value, checked whole
     values = []
@@ -364,6 +371,8 @@ def _replay_group(group: list[Outcome], q: FitQuery, *, capped: bool = False) ->
 def layout(dep: Deployment) -> str:
     """A candidate's layout in one cell: TP8 DPA2 DCP2 · fp8_e4m3 · MTP."""
     parts = [f"TP{dep.tp}"]
+    if dep.ep > 1:
+        parts.append(f"EP{dep.ep}")
     if dep.dp_attention > 1:
         parts.append(f"DPA{dep.dp_attention}")
     if dep.dcp > 1:

@@ -13,6 +13,7 @@ from typing import Any
 from kvplan import __version__
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
 from kvplan.errors import InputError
 from kvplan.limits import (
     MAX_GPU_BYTES,
@@ -26,11 +27,14 @@ from kvplan.limits import (
 )
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINE_KNOBS, KNOBS, Deployment, Requirements
+from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Request, admit, largest_admitted
+from kvplan.plan.lock_check import REBUILD, check_digest, check_invariants, entries_digest
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 
-LOCK_SCHEMA_VERSION = 2
-"""2: `page_tokens` became `rank_page_tokens` and `logical_page_tokens` (schema 1 locks are read and migrated)."""
+LOCK_SCHEMA_VERSION = 3
+"""2: `page_tokens` became `rank_page_tokens` and `logical_page_tokens` (schema 1 locks are read and migrated);
+3: the lock carries `digest`, of its entries (kvplan.plan.lock_check): a lock without one is rebuilt, never trusted."""
 DEFAULT_CONTEXTS = (128 * 1024, 1 << 20)
 
 
@@ -111,10 +115,12 @@ def promised_contexts(req: Requirements, max_positions: int | None = None) -> tu
 
 
 def lock_document(entries: dict[str, Figures]) -> dict[str, Any]:
+    configs = {name: asdict(entries[name]) for name in sorted(entries)}
     return {
         "schema_version": LOCK_SCHEMA_VERSION,
         "kvplan_version": __version__,
-        "configs": {name: asdict(entries[name]) for name in sorted(entries)},
+        "digest": entries_digest(configs),
+        "configs": configs,
     }
 
 
@@ -220,21 +226,38 @@ def figures_from_json(name: str, data: object, source: str, schema: int = LOCK_S
                 tokens = bounded_int(int_text(ctx, name=f"{at} key"), name=f"{at} key", low=1, high=MAX_TOKENS)
                 conc[str(tokens)] = _int(n, f"{at}.{ctx}", 0, MAX_TOKENS)
             values[key] = conc
+    check_invariants(values, where)
     return Figures(**values)
 
 
 def parse_lock(text: str, source: str) -> dict[str, Figures]:
-    """A lock file's text -> its entries, or one InputError naming the file, the key path or the line."""
+    """A lock file's text -> its entries, or one InputError naming the file, the key path or the line; a lock
+    whose digest is missing or does not match its entries is an error too (a baseline edited by hand)."""
+    entries, untrusted = parse_lock_untrusted(text, source)
+    if untrusted is not None:
+        raise InputError(f"{source} {untrusted}: {REBUILD}")
+    return entries
+
+
+def parse_lock_untrusted(text: str, source: str) -> tuple[dict[str, Figures], str | None]:
+    """The entries, each valid on its own, and why they are not the ones kvplan wrote (None: they are), a phrase
+    to follow the lock's name.
+
+    ``kvplan lock`` reads its old lock so: it may rebuild an edited lock, never keep its entries as they are.
+    """
     try:
         doc = strict_json(text)
     except JsonError as e:
         at = f"{source}:{e.line}" if e.line is not None else source
         raise InputError(f"{at}: {e.problem} (corrupt lock file?)") from None
-    return read_lock(doc, source)
+    entries = read_lock(doc, source)
+    assert isinstance(doc, dict)  # read_lock refuses anything else
+    return entries, check_digest(doc)
 
 
 def read_lock(doc: object, source: str) -> dict[str, Figures]:
-    """The lock's entries, or one clear error: not a lock, a newer schema, a broken entry."""
+    """The lock's entries, each field and the relations between them checked, or one clear error: not a lock,
+    a newer schema, a broken entry. The digest is the caller's (``parse_lock``)."""
     if not isinstance(doc, dict) or "configs" not in doc or "schema_version" not in doc:
         raise InputError(f"{source}: not a kvplan lock file (no schema_version / configs)")
     version = doc["schema_version"]
@@ -261,6 +284,15 @@ def read_lock(doc: object, source: str) -> dict[str, Figures]:
 # --------------------------------------------------------------------------- rules
 
 
+NEW_RATIO = 100
+"""A figure more than 100 times its baseline is "new", not a percentage (0 -> 330,560 is not +33,056,000 %)."""
+
+
+def is_new(before: int, after: int) -> bool:
+    """A change from a zero or near-zero baseline: said as "new" (render and the gate rule alike)."""
+    return after > 0 and (before <= 0 or after > before * NEW_RATIO)
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -274,6 +306,8 @@ class GateResult:
     before: Figures | None
     after: Figures
     rules: tuple[Rule, ...]
+    weights_band_ppm: int | None = None
+    """The band of the plan's weights when they are an estimate (kvplan.models.weights_band); None: read."""
 
     @property
     def ok(self) -> bool:
@@ -281,24 +315,27 @@ class GateResult:
 
     @property
     def capacity_change_ppm(self) -> int | None:
-        if self.before is None or not self.before.pool_tokens:
-            return None
+        if self.before is None or is_new(self.before.pool_tokens, self.after.pool_tokens):
+            return None  # no percentage from a zero or near-zero baseline
+        if self.before.pool_tokens <= 0:
+            return 0  # 0 -> 0 (an engine that still does not start): nothing changed
         return (self.after.pool_tokens - self.before.pool_tokens) * 1_000_000 // self.before.pool_tokens
 
 
 def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None) -> GateResult:
-    after = figures(plan, promised_contexts(req, plan.arch.max_position_embeddings))
+    after = figures(plan, promised_contexts(req, model_positions(plan)))
     rules: list[Rule] = [
         Rule("engine starts", plan.startup_error is None, plan.startup_error or "the pool is built"),
     ]
     if locked is not None:
         drop_allowed = req.max_capacity_drop_ppm or 0
         change = (after.pool_tokens - locked.pool_tokens) * 1_000_000 // max(locked.pool_tokens, 1)
+        shown = "new" if is_new(locked.pool_tokens, after.pool_tokens) else f"{change / 10_000:+.2f}%"
         rules.append(
             Rule(
                 f"capacity drop <= {drop_allowed / 10_000:g}%",
                 -change <= drop_allowed,
-                f"pool {locked.pool_tokens:,} -> {after.pool_tokens:,} tokens ({change / 10_000:+.2f}%)",
+                f"pool {locked.pool_tokens:,} -> {after.pool_tokens:,} tokens ({shown})",
             )
         )
     for r in requirement_admissions(plan, req):
@@ -308,7 +345,10 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
         else:
             detail = "admitted" if a.admitted else f"rejected by {a.binding.name}; largest {a.largest_ctx:,}"
         rules.append(Rule(r.label, a.admitted, detail))
-    return GateResult(config=config, before=locked, after=after, rules=tuple(rules))
+    band = band_for(plan.arch, plan.knob("weights_per_gpu").origin)
+    return GateResult(
+        config=config, before=locked, after=after, rules=tuple(rules), weights_band_ppm=band.ppm if band else None
+    )
 
 
 @dataclass(frozen=True)

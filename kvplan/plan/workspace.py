@@ -15,8 +15,10 @@ from dataclasses import dataclass, replace
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.context import model_positions
 from kvplan.engines.sglang import prefill_graph_batch_sizes
 from kvplan.errors import InputError
+from kvplan.limits import MAX_TOKENS, bounded_int
 from kvplan.search import largest_true
 from kvplan.units import MiB, cdiv
 
@@ -115,6 +117,8 @@ class WorkspaceQuery:
                 raise InputError(f"{option} must be 0 or more draft tokens, got {v}")
             if v is not None and v <= 0 and name != "draft_tokens":
                 raise InputError(f"{option} must be positive, got {v}")
+            if v is not None:  # as --ctx is bounded: no batch or draft count past any pool (issue 25)
+                bounded_int(v, name=option, low=0, high=MAX_TOKENS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,8 +131,10 @@ class Workspace:
     items: tuple[Item, ...]
     room_bytes: int
     """SGLang: the slack; vLLM: what the non-KV profile already reserved (items fit by construction)."""
-    prefill: PrefillChunking
+    prefill: PrefillChunking | None
+    """The DSA indexer's prefill logits, cut into row chunks; None for a model without an indexer."""
     budget_bytes: int
+    """The indexer logits budget (SGLang's static budget, vLLM's 512 MiB cap); 0 without an indexer."""
 
     @property
     def persistent_bytes(self) -> int:
@@ -284,7 +290,8 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
     else:
         chunk = q.chunk or plan.extras["max_num_batched_tokens"]
         items, room, budget = _vllm_items(plan, q.batch, draft, ctx, chunk)
-    prefill = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
+    indexer = plan.arch.has_indexer  # the logits budget and its chunking are the DSA indexer's, no one else's
+    prefill = sglang_prefill_chunking(min(chunk, ctx), ctx, budget) if indexer else None
     return Workspace(
         plan=plan,
         batch=q.batch,
@@ -294,7 +301,7 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
         items=tuple(items),
         room_bytes=room,
         prefill=prefill,
-        budget_bytes=budget,
+        budget_bytes=budget if indexer else 0,
     )
 
 
@@ -376,7 +383,7 @@ def walls(plan: PoolPlan, q: WorkspaceQuery) -> tuple[Wall, ...]:
         return at(plan_pool(plan.arch, dep), ctx=c)
 
     page = plan.logical_page_tokens
-    c_limit = max(plan.arch.max_position_embeddings, base.ctx)
+    c_limit = max(model_positions(plan), base.ctx)
     c = _grow(cdiv(base.ctx, page), c_limit // page, lambda n: ok(with_ctx(n * page))) * page
     # the limit (max_position_embeddings) need not be a whole page: it is the last value to try, and what
     # breaks there is the reason (a page past it was never asked)

@@ -98,6 +98,8 @@ def _vllm(p: PoolPlan) -> list[TensorSpec]:
 def workspace_tensors(w: Workspace) -> list[TensorSpec]:
     """The transient buffers the plan says fit: one prefill logits chunk at the budget and the top-k indices."""
     pre = w.prefill
+    if pre is None:  # no DSA indexer: no indexer logits or top-k buffers
+        return []
     topk = w.plan.arch.index_topk
     return [
         TensorSpec("prefill logits chunk", (pre.rows_per_chunk, pre.cols), "float32", "workspace"),

@@ -134,6 +134,12 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
             from kvplan.cli import quiet_closed_stdout
 
             quiet_closed_stdout()
+    except OSError as e:  # > /dev/full: a write, said as one (it was "cannot read", or exit 4 under json)
+        if stream is not sys.stdout:
+            raise
+        from kvplan.fsio import stdout_failed
+
+        raise stdout_failed(e) from None
 
 
 _ASCII = {

@@ -6,9 +6,11 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
+from kvplan.render.applies import carry_line, for_model
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
+from kvplan.runbook.failures import FAILED_PREFIX, is_failure
 from kvplan.runbook.parse import At, Gib, Run
 
 _UNITS = {"tokens": "tokens", "rows": "rows per rank", "blocks": "blocks", "needed": "B needed"}
@@ -222,8 +224,8 @@ def _findings(d: Diagnosis) -> list[str]:
                 f"memory: {t.name}: the log says {_gib(t.log)}, the config {size(t.config_bytes)} "
                 f"(differs by {size(abs(t.log.bytes - t.config_bytes))})"
             )
-    if d.memory_matches is False and d.comparison is not None:
-        c = d.comparison
+    c = d.comparison
+    if d.memory_matches is False and c is not None and _value(c.logged, c.expected) != _value(c.logged, c.revealed):
         out.append(
             f"memory: with the log's memory the pool is {_value(c.logged, c.expected)} instead of "
             f"{_value(c.logged, c.revealed)}: pass the log's figures with --set weights_per_gpu=… / pre_load_free=… "
@@ -272,7 +274,9 @@ def _knob_finding(r: Revealed, d: Diagnosis) -> str:
         text += f" — {r.explained_by}"
     if r.consequence:
         return text + " (not a drift of its own)"
+    # the knob's pools are tokens (rows for a KV-line-only SGLang log), never the bytes of a refusal
     unit = _UNITS.get(d.comparison.logged.unit, "tokens") if d.comparison else "tokens"
+    unit = "tokens" if unit == _UNITS["needed"] else unit
     if r.changes_pool:
         text += f": pool {r.config_pool:,} → {r.pool_after:,} {unit}"
         if r.cell_after != r.cell_before:
@@ -294,10 +298,11 @@ def _accounting_findings(d: Diagnosis, c: Comparison) -> list[str]:
         )
         return out
     gap = lp.value - c.expected
+    signed = f"{'+' if gap >= 0 else '−'}{_value(lp, abs(gap))}"  # a delta says its unit (B for a refusal's bytes)
     base = "with the log's memory" if c.memory_from_log else "with the config's memory (the log prints none)"
     text = (
         f"{'accounting' if c.memory_from_log else 'pool'}: {base} the config's accounting gives {_range(c, lp)}; "
-        f"the log says {_value(lp, lp.value)} ({gap:+,}, {pct(lp.value, c.expected)} of it)"
+        f"the log says {_value(lp, lp.value)} ({signed}, {pct(lp.value, c.expected)} of it)"
     )
     out.append(text)
     explaining = d.explaining
@@ -383,7 +388,11 @@ def _startup_finding(d: Diagnosis) -> str:
             span = f"{lo:,}" if lo == hi else f"{lo:,} – {hi:,}"
             ok = "ok" if lo <= s.estimated_max_len <= hi else "DIFFERS"
             text += f" (kvplan: {span}, {ok})"
-    return text + (": kvplan's plan predicts the refusal" if s.predicted else ": kvplan's plan does NOT predict it")
+    if s.predicted:
+        return text + ": kvplan's plan predicts the refusal"
+    if s.planned_refuses:  # it refuses too, but its figures are not the log's: no prediction
+        return text + ": kvplan's plan refuses too, with other figures (DIFFERS above): it does not predict this one"
+    return text + ": kvplan's plan does NOT predict it"
 
 
 def _checks(d: Diagnosis) -> list[tuple[str, str, str]]:
@@ -451,6 +460,8 @@ def _verdict(d: Diagnosis) -> str:
     c = d.comparison
     if h.kind == "refused" and d.startup is not None:
         s = d.startup
+        if is_failure(s.message):  # it died (a traceback after the pool lines): no refusal figures to print
+            return f"FAILED AT STARTUP (line {s.line}): {s.message.removeprefix(FAILED_PREFIX + ': ')}"
         text = f"REFUSED AT STARTUP (line {s.line}): "
         if s.needed is not None and s.available is not None and s.max_model_len is not None:
             text += (
@@ -499,7 +510,7 @@ def _verdict(d: Diagnosis) -> str:
                 text += "; add " + " and ".join(h.missing)
         return text
     if h.kind == "cause":
-        drifts = [r for r in d.revealed if r.drift]
+        drifts = [r for r in d.revealed if r.drift and r.knob == h.knob] or [r for r in d.revealed if r.drift]
         if drifts:
             r = drifts[0]
             text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
@@ -562,6 +573,8 @@ def _verdict(d: Diagnosis) -> str:
             f"; the rows' bytes differ ({fact.what}: {nbytes(fact.low)} – {nbytes(fact.high)}, "
             f"config {nbytes(fact.config)})"
         )
+    if h.missing:
+        return head + "; no known cause explains it: add " + " and ".join(h.missing)
     return head + "; no known cause explains it (the details list what was tested)"
 
 
@@ -648,6 +661,7 @@ def doctor_report(d: Diagnosis) -> Report:
         title += " (the log alone: no --model or --deploy)"
     if d.best is not None:
         title += f" against {d.best.arch.name} on {deployment_label(d.best)}, {d.best.semantics}"
+        title += f"\n{carry_line(d.best.deployment.carry)}" if d.best.deployment.carry else ""
     return Report(
         "doctor",
         title,
@@ -781,7 +795,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             else None
         ),
         "decode": asdict(d.decode) if d.decode else None,
-        "plan": plan_data(d.best) if d.best else None,
+        "plan": for_model(d.best.arch, plan_data(d.best)) if d.best else None,
     }
     if c is not None:
         data["pool"] = {

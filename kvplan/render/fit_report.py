@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
 from kvplan.render import Report, Section, count
 
@@ -126,6 +127,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "engine": d.engine,
         "engine_version": d.engine_version,
         "tp": d.tp,
+        "ep": d.ep,
         "dp_attention": d.dp_attention,
         "dcp": d.dcp,
         "kv_cache_dtype": d.kv_cache_dtype,
@@ -206,15 +208,20 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 ("skipped (more GPUs than the frontier needs)", count(f.skipped)),
                 ("GPU types", ", ".join(g.name for g in q.gpus)),
                 ("engines", ", ".join(q.engines)),
-                ("not searched", "ep (ep <= tp splits experts tp ways: same plan), pp 1, the engine's page size"),
+                (
+                    "not searched",
+                    "ep (ep <= tp splits experts tp ways: same plan; ep = tp only where the engine refuses ep 1), "
+                    "pp 1, the engine's page size",
+                ),
             ),
         )
     )
     if best is not None:
-        verdict = f"FITS: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, {layout(best.deployment)}"
+        verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
+                  f"{layout(best.deployment)}"  # fmt: skip
     elif closest is not None:
-        verdict = f"NOTHING FITS up to {q.max_gpus} GPUs; closest: {closest.gpus} × {closest.deployment.gpu.name}, " \
-                  f"{_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
+        verdict = f"NOTHING FITS{_estimated(closest)} up to {q.max_gpus} GPUs; closest: {closest.gpus} × " \
+                  f"{closest.deployment.gpu.name}, {_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
     else:
         verdict = "NOTHING FITS: the engines refuse every candidate"
     notes = (f"deployment written to {emitted} (kvplan admit --deploy {emitted} plans it as-is)",) if emitted else ()
@@ -351,6 +358,7 @@ def deploy_yaml(o: Outcome) -> str:
         f"gpus_per_node: {d.gpus_per_node}",
         f"nodes: {d.nodes}",
         f"tp: {d.tp}",
+        *([f"ep: {d.ep}"] if d.ep > 1 else []),
         f"dp_attention: {d.dp_attention}",
         f"dcp: {d.dcp}",
         f"kv_cache_dtype: {d.kv_cache_dtype}",
@@ -369,6 +377,13 @@ def _yaml_str(s: str) -> str:
     import json
 
     return json.dumps(s)  # a JSON string is a YAML double-quoted scalar
+
+
+def _estimated(o: Outcome) -> str:
+    """' (weights estimated ±N %)' when the candidate's plan rests on estimated weights (kvplan.models.weights_band)."""
+    if o.plan is None:
+        return ""
+    return headline_tag(o.plan.arch, o.plan.knob("weights_per_gpu").origin)
 
 
 def pd_report(f: PdFit) -> Report:
@@ -406,8 +421,9 @@ def pd_report(f: PdFit) -> Report:
             rows.append((f"transfer staging, {x.side}", f"{size(x.bytes)} a GPU: {x.text}" if x.bytes else x.text))
     sections.append(Section("Prefill / decode split", tuple(rows)))
     ok = p is not None and d is not None
+    tags = sorted({_estimated(o) for o in (p, d) if o is not None and _estimated(o)})
     verdict = (
-        f"FITS (PD): {p.gpus} prefill + {d.gpus} decode GPUs; {f.binds} binds"
+        f"FITS (PD){tags[-1] if tags else ''}: {p.gpus} prefill + {d.gpus} decode GPUs; {f.binds} binds"
         if ok and p is not None and d is not None
         else "NOTHING FITS (PD): " + ("no prefill instance" if p is None else "no decode instance")
     )

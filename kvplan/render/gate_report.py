@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from kvplan.plan.gate import Figures, GateResult, KnobEffect
+from kvplan.models.weights_band import percent
+from kvplan.plan.gate import Figures, GateResult, KnobEffect, is_new
 from kvplan.render import Report, Section, count, nbytes, size
 
 _ROWS: tuple[tuple[str, str], ...] = (
@@ -31,7 +32,7 @@ def _fmt(key: str, v: int) -> str:
 def _pct(before: int, after: int) -> str:
     if before == after:
         return "no change"
-    if not before:
+    if not before or is_new(before, after):
         return "new"
     return f"{(after - before) * 100 / before:+.2f}%"
 
@@ -68,10 +69,16 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
         sections.append(
             Section(f"{r.config}: before / after", _compare_rows(r.before, r.after), ("", "lock", "now", "change"))
         )
+    estimated = [r.weights_band_ppm for r in results if r.weights_band_ppm is not None]
+    tag = ""
+    if len(results) == 1 and estimated:
+        tag = f" (weights estimated {percent(estimated[0])})"
+    elif estimated:  # the widest band among the configs whose weights are an estimate
+        tag = f" (weights estimated in {len(estimated)} of {len(results)} configs, up to {percent(max(estimated))})"
     verdict = (
-        f"GATE PASSED: {len(results)} config(s)"
+        f"GATE PASSED{tag}: {len(results)} config(s)"
         if ok
-        else f"GATE FAILED: {len(failed)} rule(s) in {sum(not r.ok for r in results)} config(s)"
+        else f"GATE FAILED{tag}: {len(failed)} rule(s) in {sum(not r.ok for r in results)} config(s)"
     )
     data: dict[str, Any] = {
         "passed": ok,
@@ -83,6 +90,7 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
                 "before": asdict(r.before) if r.before is not None else None,
                 "after": asdict(r.after),
                 "capacity_change_ppm": r.capacity_change_ppm,
+                "weights_band_ppm": r.weights_band_ppm,
             }
             for r in results
         ],

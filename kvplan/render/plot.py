@@ -46,7 +46,8 @@ def plot_prefix_sweep(curve: tuple[PrefixHit, ...], path: Path, reads: Iterable[
     x = [h.hit_tokens / ctx for h in curve]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(x, [h.naive_ppm / 1e6 for h in curve], "--", label="naive: hit ratio = compute saved")
-    ax.plot(x, [h.saved_ppm / 1e6 for h in curve], "-o", label="indexer compute really saved")
+    work = "indexer" if curve and curve[0].plan.arch.has_indexer else "attention"  # DSA scores with its indexer
+    ax.plot(x, [h.saved_ppm / 1e6 for h in curve], "-o", label=f"{work} compute really saved")
     ax.set_xlabel(f"cached prefix / context ({ctx:,} tokens)")
     ax.set_ylabel("fraction saved")
     if curve:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.cache import describe_kinds
+from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint, KindCost, PoolNeed, pool_needs
 from kvplan.plan.workspace import Wall, Workspace
@@ -16,23 +17,9 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
+from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
+from kvplan.render.applies import knob_value as _value
 from kvplan.render.pipeline_report import stages_data, stages_section
-
-
-def _value(name: str, v: object) -> str:
-    if (
-        isinstance(v, int)
-        and not isinstance(v, bool)
-        and (name in ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other", "kv_cache_memory"))
-    ):
-        return size(v)
-    if isinstance(v, int) and not isinstance(v, bool):
-        return count(v)
-    return str(v)
-
-
-SET_SUFFIX = " (+ --set)"
-"""What the loader appends to a deployment's name when --set changed it."""
 
 
 def deployment_label(p: PoolPlan) -> str:
@@ -42,8 +29,11 @@ def deployment_label(p: PoolPlan) -> str:
 
 
 def title(command: str, p: PoolPlan, *extra: str) -> str:
-    """'kvplan budget: glm-5.3 on glm-5.3-8xh200-sglang, SGLang 0.5.23, per GPU': one clause per fact."""
-    return ", ".join((f"kvplan {command}: {p.arch.name} on {deployment_label(p)}", p.semantics, *extra))
+    """'kvplan budget: glm-5.3 on glm-5.3-8xh200-sglang, SGLang 0.5.23, per GPU': one clause per fact; then, on
+    its own line, what a deployment written for another model carries over to this one."""
+    head = ", ".join((f"kvplan {command}: {p.arch.name} on {deployment_label(p)}", p.semantics, *extra))
+    carry = carry_line(p.deployment.carry)
+    return f"{head}\n{carry}" if carry else head
 
 
 def cell_section(p: PoolPlan) -> Section:
@@ -76,7 +66,8 @@ def cell_section(p: PoolPlan) -> Section:
             (
                 "MTP draft",
                 nbytes(c.draft_main_bytes + c.draft_indexer_bytes),
-                f"{p.draft_layers} layer(s): main {c.draft_main_bytes:,} B + indexer {c.draft_indexer_bytes:,} B",
+                f"{p.draft_layers} layer(s): main {c.draft_main_bytes:,} B"
+                + (f" + indexer {c.draft_indexer_bytes:,} B" if p.arch.has_indexer else ""),
             )
         )
     unit = "per pool row" if p.dcp > 1 else "per token"
@@ -106,10 +97,7 @@ def _chain_row(t: Any) -> tuple[str, str, str]:
 
 
 def knobs_section(p: PoolPlan) -> Section:
-    rows = tuple(
-        (k.name, _value(k.name, k.value), "defaulted — " + k.origin.removeprefix("default: ") if k.defaulted else "set")
-        for k in p.knobs
-    )
+    rows = tuple((k.name, _value(k.name, k.value), knob_origin(k, p.deployment.carry)) for k in p.knobs)
     rows = tuple((name, shown, f"defaulted — {why}") for name, shown, why in p.deployment.defaulted) + rows
     return Section("Knobs", rows, ("knob", "value", "origin"))
 
@@ -157,6 +145,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "chain": [{"label": t.label, "bytes": t.bytes, "detail": t.detail} for t in p.chain],
         "knobs": [{"name": k.name, "value": k.value, "origin": k.origin, "defaulted": k.defaulted} for k in p.knobs],
         "deployment_defaults": [{"name": n, "value": v, "why": w} for n, v, w in p.deployment.defaulted],
+        "written_for_another_model": carry_data(p.deployment.carry),
         "memory_map": {s.label: s.bytes for s in p.memory_map},
         "extras": dict(p.extras),
         "notes": list(p.notes),
@@ -232,7 +221,7 @@ def pool_context_section(w: Workspace) -> Section:
 
 
 def workspace_data(w: Workspace) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "batch": w.batch,
         "ctx": w.ctx,
         "draft_tokens": w.draft_tokens,
@@ -242,33 +231,41 @@ def workspace_data(w: Workspace) -> dict[str, Any]:
         "room_bytes": w.room_bytes,
         "left_bytes": w.left_bytes,
         "fits": w.fits,
-        "logits_budget_bytes": w.budget_bytes,
         "pool_fits": w.pool_fits,
-        "prefill": {
+    }
+    if w.prefill is not None:  # the DSA indexer's logits budget: omitted for a model without one
+        data["logits_budget_bytes"] = w.budget_bytes
+        data["prefill"] = {
             **asdict(w.prefill),
             "chunk_bytes": w.prefill.chunk_bytes,
             "last_chunk_rows": w.prefill.last_chunk_rows,
             "last_chunk_bytes": w.prefill.last_chunk_bytes,
-        },
-    }
+        }
+    return data
 
 
-def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
-    p = w.plan
+def _chunking_sections(w: Workspace) -> tuple[Section, ...]:
+    """The DSA indexer's prefill logits chunking; nothing for a model without an indexer."""
     pre = w.prefill
+    if pre is None:
+        return ()
+    sglang = w.plan.engine == "sglang"
     chunking = (
         ("query rows × keys", f"{pre.rows:,} × {pre.cols:,}", ""),
         ("logits unchunked", size(pre.logits_bytes), "rows × keys × 4 B (fp32)"),
         (
             "budget",
             size(pre.budget_bytes),
-            "min(0.2 × total × (1 − mfs), 0.3 × total)"
-            if p.engine == "sglang"
-            else "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
+            "min(0.2 × total × (1 − mfs), 0.3 × total)" if sglang else "VLLM_SPARSE_INDEXER_MAX_LOGITS_MB",
         ),
-        ("budget checked", "yes" if pre.checked else "no", "rows × keys >= 8,000,000" if p.engine == "sglang" else ""),
+        ("budget checked", "yes" if pre.checked else "no", "rows × keys >= 8,000,000" if sglang else ""),
         ("rows per chunk", count(pre.rows_per_chunk), _chunks_text(pre)),
     )
+    return (Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),)
+
+
+def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
+    p = w.plan
     wall_rows = tuple(
         (
             wl.knob,
@@ -290,29 +287,17 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         (
             workspace_section(w),
             pool_context_section(w),
-            *(
-                (Section("Prefill logits chunking (one chunk of the longest request)", chunking, ("", "", "")),)
-                if p.arch.has_indexer
-                else (
-                    Section(
-                        "Indexer logits and top-k buffers",
-                        (("not applicable", f"{p.arch.name} ({p.arch.kind_label}) has no DSA indexer", ""),),
-                        ("", "", ""),
-                    ),
-                )
-            ),
+            *_chunking_sections(w),
             Section(
                 "Growing one knob at a time: the largest value that fits, and what breaks next",
                 wall_rows,
                 ("knob", "largest that fits", "what breaks next"),
             ),
         ),
-        {
-            "fits": ok,
-            "workspace": workspace_data(w),
-            "walls": [asdict(wl) for wl in walls],
-            "plan": plan_data(p),
-        },
+        for_model(
+            p.arch,
+            {"fits": ok, "workspace": workspace_data(w), "walls": [asdict(wl) for wl in walls], "plan": plan_data(p)},
+        ),
         verdict=verdict,
         verdict_ok=ok,
         notes=p.notes,
@@ -411,7 +396,10 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
             if h.hybrid_rules
             else {}
         ),
-        "indexer_k_bytes_read_by_chunk": [k * h.indexer_k_bytes_per_key for k in h.keys_read_by_chunk()],
+        # what each suffix chunk reads per key: the indexer K (DSA), else the layers' KV (the text's own words)
+        ("indexer_k_bytes_read_by_chunk" if p.arch.has_indexer else "kv_bytes_read_by_chunk"): [
+            k * h.indexer_k_bytes_per_key for k in h.keys_read_by_chunk()
+        ],
         "sweep": [
             {
                 "hit_tokens": x.hit_tokens,
@@ -423,7 +411,7 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         ],
         "plan": plan_data(p),
     }
-    return Report("prefix", title("prefix", p), tuple(sections), data, startup_error=p.startup_error)
+    return Report("prefix", title("prefix", p), tuple(sections), for_model(p.arch, data), startup_error=p.startup_error)
 
 
 def transfer_report(t: Transfer) -> Report:
@@ -508,7 +496,7 @@ def transfer_report(t: Transfer) -> Report:
         "transfer",
         title("transfer", p),
         (Section("Transfer", rows, ("", "", "")),),
-        data,
+        for_model(p.arch, data),
         startup_error=p.startup_error,
     )
 
@@ -582,15 +570,18 @@ def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
     b = a.binding
+    # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
+    band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
+    est = f" (weights estimated {band.percent})" if band else ""
     if a.admitted:
-        verdict = f"ADMITTED: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
+        verdict = f"ADMITTED{est}: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
     elif b.name == "engine starts":
-        verdict = f"REJECTED: the engine does not start — {b.detail}"
+        verdict = f"REJECTED{est}: the engine does not start — {b.detail}"
     else:
         verdict = (
-            f"REJECTED by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
+            f"REJECTED{est} by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
             if b.unit == "bytes"
-            else f"REJECTED by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
+            else f"REJECTED{est} by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
         )
     need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
@@ -600,7 +591,11 @@ def admit_report(a: Admission) -> Report:
         ("binding constraint", a.binding.name, ""),
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
         ("largest admitted context", count(a.largest_ctx) + " tokens", "one request"),
-        ("such requests at once", count(a.max_concurrent), ""),
+        (
+            "such requests at once",
+            count(a.max_concurrent),
+            "rejected: over the context length" if a.over_context else "",
+        ),
         *(
             (("fewer at once", f"{a.fewer_at_once:,} of the {r.concurrent:,} fit", "a smaller -n, not a --set"),)
             if a.fewer_at_once is not None
@@ -659,6 +654,7 @@ def admit_report(a: Admission) -> Report:
         ],
         "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
+        "weights_band_ppm": band.ppm if band else None,
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
         "workspace": workspace_data(a.workspace),
@@ -668,7 +664,7 @@ def admit_report(a: Admission) -> Report:
         "admit",
         title("admit", p),
         tuple(sections),
-        data,
+        for_model(p.arch, data),
         verdict=verdict,
         verdict_ok=a.admitted,
         bar=memory_bar(p),
@@ -763,7 +759,7 @@ def _hybrid_budget_report(b: Budget) -> Report:
                 ("context", "pool", "units", "bytes", "units by kind"),
             ),
         ),
-        data,
+        for_model(p.arch, data),
         notes=p.notes,
         startup_error=p.startup_error,
     )
@@ -799,7 +795,7 @@ def budget_report(b: Budget) -> Report:
                 ("indexer / total", ppm(b.indexer_share_of_total_ppm)),
             )
             if p.arch.has_indexer
-            else (("indexer", f"none: {p.arch.name} is {p.arch.kind_label}, every byte is main KV"),)
+            else ()
         ),
         ("tail-page waste per request", f"{nbytes(b.tail_waste_bytes)} ((page − 1) / 2 rows × cell)"),
     )
@@ -817,11 +813,13 @@ def budget_report(b: Budget) -> Report:
         title("budget", p, "per GPU"),
         (
             cell_section(p),
-            Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total")),
+            without_indexer_column(
+                p.arch, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
+            ),
             Section("Shares", share, ("", "")),
             *filter(None, (stages_section(p),)),
         ),
-        data,
+        for_model(p.arch, data),
         startup_error=p.startup_error,
     )
 
@@ -833,7 +831,7 @@ def models_list_report(models: list[ModelArch]) -> Report:
             m.architecture,
             str(m.num_layers),
             m.kind_label,
-            f"{m.full_indexer_layers}/{m.num_layers}",
+            f"{m.full_indexer_layers}/{m.num_layers}" if m.has_indexer else "—",
             count(m.max_position_embeddings),
             m.description,
         )
@@ -845,8 +843,8 @@ def models_list_report(models: list[ModelArch]) -> Report:
                 "name": m.name,
                 "architecture": m.architecture,
                 "num_layers": m.num_layers,
-                "full_indexer_layers": m.full_indexer_layers,
                 "max_position_embeddings": m.max_position_embeddings,
+                **({"full_indexer_layers": m.full_indexer_layers} if m.has_indexer else {}),
             }
             for m in models
         ]
@@ -864,18 +862,20 @@ def model_report(m: ModelArch) -> Report:
         ("architecture", m.architecture),
         ("layers (+ MTP)", f"{m.num_layers} (+ {m.num_mtp_layers})"),
         *(("cache" if i == 0 else "", line) for i, line in enumerate(describe_kinds(m.layers, 8))),
-        (
-            "indexer",
-            f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}"
+        *(
+            (
+                (
+                    "indexer",
+                    f"{m.index_n_heads} heads × {m.index_head_dim}, top-k {m.index_topk}, kpool {m.index_kpool}",
+                ),
+                (
+                    "full indexer layers",
+                    f"{m.full_indexer_layers} of {m.num_layers} ({m.indexer_rule.value}): "
+                    + ", ".join(map(str, m.full_layer_ids)),
+                ),
+            )
             if m.is_dsa
-            else "none",
-        ),
-        (
-            "full indexer layers",
-            f"{m.full_indexer_layers} of {m.num_layers} ({m.indexer_rule.value}): "
-            + ", ".join(map(str, m.full_layer_ids))
-            if m.is_dsa
-            else "—",
+            else ()  # a model without a DSA indexer: nothing to say about one
         ),
         ("max positions", count(m.max_position_embeddings)),
         ("parameters", count(m.total_params)),
@@ -897,12 +897,18 @@ def model_report(m: ModelArch) -> Report:
             "v_head_dim": m.v_head_dim,
             "kv_lora_rank": m.kv_lora_rank,
             "qk_rope_head_dim": m.qk_rope_head_dim,
-            "index_head_dim": m.index_head_dim,
-            "index_n_heads": m.index_n_heads,
-            "index_topk": m.index_topk,
-            "index_kpool": m.index_kpool,
-            "full_indexer_layer_ids": list(m.full_layer_ids),
-            "indexer_rule": m.indexer_rule.value,
+            **(
+                {
+                    "index_head_dim": m.index_head_dim,
+                    "index_n_heads": m.index_n_heads,
+                    "index_topk": m.index_topk,
+                    "index_kpool": m.index_kpool,
+                    "full_indexer_layer_ids": list(m.full_layer_ids),
+                    "indexer_rule": m.indexer_rule.value,
+                }
+                if m.is_dsa
+                else {}
+            ),
             "max_position_embeddings": m.max_position_embeddings,
             "total_params": m.total_params,
             "param_groups": {g.name: g.params for g in m.param_groups},
@@ -980,7 +986,7 @@ def deployment_report(p: PoolPlan) -> Report:
             chain_section(p),
             *filter(None, (stages_section(p),)),
         ),
-        {"plan": plan_data(p)},
+        for_model(p.arch, {"plan": plan_data(p)}),
         bar=memory_bar(p),
         notes=p.notes,
         startup_error=p.startup_error,
@@ -1012,6 +1018,8 @@ def _knob_unit(name: str) -> str:
         "disable_cuda_graph": "true or false",
         "disable_radix_cache": "true or false",
         "swa_eviction_interval": "count (tokens)",
+        "allow_long_context": "true or false",
+        "rope_scaling": "yarn (the model card's)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
@@ -1036,6 +1044,8 @@ def _knob_default(name: str) -> str:
         return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
     if name == "gpu":
         return load.DEFAULT_GPU
+    if name == "rope_scaling":
+        return "off (config.json's own)"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"

@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvplan.models.deploy import Carry
 from kvplan.render import Report, Section, count, pct
-from kvplan.sim.result import SimResult, Sweep
+from kvplan.render.applies import carry_data, carry_line
+from kvplan.sim.result import Refused, SimResult, Sweep
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class SimSetting:
     published_label: str = ""
     startup_error: str | None = None
     """The planned deployment's PoolPlan.startup_error: the engine would not start it (its pool is notional)."""
+    carry: Carry | None = None
+    """The planned deployment's file was written for another model: what it carries over (said under the title)."""
+    context_text: str = ""
+    """The deployment's context length and what its engine rejects ("": no deployment, nothing bounded)."""
 
 
 def _rate(num: int, den: int) -> str:
@@ -61,6 +67,7 @@ def _setting_rows(s: SimSetting) -> tuple[tuple[str, str], ...]:
         ("semantics", s.semantics_text),
         ("blocks to pages", s.paging_text),
         ("capacity", s.capacity_text),
+        *((("context length", s.context_text),) if s.context_text else ()),
         ("window", s.window_text),
         ("measured", s.measurement_text),
     ]
@@ -85,7 +92,43 @@ def _setting_data(s: SimSetting) -> dict[str, Any]:
         "service": s.service_text or None,
         "deployment": s.deployment or None,
         "bytes_per_unit": s.bytes_per_unit or None,
+        "written_for_another_model": carry_data(s.carry),
     }
+
+
+def _refused_row(f: Refused, replayed: int) -> tuple[tuple[str, str, str], ...]:
+    """The requests the engine rejected for their length, with their share of the trace's requests."""
+    if f.context_tokens is None:
+        return ()
+    total = f.requests + replayed
+    return (
+        (
+            "rejected: context length",
+            count(f.requests),
+            f"{_rate(f.requests, total)} of {total:,} requests, over the {f.context_tokens:,}-token context: "
+            "never replayed",
+        ),
+    )
+
+
+def _refused_data(f: Refused, replayed: int) -> dict[str, Any] | None:
+    if f.context_tokens is None:
+        return None
+    total = f.requests + replayed
+    return {
+        "context_tokens": f.context_tokens,
+        "requests": f.requests,
+        "of_requests": total,
+        "share_ppm": _ppm(f.requests, total),
+        "input_tokens": f.input_tokens,
+    }
+
+
+def _refused_verdict(f: Refused, replayed: int) -> str:
+    if not f.requests:
+        return ""
+    share = _rate(f.requests, f.requests + replayed)
+    return f"; {f.requests:,} request(s) ({share}) rejected over the context length of {f.context_tokens:,}"
 
 
 def simulate_report(r: SimResult, s: SimSetting) -> Report:
@@ -102,6 +145,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
             f"{st.hit_units:,} of {st.measured_units:,} {r.unit}s",
         ),
         ("requests measured", count(st.measured), f"of {r.requests:,} replayed"),
+        *_refused_row(r.refused, r.requests),
     )
     lp = st.length_percentiles()
     length_rows = tuple((k, f"{v:,} tokens") for k, v in lp.items())
@@ -166,6 +210,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
         "filled_before_window": r.filled_before_window,
         "too_long": r.too_long,
         "input_tokens": r.input_tokens,
+        "rejected_context": _refused_data(r.refused, r.requests),
     }
     o = r.occupancy
     if o is not None:
@@ -198,7 +243,9 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
             ],
         }
     title = f"kvplan simulate: {s.trace_path} under {r.semantics} ({r.mode} mode, {r.policy}, window {r.window})"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
     verdict = f"hit rate {_rate(st.hit_tokens, st.measured_tokens)} of prefill tokens"
+    verdict += _refused_verdict(r.refused, r.requests)
     if o is not None:
         verdict += f"; {o.preemptions:,} preemption(s), wait p99 {_us(o.wait_percentiles()['p99'])}"
     return Report("simulate", title, tuple(sections), data, verdict=verdict, startup_error=s.startup_error)
@@ -244,8 +291,9 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         if w.window_start
         else "'pool filled': the replay ever filled the pool (if not, a bigger pool cannot do better)"
     )
+    rejected = tuple((k, f"{v} {note}") for k, v, note in _refused_row(w.refused, w.requests))
     sections = [
-        Section("Setting", (*_setting_rows(s), ("curve", w.method)), ("", "")),
+        Section("Setting", (*_setting_rows(s), ("curve", w.method), *rejected), ("", "")),
         Section("Hit-rate curve", tuple(rows), tuple(headers), note=filled_note),
     ]
     data: dict[str, Any] = {
@@ -263,6 +311,7 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         "unbounded_hit_tokens": w.unbounded_hit_tokens,
         "distinct_units_before_window": w.distinct_before_window,
         "input_tokens": w.input_tokens,
+        "rejected_context": _refused_data(w.refused, w.requests),
     }
     if w.unbounded_hit_tokens is not None:
         sections.append(
@@ -273,4 +322,5 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
             )
         )
     title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
     return Report("simulate", title, tuple(sections), data, startup_error=s.startup_error)

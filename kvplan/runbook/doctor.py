@@ -47,6 +47,14 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
+from kvplan.runbook.verdict import (
+    MISMATCH_ADD,
+    ROWS_ADD,
+    closes_gap,
+    deviation_percent,
+    near_rows,
+    refusal_figures_agree,
+)
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
 
@@ -210,6 +218,8 @@ class Headline:
     'cannot_tell' (the log lacks what the verdict needs: ``missing`` says what to add)."""
     cause: Cause | None = None
     missing: tuple[str, ...] = ()
+    knob: str = ""
+    """For a cause the log prints (a revealed knob, ``cause`` None): the knob whose value closes the gap."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,6 +267,8 @@ class StartupCheck:
     planned_needed_bytes: int | None
     planned_estimate_low: int | None
     planned_estimate_high: int | None
+    planned_refuses: bool = False
+    """The plan refuses at the log's max_model_len too (``predicted`` also needs its figures to be the log's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1470,9 +1482,15 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
                 "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end') to check the count",
             )  # fmt: skip
             return Headline(kind="cause", cause=rows[0], missing=missing)
+        if near_rows(fact.low, fact.high, fact.config) or (c is not None and c.within):
+            return Headline(kind="mismatch", missing=(  # the config's rows with a padding: never another model
+                f"--model with the server's exact config: the log's {fact.what} is "
+                f"{deviation_percent(fact.low, fact.high, fact.config)} off the config's {fact.config:,} {fact.unit},"
+                " the same rows with a padding or alignment kvplan does not model, not another model's",
+            ))  # fmt: skip
         if other_model or model.kind == "unknown":
             return Headline(kind="model", missing=("--model: the config of the model the server ran",))
-        return Headline(kind="mismatch")
+        return Headline(kind="mismatch", missing=(ROWS_ADD,))
     if other_model and fact is None:
         return Headline(kind="cannot_tell", missing=(
             f"--model for {model.log_class} (the log's model; the config plans {model.arch_class})",
@@ -1484,14 +1502,15 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
         return Headline(kind="memory")  # the rows and the log's budget give the log's pool: the config's memory differs
     if explaining:
         return Headline(kind="cause", cause=explaining[0])
-    if any(r.drift and _toward(r, c) for r in revealed):
-        return Headline(kind="cause")
+    toward = [r for r in revealed if r.drift and _toward(r, c)]
+    if toward:
+        return Headline(kind="cause", knob=toward[0].knob)
     if c is not None and not c.within and not c.memory_from_log:
         return Headline(kind="cannot_tell", missing=(
             "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end'; vLLM: 'Available KV cache "
             "memory')",
         ))  # fmt: skip
-    return Headline(kind="mismatch")
+    return Headline(kind="mismatch", missing=(MISMATCH_ADD,))
 
 
 def _toward(r: Revealed, c: Comparison | None) -> bool:
@@ -1501,8 +1520,8 @@ def _toward(r: Revealed, c: Comparison | None) -> bool:
     567,616 to 686,464, and was read as that drift."""
     if c is None:
         return True
-    logged = c.logged.value
-    return abs(r.pool_after - logged) < abs(r.config_pool - logged)
+    # more than half the gap (issue 24 item 1): max_model_len 1,000,000 moved a pool 3.8x off the log's by 0.36 %
+    return closes_gap(r.config_pool, r.pool_after, c.logged.value)
 
 
 def _causes(arch: ModelArch, deps: tuple[Deployment, ...], base: PoolPlan, lp: LoggedPool, slack: int,
@@ -1546,9 +1565,12 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
         e = run.max_len_error
         bpb = best.extras.get("bytes_per_block", 0)
         lo = hi = None
-        if memory.available_low is not None and memory.available_high is not None and bpb:
+        # a uniform model's blocks only: a hybrid's request takes blocks of several groups (max_len_fitting is the
+        # uniform bisection; it put DeepSeek-V4-Flash's 13,528 at 1,490,432)
+        if memory.available_low is not None and memory.available_high is not None and bpb and not best.pools:
             lo = max_len_fitting(memory.available_low - bpb, bpb, best.page_tokens, best.dcp)
             hi = max_len_fitting(memory.available_high - bpb, bpb, best.page_tokens, best.dcp)
+        planned = best.extras.get("max_model_len_needed_bytes")
         return StartupCheck(
             message="vLLM refused to start: one request of max_model_len does not fit in the KV cache",
             line=e.line,
@@ -1556,8 +1578,10 @@ def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | Non
             needed=e.value.needed,
             available=e.value.available,
             estimated_max_len=e.value.estimated_max_len,
-            predicted=_refuses_at(best, e.value.max_model_len),
-            planned_needed_bytes=best.extras.get("max_model_len_needed_bytes"),
+            predicted=_refuses_at(best, e.value.max_model_len)
+            and refusal_figures_agree(e.value.needed, planned, e.value.estimated_max_len, lo, hi),
+            planned_refuses=_refuses_at(best, e.value.max_model_len),
+            planned_needed_bytes=planned,
             planned_estimate_low=lo,
             planned_estimate_high=hi,
         )
@@ -1682,17 +1706,23 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             archs.append((name, load_model(name)))
         except InputError:
             continue
+    # the log's own multiplier (issue 24 item 4): vLLM's 'Multiplying the GPU KV cache size by the dcp_world_size
+    # N' means each logged token is 1/N of a rank's row (kv_cache_utils.py), and tp is a multiple of N
+    # (vllm/config/parallel.py: "decode_context_parallel_size must be <= tensor_parallel_size")
+    dcp = run.dcp_multiplier.value if run.dcp_multiplier is not None and run.dcp_multiplier.value > 1 else 1
     splits = (
-        (tp,) if tp else (1, 2, 4, 8)
+        (tp,) if tp else (dcp,) if dcp > 1 else (1, 2, 4, 8)
     )  # the log prints no tp: a K/V row depends on it, so each split is a candidate
     for (name, arch), split in ((a, t) for a in archs for t in splits):
         label = name if tp or (split == 1 and arch.is_mla) else f"{name} at tp {split}"
-        if not tp and arch.is_mla and split > 1:
+        if dcp > 1:
+            label = f"{name} at dcp {dcp}"
+        elif not tp and arch.is_mla and split > 1:
             continue  # an MLA latent is not split by tp
         try:
             dt_sets = () if any(x.startswith("kv_cache_dtype=") for x in sets) else ("kv_cache_dtype=auto",)
             dep = load_deployment(None, (*sets, f"model={name}", f"tp={split}", *dt_sets,
-                                         "page_size=default", "mla_layout=default", "dcp=1"))  # fmt: skip
+                                         "page_size=default", "mla_layout=default", f"dcp={dcp}"))  # fmt: skip
         except InputError:
             continue
         # the bytes of a row do not depend on the memory: plan with room for 10,000 rows whatever the weights
@@ -1709,8 +1739,8 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             sizes[label] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
         elif p.engine == "sglang":
             sizes[label] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
-        else:
-            sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens, 1) or p.cell.total_bytes
+        else:  # per logged token: a rank's block holds page_tokens × dcp logged tokens
+            sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens * p.dcp, 1) or p.cell.total_bytes
     return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes)[:5]
 
 
@@ -1759,6 +1789,7 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
         rows.append(("model", _yaml_str(d.best.arch.name), "the model the doctor compared the log with"))
     elif fit is not None:
         preset, _, split = fit.name.partition(" at tp ")
+        preset = preset.partition(" at dcp ")[0]
         rows.append(("model", _yaml_str(preset), f"the preset whose rows fit the log's ({fit.bytes_per_row:,} B); "
                      f"the log names {run.model_path or run.model_class or 'no model'}"))  # fmt: skip
         if split:
@@ -1766,6 +1797,12 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
     else:
         rows.append(("model", _yaml_str(run.model_path or "SET-ME"),
                      "the log's model: give a preset, a kvplan model YAML or a config.json path"))  # fmt: skip
+    dcp_at = run.dcp_multiplier
+    if dcp_at is not None and dcp_at.value > 1:
+        rows.append(("dcp", str(dcp_at.value), f"the log's dcp_world_size, line {dcp_at.line}"))
+        if not any(r[0] == "tp" for r in rows) and not _printed_tp(run):
+            rows.append(("tp", str(dcp_at.value), "at least the dcp: vLLM needs tp a multiple of dcp (the log "
+                         "prints no tp)"))  # fmt: skip
     if run.engine is not None:
         rows.append(("engine", _yaml_str(run.engine), ""))
     if run.version is not None:
@@ -1810,6 +1847,11 @@ def proposed_deployment(d: Diagnosis) -> tuple[tuple[str, str, str], ...]:
     else:
         rows.append(("# gpu", "", "not in the log: add 'gpu: <name from kvplan gpus>' (the default is the preset's)"))
     return tuple(rows)
+
+
+def _printed_tp(run: Run) -> bool:
+    srcs = (run.args, run.cli_args)
+    return any(a is not None and (a.value.integer("tp_size") or a.value.integer("tensor_parallel_size")) for a in srcs)
 
 
 def gpu_candidates(run: Run) -> tuple[tuple[str, ...], str]:

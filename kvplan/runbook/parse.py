@@ -55,6 +55,7 @@ from typing import Generic, TypeVar
 
 from kvplan import limits
 from kvplan.errors import InputError
+from kvplan.runbook.failures import SG_FAILED, SG_PROFILED, VL_FAILED, failure_message
 from kvplan.units import GiB
 
 T = TypeVar("T")
@@ -466,7 +467,8 @@ _VLLM_PREFIX = (
 )
 _START = re.compile(f"{_SGLANG_PREFIX}|{_VLLM_PREFIX}|{_LEVEL}")
 _CONTAINER = re.compile(
-    r"^(?:[│┃][ \t]{0,8}|[\w.-]{1,128}[ \t]{1,64}\|\s|\d{4}-\d\d-\d\d[ T][\d:.,]{1,32}Z?[ \t]{0,8}\|[ \t]{0,8}"
+    r"^(?:[│┃▎][ \t]{0,8}|>[ \t]{1,8}|[\w.-]{1,128}[ \t]{1,64}\|\s"
+    r"|\d{4}-\d\d-\d\d[ T][\d:.,]{1,32}Z?[ \t]{0,8}\|[ \t]{0,8}"
     r"|\d{4}-\d\d-\d\dT[\d:.,]{1,32}Z?\s)"
 )
 
@@ -735,9 +737,9 @@ _VL_CONCURRENCY = re.compile(rf"(?<!, )Maximum concurrency for {_TOKENS} tokens 
 _VL_MAX_LEN = re.compile(rf"Using max model len {_INT}")
 _VL_ARCH = re.compile(r"Resolved architecture: (\w{1,128})")
 _VL_MAXLEN_ERROR = re.compile(
-    r"To serve at least one request with the models?'s max seq len \((\d{1,30})\), "
-    rf"\({_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?{_NUM[1:-1]}) GiB\)\."
-    rf"(?: Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
+    r"To serve at least one request with the models?'s max seq len \((\d{1,30})\), ?"
+    rf"\(?{_NUM} GiB KV cache is needed, which is larger than the available KV cache memory \((-?{_NUM[1:-1]}) GiB\)\."
+    rf"(?: ?Based on the available memory, the estimated maximum model length is {_TOKENS}\.)?"
 )
 _VL_HYBRID_BLOCK = re.compile(
     rf"Setting attention block size to {_INT} tokens to ensure that attention page size is >= mamba page size"
@@ -816,6 +818,8 @@ _PHASE = {
 _RESTART_ON_REPEAT = {"args", "version", "engine_config", "cli_args", "load_begin", "load_end", "model_loading",
                       "summary", "available", "kv_size", "override", "pool_end", "v0_blocks", "v0_profile",
                       "v0_budget", "v0_terms"}  # fmt: skip
+_SAME_AGAIN = {"kv_size", "available"}
+"""vLLM's pool lines repeated with the same figure and no load line between: one start printed twice."""
 _NEUTRAL = {"profiling_override"}
 """Kinds that never begin a new start (a line printed inside another phase)."""
 _QUOTES = "'\"`‘“«"
@@ -908,6 +912,13 @@ def _events(rec: _Record) -> list[_Event]:
         add("dsa_backends", sg, m, (m.group(1), m.group(2)))
     for m in _SG_ERROR.finditer(t):
         add("error", sg, m, m.group(0))
+    for m in SG_PROFILED.finditer(t):
+        if int(m.group(2)) <= 0:  # no pool at all: the start fails right after (a pool outcome, not a cut log)
+            add("negative_profile", sg, m, m.group(0))
+    for m in SG_FAILED.finditer(t):
+        add("error", sg, m, failure_message(sg, m.group(0)))
+    for m in VL_FAILED.finditer(t):
+        add("error", vl, m, failure_message(vl, m.group(0)))
     for m in _SG_NEGATIVE.finditer(t):
         add("negative_profile", sg, m, m.group(0))
     for m in _SG_TOTAL.finditer(t):
@@ -1042,6 +1053,7 @@ class _Builder:
     kv_per_rank: dict[str | None, int] = field(default_factory=dict)
     kv_mha: bool | None = None
     """Whether this run's pool lines are K/V (MHA/GQA) ones; every pool line of one start is the same kind."""
+    last: dict[tuple[str, str | None], object] = field(default_factory=dict)
 
     def restarts(self, ev: _Event) -> bool:
         """Whether this event belongs to a new server start."""
@@ -1062,9 +1074,12 @@ class _Builder:
             if self.kv_mha is not None and isinstance(ev.value, KvAlloc) and ev.value.mha != self.kv_mha:
                 return True  # a K/V pool line after an MLA one (or back): another model's start
             return self.kv_per_rank.get(ev.rank, 0) >= 2  # target + draft per rank; a third is a new start
+        if ev.kind in _SAME_AGAIN and self.last.get((ev.kind, ev.rank), ev) == ev.value:
+            return False  # the same figure again (vLLM 0.10 prints its pool pair once a worker at tp 2): one start
         return ev.kind in _RESTART_ON_REPEAT and (ev.kind, ev.rank) in self.seen
 
     def add(self, ev: _Event) -> None:
+        self.last[(ev.kind, ev.rank)] = ev.value
         self.events.append(ev)
         if ev.kind in _PHASE:
             self.engine = self.engine or ev.engine
@@ -1356,6 +1371,12 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "Not enough memory. Please try to increase --mem-fraction-static. Current value: "
              "self.server_args.mem_fraction_static=0.8",
              "format: python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py init_memory"),
+    LineForm("negative_profile", "SG_PROFILED", "0.4.x - 0.5.x (a --max-total-tokens above a profiled pool <= 0)",
+             "max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.",
+             "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log"),
+    LineForm("error", "SG_FAILED", "0.3 - 0.5.x (a start that died, e.g. in CUDA-graph capture after the pool)",
+             "Scheduler hit an exception: Traceback (most recent call last):",
+             "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log"),
     LineForm("total_tokens", "_SG_TOTAL", "0.3.x bench_latency (the pool alone on a line; records '[HH:MM:SS TP0]')",
              "max_total_num_tokens=1256440", "doctor-sglang-0.3-llama-3-8b-mi300x-rocm-bench-latency-augmxnt.log"),
     LineForm("mamba", "_SG_MAMBA", "0.5.x, linear-attention hybrids (Qwen3-Next, Qwen3.5, Kimi-Linear)",
@@ -1442,4 +1463,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "which is larger than the available KV cache memory (5.59 GiB). Based on the available memory, the "
              "estimated maximum model length is 122080.",
              "doctor-vllm-max-seq-len-kvfp8-issue-25350.log"),
+    LineForm("error", "VL_FAILED", "V1 (a worker or the engine core died during start-up)",
+             "(VllmWorker PP0_TP0 pid=4797) ERROR 09-29 05:54:49 [multiproc_executor.py:596] WorkerProc hit an "
+             "exception.", "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log"),
 )  # fmt: skip

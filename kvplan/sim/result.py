@@ -18,6 +18,20 @@ def percentile(sorted_values: list[int], q: int) -> int:
 
 
 @dataclass
+class Refused:
+    """Requests the engine rejects for their length (``kvplan.sim.context``): never replayed."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    context_tokens: int | None = None
+    """The context length that bounded the replay (None: no deployment named, nothing bounded)."""
+
+    def add(self, input_tokens: int) -> None:
+        self.requests += 1
+        self.input_tokens += input_tokens
+
+
+@dataclass
 class HitStats:
     """Hits of the requests inside the measurement window."""
 
@@ -116,6 +130,7 @@ class SimResult:
     """Input tokens of all replayed requests."""
     bad_records: int = 0
     """Malformed records skipped (``--skip-bad``)."""
+    refused: Refused = field(default_factory=Refused)
 
     @property
     def filled_before_window(self) -> bool:
@@ -162,3 +177,4 @@ class Sweep:
     distinct_before_window: int | None = None
     input_tokens: int = 0
     bad_records: int = 0
+    refused: Refused = field(default_factory=Refused)

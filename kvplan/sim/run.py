@@ -19,11 +19,12 @@ from multiprocessing import get_context
 from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.sim import ideal
+from kvplan.sim.context import ContextLimit, admitted
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Pool, engine_pool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
-from kvplan.sim.result import SimResult, Sweep, SweepPoint
+from kvplan.sim.result import Refused, SimResult, Sweep, SweepPoint
 from kvplan.sim.trace import CompactTrace, ReadStats, Request, Trace
 from kvplan.units import parse_bytes, parse_tokens
 
@@ -48,6 +49,8 @@ class SimConfig:
     service: Service = field(default_factory=Service)
     eagle: bool = False
     check: bool = False
+    context: ContextLimit | None = None
+    """The deployment's context length: longer requests are rejected, not replayed (None: no deployment)."""
 
     def pool(self) -> Pool:
         cap = self.capacity_units
@@ -59,6 +62,11 @@ class SimConfig:
 
     def paging(self) -> Paging:
         return Paging(self.trace.block_tokens, self.unit_tokens)
+
+    def admitted(self, requests: Iterator[Request], refused: Refused) -> Iterator[Request]:
+        """The requests the engine runs; those it rejects for their length are counted in ``refused``."""
+        refused.context_tokens = self.context.context_tokens if self.context is not None else None
+        return admitted(requests, self.context, refused)
 
 
 def semantics_text(cfg: SimConfig, engine_version: str = "") -> str:
@@ -97,13 +105,15 @@ def make_window(trace: Trace, name: str) -> Window:
 
 def run_one(cfg: SimConfig, progress: Progress | None = None, parsed: CompactTrace | None = None) -> SimResult:
     """One replay at one capacity (from the trace file, or from its parsed form)."""
+    refused = Refused()
     if parsed is not None:
-        result = _run(cfg, parsed.read(), progress)
+        result = _run(cfg, cfg.admitted(parsed.read(), refused), progress)
         result.bad_records = parsed.bad
-        return result
-    stats = ReadStats()
-    result = _run(cfg, cfg.trace.read(stats), progress)
-    result.bad_records = stats.bad
+    else:
+        stats = ReadStats()
+        result = _run(cfg, cfg.admitted(cfg.trace.read(stats), refused), progress)
+        result.bad_records = stats.bad
+    result.refused = refused
     return result
 
 
@@ -144,20 +154,20 @@ def run_sweep(cfg: SimConfig, capacities: list[int], *, jobs: int = 0, progress:
     """Hit rates at several capacities (units) over the same measured requests."""
     caps = sorted(set(capacities))
     if cfg.semantics == "ideal" and cfg.policy == "lru" and not cfg.check:
-        stats = ReadStats()
+        stats, refused = ReadStats(), Refused()
         curve = ideal.lru_curve(
-            cfg.trace.read(stats), block_tokens=cfg.trace.block_tokens, capacities=caps, window=cfg.window,
-            progress=progress,
+            cfg.admitted(cfg.trace.read(stats), refused), block_tokens=cfg.trace.block_tokens, capacities=caps,
+            window=cfg.window, progress=progress,
         )  # fmt: skip
-        curve.bad_records = stats.bad
+        curve.bad_records, curve.refused = stats.bad, refused
         return curve
     if cfg.semantics == "ideal" and not cfg.check:
-        stats = ReadStats()
+        stats, refused = ReadStats(), Refused()
         curve = ideal.fifo_curve(
-            cfg.trace.read(stats), block_tokens=cfg.trace.block_tokens, capacities=caps, window=cfg.window,
-            progress=progress,
+            cfg.admitted(cfg.trace.read(stats), refused), block_tokens=cfg.trace.block_tokens, capacities=caps,
+            window=cfg.window, progress=progress,
         )  # fmt: skip
-        curve.bad_records = stats.bad
+        curve.bad_records, curve.refused = stats.bad, refused
         return curve
     configs = [replace(cfg, capacity_units=c) for c in caps]
     workers = min(jobs or os.cpu_count() or 1, len(configs))
@@ -193,6 +203,7 @@ def run_sweep(cfg: SimConfig, capacities: list[int], *, jobs: int = 0, progress:
         method=f"one replay per capacity ({workers} process{'es' if workers > 1 else ''})",
         input_tokens=first.input_tokens,
         bad_records=first.bad_records,
+        refused=first.refused,
     )
 
 

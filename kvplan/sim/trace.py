@@ -628,6 +628,7 @@ def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     index = 0
     start: int | None = None
     header_seen = False
+    columns = len(_AZURE_HEADER)
     for line in _lines(trace.path):
         if not line.problem and not line.text.strip():
             continue
@@ -635,13 +636,14 @@ def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
             header_seen = True
             if line.problem or _azure_fields(line.text)[:3] != _AZURE_HEADER:
                 raise InputError(f"{trace.path}:{line.number}: expected the header {','.join(_AZURE_HEADER)}")
+            columns = len(_azure_fields(line.text))
             continue
         try:
             if line.problem:
                 raise _Bad(line.problem)
             row = _azure_fields(line.text)
-            if len(row) < 3:
-                raise _Bad(f"expected 3 columns, got {len(row)}")
+            if len(row) != columns:  # a CSV row has the header's columns, no more (issue 25)
+                raise _Bad(f"expected {columns} columns as the header has, got {len(row)}")
             try:
                 t = _azure_time_us(row[0])
             except (ValueError, OverflowError):

@@ -24,7 +24,9 @@ def test_fit_prints_frontier_and_emits_a_deployment_admit_plans_as_is(tmp_path: 
     out = tmp_path / "best.yaml"
     r = run("fit", *SMALL, "--require-ctx", "1M", "--require-concurrency", "4@128K", "--emit-deploy", str(out))
     assert r.exit_code == 0, r.output
-    assert "FITS: 8 × NVIDIA H200" in r.output and "Frontier" in r.output
+    # the best layout is TP8 DPA4: attention split 2 ways, not the measured TP8 point's split, so its weights are the
+    # per-tensor estimate of a DSA model, ±6.0 % (kvplan.models.weights_band.PER_TENSOR_DSA), and the headline says so
+    assert "FITS (weights estimated ±6.0 %): 8 × NVIDIA H200" in r.output and "Frontier" in r.output
     text = out.read_text()
     assert "engine: sglang" in text and "tp: 8" in text
     a = run("admit", "--deploy", str(out), "--ctx", "1M")
@@ -48,7 +50,7 @@ def test_impossible_requirement_exits_1_with_the_closest_candidate(tmp_path: Pat
     out = tmp_path / "none.yaml"
     r = run("fit", *SMALL, "--require-concurrency", "10000@1M", "--emit-deploy", str(out))
     assert r.exit_code == 1, r.output
-    assert "NOTHING FITS up to 8 GPUs; closest:" in r.output
+    assert "NOTHING FITS (weights estimated ±6.0 %) up to 8 GPUs; closest:" in r.output  # a DPA layout, estimated
     assert "lacks: admits 10000 × 1,048,576 tokens: rejected by" in r.output
     assert not out.exists()  # nothing written when nothing fits
 
@@ -99,7 +101,8 @@ def test_fit_imports_no_torch_nvml_or_matplotlib() -> None:
 def test_pd() -> None:
     r = run("fit", *SMALL, "--require-ctx", "1M", "--require-concurrency", "16@128K", "--pd")
     assert r.exit_code == 0, r.output
-    assert "FITS (PD): 8 prefill + 8 decode GPUs" in r.output and "--disaggregation-mode prefill" in r.output
+    assert "FITS (PD) (weights estimated ±6.0 %): 8 prefill + 8 decode GPUs" in r.output
+    assert "--disaggregation-mode prefill" in r.output
     assert run("fit", *SMALL, "--require-ctx", "1M", "--pd", "--link", "fast").exit_code == 2
     assert run("fit", *SMALL, "--require-ctx", "1M", "--pd", "--emit-deploy", "x.yaml").exit_code == 2
     assert run("fit", *SMALL, "--require-concurrency", "10000@1M", "--pd").exit_code == 1

@@ -21,6 +21,8 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kvplan.cli import app
+from kvplan.plan.gate import parse_lock_untrusted
+from kvplan.plan.lock_check import entries_digest
 
 DATA = Path(__file__).parents[1] / "data" / "gate"
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None})
@@ -45,7 +47,8 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_lock_records_the_figures(repo: Path) -> None:
     doc = json.loads((repo / "kvplan.lock").read_text())
     entry = doc["configs"]["prod.yaml"]
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3  # 3 (issue 25): the lock carries the digest of its entries
+    assert doc["digest"] == entries_digest(doc["configs"])
     assert (entry["cell_bytes"], entry["pool_rows_per_gpu"], entry["pool_tokens"]) == (50_472, 639_104, 1_278_208)
     assert entry["largest_admitted_ctx"] == 1 << 20
     # promised contexts from requirements: 128K (4@128K) and 1M
@@ -116,8 +119,9 @@ def test_github_annotations_never_on_stdout_in_markdown(repo: Path) -> None:
     ("content", "needle"),
     [
         ("{not json", "not valid JSON"),
-        ('{"schema_version": 3, "configs": {}}', "newer kvplan"),
-        ('{"schema_version": 2, "configs": {}}', "no entry for prod.yaml"),
+        ('{"schema_version": 4, "configs": {}}', "newer kvplan"),
+        # schema 2 had no digest: a lock kvplan wrote then is rebuilt, never trusted (issue 25)
+        ('{"schema_version": 2, "configs": {}}', "has no digest"),
         ('{"schema_version": 1, "configs": {"prod.yaml": {"pool_tokens": 1}}}', "missing"),
         ("[]", "not a kvplan lock"),
     ],
@@ -171,13 +175,19 @@ def test_lock_names_both_page_sizes(repo: Path) -> None:
 
 
 def test_schema_1_lock_is_migrated(repo: Path) -> None:
-    # a lock written before schema 2: page_tokens was the rank page (64); the logical page is 64 × dcp 2 = 128
+    # a lock written before schema 2: page_tokens was the rank page (64); the logical page is 64 × dcp 2 = 128.
+    # It has no digest (schema 3, issue 25): gate refuses it as a baseline, `kvplan lock` reads and rebuilds it.
     doc = json.loads((repo / "kvplan.lock").read_text())
     entry = doc["configs"]["prod.yaml"]
     entry["page_tokens"] = entry.pop("rank_page_tokens")
     del entry["logical_page_tokens"]
     doc["schema_version"] = 1
+    del doc["digest"]
     (repo / "kvplan.lock").write_text(json.dumps(doc))
+    assert parse_lock_untrusted(json.dumps(doc), "kvplan.lock")[0]["prod.yaml"].logical_page_tokens == 128
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 2 and "kvplan.lock has no digest" in r.stderr, r.stderr
+    assert run("lock", "prod.yaml").exit_code == 0
     r = run("gate", "prod.yaml", "--format", "json")
     assert r.exit_code == 0, r.stderr
     before = json.loads(r.stdout)["results"][0]["before"]
@@ -347,3 +357,36 @@ def test_diff_engine_change_applies_only_knobs_the_new_engine_reads(repo: Path) 
     assert knob["old"] != "None" and knob["new"] == "0.9"
     assert knob["base_pool_tokens"] == engine["pool_tokens"]
     assert knob["pool_tokens"] == d["new_pool_tokens"]
+
+
+# --------------------------------------------------------------------------- issue 23, item 5
+
+
+def test_only_deployments_gates_the_minimal_form_and_locked_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # README's minimal deployment is `model:` alone (no engine key); the hook used to skip it, lock entry and all,
+    # and pass a 36 % capacity drop. SGLang 0.5.23 (model_runner_kv_cache_mixin.py, profile_max_num_token):
+    # available = free_after_weights − pre_load_free × (1 − mem_fraction_static), so lowering the fraction from
+    # the default 0.893 (server_args.py reserve heuristic, H200 tp 8) to 0.59 costs pre_load_free × 0.303 =
+    # 149,036,204,032 B (H200 CUDA total − 1 GiB) × 0.303 = 45,157,969,821 B whatever the weights; a row on one GPU
+    # is 1 KV head (8 / tp 8) × (128 + 128) × 2 B × 64 layers = 32,768 B, so 1,378,112 rows fewer of 3,811,252:
+    # -36.16 %.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prod.yaml").write_text("model: qwen3-32b\n")
+    assert run("lock", "prod.yaml").exit_code == 0
+    (tmp_path / "prod.yaml").write_text("model: qwen3-32b\nmem_fraction_static: 0.59\n")
+    r = run("gate", "--only-deployments", "prod.yaml")
+    assert r.exit_code == 1, r.stdout + r.stderr
+    assert "skipping" not in r.stderr
+    assert "pool 3,811,252 -> 2,433,140 tokens (-36.16%)" in r.stdout
+    # a locked file is a deployment even when its model key is lost: bad input (exit 2), never a silent skip
+    (tmp_path / "prod.yaml").write_text("modle: qwen3-32b\n")
+    r = run("gate", "--only-deployments", "prod.yaml")
+    assert r.exit_code == 2 and "modle" in r.stderr, r.stderr
+    # an unlocked file with a model key is gated too (no entry: exit 2 naming kvplan lock), a workflow is skipped
+    (tmp_path / "new.yaml").write_text("model: qwen3-32b\n")
+    (tmp_path / "ci.yml").write_text("name: ci\non: [push]\njobs: {}\n")
+    r = run("gate", "--only-deployments", "ci.yml", "new.yaml")
+    assert r.exit_code == 2 and "kvplan lock new.yaml" in r.stderr, r.stderr
+    assert "skipping ci.yml" in r.stderr

@@ -3,8 +3,10 @@ the per-pool figures derived from the engines' formulas (kvplan/engines/sglang_h
 and the weights of kvplan/models/params_qwen3_next.py (tests/unit/test_params_qwen3_next.py derives them):
 20,059,645,504 B a GPU at TP8 without the MTP layer.
 
-Both deployments are H200 × 8, TP8, an fp8 KV cache (fp8_e4m3), SGLang page 64; the 2 kv heads are replicated
-over 8 ranks (1 a rank), so a full-attention layer holds 1 × (256 + 256) × 1 B = 512 B a token; 12 full layers.
+Both deployments are H200 × 8, TP8, with the fp8 KV cache (fp8_e4m3) and SGLang page 64 the GLM-5.3 presets set,
+given here with --set (PRESET_KNOBS: since issue 23 a preset's model knobs do not follow --model); the 2 kv heads
+are replicated over 8 ranks (1 a rank), so a full-attention layer holds 1 × (256 + 256) × 1 B = 512 B a token;
+12 full layers.
 The Gated DeltaNet state of one request on one rank, per layer: conv 3 × (8,192 / 8) elements, recurrent
 (32 / 8) × 128 × 128; SGLang bf16 conv + fp32 recurrent: 6,144 + 262,144 = 268,288 B; vLLM bf16 both:
 6,144 + 131,072 = 137,216 B.
@@ -27,8 +29,16 @@ W = 20_059_645_504
 MODEL = "qwen3-next-80b-a3b"
 
 
+PRESET_KNOBS = {
+    "glm-5.3-8xh200-sglang": ("--set", "kv_cache_dtype=fp8_e4m3", "--set", "page_size=64"),
+    "glm-5.3-8xh200-vllm": ("--set", "kv_cache_dtype=fp8"),
+}
+"""What each GLM-5.3 preset sets for GLM-5.3 and the goldens below assume, set for Qwen3-Next."""
+
+
 def _admit(*args: str, code: int) -> dict[str, Any]:
-    r = runner.invoke(app, ["admit", "--model", MODEL, *args, "--format", "json"])
+    knobs = PRESET_KNOBS["glm-5.3-8xh200-vllm" if "glm-5.3-8xh200-vllm" in args else "glm-5.3-8xh200-sglang"]
+    r = runner.invoke(app, ["admit", "--model", MODEL, *args, *knobs, "--format", "json"])
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert r.exit_code == code, (r.exit_code, r.stdout[-800:], r.stderr)
     assert r.stderr == ""
@@ -43,15 +53,18 @@ def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
     return found[0]
 
 
-@pytest.mark.parametrize(("deploy", "code"), [("glm-5.3-8xh200-sglang", 0), ("glm-5.3-8xh200-vllm", 1)])
-def test_admit_128k_is_a_verdict_on_both_engines(deploy: str, code: int) -> None:
-    # a verdict (0 admitted / 1 rejected), never exit 2 asking for weights_per_gpu
+@pytest.mark.parametrize("deploy", ["glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm"])
+def test_admit_128k_is_a_verdict_on_both_engines(deploy: str) -> None:
+    # a verdict, never exit 2 asking for weights_per_gpu
     r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", MODEL, "-d", deploy])
-    assert r.exit_code == code, (r.stdout[-800:], r.stderr)
+    assert r.exit_code == 0, (r.stdout[-800:], r.stderr)
     assert "weights per GPU" in r.stdout and "81,324,862,720 parameters" in r.stdout
-    if code == 1:
-        # the vLLM preset asks for max_model_len 524,288; vLLM refuses it above the config's 262,144 positions
-        assert "greater than the derived max_model_len (max_position_embeddings=262144" in r.stdout
+    if deploy.endswith("vllm"):
+        # the vLLM preset's max_model_len 524,288 is GLM-5.3's: not applied to Qwen3-Next (issue 23 item 3), so
+        # vLLM takes the config's max_position_embeddings 262,144 and starts (it refused 524,288 before: exit 1)
+        head = " ".join(" ".join(r.stdout.splitlines()[:5]).split())  # the headline may carry the weights band
+        assert "context_length=524,288" in head and "are not applied to qwen3-next-80b-a3b" in head
+        assert "greater than the derived max_model_len" not in r.stdout
 
 
 def _sglang_pool() -> tuple[int, int, int]:

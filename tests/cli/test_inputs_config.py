@@ -114,9 +114,11 @@ def test_snapshot_folder_is_still_read(tmp_path: Path) -> None:
     folder = hf(tmp_path, "snap").parent
     result = invoke("budget", "-m", folder, "-f", "json")
     assert result.exit_code == 0, result.stderr
-    # no indexer_types / freq in this config: every layer owns an indexer (freq 1);
-    # 78 × 656 B (fp8_ds_mla, the preset's fp8_e4m3) + 78 × 132 B = 61,464 B
-    assert json.loads(result.stdout)["plan"]["cell"]["total_bytes"] == 78 * 656 + 78 * 132
+    # no indexer_types / freq in this config: every layer owns an indexer (freq 1), so it is not GLM-5.3 (whose
+    # last layers own none) and the GLM-5.3 preset's fp8_e4m3 is not applied to it (issue 23 item 3): SGLang's
+    # auto on H200 is bf16 for DSA, (512 + 64) × 2 = 1,152 B a layer (DESIGN §2.2);
+    # 78 × 1,152 B + 78 × 132 B indexer K = 100,152 B (was 78 × 656 B fp8_ds_mla + 78 × 132 B = 61,464 B)
+    assert json.loads(result.stdout)["plan"]["cell"]["total_bytes"] == 78 * 1_152 + 78 * 132 == 100_152
 
 
 def test_config_over_the_size_limit(tmp_path: Path) -> None:

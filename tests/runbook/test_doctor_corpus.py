@@ -98,7 +98,7 @@ EXPECT: dict[str, Expect] = {
     # QwQ-32B at tp 4: 64 layers × 2 kv heads × 128 × 2 × 2 B = 65,536 B (qwen3-32b has the same K/V shape)
     "sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log": Expect("cannot_tell", 64 * 2 * 128 * 4, "qwen3-32b"),
     # dcp 8: the logged tokens are ×8, so a token is 70,272 / 8 = 8,784 B of one rank
-    "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log": Expect("cannot_tell", MLA61 // 8),
+    "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8-dcp8.log": Expect("cannot_tell", MLA61 // 8, "kimi-k2 at dcp 8"),
     "vllm-kimi-k2-thinking-h200-vllm-recipes-tp8.log": Expect("cannot_tell", MLA61, "kimi-k2"),
     # the summary line alone (12,079 tokens of Qwen3-30B-A3B-GPTQ-Int4): no bytes, no memory; never a knob drift
     "doctor-sglang-kt-qwen3-30b-a3b-gptq-int4-ktransformers-1928.log": Expect("cannot_tell"),
@@ -134,6 +134,16 @@ EXPECT: dict[str, Expect] = {
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
     # the tp 2 twin at gpu_memory_utilization 0.95: the same 24,576 B a logged token as the 0.9 run
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2-gmu095.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
+    # Qwen3.8-27B-FP8 (GDN hybrid) pool lines alone, no line naming the model: read alone, never against glm-5.3
+    "doctor-vllm-hybrid-qwen3.8-27b-fp8-tp2-pool-lines-talos-argocd-pr-1995.log": Expect("cannot_tell"),
+    # issue 24: starts that died after their pool lines (CUDA-graph capture), and a refusal pasted over three lines
+    "doctor-sglang-qwen3-cuda-graph-capture-exception-after-pool-issue-7227.log": Expect("refused"),
+    "doctor-sglang-0.4.8-negative-profiled-value-deepseek-r1-mi300x-issue-7691.log": Expect("refused"),
+    "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log": Expect("refused"),
+    "doctor-vllm-maxlen-refusal-three-line-paste-spark-vllm-docker-396.log": Expect("refused"),
+    "doctor-vllm-v1-enginecore-failed-to-start-issue-17979.log": Expect("refused"),
+    # Qwen3.6-27B's pool lines pasted above its non-default args: never a cause from glm-5.3
+    "doctor-vllm-qwen3.6-27b-pool-then-args-club-3090-295.log": Expect("cannot_tell"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
     "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
     **{

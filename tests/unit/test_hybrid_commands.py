@@ -1,7 +1,8 @@
 """Issue 13 item 3: every command answers for a hybrid model (budget, admit, prefix, transfer, workspace).
 
 gpt-oss-120b (the preset: 36 layers alternating sliding window 128 with sinks and full attention, 8 kv heads ×
-head_dim 64) on the glm-5.3-8xh200-sglang preset (H200, TP8, kv_cache_dtype fp8_e4m3, 64-token pages): at
+head_dim 64) on the glm-5.3-8xh200-sglang preset (H200, TP8) with kv_cache_dtype fp8_e4m3 and 64-token pages set
+as that preset sets them for GLM-5.3 (GLM_KNOBS: since issue 23 a preset's model knobs do not follow --model): at
 attention tp 8 a rank holds 8 // 8 = 1 kv head, so one layer's K + V of a token is 2 × 64 × 1 B = 128 B and the
 18 layers of each kind 18 × 128 = 2,304 B a token; a 64-token page of 18 layers is 64 × 2,304 = 147,456 B.
 """
@@ -18,6 +19,8 @@ from kvplan.cli._common import load_plan
 from kvplan.plan.budget import budget, kind_costs, pool_needs
 
 RUNNER = CliRunner(env={"KVPLAN_FORMAT": None})
+GLM_KNOBS = ["kv_cache_dtype=fp8_e4m3", "page_size=64"]
+GLM_SETS = [a for k in GLM_KNOBS for a in ("--set", k)]
 PAGE_BYTES = 64 * 2_304  # 147,456 B: one page (SGLang) / one block (vLLM, group size 18 × 64 × 128 B)
 
 
@@ -28,7 +31,7 @@ def _json(args: list[str]) -> dict:  # type: ignore[type-arg]
 
 
 def test_budget_kinds_split_window_and_full() -> None:
-    p = load_plan("gpt-oss-120b", None, [])
+    p = load_plan("gpt-oss-120b", None, GLM_KNOBS)
     kinds = {k.kind: k for k in kind_costs(p)}
     swa, full = kinds["sliding window 128 + sinks"], kinds["GQA"]
     assert (full.per, full.layers, full.bytes_per_token, full.request_max_bytes) == ("token", 18, 2_304, 0)
@@ -37,7 +40,7 @@ def test_budget_kinds_split_window_and_full() -> None:
 
 
 def test_budget_per_pool_sglang_golden() -> None:
-    b = budget(load_plan("gpt-oss-120b", None, []), (8_192, 131_072))
+    b = budget(load_plan("gpt-oss-120b", None, GLM_KNOBS), (8_192, 131_072))
     (full_8k, swa_8k), (full_128k, swa_128k) = b.pools_per_context
     # full attention: ceil(8,192 / 64) = 128 pages, ceil(131,072 / 64) = 2,048 pages, × 147,456 B
     assert (full_8k.units, full_8k.bytes) == (128, 128 * PAGE_BYTES) == (128, 18_874_368)
@@ -48,7 +51,7 @@ def test_budget_per_pool_sglang_golden() -> None:
 
 
 def test_budget_per_pool_vllm_golden() -> None:
-    p = load_plan("gpt-oss-120b", None, ["engine=vllm"])
+    p = load_plan("gpt-oss-120b", None, ["engine=vllm", *GLM_KNOBS])
     (need,) = pool_needs(p, 131_072)
     full, sw = need.demands
     # full attention group: ceil(131,072 / 64) = 2,048 blocks; the sliding-window group keeps window − 1 +
@@ -59,19 +62,19 @@ def test_budget_per_pool_vllm_golden() -> None:
 
 def test_budget_per_kind_bytes_add_up_to_the_total() -> None:
     for sets in ([], ["engine=vllm"]):
-        b = budget(load_plan("gpt-oss-120b", None, sets), (1, 8_192, 1_000_000))
+        b = budget(load_plan("gpt-oss-120b", None, [*sets, *GLM_KNOBS]), (1, 8_192, 1_000_000))
         for needs in b.pools_per_context:
             for n in needs:
                 assert sum(d.bytes for d in n.demands) == n.bytes
 
 
 def test_budget_command_prints_kinds_and_pools_for_a_hybrid() -> None:
-    d = _json(["budget", "--model", "gpt-oss-120b", "--ctx", "128K"])
+    d = _json(["budget", "--model", "gpt-oss-120b", *GLM_SETS, "--ctx", "128K"])
     assert [k["kind"] for k in d["kinds"]] == ["sliding window 128 + sinks", "GQA"]
     (ctx,) = d["per_context"]
     # 2,048 + 6 pages × 147,456 B = 302,874,624 B (was 2,048 × 147,456 = 301,989,888: the full layers only)
     assert ctx["total_bytes"] == 2_054 * PAGE_BYTES == 302_874_624
-    r = RUNNER.invoke(app, ["budget", "--model", "gpt-oss-120b", "--ctx", "128K"])
+    r = RUNNER.invoke(app, ["budget", "--model", "gpt-oss-120b", *GLM_SETS, "--ctx", "128K"])
     assert "main GQA + sliding-window KV" not in r.stdout and "Pools on one GPU" in r.stdout
 
 
@@ -81,14 +84,14 @@ def test_budget_of_a_uniform_model_is_unchanged() -> None:
 
 
 def test_admit_shows_each_pool_for_a_hybrid() -> None:
-    d = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b", "--set", "engine=vllm"])
+    d = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b", *GLM_SETS, "--set", "engine=vllm"])
     (pool,) = d["need_by_pool"]
     # 2,048 full attention + 259 sliding window blocks (test_budget_per_pool_vllm_golden) × 147,456 B
     assert (pool["units"], pool["bytes"]) == (2_307, 340_180_992)
-    full, swa = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b"])["need_by_pool"]
+    full, swa = _json(["admit", "--ctx", "128K", "--model", "gpt-oss-120b", *GLM_SETS])["need_by_pool"]
     # SGLang: 2,048 full-attention pages and 6 SWA pages (test_budget_per_pool_sglang_golden)
     assert (full["units"], swa["units"], swa["bytes"]) == (2_048, 6, 884_736)
-    r = RUNNER.invoke(app, ["admit", "--ctx", "128K", "--model", "gpt-oss-120b"])
+    r = RUNNER.invoke(app, ["admit", "--ctx", "128K", "--model", "gpt-oss-120b", *GLM_SETS])
     assert "884,736 B" in r.stdout and "main KV per GPU" not in r.stdout
 
 
@@ -96,7 +99,7 @@ def test_qwen3_next_state_kind_on_both_engines(tmp_path: Path) -> None:
     from tests.unit.test_sglang_hybrid import _qwen3_next
 
     model = _qwen3_next(tmp_path)
-    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB"]
+    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB", "page_size=64"]
     p = load_plan(model, None, sets)
     kinds = {k.per: k for k in kind_costs(p)}
     # GDN state at tp 4, SGLang (conv bf16, recurrent fp32): 536,576 B a layer × 36 = 19,316,736 B a request
@@ -113,16 +116,21 @@ def test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools() -> None:
     from kvplan.plan.workspace import WorkspaceQuery, walls, workspace
 
     for sets, batch_wall, pool in (
-        # SGLang: the full-attention pool's 470,584 pages hold 470,584 // 2,048 = 229 requests of 131,072 tokens
-        # (the SWA pool's 376,467 pages would hold 376,467 // 6 = 62,744)
-        ([], 229, "pool: full attention (18 layers)"),
-        # vLLM: 832,834 blocks // 2,307 blocks a 131,072-token request (test_budget_per_pool_vllm_golden) = 361
-        # (830,274 before gpt-oss's monolithic MXFP4 MoE took no fused-MoE workspace in the profile: + 8,192 × 4 ×
-        # (2,880 + 2,880) × 2 B = 377,487,360 B = 2,560 blocks of 147,456 B)
-        (["engine=vllm"], 361, "pool: vLLM block pool"),
+        # The weights a GPU at tp 8 are the MXFP4 experts as the Triton MoE backend holds them (both engines on
+        # H200): 36 × 241,041,408 B (tests/unit/test_mxfp4_layout.py derives the layer) + the rest, 9,266,716,352
+        # B; 1,080,225,856 B more than kvplan took before (8,186,490,496 B: the checkpoint's expert values and
+        # scales, without the biases, the sinks and the swizzled scale copy). 7,326 pages of 147,456 B fewer.
+        # SGLang: the full-attention pool's 466,514 pages (470,584 − 4,070) hold 466,514 // 2,048 = 227 requests of
+        # 131,072 tokens (the SWA pool's 373,211 = 376,467 − 3,256 pages would hold 373,211 // 6 = 62,201)
+        ([], 227, "pool: full attention (18 layers)"),
+        # vLLM: 825,508 blocks (832,834 − 7,326: 1,080,225,856 / 147,456 = 7,325.75, floored on the rest) // 2,307
+        # blocks a 131,072-token request (test_budget_per_pool_vllm_golden) = 357 (832,834 before;
+        # and 830,274 before gpt-oss's monolithic MXFP4 MoE took no fused-MoE workspace in the profile: +
+        # 8,192 × 4 × (2,880 + 2,880) × 2 B = 377,487,360 B = 2,560 blocks of 147,456 B)
+        (["engine=vllm"], 357, "pool: vLLM block pool"),
     ):
-        p = load_plan("gpt-oss-120b", None, sets)
-        assert p.pools[0].capacity in (470_584, 832_834)
+        p = load_plan("gpt-oss-120b", None, [*sets, *GLM_KNOBS])
+        assert p.pools[0].capacity in (466_514, 825_508)
         q = WorkspaceQuery(batch=1, ctx=131_072)
         assert workspace(p, q).pool_fits
         b, d, _ = walls(p, q)  # was: exit 2 on the MTP wall's re-plan with speculative decoding
@@ -142,7 +150,7 @@ def test_transfer_moves_the_window_not_every_token() -> None:
     from kvplan.plan.transfer import transfer
 
     for sets in ([], ["engine=vllm"]):
-        t = transfer(load_plan("gpt-oss-120b", None, sets), 100_000)
+        t = transfer(load_plan("gpt-oss-120b", None, [*sets, *GLM_KNOBS]), 100_000)
         # full attention: cdiv(100,000, 64) = 1,563 pages = 100,032 rows × 2,304 B = 230,473,728 B
         assert t.main_bytes_per_rank == 100_032 * 2_304 == 230_473_728
         # SGLang _swa_payload: start = (100,000 − 128) // 64 × 64 = 99,840; cdiv(160, 64) = 3 pages = 192 rows
@@ -151,7 +159,7 @@ def test_transfer_moves_the_window_not_every_token() -> None:
         # was 230,473,728 B a rank (the full layers only); now + the window: 230,916,096 B, × 8 ranks
         assert t.bytes_per_rank == 230_916_096 and t.total_bytes == 8 * 230_916_096
     # token unit: exactly min(window 128, moved) rows
-    (swa,) = transfer(load_plan("gpt-oss-120b", None, []), 100_000, unit="token").hybrid
+    (swa,) = transfer(load_plan("gpt-oss-120b", None, GLM_KNOBS), 100_000, unit="token").hybrid
     assert swa.tokens == 128
 
 
@@ -171,7 +179,7 @@ def test_prefix_hit_per_kind_and_engine_rules() -> None:
     from kvplan.plan.prefix import HYBRID_APPROXIMATION, prefix_hit
 
     for sets, rule in (([], "SGLang (UnifiedRadixCache, SWA component)"), (["engine=vllm"], "vLLM prefix reuse")):
-        h = prefix_hit(load_plan("gpt-oss-120b", None, sets), 100_000, 50_000)
+        h = prefix_hit(load_plan("gpt-oss-120b", None, [*sets, *GLM_KNOBS]), 100_000, 50_000)
         # min(50,000, 99,999) // 64 × 64 = 49,984 tokens reused (781 pages)
         assert h.reusable_tokens == 49_984
         # full attention and sliding window: 49,984 rows × 2,304 B each = 115,163,136 B not written
@@ -202,9 +210,9 @@ def test_simulate_deploy_says_what_it_approximates_for_a_hybrid(tmp_path: Path) 
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
     base = ["simulate", str(trace), "--deploy", "glm-5.3-8xh200-sglang"]
-    d = _json([*base, "--model", "gpt-oss-120b"])
-    # the full-attention pool's 470,584 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
-    assert d["capacity_units"] == 470_584 and "HYBRID, APPROXIMATED" in d["capacity_text"]
+    d = _json([*base, "--model", "gpt-oss-120b", *GLM_SETS])
+    # the full-attention pool's 466,514 pages (test_workspace_runs_on_a_hybrid_and_its_walls_use_the_pools)
+    assert d["capacity_units"] == 466_514 and "HYBRID, APPROXIMATED" in d["capacity_text"]
     assert "APPROXIMATED" not in _json(base)["capacity_text"]  # a uniform model: no such sentence
 
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engines import plan_pool
-from kvplan.errors import ConfigError, InputError
+from kvplan.errors import ConfigError, InputError, PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import (
     CompressedAttention,
@@ -196,7 +196,8 @@ def test_kda_state_golden() -> None:
 
 
 def test_state_heads_must_divide_tp() -> None:
-    with pytest.raises(ValueError, match="heads 32 is not divisible by tensor parallel 3"):
+    # the engines' divide() asserts at start-up: a PlanError (exit 2) since issue 25, no longer a ValueError (exit 4)
+    with pytest.raises(PlanError, match="heads 32 is not divisible by tensor parallel 3"):
         LinearState("kda", 32, 32, 128, 128, 4).recurrent_elements(3)
 
 
@@ -290,7 +291,8 @@ def test_v4_compress_ratios_too_short(tmp_path: Path) -> None:
     cfg = json.loads((HF / "deepseek-v4-flash" / "config.json").read_text())
     cfg["compress_ratios"] = cfg["compress_ratios"][:40]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConfigError, match="compress_ratios: expected a list of at least 43 ratios"):
+    # issue 25: exactly one ratio per decoder layer and per MTP layer (43 + 1), no longer "at least 43"
+    with pytest.raises(ConfigError, match=r"compress_ratios: expected 44 ratios \(43 layers \+ 1 MTP\), got 40"):
         load_model(str(tmp_path))
 
 

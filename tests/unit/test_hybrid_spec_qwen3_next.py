@@ -1,9 +1,9 @@
 """Speculative decoding (MTP) on Qwen3-Next, both engines (issue 13): goldens derived from the engines' source
 (each rule cited in kvplan/engines/sglang_hybrid.py and vllm_hybrid.py), the CLI verdicts, and properties.
 
-Both deployments are the H200 × 8 TP8 presets (fp8 KV cache, SGLang page 64), as
-tests/cli/test_hybrid_presets_qwen3_next.py; a full-attention layer holds 1 kv head × (256 + 256) × 1 B = 512 B a
-token on one rank; 12 full layers + 36 Gated DeltaNet layers.
+Both deployments are the H200 × 8 TP8 presets with the fp8 KV cache and SGLang page 64 set as in
+tests/cli/test_hybrid_presets_qwen3_next.py (its _admit: PRESET_KNOBS); a full-attention layer holds 1 kv head ×
+(256 + 256) × 1 B = 512 B a token on one rank; 12 full layers + 36 Gated DeltaNet layers.
 
 Weights with the MTP layer (loaded only with speculative decoding, kvplan/models/params_qwen3_next.py): the
 20,059,645,504 B a GPU of the preset test + the ``mtp.*`` group's 1,650,471,424 bf16 parameters split 8 ways:

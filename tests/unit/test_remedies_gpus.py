@@ -56,25 +56,31 @@ def test_glm_on_8xh100_sglang_remedy_is_tp16_on_two_nodes() -> None:
     assert [(r.knob, r.value, r.also) for r in a.remedies] == [("tp", 16, (("nodes", 2),))]
     r = a.remedies[0]
     assert r.sets == ("tp=16", "nodes=2") and r.flags == "--set tp=16 --set nodes=2"
-    # At tp 16 there is no measured point: the estimate, 46,853,200,902 B a GPU (attention and experts split 16 ways).
+    # At tp 16 there is no measured point: the estimate, 49,013,001,344 B a GPU, the path the preset shares with its
+    # config.json (tests/unit/test_weights_one_path.py): the checkpoint's tensors at tp 16, 48,735,652,992 B, + SGLang's
+    # rotary cache 1,048,576 × 64 × 2 = 134,217,728 B + the absorbed w_kc / w_vc 78 layers × 512 × 64 / 16 heads ×
+    # (192 + 256) × 2 B = 143,130,624 B (kvplan.models.additions). It was 46,853,200,902 B from the MLA parameter
+    # groups before one model got one weight (issue 23 item 4).
     # mem_fraction_static = round((81,559 − reserved) / 81,559, 3), reserved = 512 + 8,192 × 1.5 + 16 × 1 / 8 × 1,024
     #   + decode graph 512 × 2 + MLA prefill graph 1,536 = 17,408 MiB -> round(0.78656, 3) = 0.787
-    # available = (83,971,014,656 − 46,853,200,902) − 83,971,014,656 × (1 − 0.787) = 19,231,987,632 B (GiB floats)
-    # rows = 19,231,987,632 // 53,940 // 64 × 64 = 356,544; 128K = 2,048 pages ≤ 5,571 pages
+    # available = (83,971,014,656 − 49,013,001,344) − 83,971,014,656 × (1 − 0.787) = 17,072,187,190 B (GiB floats)
+    # rows = 17,072,187,190 // 53,940 // 64 × 64 = 316,480; 128K = 2,048 pages ≤ 4,945 pages
     fixed = plan_pool(load_model("glm-5.3"), load_deployment(SGLANG, ["gpu=H100", *r.sets]))
-    assert fixed.knob("weights_per_gpu").as_int() == 46_853_200_902
-    # the estimate is checked against the measured TP8 point: 93,470,472,204 B (87.05 GiB) estimated there against
-    # 101,425,652,695 B measured, so the remedy says how far off the estimate was
-    assert load_model("glm-5.3").estimated_weights_per_gpu(_tp8()) == 93_470_472_204
+    assert fixed.knob("weights_per_gpu").as_int() == 48_735_652_992 + 134_217_728 + 143_130_624 == 49_013_001_344
+    # the estimate is checked against the measured TP8 point: the checkpoint 95,228,613,120 B there
+    # (test_weights_published.test_known_gaps_pinned) + SGLang's rotary cache 134,217,728 + absorbed 8 heads a rank
+    # 78 × 512 × 8 × 448 × 2 = 286,261,248 -> 95,649,092,096 B estimated against 101,425,652,695 B measured, so the
+    # remedy says how far off the estimate was (93,470,472,204 B from the parameter groups before)
+    assert load_model("glm-5.3").estimated_weights_per_gpu(_tp8()) == 95_228_613_120
     assert (
-        "(estimated; at tp 8, attention 8, experts 8 measured 101,425,652,695 B, estimated 93,470,472,204 B)"
+        "(estimated; at tp 8, attention 8, experts 8 measured 101,425,652,695 B, estimated 95,649,092,096 B)"
         in r.detail
     )
     assert fixed.knob("mem_fraction_static").as_float() == 0.787
-    weights, pre = 46_853_200_902, PRE_H100
+    weights, pre = 49_013_001_344, PRE_H100
     available = int(((pre - weights) / GiB - pre / GiB * (1 - 0.787)) * GiB)
-    assert fixed.available_bytes == available == 19_231_987_632
-    assert r.pool_tokens == fixed.logged_tokens == available // 53_940 // 64 * 64 == 356_544
+    assert fixed.available_bytes == available == 17_072_187_190
+    assert r.pool_tokens == fixed.logged_tokens == available // 53_940 // 64 * 64 == 316_480
     assert admit(fixed, Request(ctx_tokens=128 * K), remedies=False).admitted
 
 
@@ -91,13 +97,15 @@ def test_glm_on_8xh100_vllm_remedy_brings_the_context_length_to_the_request() ->
     alone = make_plan(VLLM, gpu="H100", tp=16, nodes=2)
     assert alone.startup_error is not None and alone.startup_error.startswith("To serve at least one request")
     fixed = make_plan(VLLM, gpu="H100", tp=16, nodes=2, context_length=131072)
-    # requested = ceil(85,044,756,480 × 0.92) = 78,241,175,962; available = requested − weights 46,853,200,902
+    # requested = ceil(85,044,756,480 × 0.92) = 78,241,175,962; available = requested − weights 48,727,406,592 (the
+    # checkpoint's 48,735,652,992 B at tp 16 + vLLM's load-time additions, the config.json path; 46,853,200,902 B
+    # from the parameter groups before)
     #   − the DSA buffers and non-KV other of the chain; num_blocks = available // (64 × 53,940 = 3,452,160)
     requested = 78_241_175_962
     non_kv = sum(t.bytes or 0 for t in fixed.chain[3:-4])  # weights, DSA buffers, activations + graphs
-    assert fixed.chain[3].bytes == 46_853_200_902
+    assert fixed.chain[3].bytes == 48_727_406_592
     assert fixed.available_bytes == requested - non_kv
-    assert a.remedies[0].pool_tokens == fixed.logged_tokens == (requested - non_kv) // 3_452_160 * 64 == 446_528
+    assert a.remedies[0].pool_tokens == fixed.logged_tokens == (requested - non_kv) // 3_452_160 * 64 == 411_776
     assert 3_452_160 * cdiv(131_072, 64) <= fixed.available_bytes - 3_452_160  # max-model-len check passes
     assert admit(fixed, Request(ctx_tokens=128 * K), remedies=False).admitted
 

@@ -1,0 +1,101 @@
+"""Verdicts that rest on an estimated weight say so on their headline (issue 23 item 4), with the band of the path
+the estimate took (kvplan.models.weights_band), each band the largest miss of that path on published load lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.models import weights_band as wb
+from kvplan.models.arch import Split
+from kvplan.models.deploy import Requirements
+from kvplan.models.load import load_model
+from kvplan.plan.gate import check
+from kvplan.render.gate_report import gate_report
+from tests.conftest import make_plan
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_weights_published import DATA, MXFP4_ROWS, ROWS, error_ppm, mxfp4_error_ppm
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None, "COLUMNS": "200"})
+
+
+def _dsa(config: str) -> bool:
+    return bool(json.loads((DATA / "hf" / config / "config.json").read_text()).get("index_topk"))
+
+
+def test_each_band_is_its_paths_largest_published_miss() -> None:
+    # per tensor from config.json, every row of the published table (known gaps included), split DSA / not
+    plain = max(abs(error_ppm(r)) for r in ROWS if not _dsa(r.config))
+    dsa = max(abs(error_ppm(r)) for r in ROWS if _dsa(r.config))
+    assert (wb.PER_TENSOR.ppm, wb.PER_TENSOR_DSA.ppm) == (plain, dsa) == (8_023, 59_769)
+    # MXFP4 experts: the gpt-oss rows (the 0.19 gpt-oss-20b TP2 known gap sets it)
+    assert wb.MXFP4.ppm == max(abs(mxfp4_error_ppm(r)) for r in MXFP4_ROWS) == 21_974
+    # parameter groups: DeepSeek-V4-Flash at vLLM TP8, the one published per-GPU figure of a groups-only model:
+    # 'Model loading took 20.06 GiB' = 21,539,260,989 B (test_v4_measured_weights) vs 20,645,096,892 B estimated
+    est = load_model("deepseek-v4-flash").estimated_weights_per_gpu(Split.of(tp=8), engine="vllm")
+    pub = 21_539_260_989
+    assert est == 20_645_096_892
+    assert wb.GROUPS.ppm == abs(round(Fraction(est - pub, pub) * 1_000_000)) == 41_513
+
+
+def _admit(*args: str) -> str:
+    r = runner.invoke(app, ["admit", "--ctx", "128K", *args])
+    assert r.exit_code in (0, 1), r.stdout[-600:]
+    return r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "headline"),
+    [
+        # the glm-5.3 preset's measured TP8 point (94.46 GiB): read, no tag
+        ((), "ADMITTED: 1 × 131,072-token"),
+        # weights set by the user: read
+        (("--set", "weights_per_gpu=90GiB"), "ADMITTED: 1 × 131,072-token"),
+        # a preset without a point: per tensor from its config (MLA, no indexer)
+        (("--model", "deepseek-v3"), "ADMITTED (weights estimated ±0.8 %): 1 × 131,072-token"),
+        # DSA per tensor: GLM-5's config (GLM-5.3's -5.98 % gap is the same path)
+        (("--model", "glm-5"), "ADMITTED (weights estimated ±6.0 %): 1 × 131,072-token"),
+        # a pool read from a log does not rest on the weights
+        (("--model", "deepseek-v3", "--pool-tokens", "500000"), "ADMITTED: 1 × 131,072-token"),
+    ],
+)
+def test_admit_headline_says_when_it_rests_on_an_estimate(args: tuple[str, ...], headline: str) -> None:
+    out = _admit(*args)
+    assert headline in " ".join(out.split()), out[:600]
+
+
+def test_admit_rejection_says_it_too_and_json_carries_the_band() -> None:
+    one_h100 = ("-d", "glm-5.3-8xh200-vllm", "--set", "gpu=h100", "--set", "tp=1", "--set", "gpus_per_node=1",
+                "--set", "kv_cache_dtype=auto", "--set", "context_length=131072")  # fmt: skip
+    out = " ".join(_admit("--model", "gpt-oss-120b", *one_h100).split())
+    assert "REJECTED (weights estimated ±2.2 %): the engine does not start" in out
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "gpt-oss-120b", *one_h100, "--format", "json"])
+    assert json.loads(r.stdout)["weights_band_ppm"] == 21_974
+    r = runner.invoke(app, ["admit", "--ctx", "128K", "--format", "json"])
+    assert json.loads(r.stdout)["weights_band_ppm"] is None  # measured
+
+
+def test_fit_headline() -> None:
+    r = runner.invoke(app, ["fit", "--model", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", "--max-gpus",
+                            "8", "--mtp", "off", "--require-ctx", "128K"])  # fmt: skip
+    assert r.exit_code == 0, r.stdout[-600:]
+    assert "FITS (weights estimated ±0.8 %): " in " ".join(r.stdout.split())
+
+
+def test_gate_headline() -> None:
+    req = Requirements(min_ctx_tokens=131_072)
+    measured = check("a", make_plan(), req, None)
+    estimated = check("b", make_plan(model="deepseek-v3"), req, None)
+    dsa = check("c", make_plan(model="glm-5"), req, None)
+    assert (measured.weights_band_ppm, estimated.weights_band_ppm, dsa.weights_band_ppm) == (None, 8_023, 59_769)
+    assert gate_report((measured,)).verdict == "GATE PASSED: 1 config(s)"
+    assert gate_report((estimated,)).verdict == "GATE PASSED (weights estimated ±0.8 %): 1 config(s)"
+    both = gate_report((measured, estimated, dsa)).verdict
+    assert both == "GATE PASSED (weights estimated in 2 of 3 configs, up to ±6.0 %): 3 config(s)"
