@@ -100,15 +100,26 @@ def test_ctrl_c_at_any_moment_of_start_up_is_130_without_a_traceback() -> None:
     before, 29 of 150 died of the signal in shutdown (status -2)."""
     env = {**os.environ, "KVPLAN_FORMAT": "table", "PYTHONPATH": str(ROOT)}
     rng = random.Random(25)
-    interrupted = 0
-    for _ in range(12):
+
+    def started() -> subprocess.Popen[bytes]:
         p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "kvplan", "admit", "--ctx", "1M"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         assert p.stderr is not None
         for line in p.stderr:  # -X importtime: a line as each module is imported; kvplan.cli is the marker
             if line.rstrip().endswith(b"kvplan.cli"):
                 break
-        time.sleep(rng.uniform(0.0, 0.5))
+        return p
+
+    # the signals are spread over this machine's own time from the marker to the verdict (a fixed window would
+    # land mostly after the verdict on a fast idle machine and before it on a loaded one)
+    t0 = time.monotonic()
+    first = started()
+    first.communicate(timeout=120)
+    window = time.monotonic() - t0
+    interrupted = 0
+    for _ in range(12):
+        p = started()
+        time.sleep(rng.uniform(0.0, 0.8 * window))
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=120)
         said = b"".join(x + b"\n" for x in err.split(b"\n") if x and not x.startswith(b"import time:"))
@@ -116,4 +127,4 @@ def test_ctrl_c_at_any_moment_of_start_up_is_130_without_a_traceback() -> None:
             continue  # finished before the signal
         assert (p.returncode, said) == (EXIT_INTERRUPTED, b"kvplan: interrupted\n")
         interrupted += 1
-    assert interrupted >= 6  # most landed before the verdict
+    assert interrupted >= 4  # most land before the verdict

@@ -137,17 +137,22 @@ def test_workspace_check_names_each_engines_room() -> None:
 
 
 def test_more_gpus_goes_up_to_64_times_the_tp() -> None:
-    # DeepSeek-V3 bf16 KV on one RTX 5090 (32,607 MiB; pre-load free 32,580,304,896 B), SGLang: the pool is
-    # pre-load free × mem_fraction_static − weights (profile_max_num_token). The reserve grows by 1,024 MiB per 8
-    # ranks (tp × pp / 8 × 1024, handle_gpu_memory_settings), the weights a rank shrink with the split (kvplan's
-    # estimate from the checkpoint's parameter groups):
-    #   tp 32: mfs 0.613 (12,608 MiB reserved): 32,580,304,896 × 0.613 − 21,242,100,662 < 0: no KV cache
-    #   tp 64: mfs 0.488 (16,704 MiB): 32,580,304,896 × 0.488 − 10,727,480,795 = 5,171,707,994 B: a pool
-    # so the remedy is the sixth doubling, 64 GPUs on 8 nodes of 8 (admit widens a layout up to 64× its tp)
-    p = make_plan(model="deepseek-v3", gpu="rtx-5090", tp=1, context_length="4K", page_size="default",
+    # Qwen3-235B-A22B bf16 on one RTX 4090 (pre-load free 24,309,137,408 B), SGLang: the pool is pre-load free ×
+    # mem_fraction_static − weights (profile_max_num_token). The reserve grows with tp × pp
+    # (handle_gpu_memory_settings), the weights a rank shrink with the split (the preset's tensors, per rank):
+    #   tp 32: mfs 0.533: 24,309,137,408 × 0.533 = 12,956,770,238 < 14,973,361,152 B of weights: no KV cache
+    #   tp 64: mfs 0.366: 24,309,137,408 × 0.366 − 7,640,570,880 = 1,256,573,411 B // 48,128 B a row = 26,108
+    #          rows (page 1): a 4,096-token request fits
+    # so the remedy is the sixth doubling, 64 GPUs on 8 nodes of 8 (admit widens a layout up to 64× its tp).
+    # (DeepSeek-V3 served here before: from issue 23's load checks its fp8 128-blocks refuse tp 32 and 64.)
+    p = make_plan(model="qwen3-235b-a22b", gpu="rtx-4090", tp=1, context_length="4K", page_size="default",
                   kv_cache_dtype="auto", mla_layout="default", attention_backend="default")  # fmt: skip
     a = admit(p, Request(ctx_tokens=4096))
     assert [r.flags for r in a.remedies] == ["--set tp=64 --set nodes=8"]
+    knobs = {"context_length": "4K", "page_size": "default", "kv_cache_dtype": "auto", "mla_layout": "default"}
+    wide = make_plan(model="qwen3-235b-a22b", gpu="rtx-4090", tp=64, nodes=8, attention_backend="default", **knobs)
+    assert wide.available_bytes == 24_309_137_408 * 366 // 1000 - 7_640_570_880 == 1_256_573_411
+    assert wide.rows == 1_256_573_411 // 48_128 == 26_108
 
 
 def test_sglang_memory_remedy_can_be_the_very_next_step() -> None:
