@@ -512,7 +512,7 @@ def mxfp4_error_ppm(row: Mxfp4Row) -> int:
 
 @pytest.mark.parametrize(
     "row",
-    [pytest.param(r, marks=pytest.mark.xfail(strict=False, reason=r.gap)) if r.gap else r for r in MXFP4_ROWS],
+    [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=r.gap)) if r.gap else r for r in MXFP4_ROWS],
     ids=lambda r: f"{r.label} tp{r.tp}",
 )
 def test_mxfp4_weights_within_a_tenth_of_a_percent(row: Mxfp4Row) -> None:
