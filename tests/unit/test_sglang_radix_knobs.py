@@ -8,7 +8,6 @@ Sources: the sglang 0.5.23 release wheel, ``sglang/srt/``: ``mem_cache/kv_cache_
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,7 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.load import load_deployment, load_model
-
-
-def _qwen3_next(tmp_path: Path) -> str:
-    """A Qwen3NextForCausalLM config.json written here (tests/unit/test_sglang_hybrid.py's: 12 full + 36 GDN)."""
-    cfg = {"architectures": ["Qwen3NextForCausalLM"], "num_hidden_layers": 48, "num_attention_heads": 16,
-           "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048, "max_position_embeddings": 262144,
-           "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-           "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}  # fmt: skip
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    return str(tmp_path)
+from tests.unit.test_sglang_hybrid import _qwen3_next  # 12 full + 36 GDN layers, written by that test
 
 
 def _plan(model: str, *sets: str) -> PoolPlan:
