@@ -13,7 +13,14 @@ def admit(
     ctx: Annotated[
         str, typer.Option("--ctx", metavar="TOKENS", help="Request context length: 1M, 128K or an exact count.")
     ],
-    gen: Annotated[str, typer.Option("--gen", help="Generated tokens on top of --ctx.")] = "0",
+    gen: Annotated[
+        str,
+        typer.Option(
+            "--gen",
+            help="Tokens asked for on top of a --ctx prompt, checked by the engine's own length rule "
+            "(SGLang: prompt + gen <= context_len - 2, prompt <= context_len - 7).",
+        ),
+    ] = "0",
     concurrent: Annotated[int, typer.Option("--concurrent", "-n", help="Copies of the request at once.")] = 1,
     pool_tokens: Annotated[
         str | None,

@@ -2,7 +2,8 @@
 
 The checks, in the order the engine applies them:
 1. the engine starts at all (vLLM's max-model-len check; SGLang's "no memory for the KV cache");
-2. context length: ctx + gen <= context_len (SGLang --context-length, vLLM max_model_len);
+2. context length: ctx <= context_len (SGLang --context-length, vLLM max_model_len); with --gen, the prompt and
+   its output by the engine's own rule (kvplan.engines.length);
 3. pool: N × pages(ctx + gen) <= usable pages (SGLang: all pages; vLLM: num_blocks − 1 for the null block);
 4. running requests: N <= max_running_requests (SGLang) / max_num_seqs (vLLM);
 5. workspaces: req_to_token, CUDA graphs, indexer logits and top-k buffers fit in the room outside the pool
@@ -17,6 +18,7 @@ from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import model_positions
+from kvplan.engines.length import ContextLimit
 from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models import mxfp4_moe
@@ -44,6 +46,10 @@ class Request:
     @property
     def total_tokens(self) -> int:
         return self.ctx_tokens + self.gen_tokens
+
+    def context_needed(self, plan: PoolPlan) -> int:
+        """The context length the plan's engine needs to serve this request whole (not refused, output not cut)."""
+        return ContextLimit(plan.engine, plan.context_len).needs(self.ctx_tokens, self.gen_tokens)
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,7 @@ class Admission:
     @property
     def over_context(self) -> bool:
         """The engine rejects the request for its length before it reaches the pool: none of it runs."""
-        return self.request.total_tokens > self.plan.context_len
+        return self.request.context_needed(self.plan) > self.plan.context_len
 
     @property
     def headroom_tokens(self) -> int:
@@ -213,6 +219,22 @@ def largest_admitted(plan: PoolPlan) -> int:
     return fits or 0
 
 
+def largest_ctx_for(plan: PoolPlan, req: Request) -> int:
+    """The longest ``--ctx`` admitted alone with the request's ``--gen``: the pool holds ctx + gen, and the
+    engine's length rule takes it."""
+    return _ctx_within(plan, req, largest_admitted(plan), plan.logged_tokens)
+
+
+def _ctx_within(plan: PoolPlan, req: Request, window: int, pool_tokens: int) -> int:
+    """The longest ``--ctx`` within ``window`` tokens the pool holds that the engine's length rule takes."""
+    if req.gen_tokens == 0 or window <= 0:
+        return window
+    cap = plan.context_len
+    if plan.engine == "sglang" and not plan.pools:  # max_req_len = min(context_len, max_total_num_tokens) - 1
+        cap = min(cap, pool_tokens)
+    return max(0, min(window - req.gen_tokens, ContextLimit(plan.engine, cap).longest(req.gen_tokens)))
+
+
 def pools_hold(plan: PoolPlan, n: int, tokens: int) -> bool:
     """Whether ``n`` requests of ``tokens`` fit in every pool of the plan (per DP rank), the engine started."""
     k = per_dp_rank(plan, n)
@@ -254,11 +276,11 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
         ),
         Check(
             "context length",
-            total <= plan.context_len,
-            total,
+            (needed := req.context_needed(plan)) <= plan.context_len,
+            needed,
             plan.context_len,
             "tokens",
-            "ctx + gen against --context-length / max_model_len",
+            _context_detail(plan, req),
         ),
         *(
             _pool_checks(plan, k, total, spread)
@@ -296,6 +318,14 @@ def _checks(plan: PoolPlan, req: Request, ws: Workspace) -> tuple[Check, ...]:
     return tuple(checks)
 
 
+def _context_detail(plan: PoolPlan, req: Request) -> str:
+    limit = ContextLimit(plan.engine, plan.context_len)
+    if req.gen_tokens == 0:
+        return limit.rule(0)
+    longest = limit.longest(req.gen_tokens)
+    return f"{limit.rule(req.gen_tokens)}; the longest --ctx served with --gen {req.gen_tokens}: {longest:,}"
+
+
 def _workspace_what(plan: PoolPlan) -> str:
     """What the workspace check counts: the DSA indexer's logits and top-k only where the model has an indexer."""
     if plan.engine == "sglang":
@@ -320,8 +350,8 @@ def _main_only(plan: PoolPlan, req: Request) -> MainOnlyClaim:
     return MainOnlyClaim(
         cell_bytes=cell,
         pool_tokens=rows * plan.dcp,
-        largest_ctx=largest,
-        admitted=fits and req.total_tokens <= plan.context_len,
+        largest_ctx=_ctx_within(plan, req, largest, rows * plan.dcp),
+        admitted=fits and req.context_needed(plan) <= plan.context_len,
     )
 
 
@@ -331,14 +361,14 @@ def admit(plan: PoolPlan, req: Request, *, pool_source: str = "planned", remedie
     checks = _checks(plan, req, ws)
     fit = min(p.fits(req.total_tokens) for p in plan.hybrid_pools) if not plan.startup_error else 0
     # over the context length the engine rejects every copy (tokenizer_manager / input_processor), whatever fits
-    at_once = 0 if req.total_tokens > plan.context_len else min(fit, plan.max_running_requests) * dp_ranks(plan)
+    at_once = 0 if req.context_needed(plan) > plan.context_len else min(fit, plan.max_running_requests) * dp_ranks(plan)
     result = Admission(
         plan=plan,
         request=req,
         checks=checks,
         need=need,
         usable_tokens=plan.usable_tokens if not plan.startup_error else 0,
-        largest_ctx=largest_admitted(plan),
+        largest_ctx=largest_ctx_for(plan, req),
         max_concurrent=at_once,
         remedies=(),
         main_only=_main_only(plan, req),
@@ -433,16 +463,17 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             out.append(Remedy("kv_cache_dtype", dtype, new.logged_tokens, f"{new.kv_format} rows{how}"))
 
     # the context length: lower (vLLM refuses to start) or raise it to the request (up to the model's)
+    window = req.context_needed(plan)
     if plan.startup_error and plan.engine == "vllm":
-        new = _try(plan, req, context_length=total)
+        new = _try(plan, req, context_length=window)
         if new is not None:
             out.append(
-                Remedy("context_length", total, new.logged_tokens, f"max_model_len the pool can start with{how}")
+                Remedy("context_length", window, new.logged_tokens, f"max_model_len the pool can start with{how}")
             )
-    elif plan.context_len < total <= model_positions(plan) and (new := _try(plan, req, context_length=total)):
-        out.append(Remedy("context_length", total, new.logged_tokens, f"up to max_position_embeddings{how}"))
+    elif plan.context_len < window <= model_positions(plan) and (new := _try(plan, req, context_length=window)):
+        out.append(Remedy("context_length", window, new.logged_tokens, f"up to max_position_embeddings{how}"))
     # past max_position_embeddings: the card's RoPE scaling, else the engine's env var (kvplan.plan.context_remedy)
-    for c in context_remedies(plan, total, lambda **changes: _try(plan, req, **changes)):
+    for c in context_remedies(plan, window, lambda **changes: _try(plan, req, **changes)):
         (knob, value), *also = c.sets
         out.append(Remedy(knob, value, c.plan.logged_tokens, c.detail + how, tuple(also)))
 
@@ -482,16 +513,36 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
                 out.append(Remedy("dp_attention", d, new.logged_tokens, detail))
                 break
     if not out:
-        out += _more_gpus(plan, req, how)
+        out += _context_first(plan, req) or _more_gpus(plan, req, how)
     return out
+
+
+def _context_first(plan: PoolPlan, req: Request) -> list[Remedy]:
+    """A request over the context length that the pool cannot hold either: the context change first, then each
+    remedy of the re-planned deployment, with the context knobs carried along."""
+    window = req.context_needed(plan)
+    if window <= plan.context_len:
+        return []
+    if window <= model_positions(plan):
+        sets: tuple[tuple[str, object], ...] = (("context_length", window),)
+        why = f"context_length {window:,}, up to max_position_embeddings"
+    else:
+        changes = context_remedies(plan, window, lambda **ch: _replan(plan, **ch))
+        if not changes:
+            return []
+        sets, why = changes[0].sets, changes[0].detail
+    new = _replan(plan, **dict(sets))
+    if new is None or admit(new, req, remedies=False).admitted:
+        return []  # the context change alone is a remedy of its own
+    return [replace(r, also=(*r.also, *sets), detail=f"{r.detail}; with {why}") for r in find_remedies(new, req)]
 
 
 def _try_layout(plan: PoolPlan, req: Request, **changes: object) -> tuple[PoolPlan | None, dict[str, object]]:
     """Re-plan a layout change; on vLLM, with max_model_len cut to the request if the pool needs it to start."""
     new = _try(plan, req, **changes)
-    total = req.total_tokens
-    if new is None and plan.engine == "vllm" and total < plan.context_len:
-        changes = {**changes, "context_length": total}
+    window = req.context_needed(plan)
+    if new is None and plan.engine == "vllm" and window < plan.context_len:
+        changes = {**changes, "context_length": window}
         new = _try(plan, req, **changes)
     return new, changes
 
@@ -587,7 +638,7 @@ def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
     ``weights_per_gpu`` the user set stays as set, so no layout changes it.
     """
     dep = plan.deployment
-    total = req.total_tokens
+    window = req.context_needed(plan)
     for i in range(1, _DOUBLINGS + 1):
         tp = dep.tp << i
         nodes = _nodes_for(dep, tp)
@@ -595,8 +646,8 @@ def _more_gpus(plan: PoolPlan, req: Request, how: str) -> list[Remedy]:
             break
         also: tuple[tuple[str, object], ...] = (("nodes", nodes),) if nodes != dep.nodes else ()
         new = _try(plan, req, tp=tp, **dict(also))
-        if new is None and plan.engine == "vllm" and total < plan.context_len:
-            also = (*also, ("context_length", total))
+        if new is None and plan.engine == "vllm" and window < plan.context_len:
+            also = (*also, ("context_length", window))
             new = _try(plan, req, tp=tp, **dict(also))
         if new is None:
             continue

@@ -36,7 +36,7 @@ from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
-from kvplan.plan.admit import Request, memory_remedy
+from kvplan.plan.admit import memory_remedy
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
 from kvplan.plan.transfer import Transfer
 
@@ -286,8 +286,7 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
     for c in checks:
         if c.admission.admitted:
             continue
-        r = c.admission.request
-        mem = memory_remedy(plan, Request(ctx_tokens=r.ctx_tokens, gen_tokens=r.gen_tokens, concurrent=r.concurrent))
+        mem = memory_remedy(plan, c.admission.request)
         if mem is None:
             return out  # no memory knob admits this one
         values.append(float(mem.value))  # type: ignore[arg-type]
