@@ -186,7 +186,7 @@ def test_plot_refuses_a_symlink(tmp_path: Path) -> None:
 def test_plot_without_matplotlib_is_exit_2_with_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = run("prefix", "--ctx", "128K", "--hit", "64K", "--sweep", "4", "--plot", "x.png")
-    one_error(r, 2, "pip install 'kvplan-dsa[plot]'")
+    one_error(r, 2, "pip install 'kvplan-llm[plot]'")
 
 
 # --------------------------------------------------------------------------- killed and concurrent runs
