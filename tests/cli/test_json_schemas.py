@@ -11,6 +11,7 @@ imports it.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import subprocess
@@ -32,10 +33,8 @@ jsonschema = pytest.importorskip("jsonschema")
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "kvplan" / "schemas"
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None})
-NO_JSON = {"lock", "schema"}
-"""Commands without a report of their own in the corpus below are listed here with the reason in the test."""
 GPU_ONLY = {"probe", "validate"}
-"""Their JSON needs a GPU (NVML or torch); without one they print the error document, which is checked."""
+"""Their reports need a GPU (NVML, torch): test_gpu_reports_validate renders them from readings made up here."""
 
 
 def validator(command: str) -> Any:
@@ -69,7 +68,7 @@ def test_every_output_validates_against_its_schema(outputs: list[tuple[list[str]
             bad.append(f"{' '.join(args[:6])}: {where}: {e.message[:200]}")
     assert not bad, "\n".join(bad[:30])
     seen = {doc["command"] for _, _, doc in outputs if "command" in doc}
-    assert seen == set(schema_names()), set(schema_names()) ^ seen  # each shipped schema checked on real output
+    assert seen | GPU_ONLY == set(schema_names()), set(schema_names()) ^ seen  # each checked on real output
 
 
 def test_every_command_with_json_has_a_schema() -> None:
@@ -77,8 +76,30 @@ def test_every_command_with_json_has_a_schema() -> None:
     for command in COMMANDS:
         if command in ("models", "deployments"):
             assert {command, f"{command} show"} <= names  # list ("command": "models") and show
-        elif command not in GPU_ONLY | {"schema"}:
+        elif command != "schema":
             assert command in names, command
+
+
+def test_gpu_reports_validate() -> None:
+    from kvplan.probes.nvml import GpuReading, Process
+    from kvplan.probes.validate import Measured
+    from kvplan.render import OutputFormat, emit
+    from kvplan.render.probe_report import probe_report, validate_report
+    from tests.conftest import make_plan
+
+    h200 = GpuReading(index=0, name="NVIDIA H200", uuid="GPU-0", driver="580.65", cuda_version="13.0", sm=90,
+                      total_bytes=150_754_820_096, reserved_bytes=None, used_bytes=1 << 30, free_bytes=149 << 30,
+                      memory_api="v1 (v2 unsupported)", processes=(Process(pid=7, used_bytes=None),))  # fmt: skip
+    ran = Measured(rank=0, device="cuda:0", tensors=80, predicted_bytes=1 << 30, nbytes=1 << 30, allocated_delta=None,
+                   reserved_delta=1 << 30, nvml_used_delta=None, workspace_bytes=0, workspace_ok=True,
+                   free_after_bytes=None, slack_bytes=None, notes=("cpu",))  # fmt: skip
+    for name, report in (("probe", probe_report((h200,))), ("validate", validate_report(make_plan(), (ran,), None))):
+        out = io.StringIO()
+        emit(report, OutputFormat.json, out)
+        doc = json.loads(out.getvalue())
+        assert not list(validator(name).iter_errors(doc)), list(validator(name).iter_errors(doc))[:3]
+        doc["schema_version"] = "1"
+        assert not validator(name).is_valid(doc)
 
 
 def test_schema_version_is_the_one_emitted(outputs: list[tuple[list[str], int, Any]]) -> None:
