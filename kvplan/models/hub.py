@@ -29,6 +29,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,8 @@ DEFAULT_TIMEOUT_S = 10.0
 """huggingface_hub's HF_HUB_DOWNLOAD_TIMEOUT default: the whole of one response, connection included."""
 QUANT_NAME = "hf_quant_config.json"
 MAX_REDIRECTS = 5
+FETCH_THREADS = 8
+"""Shards whose headers are read at once (huggingface_hub's get_safetensors_metadata also reads them in parallel)."""
 _CHUNK = 1 << 16
 
 
@@ -144,7 +147,9 @@ def _fetch(r: RepoRef, env: Mapping[str, str]) -> Path:
         if body is not None:
             files[name] = body
     shards = _shard_names(files.get(INDEX_NAME), r) if INDEX_NAME in files else ("model.safetensors",)
-    headers = [h for h in (hub.header(commit, s, optional=INDEX_NAME not in files) for s in shards) if h]
+    with ThreadPoolExecutor(max_workers=min(FETCH_THREADS, len(shards))) as pool:  # DeepSeek-V3: 163 shards
+        found = pool.map(lambda s: hub.header(commit, s, optional=INDEX_NAME not in files), shards)
+        headers = [h for h in found if h]
     return _store(r, commit, files, headers, env)
 
 
@@ -210,7 +215,6 @@ class _Hub:
             raise InputError(f"HF_ENDPOINT={ascii(self.endpoint)[1:-1][:100]}: expected https://HOST[/PATH]")
         self.secure = url.scheme == "https" or _loopback(url.hostname)
         self.timeout_s = _timeout(env)
-        self.deadline = 0.0
         self.token = _token(env) if self.secure else ""  # never over plain http to another host
         handlers = [_NoDowngrade(), urllib.request.HTTPSHandler(context=ssl.create_default_context())]
         self.opener = urllib.request.build_opener(*handlers)
@@ -224,28 +228,30 @@ class _Hub:
     ) -> tuple[bytes | None, str]:
         """(the body, the commit the Hub named); (None, '') for an optional file the repo does not have."""
         cap = limit.effective()
+        deadline = time.monotonic() + self.timeout_s
         with self._open(revision, name, optional=optional) as resp:
             if resp is None:
                 return None, ""
-            body = self._read(
-                resp, cap, strict=True, what=f"{name} (kvplan's {limit.kind} limit; {limit.env} raises it)"
-            )
+            what = f"{name} (kvplan's {limit.kind} limit; {limit.env} raises it)"
+            body = self._read(resp, cap, deadline, strict=True, what=what)
             return body, resp.headers.get("X-Repo-Commit", "").strip()
 
     def header(self, commit: str, shard: str, *, optional: bool = False) -> tuple[str, int, bytes] | None:
         """(shard, its size, its 8-byte length + JSON header) by range reads, checked before it is kept."""
         where = f"--model {self.r.shown}: {shard}"
+        deadline = time.monotonic() + self.timeout_s
         with self._open(commit, shard, byte_range=(0, 7), optional=optional) as resp:
             if resp is None:
                 return None
             size = _full_size(resp, where)
-            head = self._read(resp, 8, strict=False)
+            head = self._read(resp, 8, deadline, strict=False)
             n = header_length(head, size, where)
             if resp.status == 200:  # the server ignored the range: the header follows in the same answer
-                raw = self._read(resp, n, strict=False)
+                raw = self._read(resp, n, deadline, strict=False)
         if resp.status == 206:
+            deadline = time.monotonic() + self.timeout_s
             with self._open(commit, shard, byte_range=(8, 8 + n - 1)) as resp2:
-                raw = self._read(resp2, n, strict=False)
+                raw = self._read(resp2, n, deadline, strict=False)
         if len(raw) != n:
             raise InputError(f"{where}: {len(raw):,} header bytes came, {n:,} announced")
         parse_safetensors_header(raw, size, where)  # a forged header is refused before it is cached
@@ -259,7 +265,6 @@ class _Hub:
             req.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
         if self.token:
             req.add_unredirected_header("Authorization", f"Bearer {self.token}")  # not sent on to the CDN
-        self.deadline = time.monotonic() + self.timeout_s
         try:
             return self.opener.open(req, timeout=self.timeout_s)
         except urllib.error.HTTPError as e:
@@ -271,7 +276,7 @@ class _Hub:
         except (TimeoutError, ssl.SSLError, OSError) as e:
             raise self._unreachable(e) from None
 
-    def _read(self, resp: Any, cap: int, *, strict: bool, what: str = "") -> bytes:
+    def _read(self, resp: Any, cap: int, deadline: float, *, strict: bool, what: str = "") -> bytes:
         """At most ``cap`` bytes of an answer, within the deadline; ``strict``: more than ``cap`` is refused (a
         whole file), else the rest is never read (a range the server ignored: the weights stay on the Hub)."""
         length = resp.headers.get("Content-Length", "")
@@ -281,7 +286,7 @@ class _Hub:
         out = bytearray()
         try:
             while len(out) < want:
-                if time.monotonic() > self.deadline:
+                if time.monotonic() > deadline:
                     raise TimeoutError("timed out")
                 chunk = resp.read(min(_CHUNK, want - len(out)))
                 if not chunk:
