@@ -138,9 +138,7 @@ def _fetch(r: RepoRef, env: Mapping[str, str]) -> Path:
     config, commit = hub.get(r.revision, "config.json", limits.CONFIG)
     assert config is not None  # a missing config.json is an error in get
     if not COMMIT.match(commit or ""):
-        commit = r.revision if COMMIT.match(r.revision) else ""
-    if not commit:
-        raise InputError(f"--model {r.shown}: {hub.endpoint} did not name the commit (X-Repo-Commit); not a Hub")
+        commit = r.revision if COMMIT.match(r.revision) else hub.commit()
     files = {"config.json": config}
     for name, limit in ((QUANT_NAME, limits.CONFIG), (INDEX_NAME, limits.CHECKPOINT_INDEX)):
         body, _ = hub.get(commit, name, limit, optional=True)
@@ -236,6 +234,24 @@ class _Hub:
             body = self._read(resp, cap, deadline, strict=True, what=what)
             return body, resp.headers.get("X-Repo-Commit", "").strip()
 
+    def commit(self) -> str:
+        """The revision's commit from the Hub's API (``GET /api/models/{repo}/revision/{rev}``, huggingface_hub
+        ``model_info``): for an answer that came through a redirect, which drops ``X-Repo-Commit``."""
+        q = urllib.parse.quote(self.r.revision, safe="")
+        url = f"{self.endpoint}/api/models/{self.r.repo_id}/revision/{q}"
+        deadline = time.monotonic() + self.timeout_s
+        with self._request(url, "the model's revision", optional=False) as resp:
+            body = self._read(resp, limits.CONFIG.effective(), deadline, strict=True, what="the revision's info")
+        try:
+            sha = json.loads(body).get("sha", "")
+        except (ValueError, AttributeError):
+            sha = ""
+        if not isinstance(sha, str) or not COMMIT.match(sha):
+            raise InputError(
+                f"--model {self.r.shown}: {self.endpoint} named no commit for {self.r.revision}; not a Hub"
+            )
+        return sha
+
     def header(self, commit: str, shard: str, *, optional: bool = False) -> tuple[str, int, bytes] | None:
         """(shard, its size, its 8-byte length + JSON header) by range reads, checked before it is kept."""
         where = f"--model {self.r.shown}: {shard}"
@@ -260,7 +276,12 @@ class _Hub:
     def _open(
         self, revision: str, name: str, *, byte_range: tuple[int, int] | None = None, optional: bool = False
     ) -> Any:
-        req = urllib.request.Request(self.url(revision, name), headers={"User-Agent": "kvplan"})
+        return self._request(self.url(revision, name), name, byte_range=byte_range, optional=optional)
+
+    def _request(
+        self, url: str, name: str, *, byte_range: tuple[int, int] | None = None, optional: bool = False
+    ) -> Any:
+        req = urllib.request.Request(url, headers={"User-Agent": "kvplan"})
         if byte_range is not None:
             req.add_header("Range", f"bytes={byte_range[0]}-{byte_range[1]}")
         if self.token:

@@ -51,6 +51,7 @@ class Hub:
     gated: set[str] = field(default_factory=set)
     delay_s: float = 0.0
     redirect: bool = False
+    hide_commit: bool = False
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     """(path, Range, Authorization) of every request."""
     sent: dict[str, int] = field(default_factory=dict)
@@ -70,6 +71,13 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
             if self.path.startswith("/cdn/"):  # the CDN a redirect lands on: no repo checks, the file itself
                 repo, _, name = self.path[5:].rpartition("/")
                 return self._send(hub.files[repo][name])
+            if self.path.startswith("/api/models/"):
+                body = json.dumps({"id": "org/tiny", "sha": COMMIT}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return None
             parts = self.path.lstrip("/").split("/")
             if len(parts) != 5 or parts[2] != "resolve":
                 return self._error(404, "RepoNotFound")
@@ -97,7 +105,8 @@ def _handler(hub: Hub) -> type[BaseHTTPRequestHandler]:
                 a, b = (int(x) for x in rng[6:].split("-"))
                 status, part = 206, body[a : b + 1]
             self.send_response(status)
-            self.send_header("X-Repo-Commit", COMMIT)
+            if not hub.hide_commit:
+                self.send_header("X-Repo-Commit", COMMIT)
             self.send_header("Content-Length", str(len(part)))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {a}-{a + len(part) - 1}/{len(body)}")
@@ -220,6 +229,27 @@ def test_gated_repo_and_the_token(hub: Hub, monkeypatch: pytest.MonkeyPatch, tmp
     assert cdn and not any(cdn)  # Authorization is not carried over the redirect
     for f in (tmp_path / "kvplan-cache").rglob("*"):
         assert not f.is_file() or TOKEN.encode() not in f.read_bytes(), f
+
+
+def test_the_token_stays_out_of_a_lock(hub: Hub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # a deployment naming a gated Hub model, locked with HF_TOKEN set: the token is in no file and no output
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    (tmp_path / "dep.yaml").write_text("model: org/gated\ngpus_per_node: 2\ntp: 2\n")
+    r = runner.invoke(app, ["lock", "dep.yaml"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    lock = (tmp_path / "kvplan.lock").read_text()
+    assert '"cell_bytes": 128' in lock  # 2 layers × 1 kv head per rank × (16 + 16) × 2 B: the fetched model
+    assert TOKEN not in lock and TOKEN not in r.stdout + r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kvplan.lock")) == ["kvplan.lock"]
+
+
+def test_the_commit_from_the_api_when_a_redirect_hid_it(hub: Hub, tmp_path: Path) -> None:
+    # X-Repo-Commit rides on the Hub's own answer; a config.json served through a redirect loses it, and the
+    # commit then comes from /api/models/{repo}/revision/{rev} (what huggingface_hub's model_info reads)
+    hub.hide_commit = True
+    arch = load_model("org/tiny")
+    assert COMMIT in arch.source
+    assert any(p == "/api/models/org/tiny/revision/main" for p, _, _ in hub.requests)
 
 
 def test_missing_repo_is_one_line(hub: Hub) -> None:
