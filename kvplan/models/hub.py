@@ -112,14 +112,14 @@ def _hf_cached(r: RepoRef, env: Mapping[str, str]) -> Path | None:
 
 def _kvplan_cached(r: RepoRef, env: Mapping[str, str]) -> Path | None:
     folder = hub_cache.repo_folder(r.repo_id, env)
-    snap = _by_ref(folder / "refs", folder, r.revision)
+    snap = _by_ref(folder / "refs", folder, r.revision, by_folder=False)  # a ref is written once the fetch is whole
     return snap if snap is not None and (snap / "config.json").is_file() else None
 
 
-def _by_ref(refs: Path, snapshots: Path, revision: str) -> Path | None:
-    """snapshots/<commit> for a commit, or for a branch or tag whose refs/<name> names one."""
+def _by_ref(refs: Path, snapshots: Path, revision: str, *, by_folder: bool = True) -> Path | None:
+    """snapshots/<commit> for a commit (``by_folder``), or for a branch, tag or commit whose refs/<name> names one."""
     try:
-        if COMMIT.match(revision) and (snapshots / revision).is_dir():
+        if by_folder and COMMIT.match(revision) and (snapshots / revision).is_dir():
             return snapshots / revision
         if (refs / revision).is_file():
             sha = limits.read_text(refs / revision, limits.CONFIG, "cache ref").strip()
@@ -187,7 +187,8 @@ def _store(
             fsio.write_atomic(snap / hub_cache.HEADERS_DIR / name, raw, "kvplan cache")
         manifest = {"repo": r.repo_id, "revision": commit, "shards": [{"file": n, "size": s} for n, s, _ in headers]}
         fsio.write_atomic(snap / hub_cache.HEADERS_NAME, json.dumps(manifest, indent=1) + "\n", "kvplan cache")
-    fsio.write_atomic(folder / "refs" / r.revision, commit + "\n", "kvplan cache")
+    for ref in dict.fromkeys((commit, r.revision)):  # last: a fetch killed before this is never named
+        fsio.write_atomic(folder / "refs" / ref, commit + "\n", "kvplan cache")
     return snap
 
 

@@ -209,6 +209,8 @@ def test_a_revision_is_resolved_to_its_commit(hub: Hub, tmp_path: Path) -> None:
     assert COMMIT in arch.source
     assert (tmp_path / "kvplan-cache" / "hub" / "models--org--tiny" / "refs" / "v1").read_text() == COMMIT + "\n"
     assert all(f"/resolve/{COMMIT}/" in p for p, _, _ in hub.requests[1:])  # after config.json: the commit
+    seen = len(hub.requests)
+    assert load_model(f"org/tiny@{COMMIT}").source == arch.source and len(hub.requests) == seen  # cached by commit
     r = runner.invoke(app, ["budget", "--model", "org/tiny@v2"])
     one_line(r, 2, "the Hub has no revision v2 of org/tiny (404)")
 
@@ -269,7 +271,14 @@ def test_oversize_responses_are_refused(hub: Hub, monkeypatch: pytest.MonkeyPatc
     files[shard] = (200 << 20).to_bytes(8, "little") + files[shard][8:]
     with pytest.raises(InputError, match=r"header is over kvplan's limit of 104,857,600 bytes"):
         load_model("org/tiny")
-    assert not list((tmp_path / "kvplan-cache").rglob("refs/main"))  # nothing half-fetched is named
+    assert not list((tmp_path / "kvplan-cache").rglob("refs/*"))  # nothing half-fetched is named
+    # a fetch killed after config.json was written: the folder is there, unnamed, and never planned from
+    folder = tmp_path / "kvplan-cache" / "hub" / "models--org--tiny" / COMMIT
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(CONFIG))
+    with pytest.raises(InputError, match="HF_HUB_OFFLINE is set"), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        load_model(f"org/tiny@{COMMIT}")
 
 
 @pytest.mark.parametrize("ref", ["../../etc", "a/b/c", "a/b@../x", "a/b@x/y", "a/..", "org/tiny@", "a/b@-x"])
