@@ -11,8 +11,9 @@ Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes throug
   replace the target with one ``os.replace``; the folder is fsynced after. A run killed at any moment leaves
   the old file or the new one, never a mix, and a failed write leaves the old file as it was;
 - a read-modify-write (``kvplan lock`` merging into an existing lock) holds an exclusive ``flock`` on a
-  sidecar ``<target>.lck`` for its whole length, so two runs on one file serialize instead of racing; the
-  holder removes temporaries a SIGKILLed writer left behind.
+  sidecar ``<target>.lck`` for its whole length, so two runs on one file serialize instead of racing, and
+  removes the sidecar before it lets go (nothing is left beside the lock); the holder removes temporaries a
+  SIGKILLed writer left behind.
 
 Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
 
@@ -34,7 +35,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from kvplan.errors import InputError
 
@@ -226,10 +227,13 @@ def sidecar(path: Path) -> Path:
 
 @contextlib.contextmanager
 def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator[None]:
-    """Hold an exclusive flock on ``<path>.lck`` (created if missing, never deleted) for the block.
+    """Hold an exclusive flock on ``<path>.lck`` for the block, and remove it before releasing it.
 
-    Another kvplan writing the same target waits up to ``timeout_s`` seconds, then exits 2. The sidecar
-    stays behind on purpose: deleting it would let a third run lock a fresh file while the second holds the old.
+    Another kvplan writing the same target waits up to ``timeout_s`` seconds, then exits 2. Nothing is left
+    beside the lock (a config repository's ``git add -A`` would commit it, issue 29): the holder unlinks the
+    sidecar while it still holds it, and a waiter that then gets the flock of the unlinked file sees that the
+    name no longer points at its file and starts over on the current one, so two runs never hold it at once.
+    Only a run killed by SIGKILL leaves one behind, which the next run takes and removes.
     """
     try:
         import fcntl
@@ -237,31 +241,60 @@ def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator
         yield
         return
     timeout_s = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + timeout_s
     lck = sidecar(path)
+    while True:
+        fd = _open_sidecar(path, what, lck)
+        try:
+            if _flock_until(fcntl, fd, deadline, path, what, lck, timeout_s) and _still_named(fd, lck):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)  # the holder unlinked the file we waited on: lock the one the name points at now
+    try:
+        _sweep_temporaries(path)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lck)  # while still held: a waiter on this file starts over
+        os.close(fd)  # releases the flock
+
+
+def _open_sidecar(path: Path, what: str, lck: Path) -> int:
     try:
         fd = os.open(lck, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
     except OSError as e:
         raise InputError(f"{what} {path}: cannot create the lock {lck}: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{what} {path}: the lock {lck} is not a regular file")
+    return fd
+
+
+def _flock_until(fcntl: Any, fd: int, deadline: float, path: Path, what: str, lck: Path, timeout_s: float) -> bool:
+    """Take the flock on ``fd`` before ``deadline`` (True), or raise the one-line error naming the holder's lock."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise InputError(
+                    f"{what} {path}: another kvplan has held {lck} for {timeout_s:g} s; try again when it ends"
+                ) from None
+            time.sleep(0.02)
+        except OSError as e:
+            raise InputError(f"{what} {path}: cannot lock {lck}: {e.strerror or e}") from None
+
+
+def _still_named(fd: int, lck: Path) -> bool:
+    """Whether ``lck`` still names the file ``fd`` holds (not unlinked, nor replaced, by the run before)."""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"{what} {path}: the lock {lck} is not a regular file")
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise InputError(
-                        f"{what} {path}: another kvplan has held {lck} for {timeout_s:g} s; try again when it ends"
-                    ) from None
-                time.sleep(0.02)
-            except OSError as e:
-                raise InputError(f"{what} {path}: cannot lock {lck}: {e.strerror or e}") from None
-        _sweep_temporaries(path)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
+        held, named = os.fstat(fd), os.lstat(lck)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
 
 # --------------------------------------------------------------------------- the output channels

@@ -10,6 +10,10 @@ from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
 from kvplan.models.load import load_deployment, load_model
 
+# No test reaches the Hugging Face Hub: a repo id not cached is an error naming the caches (tests/unit/test_hub.py
+# stands a local server in for the Hub and clears this for its own runs).
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=25, deadline=None)
 settings.register_profile("fuzz-long", max_examples=2000, deadline=None)

@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fit": ("kvplan.cli.fit", "fit"),
     "models": ("kvplan.cli.presets", "models_app"),
     "deployments": ("kvplan.cli.presets", "deployments_app"),
+    "schema": ("kvplan.cli.schema", "schema"),
 }
 """Every command, in the order help lists them: name -> (module, function or typer sub-app)."""
 

@@ -23,8 +23,10 @@ ModelOpt = Annotated[
     typer.Option(
         "--model",
         "-m",
-        metavar="NAME|PATH",
-        help="Model preset name, kvplan model YAML, or Hugging Face config.json [default: the deployment's].",
+        metavar="NAME|PATH|ORG/NAME[@REV]",
+        help="Model preset name, kvplan model YAML, Hugging Face config.json or snapshot folder, or Hub repo id"
+        " (cache first, then configs and safetensors headers only; HF_HUB_OFFLINE=1: cache only)"
+        " [default: the deployment's].",
     ),
 ]
 DeployOpt = Annotated[

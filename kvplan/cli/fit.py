@@ -99,7 +99,7 @@ def fit(
         Path | None, typer.Option("--emit-deploy", metavar="FILE", help="Write the best deployment as a YAML.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", metavar="FILE.png", help="GPUs vs concurrency (kvplan-dsa[plot]).")
+        Path | None, typer.Option("--plot", metavar="FILE.png", help="GPUs vs concurrency (kvplan-llm[plot]).")
     ] = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:

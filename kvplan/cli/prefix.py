@@ -18,7 +18,7 @@ def prefix(
         bool, typer.Option("--lookahead/--no-lookahead", help="vLLM lookahead block hashes (off: EAGLE drops a block).")
     ] = True,
     sweep: Annotated[int | None, typer.Option("--sweep", help="Also print the curve at this many hit lengths.")] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the sweep to a PNG (kvplan-dsa[plot]).")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Draw the sweep to a PNG (kvplan-llm[plot]).")] = None,
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,

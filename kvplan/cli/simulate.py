@@ -135,7 +135,7 @@ def simulate(
     ] = None,
     plot: Annotated[
         Path | None,
-        typer.Option("--plot", help="Draw the curve or the occupancy timeline to a PNG (kvplan-dsa[plot])."),
+        typer.Option("--plot", help="Draw the curve or the occupancy timeline to a PNG (kvplan-llm[plot])."),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="Assert the pool's invariants after every step (slow: small traces).")

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
+from kvplan.models import hub_cache
 from kvplan.models.arch import ModelArch, ParamGroup, Split
 from kvplan.models.index_bounds import refuse_many_tensors
 from kvplan.models.weights import as_parameter_groups
@@ -122,17 +123,28 @@ def read_safetensors_header(path: Path) -> tuple[Tensor, ...]:
     st = limits.check_regular(path, "safetensors file")
     with limits.open_regular(path, "safetensors file") as f:
         head = f.read(8)
-        if len(head) < 8:
-            raise InputError(f"{where}: shorter than the 8-byte header length; not a safetensors file")
-        n = int.from_bytes(head, "little")
-        cap = limits.MAX_SAFETENSORS_HEADER_BYTES
-        if n > cap:
-            raise limits.LimitError(f"{where}: a {n:,}-byte header is over kvplan's limit of {cap:,} bytes")
-        if n + 8 > st.st_size:
-            raise InputError(
-                f"{where}: the header claims {n:,} bytes but only {st.st_size - 8:,} follow its 8-byte length"
-            )
+        n = header_length(head, st.st_size, where)
         raw = f.read(n)
+    return parse_safetensors_header(raw, st.st_size, where)
+
+
+def header_length(head: bytes, file_size: int, where: str) -> int:
+    """The JSON header's length from a safetensors file's first 8 bytes, bounded by the file and kvplan's cap."""
+    if len(head) < 8:
+        raise InputError(f"{where}: shorter than the 8-byte header length; not a safetensors file")
+    n = int.from_bytes(head[:8], "little")
+    cap = limits.MAX_SAFETENSORS_HEADER_BYTES
+    if n > cap:
+        raise limits.LimitError(f"{where}: a {n:,}-byte header is over kvplan's limit of {cap:,} bytes")
+    if n + 8 > file_size:
+        raise InputError(f"{where}: the header claims {n:,} bytes but only {file_size - 8:,} follow its 8-byte length")
+    return n
+
+
+def parse_safetensors_header(raw: bytes, file_size: int, where: str) -> tuple[Tensor, ...]:
+    """The tensors a safetensors JSON header (``raw``, after the 8-byte length) lists, checked against the size
+    of the whole file: a local shard's, or the Hub's Content-Range total (kvplan.models.hub)."""
+    n = len(raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -140,7 +152,7 @@ def read_safetensors_header(path: Path) -> tuple[Tensor, ...]:
     doc = _strict_json(text, where)
     if not isinstance(doc, dict):
         raise InputError(f"{where}: the header is not a JSON object")
-    data_bytes = st.st_size - 8 - n
+    data_bytes = file_size - 8 - n
     out = []
     for name, entry in doc.items():
         if name == "__metadata__":
@@ -171,12 +183,30 @@ def snapshot_shards(folder: Path) -> tuple[Path, ...]:
         raise InputError(f"snapshot {folder}: cannot list: {e.strerror or e}") from None
 
 
+def _shard_tensors(folder: Path) -> Iterator[tuple[Path, tuple[Tensor, ...]]]:
+    """Each shard with its tensors: the files' headers, or the headers kvplan fetched from the Hub (hub_cache)."""
+    if not (folder / hub_cache.HEADERS_NAME).is_file():
+        yield from ((shard, read_safetensors_header(shard)) for shard in snapshot_shards(folder))
+        return
+    for name, size, raw in hub_cache.cached_headers(folder):
+        where = f"safetensors header {folder / hub_cache.HEADERS_DIR / name}"
+        n = header_length(raw, size, where)
+        if len(raw) != 8 + n:
+            raise InputError(f"{where}: {len(raw) - 8:,} header bytes cached, {n:,} expected; remove it to fetch again")
+        yield Path(name), parse_safetensors_header(raw[8:], size, where)
+
+
+def has_shards(folder: Path) -> bool:
+    """Whether ``folder`` has safetensors shards, or the headers of a Hub model's shards (hub_cache)."""
+    return bool(snapshot_shards(folder)) or (folder / hub_cache.HEADERS_NAME).is_file()
+
+
 def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
     """Every tensor of every ``*.safetensors`` file in a snapshot folder (a name twice is an error)."""
     seen: dict[str, Path] = {}
     out: list[Tensor] = []
-    for shard in snapshot_shards(folder):
-        for t in read_safetensors_header(shard):
+    for shard, tensors in _shard_tensors(folder):
+        for t in tensors:
             if t.name in seen:
                 raise InputError(
                     f"snapshot {folder}: tensor {t.name[:120]} is in both {seen[t.name].name} and {shard.name}"
@@ -867,23 +897,18 @@ INDEX_NAME = "model.safetensors.index.json"
 
 
 def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
-    """``--model ORG/NAME`` found in the local Hugging Face cache -> its snapshot folder; any other ref unchanged
-    (an existing path, a preset name, a file name). A repo id neither on disk nor cached is an InputError."""
-    if ref.count("/") != 1 or ref.endswith((".yaml", ".yml", ".json")):
+    """``--model ORG/NAME[@REVISION]`` -> the snapshot folder to plan from (the local Hugging Face cache, kvplan's
+    cache, else the Hub: kvplan.models.hub); any other ref unchanged (an existing path, a preset, a file name)."""
+    if ref.endswith((".yaml", ".yml", ".json")) or ("@" not in ref and ref.count("/") != 1):
         return ref
     try:
         if Path(ref).exists():
             return ref
     except OSError:
         return ref
-    snapshot = resolve_repo_id(ref, env)
-    if snapshot is None and _REPO_ID.match(ref):
-        raise InputError(
-            f"--model {ref}: no such file, and no snapshot of that repo id in the local Hugging Face cache"
-            f" ({hf_cache_dir(env)}; HF_HUB_CACHE or HF_HOME move it); kvplan never downloads: give the snapshot"
-            f" folder, or fetch config.json and model.safetensors.index.json into the cache first"
-        )
-    return str(snapshot) if snapshot is not None else ref
+    from kvplan.models.hub import model_snapshot  # the network code, imported only for a repo id (start-up)
+
+    return str(model_snapshot(ref, env))
 
 
 def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
@@ -914,7 +939,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
     folder = src.parent if snapshot and src.name == "config.json" else None
     num_kv_heads = config_int(config, "num_key_value_heads")
     notes: list[str] = []
-    if folder is not None and snapshot_shards(folder):
+    if folder is not None and has_shards(folder):
         tensors = snapshot_tensors(folder)
         total = sum(t.nbytes for t in tensors)
         summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"

@@ -522,9 +522,9 @@ _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dt
 
 
 def load_model(ref: str) -> ModelArch:
-    """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id found in
-    the local Hugging Face cache (weights per tensor from the snapshot's safetensors headers or index)."""
-    if ref.count("/") == 1 and not ref.endswith((".yaml", ".yml", ".json")):  # maybe ORG/NAME in the HF cache
+    """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id
+    ORG/NAME[@REVISION] (the local caches, else the Hub's configs and safetensors headers: kvplan.models.hub)."""
+    if ("@" in ref or ref.count("/") == 1) and not ref.endswith((".yaml", ".yml", ".json")):  # ORG/NAME[@REV]
         from kvplan.models.checkpoint import local_ref
 
         ref = local_ref(ref)

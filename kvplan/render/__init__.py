@@ -16,6 +16,9 @@ from typing import Any, TextIO
 from kvplan.units import GB, MB, GiB, MiB
 
 SCHEMA_VERSION = 1
+"""In every --format json document. Bumped on a breaking change to any command's output (a field removed,
+renamed or retyped), with the ``schema_version`` const of every file in kvplan/schemas; an added field is not
+breaking (it is added to the command's schema). tests/cli/test_json_schemas.py validates every command's output."""
 
 
 class OutputFormat(str, Enum):

@@ -292,14 +292,15 @@ def test_only_deployments_skips_other_yaml(repo: Path) -> None:
 
 
 def test_packaging_names(repo: Path) -> None:
-    # the distribution is kvplan-dsa (kvplan on PyPI is another project); CI's wheel glob and the example follow
+    # the distribution is kvplan-llm (kvplan on PyPI is another project; kvplan-dsa read as "DSA only", issue 29);
+    # CI's wheel glob and the example follow
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     from kvplan import DIST
 
     root = Path(__file__).parents[2]
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    assert project["name"] == DIST == "kvplan-dsa"
+    assert project["name"] == DIST == "kvplan-llm"
     assert project["scripts"] == {"kvplan": "kvplan.cli:main"}
     assert "numpy>=1.24" in project["optional-dependencies"]["probe"]
     assert f"dist/{DIST.replace('-', '_')}-*.whl" in (root / ".ci" / "run").read_text()

@@ -3,7 +3,8 @@
 The lock, `probe --emit-deploy` and `--plot` write through one module: a temporary file in the target's
 folder, fsync, os.replace, fsync of the folder. Refused: a symlink, a directory, a non-regular file, a file the
 same command reads. A `kvplan lock` killed at any moment leaves the old lock or the new one; two runs on one
-lock serialize on `<lock>.lck` and the lock holds both entries.
+lock serialize on `<lock>.lck`, the lock holds both entries, and the sidecar is gone when they end (issue 29: a
+config repository's `git add -A` committed it).
 
 Numbers (tests/cli/test_gate.py derives them): base.yaml locks 1,278,208 pool tokens, indexer39.yaml 1,168,256.
 """
@@ -115,8 +116,43 @@ def test_exclusive_times_out_with_a_clean_error(tmp_path: Path) -> None:
             pass
         assert time.monotonic() - t0 >= 0.2
     with exclusive(p, "--lock", timeout_s=0.2):  # released on exit
+        assert sidecar(p).exists()
+    assert not sidecar(p).exists()  # issue 29: removed by its holder (this test asserted it stayed, before)
+
+
+_COUNTER = """
+import sys, time
+from pathlib import Path
+from kvplan.fsio import exclusive
+p = Path(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    with exclusive(p, "--lock"):
+        n = int(p.read_text())
+        time.sleep(0.001)
+        p.write_text(str(n + 1))
+"""
+
+
+def test_exclusive_without_a_sidecar_left_still_serializes(tmp_path: Path) -> None:
+    # the holder unlinks the sidecar before it lets go: a waiter that got the flock of the unlinked file must
+    # start over, or a third run locking the fresh file would hold it at the same time (lost increments)
+    p = tmp_path / "kvplan.lock"
+    p.write_text("0")
+    runs, each = 5, 30
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _COUNTER, str(p), str(each)], env=env) for _ in range(runs)]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    assert int(p.read_text()) == runs * each
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["kvplan.lock"]
+
+
+def test_a_sidecar_a_killed_run_left_is_taken_and_removed(tmp_path: Path) -> None:
+    p = tmp_path / "kvplan.lock"
+    sidecar(p).write_text("")  # what a SIGKILLed holder leaves
+    with exclusive(p, "--lock", timeout_s=0.2):
         pass
-    assert sidecar(p).exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- the writers
@@ -186,7 +222,7 @@ def test_plot_refuses_a_symlink(tmp_path: Path) -> None:
 def test_plot_without_matplotlib_is_exit_2_with_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     r = run("prefix", "--ctx", "128K", "--hit", "64K", "--sweep", "4", "--plot", "x.png")
-    one_error(r, 2, "pip install 'kvplan-dsa[plot]'")
+    one_error(r, 2, "pip install 'kvplan-llm[plot]'")
 
 
 # --------------------------------------------------------------------------- killed and concurrent runs
@@ -251,6 +287,15 @@ def test_two_concurrent_locks_keep_both_entries(repo: Path) -> None:
         }
     assert not [x for x in repo.iterdir() if x.name.endswith(".tmp")]
     json.loads((repo / "kvplan.lock").read_text())
+    assert not sidecar(repo / "kvplan.lock").exists()
+
+
+def test_lock_leaves_no_file_but_the_lock(repo: Path) -> None:
+    # issue 29: `kvplan lock` left kvplan.lock.lck, which a config repository's `git add -A` committed
+    before = {x.name for x in repo.iterdir()}
+    assert run("lock", "base.yaml").exit_code == 0
+    assert run("lock", "indexer39.yaml").exit_code == 0  # a merge into the lock: the read-modify-write path
+    assert {x.name for x in repo.iterdir()} == before | {"kvplan.lock"}
 
 
 def test_plot_refuses_to_replace_the_trace_it_reads(tmp_path: Path) -> None:

@@ -35,5 +35,5 @@ def test_gather_without_numpy_is_probe_unavailable(monkeypatch: pytest.MonkeyPat
     from kvplan.probes.validate import need_numpy
 
     monkeypatch.setitem(sys.modules, "numpy", None)
-    with pytest.raises(ProbeUnavailable, match=r"needs numpy: pip install 'kvplan-dsa\[probe\]'"):
+    with pytest.raises(ProbeUnavailable, match=r"needs numpy: pip install 'kvplan-llm\[probe\]'"):
         need_numpy()

@@ -125,7 +125,7 @@ def test_sweep_plot(synthetic: Path, tmp_path: Path) -> None:
 def test_plot_without_matplotlib_exits_2(synthetic: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a missing optional package is bad input with the install hint (exit 2), not "probe unavailable" (3)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    fail(invoke(synthetic, "--sweep", "1e5..1e7", "--plot", tmp_path / "x.png"), 2, "kvplan-dsa[plot]")
+    fail(invoke(synthetic, "--sweep", "1e5..1e7", "--plot", tmp_path / "x.png"), 2, "kvplan-llm[plot]")
 
 
 def test_engine_sweep_runs_per_capacity(synthetic: Path) -> None:
