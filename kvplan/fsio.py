@@ -287,6 +287,14 @@ def stdout_failed(e: OSError) -> StdoutError:
     return StdoutError(f"cannot write stdout: {e.strerror or e}")
 
 
+def quiet_closed_stdout() -> None:
+    """Flush stdout; if the reader has gone (``| head -1``), point stdout at devnull so exit stays silent."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a broken pipe here; a full disk was already said where it was written
+        silence_stdout()
+
+
 def flush_stdout() -> None:
     """Flush stdout: a reader that went away is silence (the verdict's code stands); any other failure is a
     :class:`StdoutError`."""

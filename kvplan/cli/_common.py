@@ -15,8 +15,9 @@ import typer
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, KvplanError
+from kvplan.fsio import StdoutError, quiet_closed_stdout, silence_stdout, stdout_failed
 from kvplan.models.deploy import Deployment
-from kvplan.render import OutputFormat
+from kvplan.render import OutputFormat, error_document
 
 ModelOpt = Annotated[
     str | None,
@@ -90,12 +91,8 @@ def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("kvplan: interrupted\n")
         return EXIT_INTERRUPTED
     if isinstance(e, BrokenPipeError):
-        from kvplan.cli import quiet_closed_stdout
-
         quiet_closed_stdout()  # the reader went away (| head): nothing to say, and nobody to say it to
         return EXIT_OK
-    from kvplan.fsio import StdoutError, stdout_failed
-
     if isinstance(e, OSError) and not e.filename and e.errno in _WRITE_ERRNOS:
         e = stdout_failed(e)  # help or --version into a full disk: a write without a file is stdout
     code, message = _classify(e)
@@ -161,14 +158,10 @@ def _report(message: str, code: int, *, wants_json: bool) -> None:
         except (OSError, ValueError):  # 2> /dev/full: the exit code still says it
             pass
     if wants_json:
-        from kvplan.render import error_document
-
         try:
             sys.stdout.write(error_document(message, code))
             sys.stdout.flush()
         except (OSError, ValueError):
-            from kvplan.fsio import silence_stdout
-
             silence_stdout()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
 
+from kvplan.fsio import quiet_closed_stdout, stdout_failed
 from kvplan.units import GB, MB, GiB, MiB
 
 SCHEMA_VERSION = 1
@@ -131,14 +132,10 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
         stream.flush()
     except BrokenPipeError:
         if stream is sys.stdout:
-            from kvplan.cli import quiet_closed_stdout
-
             quiet_closed_stdout()
     except OSError as e:  # > /dev/full: a write, said as one (it was "cannot read", or exit 4 under json)
         if stream is not sys.stdout:
             raise
-        from kvplan.fsio import stdout_failed
-
         raise stdout_failed(e) from None
 
 
