@@ -8,6 +8,7 @@ from kvplan.engines import pipeline
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import with_rope_scaling
 from kvplan.engines.load_checks import load_refusal, refusal_text
+from kvplan.engines.versions import vllm_rules
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import CompressedAttention, FullAttention, IndexerK, LinearState, MlaLatent, SlidingWindow
@@ -58,15 +59,32 @@ def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
     return plan if plan.arch.pp_stage is not None else replace(plan, arch=arch)
 
 
-def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:
+def _engine_plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    """The chain that plans the deployment: SGLang's uniform, all-SWA or hybrid chain (the hybrid one runs the
+    uniform memory chain with its sizer, DeepSeek-V4 included), vLLM's V0 or V1 engine. Each chain is imported
+    only when it runs, so a plan on one engine loads none of the other's modules."""
     if dep.engine == "sglang":
         from kvplan.engines import sglang
 
-        plan = sglang.plan(arch, dep)
-    else:
-        from kvplan.engines import vllm
+        if not arch.is_hybrid:
+            return sglang.plan_pools(arch, dep, None)
+        from kvplan.engines import sglang_allswa, sglang_hybrid
 
-        plan = vllm.plan(arch, dep)
+        if sglang_allswa.planned_here(arch):
+            return sglang_allswa.plan(arch, dep)
+        return sglang_hybrid.plan(arch, dep)
+    if vllm_rules(dep.engine_version).v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic
+        from kvplan.engines import vllm_knobs, vllm_v0
+
+        vllm_knobs.refuse_on_v0(dep)
+        return vllm_v0.plan(arch, dep, vllm_rules(dep.engine_version))
+    from kvplan.engines import vllm
+
+    return vllm.plan(arch, dep)
+
+
+def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:
+    plan = _engine_plan(arch, dep)
     refused = load_refusal(arch, plan.deployment)  # as the engine adjusted it (SGLang forces DP attention for DSA)
     if refused is None:
         return plan

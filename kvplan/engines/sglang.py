@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kvplan.engines import sglang_defaults
+import kvplan.engines.sglang_defaults as sglang_defaults
 from kvplan.engines.backends import Backend, check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -307,18 +307,6 @@ SPEC_MAX_RUNNING_REQUESTS = 48
 decoding."); ``ServerArgs.__post_init__`` from the 0.4.5 wheel (``if self.max_running_requests is None:
 self.max_running_requests = 48`` under EAGLE); the 0.4.4 wheel has no such default."""
 SPEC_RUNNING_SINCE = (0, 4, 5)
-
-
-def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
-    kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
-    if arch.is_hybrid:
-        from kvplan.engines import sglang_allswa, sglang_hybrid
-
-        if sglang_allswa.planned_here(arch):
-            return sglang_allswa.plan(arch, dep)
-        return sglang_hybrid.plan(arch, dep)
-    return plan_pools(arch, dep, None)
 
 
 def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> PoolPlan:

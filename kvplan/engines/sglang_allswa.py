@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
 from kvplan.engines.sglang_hybrid import HYBRID_VERSION, SWA_EVICTION_INTERVAL
 from kvplan.engines.versions import parse_version

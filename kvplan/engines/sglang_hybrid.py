@@ -82,7 +82,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
 from kvplan.engines.sglang_swa_cap import SwaRequestCap, request_cap_for, swa_cap_rows_term, swa_pool_story
 from kvplan.engines.versions import parse_version

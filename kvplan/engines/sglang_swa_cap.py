@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Knob, PoolPlan, Term
 from kvplan.engines.versions import sglang_rules
 from kvplan.models.deploy import Deployment

@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvplan.engines import vllm_hybrid, vllm_knobs
+import kvplan.engines.vllm_hybrid as vllm_hybrid
+import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -214,12 +215,7 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
 
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    rules = vllm_rules(dep.engine_version)
-    if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
-        from kvplan.engines import vllm_v0
-
-        vllm_knobs.refuse_on_v0(dep)
-        return vllm_v0.plan(arch, dep, rules)
+    rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
     att = arch.attention
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
         raise PlanError("--dtype float32 is planned for full-attention models only (an MLA cache's rows are not)")

@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.engines import vllm_knobs
+import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.common import Demand, Knob
 from kvplan.engines.versions import parse_version
 from kvplan.errors import InputError, PlanError
