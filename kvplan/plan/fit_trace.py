@@ -194,8 +194,9 @@ def check_trace(plan: PoolPlan, spec: TraceSpec) -> TraceFit:
 def _replay(key: TraceKey, spec: TraceSpec) -> TraceFit:
     from kvplan.errors import InputError
     from kvplan.sim.paging import Paging
-    from kvplan.sim.pool import Pool, engine_pool
+    from kvplan.sim.pool import Pool
     from kvplan.sim.ranks import ENGINE_ROUTER, replay_ranks
+    from kvplan.sim.registry import engine_pool
 
     engine, pages, page_tokens, ranks, max_running, eagle = key
     router = ENGINE_ROUTER[engine]
