@@ -59,7 +59,8 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import ConfigError
 from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.checkpoint import config_int
+from kvplan.models.checkpoint import FP8_BLOCK, VOCAB_PADDING, config_int, config_tensors, mtp_ships_embed_head, shard
+from kvplan.models.quant import resolve
 
 ENGINES = ("vllm", "sglang")
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
@@ -151,9 +152,6 @@ def _indexer_layers(config: Mapping[str, Any]) -> tuple[int, int]:
 
 def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition, ...]:
     """The terms above for ``knobs.engine`` on rank 0 of ``knobs.split`` (terms of 0 bytes left out)."""
-    from kvplan.models.checkpoint import mtp_ships_embed_head
-    from kvplan.models.quant import resolve
-
     if knobs.engine not in ENGINES:
         raise ConfigError(f"engine {knobs.engine!r}: expected one of {', '.join(ENGINES)}", key="engine")
     out: list[Addition] = []
@@ -169,8 +167,6 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
     mtp = config_int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
     mla_layers = config_int(config, "num_hidden_layers") + mtp
     if mtp and mtp_ships_embed_head(config):
-        from kvplan.models.checkpoint import VOCAB_PADDING
-
         rows = -(-config_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
         each = config_int(config, "hidden_size") * _dtype_bytes(config)
         embed = -(-rows // max(knobs.split.attention, 1)) * each + -(-rows // max(knobs.split.tp, 1)) * each
@@ -259,8 +255,6 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
 def _indexer_bytes(quant: Any, h: int, q_in: int, heads: int, dim: int) -> int:
     """Checkpoint bytes of one layer's indexer (replicated): wq_b, wk in their scheme, weights_proj and k_norm in
     the checkpoint dtype (as checkpoint.config_tensors lays them out)."""
-    from kvplan.models.checkpoint import FP8_BLOCK
-
     total = 0
     for module, rows, cols in (("wq_b", heads * dim, q_in), ("wk", dim, h)):
         s = quant.scheme_for(f"model.layers.0.self_attn.indexer.{module}")
@@ -291,8 +285,6 @@ def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source:
     :func:`checkpoint.shard`; a config it cannot lay out per tensor raises ConfigError (the caller falls back to
     parameter groups).
     """
-    from kvplan.models.checkpoint import config_tensors, shard
-
     tensors = config_tensors(config, source)
     if tensors is None:
         raise ConfigError("kvplan cannot lay this config out per tensor", source=source)

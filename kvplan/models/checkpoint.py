@@ -45,16 +45,16 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
-from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.arch import ParamGroup, Split
 from kvplan.models.index_bounds import refuse_many_tensors
-from kvplan.models.weights import as_parameter_groups
+from kvplan.models.quant import resolve  # which quantization scheme each module is in
 
 VOCAB_PADDING = 64
 """``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
@@ -628,8 +628,6 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     (``weight_scale_inv`` fp32), fp8 per tensor (``weight_scale`` fp32 scalar), NVFP4 (packed U8 ``weight``,
     fp8 ``weight_scale`` per 16, fp32 ``weight_scale_2`` and ``input_scale``).
     """
-    from kvplan.models.quant import resolve  # the quant helper's resolver: which scheme each module is in
-
     quant = resolve(config, source)
     plain = _DT.get(str(config.get("torch_dtype", config.get("dtype", "bfloat16"))).removeprefix("torch."), "BF16")
     out: list[Tensor] = []
@@ -886,7 +884,7 @@ def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
     return str(snapshot) if snapshot is not None else ref
 
 
-def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
+def indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
     """Decoder layers (MTP excluded) with indexer weights among ``tensors``."""
     layers = set()
     for t in tensors:
@@ -895,70 +893,3 @@ def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
             if m and int(m.group(1)) < num_layers:
                 layers.add(int(m.group(1)))
     return len(layers)
-
-
-def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, snapshot: bool = True) -> ModelArch:
-    """``arch`` with its weights taken from the checkpoint beside ``source`` (a snapshot's config.json).
-
-    ``*.safetensors`` present: every tensor from their headers. Only ``model.safetensors.index.json``: the
-    config-derived tensors, reconciled to its ``metadata.total_size``; bytes the config does not explain are
-    kept as one replicated 'unrecognised' block and said. Neither: the config-derived tensors alone (the same
-    figure tests/unit/test_weights_published.py checks against published load lines). A config kvplan cannot
-    lay out per tensor: ``arch`` unchanged, the parameter-group estimate stands. Every per-tensor path adds the
-    engine's load-time additions (kvplan.models.additions.AdditionsGroup: 0 B unless the planner names the
-    engine). ``snapshot=False`` (a preset's config section) or a JSON not named config.json: the config alone.
-    """
-    from kvplan.models.additions import additions_group
-
-    src = Path(source)
-    folder = src.parent if snapshot and src.name == "config.json" else None
-    num_kv_heads = config_int(config, "num_key_value_heads")
-    notes: list[str] = []
-    if folder is not None and snapshot_shards(folder):
-        tensors = snapshot_tensors(folder)
-        total = sum(t.nbytes for t in tensors)
-        summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"
-    elif folder is not None and (folder / INDEX_NAME).is_file():
-        index = read_index(folder / INDEX_NAME)
-        derived = config_tensors(config, source)
-        if derived is None:
-            return replace(
-                arch,
-                weights_assumptions=(
-                    *arch.weights_assumptions,
-                    f"{INDEX_NAME} not used: kvplan cannot lay this config out per tensor (parameter groups)",
-                ),
-            )
-        r = reconcile(index, derived)
-        listed = set(index.names)
-        tensors = tuple(t for t in derived if t.name in listed)
-        summary = f"per tensor from config.json, reconciled to {INDEX_NAME} total_size {index.total_size:,} B"
-        if r.unexplained_bytes > 0:
-            tensors = (*tensors, Tensor("unexplained", "U8", (r.unexplained_bytes,)))
-            shown = ", ".join(r.unknown_names[:3]) + (" …" if len(r.unknown_names) > 3 else "")
-            notes.append(
-                f"assumed replicated: {r.unexplained_bytes:,} B ({r.unexplained_ppm / 10_000:.3f} % of total_size)"
-                f" the config does not explain; {len(r.unknown_names)} unknown tensor names ({shown})"
-            )
-        elif r.unexplained_bytes < 0:
-            notes.append(f"the config derives {-r.unexplained_bytes:,} B more than {INDEX_NAME}'s total_size")
-    else:
-        derived = config_tensors(config, source)
-        if derived is None:  # a family or scheme kvplan cannot lay out per tensor: the parameter groups stand
-            return as_parameter_groups(arch)
-        tensors = derived
-        total = sum(t.nbytes for t in tensors)
-        summary = f"per tensor from config.json ({len(tensors):,} tensors, {total:,} B)"
-    groups = param_groups_from_tensors(tensors, num_layers=arch.num_layers, num_kv_heads=num_kv_heads)
-    unknown = [p.name for g in groups if g.name == "unrecognised" for p in g.placed if p.name != "unexplained"]
-    if unknown:
-        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-        notes.append(f"assumed replicated: {len(unknown)} tensors kvplan has no sharding rule for ({shown})")
-    summary += "; + the engine's load-time additions (kvplan.models.additions)"
-    shipped = _indexer_layers_shipped(tensors, arch.num_layers) if "index_topk" in config else None
-    return replace(
-        arch,
-        param_groups=(*groups, additions_group(config, indexer_layers_shipped=shipped)),
-        weights_summary=f"{arch.weights_summary}; {summary}" if arch.weights_summary else summary,
-        weights_assumptions=(*arch.weights_assumptions, *notes),
-    )

@@ -538,7 +538,7 @@ def load_model(ref: str) -> ModelArch:
             _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
             config_rope=config_rope(r.data),
         )
-        from kvplan.models.checkpoint import with_checkpoint
+        from kvplan.models.snapshot import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
     _check_schema(r)
