@@ -359,7 +359,7 @@ def diff(
 
 
 def _version_diff(configs: list[str], versions: tuple[str, str], fmt: OutputFormat) -> None:
-    """One row per config: its pool and limits under each version's rules (kvplan.engines.versions)."""
+    """One row per config: its pool and limits under each version's rules (kvplan.versions)."""
     from kvplan.errors import PlanError
     from kvplan.render.version_report import VersionRow, version_diff_report
 

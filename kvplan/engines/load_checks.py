@@ -1,4 +1,4 @@
-"""The refusals an engine raises while it builds the model, before any memory is profiled (issue 23 item 2; pure).
+"""The refusals an engine raises while it builds the model, before any memory is profiled (pure).
 
 Both engines split each layer's weights by the deployment's layout while constructing the model, and refuse to
 start when a slice is not whole. Each rule below is one such check, with the engine's file and function and its
@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvplan.engines.versions import sglang_rules
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.shards import Block, ShardDims
+from kvplan.versions import sglang_rules
 
 ENGINE = {"sglang": "SGLang", "vllm": "vLLM"}
 

@@ -1,5 +1,5 @@
 """SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it; other versions by the rules in force then
-(kvplan/engines/versions.py: every release from 0.4.0 to 0.5.23, the rows below 0.5.9 read from the release wheels).
+(kvplan/versions.py: every release from 0.4.0 to 0.5.23, the rows below 0.5.9 read from the release wheels).
 
 Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engines.md. In short, on one GPU:
 
@@ -29,13 +29,13 @@ from kvplan.engines.common import (
     weights_knob,
 )
 from kvplan.engines.context import long_context_note
-from kvplan.engines.versions import parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
+from kvplan.versions import parse_version, rules_note, sglang_rules
 
 if TYPE_CHECKING:
     from kvplan.engines.sglang_hybrid import HybridSizer

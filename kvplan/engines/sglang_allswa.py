@@ -1,4 +1,4 @@
-"""SGLang's pool for a model whose every layer is sliding-window attention (issue 23), as SGLang 0.5.23 sizes it.
+"""SGLang's pool for a model whose every layer is sliding-window attention, as SGLang 0.5.23 sizes it.
 Source: the sglang 0.5.23 release wheel (``pip download --no-deps sglang==0.5.23``), files under ``sglang/srt/``.
 
 ``configs/model_config.py`` ``get_hybrid_layer_ids`` reads ``layer_types``: every layer ``sliding_attention``
@@ -32,11 +32,11 @@ from dataclasses import replace
 import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
 from kvplan.engines.sglang_hybrid import HYBRID_VERSION, SWA_EVICTION_INTERVAL
-from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
 from kvplan.models.deploy import Deployment
+from kvplan.versions import parse_version
 
 HYBRID_SWA_ARCHS = frozenset({
     "BeamForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "GraniteSWAForCausalLM",
@@ -68,7 +68,7 @@ def all_sliding(arch: ModelArch) -> bool:
 
 
 def _refuse(arch: ModelArch, dep: Deployment, why: str) -> PlanError:
-    return PlanError(f"kvplan does not yet plan {why} ({arch.name}) on SGLang {dep.engine_version}: issue 23")
+    return PlanError(f"kvplan does not yet plan {why} ({arch.name}) on SGLang {dep.engine_version}")
 
 
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:

@@ -20,9 +20,9 @@ else triton (SM 8.x, SM 12.x). DSA: ``_dsa_split_backend_resolution`` (shared/re
 from __future__ import annotations
 
 from kvplan.engines.backends import platform_label
-from kvplan.engines.versions import SglangRules
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
+from kvplan.versions import SglangRules
 
 SM120_TRTLLM_MHA_BUG = (
     "; this SGLang itself picks trtllm_mha on SM12x and refuses it at startup (sgl-project/sglang#14814, fixed by "

@@ -1,4 +1,4 @@
-"""SGLang's hybrid pools (issue 13): sliding-window (SWA) and linear-attention / Mamba state models, as SGLang 0.5.23
+"""SGLang's hybrid pools: sliding-window (SWA) and linear-attention / Mamba state models, as SGLang 0.5.23
 sizes them. Source: the sglang 0.5.23 release wheel (``pip download --no-deps sglang==0.5.23``), files under
 ``sglang/srt/``.
 
@@ -85,7 +85,6 @@ from dataclasses import dataclass, replace
 import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
 from kvplan.engines.sglang_swa_cap import SwaRequestCap, request_cap_for, swa_cap_rows_term, swa_pool_story
-from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import (
@@ -98,6 +97,7 @@ from kvplan.models.cache import (
 )
 from kvplan.models.deploy import Deployment
 from kvplan.units import cdiv
+from kvplan.versions import parse_version
 
 SWA_FULL_TOKENS_RATIO = 0.8
 """``--swa-full-tokens-ratio`` when not given (``arg_groups/fields/schedule.py``: ``fallback=0.8``)."""
@@ -340,9 +340,9 @@ class HybridSizer:
 
 
 def _engine_refuses(arch: ModelArch, dep: Deployment, why: str, layer: int | None = None) -> PlanError:
-    """One line in the words of kvplan.engines.refuse_unplanned_kinds: what, the model (and layer), the engine."""
+    """One line, exit 2: what kvplan does not yet plan, the model (and layer), the engine."""
     where = f"{arch.name}, layer {layer}" if layer is not None else arch.name
-    return PlanError(f"kvplan does not yet plan {why} ({where}) on SGLang {dep.engine_version}: issue 13 engine rules")
+    return PlanError(f"kvplan does not yet plan {why} ({where}) on SGLang {dep.engine_version}")
 
 
 def _first_layer(arch: ModelArch, kind: type) -> int:

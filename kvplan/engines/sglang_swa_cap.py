@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING
 
 import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Knob, PoolPlan, Term
-from kvplan.engines.versions import sglang_rules
 from kvplan.models.deploy import Deployment
 from kvplan.units import MiB, cdiv
+from kvplan.versions import sglang_rules
 
 if TYPE_CHECKING:
     from kvplan.engines.sglang_hybrid import HybridSizer

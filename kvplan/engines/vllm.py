@@ -1,5 +1,5 @@
 """vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it; V1 releases from 0.9 by the rules in force then
-(kvplan/engines/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
+(kvplan/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
 
 Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
 
@@ -40,14 +40,14 @@ from kvplan.engines.common import (
     weights_knob,
 )
 from kvplan.engines.context import derived_why, long_context_note
-from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
-from kvplan.units import GiB, MiB, cdiv
+from kvplan.units import GiB, MiB, cdiv, gib
+from kvplan.versions import parse_version, rules_note, vllm_rules
 
 DEFAULT_NON_KV_OTHER = 6_070 * MiB
 """Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers, at the
@@ -382,8 +382,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
         startup_error = (
             "To serve at least one request with the model's max seq len "
-            f"({max_model_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({_gib(check)} GiB). Based on the available memory, the "
+            f"({max_model_len}), ({gib(needed, 'vllm')} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({gib(check, 'vllm')} GiB). Based on the available memory, the "
             f"estimated maximum model length is {est}. Try increasing `gpu_memory_utilization` "
             "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
@@ -587,8 +587,3 @@ def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int
     if check_bytes < bytes_per_block or bytes_per_block == 0:
         return 0
     return check_bytes // bytes_per_block * block * dcp
-
-
-def _gib(n: int) -> str:
-    """vLLM's format_gib: round(bytes / GiB, 2), not zero-padded (engine log text, not kvplan output)."""
-    return f"{round(n / GiB, 2)}"

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.deploy import Gpu
-from kvplan.units import GiB, MiB
+from kvplan.units import GiB, MiB, gib
 
 SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 4
 """Live at the sampler's peak per (request, vocab entry): the model-dtype logits, their float32 copy, the float32
@@ -135,24 +135,21 @@ class ProfilePeak:
     def summary(self) -> str:
         """One line for the plan's knob origin and chain: each term, and which are fitted."""
         peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
-        moe = f" + MoE workspace {_gib(self.moe_workspace_bytes)}" if self.moe_workspace_bytes else ""
+        moe = f" + MoE workspace {gib(self.moe_workspace_bytes, 'engine')}" if self.moe_workspace_bytes else ""
         sampler = (
             "no sampler: a PP stage before the last" if self.sampler_path == "no" else f"{self.sampler_path} sampler"
         )
         return (
-            f"vLLM profile run ({sampler}): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
-            f"{_gib(max(self.forward_bytes, self.sampler_side_bytes))} (logits {self.requests:,} requests × vocab, "
+            f"vLLM profile run ({sampler}): torch peak {gib(self.torch_peak_bytes, 'engine')} = {peak_side} "
+            f"{gib(max(self.forward_bytes, self.sampler_side_bytes), 'engine')} "
+            f"(logits {self.requests:,} requests × vocab, "
             f"{self.tokens:,} tokens){moe} + cuBLAS {self.cublas_bytes // MiB} MiB (FITTED); non-torch "
-            f"{_gib(self.non_torch_bytes)} ({self.non_torch_origin})"
+            f"{gib(self.non_torch_bytes, 'engine')} ({self.non_torch_origin})"
         )
 
 
 def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
-
-
-def _gib(n: int) -> str:
-    return f"{n / GiB:.2f} GiB"
 
 
 def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int, str]:

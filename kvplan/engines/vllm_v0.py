@@ -1,7 +1,7 @@
 """vLLM V0 (0.6.0-0.8.x): deployment -> pool plan, as ``worker/worker.py determine_num_available_blocks`` sizes it.
 
 Read from the vllm 0.6.0, 0.6.2, 0.6.3, 0.6.4, 0.6.5, 0.6.6, 0.7.0, 0.7.3, 0.8.0 and 0.8.5 wheels (the rules
-per sub-range live in kvplan/engines/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). On one GPU:
+per sub-range live in kvplan/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). On one GPU:
 
     block bytes    = layers × block_size × (K + V) × kv_heads_per_rank × head_size × dtype   (cache_engine.py)
                      MLA (0.7.3+): layers × block_size × (kv_lora_rank + rope) × dtype, no V (0.7.3: rounded up
@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
 from kvplan.engines.context import derived_why, long_context_note
-from kvplan.engines.versions import VllmRules, rules_note
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, non_torch_bytes
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import Deployment
 from kvplan.units import GiB, MiB
+from kvplan.versions import VllmRules, rules_note
 
 V0_SCATTER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
 """Live per (prompt, vocab entry) at the scatter that ends ``_apply_top_k_top_p`` (layers/sampler.py, read in the
@@ -173,7 +173,7 @@ def activation_peak(
 
 
 def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
-    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.engines.versions.VLLM)."""
+    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.versions.VLLM)."""
     row, dtype, attn_tp, row_what = _row(arch, dep, rules)
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:

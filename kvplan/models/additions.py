@@ -1,4 +1,4 @@
-"""What an engine holds on the GPU after loading a checkpoint, beyond the checkpoint's own tensors (issue 12 item 2).
+"""What an engine holds on the GPU after loading a checkpoint, beyond the checkpoint's own tensors.
 
 The figure this completes is the engine's own load line: vLLM ``Model loading took X GiB`` (``DeviceMemoryProfiler``
 around ``GPUModelRunner.load_model``: the torch-allocated bytes after the load minus before, so loader temporaries

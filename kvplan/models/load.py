@@ -6,6 +6,7 @@ Every error names the file, the key path and, for YAML and JSON, the line:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -20,7 +21,8 @@ from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
 from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
-from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
+from kvplan.models.arch import IndexerRule, ModelArch, Split, WeightPoint, full_indexer_layers
+from kvplan.models.checkpoint import local_ref
 from kvplan.models.deploy import (
     AUTO_FIT,
     ENGINE_KNOBS,
@@ -34,10 +36,13 @@ from kvplan.models.deploy import (
 )
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.preset_weights import preset_weights
 from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.shards import shard_dims
+from kvplan.models.snapshot import with_checkpoint
 from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
 from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
+from kvplan.versions import rules_for
 
 SCHEMA_VERSION = 1
 DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
@@ -364,8 +369,6 @@ def _show(v: Any) -> str:
 
 
 def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
-    import difflib
-
     close = difflib.get_close_matches(key, list(allowed), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
@@ -515,8 +518,8 @@ FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Mixtr
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
                         "Glm5NextForConditionalGeneration")  # fmt: skip
-"""Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
-engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
+"""Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid), each planned by the engines'
+hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
@@ -525,8 +528,6 @@ def load_model(ref: str) -> ModelArch:
     """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id found in
     the local Hugging Face cache (weights per tensor from the snapshot's safetensors headers or index)."""
     if ref.count("/") == 1 and not ref.endswith((".yaml", ".yml", ".json")):  # maybe ORG/NAME in the HF cache
-        from kvplan.models.checkpoint import local_ref
-
         ref = local_ref(ref)
     doc = _with_modelopt_quantization(_resolve("models", ref))
     r = Reader(doc)
@@ -538,7 +539,6 @@ def load_model(ref: str) -> ModelArch:
             _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
             config_rope=config_rope(r.data),
         )
-        from kvplan.models.snapshot import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
     _check_schema(r)
@@ -568,7 +568,6 @@ def load_model(ref: str) -> ModelArch:
                     source=p.get_str("source", required=True),
                 )
             )
-    from kvplan.models.preset_weights import preset_weights
 
     dtype = r.data.get("checkpoint_dtype")
     rope = read_documented(r)
@@ -901,8 +900,6 @@ def _gpu(r: Reader, key: str) -> Gpu:
 
 def close_gpus(name: str, n: int = 3) -> list[str]:
     """Catalog keys whose spellings are closest to name (difflib), best first."""
-    import difflib
-
     spellings = _gpu_table()[1]
     wanted = _gpu_key(name)
     close = difflib.get_close_matches(wanted, list(spellings), n=4 * n, cutoff=0.5)
@@ -1168,8 +1165,6 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
     if "engine_version" not in values:
         default("engine_version", ENGINES[engine][0], ENGINES[engine][0], "the newest version kvplan models")
     version = values["engine_version"]
-    from kvplan.engines.versions import rules_for  # the engines' version tables (they import only kvplan.errors)
-
     try:
         rules_for(engine, version)  # any version: the rules in force then
     except InputError as e:
@@ -1298,10 +1293,7 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
       cannot be planned unless ``weights_per_gpu`` is given (kvplan would otherwise plan 0 B of weights);
     - ``weights_per_gpu`` under limits.MIN_WEIGHTS_PPM (1 %) of the model's own estimate is a unit slip.
     """
-    from kvplan.engines import refuse_unplanned_kinds
-    from kvplan.models.arch import Split
-
-    refuse_unplanned_kinds(arch, dep)  # before the weights: a hybrid's refusal is the one line that matters
+    validate.refuse_unplanned(arch, dep)  # before the weights: a layout kvplan cannot plan is the one line that matters
     split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
     if dep.weights_per_gpu is None and arch.measured_weights_for(split) is not None:
         return  # a measured point: no estimate to check (a preset's tensors are then never laid out)

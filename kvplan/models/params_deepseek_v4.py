@@ -1,4 +1,4 @@
-"""DeepSeek-V4 (Flash, Pro) parameter groups, module by module, for weights per GPU (issue 13).
+"""DeepSeek-V4 (Flash, Pro) parameter groups, module by module, for weights per GPU.
 
 Shapes and checkpoint names from DeepSeek's reference ``inference/model.py`` (``Attention``, ``Compressor``,
 ``Indexer``, ``Gate``, ``Expert``, ``Block``, ``MTPBlock``; names as the Hugging Face checkpoint writes them,

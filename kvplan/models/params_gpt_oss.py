@@ -23,7 +23,9 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvplan.limits import MAX_LAYERS
+from kvplan.models.additions import rotary_cache_bytes
 from kvplan.models.mxfp4_moe import Mxfp4Experts
+from kvplan.models.weights import gqa_heads
 
 if TYPE_CHECKING:
     from kvplan.models.quant import Fields
@@ -31,9 +33,6 @@ if TYPE_CHECKING:
 
 
 def groups(c: Fields, acc: _Groups) -> str:
-    from kvplan.models.additions import rotary_cache_bytes
-    from kvplan.models.weights import gqa_heads
-
     h = c.required("hidden_size")
     layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
     heads, kv_heads = gqa_heads(c)

@@ -17,6 +17,7 @@ from functools import lru_cache, partial
 from typing import Any, overload
 
 from kvplan.models.arch import ModelArch, ParamGroup
+from kvplan.models.snapshot import with_checkpoint
 from kvplan.models.weights import as_parameter_groups
 
 PRESET_FP8_BLOCKS = {
@@ -99,6 +100,4 @@ def _groups(arch: ModelArch, source: str, config: str) -> tuple[ParamGroup, ...]
 @lru_cache(maxsize=32)
 def _weighed(arch: ModelArch, source: str, config: str) -> ModelArch:
     """The per-tensor layout of a preset's config, once a process (GLM-5.3: 119,030 tensors, about 1 s of CPU)."""
-    from kvplan.models.snapshot import with_checkpoint
-
     return with_checkpoint(arch, source, json.loads(config), snapshot=False)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.errors import ConfigError
 from kvplan.limits import MAX_LAYERS, MAX_PATTERN_LAYERS
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.quant import Fields, resolve
 
 if TYPE_CHECKING:  # the quantization reader is imported where a config is read (presets do not need it)
     from kvplan.models.quant import Fail, Fields, Quantization, Scheme
@@ -337,8 +338,6 @@ def param_groups_from_hf(
     >>> w.total_params, w.summary
     (8030261248, 'bf16 checkpoint')
     """
-    from kvplan.models.quant import Fields, resolve
-
     quant = resolve(config, source, fail)
 
     def bad(path: tuple[str | int, ...], message: str) -> ConfigError:

@@ -9,7 +9,7 @@ Each rank sends the rows it holds. Without dcp every TP rank holds the whole MLA
 them), so the total is per rank × tp. Under dcp the tokens are split across the dcp ranks (rank r holds every
 dcp-th token), so each rank sends moved / dcp rows and the tp ranks hold tp / dcp copies of each token.
 
-A hybrid (issue 13) moves per kind. SGLang 0.5.23 (``srt/disaggregation/prefill.py`` ``send_kv_chunk``, last
+A hybrid moves per kind. SGLang 0.5.23 (``srt/disaggregation/prefill.py`` ``send_kv_chunk``, last
 chunk): the full-attention pages of every token; for the sliding-window layers only the window
 (``_swa_payload``: window_start = max(decode prefix, seq_len − sliding_window_size) rounded down to a page, the
 pages from there to seq_len); for the linear-attention layers the request's one Mamba state slot
