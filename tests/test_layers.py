@@ -24,7 +24,7 @@ ALLOWED = {  # 'module' (any function in it) or 'module:function' -> why its imp
     "kvplan.cli._common:_drop_foreign_mtp": "lazy command table, as load_plan",
     "kvplan.engines:_engine_plan": "start-up: a plan loads its own engine's chain only (SGLang: no vLLM module)",
     "kvplan.fsio:exclusive": "fcntl is POSIX only; only the lock writer needs it",
-    "kvplan.models.load:_yaml": "yaml: only a YAML file loads it",
+    "kvplan.models.reader:_yaml": "yaml: only a YAML file loads it",
     "kvplan.models.load:_model_from_hf": "start-up: the hybrid readers (36 ms) load for a hybrid config only",
     "kvplan.models.load:_full_attention_from_hf": "start-up, as _model_from_hf",
     "kvplan.probes.nvml:load_nvml": "pynvml, probes only",

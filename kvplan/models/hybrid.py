@@ -32,7 +32,7 @@ from kvplan.models.cache import (
 from kvplan.models.weights import hybrid_groups, param_groups_from_hf
 
 if TYPE_CHECKING:
-    from kvplan.models.load import Reader
+    from kvplan.models.reader import Reader
 
 _SLIDING, _FULL, _LINEAR = "sliding_attention", "full_attention", "linear_attention"
 NOT_MODELLED_WEIGHTS = (

@@ -19,7 +19,7 @@ from kvplan.models import quant
 if TYPE_CHECKING:
     from kvplan.models.arch import ModelArch
     from kvplan.models.deploy import Deployment
-    from kvplan.models.load import Reader
+    from kvplan.models.reader import Reader
 
 POSITIVE = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",

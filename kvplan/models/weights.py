@@ -330,7 +330,7 @@ def param_groups_from_hf(
     Checked against vLLM's "Model loading took" of eight real startups (tests/unit/test_weights_measured.py).
 
     No ``hidden_size``: no groups (the loader then asks for ``weights_per_gpu``). Bad values raise through
-    ``fail`` (a key path and a message; load.Reader.fail fits) or a ConfigError naming ``source``.
+    ``fail`` (a key path and a message; reader.Reader.fail fits) or a ConfigError naming ``source``.
 
     >>> w = param_groups_from_hf({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
     ...     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
