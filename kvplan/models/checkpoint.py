@@ -2,37 +2,9 @@
 
 A ``*.safetensors`` file starts with an 8-byte little-endian header length N, then N bytes of JSON: for every
 tensor its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__`` of strings). kvplan reads
-only that header (never the tensor data), so a 700 GB snapshot is sized in milliseconds.
-
-Each tensor is then placed by the rule the engines' model files apply to its name (SGLang 0.5.23
-``srt/models/{llama,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v2}.py``, vLLM 0.33 ``model_executor/models/`` of the
-same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
-
-- ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
-  ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways; under
-  DP attention the embedding splits over the attention ranks only (SGLang ``VocabParallelEmbedding(...,
-  use_attn_tp_group=is_dp_attention_enabled())``) while the LM head keeps the full tp (``enable_dp_lm_head``
-  off by default);
-- ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
-  ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
-  replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
-- MLA ``q_a_proj``, ``kv_a_proj_with_mqa`` (fused as ``fused_qkv_a_proj_with_mqa``): ``ReplicatedLinear``;
-- the DSA indexer ``wq_b``, ``wk``, ``weights_proj``, ``k_norm``: ``ReplicatedLinear`` / LayerNorm on every rank
-  (``Indexer`` in SGLang ``layers/attention/nsa/nsa_indexer.py``, vLLM ``models/deepseek_v2.py``);
-- dense MLP and shared experts: ``MergedColumnParallelLinear`` gate/up, ``RowParallelLinear`` down, tp ways;
-- routed experts: EP gives each rank whole experts (E / ep of them), and the remaining max(tp, ep) / ep ways
-  split each expert's intermediate dim (``FusedMoE``: ``moe_tp_size = tp / ep``);
-- routers (``mlp.gate``, ``e_score_correction_bias``), norms, an MTP layer's ``eh_proj``, ``enorm``, ``hnorm``:
-  replicated;
-- quantization tensors follow their weight: fp8 ``weight_scale_inv`` (one fp32 per 128×128 block) and NVFP4
-  ``weight_scale`` (one fp8 per 16 inputs) split on the same dim; per-tensor scalars (``weight_scale_2``,
-  ``input_scale``) are whole on every rank. GPTQ/AWQ ``qweight``/``qzeros``/``scales`` store [in, out]: the
-  output dim is the last one.
-- layers numbered ``num_hidden_layers`` and above are the MTP layers (DeepSeek, GLM): counted only when
-  speculative decoding loads them. vLLM's ``DeepSeekMTP`` loads the layer's own ``embed_tokens`` and
-  ``shared_head.head``; SGLang's ``DeepseekV3ForCausalLMNextN`` shares the target's (counted here as vLLM).
-
-A name no rule knows is counted whole on every rank (replicated), listed, and said as an assumption.
+only that header (never the tensor data), so a 700 GB snapshot is sized in milliseconds. Each tensor is placed by
+the rule the engines' model files apply to its name (the sharding rules below); a name no rule knows is counted
+whole on every rank (replicated), listed, and said as an assumption.
 
 With only ``model.safetensors.index.json`` (the shards not downloaded), :func:`config_tensors` derives each
 tensor's dtype and shape from ``config.json`` for the families kvplan models and :func:`reconcile` checks them
@@ -187,6 +159,34 @@ def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
 
 
 # --------------------------------------------------------------------------- sharding rules
+
+# Each tensor is placed by the rule the engines' model files apply to its name (SGLang 0.5.23
+# ``srt/models/{llama,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v2}.py``, vLLM 0.33 ``model_executor/models/`` of the
+# same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
+#
+# - ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
+#   ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways; under
+#   DP attention the embedding splits over the attention ranks only (SGLang ``VocabParallelEmbedding(...,
+#   use_attn_tp_group=is_dp_attention_enabled())``) while the LM head keeps the full tp (``enable_dp_lm_head``
+#   off by default);
+# - ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
+#   ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
+#   replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
+# - MLA ``q_a_proj``, ``kv_a_proj_with_mqa`` (fused as ``fused_qkv_a_proj_with_mqa``): ``ReplicatedLinear``;
+# - the DSA indexer ``wq_b``, ``wk``, ``weights_proj``, ``k_norm``: ``ReplicatedLinear`` / LayerNorm on every rank
+#   (``Indexer`` in SGLang ``layers/attention/nsa/nsa_indexer.py``, vLLM ``models/deepseek_v2.py``);
+# - dense MLP and shared experts: ``MergedColumnParallelLinear`` gate/up, ``RowParallelLinear`` down, tp ways;
+# - routed experts: EP gives each rank whole experts (E / ep of them), and the remaining max(tp, ep) / ep ways
+#   split each expert's intermediate dim (``FusedMoE``: ``moe_tp_size = tp / ep``);
+# - routers (``mlp.gate``, ``e_score_correction_bias``), norms, an MTP layer's ``eh_proj``, ``enorm``, ``hnorm``:
+#   replicated;
+# - quantization tensors follow their weight: fp8 ``weight_scale_inv`` (one fp32 per 128×128 block) and NVFP4
+#   ``weight_scale`` (one fp8 per 16 inputs) split on the same dim; per-tensor scalars (``weight_scale_2``,
+#   ``input_scale``) are whole on every rank. GPTQ/AWQ ``qweight``/``qzeros``/``scales`` store [in, out]: the
+#   output dim is the last one.
+# - layers numbered ``num_hidden_layers`` and above are the MTP layers (DeepSeek, GLM): counted only when
+#   speculative decoding loads them. vLLM's ``DeepSeekMTP`` loads the layer's own ``embed_tokens`` and
+#   ``shared_head.head``; SGLang's ``DeepseekV3ForCausalLMNextN`` shares the target's (counted here as vLLM).
 
 _SKIP = ("rotary_emb.inv_freq",)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d{1,9})\.")
