@@ -1,22 +1,5 @@
 """vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it; V1 releases from 0.9 by the rules in force then
 (kvplan/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
-
-Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
-
-    bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
-    full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
-    available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
-                      (no cudagraph_estimate before 0.21 or with --enforce-eager)
-    non_kv          = weights + DSA buffers + torch peak + non-torch growth of the profiling run
-                      (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
-    num_blocks      = available // bytes_per_block;  block 0 is the null block
-    startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
-
-A hybrid model (sliding window, linear-attention state) keeps this budget; its groups, block and pool are
-kvplan/engines/vllm_hybrid.py: ``PoolPlan.pools`` holds the one shared block pool with a Demand per KV cache group,
-``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
-``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
-startup check counts the blocks of every group.
 """
 
 from __future__ import annotations
@@ -214,6 +197,24 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
     return layout, knobs
 
 
+# The V1 chain, on one GPU:
+#
+# Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
+#
+#     bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
+#     full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
+#     available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
+#                       (no cudagraph_estimate before 0.21 or with --enforce-eager)
+#     non_kv          = weights + DSA buffers + torch peak + non-torch growth of the profiling run
+#                       (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
+#     num_blocks      = available // bytes_per_block;  block 0 is the null block
+#     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
+#
+# A hybrid model (sliding window, linear-attention state) keeps this budget; its groups, block and pool are
+# kvplan/engines/vllm_hybrid.py: ``PoolPlan.pools`` holds the one shared block pool with a Demand per KV cache group,
+# ``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
+# ``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
+# startup check counts the blocks of every group.
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
     att = arch.attention

@@ -4,21 +4,6 @@ A model is its layers; each layer owns caches of known kinds, the way vLLM's ``v
 names ``FullAttentionSpec``, ``MLAAttentionSpec``, ``SlidingWindowSpec`` and ``MambaSpec``. Each kind answers
 its own size questions; engines map kinds to their pools (docs/engines.md). A new attention family (sliding
 window, Mamba state, compressed attention) is a new kind here, not a new branch in every caller.
-
-| kind          | bytes per token per layer (one rank)                                   |
-|---------------|------------------------------------------------------------------------|
-| FullAttention | kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes              |
-| MlaLatent     | MlaLayout: (kv_lora_rank + rope) × 2 bf16, 656 fp8_ds_mla, 576 raw fp8   |
-| IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / (index_kpool × compress_ratio)) |
-| SlidingWindow | as FullAttention, for the last ``window`` tokens only                  |
-| CompressedAttention | DeepSeek-V4: 584 B per window token + 584 B per ``compress_ratio`` tokens |
-
-| kind          | bytes per request per layer (one rank), independent of the context      |
-|---------------|------------------------------------------------------------------------|
-| LinearState   | conv (K - 1) × conv_dim / tp × conv dtype + heads / tp × dk × dv × state dtype |
-
-Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here and
-pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid).
 """
 
 from __future__ import annotations
@@ -56,6 +41,22 @@ def kv_dtype_bytes(dtype: str) -> int:
     return KV_DTYPE_BYTES.get(dtype, 1 if dtype.startswith("fp8") else 2)
 
 
+# Each kind's bytes:
+#
+# | kind          | bytes per token per layer (one rank)                                   |
+# |---------------|------------------------------------------------------------------------|
+# | FullAttention | kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes              |
+# | MlaLatent     | MlaLayout: (kv_lora_rank + rope) × 2 bf16, 656 fp8_ds_mla, 576 raw fp8   |
+# | IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / (index_kpool × compress_ratio)) |
+# | SlidingWindow | as FullAttention, for the last ``window`` tokens only                  |
+# | CompressedAttention | DeepSeek-V4: 584 B per window token + 584 B per ``compress_ratio`` tokens |
+#
+# | kind          | bytes per request per layer (one rank), independent of the context      |
+# |---------------|------------------------------------------------------------------------|
+# | LinearState   | conv (K - 1) × conv_dim / tp × conv dtype + heads / tp × dk × dv × state dtype |
+#
+# Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here and
+# pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid).
 @dataclass(frozen=True)
 class FullAttention:
     """Full (causal) attention with its own K and V per kv head: MHA, GQA or MQA.

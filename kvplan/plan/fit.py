@@ -8,20 +8,6 @@ fit) is pruned with the engine's message. The requirements are checked with gate
 (:func:`kvplan.plan.gate.requirement_admissions`); a started candidate that misses them with the engine's default
 memory knob is re-tried with the smallest memory knob that admits each requirement (admit's own search,
 :func:`kvplan.plan.admit.memory_remedy`), the largest of those values, checked whole.
-
-Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
-the same plan, kvplan.models.arch.Split), except where the engine refuses to build the experts' slices at ep 1
-(kvplan.engines.load_checks: an fp8 block split, SGLang's width per MoE-TP rank): that candidate is pruned with
-the engine's message and the same layout with ep = tp (whole experts) is searched after it; ``pp`` (1), page
-size (the engine's default; DSA forces 64).
-
-With --trace (:mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
-hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
-order until ``TRACE_PASSES`` hold it (``_replay_group``). The memory knob is not re-searched for the trace.
-
-Speed: the model is loaded once by the caller; candidates are planned in order of GPUs used,
-and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
-table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
 """
 
 from __future__ import annotations
@@ -50,6 +36,21 @@ KV_DTYPES = {"sglang": ("bf16", "fp8_e4m3"), "vllm": ("bf16", "fp8")}
 """The kv cache dtypes searched, as each engine spells them (``--kv-cache-dtype``)."""
 
 
+# What the search leaves out, and how it is kept fast:
+#
+# Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
+# the same plan, kvplan.models.arch.Split), except where the engine refuses to build the experts' slices at ep 1
+# (kvplan.engines.load_checks: an fp8 block split, SGLang's width per MoE-TP rank): that candidate is pruned with
+# the engine's message and the same layout with ep = tp (whole experts) is searched after it; ``pp`` (1), page
+# size (the engine's default; DSA forces 64).
+#
+# With --trace (:mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
+# hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
+# order until ``TRACE_PASSES`` hold it (``_replay_group``). The memory knob is not re-searched for the trace.
+#
+# Speed: the model is loaded once by the caller; candidates are planned in order of GPUs used,
+# and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
+# table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
 @dataclass(frozen=True, kw_only=True)
 class FitQuery:
     model_ref: str
