@@ -38,7 +38,7 @@ from kvplan.units import GiB, MiB
 from kvplan.versions import parse_version, rules_note, sglang_rules
 
 if TYPE_CHECKING:
-    from kvplan.engines.sglang_hybrid import HybridSizer
+    from kvplan.engines.hybrid_steps import HybridSteps  # a type only: the chain loads no hybrid module
 
 DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 """CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
@@ -309,7 +309,7 @@ self.max_running_requests = 48`` under EAGLE); the 0.4.4 wheel has no such defau
 SPEC_RUNNING_SINCE = (0, 4, 5)
 
 
-def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> PoolPlan:
+def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> PoolPlan:
     """The memory chain and the token pool; ``hybrid`` (a hybrid model's full-attention layers as ``arch``) adds
     SGLang's hybrid steps: the Mamba state pool taken out of the budget first, the SWA pool sized beside the full
     pool, running requests capped by the state slots (kvplan.engines.sglang_hybrid, each step cited there)."""
