@@ -39,25 +39,30 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _floor(module: str) -> int:
-    parts = module.split(".")
-    return FLOORS.get(parts[1], 3) if len(parts) > 1 and parts[1] in FLOORS else 0
+def _floor(module: str) -> int:  # a top-level module not named in FLOORS is floor 0
+    return FLOORS.get(module.split(".")[1], 0) if "." in module else 0
 
 
 @functools.cache
 def _imports() -> tuple[dict[str, set[str]], list[str]]:
-    """Each module's kvplan imports, and every import inside a function outside ALLOWED ('module:function')."""
+    """Each module's kvplan imports, and every import inside a function outside ALLOWED ('module:function'), plus
+    every ALLOWED entry that no longer allows anything."""
     mods = {_module(p): p for p in ROOT.rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in mods}
     inside: list[str] = []
+    used: set[str] = set()
 
     def walk(node: ast.AST, m: str, fn: str | None, pkg: list[str]) -> None:
         for ch in ast.iter_child_nodes(node):
             if isinstance(ch, ast.If) and "TYPE_CHECKING" in ast.unparse(ch.test):
                 continue
             if isinstance(ch, (ast.Import, ast.ImportFrom)):
-                if fn and f"{m}:{fn}" not in ALLOWED and m not in ALLOWED:
-                    inside.append(f"{m}:{fn} line {ch.lineno}")
+                if fn:
+                    key = next((k for k in (f"{m}:{fn}", m) if k in ALLOWED), None)
+                    if key is None:
+                        inside.append(f"{m}:{fn} line {ch.lineno}")
+                    else:
+                        used.add(key)
                 if isinstance(ch, ast.Import):  # import a.b.c: the longest kvplan module it names
                     edges[m] |= {max((p for p in mods if f"{a.name}.".startswith(f"{p}.")), key=len, default="")
                                  for a in ch.names}  # fmt: skip
@@ -70,7 +75,8 @@ def _imports() -> tuple[dict[str, set[str]], list[str]]:
     for m, p in mods.items():
         pkg = m.split(".") if p.name == "__init__.py" else m.split(".")[:-1]
         walk(ast.parse(p.read_text(encoding="utf-8")), m, None, pkg)
-    return {m: {t for t in ts if t in mods and t != m} for m, ts in edges.items()}, inside
+    stale = [f"ALLOWED[{k!r}] allows nothing" for k in ALLOWED if k not in used]
+    return {m: {t for t in ts if t in mods and t != m} for m, ts in edges.items()}, inside + stale
 
 
 def _reach(edges: dict[str, set[str]], start: str) -> set[str]:
