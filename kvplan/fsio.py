@@ -1,27 +1,15 @@
-"""Writes to disk, as one policy (README "Writes are atomic").
+"""Writes to disk and the output channels, as one policy (README "Writes are atomic", "Output").
 
-Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes through here:
+Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes through here: the target is a regular
+file or absent, never a symlink, a device or a file the same command reads (compared by ``st_dev``/``st_ino``);
+the bytes go to a temporary beside it, fsynced, then one ``os.replace``, so a killed run leaves the old file or
+the new one; a read-modify-write holds an exclusive ``flock`` on a sidecar ``<target>.lck``, removed before it lets
+go. Each refusal is an
+:class:`InputError` (exit 2) naming the option and the path.
 
-- the target must be a regular file or not exist yet: never a symlink (kvplan does not write through one),
-  a directory, a device, a FIFO or a socket, and never a file the same command reads: the inputs the command
-  names (``check_outputs``, called once by every writing command with all its outputs and all its inputs) and
-  every file it has read so far (``limits.check_regular`` notes each one while a command runs), compared by
-  ``st_dev``/``st_ino`` so a symlink, ``..`` or a hard link is the same file;
-- the bytes go to a temporary file with a unique name in the target's folder, are flushed and fsynced, and
-  replace the target with one ``os.replace``; the folder is fsynced after. A run killed at any moment leaves
-  the old file or the new one, never a mix, and a failed write leaves the old file as it was;
-- a read-modify-write (``kvplan lock`` merging into an existing lock) holds an exclusive ``flock`` on a
-  sidecar ``<target>.lck`` for its whole length, so two runs on one file serialize instead of racing, and
-  removes the sidecar before it lets go (nothing is left beside the lock); the holder removes temporaries a
-  SIGKILLed writer left behind.
-
-Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
-
-The output channels are policy here too (README "Output"): a stdout or stderr the shell closed (``>&-``) is
-replaced by devnull at start-up, a closed stderr's lines going to stdout, the channel still open; a reader that
-went away (``| head -1``) keeps the verdict's exit code; a stdout that cannot be written (``> /dev/full``) is
-:class:`StdoutError`, exit 2 with one line on stderr. ``writing()`` tells the SIGINT handler whether a file is
-being replaced (then it unwinds, removing the temporary) or not (then it exits 130 at once, start-up included).
+Output: a stdout or stderr the shell closed becomes devnull at start-up; a reader that went away (``| head -1``)
+keeps the verdict's exit code; a stdout that cannot be written is :class:`StdoutError`, exit 2 with one line.
+``writing()`` tells the SIGINT handler whether a file is being replaced (unwind) or not (exit 130 at once).
 """
 
 from __future__ import annotations
@@ -318,6 +306,14 @@ def silence_stdout() -> None:
 def stdout_failed(e: OSError) -> StdoutError:
     silence_stdout()
     return StdoutError(f"cannot write stdout: {e.strerror or e}")
+
+
+def quiet_closed_stdout() -> None:
+    """Flush stdout; if the reader has gone (``| head -1``), point stdout at devnull so exit stays silent."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a broken pipe here; a full disk was already said where it was written
+        silence_stdout()
 
 
 def flush_stdout() -> None:

@@ -238,7 +238,7 @@ class _DuplicateKey(ValueError):
 
 
 def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    out = dict(pairs)  # in C: a Python loop here was 1 s of a 1M-tensor checkpoint index (issue 25)
+    out = dict(pairs)  # in C: a Python loop here was 1 s of a 1M-tensor checkpoint index
     if len(out) != len(pairs):  # a key twice: name the first
         seen: set[str] = set()
         for key, _ in pairs:

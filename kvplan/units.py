@@ -17,6 +17,7 @@ One grammar for every number a user types (README "Numbers kvplan reads"):
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from kvplan.errors import InputError
 from kvplan.limits import MAX_INT_DIGITS, MAX_TOKENS, LimitError, bounded_int
@@ -48,6 +49,20 @@ _LINK_RE = re.compile(
 _LIST_ITEM_RE = re.compile(rf"\s*({_GROUPED}(?:\.\d+)?\s*[kKmMgG]?(?![\d,])|[^,;\s]+)\s*(?:[,;]|\s+|$)")
 LIST_RULE = "list items are separated by ',', ';' or spaces; digits grouped in threes by commas are one number"
 TOKENS_HELP = "an integer (1048576, 1,048,576, 1e6) or a binary count such as 128K or 1M"
+
+
+GibStyle = Literal["report", "engine", "engine_exact", "vllm"]
+
+
+def gib(n: int, style: GibStyle = "report") -> str:
+    """``n`` bytes in gibibytes to two places, as whoever prints it words them:
+    report '1,234.57 GiB' (kvplan's reports), engine '1234.57 GiB' (an engine message's ``{:.2f}``),
+    engine_exact '52.68 GiB (56,565,170,176 B)' (a refusal with its bytes), vllm '36.1' (vLLM's ``format_gib``:
+    ``round(x, 2)``, not zero-padded, no unit: the caller's text says GiB, as vLLM's does)."""
+    if style == "vllm":
+        return f"{round(n / GiB, 2)}"
+    text = f"{n / GiB:,.2f} GiB" if style == "report" else f"{n / GiB:.2f} GiB"
+    return f"{text} ({n:,} B)" if style == "engine_exact" else text
 
 
 def cdiv(a: int, b: int) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvplan.cli._app import _OneLineErrors, app
 
-from kvplan import _interrupt
+from kvplan import _interrupt, fsio
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 __all__ = ["_OneLineErrors", "app", "main"]
@@ -34,8 +34,6 @@ def main() -> None:
 
 
 def _run() -> str | int | None:
-    from kvplan import fsio
-
     stdout_closed = fsio.open_channels()
     code: str | int | None = 0
     try:
@@ -63,16 +61,6 @@ def _say(line: str) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
-
-
-def quiet_closed_stdout() -> None:
-    """Flush stdout; if the reader has gone (``| head -1``), point stdout at devnull so exit stays silent."""
-    from kvplan import fsio
-
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):  # a broken pipe here; a full disk was already said where it was written
-        fsio.silence_stdout()
 
 
 def __getattr__(name: str) -> Any:

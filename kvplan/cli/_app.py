@@ -3,7 +3,7 @@
 ``COMMANDS`` names every command's module and function; the group's command table is a ``_LazyCommands`` mapping
 whose keys are all the names (for help, completion and "did you mean") and whose values are built by typer on first
 access. ``kvplan admit`` therefore imports and builds ``admit`` alone: no other command's imports, no other
-command's parameters (issue 15 item 5; ``benchmarks/cli_latency.py`` measures it).
+command's parameters (``benchmarks/cli_latency.py`` measures it).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def build_command(name: str) -> Any:
         return get_group_from_info(
             TyperInfo(target, name=name), pretty_exceptions_short=True, rich_markup_mode=None, suggest_commands=True
         )
-    from kvplan.cli._once import SingleValues  # a single-value option given twice is refused (issue 25)
+    from kvplan.cli._once import SingleValues  # a single-value option given twice is refused
 
     return get_command_from_info(CommandInfo(name=name, callback=target, cls=SingleValues),
                                  pretty_exceptions_short=True, rich_markup_mode=None)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -12,11 +13,17 @@ from typing import Annotated, Any
 
 import typer
 
+try:
+    from typer._click.globals import get_current_context  # typer >= 0.25 vendors click
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click import get_current_context  # type: ignore[import-not-found,no-redef]
+
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, KvplanError
+from kvplan.fsio import StdoutError, quiet_closed_stdout, silence_stdout, stdout_failed
 from kvplan.models.deploy import Deployment
-from kvplan.render import OutputFormat
+from kvplan.render import OutputFormat, error_document
 
 ModelOpt = Annotated[
     str | None,
@@ -92,12 +99,8 @@ def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("kvplan: interrupted\n")
         return EXIT_INTERRUPTED
     if isinstance(e, BrokenPipeError):
-        from kvplan.cli import quiet_closed_stdout
-
         quiet_closed_stdout()  # the reader went away (| head): nothing to say, and nobody to say it to
         return EXIT_OK
-    from kvplan.fsio import StdoutError, stdout_failed
-
     if isinstance(e, OSError) and not e.filename and e.errno in _WRITE_ERRNOS:
         e = stdout_failed(e)  # help or --version into a full disk: a write without a file is stdout
     code, message = _classify(e)
@@ -105,8 +108,6 @@ def exit_for(e: BaseException, argv: Sequence[str] | None = None) -> int:
     # stdout failed: the JSON error document would fail the same way
     _report(message, code, wants_json=_format_is_json(argv) and not isinstance(e, StdoutError))
     if code == EXIT_INTERNAL and os.environ.get("KVPLAN_TRACEBACK"):
-        import traceback
-
         traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
     return code
 
@@ -163,22 +164,14 @@ def _report(message: str, code: int, *, wants_json: bool) -> None:
         except (OSError, ValueError):  # 2> /dev/full: the exit code still says it
             pass
     if wants_json:
-        from kvplan.render import error_document
-
         try:
             sys.stdout.write(error_document(message, code))
             sys.stdout.flush()
         except (OSError, ValueError):
-            from kvplan.fsio import silence_stdout
-
             silence_stdout()
 
 
 def _current_context() -> Any:
-    try:
-        from typer._click.globals import get_current_context  # typer >= 0.25 vendors click
-    except ImportError:  # pragma: no cover - older typer on plain click
-        from click import get_current_context  # type: ignore[import-not-found,no-redef]
     return get_current_context(silent=True)
 
 
@@ -204,7 +197,7 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
 
     dep = load_deployment(deploy, sets or ())
     arch = load_model(model if model is not None else deployment_model_ref(dep))
-    dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # issue 23 item 3
+    dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # its own knobs
     dep, mtp_note = _drop_foreign_mtp(arch, dep, sets or ())
     check_model_for_deployment(arch, dep)
     plan = plan_pool(arch, dep)
@@ -216,7 +209,7 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
 
 def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[Deployment, str | None]:
     """A deployment file written for another model does not give its MTP draft tokens to a model without MTP
-    layers (issue 13: gpt-oss on a GLM-5.3 file); a --set speculative_num_draft_tokens is kept as given."""
+    layers (gpt-oss on a GLM-5.3 file); a --set speculative_num_draft_tokens is kept as given."""
     from kvplan.models.load import canonical_key
 
     foreign = dep.name and dep.model not in ("", arch.name)

@@ -1,4 +1,4 @@
-"""Every option used or refused (issue 25 item 4).
+"""Every option used or refused.
 
 click (vendored by typer) keeps the last of a single-value option given twice (``fit --require-ctx 1M
 --require-ctx 128K`` planned 128K alone and said FITS); ``SingleValues`` refuses the repeat before parsing.
@@ -16,13 +16,13 @@ from typer._click.core import ParameterSource
 from typer._click.exceptions import UsageError
 from typer.core import TyperCommand, TyperOption
 
+from kvplan.limits import check_environment
+
 
 class SingleValues(TyperCommand):
     """A kvplan command whose single-value options may be given once (``multiple`` ones, e.g. ``--set``, repeat)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        from kvplan.limits import check_environment
-
         check_environment()  # KVPLAN_MAX_*_BYTES: a bad value is refused, not the default in silence
         repeated = first_repeat(self.params, args)
         if repeated is not None:

@@ -70,13 +70,13 @@ def doctor(
         cached = tokens("--hit", hit) if hit is not None else None
         if length is not None and length <= 0:
             raise InputError(f"--ctx must be positive, got {length}")
-        if cached is not None and length is not None and cached > length:  # with or without --model (issue 25)
+        if cached is not None and length is not None and cached > length:  # with or without --model
             raise InputError(f"--hit {cached:,} is longer than --ctx {length:,}")
         parsed = parse_log(log_lines(log), str(log))
         explicit = model is not None or deploy is not None or bool(set_)
         dep = load_deployment(deploy, set_ or ())
         arch = load_model(model if model is not None else deployment_model_ref(dep))
-        dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # issue 23 item 3
+        dep = retarget(dep, arch) if model is not None or dep.model != dep.written_for else dep  # its own knobs
         cls = parsed.chosen.model_class
         path = parsed.chosen.model_path
         if (
@@ -126,6 +126,6 @@ def doctor(
 
 def _rows_explained(result: Diagnosis) -> bool:
     """A cause of the default deployment's model whose own rows have the log's bytes (bf16 rows of GLM-5.3): only
-    then does a log whose rows are not the default's keep a cause of that model (issue 24 item 5)."""
+    then does a log whose rows are not the default's keep a cause of that model."""
     cause = result.headline.cause
     return result.headline.kind == "cause" and cause is not None and cause.bytes_agree is True

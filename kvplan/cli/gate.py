@@ -192,7 +192,7 @@ def _old_entries(path: Path, given: set[str], prune: bool) -> dict[str, Figures]
 def _deployment_files(configs: list[str], locked: Iterable[str], lock_path: Path | None) -> list[str]:
     """The configs that are kvplan deployments: a file with an entry in the lock, or a mapping with a `model`
     (README's minimal form) or an `engine` key. Each other YAML is skipped with a note on stderr."""
-    from kvplan.models.load import read_file
+    from kvplan.models.reader import read_file
 
     keys = set(locked)
     keep = []
@@ -359,7 +359,7 @@ def diff(
 
 
 def _version_diff(configs: list[str], versions: tuple[str, str], fmt: OutputFormat) -> None:
-    """One row per config: its pool and limits under each version's rules (kvplan.engines.versions)."""
+    """One row per config: its pool and limits under each version's rules (kvplan.versions)."""
     from kvplan.errors import PlanError
     from kvplan.render.version_report import VersionRow, version_diff_report
 

@@ -151,11 +151,11 @@ def simulate(
     kvplan simulate trace.jsonl --semantics sglang --occupancy
     """
     with boundary():
+        from kvplan.engines.length import ContextLimit
         from kvplan.errors import InputError
         from kvplan.fsio import check_outputs
         from kvplan.render.sim_report import SimSetting, simulate_report, sweep_report
         from kvplan.sim import published as pub
-        from kvplan.sim.context import ContextLimit
         from kvplan.sim.paging import Paging
         from kvplan.sim.replay import Service
         from kvplan.sim.run import (

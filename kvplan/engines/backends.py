@@ -1,32 +1,7 @@
 """Which attention backends each engine accepts for MLA / DSA models on which GPU, and which it picks (pure).
 
 One table per engine; each row is a backend name as the engine spells it, the platforms it runs on and,
-for DSA, the MLA row layout it gives an fp8 cache. Sources (SGLang 0.5.23, vLLM 0.33.0):
-
-SGLang
-- names: ``--dsa-prefill-backend`` / ``--dsa-decode-backend`` choices, ``DSA_CHOICES`` in
-  ``srt/server_args.py`` (flashmla_sparse, flashmla_kv, flashmla_auto, fa3, tilelang, aiter, trtllm), plus
-  ``flashinfer_sparse_mla`` that ``srt/arg_groups/overrides.py _dsa_split_backend_resolution`` sets for
-  GLM fp8 on SM12x; the plain-MLA ``--attention-backend`` choices (``ATTENTION_BACKEND_CHOICES``).
-- defaults: ``_dsa_split_backend_resolution`` (shared/reference/sglang-0.5.23.md §2.7): HIP -> triton;
-  fp8 -> trtllm on SM10x, flashmla_kv below; bf16 -> prefill flashmla_sparse, decode trtllm (SM10x) / fa3;
-  dcp > 1 -> trtllm (``model_overrides/deepseek_v2.py _dsa_dcp_overrides``).
-- tilelang with an fp8 cache is ROCm-only (``_check_tilelang_dsa_fp8_kv``: "the CUDA kernel hardcodes
-  bfloat16"); FlashMLA kernels are SM90/SM100; trtllm (TRT-LLM gen) is SM10x; fa3 is SM80-SM90.
-- layout: ``kv_cache_configurator.py calculate_mla_kv_cache_dim`` (reference §1.2): trtllm on either side,
-  both sides tilelang, or any DSA backend on HIP -> raw 576 B fp8 rows; else fp8_ds_mla (656 B).
-
-vLLM
-- names: ``AttentionBackendEnum`` (``v1/attention/backends/registry.py``); priorities in
-  ``platforms/cuda.py _get_backend_priorities`` (reference §7): SM90 sparse FLASH_ATTN_MLA_SPARSE (bf16 only),
-  FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90; SM10x with a quantized cache FLASHINFER_MLA_SPARSE (raw
-  576 B fp8), FLASHMLA_SPARSE (fp8_ds_mla); dense MLA FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA,
-  CUTLASS_MLA, TRITON_MLA.
-- ROCm: ``platforms/rocm.py _get_backend_priorities``: sparse -> ROCM_AITER_MLA_SPARSE only (bf16 or fp8,
-  576-wide rows: ``v1/attention/backends/mla/rocm_aiter_mla_sparse.py``); dense MLA -> ROCM_AITER_MLA,
-  TRITON_MLA, ROCM_AITER_TRITON_MLA.
-- no sparse backend accepts SM < 90: upstream vLLM cannot serve a DSA model on an A100 ("No valid attention
-  backend"), and neither can SGLang, whose DSA indexer runs DeepGEMM's fp8 MQA-logits kernels (SM90+).
+for DSA, the MLA row layout it gives an fp8 cache (sources above ``Backend``).
 """
 
 from __future__ import annotations
@@ -57,6 +32,32 @@ def platform_label(gpu: Gpu) -> str:
     return f"SM{gpu.sm} (CUDA)"
 
 
+# The tables' sources (SGLang 0.5.23, vLLM 0.33.0):
+#
+# SGLang
+# - names: ``--dsa-prefill-backend`` / ``--dsa-decode-backend`` choices, ``DSA_CHOICES`` in
+#   ``srt/server_args.py`` (flashmla_sparse, flashmla_kv, flashmla_auto, fa3, tilelang, aiter, trtllm), plus
+#   ``flashinfer_sparse_mla`` that ``srt/arg_groups/overrides.py _dsa_split_backend_resolution`` sets for
+#   GLM fp8 on SM12x; the plain-MLA ``--attention-backend`` choices (``ATTENTION_BACKEND_CHOICES``).
+# - defaults: ``_dsa_split_backend_resolution`` (shared/reference/sglang-0.5.23.md §2.7): HIP -> triton;
+#   fp8 -> trtllm on SM10x, flashmla_kv below; bf16 -> prefill flashmla_sparse, decode trtllm (SM10x) / fa3;
+#   dcp > 1 -> trtllm (``model_overrides/deepseek_v2.py _dsa_dcp_overrides``).
+# - tilelang with an fp8 cache is ROCm-only (``_check_tilelang_dsa_fp8_kv``: "the CUDA kernel hardcodes
+#   bfloat16"); FlashMLA kernels are SM90/SM100; trtllm (TRT-LLM gen) is SM10x; fa3 is SM80-SM90.
+# - layout: ``kv_cache_configurator.py calculate_mla_kv_cache_dim`` (reference §1.2): trtllm on either side,
+#   both sides tilelang, or any DSA backend on HIP -> raw 576 B fp8 rows; else fp8_ds_mla (656 B).
+#
+# vLLM
+# - names: ``AttentionBackendEnum`` (``v1/attention/backends/registry.py``); priorities in
+#   ``platforms/cuda.py _get_backend_priorities`` (reference §7): SM90 sparse FLASH_ATTN_MLA_SPARSE (bf16 only),
+#   FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE_SM90; SM10x with a quantized cache FLASHINFER_MLA_SPARSE (raw
+#   576 B fp8), FLASHMLA_SPARSE (fp8_ds_mla); dense MLA FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA,
+#   CUTLASS_MLA, TRITON_MLA.
+# - ROCm: ``platforms/rocm.py _get_backend_priorities``: sparse -> ROCM_AITER_MLA_SPARSE only (bf16 or fp8,
+#   576-wide rows: ``v1/attention/backends/mla/rocm_aiter_mla_sparse.py``); dense MLA -> ROCM_AITER_MLA,
+#   TRITON_MLA, ROCM_AITER_TRITON_MLA.
+# - no sparse backend accepts SM < 90: upstream vLLM cannot serve a DSA model on an A100 ("No valid attention
+#   backend"), and neither can SGLang, whose DSA indexer runs DeepGEMM's fp8 MQA-logits kernels (SM90+).
 @dataclass(frozen=True)
 class Backend:
     """One attention backend: where it runs and what an fp8 cache looks like under it."""

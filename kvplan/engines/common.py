@@ -11,7 +11,7 @@ from kvplan.models.arch import ModelArch, PipelineStage, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import stage_weights
-from kvplan.units import GiB, MiB, cdiv
+from kvplan.units import MiB, cdiv, gib
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ class PoolPlan:
     attn_tp: int = 1
     """Attention tensor-parallel ranks (tp / dp_attention): how the kv heads are split."""
     pools: tuple[Pool, ...] = ()
-    """The pools of a hybrid model (issue 13); empty for a uniform model, whose rows / pages ARE its one pool.
+    """The pools of a hybrid model; empty for a uniform model, whose rows / pages ARE its one pool.
 
     vLLM: ONE Pool (the shared block pool) with one Demand per KV cache group; SGLang: several (the full-attention
     token pool, the SWA pool, the Mamba state pool). For a hybrid, ``rows`` / ``usable_pages`` / ``logged_tokens``
@@ -365,11 +365,6 @@ def does_not_start(why: str) -> PlanError:
     return PlanError(f"the engine does not start: {why}")
 
 
-def _gib(n: int) -> str:
-    """GiB to two places with the exact bytes, for a startup message as the engines word theirs."""
-    return f"{n / GiB:.2f} GiB ({n:,} B)"
-
-
 def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, free_label: str) -> str | None:
     """Why the engine cannot load the weights (its startup error), or None; nonsense figures raise.
 
@@ -392,7 +387,7 @@ def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, fr
         return f"{free_label} is {free_before_load:,} B: nothing is left to load the weights into"
     if weights > free_before_load:
         return (
-            f"weights {_gib(weights)} > {_gib(free_before_load)} {free_label} on one {gpu.name}: "
-            "loading them runs out of memory"
+            f"weights {gib(weights, 'engine_exact')} > {gib(free_before_load, 'engine_exact')} {free_label} "
+            f"on one {gpu.name}: loading them runs out of memory"
         )
     return None

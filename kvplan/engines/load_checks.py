@@ -1,4 +1,4 @@
-"""The refusals an engine raises while it builds the model, before any memory is profiled (issue 23 item 2; pure).
+"""The refusals an engine raises while it builds the model, before any memory is profiled (pure).
 
 Both engines split each layer's weights by the deployment's layout while constructing the model, and refuse to
 start when a slice is not whole. Each rule below is one such check, with the engine's file and function and its
@@ -6,18 +6,6 @@ message verbatim (filled with the model's numbers); they run in the engine's con
 then layer 0's attention, then layer 0's MLP, dense or MoE), and the first that fails is the engine's error.
 ``plan_pool`` (kvplan.engines) sets it as the plan's ``startup_error``; admit re-plans its remedies (ep, another
 tp) and fit prunes the candidate with the same message.
-
-The splits (``Split``): attention over attention TP = tp / dp_attention; routed experts over
-- SGLang: moe_ep = ep, moe_tp = tp / ep (``parallel_state`` ``get_moe_expert_parallel_world_size`` /
-  ``get_moe_tensor_parallel_world_size``);
-- vLLM: ``--enable-expert-parallel`` (kvplan's ep > 1) puts whole experts on every rank (moe_tp 1, EP over all
-  tp ranks); without it each expert is split tp ways (``FusedMoEParallelConfig.make``).
-
-Not modelled: SGLang's ROCm aiter padding (``SGLANG_USE_AITER`` skips the MoE block check when the padding is a
-block: an environment switch, so AMD GPUs are not refused here); SGLang's dense MLP under DP attention (its
-row-parallel check compares with the whole TP size); shared experts; fp8 blocks in compressed-tensors or
-modelopt checkpoints; hybrid models (kvplan.models.hybrid builds no ShardDims); vLLM releases before
-vllm-project/vllm#30836, which also checked merged slices (the same verdict, another projection's message).
 """
 
 from __future__ import annotations
@@ -25,14 +13,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from kvplan.engines.versions import sglang_rules
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.shards import Block, ShardDims
+from kvplan.versions import sglang_rules
 
 ENGINE = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
+# The splits and the refusals they meet:
+#
+# The splits (``Split``): attention over attention TP = tp / dp_attention; routed experts over
+# - SGLang: moe_ep = ep, moe_tp = tp / ep (``parallel_state`` ``get_moe_expert_parallel_world_size`` /
+#   ``get_moe_tensor_parallel_world_size``);
+# - vLLM: ``--enable-expert-parallel`` (kvplan's ep > 1) puts whole experts on every rank (moe_tp 1, EP over all
+#   tp ranks); without it each expert is split tp ways (``FusedMoEParallelConfig.make``).
+#
+# Not modelled: SGLang's ROCm aiter padding (``SGLANG_USE_AITER`` skips the MoE block check when the padding is a
+# block: an environment switch, so AMD GPUs are not refused here); SGLang's dense MLP under DP attention (its
+# row-parallel check compares with the whole TP size); shared experts; fp8 blocks in compressed-tensors or
+# modelopt checkpoints; hybrid models (kvplan.models.hybrid builds no ShardDims); vLLM releases before
+# vllm-project/vllm#30836, which also checked merged slices (the same verdict, another projection's message).
 @dataclass(frozen=True)
 class Layout:
     """The split sizes the engine's loader divides by."""

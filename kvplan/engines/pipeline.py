@@ -120,7 +120,7 @@ _SPEC_UNDER_PP = {
     " unless SGLANG_ENABLE_PP_SPEC=1 (sglang PR #30775: the draft worker on the last stage only), which kvplan"
     " does not plan; plan it at pp 1",
     "vllm": "speculative decoding with pp {pp}: vLLM's MTP drafter does not start under pipeline parallelism"
-    " (SpeculativeConfig._verify_args demands SupportsPP of the draft model, vllm issue #52069), and kvplan does"
+    " (SpeculativeConfig._verify_args demands SupportsPP of the draft model, vllm-project/vllm#52069), and kvplan does"
     " not plan it; plan it at pp 1",
 }
 _PER_GPU_TERMS = {

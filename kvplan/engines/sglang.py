@@ -1,5 +1,5 @@
 """SGLang: deployment -> pool plan, as SGLang 0.5.23 computes it; other versions by the rules in force then
-(kvplan/engines/versions.py: every release from 0.4.0 to 0.5.23, the rows below 0.5.9 read from the release wheels).
+(kvplan/versions.py: every release from 0.4.0 to 0.5.23, the rows below 0.5.9 read from the release wheels).
 
 Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engines.md. In short, on one GPU:
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kvplan.engines import sglang_defaults
+import kvplan.engines.sglang_defaults as sglang_defaults
 from kvplan.engines.backends import Backend, check_backend, check_serves, dsa_fp8_layout, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -29,16 +29,16 @@ from kvplan.engines.common import (
     weights_knob,
 )
 from kvplan.engines.context import long_context_note
-from kvplan.engines.versions import parse_version, rules_note, sglang_rules
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
+from kvplan.versions import parse_version, rules_note, sglang_rules
 
 if TYPE_CHECKING:
-    from kvplan.engines.sglang_hybrid import HybridSizer
+    from kvplan.engines.hybrid_steps import HybridSteps  # a type only: the chain loads no hybrid module
 
 DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 """CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
@@ -309,19 +309,7 @@ self.max_running_requests = 48`` under EAGLE); the 0.4.4 wheel has no such defau
 SPEC_RUNNING_SINCE = (0, 4, 5)
 
 
-def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    """The pool SGLang builds on each GPU; a hybrid model (sliding window, linear-attention state) goes through
-    kvplan.engines.sglang_hybrid, which sizes its extra pools around this same memory chain."""
-    if arch.is_hybrid:
-        from kvplan.engines import sglang_allswa, sglang_hybrid
-
-        if sglang_allswa.planned_here(arch):
-            return sglang_allswa.plan(arch, dep)
-        return sglang_hybrid.plan(arch, dep)
-    return plan_pools(arch, dep, None)
-
-
-def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSizer | None) -> PoolPlan:
+def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> PoolPlan:
     """The memory chain and the token pool; ``hybrid`` (a hybrid model's full-attention layers as ``arch``) adds
     SGLang's hybrid steps: the Mamba state pool taken out of the budget first, the SWA pool sized beside the full
     pool, running requests capped by the state slots (kvplan.engines.sglang_hybrid, each step cited there)."""

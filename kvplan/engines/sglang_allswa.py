@@ -1,42 +1,19 @@
-"""SGLang's pool for a model whose every layer is sliding-window attention (issue 23), as SGLang 0.5.23 sizes it.
+"""SGLang's pool for a model whose every layer is sliding-window attention, as SGLang 0.5.23 sizes it.
 Source: the sglang 0.5.23 release wheel (``pip download --no-deps sglang==0.5.23``), files under ``sglang/srt/``.
-
-``configs/model_config.py`` ``get_hybrid_layer_ids`` reads ``layer_types``: every layer ``sliding_attention``
-gives ``full_attention_layer_ids = []``, and ``create_memory_pool_configurator`` still picks
-``HybridSWAPoolConfigurator`` (``is_hybrid_swa``; ``SWARequestCapPoolConfigurator.is_applicable`` wants a full
-layer). Its all-SWA branch (``_recompute_cell_size`` / ``_solve_pool_sizes``, "full_layers == 0"):
-
-    cell_size      = swa_per_token × swa_layers           (no swa_full_tokens_ratio: no full pool to relate to)
-    max_total      = int(available // cell_size)
-    swa_tokens     = max_total // page × page             (max_total_num_tokens = swa_max_total_num_tokens)
-    full tokens    = 0
-    log: "Use sliding window memory pool (all SWA). swa_layer_tokens={swa}"
-
-``validate_swa_pool_size`` is not called on this branch. ``--max-total-tokens`` caps through
-``calculate_pool_sizes_from_max_tokens`` -> the same ``_solve_pool_sizes``: swa_tokens = cap // page × page.
-``kv_cache_configurator.py`` builds ``SWAKVPool`` (a zero-layer full sub-pool: no buffers, ``memory_pool.py``
-"Zero-layer pool (e.g. all-SWA model's full sub-pool) has no buffers") and ``PureSWATokenToKVPoolAllocator`` over
-swa_tokens; the scheduler's prefill budget counts the SWA pool (``prefill_budget.SWAPrefillBudget(all_swa=True)``),
-the radix cache is ``PureSWARadixCache``. That is the uniform memory chain of kvplan.engines.sglang.plan_pools over
-the sliding layers, told here as one sliding-window pool.
-
-Only the architectures ``is_hybrid_swa_model`` lists get a SWA pool (``HYBRID_SWA_ARCHS``); any other model whose
-``layer_types`` mark sliding layers (e.g. Qwen3 or Gemma 3 with ``layer_types``) is sized by
-``DefaultPoolConfigurator`` over every layer, the window applied by the attention kernel only: one full pool.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
 from kvplan.engines.sglang_hybrid import HYBRID_VERSION, SWA_EVICTION_INTERVAL
-from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
 from kvplan.models.deploy import Deployment
+from kvplan.versions import parse_version
 
 HYBRID_SWA_ARCHS = frozenset({
     "BeamForCausalLM", "Llama4ForConditionalGeneration", "GptOssForCausalLM", "GraniteSWAForCausalLM",
@@ -68,9 +45,33 @@ def all_sliding(arch: ModelArch) -> bool:
 
 
 def _refuse(arch: ModelArch, dep: Deployment, why: str) -> PlanError:
-    return PlanError(f"kvplan does not yet plan {why} ({arch.name}) on SGLang {dep.engine_version}: issue 23")
+    return PlanError(f"kvplan does not yet plan {why} ({arch.name}) on SGLang {dep.engine_version}")
 
 
+# Where the all-SWA pool is sized in SGLang 0.5.23:
+#
+# ``configs/model_config.py`` ``get_hybrid_layer_ids`` reads ``layer_types``: every layer ``sliding_attention``
+# gives ``full_attention_layer_ids = []``, and ``create_memory_pool_configurator`` still picks
+# ``HybridSWAPoolConfigurator`` (``is_hybrid_swa``; ``SWARequestCapPoolConfigurator.is_applicable`` wants a full
+# layer). Its all-SWA branch (``_recompute_cell_size`` / ``_solve_pool_sizes``, "full_layers == 0"):
+#
+#     cell_size      = swa_per_token × swa_layers           (no swa_full_tokens_ratio: no full pool to relate to)
+#     max_total      = int(available // cell_size)
+#     swa_tokens     = max_total // page × page             (max_total_num_tokens = swa_max_total_num_tokens)
+#     full tokens    = 0
+#     log: "Use sliding window memory pool (all SWA). swa_layer_tokens={swa}"
+#
+# ``validate_swa_pool_size`` is not called on this branch. ``--max-total-tokens`` caps through
+# ``calculate_pool_sizes_from_max_tokens`` -> the same ``_solve_pool_sizes``: swa_tokens = cap // page × page.
+# ``kv_cache_configurator.py`` builds ``SWAKVPool`` (a zero-layer full sub-pool: no buffers, ``memory_pool.py``
+# "Zero-layer pool (e.g. all-SWA model's full sub-pool) has no buffers") and ``PureSWATokenToKVPoolAllocator`` over
+# swa_tokens; the scheduler's prefill budget counts the SWA pool (``prefill_budget.SWAPrefillBudget(all_swa=True)``),
+# the radix cache is ``PureSWARadixCache``. That is the uniform memory chain of kvplan.engines.sglang.plan_pools over
+# the sliding layers, told here as one sliding-window pool.
+#
+# Only the architectures ``is_hybrid_swa_model`` lists get a SWA pool (``HYBRID_SWA_ARCHS``); any other model whose
+# ``layer_types`` mark sliding layers (e.g. Qwen3 or Gemma 3 with ``layer_types``) is sized by
+# ``DefaultPoolConfigurator`` over every layer, the window applied by the attention kernel only: one full pool.
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The all-SWA pool SGLang 0.5.23 builds on each GPU (module docstring)."""
     if arch.architecture not in HYBRID_SWA_ARCHS:

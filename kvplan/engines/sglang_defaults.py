@@ -3,26 +3,14 @@
 SGLang's own choice logic, read per release; kvplan then validates the choice against
 ``kvplan.engines.backends`` like an explicit one, so a default it picks is a backend the engine accepts there
 (tests/property/test_default_backends.py walks every version row x catalog GPU x model preset).
-
-Full attention (MHA / GQA), 0.5.23 ``server_args.py get_default_attn_backend`` (0.4.x: the same branches in
-``model_runner.py model_specific_adjustment``):
-- Hopper (``is_hopper_with_cuda_12_3``: SM 9.x): fa3;
-- ``is_sm100_supported`` (SM 10.x only: B200, B300, GB200, GB300): trtllm_mha, from sgl-project/sglang#14291
-  (``SglangRules.mha_trtllm_sm100``); before it, the branch below;
-- HIP (gfx942 / gfx950): aiter;
-- else flashinfer: SM 8.x and SM 12.x (RTX 5090, RTX PRO 6000, GB10: "trtllm_mha does not support SM120, which
-  will fall back to flashinfer", sgl-project/sglang#14842).
-Plain MLA: Hopper fa3; SM 10.x flashinfer, but ``_handle_model_specific_adjustments`` sets trtllm_mla for
-DeepseekV3ForCausalLM there ("Use trtllm_mla as attention backend on sm100 for DeepseekV3ForCausalLM"); HIP aiter;
-else triton (SM 8.x, SM 12.x). DSA: ``_dsa_split_backend_resolution`` (shared/reference/sglang-0.5.23.md §2.7).
 """
 
 from __future__ import annotations
 
 from kvplan.engines.backends import platform_label
-from kvplan.engines.versions import SglangRules
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
+from kvplan.versions import SglangRules
 
 SM120_TRTLLM_MHA_BUG = (
     "; this SGLang itself picks trtllm_mha on SM12x and refuses it at startup (sgl-project/sglang#14814, fixed by "
@@ -35,6 +23,19 @@ def _family(dep: Deployment) -> int:
     return dep.gpu.sm // 10 if dep.gpu.vendor == "nvidia" else 0
 
 
+# The choice, as each release makes it:
+#
+# Full attention (MHA / GQA), 0.5.23 ``server_args.py get_default_attn_backend`` (0.4.x: the same branches in
+# ``model_runner.py model_specific_adjustment``):
+# - Hopper (``is_hopper_with_cuda_12_3``: SM 9.x): fa3;
+# - ``is_sm100_supported`` (SM 10.x only: B200, B300, GB200, GB300): trtllm_mha, from sgl-project/sglang#14291
+#   (``SglangRules.mha_trtllm_sm100``); before it, the branch below;
+# - HIP (gfx942 / gfx950): aiter;
+# - else flashinfer: SM 8.x and SM 12.x (RTX 5090, RTX PRO 6000, GB10: "trtllm_mha does not support SM120, which
+#   will fall back to flashinfer", sgl-project/sglang#14842).
+# Plain MLA: Hopper fa3; SM 10.x flashinfer, but ``_handle_model_specific_adjustments`` sets trtllm_mla for
+# DeepseekV3ForCausalLM there ("Use trtllm_mla as attention backend on sm100 for DeepseekV3ForCausalLM"); HIP aiter;
+# else triton (SM 8.x, SM 12.x). DSA: ``_dsa_split_backend_resolution`` (shared/reference/sglang-0.5.23.md §2.7).
 def mha_backend(arch: ModelArch, dep: Deployment, rules: SglangRules) -> tuple[str, str]:
     """A full-attention model's default backend and why (module doc)."""
     where = platform_label(dep.gpu)

@@ -1,91 +1,18 @@
-"""SGLang's hybrid pools (issue 13): sliding-window (SWA) and linear-attention / Mamba state models, as SGLang 0.5.23
+"""SGLang's hybrid pools: sliding-window (SWA) and linear-attention / Mamba state models, as SGLang 0.5.23
 sizes them. Source: the sglang 0.5.23 release wheel (``pip download --no-deps sglang==0.5.23``), files under
 ``sglang/srt/``.
 
 A hybrid model is planned as its full-attention layers (a uniform model: kvplan.engines.sglang.plan_pools sizes
 their token pool with the memory chain every SGLang plan uses) plus the steps below, each SGLang's own.
-
-Sliding window (gpt-oss; ``model_executor/pool_configurator.py`` ``HybridSWAPoolConfigurator``):
-
-    full_per_token = kv_heads_per_rank × (head_dim + v_head_dim) × kv bytes        (× full layers)
-    swa_per_token  = swa kv_heads_per_rank × (swa_head_dim + swa_v_head_dim) × kv bytes   (× SWA layers)
-    cell_size      = full_per_token × full_layers + swa_full_tokens_ratio × swa_per_token × swa_layers   (a float)
-    max_total      = int(available // cell_size)
-    full_tokens    = max_total // page × page          (logged max_total_num_tokens)
-    swa_tokens     = int(full_tokens × swa_full_tokens_ratio) // page × page
-    log: "Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"
-
-``swa_full_tokens_ratio`` defaults to 0.8 (``arg_groups/fields/schedule.py``: ``fallback=0.8``); DeepSeek-V4 and
-Inkling set 0.1 (``arg_groups/model_overrides/``). ``validate_swa_pool_size`` refuses a SWA pool of at most
-window + page tokens. ``SWARequestCapPoolConfigurator`` (SWA pool sized from ``--max-running-requests`` with
-the radix cache disabled: knobs ``disable_radix_cache``, ``swa_eviction_interval``) is kvplan.engines.sglang_swa_cap;
-``--enable-unified-memory`` (off by default) is not planned.
-
-Linear-attention / Mamba state (Qwen3-Next, Kimi-Linear; ``mem_cache/kv_cache_configurator.py``):
-
-- ``_profile_available_bytes``: rest = free after weights − pre_load_free × (1 − mem_fraction_static) (GiB
-  floats), then ``_handle_max_mamba_cache`` takes the state pool out of it BEFORE the token pool is sized;
-- ``_handle_max_mamba_cache`` without ``--max-mamba-cache-size`` (no speculative decoding):
-  mamba_budget = rest × r / (1 + r), r = ``mamba_full_memory_ratio`` (default 0.9);
-  max_mamba_cache_size K = int((mamba_budget × 2^30 − per_req) // per_req); rest −= (K + 1) × per_req / 2^30
-  (+1: the pool's padding slot); K ≤ 0 is SGLang's "Not enough GPU memory for hybrid (mamba/linear-attention)
-  state cache" start-up error;
-- ``per_req`` = ``mamba_cache_per_req`` (``configs/mamba_utils.py``): conv + temporal state × every linear layer,
-  conv bf16, temporal the config's ``mamba_ssm_dtype`` else float32 (kvplan.models.cache.LinearState);
-- the token pool: ``DefaultPoolConfigurator`` with the cell over ``full_attention_layer_ids`` only;
-- ``resolve_max_num_reqs``: max_running_requests = min(its usual value, K // mamba_ratio), logged as
-  "max_running_requests is capped to N by the mamba state cache"; ``_calculate_mamba_ratio``: 1 with the radix
-  cache disabled, else ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` 3 + the extra-buffer tracking slots
-  (``get_mamba_tracking_slots``: 2 with the overlap scheduler, 1 without). Qwen3-Next and Kimi-Linear are in
-  ``_MAMBA_EXTRA_BUFFER_ARCHS`` (``arg_groups/overrides.py``), the linear-attention backend defaults to triton and
-  the overlap scheduler is on, so ``_mamba_radix_cache_resolution`` picks ``extra_buffer``: 5 slots a request.
-- log (``mem_cache/memory_pool.py`` ``MambaPool``): "Mamba Cache is allocated. max_mamba_cache_size: K,
-  conv_state size: X GB, ssm_state size: Y GB".
-
-Knobs: ``swa_full_tokens_ratio`` and ``max_mamba_cache_size`` (SGLang's flags; the explicit size skips the
-auto-sizing, ``// attn_dp_size`` per rank as ``_handle_max_mamba_cache`` does).
-
-What the plan's figures mean for a hybrid: ``rows`` / ``logged_tokens`` are the full-attention pool's
-``max_total_num_tokens`` (the scheduler line's figure); ``usable_pages`` its pages; ``cell`` its bytes per token
-(full layers only); ``pools`` the full pool, the SWA pool and the Mamba state pool, each with what one request
-takes from it (kvplan.engines.common.Demand).
-
-Speculative decoding (NEXTN / EAGLE) is planned for Qwen3-Next: max_running_requests 48 when not given
-(``_handle_eagle_family``); ``_handle_max_mamba_cache`` solves K jointly with the intermediate state,
-K = int((budget − per_req × (1 + D)) // (per_req × (1 + D / mamba_ratio))), and reserves
-per_req × (min(max_running_requests, K // mamba_ratio) + 1) × D out of rest; MambaPool allocates
-``intermediate_ssm_state_cache`` and the (deduplicated) ``intermediate_conv_window``; the draft worker's one-layer
-HybridLinearKVPool over the target's rows comes from the slack (``_with_draft_pool``).
-
-Not planned, each refused with one line (never a silently wrong pool): speculative decoding on the other hybrids
-(draft SWA pools, other drafts' state), dcp, SWA and linear state in one model,
-a model without attention layers (all-state), other SGLang versions than 0.5.23; an all-sliding-window model is
-planned by kvplan.engines.sglang_allswa.
-
-GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
-``index_kpool`` tokens; ``configs/hybrid_arch.py`` ``glm5_next_config``) is the linear-state path above with a DSA
-token pool: ``_build_hybrid_linear_kv_pool`` builds ``HybridLinearKVPool`` over ``DSATokenToKVPool`` on the
-full layers, and ``DefaultPoolConfigurator._compute_cell_size`` charges ``calculate_mla_kv_cache_dim`` × full
-layers + ceil((index_head_dim + index_head_dim / 128 × 4) / index_kpool) × indexer layers (33 B for kpool 4);
-the page is 64 × index_kpool over any --page-size (``_deepseek_family_overrides``); it is in
-``_MAMBA_EXTRA_BUFFER_ARCHS`` (5 state slots a request); the pooled-index compress tails sit beside the pool.
-
-DeepSeek-V4 (``DSV4PoolConfigurator``: the full pool of C4 / C128 compressed KV and C4 indexer keys, the SWA pool
-with the C4 compress-state rings, the C128 compress-state rings, one per running request) is planned by
-``plan_dsv4`` below, each rule cited there (with speculative decoding: 16 / 256-row compress rings, bytes per token
-inflated by (layers + 1) / layers for the draft worker); refused there: dcp / pp, SM100 (V4.1 layout), AMD, more
-draft tokens than the C4 ring serves (SGLang's assertion).
-Not expressible: ``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
 from kvplan.engines.sglang_swa_cap import SwaRequestCap, request_cap_for, swa_cap_rows_term, swa_pool_story
-from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import (
@@ -98,6 +25,7 @@ from kvplan.models.cache import (
 )
 from kvplan.models.deploy import Deployment
 from kvplan.units import cdiv
+from kvplan.versions import parse_version
 
 SWA_FULL_TOKENS_RATIO = 0.8
 """``--swa-full-tokens-ratio`` when not given (``arg_groups/fields/schedule.py``: ``fallback=0.8``)."""
@@ -124,6 +52,79 @@ GLM5_NEXT = "Glm5NextForConditionalGeneration"
 """GLM-5.3-Flash: KDA state + MLA with the pooled DSA indexer (``configs/hybrid_arch.py`` ``glm5_next_config``)."""
 
 
+# The hybrid chain, step by step (SGLang 0.5.23):
+#
+# Sliding window (gpt-oss; ``model_executor/pool_configurator.py`` ``HybridSWAPoolConfigurator``):
+#
+#     full_per_token = kv_heads_per_rank × (head_dim + v_head_dim) × kv bytes        (× full layers)
+#     swa_per_token  = swa kv_heads_per_rank × (swa_head_dim + swa_v_head_dim) × kv bytes   (× SWA layers)
+#     cell_size      = full_per_token × full_layers + swa_full_tokens_ratio × swa_per_token × swa_layers   (a float)
+#     max_total      = int(available // cell_size)
+#     full_tokens    = max_total // page × page          (logged max_total_num_tokens)
+#     swa_tokens     = int(full_tokens × swa_full_tokens_ratio) // page × page
+#     log: "Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}"
+#
+# ``swa_full_tokens_ratio`` defaults to 0.8 (``arg_groups/fields/schedule.py``: ``fallback=0.8``); DeepSeek-V4 and
+# Inkling set 0.1 (``arg_groups/model_overrides/``). ``validate_swa_pool_size`` refuses a SWA pool of at most
+# window + page tokens. ``SWARequestCapPoolConfigurator`` (SWA pool sized from ``--max-running-requests`` with
+# the radix cache disabled: knobs ``disable_radix_cache``, ``swa_eviction_interval``) is kvplan.engines.sglang_swa_cap;
+# ``--enable-unified-memory`` (off by default) is not planned.
+#
+# Linear-attention / Mamba state (Qwen3-Next, Kimi-Linear; ``mem_cache/kv_cache_configurator.py``):
+#
+# - ``_profile_available_bytes``: rest = free after weights − pre_load_free × (1 − mem_fraction_static) (GiB
+#   floats), then ``_handle_max_mamba_cache`` takes the state pool out of it BEFORE the token pool is sized;
+# - ``_handle_max_mamba_cache`` without ``--max-mamba-cache-size`` (no speculative decoding):
+#   mamba_budget = rest × r / (1 + r), r = ``mamba_full_memory_ratio`` (default 0.9);
+#   max_mamba_cache_size K = int((mamba_budget × 2^30 − per_req) // per_req); rest −= (K + 1) × per_req / 2^30
+#   (+1: the pool's padding slot); K ≤ 0 is SGLang's "Not enough GPU memory for hybrid (mamba/linear-attention)
+#   state cache" start-up error;
+# - ``per_req`` = ``mamba_cache_per_req`` (``configs/mamba_utils.py``): conv + temporal state × every linear layer,
+#   conv bf16, temporal the config's ``mamba_ssm_dtype`` else float32 (kvplan.models.cache.LinearState);
+# - the token pool: ``DefaultPoolConfigurator`` with the cell over ``full_attention_layer_ids`` only;
+# - ``resolve_max_num_reqs``: max_running_requests = min(its usual value, K // mamba_ratio), logged as
+#   "max_running_requests is capped to N by the mamba state cache"; ``_calculate_mamba_ratio``: 1 with the radix
+#   cache disabled, else ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` 3 + the extra-buffer tracking slots
+#   (``get_mamba_tracking_slots``: 2 with the overlap scheduler, 1 without). Qwen3-Next and Kimi-Linear are in
+#   ``_MAMBA_EXTRA_BUFFER_ARCHS`` (``arg_groups/overrides.py``), the linear-attention backend defaults to triton and
+#   the overlap scheduler is on, so ``_mamba_radix_cache_resolution`` picks ``extra_buffer``: 5 slots a request.
+# - log (``mem_cache/memory_pool.py`` ``MambaPool``): "Mamba Cache is allocated. max_mamba_cache_size: K,
+#   conv_state size: X GB, ssm_state size: Y GB".
+#
+# Knobs: ``swa_full_tokens_ratio`` and ``max_mamba_cache_size`` (SGLang's flags; the explicit size skips the
+# auto-sizing, ``// attn_dp_size`` per rank as ``_handle_max_mamba_cache`` does).
+#
+# What the plan's figures mean for a hybrid: ``rows`` / ``logged_tokens`` are the full-attention pool's
+# ``max_total_num_tokens`` (the scheduler line's figure); ``usable_pages`` its pages; ``cell`` its bytes per token
+# (full layers only); ``pools`` the full pool, the SWA pool and the Mamba state pool, each with what one request
+# takes from it (kvplan.engines.common.Demand).
+#
+# Speculative decoding (NEXTN / EAGLE) is planned for Qwen3-Next: max_running_requests 48 when not given
+# (``_handle_eagle_family``); ``_handle_max_mamba_cache`` solves K jointly with the intermediate state,
+# K = int((budget − per_req × (1 + D)) // (per_req × (1 + D / mamba_ratio))), and reserves
+# per_req × (min(max_running_requests, K // mamba_ratio) + 1) × D out of rest; MambaPool allocates
+# ``intermediate_ssm_state_cache`` and the (deduplicated) ``intermediate_conv_window``; the draft worker's one-layer
+# HybridLinearKVPool over the target's rows comes from the slack (``_with_draft_pool``).
+#
+# Not planned, each refused with one line (never a silently wrong pool): speculative decoding on the other hybrids
+# (draft SWA pools, other drafts' state), dcp, SWA and linear state in one model,
+# a model without attention layers (all-state), other SGLang versions than 0.5.23; an all-sliding-window model is
+# planned by kvplan.engines.sglang_allswa.
+#
+# GLM-5.3-Flash (``Glm5NextForConditionalGeneration``: KDA state + MLA with the DSA indexer pooled over
+# ``index_kpool`` tokens; ``configs/hybrid_arch.py`` ``glm5_next_config``) is the linear-state path above with a DSA
+# token pool: ``_build_hybrid_linear_kv_pool`` builds ``HybridLinearKVPool`` over ``DSATokenToKVPool`` on the
+# full layers, and ``DefaultPoolConfigurator._compute_cell_size`` charges ``calculate_mla_kv_cache_dim`` × full
+# layers + ceil((index_head_dim + index_head_dim / 128 × 4) / index_kpool) × indexer layers (33 B for kpool 4);
+# the page is 64 × index_kpool over any --page-size (``_deepseek_family_overrides``); it is in
+# ``_MAMBA_EXTRA_BUFFER_ARCHS`` (5 state slots a request); the pooled-index compress tails sit beside the pool.
+#
+# DeepSeek-V4 (``DSV4PoolConfigurator``: the full pool of C4 / C128 compressed KV and C4 indexer keys, the SWA pool
+# with the C4 compress-state rings, the C128 compress-state rings, one per running request) is planned by
+# ``plan_dsv4`` below, each rule cited there (with speculative decoding: 16 / 256-row compress rings, bytes per token
+# inflated by (layers + 1) / layers for the draft worker); refused there: dcp / pp, SM100 (V4.1 layout), AMD, more
+# draft tokens than the C4 ring serves (SGLang's assertion).
+# Not expressible: ``--mamba-full-memory-ratio`` (kvplan has no knob: 0.9 assumed, said in the knobs).
 def mamba_slots_per_request(*, radix_cache: bool = True, extra_buffer: bool = True, overlap: bool = True) -> int:
     """``_calculate_mamba_ratio``: state slots SGLang reserves per running request.
 
@@ -340,9 +341,9 @@ class HybridSizer:
 
 
 def _engine_refuses(arch: ModelArch, dep: Deployment, why: str, layer: int | None = None) -> PlanError:
-    """One line in the words of kvplan.engines.refuse_unplanned_kinds: what, the model (and layer), the engine."""
+    """One line, exit 2: what kvplan does not yet plan, the model (and layer), the engine."""
     where = f"{arch.name}, layer {layer}" if layer is not None else arch.name
-    return PlanError(f"kvplan does not yet plan {why} ({where}) on SGLang {dep.engine_version}: issue 13 engine rules")
+    return PlanError(f"kvplan does not yet plan {why} ({where}) on SGLang {dep.engine_version}")
 
 
 def _first_layer(arch: ModelArch, kind: type) -> int:

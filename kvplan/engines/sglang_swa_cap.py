@@ -1,19 +1,5 @@
 """SGLang's SWA pool sized from the running-request cap (``SWARequestCapPoolConfigurator``), as SGLang 0.5.23 sizes
 it. Source: the sglang 0.5.23 release wheel, ``sglang/srt/model_executor/pool_configurator.py``.
-
-``create_memory_pool_configurator`` picks it over ``HybridSWAPoolConfigurator`` when ``is_applicable``:
---max-running-requests given, --disable-radix-cache, a positive chunked_prefill_size (outside a decode server), a
-sliding window and at least one full-attention layer. ``compute_swa_request_cap`` without speculative decoding,
-outside a disaggregated decode server:
-
-    trailing    = window + SGLANG_SWA_EVICTION_INTERVAL × 1 + page      (padding keeps the eviction point aligned)
-    per_request = trailing + page                                      (decode_alloc: one page)
-    cap         = per_request × max(1, max_running_requests // attn_dp) + chunks_in_flight × chunked_prefill_size
-                  + page                                               (2 chunks in flight with the overlap scheduler)
-
-``calculate_pool_sizes``: swa = ceil_align(cap, page); full = int((available − swa × swa_cell) // full_cell) // page
-× page ("SWA pool cap (...) leaves no room for the full KV pool" when ≤ 0); no ``validate_swa_pool_size``.
-``calculate_pool_sizes_from_max_tokens`` (--max-total-tokens): full = cap // page × page, swa = min(swa, cap).
 """
 
 from __future__ import annotations
@@ -21,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvplan.engines import sglang
+import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Knob, PoolPlan, Term
-from kvplan.engines.versions import sglang_rules
 from kvplan.models.deploy import Deployment
 from kvplan.units import MiB, cdiv
+from kvplan.versions import sglang_rules
 
 if TYPE_CHECKING:
     from kvplan.engines.sglang_hybrid import HybridSizer
@@ -35,6 +21,21 @@ CHUNKS_IN_FLIGHT = 2
 and kvplan has no knob to turn it off."""
 
 
+# How SGLang 0.5.23 sizes the capped SWA pool:
+#
+# ``create_memory_pool_configurator`` picks it over ``HybridSWAPoolConfigurator`` when ``is_applicable``:
+# --max-running-requests given, --disable-radix-cache, a positive chunked_prefill_size (outside a decode server), a
+# sliding window and at least one full-attention layer. ``compute_swa_request_cap`` without speculative decoding,
+# outside a disaggregated decode server:
+#
+#     trailing    = window + SGLANG_SWA_EVICTION_INTERVAL × 1 + page      (padding keeps the eviction point aligned)
+#     per_request = trailing + page                                      (decode_alloc: one page)
+#     cap         = per_request × max(1, max_running_requests // attn_dp) + chunks_in_flight × chunked_prefill_size
+#                   + page                                               (2 chunks in flight with the overlap scheduler)
+#
+# ``calculate_pool_sizes``: swa = ceil_align(cap, page); full = int((available − swa × swa_cell) // full_cell) // page
+# × page ("SWA pool cap (...) leaves no room for the full KV pool" when ≤ 0); no ``validate_swa_pool_size``.
+# ``calculate_pool_sizes_from_max_tokens`` (--max-total-tokens): full = cap // page × page, swa = min(swa, cap).
 @dataclass(frozen=True)
 class SwaRequestCap:
     """The SWA pool's fixed size when SWARequestCapPoolConfigurator applies."""

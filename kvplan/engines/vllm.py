@@ -1,22 +1,5 @@
 """vLLM: deployment -> pool plan, as vLLM 0.33.0 computes it; V1 releases from 0.9 by the rules in force then
-(kvplan/engines/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
-
-Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
-
-    bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
-    full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
-    available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
-                      (no cudagraph_estimate before 0.21 or with --enforce-eager)
-    non_kv          = weights + DSA buffers + torch peak + non-torch growth of the profiling run
-                      (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
-    num_blocks      = available // bytes_per_block;  block 0 is the null block
-    startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
-
-A hybrid model (sliding window, linear-attention state) keeps this budget; its groups, block and pool are
-kvplan/engines/vllm_hybrid.py: ``PoolPlan.pools`` holds the one shared block pool with a Demand per KV cache group,
-``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
-``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
-startup check counts the blocks of every group.
+(kvplan/versions.py: the CUDA-graph estimate joined the budget in 0.21; V0 is recognised, not modelled).
 """
 
 from __future__ import annotations
@@ -24,7 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from kvplan.engines import vllm_hybrid, vllm_knobs
+import kvplan.engines.vllm_hybrid as vllm_hybrid
+import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
@@ -39,14 +23,14 @@ from kvplan.engines.common import (
     weights_knob,
 )
 from kvplan.engines.context import derived_why, long_context_note
-from kvplan.engines.versions import parse_version, rules_note, vllm_rules
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
-from kvplan.units import GiB, MiB, cdiv
+from kvplan.units import GiB, MiB, cdiv, gib
+from kvplan.versions import parse_version, rules_note, vllm_rules
 
 DEFAULT_NON_KV_OTHER = 6_070 * MiB
 """Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers, at the
@@ -213,13 +197,26 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
     return layout, knobs
 
 
+# The V1 chain, on one GPU:
+#
+# Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
+#
+#     bytes_per_block = block × (mla_row × mla_layers + indexer_row × indexer_layers)   (one uniform group)
+#     full attention  : page = block × kv_heads_per_rank × (head_size + head_size_v) × dtype bytes per layer
+#     available       = ceil(cuda_total × gpu_memory_utilization) − non_kv − cudagraph_estimate
+#                       (no cudagraph_estimate before 0.21 or with --enforce-eager)
+#     non_kv          = weights + DSA buffers + torch peak + non-torch growth of the profiling run
+#                       (kvplan/engines/vllm_profile.py; + DSA_CALIBRATION_BYTES for a DSA model)
+#     num_blocks      = available // bytes_per_block;  block 0 is the null block
+#     startup check   : bytes_per_block × cdiv(cdiv(max_model_len, dcp), block) <= available − bytes_per_block
+#
+# A hybrid model (sliding window, linear-attention state) keeps this budget; its groups, block and pool are
+# kvplan/engines/vllm_hybrid.py: ``PoolPlan.pools`` holds the one shared block pool with a Demand per KV cache group,
+# ``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
+# ``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
+# startup check counts the blocks of every group.
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
-    rules = vllm_rules(dep.engine_version)
-    if rules.v0_budget:  # vLLM 0.6-0.8: the V0 engine's arithmetic (kvplan/engines/vllm_v0.py)
-        from kvplan.engines import vllm_v0
-
-        vllm_knobs.refuse_on_v0(dep)
-        return vllm_v0.plan(arch, dep, rules)
+    rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
     att = arch.attention
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
         raise PlanError("--dtype float32 is planned for full-attention models only (an MLA cache's rows are not)")
@@ -386,8 +383,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         )
         startup_error = (
             "To serve at least one request with the model's max seq len "
-            f"({max_model_len}), ({_gib(needed)} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({_gib(check)} GiB). Based on the available memory, the "
+            f"({max_model_len}), ({gib(needed, 'vllm')} GiB KV cache is needed, which is larger than the "
+            f"available KV cache memory ({gib(check, 'vllm')} GiB). Based on the available memory, the "
             f"estimated maximum model length is {est}. Try increasing `gpu_memory_utilization` "
             "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
             "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
@@ -591,8 +588,3 @@ def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int
     if check_bytes < bytes_per_block or bytes_per_block == 0:
         return 0
     return check_bytes // bytes_per_block * block * dcp
-
-
-def _gib(n: int) -> str:
-    """vLLM's format_gib: round(bytes / GiB, 2), not zero-padded (engine log text, not kvplan output)."""
-    return f"{round(n / GiB, 2)}"

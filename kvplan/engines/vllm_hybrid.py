@@ -44,9 +44,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.engines import vllm_knobs
+import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.common import Demand, Knob
-from kvplan.engines.versions import parse_version
 from kvplan.errors import InputError, PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import (
@@ -60,6 +59,7 @@ from kvplan.models.cache import (
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
 from kvplan.units import cdiv
+from kvplan.versions import parse_version
 
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 """``v1/attention/backends/gdn_attn.py``: the token alignment of the FlashInfer GDN prefill checkpoints."""
@@ -177,9 +177,9 @@ class HybridBlocks:
 
 
 def _refuse(arch: ModelArch, dep: Deployment, what: str, layer: int | None = None) -> InputError:
-    """One line, exit 2, in the words of ``kvplan.engines.refuse_unplanned_kinds``."""
+    """One line, exit 2: what kvplan does not yet plan, the model (and layer), the engine."""
     where = f"{arch.name}, layer {layer}" if layer is not None else arch.name
-    return InputError(f"kvplan does not yet plan {what} ({where}) on vLLM {dep.engine_version}: issue 13 engine rules")
+    return InputError(f"kvplan does not yet plan {what} ({where}) on vLLM {dep.engine_version}")
 
 
 IN_FLIGHT_SINCE = (0, 26, 0)

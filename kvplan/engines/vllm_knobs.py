@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kvplan.engines.common import Knob
-from kvplan.engines.versions import parse_version
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
 from kvplan.models.deploy import AUTO_FIT, Deployment
+from kvplan.versions import parse_version
 
 _DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32"}
 

@@ -1,37 +1,4 @@
-"""vLLM V1's non-KV memory besides the weights: what its profiling run leaves as 'torch peak' and 'non-torch'.
-
-Read from the vLLM 0.19.0 wheel (``v1/worker/gpu_model_runner.py`` profile_run / _dummy_run /
-_dummy_sampler_run, ``v1/sample/sampler.py``, ``v1/sample/ops/topk_topp_sampler.py``,
-``v1/sample/ops/topk_topp_triton.py``, ``model_executor/layers/fused_moe/modular_kernel.py`` and
-``fused_moe.py`` TritonExperts.workspace_shapes, ``v1/worker/workspace.py``, ``utils/mem_utils.py``
-memory_profiling). vLLM logs ``Total non KV cache memory = weights + torch peak increase + non-torch increase``;
-the pool is ``ceil(total × util) − that`` (− the CUDA-graph estimate from 0.21 on). The profiling run:
-
-1. ``_dummy_run(max_num_batched_tokens)``: one forward pass of T = max_num_batched_tokens tokens split over
-   R = min(T, max_num_seqs) requests. It keeps the output hidden states ``[T, hidden]`` and gathers the last
-   token of each request, ``[R, hidden]``.
-2. ``_dummy_sampler_run``: ``torch.rand_like`` of those ``[R, hidden]``, then ``compute_logits`` -> ``[R, vocab]``
-   in the model dtype, which stays referenced while the Sampler makes a float32 copy, the Triton top-k/top-p
-   kernel masks it in place with a cached ``[min(SMs, R), vocab]`` float32 buffer, ``softmax`` gives float32
-   probs and ``random_sample`` a float32 ``q`` of the same shape: at the peak 2 + 4 + 4 + 4 = 14 B per
-   (request, vocab entry) in bf16.
-3. MoE: the modular fused-MoE kernel takes its workspace from the ``WorkspaceManager``, which keeps it for the
-   life of the worker: ``[T, top_k, max(I/tp, hidden)] + [T, top_k, max(2·I/tp, hidden)]`` elements (TritonExperts;
-   the output shares the first), allocated in the forward pass and still held when the sampler runs. An MXFP4
-   checkpoint (gpt-oss) runs its experts through the monolithic 'TRITON' Mxfp4 kernel
-   (``MoEPrepareAndFinalizeNoDPEPMonolithic`` in its start-up log), which takes no such workspace: three vLLM
-   0.19.0 gpt-oss-20b logs (TP1, TP2, TP2 at 0.95) print a torch peak of 2.87 GiB, the sampler side alone
-   (tests/unit/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
-
-So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
-
-What is fitted, not read (each term says so in the plan): the forward pass of a dense model
-(``3 × I/tp + 4 × hidden`` activations per token: gate_up, act and four ``[T, hidden]`` tensors, fitted on two
-logs where it exceeds the sampler), the 32 MiB residual every log shows over the read terms (PyTorch's cuBLAS
-workspace on Hopper, 8 × 4 MiB, is the likely owner), and the non-torch growth by tensor parallelism. The
-fit used only llm-d-planner logs that are not config-alone cases (tests/runbook/config_alone/vllm_v1.py names
-them); the cases are held out.
-"""
+"""vLLM V1's non-KV memory besides the weights: what its profiling run leaves as 'torch peak' and 'non-torch'."""
 
 from __future__ import annotations
 
@@ -39,7 +6,7 @@ from dataclasses import dataclass
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.deploy import Gpu
-from kvplan.units import GiB, MiB
+from kvplan.units import GiB, MiB, gib
 
 SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 4
 """Live at the sampler's peak per (request, vocab entry): the model-dtype logits, their float32 copy, the float32
@@ -135,24 +102,21 @@ class ProfilePeak:
     def summary(self) -> str:
         """One line for the plan's knob origin and chain: each term, and which are fitted."""
         peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
-        moe = f" + MoE workspace {_gib(self.moe_workspace_bytes)}" if self.moe_workspace_bytes else ""
+        moe = f" + MoE workspace {gib(self.moe_workspace_bytes, 'engine')}" if self.moe_workspace_bytes else ""
         sampler = (
             "no sampler: a PP stage before the last" if self.sampler_path == "no" else f"{self.sampler_path} sampler"
         )
         return (
-            f"vLLM profile run ({sampler}): torch peak {_gib(self.torch_peak_bytes)} = {peak_side} "
-            f"{_gib(max(self.forward_bytes, self.sampler_side_bytes))} (logits {self.requests:,} requests × vocab, "
+            f"vLLM profile run ({sampler}): torch peak {gib(self.torch_peak_bytes, 'engine')} = {peak_side} "
+            f"{gib(max(self.forward_bytes, self.sampler_side_bytes), 'engine')} "
+            f"(logits {self.requests:,} requests × vocab, "
             f"{self.tokens:,} tokens){moe} + cuBLAS {self.cublas_bytes // MiB} MiB (FITTED); non-torch "
-            f"{_gib(self.non_torch_bytes)} ({self.non_torch_origin})"
+            f"{gib(self.non_torch_bytes, 'engine')} ({self.non_torch_origin})"
         )
 
 
 def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
-
-
-def _gib(n: int) -> str:
-    return f"{n / GiB:.2f} GiB"
 
 
 def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int, str]:
@@ -166,6 +130,39 @@ def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int
     return NON_TORCH_TP_WIDE, f"FITTED on TP4 logs, ASSUMED for tp {tp}"
 
 
+# How the profiling run is read:
+#
+# Read from the vLLM 0.19.0 wheel (``v1/worker/gpu_model_runner.py`` profile_run / _dummy_run /
+# _dummy_sampler_run, ``v1/sample/sampler.py``, ``v1/sample/ops/topk_topp_sampler.py``,
+# ``v1/sample/ops/topk_topp_triton.py``, ``model_executor/layers/fused_moe/modular_kernel.py`` and
+# ``fused_moe.py`` TritonExperts.workspace_shapes, ``v1/worker/workspace.py``, ``utils/mem_utils.py``
+# memory_profiling). vLLM logs ``Total non KV cache memory = weights + torch peak increase + non-torch increase``;
+# the pool is ``ceil(total × util) − that`` (− the CUDA-graph estimate from 0.21 on). The profiling run:
+#
+# 1. ``_dummy_run(max_num_batched_tokens)``: one forward pass of T = max_num_batched_tokens tokens split over
+#    R = min(T, max_num_seqs) requests. It keeps the output hidden states ``[T, hidden]`` and gathers the last
+#    token of each request, ``[R, hidden]``.
+# 2. ``_dummy_sampler_run``: ``torch.rand_like`` of those ``[R, hidden]``, then ``compute_logits`` -> ``[R, vocab]``
+#    in the model dtype, which stays referenced while the Sampler makes a float32 copy, the Triton top-k/top-p
+#    kernel masks it in place with a cached ``[min(SMs, R), vocab]`` float32 buffer, ``softmax`` gives float32
+#    probs and ``random_sample`` a float32 ``q`` of the same shape: at the peak 2 + 4 + 4 + 4 = 14 B per
+#    (request, vocab entry) in bf16.
+# 3. MoE: the modular fused-MoE kernel takes its workspace from the ``WorkspaceManager``, which keeps it for the
+#    life of the worker: ``[T, top_k, max(I/tp, hidden)] + [T, top_k, max(2·I/tp, hidden)]`` elements (TritonExperts;
+#    the output shares the first), allocated in the forward pass and still held when the sampler runs. An MXFP4
+#    checkpoint (gpt-oss) runs its experts through the monolithic 'TRITON' Mxfp4 kernel
+#    (``MoEPrepareAndFinalizeNoDPEPMonolithic`` in its start-up log), which takes no such workspace: three vLLM
+#    0.19.0 gpt-oss-20b logs (TP1, TP2, TP2 at 0.95) print a torch peak of 2.87 GiB, the sampler side alone
+#    (tests/unit/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
+#
+# So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
+#
+# What is fitted, not read (each term says so in the plan): the forward pass of a dense model
+# (``3 × I/tp + 4 × hidden`` activations per token: gate_up, act and four ``[T, hidden]`` tensors, fitted on two
+# logs where it exceeds the sampler), the 32 MiB residual every log shows over the read terms (PyTorch's cuBLAS
+# workspace on Hopper, 8 × 4 MiB, is the likely owner), and the non-torch growth by tensor parallelism. The
+# fit used only llm-d-planner logs that are not config-alone cases (tests/runbook/config_alone/vllm_v1.py names
+# them); the cases are held out.
 def profile_peak(
     dims: ActivationDims,
     *,

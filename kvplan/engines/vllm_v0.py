@@ -1,38 +1,16 @@
-"""vLLM V0 (0.6.0-0.8.x): deployment -> pool plan, as ``worker/worker.py determine_num_available_blocks`` sizes it.
-
-Read from the vllm 0.6.0, 0.6.2, 0.6.3, 0.6.4, 0.6.5, 0.6.6, 0.7.0, 0.7.3, 0.8.0 and 0.8.5 wheels (the rules
-per sub-range live in kvplan/engines/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). On one GPU:
-
-    block bytes    = layers × block_size × (K + V) × kv_heads_per_rank × head_size × dtype   (cache_engine.py)
-                     MLA (0.7.3+): layers × block_size × (kv_lora_rank + rope) × dtype, no V (0.7.3: rounded up
-                     to 256 B per token)
-    non-KV         = 0.6.0-0.6.3: init free − free after profile_run (weights + the allocator's cache of the run
-                                   + non-torch growth)
-                     0.6.4:       torch allocated peak (weights included) + all non-torch memory (CUDA context too)
-                     0.6.5-0.8.x: weights + torch peak increase + non-torch increase (utils.memory_profiling)
-    num_gpu_blocks = int((total × gpu_memory_utilization − non-KV) // block bytes)     ('# GPU blocks', 0.7+: '# cuda
-                     blocks'); every block is usable (V0 has no null block); CPU blocks = swap_space 4 GiB // block
-
-The profile run (worker/model_runner.py profile_run): max_num_seqs prompts totalling max_num_batched_tokens tokens,
-one sampled token each with top_p 0.99 and top_k vocab − 1, so the V0 Sampler sorts the logits. Its torch peak is
-``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the sampler's bytes per (prompt, vocab
-entry) read from layers/sampler.py ``_apply_top_k_top_p`` with torch.sort's working memory assumed
-(V0_SAMPLER_BYTES_PER_LOGIT), the forward pass's live tensors read from models/llama.py (FORWARD_HIDDEN_TENSORS_V0)
-and fused_moe (moe_buffers), the cuBLAS workspace the V1 profile model's fitted 32 MiB
-(kvplan.engines.vllm_profile). The non-torch figures are assumptions; the plan says each.
-"""
+"""vLLM V0 (0.6.0-0.8.x): deployment -> pool plan, as ``worker/worker.py determine_num_available_blocks`` sizes it."""
 
 from __future__ import annotations
 
 from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
 from kvplan.engines.context import derived_why, long_context_note
-from kvplan.engines.versions import VllmRules, rules_note
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, non_torch_bytes
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import Deployment
 from kvplan.units import GiB, MiB
+from kvplan.versions import VllmRules, rules_note
 
 V0_SCATTER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
 """Live per (prompt, vocab entry) at the scatter that ends ``_apply_top_k_top_p`` (layers/sampler.py, read in the
@@ -172,8 +150,30 @@ def activation_peak(
     return max(sampler, forward) + CUBLAS_WORKSPACE_BYTES, how
 
 
+# The V0 arithmetic, on one GPU:
+#
+# Read from the vllm 0.6.0, 0.6.2, 0.6.3, 0.6.4, 0.6.5, 0.6.6, 0.7.0, 0.7.3, 0.8.0 and 0.8.5 wheels (the rules
+# per sub-range live in kvplan/versions.py, rows 0.6.0-0.6.3 ... 0.8.x). On one GPU:
+#
+#     block bytes    = layers × block_size × (K + V) × kv_heads_per_rank × head_size × dtype   (cache_engine.py)
+#                      MLA (0.7.3+): layers × block_size × (kv_lora_rank + rope) × dtype, no V (0.7.3: rounded up
+#                      to 256 B per token)
+#     non-KV         = 0.6.0-0.6.3: init free − free after profile_run (weights + the allocator's cache of the run
+#                                    + non-torch growth)
+#                      0.6.4:       torch allocated peak (weights included) + all non-torch memory (CUDA context too)
+#                      0.6.5-0.8.x: weights + torch peak increase + non-torch increase (utils.memory_profiling)
+#     num_gpu_blocks = int((total × gpu_memory_utilization − non-KV) // block bytes)     ('# GPU blocks', 0.7+: '# cuda
+#                      blocks'); every block is usable (V0 has no null block); CPU blocks = swap_space 4 GiB // block
+#
+# The profile run (worker/model_runner.py profile_run): max_num_seqs prompts totalling max_num_batched_tokens tokens,
+# one sampled token each with top_p 0.99 and top_k vocab − 1, so the V0 Sampler sorts the logits. Its torch peak is
+# ``max(forward pass, sampler + hidden states kept) + cuBLAS workspace``: the sampler's bytes per (prompt, vocab
+# entry) read from layers/sampler.py ``_apply_top_k_top_p`` with torch.sort's working memory assumed
+# (V0_SAMPLER_BYTES_PER_LOGIT), the forward pass's live tensors read from models/llama.py (FORWARD_HIDDEN_TENSORS_V0)
+# and fused_moe (moe_buffers), the cuBLAS workspace the V1 profile model's fitted 32 MiB
+# (kvplan.engines.vllm_profile). The non-torch figures are assumptions; the plan says each.
 def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
-    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.engines.versions.VLLM)."""
+    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.versions.VLLM)."""
     row, dtype, attn_tp, row_what = _row(arch, dep, rules)
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:

@@ -1,50 +1,10 @@
-"""What an engine holds on the GPU after loading a checkpoint, beyond the checkpoint's own tensors (issue 12 item 2).
+"""What an engine holds on the GPU after loading a checkpoint, beyond the checkpoint's own tensors.
 
 The figure this completes is the engine's own load line: vLLM ``Model loading took X GiB`` (``DeviceMemoryProfiler``
 around ``GPUModelRunner.load_model``: the torch-allocated bytes after the load minus before, so loader temporaries
 that are freed do not count and the speculative drafter, loaded inside the same block, does) and SGLang ``Load
-weight end ... mem usage=X GB`` (the drop in free device memory across ``ModelRunner.load_model``). Each term below
-is modelled only where the engine's source shows it; every term names the file and function it comes from.
-
-vLLM (``vllm/model_executor/models/deepseek_v2.py``, ``layers/attention/mla_attention.py``,
-``layers/rotary_embedding``, ``v1/worker/gpu_model_runner.py``; the stored tree, commit 002d6073):
-
-- ``rotary_cache``: ``get_rope`` builds one ``cos_sin_cache`` buffer per distinct (dim, positions, rope
-  parameters, neox style), max positions × rotary dim in the model dtype, shared by every layer. MLA/DSA models
-  build the MLA rope (``is_neox_style=False``) and, for a DSA indexer, ``indexer_rope_emb`` with
-  ``is_neox_style = not indexer_rope_interleave``: the same cache when the config sets ``indexer_rope_interleave``
-  (GLM-5.x), a second one otherwise (DeepSeek-V3.2). Yarn (``rope_scaling.factor`` with
-  ``original_max_position_embeddings``) sizes it original × factor. GQA models: one cache of ``head_dim ×
-  partial_rotary_factor``.
-- ``mla_absorbed``: ``MLACommonImpl.process_weights_after_loading`` dequantizes a quantized ``kv_b_proj``
-  (``get_and_maybe_dequant_weights``) to a new bf16 tensor whose views are ``W_UV`` and ``W_UK_T``; ``kv_b_proj``
-  stays loaded. Per MLA layer: kv_lora_rank × heads per attention rank × (qk_nope + v_head_dim) × 2 B. A bf16
-  ``kv_b_proj`` is viewed, not copied (no addition).
-- ``topk_indices_buffer``: ``DeepseekV2Model.__init__`` allocates max_num_batched_tokens × index_topk int32 on a
-  DSA model; the MTP module allocates its own (``models/deepseek_v32/nvidia/mtp.py``).
-- ``physical_topk_indices``: one (rows + 1) × index_topk int32 a DSA index group (one a layer that builds an
-  indexer), rows = min(max_num_batched_tokens, max_num_seqs × (1 + speculative tokens))
-  (``v1/attention/backends/mla/index_group.py``, built with the model).
-- ``indexer_not_built`` (negative): with ``index_topk_freq`` > 1 or an ``index_topk_pattern`` only the layers that
-  keep top-k build an ``Indexer`` (``DeepseekV2MLAAttention.__init__``: ``not _skip_topk or is_mtp_layer``), and
-  ``DeepseekV2Model.load_weights`` drops the other layers' indexer weights ("this layer has no indexer").
-- ``indexer_wk_bf16``: ``Indexer.wk_weights_proj`` fuses ``wk`` and ``weights_proj`` in bf16 (``quant_config=None``;
-  ``_try_load_fp8_indexer_wk`` dequantizes an fp8 ``wk``): index_head_dim × hidden × 2 B instead of the
-  checkpoint's fp8 ``wk`` and its block scales, on every layer that builds an indexer.
-- MTP (``num_nextn_predict_layers``) with speculative decoding: the drafter is loaded inside the same
-  ``DeviceMemoryProfiler`` block (``GPUModelRunner.load_model``: ``self.drafter.load_model(self.model)``), and
-  ``EagleProposer.load_model`` shares the target's ``embed_tokens`` and ``lm_head`` with an MTP drafter ("Detected
-  MTP model. Sharing target model embedding weights with the draft model"): the layer's own copies are freed
-  (``mtp_shared_head`` removes them from the checkpoint sum).
-
-SGLang (``python/sglang/srt/models/deepseek_v2.py``):
-
-- ``rotary_cache``: as vLLM (``get_rope``, one cache per distinct rope).
-- ``mla_absorbed``: ``DeepseekV2ForCausalLM.post_load_weights`` makes ``w_kc = w_kc.transpose(1, 2).contiguous()
-  .transpose(1, 2)`` and ``w_vc = w_vc.contiguous().transpose(1, 2)`` from ``kv_b_proj`` (block-fp8 dequantized to
-  bf16 first; ``SGL_USE_DEEPGEMM_BMM`` off by default): two new bf16 tensors whatever the checkpoint dtype, and
-  ``kv_b_proj`` stays. Per MLA layer (and the nextn layer when it is loaded): kv_lora × heads per attention rank ×
-  (qk_nope + v) × 2 B.
+weight end ... mem usage=X GB`` (the drop in free device memory across ``ModelRunner.load_model``). Each term is
+modelled only where the engine's source shows it, citing the file and function (listed above ``engine_additions``).
 
 Not modelled (no source read shows them in the load figure): loader buffers that are freed before the line is
 printed, expert-layout shuffles that replace (not copy) the checkpoint tensors.
@@ -59,7 +19,8 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import ConfigError
 from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.checkpoint import config_int
+from kvplan.models.checkpoint import FP8_BLOCK, VOCAB_PADDING, config_int, config_tensors, mtp_ships_embed_head, shard
+from kvplan.models.quant import resolve
 
 ENGINES = ("vllm", "sglang")
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
@@ -149,11 +110,51 @@ def _indexer_layers(config: Mapping[str, Any]) -> tuple[int, int]:
     return built, layers
 
 
+# The terms, engine by engine.
+#
+# vLLM (``vllm/model_executor/models/deepseek_v2.py``, ``layers/attention/mla_attention.py``,
+# ``layers/rotary_embedding``, ``v1/worker/gpu_model_runner.py``; the stored tree, commit 002d6073):
+#
+# - ``rotary_cache``: ``get_rope`` builds one ``cos_sin_cache`` buffer per distinct (dim, positions, rope
+#   parameters, neox style), max positions × rotary dim in the model dtype, shared by every layer. MLA/DSA models
+#   build the MLA rope (``is_neox_style=False``) and, for a DSA indexer, ``indexer_rope_emb`` with
+#   ``is_neox_style = not indexer_rope_interleave``: the same cache when the config sets ``indexer_rope_interleave``
+#   (GLM-5.x), a second one otherwise (DeepSeek-V3.2). Yarn (``rope_scaling.factor`` with
+#   ``original_max_position_embeddings``) sizes it original × factor. GQA models: one cache of ``head_dim ×
+#   partial_rotary_factor``.
+# - ``mla_absorbed``: ``MLACommonImpl.process_weights_after_loading`` dequantizes a quantized ``kv_b_proj``
+#   (``get_and_maybe_dequant_weights``) to a new bf16 tensor whose views are ``W_UV`` and ``W_UK_T``; ``kv_b_proj``
+#   stays loaded. Per MLA layer: kv_lora_rank × heads per attention rank × (qk_nope + v_head_dim) × 2 B. A bf16
+#   ``kv_b_proj`` is viewed, not copied (no addition).
+# - ``topk_indices_buffer``: ``DeepseekV2Model.__init__`` allocates max_num_batched_tokens × index_topk int32 on a
+#   DSA model; the MTP module allocates its own (``models/deepseek_v32/nvidia/mtp.py``).
+# - ``physical_topk_indices``: one (rows + 1) × index_topk int32 a DSA index group (one a layer that builds an
+#   indexer), rows = min(max_num_batched_tokens, max_num_seqs × (1 + speculative tokens))
+#   (``v1/attention/backends/mla/index_group.py``, built with the model).
+# - ``indexer_not_built`` (negative): with ``index_topk_freq`` > 1 or an ``index_topk_pattern`` only the layers that
+#   keep top-k build an ``Indexer`` (``DeepseekV2MLAAttention.__init__``: ``not _skip_topk or is_mtp_layer``), and
+#   ``DeepseekV2Model.load_weights`` drops the other layers' indexer weights ("this layer has no indexer").
+# - ``indexer_wk_bf16``: ``Indexer.wk_weights_proj`` fuses ``wk`` and ``weights_proj`` in bf16 (``quant_config=None``;
+#   ``_try_load_fp8_indexer_wk`` dequantizes an fp8 ``wk``): index_head_dim × hidden × 2 B instead of the
+#   checkpoint's fp8 ``wk`` and its block scales, on every layer that builds an indexer.
+# - MTP (``num_nextn_predict_layers``) with speculative decoding: the drafter is loaded inside the same
+#   ``DeviceMemoryProfiler`` block (``GPUModelRunner.load_model``: ``self.drafter.load_model(self.model)``), and
+#   ``EagleProposer.load_model`` shares the target's ``embed_tokens`` and ``lm_head`` with an MTP drafter ("Detected
+#   MTP model. Sharing target model embedding weights with the draft model"): the layer's own copies are freed
+#   (``mtp_shared_head`` removes them from the checkpoint sum).
+#
+# SGLang (``python/sglang/srt/models/deepseek_v2.py``):
+#
+# - ``rotary_cache``: as vLLM (``get_rope``, one cache per distinct rope).
+# - ``mla_absorbed``: ``DeepseekV2ForCausalLM.post_load_weights`` makes ``w_kc = w_kc.transpose(1, 2).contiguous()
+#   .transpose(1, 2)`` and ``w_vc = w_vc.contiguous().transpose(1, 2)`` from ``kv_b_proj`` (block-fp8 dequantized to
+#   bf16 first; ``SGL_USE_DEEPGEMM_BMM`` off by default): two new bf16 tensors whatever the checkpoint dtype, and
+#   ``kv_b_proj`` stays. Per MLA layer (and the nextn layer when it is loaded): kv_lora × heads per attention rank ×
+#   (qk_nope + v) × 2 B.
+
+
 def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition, ...]:
     """The terms above for ``knobs.engine`` on rank 0 of ``knobs.split`` (terms of 0 bytes left out)."""
-    from kvplan.models.checkpoint import mtp_ships_embed_head
-    from kvplan.models.quant import resolve
-
     if knobs.engine not in ENGINES:
         raise ConfigError(f"engine {knobs.engine!r}: expected one of {', '.join(ENGINES)}", key="engine")
     out: list[Addition] = []
@@ -169,8 +170,6 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
     mtp = config_int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
     mla_layers = config_int(config, "num_hidden_layers") + mtp
     if mtp and mtp_ships_embed_head(config):
-        from kvplan.models.checkpoint import VOCAB_PADDING
-
         rows = -(-config_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
         each = config_int(config, "hidden_size") * _dtype_bytes(config)
         embed = -(-rows // max(knobs.split.attention, 1)) * each + -(-rows // max(knobs.split.tp, 1)) * each
@@ -259,8 +258,6 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
 def _indexer_bytes(quant: Any, h: int, q_in: int, heads: int, dim: int) -> int:
     """Checkpoint bytes of one layer's indexer (replicated): wq_b, wk in their scheme, weights_proj and k_norm in
     the checkpoint dtype (as checkpoint.config_tensors lays them out)."""
-    from kvplan.models.checkpoint import FP8_BLOCK
-
     total = 0
     for module, rows, cols in (("wq_b", heads * dim, q_in), ("wk", dim, h)):
         s = quant.scheme_for(f"model.layers.0.self_attn.indexer.{module}")
@@ -291,8 +288,6 @@ def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source:
     :func:`checkpoint.shard`; a config it cannot lay out per tensor raises ConfigError (the caller falls back to
     parameter groups).
     """
-    from kvplan.models.checkpoint import config_tensors, shard
-
     tensors = config_tensors(config, source)
     if tensors is None:
         raise ConfigError("kvplan cannot lay this config out per tensor", source=source)

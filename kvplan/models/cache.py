@@ -4,22 +4,6 @@ A model is its layers; each layer owns caches of known kinds, the way vLLM's ``v
 names ``FullAttentionSpec``, ``MLAAttentionSpec``, ``SlidingWindowSpec`` and ``MambaSpec``. Each kind answers
 its own size questions; engines map kinds to their pools (docs/engines.md). A new attention family (sliding
 window, Mamba state, compressed attention) is a new kind here, not a new branch in every caller.
-
-| kind          | bytes per token per layer (one rank)                                   |
-|---------------|------------------------------------------------------------------------|
-| FullAttention | kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes              |
-| MlaLatent     | MlaLayout: (kv_lora_rank + rope) × 2 bf16, 656 fp8_ds_mla, 576 raw fp8   |
-| IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / (index_kpool × compress_ratio)) |
-| SlidingWindow | as FullAttention, for the last ``window`` tokens only                  |
-| CompressedAttention | DeepSeek-V4: 584 B per window token + 584 B per ``compress_ratio`` tokens |
-
-| kind          | bytes per request per layer (one rank), independent of the context      |
-|---------------|------------------------------------------------------------------------|
-| LinearState   | conv (K - 1) × conv_dim / tp × conv dtype + heads / tp × dk × dv × state dtype |
-
-Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here; the
-engines' pool rules for them are issue 13's engine work: until then ``kvplan.engines.refuse_unplanned_kinds``
-refuses to plan them (exit 2), never a silently wrong pool.
 """
 
 from __future__ import annotations
@@ -57,6 +41,22 @@ def kv_dtype_bytes(dtype: str) -> int:
     return KV_DTYPE_BYTES.get(dtype, 1 if dtype.startswith("fp8") else 2)
 
 
+# Each kind's bytes:
+#
+# | kind          | bytes per token per layer (one rank)                                   |
+# |---------------|------------------------------------------------------------------------|
+# | FullAttention | kv_heads_per_rank × (head_dim + v_head_dim) × dtype bytes              |
+# | MlaLatent     | MlaLayout: (kv_lora_rank + rope) × 2 bf16, 656 fp8_ds_mla, 576 raw fp8   |
+# | IndexerK      | ceil((index_head_dim + index_head_dim / 128 × 4) / (index_kpool × compress_ratio)) |
+# | SlidingWindow | as FullAttention, for the last ``window`` tokens only                  |
+# | CompressedAttention | DeepSeek-V4: 584 B per window token + 584 B per ``compress_ratio`` tokens |
+#
+# | kind          | bytes per request per layer (one rank), independent of the context      |
+# |---------------|------------------------------------------------------------------------|
+# | LinearState   | conv (K - 1) × conv_dim / tp × conv dtype + heads / tp × dk × dv × state dtype |
+#
+# Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here and
+# pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid).
 @dataclass(frozen=True)
 class FullAttention:
     """Full (causal) attention with its own K and V per kv head: MHA, GQA or MQA.
@@ -180,7 +180,7 @@ class SlidingWindow(FullAttention):
     The same K and V per token as full attention (vLLM ``SlidingWindowSpec`` is an ``AttentionSpec`` with a
     ``sliding_window``), but a request never needs more than ``window`` tokens of it: older tokens are dead.
     How many an engine keeps allocated (vLLM frees whole blocks behind the window and keeps one more; SGLang
-    sizes a separate SWA pool by a ratio) is an engine rule (issue 13), not the model's.
+    sizes a separate SWA pool by a ratio) is an engine rule, not the model's.
 
     ``sinks``: the model has attention sinks (openai/gpt-oss ``gpt_oss/torch/model.py`` ``AttentionBlock``:
     ``self.sinks = Parameter(num_attention_heads)``, one learned logit per query head). They are parameters, not
@@ -285,7 +285,7 @@ class LinearState:
 def _divide(n: int, tp: int, what: str) -> int:
     """n / tp exactly, as vLLM's and SGLang's ``divide`` assert."""
     tp = max(tp, 1)
-    if n % tp:  # the engine stops at start-up: a refusal (exit 2), never a crash (fuzz, issue 25)
+    if n % tp:  # the engine stops at start-up: a refusal (exit 2), never a crash (found by fuzzing)
         raise PlanError(f"{what} {n} is not divisible by tensor parallel {tp} (the engine's divide() asserts)")
     return n // tp
 
@@ -344,7 +344,7 @@ class CompressedAttention:
 AttentionCache = FullAttention | MlaLatent | CompressedAttention
 CacheKind = FullAttention | MlaLatent | IndexerK | LinearState | CompressedAttention
 HYBRID_KINDS: tuple[type, ...] = (SlidingWindow, LinearState, CompressedAttention)
-"""Kinds whose pools are issue 13's engine rules (refused until they land)."""
+"""Kinds pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
 
 
 @dataclass(frozen=True)

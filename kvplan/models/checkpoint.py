@@ -2,37 +2,9 @@
 
 A ``*.safetensors`` file starts with an 8-byte little-endian header length N, then N bytes of JSON: for every
 tensor its ``dtype``, ``shape`` and ``data_offsets`` (and an optional ``__metadata__`` of strings). kvplan reads
-only that header (never the tensor data), so a 700 GB snapshot is sized in milliseconds.
-
-Each tensor is then placed by the rule the engines' model files apply to its name (SGLang 0.5.23
-``srt/models/{llama,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v2}.py``, vLLM 0.33 ``model_executor/models/`` of the
-same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
-
-- ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
-  ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways; under
-  DP attention the embedding splits over the attention ranks only (SGLang ``VocabParallelEmbedding(...,
-  use_attn_tp_group=is_dp_attention_enabled())``) while the LM head keeps the full tp (``enable_dp_lm_head``
-  off by default);
-- ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
-  ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
-  replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
-- MLA ``q_a_proj``, ``kv_a_proj_with_mqa`` (fused as ``fused_qkv_a_proj_with_mqa``): ``ReplicatedLinear``;
-- the DSA indexer ``wq_b``, ``wk``, ``weights_proj``, ``k_norm``: ``ReplicatedLinear`` / LayerNorm on every rank
-  (``Indexer`` in SGLang ``layers/attention/nsa/nsa_indexer.py``, vLLM ``models/deepseek_v2.py``);
-- dense MLP and shared experts: ``MergedColumnParallelLinear`` gate/up, ``RowParallelLinear`` down, tp ways;
-- routed experts: EP gives each rank whole experts (E / ep of them), and the remaining max(tp, ep) / ep ways
-  split each expert's intermediate dim (``FusedMoE``: ``moe_tp_size = tp / ep``);
-- routers (``mlp.gate``, ``e_score_correction_bias``), norms, an MTP layer's ``eh_proj``, ``enorm``, ``hnorm``:
-  replicated;
-- quantization tensors follow their weight: fp8 ``weight_scale_inv`` (one fp32 per 128×128 block) and NVFP4
-  ``weight_scale`` (one fp8 per 16 inputs) split on the same dim; per-tensor scalars (``weight_scale_2``,
-  ``input_scale``) are whole on every rank. GPTQ/AWQ ``qweight``/``qzeros``/``scales`` store [in, out]: the
-  output dim is the last one.
-- layers numbered ``num_hidden_layers`` and above are the MTP layers (DeepSeek, GLM): counted only when
-  speculative decoding loads them. vLLM's ``DeepSeekMTP`` loads the layer's own ``embed_tokens`` and
-  ``shared_head.head``; SGLang's ``DeepseekV3ForCausalLMNextN`` shares the target's (counted here as vLLM).
-
-A name no rule knows is counted whole on every rank (replicated), listed, and said as an assumption.
+only that header (never the tensor data), so a 700 GB snapshot is sized in milliseconds. Each tensor is placed by
+the rule the engines' model files apply to its name (the sharding rules below); a name no rule knows is counted
+whole on every rank (replicated), listed, and said as an assumption.
 
 With only ``model.safetensors.index.json`` (the shards not downloaded), :func:`config_tensors` derives each
 tensor's dtype and shape from ``config.json`` for the families kvplan models and :func:`reconcile` checks them
@@ -45,7 +17,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -53,9 +25,9 @@ from typing import Any, NamedTuple
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models import hub_cache
-from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.arch import ParamGroup, Split
 from kvplan.models.index_bounds import refuse_many_tensors
-from kvplan.models.weights import as_parameter_groups
+from kvplan.models.quant import resolve  # which quantization scheme each module is in
 
 VOCAB_PADDING = 64
 """``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
@@ -217,6 +189,34 @@ def snapshot_tensors(folder: Path) -> tuple[Tensor, ...]:
 
 
 # --------------------------------------------------------------------------- sharding rules
+
+# Each tensor is placed by the rule the engines' model files apply to its name (SGLang 0.5.23
+# ``srt/models/{llama,qwen2,qwen3,qwen3_moe,mixtral,deepseek_v2}.py``, vLLM 0.33 ``model_executor/models/`` of the
+# same names; the linear layers in ``layers/linear.py`` and ``layers/vocab_parallel_embedding.py`` of both):
+#
+# - ``embed_tokens``, ``lm_head`` (and an MTP layer's ``shared_head.head``): ``VocabParallelEmbedding`` /
+#   ``ParallelLMHead``, rows padded to a multiple of 64 (``DEFAULT_VOCAB_PADDING_SIZE``) and split tp ways; under
+#   DP attention the embedding splits over the attention ranks only (SGLang ``VocabParallelEmbedding(...,
+#   use_attn_tp_group=is_dp_attention_enabled())``) while the LM head keeps the full tp (``enable_dp_lm_head``
+#   off by default);
+# - ``q_proj``, ``q_b_proj``, ``kv_b_proj``: ``ColumnParallelLinear`` over the attention ranks (tp / dp_attention);
+#   ``k_proj``/``v_proj``: ``QKVParallelLinear``, max(kv_heads / attention ranks, 1) heads a rank (kv heads are
+#   replicated when there are fewer than ranks); ``o_proj``: ``RowParallelLinear`` (input dim split, bias whole);
+# - MLA ``q_a_proj``, ``kv_a_proj_with_mqa`` (fused as ``fused_qkv_a_proj_with_mqa``): ``ReplicatedLinear``;
+# - the DSA indexer ``wq_b``, ``wk``, ``weights_proj``, ``k_norm``: ``ReplicatedLinear`` / LayerNorm on every rank
+#   (``Indexer`` in SGLang ``layers/attention/nsa/nsa_indexer.py``, vLLM ``models/deepseek_v2.py``);
+# - dense MLP and shared experts: ``MergedColumnParallelLinear`` gate/up, ``RowParallelLinear`` down, tp ways;
+# - routed experts: EP gives each rank whole experts (E / ep of them), and the remaining max(tp, ep) / ep ways
+#   split each expert's intermediate dim (``FusedMoE``: ``moe_tp_size = tp / ep``);
+# - routers (``mlp.gate``, ``e_score_correction_bias``), norms, an MTP layer's ``eh_proj``, ``enorm``, ``hnorm``:
+#   replicated;
+# - quantization tensors follow their weight: fp8 ``weight_scale_inv`` (one fp32 per 128×128 block) and NVFP4
+#   ``weight_scale`` (one fp8 per 16 inputs) split on the same dim; per-tensor scalars (``weight_scale_2``,
+#   ``input_scale``) are whole on every rank. GPTQ/AWQ ``qweight``/``qzeros``/``scales`` store [in, out]: the
+#   output dim is the last one.
+# - layers numbered ``num_hidden_layers`` and above are the MTP layers (DeepSeek, GLM): counted only when
+#   speculative decoding loads them. vLLM's ``DeepSeekMTP`` loads the layer's own ``embed_tokens`` and
+#   ``shared_head.head``; SGLang's ``DeepseekV3ForCausalLMNextN`` shares the target's (counted here as vLLM).
 
 _SKIP = ("rotary_emb.inv_freq",)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d{1,9})\.")
@@ -658,8 +658,6 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     (``weight_scale_inv`` fp32), fp8 per tensor (``weight_scale`` fp32 scalar), NVFP4 (packed U8 ``weight``,
     fp8 ``weight_scale`` per 16, fp32 ``weight_scale_2`` and ``input_scale``).
     """
-    from kvplan.models.quant import resolve  # the quant helper's resolver: which scheme each module is in
-
     quant = resolve(config, source)
     plain = _DT.get(str(config.get("torch_dtype", config.get("dtype", "bfloat16"))).removeprefix("torch."), "BF16")
     out: list[Tensor] = []
@@ -911,7 +909,7 @@ def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
     return str(model_snapshot(ref, env))
 
 
-def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
+def indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
     """Decoder layers (MTP excluded) with indexer weights among ``tensors``."""
     layers = set()
     for t in tensors:
@@ -920,70 +918,3 @@ def _indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:
             if m and int(m.group(1)) < num_layers:
                 layers.add(int(m.group(1)))
     return len(layers)
-
-
-def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, snapshot: bool = True) -> ModelArch:
-    """``arch`` with its weights taken from the checkpoint beside ``source`` (a snapshot's config.json).
-
-    ``*.safetensors`` present: every tensor from their headers. Only ``model.safetensors.index.json``: the
-    config-derived tensors, reconciled to its ``metadata.total_size``; bytes the config does not explain are
-    kept as one replicated 'unrecognised' block and said. Neither: the config-derived tensors alone (the same
-    figure tests/unit/test_weights_published.py checks against published load lines). A config kvplan cannot
-    lay out per tensor: ``arch`` unchanged, the parameter-group estimate stands. Every per-tensor path adds the
-    engine's load-time additions (kvplan.models.additions.AdditionsGroup: 0 B unless the planner names the
-    engine). ``snapshot=False`` (a preset's config section) or a JSON not named config.json: the config alone.
-    """
-    from kvplan.models.additions import additions_group
-
-    src = Path(source)
-    folder = src.parent if snapshot and src.name == "config.json" else None
-    num_kv_heads = config_int(config, "num_key_value_heads")
-    notes: list[str] = []
-    if folder is not None and has_shards(folder):
-        tensors = snapshot_tensors(folder)
-        total = sum(t.nbytes for t in tensors)
-        summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"
-    elif folder is not None and (folder / INDEX_NAME).is_file():
-        index = read_index(folder / INDEX_NAME)
-        derived = config_tensors(config, source)
-        if derived is None:
-            return replace(
-                arch,
-                weights_assumptions=(
-                    *arch.weights_assumptions,
-                    f"{INDEX_NAME} not used: kvplan cannot lay this config out per tensor (parameter groups)",
-                ),
-            )
-        r = reconcile(index, derived)
-        listed = set(index.names)
-        tensors = tuple(t for t in derived if t.name in listed)
-        summary = f"per tensor from config.json, reconciled to {INDEX_NAME} total_size {index.total_size:,} B"
-        if r.unexplained_bytes > 0:
-            tensors = (*tensors, Tensor("unexplained", "U8", (r.unexplained_bytes,)))
-            shown = ", ".join(r.unknown_names[:3]) + (" …" if len(r.unknown_names) > 3 else "")
-            notes.append(
-                f"assumed replicated: {r.unexplained_bytes:,} B ({r.unexplained_ppm / 10_000:.3f} % of total_size)"
-                f" the config does not explain; {len(r.unknown_names)} unknown tensor names ({shown})"
-            )
-        elif r.unexplained_bytes < 0:
-            notes.append(f"the config derives {-r.unexplained_bytes:,} B more than {INDEX_NAME}'s total_size")
-    else:
-        derived = config_tensors(config, source)
-        if derived is None:  # a family or scheme kvplan cannot lay out per tensor: the parameter groups stand
-            return as_parameter_groups(arch)
-        tensors = derived
-        total = sum(t.nbytes for t in tensors)
-        summary = f"per tensor from config.json ({len(tensors):,} tensors, {total:,} B)"
-    groups = param_groups_from_tensors(tensors, num_layers=arch.num_layers, num_kv_heads=num_kv_heads)
-    unknown = [p.name for g in groups if g.name == "unrecognised" for p in g.placed if p.name != "unexplained"]
-    if unknown:
-        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
-        notes.append(f"assumed replicated: {len(unknown)} tensors kvplan has no sharding rule for ({shown})")
-    summary += "; + the engine's load-time additions (kvplan.models.additions)"
-    shipped = _indexer_layers_shipped(tensors, arch.num_layers) if "index_topk" in config else None
-    return replace(
-        arch,
-        param_groups=(*groups, additions_group(config, indexer_layers_shipped=shipped)),
-        weights_summary=f"{arch.weights_summary}; {summary}" if arch.weights_summary else summary,
-        weights_assumptions=(*arch.weights_assumptions, *notes),
-    )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kvplan import limits
 
 if TYPE_CHECKING:
-    from kvplan.models.load import Reader
+    from kvplan.models.reader import Reader
 
 
 NOT_COUNTED: tuple[str, ...] = (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 
 ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 """The versions whose source kvplan read; the first of each is the default. Any other version is accepted and
-planned by the rules in force then (kvplan.engines.versions: one table per engine, keyed by version ranges)."""
+planned by the rules in force then (kvplan.versions: one table per engine, keyed by version ranges)."""
 
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 """--dtype of both engines (vLLM ``ModelDType``, SGLang ``--dtype`` choices): what ``kv_cache_dtype auto`` follows."""
@@ -164,7 +164,7 @@ class Deployment:
 
 @dataclass(frozen=True, kw_only=True)
 class Carry:
-    """A deployment file written for one model, planned with another (issue 23 item 3): which of its knobs apply.
+    """A deployment file written for one model, planned with another: which of its knobs apply.
 
     A built-in preset's MODEL_KNOBS are dropped (the engine's defaults for the planned model instead) and its
     hardware and layout knobs carried over; a user's own file applies whole, its model knobs said."""

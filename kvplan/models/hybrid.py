@@ -8,8 +8,7 @@
 | DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
 | Glm5NextForConditionalGeneration | GLM-5.3-Flash ``text_config``: KDA ``kda_layers`` (0-based), MLA + pooled indexer |
 
-Each rule cites the engine code that reads the same fields. The engines' pools for these kinds are issue 13's
-engine work; until then ``kvplan.engines.refuse_unplanned_kinds`` refuses to plan them.
+Each rule cites the engine code that reads the same fields; the engines' hybrid chains pool these kinds.
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ from kvplan.models.cache import (
 from kvplan.models.weights import hybrid_groups, param_groups_from_hf
 
 if TYPE_CHECKING:
-    from kvplan.models.load import Reader
+    from kvplan.models.reader import Reader
 
 _SLIDING, _FULL, _LINEAR = "sliding_attention", "full_attention", "linear_attention"
 NOT_MODELLED_WEIGHTS = (
-    "the parameters of this architecture are not counted yet (issue 13 models its caches): give"
+    "the parameters of this architecture are not counted yet (kvplan models its caches only): give"
     " weights_per_gpu to plan with it",
 )
 

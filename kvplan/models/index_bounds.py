@@ -1,4 +1,4 @@
-"""How many tensors a ``model.safetensors.index.json`` may list (issue 25 item 6: bounded work for every input)."""
+"""How many tensors a ``model.safetensors.index.json`` may list (bounded work for every input)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from kvplan.errors import ConfigError
 MAX_INDEX_TENSORS = 500_000
 """Most tensors a ``model.safetensors.index.json`` may list: the largest public indexes list about 210,000 (an
 INT4 Kimi-K2: 61 layers × 384 experts × 3 projections × 3 tensors). `kvplan budget` on a snapshot whose index
-lists 500,000 took 2.3 s and 190 MB; a larger index is refused before it is parsed (issue 25: 1M took 29 s, 922 MB)."""
+lists 500,000 took 2.3 s and 190 MB; a larger index is refused before it is parsed (1M took 29 s, 922 MB)."""
 
 
 def refuse_many_tensors(path: Path, n: int) -> None:

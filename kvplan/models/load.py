@@ -1,4 +1,4 @@
-"""Config files -> ModelArch / Deployment / Gpu. The only module that imports yaml.
+"""Config files -> ModelArch / Deployment / Gpu, read through kvplan.models.reader (the one module that imports yaml).
 
 Every error names the file, the key path and, for YAML and JSON, the line:
 ``glm.yaml:12: config.num_hidden_layers: expected a positive integer, got -8``.
@@ -6,21 +6,22 @@ Every error names the file, the key path and, for YAML and JSON, the line:
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
-from kvplan.limits import LimitError
 from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
-from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
+from kvplan.models.arch import IndexerRule, ModelArch, Split, WeightPoint, full_indexer_layers
+from kvplan.models.checkpoint import local_ref
 from kvplan.models.deploy import (
     AUTO_FIT,
     ENGINE_KNOBS,
@@ -34,406 +35,17 @@ from kvplan.models.deploy import (
 )
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.preset_weights import preset_weights
+from kvplan.models.reader import Doc, Reader, _kind, _show, _suggest, parse_text, read_file
 from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.shards import shard_dims
+from kvplan.models.snapshot import with_checkpoint
 from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
-from kvplan.units import GiB, MiB, parse_bytes, parse_concurrency, parse_percent_ppm, parse_tokens
+from kvplan.units import GiB, MiB, parse_concurrency, parse_percent_ppm
+from kvplan.versions import rules_for
 
 SCHEMA_VERSION = 1
 DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
-
-T = TypeVar("T")
-Path_ = tuple[str | int, ...]
-
-
-# --------------------------------------------------------------------------- documents with lines
-
-
-@dataclass(frozen=True)
-class Doc:
-    """Parsed data plus the line of every key path (1-based), for error messages."""
-
-    data: Any
-    source: str
-    lines: Mapping[Path_, int] = field(default_factory=dict)
-    strict: bool = False
-    """JSON (a config.json): numbers must be JSON numbers and booleans JSON booleans, never strings."""
-
-    def line(self, path: Path_) -> int | None:
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return self.lines.get((), None)
-
-
-def _yaml() -> Any:
-    import yaml
-
-    return yaml
-
-
-class _Budget:
-    """Values produced while expanding one document: aliases cannot multiply them past MAX_YAML_NODES."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.nodes = 0
-
-    def take(self, node: Any) -> None:
-        self.nodes += 1
-        if self.nodes > limits.MAX_YAML_NODES:
-            raise ConfigError(
-                f"expands to more than {limits.MAX_YAML_NODES:,} values (YAML aliases?): past kvplan's limit",
-                source=self.source,
-                line=node.start_mark.line + 1,
-            )
-
-
-def _node_to_data(node: Any, path: Path_, lines: dict[Path_, int], budget: _Budget) -> Any:
-    yaml = _yaml()
-    source = budget.source
-    budget.take(node)
-    if len(path) > 2 * limits.MAX_DEPTH:  # aliases can nest what the text did not
-        raise ConfigError(
-            f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels (through aliases)",
-            source=source,
-            line=node.start_mark.line + 1,
-        )
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError("mapping keys must be plain names", source=source, line=key_node.start_mark.line + 1)
-            if key in out:
-                raise ConfigError(
-                    "duplicate key",
-                    source=source,
-                    key=_dotted((*path, key)),
-                    line=key_node.start_mark.line + 1,
-                )
-            out[key] = _node_to_data(value_node, (*path, key), lines, budget)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_node_to_data(v, (*path, i), lines, budget) for i, v in enumerate(node.value)]
-    if node.tag.endswith(":int") and len(node.value) > limits.MAX_INT_DIGITS + 10:  # '0x…', '1:2:3…' alike
-        raise ConfigError(
-            f"an integer of {len(node.value):,} characters is past kvplan's limit of {limits.MAX_INT_DIGITS} digits",
-            source=source,
-            key=_dotted(path),
-            line=node.start_mark.line + 1,
-        )
-    try:
-        return _constructor().construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as e:
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(
-            f"cannot read a value: {problem}", source=source, key=_dotted(path), line=node.start_mark.line + 1
-        ) from None
-
-
-@lru_cache(maxsize=1)
-def _constructor() -> Any:
-    """YAML's own scalar typing (int, float, bool, null) for nodes the composer already tagged."""
-    return _yaml().constructor.SafeConstructor()
-
-
-def _yaml_error(e: Exception, source: str, what: str) -> ConfigError:
-    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    return ConfigError(f"{what}: {problem}", source=source, line=mark.line + 1 if mark is not None else None)
-
-
-def _prescan(text: str, source: str, loader: Any) -> None:
-    """Depth, alias and size limits from the event stream, before anything recursive runs on the input.
-
-    The event parser is iterative; composing nodes (C or Python) recurses once per nesting level, so a
-    document 10,000 levels deep must be refused here, not there.
-    """
-    yaml = _yaml()
-    depth = aliases = 0
-    for events, event in enumerate(yaml.parse(text, Loader=loader), 1):
-        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-            depth += 1
-            if depth > limits.MAX_DEPTH:
-                raise ConfigError(
-                    f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels",
-                    source=source,
-                    line=event.start_mark.line + 1,
-                )
-        elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-            depth -= 1
-        elif isinstance(event, yaml.AliasEvent):
-            aliases += 1
-            if aliases > limits.MAX_YAML_ALIASES:
-                raise ConfigError(
-                    f"more than {limits.MAX_YAML_ALIASES} YAML aliases (*name): past kvplan's limit",
-                    source=source,
-                    line=event.start_mark.line + 1,
-                )
-        if events > 2 * limits.MAX_YAML_NODES:
-            raise ConfigError(
-                f"more than {limits.MAX_YAML_NODES:,} values: past kvplan's limit for a config",
-                source=source,
-                line=event.start_mark.line + 1,
-            )
-
-
-def parse_text(text: str, source: str) -> Doc:
-    """A YAML (or JSON) document with the line of every key path; bounded in depth, aliases and size."""
-    yaml = _yaml()
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        _prescan(text, source, loader)
-        node = yaml.compose(text, Loader=loader)
-    except yaml.YAMLError as e:
-        raise _yaml_error(e, source, "not valid YAML/JSON") from None
-    except RecursionError:
-        raise ConfigError(f"nested deeper than kvplan's limit of {limits.MAX_DEPTH} levels", source=source) from None
-    if node is None:
-        raise ConfigError("the file is empty", source=source)
-    lines: dict[Path_, int] = {}
-    try:
-        data = _node_to_data(node, (), lines, _Budget(source))
-    except yaml.YAMLError as e:
-        raise _yaml_error(e, source, "cannot read a value") from None
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"cannot read a value: {e}", source=source) from None
-    except RecursionError:
-        raise ConfigError("an alias refers to itself", source=source) from None
-    return Doc(data, source, lines)
-
-
-def parse_json(text: str, source: str) -> Doc:
-    """A JSON document, strictly (limits.strict_json): duplicate keys, NaN/Infinity, integers past
-    MAX_INT_DIGITS digits and nesting past MAX_DEPTH are errors, located where the text allows."""
-    try:
-        data = limits.strict_json(text)
-    except limits.JsonError as e:
-        if e.key is not None:
-            parse_text(text, source)  # names the key and its line
-        line = e.line
-        if line is None and "digits" in e.problem:
-            long_int = re.search(rf"\d{{{limits.MAX_INT_DIGITS + 1},}}", text)
-            line = text.count("\n", 0, long_int.start()) + 1 if long_int else None
-        raise ConfigError(e.problem, source=source, line=line) from None
-    try:
-        doc = parse_text(text, source)  # JSON is YAML: reuse it for line numbers (and its depth limit)
-    except ConfigError as e:
-        if "nested deeper" in e.detail:
-            raise
-        return Doc(data, source, strict=True)
-    return Doc(data, source, doc.lines, strict=True)
-
-
-def read_file(path: Path) -> Doc:
-    """A config file (YAML, or JSON by its suffix) or a Hugging Face snapshot folder's config.json."""
-    try:
-        if path.is_dir() and (path / "config.json").is_file():
-            path = path / "config.json"  # a Hugging Face snapshot folder
-    except OSError as e:
-        raise InputError(f"{str(path)[:200]}: cannot read: {e.strerror or e}") from None
-    try:
-        text = limits.read_text(path, limits.CONFIG, "config file")
-    except InputError as e:
-        message = str(e)
-        if len(message) > 400:  # a path longer than the OS allows: keep the one line readable
-            message = f"config file {str(path)[:80]}…: {message.rsplit(': ', 1)[-1]}"
-        raise type(e)(message) from None
-    if path.suffix == ".json":
-        return parse_json(text, str(path))
-    return parse_text(text, str(path))
-
-
-def _dotted(path: Path_) -> str:
-    out = ""
-    for p in path:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-# --------------------------------------------------------------------------- typed field reader
-
-
-class Reader:
-    """Typed access to one mapping of a Doc, with errors that carry file, key path and line."""
-
-    def __init__(self, doc: Doc, path: Path_ = (), data: Any = None):
-        self.doc = doc
-        self.path = path
-        self.data = doc.data if data is None and not path else data
-        if not isinstance(self.data, dict):
-            self.fail((), f"expected a mapping, got {_kind(self.data)}")
-
-    def fail(self, key: Path_ | str, message: str) -> ConfigError:
-        path = (*self.path, *((key,) if isinstance(key, str) else key))
-        raise ConfigError(message, source=self.doc.source, key=_dotted(path), line=self.doc.line(path))
-
-    def has(self, key: str) -> bool:
-        return key in self.data and self.data[key] is not None
-
-    def sub(self, key: str) -> Reader:
-        return Reader(self.doc, (*self.path, key), self.data.get(key))
-
-    def reject_unknown(self, allowed: set[str] | tuple[str, ...]) -> None:
-        for key in self.data:
-            if key not in allowed:
-                hint = _suggest(key, allowed)
-                self.fail(key, f"unknown key{hint}")
-
-    def _get(self, key: str, convert: Callable[[Any], T], required: bool, default: T, number: bool = False) -> T:
-        if not self.has(key):
-            if required:
-                self.fail(key, "missing (required)")
-            return default
-        value = self.data[key]
-        if number and self.doc.strict and isinstance(value, str):
-            self.fail(key, f"expected a JSON number, got the string {value[:40]!r} (write it without quotes)")
-        try:
-            return convert(value)
-        except (InputError, ValueError, TypeError, OverflowError) as e:
-            self.fail(key, str(e))
-        raise AssertionError  # unreachable: fail() raises
-
-    def get_int(
-        self,
-        key: str,
-        *,
-        required: bool = False,
-        default: Any = None,
-        minimum: int = 1,
-        maximum: int = limits.MAX_TOKENS,
-    ) -> Any:
-        return self._get(key, lambda v: _int(v, minimum, maximum), required, default, number=True)
-
-    def get_tokens(self, key: str, *, required: bool = False, default: Any = None) -> Any:
-        return self._get(key, _tokens, required, default, number=True)
-
-    def get_bytes(
-        self,
-        key: str,
-        *,
-        required: bool = False,
-        default: Any = None,
-        minimum: int = 1,
-        maximum: int = limits.MAX_GPU_BYTES,
-    ) -> Any:
-        return self._get(key, lambda v: _bytes(v, minimum, maximum), required, default)
-
-    def get_fraction(self, key: str, *, default: Any = None) -> Any:
-        return self._get(key, _fraction, False, default, number=True)
-
-    def get_str(self, key: str, *, required: bool = False, default: Any = None) -> Any:
-        return self._get(key, _str, required, default)
-
-    def get_choice(self, key: str, choices: tuple[str, ...], *, default: Any = None) -> Any:
-        return self._get(key, lambda v: _choice(v, choices), False, default)
-
-    def get_bool(self, key: str, *, default: bool = False) -> bool:
-        return bool(self._get(key, _bool, False, default, number=True))
-
-    def get_str_list(self, key: str, choices: tuple[str, ...]) -> tuple[str, ...] | None:
-        if not self.has(key):
-            return None
-        value = self.data[key]
-        if not isinstance(value, list):
-            self.fail(key, f"expected a list, got {_kind(value)}")
-        for i, item in enumerate(value):
-            if item not in choices:
-                self.fail((key, i), f"expected one of {', '.join(choices)}, got {_show(item)}")
-        return tuple(value)
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "nothing"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
-        type(v), "a list" if isinstance(v, list) else "a mapping" if isinstance(v, dict) else "a value"
-    )
-
-
-def _show(v: Any) -> str:
-    """repr of a value, cut to one short line (an input value can be 4 MB)."""
-    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 100:
-        return f"a {v.bit_length()}-bit integer"
-    text = repr(v) if isinstance(v, str | int | float | bool) or v is None else _kind(v)
-    return text if len(text) <= 60 else text[:57] + "…"
-
-
-def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(key, list(allowed), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _int(v: Any, minimum: int, maximum: int = limits.MAX_TOKENS) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"expected an integer, got {_kind(v)} {_show(v)}")
-    if v < minimum:
-        raise ValueError(f"expected an integer >= {minimum}, got {_show(v)}")
-    if v > maximum:
-        raise LimitError(f"{_show(v)} is above the largest value kvplan accepts here ({maximum:,})")
-    return v
-
-
-def _tokens(v: Any) -> int:
-    if isinstance(v, bool | float):
-        raise ValueError(f"expected a token count such as 131072 or 128K, got {_show(v)}")
-    n = parse_tokens(v if isinstance(v, int) else str(v))
-    if n <= 0:
-        raise ValueError(f"expected a positive token count, got {_show(v)}")
-    return n
-
-
-def _bytes(v: Any, minimum: int, maximum: int = limits.MAX_GPU_BYTES) -> int:
-    if isinstance(v, bool | int | float):
-        raise ValueError(f"byte size {_show(v)} has no unit: write e.g. '{v}GiB' or '{v}GB'")
-    if not isinstance(v, str):
-        raise ValueError(f"expected a byte size such as 80GiB, got {_kind(v)}")
-    n = parse_bytes(v)
-    if n < minimum:
-        floor = f"{minimum // MiB} MiB" if minimum >= MiB and minimum % MiB == 0 else f"{minimum} B"
-        raise ValueError(f"expected a size of at least {floor}, got {_show(v)}")
-    if n > maximum:
-        raise LimitError(f"{_show(v)} is above kvplan's limit of {maximum // GiB:,} GiB for one GPU")
-    return n
-
-
-def _fraction(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float | str):
-        raise ValueError(f"expected a fraction between 0 and 1, got {_show(v)}")
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"expected a fraction between 0 and 1, got {_show(v)}") from None
-    if not 0 < f <= 1:
-        raise ValueError(f"expected a fraction in (0, 1], got {_show(v)}")
-    return f
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise ValueError(f"expected a non-empty string, got {_kind(v)}")
-    return v.strip()
-
-
-def _choice(v: Any, choices: tuple[str, ...]) -> str:
-    s = str(v).strip().lower() if isinstance(v, str) else None
-    if s not in choices:
-        raise ValueError(f"expected one of {', '.join(choices)}, got {_show(v)}")
-    return s
-
-
-def _bool(v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-        return v.strip().lower() in ("true", "yes", "1", "on")
-    raise ValueError(f"expected true or false, got {_show(v)}")
 
 
 # --------------------------------------------------------------------------- presets
@@ -515,8 +127,8 @@ FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Mixtr
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
                         "Glm5NextForConditionalGeneration")  # fmt: skip
-"""Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid): read here, refused by the
-engines until issue 13's engine rules land (kvplan.engines.refuse_unplanned_kinds)."""
+"""Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid), each planned by the engines'
+hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
@@ -525,8 +137,6 @@ def load_model(ref: str) -> ModelArch:
     """A preset name, a kvplan model YAML, a Hugging Face config.json or snapshot folder, or a repo id
     ORG/NAME[@REVISION] (the local caches, else the Hub's configs and safetensors headers: kvplan.models.hub)."""
     if ("@" in ref or ref.count("/") == 1) and not ref.endswith((".yaml", ".yml", ".json")):  # ORG/NAME[@REV]
-        from kvplan.models.checkpoint import local_ref
-
         ref = local_ref(ref)
     doc = _with_modelopt_quantization(_resolve("models", ref))
     r = Reader(doc)
@@ -538,7 +148,6 @@ def load_model(ref: str) -> ModelArch:
             _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
             config_rope=config_rope(r.data),
         )
-        from kvplan.models.checkpoint import with_checkpoint
 
         return with_checkpoint(arch, doc.source, r.data)
     _check_schema(r)
@@ -568,7 +177,6 @@ def load_model(ref: str) -> ModelArch:
                     source=p.get_str("source", required=True),
                 )
             )
-    from kvplan.models.preset_weights import preset_weights
 
     dtype = r.data.get("checkpoint_dtype")
     rope = read_documented(r)
@@ -901,8 +509,6 @@ def _gpu(r: Reader, key: str) -> Gpu:
 
 def close_gpus(name: str, n: int = 3) -> list[str]:
     """Catalog keys whose spellings are closest to name (difflib), best first."""
-    import difflib
-
     spellings = _gpu_table()[1]
     wanted = _gpu_key(name)
     close = difflib.get_close_matches(wanted, list(spellings), n=4 * n, cutoff=0.5)
@@ -1168,8 +774,6 @@ def load_deployment(ref: str | None, sets: list[str] | tuple[str, ...] = ()) -> 
     if "engine_version" not in values:
         default("engine_version", ENGINES[engine][0], ENGINES[engine][0], "the newest version kvplan models")
     version = values["engine_version"]
-    from kvplan.engines.versions import rules_for  # the engines' version tables (they import only kvplan.errors)
-
     try:
         rules_for(engine, version)  # any version: the rules in force then
     except InputError as e:
@@ -1298,10 +902,7 @@ def check_model_for_deployment(arch: ModelArch, dep: Deployment) -> None:
       cannot be planned unless ``weights_per_gpu`` is given (kvplan would otherwise plan 0 B of weights);
     - ``weights_per_gpu`` under limits.MIN_WEIGHTS_PPM (1 %) of the model's own estimate is a unit slip.
     """
-    from kvplan.engines import refuse_unplanned_kinds
-    from kvplan.models.arch import Split
-
-    refuse_unplanned_kinds(arch, dep)  # before the weights: a hybrid's refusal is the one line that matters
+    validate.refuse_unplanned(arch, dep)  # before the weights: a layout kvplan cannot plan is the one line that matters
     split = Split.of(tp=dep.tp, dp_attention=dep.dp_attention, ep=dep.ep, pp=dep.pp)
     if dep.weights_per_gpu is None and arch.measured_weights_for(split) is not None:
         return  # a measured point: no estimate to check (a preset's tensors are then never laid out)

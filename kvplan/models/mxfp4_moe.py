@@ -3,35 +3,7 @@
 The checkpoint holds, per MoE layer and expert, ``gate_up_proj_blocks`` (2·I × h/2 B: two e2m1 values a byte),
 ``gate_up_proj_scales`` (2·I × h/32 B: one e8m0 scale per 32 values), ``gate_up_proj_bias`` (2·I bf16), and the
 same for ``down_proj`` (h × I/2, h × I/32, h). What the GPU holds after the load (vLLM ``Model loading took``,
-SGLang ``Load weight end ... mem usage``) depends on the MoE backend, read from the source:
-
-vLLM ``model_executor/layers/quantization/mxfp4.py`` (``Mxfp4MoEMethod.create_weights`` pads, then
-``process_weights_after_loading`` repacks; ``get_mxfp4_backend`` picks the backend):
-
-- ``triton`` (SM90 with ``triton_kernels`` and torch >= 2.8; the "Using Triton backend" log of vLLM 0.14.1 and the
-  'TRITON' of 0.19.0 on H100): I padded to a multiple of 64; the biases become fp32 (``w13_bias.to(torch.float32)``);
-  ``_swizzle_mxfp4`` builds new weight tensors (the bf16 originals are deleted) and a swizzled copy of the scales
-  for ``PrecisionConfig`` while ``layer.w13_weight_scale`` / ``w2_weight_scale`` stay registered: the scales are
-  held twice. triton_kernels ``HopperMXScaleLayout.swizzle_data`` pads the copy's output dimension to
-  ``2 × num_warps × 2 × 8`` = 256 (num_warps 8) and its scale count to 2. The value swizzle
-  (``HopperMXValueLayout``, mma v3) pads bytes to 16 × 32 tiles: nothing for gpt-oss (every dimension a multiple
-  of 32), not modelled for other shapes.
-- ``marlin`` (SM90 before torch 2.8 / without triton_kernels, SM80-89 and SM120; vLLM 0.10.1 on H100 in
-  vllm-project/vllm#23278, "Weight-only FP4 compression will be used leveraging the Marlin kernel"): I padded to
-  128 and h to 256 ("n % 256 == 0 and k % 128 == 0"); ``prepare_moe_fp4_layer_for_marlin`` repacks in place of
-  the originals, scales once (e8m0), biases bf16.
-- ``flashinfer_trtllm`` (SM100 with FlashInfer, ``SM100_FI_MXFP4_BF16``, vLLM's default on Blackwell): I and h
-  padded to 256; weights and scales shuffled in place of the originals (one copy), biases fp32, and three fp32
-  vectors of E (alpha, beta, clamp limit).
-
-SGLang (``srt/layers/quantization/mxfp4.py``, ``Mxfp4MoEMethod``): the triton_kernels path is vLLM's (I padded to
-64, fp32 biases, ``layer.w13_weight_scale`` kept beside the swizzled ``PrecisionConfig`` scales), and FlashInfer
-(``USE_FLASHINFER_MXFP4_MOE``, Blackwell) pads I and h to 256 like vLLM's trtllm path.
-
-Per rank: vLLM ``GptOssModel.load_weights`` gives each of t expert ranks ``cdiv(I / 32, t) × 32`` of the
-intermediate dimension (whole experts under expert parallelism are not modelled: the split here is always the
-intermediate one, what both engines do by default). Checked against vLLM's published load lines in
-tests/unit/test_weights_published.py.
+SGLang ``Load weight end ... mem usage``) depends on the MoE backend, read from the source (above ``Layout``).
 """
 
 from __future__ import annotations
@@ -52,6 +24,35 @@ def _up(n: int, m: int) -> int:
     return -(-n // m) * m
 
 
+# How each backend lays the experts out:
+#
+# vLLM ``model_executor/layers/quantization/mxfp4.py`` (``Mxfp4MoEMethod.create_weights`` pads, then
+# ``process_weights_after_loading`` repacks; ``get_mxfp4_backend`` picks the backend):
+#
+# - ``triton`` (SM90 with ``triton_kernels`` and torch >= 2.8; the "Using Triton backend" log of vLLM 0.14.1 and the
+#   'TRITON' of 0.19.0 on H100): I padded to a multiple of 64; the biases become fp32 (``w13_bias.to(torch.float32)``);
+#   ``_swizzle_mxfp4`` builds new weight tensors (the bf16 originals are deleted) and a swizzled copy of the scales
+#   for ``PrecisionConfig`` while ``layer.w13_weight_scale`` / ``w2_weight_scale`` stay registered: the scales are
+#   held twice. triton_kernels ``HopperMXScaleLayout.swizzle_data`` pads the copy's output dimension to
+#   ``2 × num_warps × 2 × 8`` = 256 (num_warps 8) and its scale count to 2. The value swizzle
+#   (``HopperMXValueLayout``, mma v3) pads bytes to 16 × 32 tiles: nothing for gpt-oss (every dimension a multiple
+#   of 32), not modelled for other shapes.
+# - ``marlin`` (SM90 before torch 2.8 / without triton_kernels, SM80-89 and SM120; vLLM 0.10.1 on H100 in
+#   vllm-project/vllm#23278, "Weight-only FP4 compression will be used leveraging the Marlin kernel"): I padded to
+#   128 and h to 256 ("n % 256 == 0 and k % 128 == 0"); ``prepare_moe_fp4_layer_for_marlin`` repacks in place of
+#   the originals, scales once (e8m0), biases bf16.
+# - ``flashinfer_trtllm`` (SM100 with FlashInfer, ``SM100_FI_MXFP4_BF16``, vLLM's default on Blackwell): I and h
+#   padded to 256; weights and scales shuffled in place of the originals (one copy), biases fp32, and three fp32
+#   vectors of E (alpha, beta, clamp limit).
+#
+# SGLang (``srt/layers/quantization/mxfp4.py``, ``Mxfp4MoEMethod``): the triton_kernels path is vLLM's (I padded to
+# 64, fp32 biases, ``layer.w13_weight_scale`` kept beside the swizzled ``PrecisionConfig`` scales), and FlashInfer
+# (``USE_FLASHINFER_MXFP4_MOE``, Blackwell) pads I and h to 256 like vLLM's trtllm path.
+#
+# Per rank: vLLM ``GptOssModel.load_weights`` gives each of t expert ranks ``cdiv(I / 32, t) × 32`` of the
+# intermediate dimension (whole experts under expert parallelism are not modelled: the split here is always the
+# intermediate one, what both engines do by default). Checked against vLLM's published load lines in
+# tests/unit/test_weights_published.py.
 @dataclass(frozen=True)
 class Layout:
     """How one backend pads and repacks the experts of a rank."""

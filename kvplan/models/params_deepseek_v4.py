@@ -1,4 +1,4 @@
-"""DeepSeek-V4 (Flash, Pro) parameter groups, module by module, for weights per GPU (issue 13).
+"""DeepSeek-V4 (Flash, Pro) parameter groups, module by module, for weights per GPU.
 
 Shapes and checkpoint names from DeepSeek's reference ``inference/model.py`` (``Attention``, ``Compressor``,
 ``Indexer``, ``Gate``, ``Expert``, ``Block``, ``MTPBlock``; names as the Hugging Face checkpoint writes them,
@@ -6,32 +6,6 @@ Shapes and checkpoint names from DeepSeek's reference ``inference/model.py`` (``
 ``layers/deepseek_v4_attention.py`` + ``layers/deepseek_compressor.py`` shard them (SGLang's
 ``srt/models/deepseek_v4.py`` ``MQALayer`` the same: ``ReplicatedLinear`` wq_a / wkv, ``ColumnParallelLinear``
 wq_b / wo_a, ``RowParallelLinear`` wo_b over the attention TP ranks):
-
-| group                | per layer (h hidden, H heads × d head_dim, q q_lora, r o_lora, g o_groups)     | split  |
-|----------------------|--------------------------------------------------------------------------------|--------|
-| attention            | wq_b (H·d × q), wo_a (g·r × H·d/g), wo_b (h × g·r); attn_sink (H, fp32)       | attn   |
-| attention_replicated | wq_a (q × h), wkv (d × h) (``fused_wqa_wkv``, ``disable_tp``); q_norm, kv_norm | none   |
-| compressor           | ratio 4 / 128 layers: wkv, wgate (c·d × h, c = 2 for ratio 4 else 1, bf16:     | none   |
-|                      | ``quant_config=None``), ape (ratio × c·d, fp32), norm (d)                      |        |
-| indexer              | ratio 4 layers: wq_b (I·e × q), weights_proj (I × h, bf16), its own compressor | none   |
-|                      | (c = 2, head e = index_head_dim); k_norm is vLLM's, not the checkpoint's       |        |
-| hyper_connections    | hc_attn / hc_ffn: fn ((2 + m)·m × m·h), base ((2 + m)·m), scale (3), fp32;     | none   |
-|                      | the head's hc_head fn (m × m·h), base (m), scale (1)                           |        |
-| norms                | attn_norm, ffn_norm (h) a layer, the final norm                                | none   |
-| router               | gate.weight (E × h); gate.bias (E, fp32) with ``noaux_tc``, or on the first    | none   |
-|                      | ``num_hash_layers`` layers tid2eid (vocab × top-k, int32) instead of the bias  |        |
-| routed_experts       | E × (w1, w3: f × h; w2: h × f), MXFP4 when ``expert_dtype`` is fp4 (quant.py)  | experts|
-| shared_experts       | n_shared × (w1, w3, w2), fp8 blocks                                           | tp     |
-| embeddings           | embed, head (vocab × h; one copy when tied)                                    | tp     |
-| mtp                  | each MTP block: a full layer (its ``compress_ratios`` entry: 0 on both         | experts|
-|                      | checkpoints, so no compressor), e_proj / h_proj (h × h), enorm, hnorm, norm,   |        |
-|                      | its hc_head; embed and head are the model's (``MTPBlock.embed = None``)        |        |
-
-Linears are fp8 e4m3 in 128×128 blocks (the config's ``quantization_config``); the checkpoint stores those
-scales as ue8m0 (1 B) where kvplan counts fp32 (4 B): 3 B per 16,384 values, under 0.02 % of the bytes.
-Not counted: the engines' load-time buffers (vLLM ``topk_indices_buffer`` and ``_mtp_hidden_buffer``, SGLang's
-per-rope ``freqs_cis``), SGLang's bf16 ``wo_a`` when ``SGLANG_OPT_FP8_WO_A_GEMM`` is off, and vLLM's attn_sink
-padding to 64 heads a rank.
 """
 
 from __future__ import annotations
@@ -49,6 +23,33 @@ INT32 = Scheme(name="int32", weight_bits=32)
 """The hash-routing table ``tid2eid`` (``torch.int32`` in ``Gate``)."""
 
 
+# The groups, module by module:
+#
+# | group                | per layer (h hidden, H heads × d head_dim, q q_lora, r o_lora, g o_groups)     | split  |
+# |----------------------|--------------------------------------------------------------------------------|--------|
+# | attention            | wq_b (H·d × q), wo_a (g·r × H·d/g), wo_b (h × g·r); attn_sink (H, fp32)       | attn   |
+# | attention_replicated | wq_a (q × h), wkv (d × h) (``fused_wqa_wkv``, ``disable_tp``); q_norm, kv_norm | none   |
+# | compressor           | ratio 4 / 128 layers: wkv, wgate (c·d × h, c = 2 for ratio 4 else 1, bf16:     | none   |
+# |                      | ``quant_config=None``), ape (ratio × c·d, fp32), norm (d)                      |        |
+# | indexer              | ratio 4 layers: wq_b (I·e × q), weights_proj (I × h, bf16), its own compressor | none   |
+# |                      | (c = 2, head e = index_head_dim); k_norm is vLLM's, not the checkpoint's       |        |
+# | hyper_connections    | hc_attn / hc_ffn: fn ((2 + m)·m × m·h), base ((2 + m)·m), scale (3), fp32;     | none   |
+# |                      | the head's hc_head fn (m × m·h), base (m), scale (1)                           |        |
+# | norms                | attn_norm, ffn_norm (h) a layer, the final norm                                | none   |
+# | router               | gate.weight (E × h); gate.bias (E, fp32) with ``noaux_tc``, or on the first    | none   |
+# |                      | ``num_hash_layers`` layers tid2eid (vocab × top-k, int32) instead of the bias  |        |
+# | routed_experts       | E × (w1, w3: f × h; w2: h × f), MXFP4 when ``expert_dtype`` is fp4 (quant.py)  | experts|
+# | shared_experts       | n_shared × (w1, w3, w2), fp8 blocks                                           | tp     |
+# | embeddings           | embed, head (vocab × h; one copy when tied)                                    | tp     |
+# | mtp                  | each MTP block: a full layer (its ``compress_ratios`` entry: 0 on both         | experts|
+# |                      | checkpoints, so no compressor), e_proj / h_proj (h × h), enorm, hnorm, norm,   |        |
+# |                      | its hc_head; embed and head are the model's (``MTPBlock.embed = None``)        |        |
+#
+# Linears are fp8 e4m3 in 128×128 blocks (the config's ``quantization_config``); the checkpoint stores those
+# scales as ue8m0 (1 B) where kvplan counts fp32 (4 B): 3 B per 16,384 values, under 0.02 % of the bytes.
+# Not counted: the engines' load-time buffers (vLLM ``topk_indices_buffer`` and ``_mtp_hidden_buffer``, SGLang's
+# per-rope ``freqs_cis``), SGLang's bf16 ``wo_a`` when ``SGLANG_OPT_FP8_WO_A_GEMM`` is off, and vLLM's attn_sink
+# padding to 64 heads a rank.
 def groups(c: Fields, acc: _Groups) -> str:
     """Every DeepSeek-V4 tensor of the checkpoint into ``acc``; returns the family label."""
     h = c.required("hidden_size")

@@ -10,48 +10,6 @@ linear attention: ``linear_attn_config.kda_layers`` (0-based), else the ``layer_
 (p = n·d); heads, nope, v, q_lora, kv_lora the MLA fields; ih, id the indexer's ``index_n_heads``,
 ``index_head_dim``. Splits as SGLang 0.5.23 ``srt/models/glm5_next.py`` builds them (vLLM 0.33
 ``models/glm5next/`` shards the same way: FlashML-org/FreeToken#507 describes the same split):
-
-- KDA, per layer (``Glm5NextLinearAttention``), group ``linear_attention``, attention TP (``attn_tp_size``, whole
-  heads a rank): ``self_attn.q_proj``, ``k_proj``, ``v_proj`` p × h each (``QKVParallelLinear``), ``b_proj`` n × h,
-  ``f_b_proj``, ``g_b_proj`` p × d (``ColumnParallelLinear``), ``o_proj`` h × p (``RowParallelLinear``); the
-  ``q/k/v_conv1d`` weights 3·p × kernel, ``A_log`` n and ``dt_bias`` p (sharded by head, checkpoint dtype).
-  ``f_a_proj`` and ``g_a_proj`` d × h are ``ReplicatedLinear``: group ``linear_attention_replicated``, 'none'.
-  ``o_norm`` (d): ``norms``.
-- MLA, per full layer (``DeepseekV2AttentionMLA`` with ``qk_rope_head_dim`` 0): ``q_b_proj`` heads·(nope+rope) ×
-  q_lora, ``kv_b_proj`` heads·(nope+v) × kv_lora, ``o_proj`` h × heads·v: group ``attention``, attention TP;
-  ``q_a_proj`` q_lora × h and ``kv_a_proj_with_mqa`` (kv_lora+rope) × h are replicated (SGLang fuses them into
-  ``fused_qkv_a_proj_with_mqa``, a ``ReplicatedLinear``): group ``attention_latent``, 'none', with
-  ``q_a_layernorm`` and ``kv_a_layernorm``.
-- the pooled indexer (``IndexerKPool``, ``srt/layers/attention/nsa/dsa_indexer_kpool.py``), on every full layer,
-  all ``ReplicatedLinear``, group ``indexer``, 'none': ``self_attn.indexer.wq_b`` ih·id × q_lora, ``wk`` id × h,
-  ``weights_proj`` ih × h; ``index_kpool_compress_gate`` id × h (bf16), ``index_kpool_compress_ape``
-  index_kpool × id, ``k_norm`` (LayerNorm weight and bias, 2·id).
-- mHC (``mhc: true``, ``hc_mult`` m): per layer ``hc_attn_fn`` and ``hc_ffn_fn`` (2+m)·m × m·h,
-  ``hc_{attn,ffn}_base`` (2+m)·m, ``hc_{attn,ffn}_scale`` 3: group ``mhc``, replicated.
-- MLP: ``first_k_dense_replace`` dense layers ``mlp.{gate,up,down}_proj`` of ``intermediate_size``
-  (``dense_mlp``, TP); the others ``mlp.experts.{e}.*`` n_routed × 3 × moe_intermediate × h (``routed_experts``,
-  max(tp, ep)), ``mlp.shared_experts.*`` (``shared_experts``, TP), ``mlp.gate`` n_routed × h and its
-  ``e_score_correction_bias`` n_routed (``router``, replicated).
-- norms: input and post-attention RMSNorm a layer, the final norm; embeddings and LM head vocab × h each (one when
-  tied), vocab parallel.
-- MTP (``num_nextn_predict_layers``, layer ``num_hidden_layers + k``): one MLA + indexer decoder layer with its MoE,
-  ``eh_proj`` h × 2h, ``enorm``, ``hnorm``, ``shared_head.norm``: group ``mtp`` (loaded only with speculative
-  decoding).
-- the vision tower (``vision_config``; skipped by SGLang with ``language_only``): group ``vision``, TP
-  (``VisionAttention`` with ``use_qkv_parallel``, its MLP column / row parallel): ``depth`` blocks of qkv 3·vh × vh
-  (+ bias), proj vh × vh (+ bias), q/k norms (vh / heads each), two norms, ``gate_up_proj`` 2·vi × vh and
-  ``down_proj`` vh × vi (+ biases; the checkpoint stores ``gate_proj`` and ``up_proj``); the Conv3d patch
-  embedding vh × 3·t·p² (+ bias), the post layernorm, the Conv2d downsample vo × vh·s² (+ bias), the merger's
-  ``proj`` vo × vo, its LayerNorm (2·vo) and its MLP of ``projection_intermediate_size`` (no biases).
-
-fp32 tensors (counted at 4 B): the mHC mixes (``F32`` in the checkpoint's tensor listing), ``A_log``, ``dt_bias`` and
-the conv weights (SGLang builds them fp32), ``e_score_correction_bias``, the compress ape. Not counted (not in the
-engines' model files above): the MTP layer's own mHC parameters and any model-level mHC head; the element count
-below says there are none.
-
-Checked against the FP8 checkpoint's 62 shard headers as patrickbdevaney/glm-5.3-reap recorded them
-(``stages/s00_smoke.py``: 321,342,220,638 tensor elements in all, 311,672,586,240 of them the routed experts'
-weights and block scales): tests/unit/test_params_glm5_next.py.
 """
 
 from __future__ import annotations
@@ -88,6 +46,49 @@ def kda_layers(c: Fields, layers: int) -> tuple[bool, ...]:
     return tuple(i % 4 != 3 for i in range(layers))
 
 
+# The groups, as the checkpoint names them:
+#
+# - KDA, per layer (``Glm5NextLinearAttention``), group ``linear_attention``, attention TP (``attn_tp_size``, whole
+#   heads a rank): ``self_attn.q_proj``, ``k_proj``, ``v_proj`` p × h each (``QKVParallelLinear``), ``b_proj`` n × h,
+#   ``f_b_proj``, ``g_b_proj`` p × d (``ColumnParallelLinear``), ``o_proj`` h × p (``RowParallelLinear``); the
+#   ``q/k/v_conv1d`` weights 3·p × kernel, ``A_log`` n and ``dt_bias`` p (sharded by head, checkpoint dtype).
+#   ``f_a_proj`` and ``g_a_proj`` d × h are ``ReplicatedLinear``: group ``linear_attention_replicated``, 'none'.
+#   ``o_norm`` (d): ``norms``.
+# - MLA, per full layer (``DeepseekV2AttentionMLA`` with ``qk_rope_head_dim`` 0): ``q_b_proj`` heads·(nope+rope) ×
+#   q_lora, ``kv_b_proj`` heads·(nope+v) × kv_lora, ``o_proj`` h × heads·v: group ``attention``, attention TP;
+#   ``q_a_proj`` q_lora × h and ``kv_a_proj_with_mqa`` (kv_lora+rope) × h are replicated (SGLang fuses them into
+#   ``fused_qkv_a_proj_with_mqa``, a ``ReplicatedLinear``): group ``attention_latent``, 'none', with
+#   ``q_a_layernorm`` and ``kv_a_layernorm``.
+# - the pooled indexer (``IndexerKPool``, ``srt/layers/attention/nsa/dsa_indexer_kpool.py``), on every full layer,
+#   all ``ReplicatedLinear``, group ``indexer``, 'none': ``self_attn.indexer.wq_b`` ih·id × q_lora, ``wk`` id × h,
+#   ``weights_proj`` ih × h; ``index_kpool_compress_gate`` id × h (bf16), ``index_kpool_compress_ape``
+#   index_kpool × id, ``k_norm`` (LayerNorm weight and bias, 2·id).
+# - mHC (``mhc: true``, ``hc_mult`` m): per layer ``hc_attn_fn`` and ``hc_ffn_fn`` (2+m)·m × m·h,
+#   ``hc_{attn,ffn}_base`` (2+m)·m, ``hc_{attn,ffn}_scale`` 3: group ``mhc``, replicated.
+# - MLP: ``first_k_dense_replace`` dense layers ``mlp.{gate,up,down}_proj`` of ``intermediate_size``
+#   (``dense_mlp``, TP); the others ``mlp.experts.{e}.*`` n_routed × 3 × moe_intermediate × h (``routed_experts``,
+#   max(tp, ep)), ``mlp.shared_experts.*`` (``shared_experts``, TP), ``mlp.gate`` n_routed × h and its
+#   ``e_score_correction_bias`` n_routed (``router``, replicated).
+# - norms: input and post-attention RMSNorm a layer, the final norm; embeddings and LM head vocab × h each (one when
+#   tied), vocab parallel.
+# - MTP (``num_nextn_predict_layers``, layer ``num_hidden_layers + k``): one MLA + indexer decoder layer with its MoE,
+#   ``eh_proj`` h × 2h, ``enorm``, ``hnorm``, ``shared_head.norm``: group ``mtp`` (loaded only with speculative
+#   decoding).
+# - the vision tower (``vision_config``; skipped by SGLang with ``language_only``): group ``vision``, TP
+#   (``VisionAttention`` with ``use_qkv_parallel``, its MLP column / row parallel): ``depth`` blocks of qkv 3·vh × vh
+#   (+ bias), proj vh × vh (+ bias), q/k norms (vh / heads each), two norms, ``gate_up_proj`` 2·vi × vh and
+#   ``down_proj`` vh × vi (+ biases; the checkpoint stores ``gate_proj`` and ``up_proj``); the Conv3d patch
+#   embedding vh × 3·t·p² (+ bias), the post layernorm, the Conv2d downsample vo × vh·s² (+ bias), the merger's
+#   ``proj`` vo × vo, its LayerNorm (2·vo) and its MLP of ``projection_intermediate_size`` (no biases).
+#
+# fp32 tensors (counted at 4 B): the mHC mixes (``F32`` in the checkpoint's tensor listing), ``A_log``, ``dt_bias`` and
+# the conv weights (SGLang builds them fp32), ``e_score_correction_bias``, the compress ape. Not counted (not in the
+# engines' model files above): the MTP layer's own mHC parameters and any model-level mHC head; the element count
+# below says there are none.
+#
+# Checked against the FP8 checkpoint's 62 shard headers as patrickbdevaney/glm-5.3-reap recorded them
+# (``stages/s00_smoke.py``: 321,342,220,638 tensor elements in all, 311,672,586,240 of them the routed experts'
+# weights and block scales): tests/unit/test_params_glm5_next.py.
 def groups(c: Fields, acc: _Groups) -> str:
     """Every GLM-5.3-Flash module into ``acc`` (see the module docstring); the family label."""
     h = c.required("hidden_size")

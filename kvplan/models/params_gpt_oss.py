@@ -1,20 +1,8 @@
 """Parameter groups of gpt-oss (``GptOssForCausalLM``), by checkpoint name.
 
 Read from vLLM ``model_executor/models/gpt_oss.py`` (``OAIAttention``, ``MLPBlock``, ``GptOssModel``) and the
-checkpoint's own names (openai/gpt-oss-120b ``model.safetensors.index.json``): per layer
-
-- attention (attention TP): ``self_attn.q_proj`` (heads·d × h) and ``o_proj`` (h × heads·d) with their biases,
-  ``sinks`` (one bf16 a head: ``OAIAttention.sinks``); ``k_proj`` / ``v_proj`` (kv·d × h, biased) at most kv-heads
-  ways (``QKVParallelLinear`` replicates past them);
-- ``mlp.router`` (E × h + E bias, ``torch.nn.Linear``: whole on every rank);
-- ``mlp.experts``: E experts of ``gate_up_proj`` (2·I × h) and ``down_proj`` (h × I) with biases. With
-  ``quant_method: mxfp4`` they are :class:`kvplan.models.mxfp4_moe.Mxfp4Experts` (what each backend holds);
-  otherwise linears in the checkpoint dtype;
-- two RMSNorms (h);
-
-plus ``embed_tokens`` and ``lm_head`` (vocab × h each, vocab parallel), the final norm, and the rotary cos/sin
-cache: ``get_rope(..., dtype=torch.float32)`` with yarn, original × factor positions × head_dim × 4 B on every rank.
-``modules_to_not_convert`` keeps attention, router, embeddings and head in bf16.
+checkpoint's own names (openai/gpt-oss-120b ``model.safetensors.index.json``); the groups are listed above
+``groups``.
 """
 
 from __future__ import annotations
@@ -23,17 +11,30 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from kvplan.limits import MAX_LAYERS
+from kvplan.models.additions import rotary_cache_bytes
 from kvplan.models.mxfp4_moe import Mxfp4Experts
+from kvplan.models.weights import gqa_heads
 
 if TYPE_CHECKING:
     from kvplan.models.quant import Fields
     from kvplan.models.weights import _Groups
 
 
+# The groups, as the checkpoint names them:
+#
+# - attention (attention TP): ``self_attn.q_proj`` (heads·d × h) and ``o_proj`` (h × heads·d) with their biases,
+#   ``sinks`` (one bf16 a head: ``OAIAttention.sinks``); ``k_proj`` / ``v_proj`` (kv·d × h, biased) at most kv-heads
+#   ways (``QKVParallelLinear`` replicates past them);
+# - ``mlp.router`` (E × h + E bias, ``torch.nn.Linear``: whole on every rank);
+# - ``mlp.experts``: E experts of ``gate_up_proj`` (2·I × h) and ``down_proj`` (h × I) with biases. With
+#   ``quant_method: mxfp4`` they are :class:`kvplan.models.mxfp4_moe.Mxfp4Experts` (what each backend holds);
+#   otherwise linears in the checkpoint dtype;
+# - two RMSNorms (h);
+#
+# plus ``embed_tokens`` and ``lm_head`` (vocab × h each, vocab parallel), the final norm, and the rotary cos/sin
+# cache: ``get_rope(..., dtype=torch.float32)`` with yarn, original × factor positions × head_dim × 4 B on every rank.
+# ``modules_to_not_convert`` keeps attention, router, embeddings and head in bf16.
 def groups(c: Fields, acc: _Groups) -> str:
-    from kvplan.models.additions import rotary_cache_bytes
-    from kvplan.models.weights import gqa_heads
-
     h = c.required("hidden_size")
     layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
     heads, kv_heads = gqa_heads(c)

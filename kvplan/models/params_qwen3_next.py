@@ -5,43 +5,6 @@ Which layers are full attention: ``layer_types`` when the config lists them, els
 ``Qwen3NextConfig.__post_init__``); the others are Gated DeltaNet (GDN). Per layer ``model.layers.{i}.``
 (h = hidden_size; nk, dk = linear_num_key_heads, linear_key_head_dim; nv, dv = linear_num_value_heads,
 linear_value_head_dim):
-
-- GDN, group ``linear_attention``, split over attention TP: ``linear_attn.in_proj_qkvz`` (2·nk·dk + 2·nv·dv) × h,
-  ``in_proj_ba`` 2·nv × h, ``out_proj`` h × nv·dv (linears, in the scheme their names resolve to); ``conv1d``
-  conv_dim × kernel with conv_dim = 2·nk·dk + nv·dv, ``A_log`` and ``dt_bias`` nv each (checkpoint dtype: both
-  engines build conv1d with ``quant_config=None``). SGLang 0.5.23 ``srt/models/qwen3_next.py``
-  ``Qwen3GatedDeltaNet`` (ColumnParallelLinear / RowParallelLinear on ``attn_tp_size``, conv1d through
-  ``mamba_v2_sharded_weight_loader``, A_log / dt_bias ``num_v_heads // attn_tp_size`` with
-  ``sharded_weight_loader(0)``); vLLM 0.33 ``model_executor/models/qwen3_next.py`` with
-  ``layers/mamba/gdn/qwen_gdn_linear_attn.py`` ``QwenGatedDeltaNetAttention`` (the same shards; in_proj_ba stays
-  TP-sharded for Qwen3-Next's interleaved layout). ``linear_attn.norm`` (RMSNormGated of dv): replicated, ``norms``.
-- gated full attention: ``self_attn.q_proj`` 2·heads·head_dim × h (the query and its output gate:
-  ``attn_output_gate``, default true in both engines: ``QKVParallelLinear(..., total_num_heads *
-  (1 + attn_output_gate), ...)``) and ``o_proj`` h × heads·head_dim, group ``attention``, attention TP;
-  ``k_proj``, ``v_proj`` kv_heads·head_dim × h, group ``kv_proj``, split at most kv_heads ways (both engines:
-  "Number of KV heads is less than TP size, so we replicate the KV heads": Qwen3-Next's 2 kv heads at TP 8 leave
-  each rank one, a quarter of them); ``q_norm``, ``k_norm`` (head_dim): replicated, ``norms``.
-- sparse MoE on layer i iff i is not in ``mlp_only_layers`` and (i + 1) % ``decoder_sparse_step`` == 0 (vLLM
-  ``Qwen3NextDecoderLayer``; SGLang builds every layer sparse, the same for every released config):
-  ``mlp.experts.{e}.{gate,up,down}_proj`` num_experts × 3 × moe_intermediate × h (``routed_experts``, split
-  max(tp, ep)); ``mlp.shared_expert.{gate,up,down}_proj`` 3 × shared_expert_intermediate × h
-  (``shared_experts``, TP: Qwen2MoeMLP); ``mlp.gate`` num_experts × h and ``mlp.shared_expert_gate`` 1 × h
-  (``router``: ReplicatedLinear with ``quant_config=None`` in both engines, replicated); a dense layer:
-  ``mlp.{gate,up,down}_proj`` of ``intermediate_size`` (``dense_mlp``, TP).
-- norms: input and post-attention RMSNorm a layer and the final norm (replicated).
-- embeddings and LM head: vocab × h each (one when tied), vocab parallel.
-- MTP, group ``mtp`` (counted only when speculative decoding loads it: SGLang ``load_weights`` skips every name
-  with "mtp" unless ``is_mtp``; vLLM loads ``mtp.*`` in ``Qwen3NextMTP`` only): ``num_nextn_predict_layers``
-  layers, default 1 (vLLM ``qwen3_next_mtp.py``: ``getattr(config, "num_nextn_predict_layers", 1)``; the
-  released config.json has no such key and its checkpoint ships ``mtp.layers.0``): ``mtp.fc`` h × 2h, one
-  full-attention decoder layer with its MoE, ``mtp.pre_fc_norm_embedding``, ``mtp.pre_fc_norm_hidden``,
-  ``mtp.norm``; it shares the embeddings and LM head.
-- the rotary cos/sin cache: max_position_embeddings × int(head_dim × partial_rotary_factor) in the model dtype
-  (both engines: ``get_rope`` with the partial rotary factor), a load-time buffer on every GPU.
-
-Checked against the Qwen/Qwen3-Next-80B-A3B-Instruct checkpoint's tensor listing: 79,674,391,296 parameters in
-the 48 layers, embeddings and head, 1,650,471,424 in ``mtp.*``, 81,324,862,720 in all = the shard index's
-``metadata.total_size`` 162,649,725,440 B / 2 (tests/unit/test_params_qwen3_next.py).
 """
 
 from __future__ import annotations
@@ -80,6 +43,44 @@ def _rotary_factor(c: Fields) -> float:
     return 0.25
 
 
+# The groups, as the checkpoint names them:
+#
+# - GDN, group ``linear_attention``, split over attention TP: ``linear_attn.in_proj_qkvz`` (2·nk·dk + 2·nv·dv) × h,
+#   ``in_proj_ba`` 2·nv × h, ``out_proj`` h × nv·dv (linears, in the scheme their names resolve to); ``conv1d``
+#   conv_dim × kernel with conv_dim = 2·nk·dk + nv·dv, ``A_log`` and ``dt_bias`` nv each (checkpoint dtype: both
+#   engines build conv1d with ``quant_config=None``). SGLang 0.5.23 ``srt/models/qwen3_next.py``
+#   ``Qwen3GatedDeltaNet`` (ColumnParallelLinear / RowParallelLinear on ``attn_tp_size``, conv1d through
+#   ``mamba_v2_sharded_weight_loader``, A_log / dt_bias ``num_v_heads // attn_tp_size`` with
+#   ``sharded_weight_loader(0)``); vLLM 0.33 ``model_executor/models/qwen3_next.py`` with
+#   ``layers/mamba/gdn/qwen_gdn_linear_attn.py`` ``QwenGatedDeltaNetAttention`` (the same shards; in_proj_ba stays
+#   TP-sharded for Qwen3-Next's interleaved layout). ``linear_attn.norm`` (RMSNormGated of dv): replicated, ``norms``.
+# - gated full attention: ``self_attn.q_proj`` 2·heads·head_dim × h (the query and its output gate:
+#   ``attn_output_gate``, default true in both engines: ``QKVParallelLinear(..., total_num_heads *
+#   (1 + attn_output_gate), ...)``) and ``o_proj`` h × heads·head_dim, group ``attention``, attention TP;
+#   ``k_proj``, ``v_proj`` kv_heads·head_dim × h, group ``kv_proj``, split at most kv_heads ways (both engines:
+#   "Number of KV heads is less than TP size, so we replicate the KV heads": Qwen3-Next's 2 kv heads at TP 8 leave
+#   each rank one, a quarter of them); ``q_norm``, ``k_norm`` (head_dim): replicated, ``norms``.
+# - sparse MoE on layer i iff i is not in ``mlp_only_layers`` and (i + 1) % ``decoder_sparse_step`` == 0 (vLLM
+#   ``Qwen3NextDecoderLayer``; SGLang builds every layer sparse, the same for every released config):
+#   ``mlp.experts.{e}.{gate,up,down}_proj`` num_experts × 3 × moe_intermediate × h (``routed_experts``, split
+#   max(tp, ep)); ``mlp.shared_expert.{gate,up,down}_proj`` 3 × shared_expert_intermediate × h
+#   (``shared_experts``, TP: Qwen2MoeMLP); ``mlp.gate`` num_experts × h and ``mlp.shared_expert_gate`` 1 × h
+#   (``router``: ReplicatedLinear with ``quant_config=None`` in both engines, replicated); a dense layer:
+#   ``mlp.{gate,up,down}_proj`` of ``intermediate_size`` (``dense_mlp``, TP).
+# - norms: input and post-attention RMSNorm a layer and the final norm (replicated).
+# - embeddings and LM head: vocab × h each (one when tied), vocab parallel.
+# - MTP, group ``mtp`` (counted only when speculative decoding loads it: SGLang ``load_weights`` skips every name
+#   with "mtp" unless ``is_mtp``; vLLM loads ``mtp.*`` in ``Qwen3NextMTP`` only): ``num_nextn_predict_layers``
+#   layers, default 1 (vLLM ``qwen3_next_mtp.py``: ``getattr(config, "num_nextn_predict_layers", 1)``; the
+#   released config.json has no such key and its checkpoint ships ``mtp.layers.0``): ``mtp.fc`` h × 2h, one
+#   full-attention decoder layer with its MoE, ``mtp.pre_fc_norm_embedding``, ``mtp.pre_fc_norm_hidden``,
+#   ``mtp.norm``; it shares the embeddings and LM head.
+# - the rotary cos/sin cache: max_position_embeddings × int(head_dim × partial_rotary_factor) in the model dtype
+#   (both engines: ``get_rope`` with the partial rotary factor), a load-time buffer on every GPU.
+#
+# Checked against the Qwen/Qwen3-Next-80B-A3B-Instruct checkpoint's tensor listing: 79,674,391,296 parameters in
+# the 48 layers, embeddings and head, 1,650,471,424 in ``mtp.*``, 81,324,862,720 in all = the shard index's
+# ``metadata.total_size`` 162,649,725,440 B / 2 (tests/unit/test_params_qwen3_next.py).
 def groups(c: Fields, acc: _Groups) -> str:
     """Every Qwen3-Next module into ``acc`` (see the module docstring); the family label."""
     h = c.required("hidden_size")

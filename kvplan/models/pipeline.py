@@ -2,18 +2,8 @@
 
 Both engines build only a stage's layers on its GPUs (vLLM ``model_executor/models/utils.py::make_layers`` and
 SGLang ``srt/utils`` ``make_layers`` with ``get_pp_indices``: the other layers are ``PPMissingLayer``), so a
-stage's KV cell counts its own layers and its weights are its share:
-
-- the embedding on the first stage only, the final norm and LM head on the last (vLLM ``LlamaModel.__init__``:
-  ``embed_tokens`` when ``is_first_rank or (tie_word_embeddings and is_last_rank)``; ``lm_head`` on the last
-  rank; SGLang ``Qwen3ForCausalLM`` / ``LlamaForCausalLM``: ``embed_tokens`` on the first rank, a real
-  ``ParallelLMHead`` on the last, the tied weight sent to it at pp > 1): an untied checkpoint's ``embeddings``
-  group (embed + head, vocab × hidden each) is half on each end, a tied one whole on both;
-- a layer group (attention, MLP, experts, router) the share of its ``layer_span`` the stage owns: a MoE model's
-  first dense layers sit on the first stage;
-- what every process builds once (the rotary cos/sin cache) whole on every stage.
-
-Which layers a stage gets is the engine's rule (kvplan.engines.pipeline).
+stage's KV cell counts its own layers and its weights are its share (what that share holds: above
+``stage_arch``).
 """
 
 from __future__ import annotations
@@ -50,6 +40,18 @@ def parse_layer_partition(value: object) -> tuple[int, ...]:
     return tuple(out)
 
 
+# What a stage's GPUs load:
+#
+# - the embedding on the first stage only, the final norm and LM head on the last (vLLM ``LlamaModel.__init__``:
+#   ``embed_tokens`` when ``is_first_rank or (tie_word_embeddings and is_last_rank)``; ``lm_head`` on the last
+#   rank; SGLang ``Qwen3ForCausalLM`` / ``LlamaForCausalLM``: ``embed_tokens`` on the first rank, a real
+#   ``ParallelLMHead`` on the last, the tied weight sent to it at pp > 1): an untied checkpoint's ``embeddings``
+#   group (embed + head, vocab × hidden each) is half on each end, a tied one whole on both;
+# - a layer group (attention, MLP, experts, router) the share of its ``layer_span`` the stage owns: a MoE model's
+#   first dense layers sit on the first stage;
+# - what every process builds once (the rotary cos/sin cache) whole on every stage.
+#
+# Which layers a stage gets is the engine's rule (kvplan.engines.pipeline).
 def stage_arch(arch: ModelArch, stage: PipelineStage) -> ModelArch:
     """The model as one stage holds it: ``num_layers`` and the indexer flags of its layers only.
 

@@ -4,7 +4,7 @@ A preset's ``config`` section holds the Hugging Face fields of the model's confi
 names the file). Its weights used to be the MLA parameter groups (no norms, the MTP layer's embed/head, no engine
 additions): DeepSeek-V3 planned 78.54 GiB a GPU at TP8 from its preset and 79.55 GiB from its config.json against
 vLLM's published 79.74 GiB (tests/unit/test_weights_published.py). Now both go through
-:func:`kvplan.models.checkpoint.with_checkpoint` (per tensor from the config, + the engine's load-time additions);
+:func:`kvplan.models.snapshot.with_checkpoint` (per tensor from the config, + the engine's load-time additions);
 a config kvplan cannot lay out per tensor keeps its parameter groups either way.
 """
 
@@ -17,6 +17,7 @@ from functools import lru_cache, partial
 from typing import Any, overload
 
 from kvplan.models.arch import ModelArch, ParamGroup
+from kvplan.models.snapshot import with_checkpoint
 from kvplan.models.weights import as_parameter_groups
 
 PRESET_FP8_BLOCKS = {
@@ -99,6 +100,4 @@ def _groups(arch: ModelArch, source: str, config: str) -> tuple[ParamGroup, ...]
 @lru_cache(maxsize=32)
 def _weighed(arch: ModelArch, source: str, config: str) -> ModelArch:
     """The per-tensor layout of a preset's config, once a process (GLM-5.3: 119,030 tensors, about 1 s of CPU)."""
-    from kvplan.models.checkpoint import with_checkpoint
-
     return with_checkpoint(arch, source, json.loads(config), snapshot=False)

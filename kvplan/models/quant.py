@@ -52,7 +52,7 @@ from kvplan.limits import (
 )
 
 Fail = Callable[[tuple[str | int, ...], str], object]
-"""Raises a located error for a key path under the config (load.Reader.fail fits); must not return."""
+"""Raises a located error for a key path under the config (reader.Reader.fail fits); must not return."""
 
 
 @dataclass(frozen=True, kw_only=True)

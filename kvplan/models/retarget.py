@@ -1,6 +1,6 @@
 """A deployment file written for one model, planned with another: which of its knobs follow the model.
 
-Issue 23 item 3: the GLM-5.3 preset's fp8 KV and 64-token pages planned a Llama as if the user had set them.
+Why: the GLM-5.3 preset's fp8 KV and 64-token pages planned a Llama as if the user had set them.
 A knob is either the user's (--set, or the user's own deployment file) or the engine's default for the model
 being planned; a built-in preset's model knobs (kvplan.models.deploy.MODEL_KNOBS) do not travel to another model.
 """

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan import limits
 
 if TYPE_CHECKING:
-    from kvplan.models.load import Reader
+    from kvplan.models.reader import Reader
 
 ROPE_TYPES = ("yarn",)
 """The scalings a deployment can turn on: YaRN, the one the model cards document (Qwen3, QwQ, Qwen2.5)."""

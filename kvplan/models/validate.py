@@ -1,4 +1,4 @@
-"""A model config's values checked once, where the config is read (issue 25), before any family reads them.
+"""A model config's values checked once, where the config is read, before any family reads them.
 
 Every count or size an engine divides or allocates by is an integer >= 1 when given (a zero head count, expert
 count or width would build a zero-sized tensor or divide by zero in the engine; kvplan refuses it rather than
@@ -13,10 +13,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvplan import limits
+from kvplan.errors import InputError
 from kvplan.models import quant
 
 if TYPE_CHECKING:
-    from kvplan.models.load import Reader
+    from kvplan.models.arch import ModelArch
+    from kvplan.models.deploy import Deployment
+    from kvplan.models.reader import Reader
 
 POSITIVE = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
@@ -109,3 +112,14 @@ def compress_ratios(r: Reader, num_layers: int) -> list[int]:
 def _show(v: object) -> str:
     text = repr(v) if isinstance(v, str | int | float | bool) or v is None else type(v).__name__
     return text if len(text) <= 40 else text[:37] + "…"
+
+
+def refuse_unplanned(arch: ModelArch, dep: Deployment) -> None:
+    """What kvplan does not plan yet (one line, exit 2, never a wrong pool): every cache kind is planned on both
+    engines; a 4-byte KV cache and per-layer kv heads (DeciLM ``block_configs``) are not, on SGLang."""
+    if dep.engine == "sglang" and dep.dtype in ("float", "float32"):  # auto, float16, bfloat16: a 2-byte KV
+        raise InputError(f"kvplan does not yet plan --dtype {dep.dtype} (a 4-byte KV cache) on SGLang")
+    if dep.engine == "sglang" and len(set(arch.kv_heads_per_layer)) > 1:
+        raise InputError(
+            f"kvplan does not yet plan per-layer kv heads ({arch.name}: block_configs) on SGLang {dep.engine_version}"
+        )

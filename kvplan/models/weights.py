@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan.errors import ConfigError
 from kvplan.limits import MAX_LAYERS, MAX_PATTERN_LAYERS
 from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.quant import Fields, resolve
 
 if TYPE_CHECKING:  # the quantization reader is imported where a config is read (presets do not need it)
     from kvplan.models.quant import Fail, Fields, Quantization, Scheme
@@ -329,7 +330,7 @@ def param_groups_from_hf(
     Checked against vLLM's "Model loading took" of eight real startups (tests/unit/test_weights_measured.py).
 
     No ``hidden_size``: no groups (the loader then asks for ``weights_per_gpu``). Bad values raise through
-    ``fail`` (a key path and a message; load.Reader.fail fits) or a ConfigError naming ``source``.
+    ``fail`` (a key path and a message; reader.Reader.fail fits) or a ConfigError naming ``source``.
 
     >>> w = param_groups_from_hf({"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
     ...     "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
@@ -337,8 +338,6 @@ def param_groups_from_hf(
     >>> w.total_params, w.summary
     (8030261248, 'bf16 checkpoint')
     """
-    from kvplan.models.quant import Fields, resolve
-
     quant = resolve(config, source, fail)
 
     def bad(path: tuple[str | int, ...], message: str) -> ConfigError:

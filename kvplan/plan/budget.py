@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import Pool, PoolPlan
+from kvplan.models.cache import (
+    CacheKind,
+    CompressedAttention,
+    FullAttention,
+    IndexerK,
+    LinearState,
+    MlaLatent,
+    SlidingWindow,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +97,7 @@ def budget(plan: PoolPlan, contexts: tuple[int, ...]) -> Budget:
     )
 
 
-# --------------------------------------------------------------------------- hybrid models (issue 13)
+# --------------------------------------------------------------------------- hybrid models
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,16 +120,6 @@ class KindCost:
 
 def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
     """The hybrid's kinds with their bytes on one GPU (empty for a uniform plan, whose cell says it all)."""
-    from kvplan.models.cache import (
-        CacheKind,
-        CompressedAttention,
-        FullAttention,
-        IndexerK,
-        LinearState,
-        MlaLatent,
-        SlidingWindow,
-    )
-
     if not plan.pools:
         return ()
     counts: dict[CacheKind, int] = {}

@@ -1,4 +1,4 @@
-"""The smallest deployment that meets the requirements (`kvplan fit`, issue 16 item 1; pure).
+"""The smallest deployment that meets the requirements (`kvplan fit`; pure).
 
 Candidates are enumerated over GPU type, engine, tp (powers of two and divisors of --max-gpus), DP attention and
 dcp (MLA models; each divides tp, as the loader's layout rule says), kv cache dtype (bf16 and fp8 in the
@@ -8,20 +8,6 @@ fit) is pruned with the engine's message. The requirements are checked with gate
 (:func:`kvplan.plan.gate.requirement_admissions`); a started candidate that misses them with the engine's default
 memory knob is re-tried with the smallest memory knob that admits each requirement (admit's own search,
 :func:`kvplan.plan.admit.memory_remedy`), the largest of those values, checked whole.
-
-Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
-the same plan, kvplan.models.arch.Split), except where the engine refuses to build the experts' slices at ep 1
-(kvplan.engines.load_checks: an fp8 block split, SGLang's width per MoE-TP rank): that candidate is pruned with
-the engine's message and the same layout with ep = tp (whole experts) is searched after it; ``pp`` (1), page
-size (the engine's default; DSA forces 64).
-
-With --trace (issue 16 item 3, :mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
-hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
-order until ``TRACE_PASSES`` hold it (``_replay_group``). The memory knob is not re-searched for the trace.
-
-Speed (issue 16 item 5): the model is loaded once by the caller; candidates are planned in order of GPUs used,
-and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
-table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
 """
 
 from __future__ import annotations
@@ -36,9 +22,11 @@ from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
+from kvplan.models.load import check_model_for_deployment
 from kvplan.plan.admit import memory_remedy
+from kvplan.plan.fit_trace import check_trace
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
-from kvplan.plan.transfer import Transfer
+from kvplan.plan.transfer import Transfer, transfer
 
 if TYPE_CHECKING:
     from kvplan.plan.fit_trace import TraceFit, TraceSpec
@@ -48,6 +36,21 @@ KV_DTYPES = {"sglang": ("bf16", "fp8_e4m3"), "vllm": ("bf16", "fp8")}
 """The kv cache dtypes searched, as each engine spells them (``--kv-cache-dtype``)."""
 
 
+# What the search leaves out, and how it is kept fast:
+#
+# Not searched, and why: ``ep`` (with ep <= tp the routed experts are split max(tp, ep) = tp ways either way:
+# the same plan, kvplan.models.arch.Split), except where the engine refuses to build the experts' slices at ep 1
+# (kvplan.engines.load_checks: an fp8 block split, SGLang's width per MoE-TP rank): that candidate is pruned with
+# the engine's message and the same layout with ep = tp (whole experts) is searched after it; ``pp`` (1), page
+# size (the engine's default; DSA forces 64).
+#
+# With --trace (:mod:`kvplan.plan.fit_trace`) a candidate that meets the requirements must also
+# hold a real trace replayed through its own pools, per DP rank; per GPU count the candidates are replayed in rank
+# order until ``TRACE_PASSES`` hold it (``_replay_group``). The memory knob is not re-searched for the trace.
+#
+# Speed: the model is loaded once by the caller; candidates are planned in order of GPUs used,
+# and once a GPU count has an admitted candidate, only the next larger count is still planned (for the frontier
+# table); larger ones cannot rank first and are counted as skipped, not planned. No plan is approximated.
 @dataclass(frozen=True, kw_only=True)
 class FitQuery:
     model_ref: str
@@ -264,8 +267,6 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
     """Plan one candidate, check the requirements; with the memory knob the requirements need if the default
     misses them (or the engine does not start with it, the weights loaded). The engine's refusals are the pruned
     reason."""
-    from kvplan.models.load import check_model_for_deployment
-
     try:
         check_model_for_deployment(arch, dep)
         plan = plan_pool(arch, dep)
@@ -346,8 +347,6 @@ def _replay_group(group: list[Outcome], q: FitQuery, *, capped: bool = False) ->
     --exhaustive); ``capped`` (a GPU count past the first that holds it, shown for the table only): at most
     ``TRACE_PASSES`` replays, whatever they find. Returns how many were left unreplayed; those stay in the group
     without a trace check, marked ``unreplayed`` (not ok)."""
-    from kvplan.plan.fit_trace import check_trace
-
     assert q.trace is not None
     flat_ok = sorted(
         (i for i, o in enumerate(group) if o.ok and o.plan is not None),
@@ -396,7 +395,7 @@ def pd_setting(engine: str, side: str, backend: str | None) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class PdFit:
-    """Prefill and decode instances sized separately by the same search (issue 16 item 2).
+    """Prefill and decode instances sized separately by the same search.
 
     The prefill instance must admit one request of the longest required context: it holds that request's KV
     (main and indexer rows, MTP draft rows) until the hand-off, and admit's workspace check covers the indexer
@@ -428,8 +427,6 @@ class PdFit:
 
     @property
     def hand_off(self) -> Transfer | None:
-        from kvplan.plan.transfer import transfer
-
         best = self.prefill.best
         if best is None or best.plan is None:
             return None

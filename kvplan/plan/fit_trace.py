@@ -1,4 +1,4 @@
-"""`kvplan fit --trace`: a candidate must hold a real trace, not only a flat requirement (issue 16 item 3).
+"""`kvplan fit --trace`: a candidate must hold a real trace, not only a flat requirement.
 
 The trace (any format ``kvplan simulate`` reads, parsed once) is replayed in occupancy mode through the
 candidate's own pool: per DP rank ``usable_pages`` pages of ``logical_page_tokens`` tokens (the planned pool, the
@@ -18,8 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
-from kvplan.sim.ranks import Stop
+from kvplan.plan.admit import dp_ranks
+from kvplan.sim.paging import Paging
+from kvplan.sim.pool import Pool
+from kvplan.sim.ranks import ENGINE_ROUTER, Stop, replay_ranks
+from kvplan.sim.registry import engine_pool
 from kvplan.sim.replay import Service
 from kvplan.sim.trace import CompactTrace, Trace
 
@@ -66,8 +71,6 @@ def with_trace(req: Requirements, spec: TraceSpec) -> Requirements:
 
 def trace_spec(trace: Trace, *, min_hit_ppm: int, prefill_tps: int = 10_000, tpot_us: int = 40_000) -> TraceSpec:
     """Read the trace once (a malformed trace is bad input here, before any search)."""
-    from kvplan.errors import InputError
-
     compact = CompactTrace(trace)
     n = len(compact)
     if n == 0:
@@ -175,8 +178,6 @@ class TraceFit:
 
 
 def trace_key(plan: PoolPlan) -> TraceKey:
-    from kvplan.plan.admit import dp_ranks
-
     d = plan.deployment
     return (plan.engine, plan.usable_pages, plan.logical_page_tokens, dp_ranks(plan), plan.max_running_requests, d.mtp)
 
@@ -192,11 +193,6 @@ def check_trace(plan: PoolPlan, spec: TraceSpec) -> TraceFit:
 
 
 def _replay(key: TraceKey, spec: TraceSpec) -> TraceFit:
-    from kvplan.errors import InputError
-    from kvplan.sim.paging import Paging
-    from kvplan.sim.pool import Pool, engine_pool
-    from kvplan.sim.ranks import ENGINE_ROUTER, replay_ranks
-
     engine, pages, page_tokens, ranks, max_running, eagle = key
     router = ENGINE_ROUTER[engine]
     base = TraceFit(

@@ -1,6 +1,6 @@
 """What a lock entry must hold beyond each field's type and bounds, and the digest of a lock's entries (pure).
 
-A lock is a CI gate's baseline, so a hand edit must never read as a pass (issue 25 item 2). Two guards:
+A lock is a CI gate's baseline, so a hand edit must never read as a pass. Two guards:
 
 - the fields an entry carries are related by construction (``kvplan.plan.gate.figures``): an entry that breaks
   one of those relations was not written by kvplan, and the error names the field;
@@ -15,10 +15,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.engines.versions import parse_version
 from kvplan.errors import InputError
 from kvplan.models.deploy import ENGINES
 from kvplan.models.formats import MlaLayout
+from kvplan.versions import parse_version
 
 DIGEST_PREFIX = "sha256:"
 KV_FORMATS = frozenset({*(m.value for m in MlaLayout), "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"})

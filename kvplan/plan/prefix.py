@@ -5,20 +5,6 @@ For a request of L tokens with a cached prefix of P tokens the engine reuses R t
   with EAGLE/MTP the key is the bigram view, so a prefix of P tokens gives P − 1 units before rounding.
 - vLLM: the hit is capped at L − 1 tokens and rounded down to whole blocks (64 × dcp); with EAGLE/MTP and
   lookahead block hashes off (``disable_lookahead_block_hashes`` or a KV connector) one more block is dropped.
-
-The lightning indexer scores each query token against every key before it (causal): a request of L tokens costs
-L(L + 1)/2 query-key pairs per indexer layer. A hit removes the prefix-internal pairs R(R + 1)/2 but not the
-suffix × prefix cross term S × R nor the suffix-internal S(S + 1)/2 (S = L − R), because top-k selection
-depends on the new queries. So the compute saved is R(R + 1) / (L(L + 1)), not R / L.
-
-A model without an indexer (GQA / MHA, plain MLA) pays the same causal pairs in its attention, on every layer
-and every query head: QK over head_dim and PV over v_head_dim, 2 FLOPs a multiply-add. The counts are then
-attention pairs, and the bytes read per key are the main KV of all layers.
-
-A hybrid (issue 13): the engine's own rules say where a hit ends (SGLang 0.5.23: kvplan.engines.sglang_hybrid
-``prefix_reuse_rules``; vLLM 0.33.0: the hybrid notes of kvplan.engines.vllm_hybrid, whose blocks are the aligned
-attention block, and no reuse for a Mamba hybrid before vLLM 0.26). kvplan assumes the cache still holds what the
-hit needs (the window before it, a state at its end); the pairs and FLOPs count the full-attention layers only.
 """
 
 from __future__ import annotations
@@ -26,11 +12,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.sglang_hybrid import prefix_reuse_rules
+from kvplan.engines.vllm_hybrid import HYBRID_PREFIX_CACHING_SINCE
 from kvplan.errors import InputError
 from kvplan.limits import MAX_LOOP, bounded_int
+from kvplan.plan.budget import kind_costs
 from kvplan.units import cdiv
+from kvplan.versions import parse_version
 
 
+# What the reused tokens save, kind by kind:
+#
+# The lightning indexer scores each query token against every key before it (causal): a request of L tokens costs
+# L(L + 1)/2 query-key pairs per indexer layer. A hit removes the prefix-internal pairs R(R + 1)/2 but not the
+# suffix × prefix cross term S × R nor the suffix-internal S(S + 1)/2 (S = L − R), because top-k selection
+# depends on the new queries. So the compute saved is R(R + 1) / (L(L + 1)), not R / L.
+#
+# A model without an indexer (GQA / MHA, plain MLA) pays the same causal pairs in its attention, on every layer
+# and every query head: QK over head_dim and PV over v_head_dim, 2 FLOPs a multiply-add. The counts are then
+# attention pairs, and the bytes read per key are the main KV of all layers.
+#
+# A hybrid: the engine's own rules say where a hit ends (SGLang 0.5.23: kvplan.engines.sglang_hybrid
+# ``prefix_reuse_rules``; vLLM 0.33.0: the hybrid notes of kvplan.engines.vllm_hybrid, whose blocks are the aligned
+# attention block, and no reuse for a Mamba hybrid before vLLM 0.26). kvplan assumes the cache still holds what the
+# hit needs (the window before it, a state at its end); the pairs and FLOPs count the full-attention layers only.
 def pairs(n: int) -> int:
     """Causal query-key pairs of n tokens: n(n + 1) / 2."""
     return n * (n + 1) // 2
@@ -57,8 +62,6 @@ def hybrid_rules(plan: PoolPlan) -> tuple[str, ...]:
     if not plan.pools:
         return ()
     if plan.engine == "sglang":
-        from kvplan.engines.sglang_hybrid import prefix_reuse_rules
-
         return prefix_reuse_rules(plan)
     return tuple(n for n in plan.notes if n.startswith("vLLM prefix reuse") or "without prefix caching" in n)
 
@@ -67,16 +70,12 @@ def no_hybrid_reuse(plan: PoolPlan) -> bool:
     """vLLM before 0.26 runs a Mamba hybrid without prefix caching (kvplan.engines.vllm_hybrid)."""
     if plan.engine != "vllm" or not any(d.per == "request" for pool in plan.pools for d in pool.demands):
         return False
-    from kvplan.engines.versions import parse_version
-    from kvplan.engines.vllm_hybrid import HYBRID_PREFIX_CACHING_SINCE
 
     return parse_version(plan.engine_version) < HYBRID_PREFIX_CACHING_SINCE
 
 
 def kinds_saved(plan: PoolPlan, reused: int) -> tuple[KindSaved, ...]:
     """Per window / state kind of a hybrid: what a hit of ``reused`` tokens does not write on one GPU."""
-    from kvplan.plan.budget import kind_costs
-
     out = []
     for k in kind_costs(plan):
         if k.per == "window":
@@ -262,7 +261,7 @@ def sweep_points(ctx: int, steps: int) -> tuple[int, ...]:
 
 
 def replay_approximation(plan: PoolPlan) -> str:
-    """The sentence ``simulate --deploy`` says for a hybrid: what its replay approximates (issue 13 item 3)."""
+    """The sentence ``simulate --deploy`` says for a hybrid: what its replay approximates."""
     pool = plan.hybrid_pools[0]
     return (
         f"HYBRID, APPROXIMATED: the replay pages {pool.name}'s {plan.usable_pages:,} {pool.unit}s as if each request "

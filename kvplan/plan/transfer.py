@@ -8,13 +8,6 @@ Transfer units:
 Each rank sends the rows it holds. Without dcp every TP rank holds the whole MLA latent and indexer K (TP replicates
 them), so the total is per rank × tp. Under dcp the tokens are split across the dcp ranks (rank r holds every
 dcp-th token), so each rank sends moved / dcp rows and the tp ranks hold tp / dcp copies of each token.
-
-A hybrid (issue 13) moves per kind. SGLang 0.5.23 (``srt/disaggregation/prefill.py`` ``send_kv_chunk``, last
-chunk): the full-attention pages of every token; for the sliding-window layers only the window
-(``_swa_payload``: window_start = max(decode prefix, seq_len − sliding_window_size) rounded down to a page, the
-pages from there to seq_len); for the linear-attention layers the request's one Mamba state slot
-(``_mamba_payload``). vLLM: ASSUMPTION, its connectors' hybrid paths were not read: the same per-kind amounts (the
-window's blocks, one state per request, unpadded).
 """
 
 from __future__ import annotations
@@ -55,6 +48,14 @@ class KindMove:
     how: str
 
 
+# A hybrid's hand-off, as the engines move it:
+#
+# A hybrid moves per kind. SGLang 0.5.23 (``srt/disaggregation/prefill.py`` ``send_kv_chunk``, last
+# chunk): the full-attention pages of every token; for the sliding-window layers only the window
+# (``_swa_payload``: window_start = max(decode prefix, seq_len − sliding_window_size) rounded down to a page, the
+# pages from there to seq_len); for the linear-attention layers the request's one Mamba state slot
+# (``_mamba_payload``). vLLM: ASSUMPTION, its connectors' hybrid paths were not read: the same per-kind amounts (the
+# window's blocks, one state per request, unpadded).
 def hybrid_moves(plan: PoolPlan, ctx: int, moved: int, unit: str) -> tuple[KindMove, ...]:
     """The window and state kinds' share of a hand-off of ``ctx`` tokens (empty for a uniform plan).
 

@@ -117,7 +117,7 @@ class WorkspaceQuery:
                 raise InputError(f"{option} must be 0 or more draft tokens, got {v}")
             if v is not None and v <= 0 and name != "draft_tokens":
                 raise InputError(f"{option} must be positive, got {v}")
-            if v is not None:  # as --ctx is bounded: no batch or draft count past any pool (issue 25)
+            if v is not None:  # as --ctx is bounded: no batch or draft count past any pool
                 bounded_int(v, name=option, low=0, high=MAX_TOKENS)
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan import DIST
-from kvplan.errors import ProbeUnavailable
+from kvplan.errors import InputError, ProbeUnavailable
 from kvplan.models.deploy import Gpu
+from kvplan.models.load import find_gpu, gpu_catalog
+from kvplan.probes.validate import load_torch  # quiet about a missing numpy
 
 NVML_MEMORY_V2 = 0x02000028
 """nvmlMemory_v2: the versioned struct with `reserved` (driver/firmware)."""
@@ -131,15 +133,12 @@ def _read_one(nv: Any, index: int, driver: str, cuda_version: str) -> GpuReading
 
 def with_torch(readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
     """Add torch.cuda.mem_get_info for each device when torch and CUDA are there (no error otherwise)."""
-    from kvplan.probes.validate import load_torch  # quiet about a missing numpy
-
     try:
         torch = load_torch()
     except ProbeUnavailable:
         return readings
     if not torch.cuda.is_available():
         return readings
-    from dataclasses import replace
 
     out = []
     for r in readings:
@@ -154,9 +153,6 @@ def with_torch(readings: tuple[GpuReading, ...]) -> tuple[GpuReading, ...]:
 
 def match_catalog(reading: GpuReading) -> Gpu | None:
     """The catalog GPU of the same name (longest name match; NVML total breaks ties), or None."""
-    from kvplan.errors import InputError
-    from kvplan.models.load import find_gpu, gpu_catalog
-
     try:
         return find_gpu(reading.name)  # the exact name or an alias first: "NVIDIA H200" is h200, not h200-nvl
     except InputError:

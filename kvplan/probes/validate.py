@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import warnings
 from dataclasses import dataclass, field, replace
@@ -207,7 +208,6 @@ def validate_ranks(plan: PoolPlan, *, device: str, timeout_s: int = 120) -> tupl
         return (validate(plan, device=device),)
     t = load_torch()
     need_numpy()
-    import datetime
 
     import torch.distributed as dist
 

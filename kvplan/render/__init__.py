@@ -6,14 +6,18 @@ as a rich table, Markdown or JSON. Floats exist only here.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
 
+from kvplan.fsio import quiet_closed_stdout, stdout_failed
 from kvplan.units import GB, MB, GiB, MiB
+from kvplan.units import gib as gib  # the report style, kept importable here
 
 SCHEMA_VERSION = 1
 """In every --format json document. Bumped on a breaking change to any command's output (a field removed,
@@ -25,11 +29,6 @@ class OutputFormat(str, Enum):
     table = "table"
     json = "json"
     markdown = "markdown"
-
-
-def gib(n: int) -> str:
-    """'52.68 GiB' — binary gibibytes, two decimals."""
-    return f"{n / GiB:,.2f} GiB"
 
 
 def size(n: int) -> str:
@@ -134,14 +133,10 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
         stream.flush()
     except BrokenPipeError:
         if stream is sys.stdout:
-            from kvplan.cli import quiet_closed_stdout
-
             quiet_closed_stdout()
     except OSError as e:  # > /dev/full: a write, said as one (it was "cannot read", or exit 4 under json)
         if stream is not sys.stdout:
             raise
-        from kvplan.fsio import stdout_failed
-
         raise stdout_failed(e) from None
 
 
@@ -237,8 +232,6 @@ MIN_WIDTH = 40
 def console_width(stream: TextIO) -> int:
     """The width rich would use for stream, never under MIN_WIDTH: rich's ``Console.size`` rule without
     importing rich.console: COLUMNS when it is all digits, else the terminal of stdin/stdout/stderr, else 80."""
-    import os
-
     del stream  # rich measures the process's terminal, not the stream it writes to
     width: int | None = None
     for fd in (0, 1, 2):
@@ -256,8 +249,6 @@ def console_width(stream: TextIO) -> int:
 def _rich(r: Report, stream: TextIO) -> None:
     """Draw the report at the stream's width in the stream's encoding: with rich (colour) on a terminal, else as
     plain text laid out exactly as rich lays it out (``plain_text``), without importing rich's console."""
-    import io
-
     tty = bool(getattr(stream, "isatty", lambda: False)())
     if not tty:
         stream.write(_encodable(plain_text(r, console_width(stream)), stream))

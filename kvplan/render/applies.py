@@ -1,7 +1,7 @@
 """What applies to the model in front of the user, and only that.
 
-- A deployment written for another model: the line that says which of its knobs apply (issue 23 item 3).
-- A model without a DSA indexer: no indexer fields in its JSON (issue 23, "Words for every model"). The plan
+- A deployment written for another model: the line that says which of its knobs apply.
+- A model without a DSA indexer: no indexer fields in its JSON. The plan
   still carries its zeros (one shape for every model); the JSON a user reads drops the fields that name the
   indexer where they are all zero, so that a Llama plan never speaks of an indexer it has not got.
 """

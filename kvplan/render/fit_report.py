@@ -1,16 +1,21 @@
-"""The report of `kvplan fit` (issue 16) and its optional plot."""
+"""The report of `kvplan fit` and its optional plot."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kvplan.fsio import check_target
 from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
-from kvplan.render import Report, Section, count
+from kvplan.plan.prefix import replay_approximation
+from kvplan.render import Report, Section, count, size
+from kvplan.render.plot import pyplot, save
+from kvplan.sim.ranks import ENGINE_ROUTER, ROUTER_TEXT
 
 PRUNED_KINDS = 8
 """Kinds of pruning reason shown (the JSON has every pruned candidate with its message)."""
@@ -268,8 +273,6 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
 
 
 def _trace_section(f: Fit) -> Section:
-    from kvplan.sim.ranks import ENGINE_ROUTER, ROUTER_TEXT
-
     spec = f.query.trace
     assert spec is not None
     fits = spec.cache.values()
@@ -290,8 +293,6 @@ def _trace_section(f: Fit) -> Section:
         rows.append((f"DP routing, {engine}", ROUTER_TEXT[ENGINE_ROUTER[engine]]))
     hybrid = next((o.plan for o in f.outcomes if o.trace is not None and o.plan is not None and o.plan.pools), None)
     if hybrid is not None:  # the same sentence simulate --deploy says: what the replay of a hybrid approximates
-        from kvplan.plan.prefix import replay_approximation
-
         rows.append(("hybrid model", replay_approximation(hybrid)))
     rows.append(
         (
@@ -313,9 +314,6 @@ def _reason(message: str) -> str:
 def plot_fit(f: Fit, path: Path, reads: Iterable[Path] = ()) -> None:
     """GPUs vs requests at once at the first required concurrency's context (else the largest context), one
     series per GPU type / engine; matplotlib is imported only here (kvplan.render.plot)."""
-    from kvplan.fsio import check_target
-    from kvplan.render.plot import pyplot, save
-
     check_target(path, "--plot", reads)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -374,8 +372,6 @@ def deploy_yaml(o: Outcome) -> str:
 
 
 def _yaml_str(s: str) -> str:
-    import json
-
     return json.dumps(s)  # a JSON string is a YAML double-quoted scalar
 
 
@@ -388,8 +384,6 @@ def _estimated(o: Outcome) -> str:
 
 def pd_report(f: PdFit) -> Report:
     """--pd: the prefill and the decode instance, each the best of its own search, and the hand-off."""
-    from kvplan.render import size
-
     q = f.decode.query
     sections = []
     for side, result in (("Prefill", f.prefill), ("Decode", f.decode)):

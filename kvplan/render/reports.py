@@ -16,10 +16,17 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.models.arch import ModelArch
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
+from dataclasses import MISSING, fields
+
+from kvplan.models import load
+from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment
+from kvplan.models.formats import MlaLayout
+from kvplan.models.load import ALIASES
 from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
 from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
 from kvplan.render.applies import knob_value as _value
 from kvplan.render.pipeline_report import stages_data, stages_section
+from kvplan.versions import modelled_ranges
 
 
 def deployment_label(p: PoolPlan) -> str:
@@ -673,7 +680,7 @@ def admit_report(a: Admission) -> Report:
     )
 
 
-# --------------------------------------------------------------------------- hybrid models (issue 13)
+# --------------------------------------------------------------------------- hybrid models
 
 
 def _kind_row(k: KindCost) -> tuple[str, str, str, str, str]:
@@ -995,11 +1002,6 @@ def deployment_report(p: PoolPlan) -> Report:
 
 def _knob_unit(name: str) -> str:
     """What a knob's value is, from the loader's own tables of how it parses each knob."""
-    from kvplan.engines.versions import modelled_ranges
-    from kvplan.models import load
-    from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES
-    from kvplan.models.formats import MlaLayout
-
     if name in load._GPU_COUNTS:
         return "count (GPUs)"
     if name in load._TOKEN_KNOBS:
@@ -1033,10 +1035,6 @@ def _knob_unit(name: str) -> str:
 
 
 def _knob_default(name: str) -> str:
-    from dataclasses import MISSING, fields
-
-    from kvplan.models import load
-    from kvplan.models.deploy import ENGINES, Deployment
 
     if name == "engine":
         return load.DEFAULT_ENGINE
@@ -1056,9 +1054,6 @@ def _knob_default(name: str) -> str:
 
 def knobs_report() -> Report:
     """Every deployment knob (kvplan.models.deploy.KNOBS): which engine reads it, its unit and its default."""
-    from kvplan.models.deploy import ENGINE_KNOBS, KNOBS
-    from kvplan.models.load import ALIASES
-
     rows = []
     data = []
     for name in KNOBS:

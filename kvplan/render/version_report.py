@@ -1,4 +1,4 @@
-"""The report of `kvplan diff --engine-version OLD NEW CONFIG...` (issue 16 item 4): one row per config."""
+"""The report of `kvplan diff --engine-version OLD NEW CONFIG...`: one row per config."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.engines.common import PoolPlan
+from kvplan.plan.admit import largest_admitted
 from kvplan.render import Report, Section, count
 
 
@@ -23,8 +24,6 @@ class VersionRow:
 
 
 def _largest(p: PoolPlan | None) -> int:
-    from kvplan.plan.admit import largest_admitted
-
     return largest_admitted(p) if p is not None else 0
 
 

@@ -28,21 +28,20 @@ work, and the per-step indexer K read that makes decode time linear in context.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import SGLANG as SGLANG_ROWS
-from kvplan.engines.versions import VLLM as VLLM_ROWS
-from kvplan.engines.versions import parse_version, rules_for, sglang_rules, vllm_rules
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES, Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
+from kvplan.models.load import gpu_catalog, load_deployment, load_model, preset_names
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
@@ -57,6 +56,9 @@ from kvplan.runbook.verdict import (
 )
 from kvplan.search import smallest_true
 from kvplan.units import GiB, cdiv
+from kvplan.versions import SGLANG as SGLANG_ROWS
+from kvplan.versions import VLLM as VLLM_ROWS
+from kvplan.versions import parse_version, rules_for, sglang_rules, vllm_rules
 
 MATCH = "match"
 MISMATCH = "mismatch"
@@ -536,8 +538,6 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
             if spec == "None":
                 put("speculative_num_draft_tokens", 0, "off", f"{where} speculative_config", line)
             else:
-                import re
-
                 m = re.search(r"num_(?:speculative|spec)_tokens['\"]?\s*[=:]\s*(\d+)", spec)
                 n = int(m.group(1)) if m else 1
                 put("speculative_num_draft_tokens", n, spec[:60], f"{where} speculative_config", line)
@@ -858,7 +858,7 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
     out: list[_Hypothesis] = []
     n = arch.num_layers
     sglang = dep.engine == "sglang"
-    as_0_5_9 = sglang and sglang_rules(dep.engine_version).indexer_all_layers  # any 0.5.9.x (engines/versions.py)
+    as_0_5_9 = sglang and sglang_rules(dep.engine_version).indexer_all_layers  # any 0.5.9.x (versions.py)
     if sglang and arch.is_dsa and not as_0_5_9 and dep.dcp == 1:
         row = arch.kv_lora_rank + arch.qk_rope_head_dim
         out.append(
@@ -944,7 +944,7 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
 
 
 def _version_hypotheses(dep: Deployment, p: PoolPlan, revealed: dict[str, object]) -> list[_Hypothesis]:
-    """The engine's other version rows (kvplan/engines/versions.py), when the log does not print its version:
+    """The engine's other version rows (kvplan/versions.py), when the log does not print its version:
     each row's own accounting (budget cell, what the 'KV size' holds, defaults) is a known cause."""
     if "engine_version" in revealed:
         return []
@@ -1185,7 +1185,7 @@ def diagnose(
         dep = _with(dep, {"engine": engine, "engine_version": ENGINES[engine][0]})
     if run.version is not None and engine == "vllm" and run.version.value.lstrip("v") != dep.engine_version:
         logged = run.version.value.lstrip("v")
-        try:  # the rules in force for the log's own version (kvplan/engines/versions.py), where kvplan models it
+        try:  # the rules in force for the log's own version (kvplan/versions.py), where kvplan models it
             vllm_rules(logged)
         except InputError:
             notes.append(
@@ -1520,7 +1520,7 @@ def _toward(r: Revealed, c: Comparison | None) -> bool:
     567,616 to 686,464, and was read as that drift."""
     if c is None:
         return True
-    # more than half the gap (issue 24 item 1): max_model_len 1,000,000 moved a pool 3.8x off the log's by 0.36 %
+    # more than half the gap: max_model_len 1,000,000 moved a pool 3.8x off the log's by 0.36 %
     return closes_gap(r.config_pool, r.pool_after, c.logged.value)
 
 
@@ -1680,7 +1680,6 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
     if evidence.hybrid is not None:
         return ()  # a hybrid's row is its full-attention layers' (or a shared block pool): a uniform preset's is not
     assert evidence.per_row_low is not None and evidence.per_row_high is not None
-    from kvplan.models.load import load_deployment, load_model, preset_names
 
     sets = [f"engine={run.engine}"]
     if run.version is not None:
@@ -1706,7 +1705,7 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
             archs.append((name, load_model(name)))
         except InputError:
             continue
-    # the log's own multiplier (issue 24 item 4): vLLM's 'Multiplying the GPU KV cache size by the dcp_world_size
+    # the log's own multiplier: vLLM's 'Multiplying the GPU KV cache size by the dcp_world_size
     # N' means each logged token is 1/N of a rank's row (kv_cache_utils.py), and tp is a multiple of N
     # (vllm/config/parallel.py: "decode_context_parallel_size must be <= tensor_parallel_size")
     dcp = run.dcp_multiplier.value if run.dcp_multiplier is not None and run.dcp_multiplier.value > 1 else 1
@@ -1857,8 +1856,6 @@ def _printed_tp(run: Run) -> bool:
 def gpu_candidates(run: Run) -> tuple[tuple[str, ...], str]:
     """Catalog GPUs whose CUDA total fits the log's memory: V0's total_gpu_memory (torch's total: within its
     rounding and 0.1 GiB), or SGLang's free memory before the weights (the total less a CUDA context of 0.2-3 GiB)."""
-    from kvplan.models.load import gpu_catalog
-
     catalog = gpu_catalog()
     if run.v0_memory is not None and run.v0_memory.value.total is not None:
         g = run.v0_memory.value.total
@@ -1872,6 +1869,4 @@ def gpu_candidates(run: Run) -> tuple[tuple[str, ...], str]:
 
 
 def _yaml_str(text: str) -> str:
-    import json
-
     return json.dumps(text)

@@ -1,4 +1,4 @@
-"""What a start-up log says on its own, before any config is compared with it (pure; issue 14 items 2 and 3).
+"""What a start-up log says on its own, before any config is compared with it (pure).
 
 The doctor orders what it knows: (1) byte facts the log states (SGLang's 'KV size' / 'K size' + 'V size' for
 '#tokens' rows; vLLM's 'Available KV cache memory' over 'GPU KV cache size' or V0's '# GPU blocks') fix the bytes

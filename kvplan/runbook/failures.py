@@ -1,4 +1,4 @@
-"""Start-up failures the log prints in words rather than figures (issue 24 items 5 and 10). (pure)
+"""Start-up failures the log prints in words rather than figures. (pure)
 
 A start that dies after its pool lines (an exception during CUDA-graph capture) is a failed start, not "one normal
 server start", and vLLM's bare "EngineCore failed to start" is a start that did not come up. The messages, from the

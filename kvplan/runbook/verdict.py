@@ -1,4 +1,4 @@
-"""The headline's guards (issue 24): what the doctor may name, given its own checks. (pure)
+"""The headline's guards: what the doctor may name, given its own checks. (pure)
 
 - A knob is named as the cause only when applying it to the plan moves the pool toward the log's figure by more
   than half the gap: a vLLM log at max_model_len 1,000,000 with a 3.8x gap was told "CAUSE: the server ran
@@ -23,14 +23,14 @@ SAME_ROWS_PERCENT = 2
 does not model, not another model's: vLLM rounds a hybrid's attention block up to the backend's alignment
 (vllm/model_executor/models/config.py, HybridAttentionMambaModelConfig.verify_and_update_config: ``16 *
 cdiv(mamba_page_size, 16 * attn_page_size_1_token)``; an MLA backend's alignment of 64 takes Kimi-Linear's 944 to
-960 tokens, +1.69 %, as issue 24 reports), and the LMCache run of vllm-project/vllm#21348 logs +1.1 %."""
+960 tokens, +1.69 %), and the LMCache run of vllm-project/vllm#21348 logs +1.1 %."""
 
 
 MISMATCH_ADD = (
     "--deploy with the server's full configuration: no known cause, applied, closes half the gap (the knobs a log "
     "does not print: a token cap, a block override, a memory fraction, a draft pool)"
 )
-"""What a MISMATCH asks for: every headline that names no cause says what to add (issue 24's done-when)."""
+"""What a MISMATCH asks for: every headline that names no cause says what to add."""
 ROWS_ADD = "--model with the server's exact config: the log's rows have other bytes than the config's"
 
 

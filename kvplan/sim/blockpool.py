@@ -29,7 +29,7 @@ block that the request does not touch: a request costs its hits, its new blocks 
 evictions pass over.
 
 Where the trace's blocks are several pages each, ``kvplan.sim.blockchunks.ChunkPool`` replays the same pool per
-trace block instead (``kvplan.sim.pool.engine_pool`` picks it); this one serves pages that are whole trace blocks
+trace block instead (``kvplan.sim.registry.engine_pool`` picks it); this one serves pages that are whole trace blocks
 or coarser, and is the reference the chunked pool is tested against.
 """
 

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kvplan.sim.trace import Request
-
-if TYPE_CHECKING:
-    from kvplan.sim.paging import Paging
 
 
 class Seq:
@@ -116,28 +113,3 @@ def cached_prefix(get: Callable[[int], Any], keys: list[int], n: int) -> list[An
         found += got[:j]
         break
     return found
-
-
-def engine_pool(
-    semantics: str,
-    pages: int,
-    page_tokens: int,
-    paging: Paging,
-    *,
-    policy: str = "lru",
-    eagle: bool = False,
-    check: bool = False,
-) -> Pool:
-    """An engine's pool of ``pages`` pages: SGLang's radix tree, or vLLM's block pool, kept per trace block
-    (``ChunkPool``, the same pool page for page) when the trace's blocks are whole pages."""
-    if semantics == "sglang":
-        from kvplan.sim.radix import RadixPool
-
-        return RadixPool(pages, page_tokens, policy=policy, eagle=eagle, check=check)
-    if paging.mode == "expand":
-        from kvplan.sim.blockchunks import ChunkPool
-
-        return ChunkPool(pages, page_tokens, paging.factor, eagle_drop=eagle, check=check)
-    from kvplan.sim.blockpool import BlockPool
-
-    return BlockPool(pages, page_tokens, eagle_drop=eagle, check=check)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kvplan.errors import InputError
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Pool
@@ -99,8 +100,6 @@ def replay_ranks(
 
     for r in requests:
         if r.arrival_us < last:
-            from kvplan.errors import InputError
-
             raise InputError(
                 f"request {r.index} (line {r.line}) arrives before the one before it: occupancy mode "
                 "needs the trace sorted by arrival time"

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
+from kvplan.errors import InputError
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Pool, Seq
@@ -447,8 +448,6 @@ class _Occupancy:
     def _enqueue(self, r: Request) -> None:
         """``r`` joins the queue (the clock is at its arrival)."""
         if r.arrival_us < self.last_arrival:
-            from kvplan.errors import InputError
-
             raise InputError(
                 f"request {r.index} (line {r.line}) arrives before the one before it: occupancy mode "
                 "needs the trace sorted by arrival time"

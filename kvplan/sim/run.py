@@ -17,12 +17,14 @@ from decimal import Decimal, InvalidOperation
 from multiprocessing import get_context
 
 from kvplan import limits
+from kvplan.engines.length import ContextLimit
 from kvplan.errors import InputError
 from kvplan.sim import ideal
-from kvplan.sim.context import ContextLimit, admitted
+from kvplan.sim.context import admitted
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import Pool, engine_pool
+from kvplan.sim.pool import Pool
+from kvplan.sim.registry import engine_pool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.result import Refused, SimResult, Sweep, SweepPoint
 from kvplan.sim.trace import CompactTrace, ReadStats, Request, Trace

@@ -642,7 +642,7 @@ def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
             if line.problem:
                 raise _Bad(line.problem)
             row = _azure_fields(line.text)
-            if len(row) != columns:  # a CSV row has the header's columns, no more (issue 25)
+            if len(row) != columns:  # a CSV row has the header's columns, no more
                 raise _Bad(f"expected {columns} columns as the header has, got {len(row)}")
             try:
                 t = _azure_time_us(row[0])

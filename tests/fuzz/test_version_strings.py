@@ -1,4 +1,4 @@
-"""Fuzz engine_version (kvplan/engines/versions.py): any text is a row of the table or one InputError line.
+"""Fuzz engine_version (kvplan/versions.py): any text is a row of the table or one InputError line.
 
 Properties: a version is parsed or refused with one line (never another exception); a modelled version plans
 exactly as the row's other versions do (the rules are the row's, not the string's); the rows never overlap.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from kvplan.engines.versions import SGLANG, VLLM, parse_version, post_release, rules_for
 from kvplan.errors import InputError
+from kvplan.versions import SGLANG, VLLM, parse_version, post_release, rules_for
 
 releases = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 30))
 suffixes = st.sampled_from(["", "rc1", ".post1", ".dev3", "a0", ".post2.dev1", "+cu128", "+gabc.d1"])

@@ -26,10 +26,10 @@ import pytest
 import kvplan
 from kvplan.engines import plan_pool
 from kvplan.engines.backends import platform_label
-from kvplan.engines.versions import SGLANG, VLLM, SglangRules, VllmRules
 from kvplan.errors import InputError
 from kvplan.models.deploy import Gpu
 from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.versions import SGLANG, VLLM, SglangRules, VllmRules
 
 MODELS = {p.stem: load_model(p.stem) for p in sorted((Path(kvplan.__file__).parent / "configs/models").glob("*.yaml"))}
 

@@ -19,8 +19,8 @@ from kvplan.sim.blockchunks import ChunkPool
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import engine_pool
 from kvplan.sim.radix import RadixPool
+from kvplan.sim.registry import engine_pool
 from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.result import SimResult
 from kvplan.sim.run import SimConfig

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from kvplan.sim import replay
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.paging import Paging
-from kvplan.sim.pool import Seq, engine_pool
+from kvplan.sim.pool import Seq
 from kvplan.sim.radix import POLICIES, RadixPool
+from kvplan.sim.registry import engine_pool
 from kvplan.sim.replay import TIMELINE_POINTS, Service, replay_occupancy, replay_order
 from kvplan.sim.trace import Request
 from tests.sim.test_sim_properties import ALL, BS, _result, chained_traces

@@ -1,4 +1,4 @@
-"""Engine versions as data (kvplan/engines/versions.py) and CUDA graphs off on both engines (issue 12 item 3).
+"""Engine versions as data (kvplan/versions.py) and CUDA graphs off on both engines (issue 12 item 3).
 
 Every expected figure is derived in a comment from the engines' rules (shared/reference/*.md, docs/engines.md) and
 the catalog: H200 NVML 143,771 MiB; H100 80GB NVML 81,559 MiB, CUDA 81,105 MiB (kvplan/configs/gpus.yaml).
@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import SGLANG, VLLM, parse_version, rules_for, sglang_rules, vllm_rules
 from kvplan.engines.vllm import DEFAULT_CUDAGRAPH_ESTIMATE, DEFAULT_NON_KV_OTHER
 from kvplan.errors import InputError
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB, MiB
+from kvplan.versions import SGLANG, VLLM, parse_version, rules_for, sglang_rules, vllm_rules
 from tests.conftest import make_plan
 from tests.unit.test_vllm_profile import LLAMA_TP4_PROFILE
 

@@ -1,4 +1,4 @@
-"""SGLang 0.4.0 -> 0.5.9 as data (kvplan/engines/versions.py SGLANG rows), each rule change checked on its own.
+"""SGLang 0.4.0 -> 0.5.9 as data (kvplan/versions.py SGLANG rows), each rule change checked on its own.
 
 Every expected figure is derived in its comment from the rule the row cites (read in the sglang release wheels:
 ``ServerArgs.__post_init__`` / ``_handle_gpu_memory_settings``, ``profile_max_num_token`` /
@@ -14,11 +14,11 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import SGLANG, sglang_rules
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB
+from kvplan.versions import SGLANG, sglang_rules
 
 LLAMA = "tests/data/hf/llama-3.1-8b/config.json"
 DSV32 = "tests/data/hf/deepseek-v3.2/config.json"

@@ -349,16 +349,10 @@ def test_other_planning_commands_plan_v4_on_sglang(command: list[str]) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_plan_pool_refuses_a_hybrid_and_plans_a_uniform_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kvplan import engines
-    from kvplan.models.cache import CompressedAttention
-
-    # the guard itself, on an engine row without CompressedAttention (SGLang's before the V4 rules landed)
-    row = tuple(k for k in engines.ENGINE_CACHE_KINDS["sglang"] if k is not CompressedAttention)
-    monkeypatch.setitem(engines.ENGINE_CACHE_KINDS, "sglang", row)
-    dep = load_deployment(None, ["model=deepseek-v4-flash"])
-    with pytest.raises(InputError, match="compressed-attention layers"):
-        plan_pool(load_model("deepseek-v4-flash"), dep)
+def test_plan_pool_refuses_what_kvplan_cannot_plan_and_plans_a_uniform_model() -> None:
+    # every cache kind is planned on both engines (the per-kind guard is gone); a 4-byte KV cache on SGLang is not
+    with pytest.raises(InputError, match="does not yet plan --dtype float32"):
+        plan_pool(load_model("glm-5.3"), load_deployment(None, ["dtype=float32"]))
     assert plan_pool(load_model("glm-5.3"), load_deployment(None)).logged_tokens > 0
 
 

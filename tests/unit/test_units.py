@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvplan import units
 from kvplan.errors import InputError
 from kvplan.render import gib, nbytes, size
 from kvplan.units import GB, GiB, parse_bytes, parse_token_list, parse_tokens
@@ -180,3 +181,13 @@ def test_link_all_lowercase_is_ambiguous(text: str) -> None:
 
     with pytest.raises(InputError, match="ambiguous"):
         parse_link(text)
+
+
+def test_one_gib_formatter_keeps_each_callers_words() -> None:
+    # 36.1 GiB to the byte (38,762,079,846 B, floor of 36.1 × 2^30), and 1,234.5 GiB (1,325,534,281,728 B, exact)
+    small, big = 38_762_079_846, 1_325_534_281_728
+    assert units.gib(small, "vllm") == "36.1"  # vLLM format_gib: round(b / GiB_bytes, 2), not zero-padded
+    assert units.gib(small, "engine") == "36.10 GiB"  # an engine message's '{:.2f}'
+    assert units.gib(big, "engine") == "1234.50 GiB"  # ... ungrouped
+    assert units.gib(big) == gib(big) == "1,234.50 GiB"  # kvplan's reports group the thousands
+    assert units.gib(small, "engine_exact") == "36.10 GiB (38,762,079,846 B)"

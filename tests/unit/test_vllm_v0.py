@@ -8,11 +8,11 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.versions import vllm_rules
 from kvplan.engines.vllm_v0 import CUDA_CONTEXT_BYTES, moe_buffers
 from kvplan.errors import InputError, PlanError
 from kvplan.models.load import load_deployment, load_model
 from kvplan.units import GiB, MiB
+from kvplan.versions import vllm_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 HF = "tests/data/hf/"

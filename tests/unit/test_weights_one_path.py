@@ -71,7 +71,7 @@ PRESETS_WITH_CONFIG = ("deepseek-v3", "deepseek-v3.2", "glm-5", "glm-5.3", "kimi
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_a_preset_weighs_what_its_config_json_weighs(preset: str, engine: str) -> None:
     # issue 23 item 4: one model, one weight. Each preset's config section copies its tests/data/hf config.json
-    # (the preset's 'source'); both now take checkpoint.with_checkpoint's per-tensor path (+ the engine's load-time
+    # (the preset's 'source'); both now take snapshot.with_checkpoint's per-tensor path (+ the engine's load-time
     # additions), or both the parameter groups. Compared on the estimate itself (a measured point would hide it).
     from kvplan.models.arch import Split
     from kvplan.models.load import load_model

@@ -1,6 +1,6 @@
 """SGLang startup logs reproduced from the config alone (see the package docstring for the rules).
 
-One case per SGLang version row where a public log with a stated deployment exists (kvplan/engines/versions.py).
+One case per SGLang version row where a public log with a stated deployment exists (kvplan/versions.py).
 Each case's comment derives the figure kvplan computes: cell bytes, the version's default mem_fraction_static,
 and pre-load free = CUDA total − 1 GiB (kvplan's runtime_overhead default); weights come from the config.
 """

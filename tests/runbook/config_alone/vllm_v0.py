@@ -1,7 +1,7 @@
 """vLLM V0 (0.6-0.8) startup logs reproduced from the config alone (see the package docstring).
 
 kvplan/engines/vllm_v0.py: '# GPU blocks' = int((CUDA total × gpu_memory_utilization − non-KV) // block bytes),
-non-KV by the sub-range's rule (kvplan/engines/versions.py V0 rows), the profile run estimated from the config.
+non-KV by the sub-range's rule (kvplan/versions.py V0 rows), the profile run estimated from the config.
 """
 
 from __future__ import annotations

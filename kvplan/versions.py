@@ -25,7 +25,7 @@ _VERSION = re.compile(
     r"(?P<postpart>[-_.]?(?:post|rev|r)[-_.]?(?P<post>\d{0,6}))?"
     r"(?:[-_.]?dev[-_.]?\d{0,6})?"
     r"(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?",
-    re.IGNORECASE | re.ASCII,  # ASCII digits only: '٠.٥.٢٣' is not 0.5.23 (issue 25)
+    re.IGNORECASE | re.ASCII,  # ASCII digits only: '٠.٥.٢٣' is not 0.5.23
 )
 """PEP 440-ish: an optional ``v``, up to four release numbers, then pre / post / dev parts and a local label."""
 
