@@ -4,8 +4,7 @@ Every file kvplan writes (the lock, `probe --emit-deploy`, `--plot`) goes throug
 file or absent, never a symlink, a device or a file the same command reads (compared by ``st_dev``/``st_ino``);
 the bytes go to a temporary beside it, fsynced, then one ``os.replace``, so a killed run leaves the old file or
 the new one; a read-modify-write holds an exclusive ``flock`` on a sidecar ``<target>.lck``, removed before it lets
-go. Each refusal is an
-:class:`InputError` (exit 2) naming the option and the path.
+go. Each refusal is an :class:`InputError` (exit 2) naming the option and the path.
 
 Output: a stdout or stderr the shell closed becomes devnull at start-up; a reader that went away (``| head -1``)
 keeps the verdict's exit code; a stdout that cannot be written is :class:`StdoutError`, exit 2 with one line.
