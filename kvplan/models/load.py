@@ -32,8 +32,10 @@ from kvplan.models.deploy import (
     Gpu,
     Requirements,
 )
+from kvplan.models.engine_flags import knob_for_prefix, spellings
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.preset_repos import canonical_preset
 from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
@@ -431,6 +433,8 @@ def _choice(v: Any, choices: tuple[str, ...]) -> str:
 def _bool(v: Any) -> bool:
     if isinstance(v, bool):
         return v
+    if isinstance(v, int) and v in (0, 1):  # --set disable_radix_cache=1, an environment variable's 1
+        return bool(v)
     if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
         return v.strip().lower() in ("true", "yes", "1", "on")
     raise ValueError(f"expected true or false, got {_show(v)}")
@@ -452,7 +456,7 @@ def preset_names(kind: str) -> list[str]:
 
 def _preset_doc(kind: str, name: str) -> Doc:
     """A built-in preset by name, case-insensitively (``GLM-5.3`` is ``glm-5.3``)."""
-    key = name.strip().lower()
+    key = canonical_preset(name) if kind == "models" else name.strip().lower()
     if _PRESET_NAME.match(key) and key in preset_names(kind):
         item = _configs() / kind / f"{key}.yaml"
         return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{key}.yaml (built-in)")
@@ -465,7 +469,7 @@ def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
         option = "--model" if kind == "models" else "--deploy"
         raise InputError(f"{option} is empty: give a {kind[:-1]} preset name or a file path")
     looks_like_path = any(ch in ref for ch in "/\\") or ref.endswith((".yaml", ".yml", ".json"))
-    if not looks_like_path and ref.strip().lower() not in preset_names(kind):
+    if not looks_like_path and canonical_preset(ref) not in preset_names(kind):
         try:
             looks_like_path = Path(ref).exists()  # a snapshot folder or file in the working directory
         except OSError:
@@ -977,7 +981,9 @@ DEFAULT_GPUS_PER_NODE = 8
 def canonical_key(key: str) -> str:
     """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length'."""
     k = key.strip().lstrip("-").replace("-", "_").lower()
-    return ALIASES.get(k, k)
+    if k in ALIASES or k in KNOBS or k in GPU_SPEC_KNOBS:
+        return ALIASES.get(k, k)
+    return spellings().get(k) or knob_for_prefix(k) or k  # the engines' flags of any version, or their prefix
 
 
 def _knobs_list() -> str:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.cache import describe_kinds
+from kvplan.models.preset_repos import aliases_of
 from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint, KindCost, PoolNeed, pool_needs
@@ -827,7 +828,7 @@ def budget_report(b: Budget) -> Report:
 def models_list_report(models: list[ModelArch]) -> Report:
     rows = tuple(
         (
-            m.name,
+            m.name + (f" (also {', '.join(aliases_of(m.name))})" if aliases_of(m.name) else ""),
             m.architecture,
             str(m.num_layers),
             m.kind_label,
@@ -841,6 +842,7 @@ def models_list_report(models: list[ModelArch]) -> Report:
         "models": [
             {
                 "name": m.name,
+                "aliases": list(aliases_of(m.name)),
                 "architecture": m.architecture,
                 "num_layers": m.num_layers,
                 "max_position_embeddings": m.max_position_embeddings,
