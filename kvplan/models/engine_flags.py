@@ -127,21 +127,25 @@ VLLM_FLAGS: tuple[Flag, ...] = (
     Flag(knob="dp_attention", spelling="--data-parallel-size", aliases=("-dp",)),
     Flag(knob="ep", spelling="--enable-expert-parallel", kind="true"),  # EP size is tp × dp, not a number
     Flag(knob="pp", spelling="--pipeline-parallel-size", aliases=("-pp",)),
-    # ParallelConfig.decode_context_parallel_size (vllm-project/vllm#23734, v0.10.2)
+    # ParallelConfig.decode_context_parallel_size (vllm-project/vllm#23734; -dcp used in #24385 on 2025-09-07: v0.10.2)
     Flag(knob="dcp", spelling="--decode-context-parallel-size", aliases=("-dcp",), since="0.10.2"),
     Flag(knob="", spelling="--trust-remote-code", kind="true"),
     Flag(knob="kv_cache_dtype", spelling="--kv-cache-dtype", values=(("bf16", "bfloat16"),), choices=VLLM_KV_DTYPES),
-    # AttentionConfig.backend: --attention-backend from v0.11.1; before, the VLLM_ATTENTION_BACKEND variable
-    Flag(knob="attention_backend", spelling="VLLM_ATTENTION_BACKEND", kind="env", until="0.11.1"),
-    Flag(knob="attention_backend", spelling="--attention-backend", since="0.11.1"),
+    # AttentionConfig.backend: --attention-backend from vllm-project/vllm#26315 (merged after 2025-11-24, v0.12.0),
+    # which deprecated the VLLM_ATTENTION_BACKEND variable (no longer read by 0.26: vllm-project/vllm#50292)
+    Flag(knob="attention_backend", spelling="VLLM_ATTENTION_BACKEND", kind="env", until="0.12.0"),
+    Flag(knob="attention_backend", spelling="--attention-backend", since="0.12.0"),
     Flag(knob="gpu_memory_utilization", spelling="--gpu-memory-utilization"),
-    # CacheConfig.kv_cache_memory_bytes (vllm-project/vllm#21402, v0.11.0)
+    # CacheConfig.kv_cache_memory_bytes ("Allow users to specify kv cache memory size", vllm-project/vllm#21489);
+    # kvplan emits it from v0.11.0, the first release it is sure carries it
     Flag(knob="kv_cache_memory", spelling="--kv-cache-memory-bytes", since="0.11.0"),
     Flag(knob="page_size", spelling="--block-size"),
     Flag(knob="max_num_batched_tokens", spelling="--max-num-batched-tokens"),
     Flag(knob="max_running_requests", spelling="--max-num-seqs"),
     Flag(knob="context_length", spelling="--max-model-len", values=(("-1", "auto"),)),
-    Flag(knob="speculative_num_draft_tokens", spelling="--speculative-config", since="0.8.3"),
+    # SpeculativeConfig as JSON, method "mtp" (the GLM / DeepSeek MTP heads; vllm-project/recipes GLM.md #177);
+    # kvplan emits it from v0.10.1 and refuses older versions rather than guess their spelling
+    Flag(knob="speculative_num_draft_tokens", spelling="--speculative-config", since="0.10.1"),
     Flag(knob="dtype", spelling="--dtype"),
     # SchedulerConfig.async_scheduling: a BooleanOptionalAction (--async-scheduling / --no-async-scheduling)
     Flag(knob="async_scheduling", spelling="--async-scheduling", kind="bool", since="0.10.1"),

@@ -252,3 +252,15 @@ def test_yarn_goes_as_the_engines_override_json(tmp_path: Path) -> None:
         launch = launch_command(plan, "qwen3-32b")
         assert json.loads(launch.argv[launch.argv.index(flag) + 1])["rope_scaling"]["rope_type"] == "yarn"
         _same_pool(_replan(launch, plan, tmp_path), plan)
+
+
+def test_vllm_attention_backend_flag_or_variable_by_version(tmp_path: Path) -> None:
+    # vllm-project/vllm#26315 (v0.12.0) made the backend --attention-backend; before, VLLM_ATTENTION_BACKEND
+    sets = ("model=llama-3.1-8b", "tp=1", "context_length=8K", "attention_backend=FLASH_ATTN")
+    old = launch_command(_plan("glm-5.3-8xh200-vllm", ("engine_version=0.11.0", *sets)), "llama-3.1-8b")
+    new = launch_command(_plan("glm-5.3-8xh200-vllm", sets), "llama-3.1-8b")
+    assert dict(old.env) == {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"} and "--attention-backend" not in old.argv
+    assert new.env == () and new.argv[new.argv.index("--attention-backend") + 1] == "FLASH_ATTN"
+    for launch in (old, new):
+        plan = _plan("glm-5.3-8xh200-vllm", (f"engine_version={launch.engine_version}", *sets))
+        _same_pool(_replan(launch, plan, tmp_path), plan)
