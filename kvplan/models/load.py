@@ -28,6 +28,7 @@ from kvplan.models.deploy import (
     KNOBS,
     KV_CACHE_DTYPES,
     MODEL_DTYPES,
+    QUANTIZATIONS,
     Deployment,
     Gpu,
     Requirements,
@@ -1033,6 +1034,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r._get(key, parse_layer_partition, False, None)
         elif key == "rope_scaling":
             yield key, r.get_choice(key, ROPE_TYPES)
+        elif key == "quantization":
+            yield key, r.get_choice(key, QUANTIZATIONS)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
