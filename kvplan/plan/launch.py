@@ -116,10 +116,12 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
         argv += argv_part
         env += env_part
     notes = _notes(dep)
-    if dep.nodes > 1:
-        notes += (f"run on each of the {dep.nodes} nodes"
-                  + (" with --node-rank 0..N-1 and --dist-init-addr HOST:PORT of node 0" if engine == "sglang"
-                     else " in one Ray cluster (vLLM places the ranks)"),)  # fmt: skip
+    if dep.nodes > 1 and engine == "sglang":  # every node runs it, its own --node-rank, node 0's address
+        argv += ["--dist-init-addr", "NODE0_IP:20000", "--node-rank", "0"]
+        notes += (f"run on each of the {dep.nodes} nodes with --node-rank 0..{dep.nodes - 1}; NODE0_IP is node 0's "
+                  "address",)  # fmt: skip
+    elif dep.nodes > 1:
+        notes += (f"start one Ray cluster over the {dep.nodes} nodes, then run this on its head node",)
     return Launch(engine=engine, engine_version=version, argv=tuple(argv), env=tuple(env), notes=notes,
                   source=SOURCES[engine])  # fmt: skip
 

@@ -85,6 +85,7 @@ VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("engine_version=0.5.9", "kv_cache_dtype=bf16"),
         ("engine_version=0.5.9", "attention_backend=flashmla_kv"),
         ("pp=2", "tp=4", "pp_layer_partition=40,38"),
+        ("nodes=2", "tp=16", "dcp=16"),  # --nnodes 2 with node 0's --dist-init-addr and --node-rank
     ),
     "glm-5.3-8xh200-vllm": (
         (),
@@ -264,3 +265,17 @@ def test_vllm_attention_backend_flag_or_variable_by_version(tmp_path: Path) -> N
     for launch in (old, new):
         plan = _plan("glm-5.3-8xh200-vllm", (f"engine_version={launch.engine_version}", *sets))
         _same_pool(_replan(launch, plan, tmp_path), plan)
+
+
+def test_what_doctor_emit_deploy_writes_becomes_a_command(tmp_path: Path) -> None:
+    # tests/runbook/test_doctor_evidence.py: the SGLang Llama log's rows fit llama-3.1-8b at tp 1
+    log = Path(__file__).parents[1] / "data" / "logs" / "field" / "sglang-llama-3.1-8b-h100-sglang-pr-4760.log"
+    out = tmp_path / "from-log.yaml"
+    assert runner.invoke(app, ["doctor", "--log", str(log), "--emit-deploy", str(out)]).exit_code == 0
+    r = runner.invoke(app, ["deployments", "show", str(out), "--emit-command", "auto", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    argv = json.loads(r.stdout)["launch"]["argv"]
+    assert argv == ["python", "-m", "sglang.launch_server", "--model-path", "meta-llama/Llama-3.1-8B-Instruct",
+                    "--tp-size", "1"]  # fmt: skip
+    plan = _plan(str(out))
+    _same_pool(_replan(launch_command(plan, plan.deployment.model), plan, tmp_path), plan)
