@@ -227,7 +227,7 @@ def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[
     from kvplan.models.load import canonical_key
 
     foreign = dep.name and dep.model not in ("", arch.name)
-    set_here = {canonical_key(s.partition("=")[0]) for s in sets}
+    set_here = {canonical_key(s.partition("=")[0], abbrev=True) for s in sets}
     if not foreign or not dep.mtp or arch.num_mtp_layers or "speculative_num_draft_tokens" in set_here:
         return dep, None
     note = (

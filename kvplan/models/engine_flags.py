@@ -210,3 +210,11 @@ def knob_for_prefix(key: str) -> str | None:
     k = _norm(key)
     hits = {knob for s, knob in spellings().items() if s.startswith(k)}
     return hits.pop() if len(k) >= 4 and len(hits) == 1 else None
+
+
+def spelled_by(key: str) -> str:
+    """Whose flag ``key`` (underscores, no dashes) is: "SGLang's", "vLLM's" or "SGLang's and vLLM's"."""
+    names = {"sglang": "SGLang's", "vllm": "vLLM's"}
+    who = [names[e] for e, table in FLAG_TABLES.items() if any(_norm(s) == key for r in table
+                                                                  for s in (r.spelling, *r.aliases))]  # fmt: skip
+    return " and ".join(who)

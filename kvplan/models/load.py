@@ -33,7 +33,7 @@ from kvplan.models.deploy import (
     Gpu,
     Requirements,
 )
-from kvplan.models.engine_flags import knob_for_prefix, spellings
+from kvplan.models.engine_flags import knob_for_prefix, spelled_by, spellings
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
 from kvplan.models.preset_repos import canonical_preset
@@ -371,6 +371,22 @@ def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
 
     close = difflib.get_close_matches(key, list(allowed), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _suggest_knob(key: str) -> str:
+    """The nearest knob, kvplan's name or an engine's flag (named with the knob it sets)."""
+    import difflib
+
+    flags = spellings()
+    close = difflib.get_close_matches(key, [*KNOBS, *GPU_SPEC_KNOBS, *flags], n=1)
+    if not close:
+        return ""
+    knob = flags.get(close[0], close[0])
+    return (
+        f" (did you mean {knob!r}"
+        + (f", {spelled_by(close[0])} --{close[0].replace('_', '-')}" if knob != close[0] else "")
+        + "?)"
+    )
 
 
 def _int(v: Any, minimum: int, maximum: int = limits.MAX_TOKENS) -> int:
@@ -979,12 +995,13 @@ DEFAULT_GPU = "h200"
 DEFAULT_GPUS_PER_NODE = 8
 
 
-def canonical_key(key: str) -> str:
-    """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length'."""
+def canonical_key(key: str, *, abbrev: bool = False) -> str:
+    """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length';
+    with ``abbrev`` (a command line's --set), an engine flag's unique prefix too, as argparse takes '--mem-frac'."""
     k = key.strip().lstrip("-").replace("-", "_").lower()
     if k in ALIASES or k in KNOBS or k in GPU_SPEC_KNOBS:
         return ALIASES.get(k, k)
-    return spellings().get(k) or knob_for_prefix(k) or k  # the engines' flags of any version, or their prefix
+    return spellings().get(k) or (knob_for_prefix(k) if abbrev else None) or k  # the engines' flags, any version
 
 
 def _knobs_list() -> str:
@@ -1065,7 +1082,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
                 r.fail(key, f'write the version as a string, e.g. engine_version: "{value}" (YAML read {value!r})')
             yield key, str(r.get_str(key))
         else:
-            r.fail(key, f"unknown key{_suggest(key, (*KNOBS, *GPU_SPEC_KNOBS))}; the knobs are: {_knobs_list()}")
+            r.fail(key, f"unknown key{_suggest_knob(key)}; the knobs are: {_knobs_list()}")
 
 
 def _normalized(doc: Doc) -> Doc:
@@ -1100,7 +1117,7 @@ def parse_set(items: list[str] | tuple[str, ...]) -> Doc:
         if "=" not in item:
             raise InputError(f"--set {_show(item)}: expected KEY=VALUE, e.g. --set dcp=8 (knobs: {_knobs_list()})")
         raw_key, value = (s.strip() for s in item.split("=", 1))
-        key = canonical_key(raw_key)
+        key = canonical_key(raw_key, abbrev=True)
         if not value:
             raise InputError(f"--set {_show(item)}: empty value")
         if key in data:

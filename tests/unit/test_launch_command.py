@@ -207,7 +207,15 @@ def test_cli_emit_command_on_admit_fit_and_deployments_show() -> None:
     ],
 )
 def test_engine_spellings_under_set(typed: str, knob: str) -> None:
-    assert canonical_key(typed) == knob
+    assert canonical_key(typed, abbrev=True) == knob
+
+
+def test_a_file_key_is_never_an_abbreviation(tmp_path: Path) -> None:
+    # argparse's prefix matching is a command line's: a deployment file's 'mem_frac' is an unknown key, exit 2
+    doc = tmp_path / "d.yaml"
+    doc.write_text("model: glm-5.3\nmem_frac: 0.8\n", encoding="utf-8")
+    with pytest.raises(InputError, match="unknown key"):
+        load_deployment(str(doc))
 
 
 def test_set_engine_spelling_plans_like_the_knob() -> None:
@@ -220,6 +228,8 @@ def test_unknown_set_key_names_the_nearest_knob() -> None:
     r = runner.invoke(app, ["admit", "--ctx", "1M", "--set", "gpu-memory-utilisation=0.9"])
     assert r.exit_code == 2
     assert "did you mean 'gpu_memory_utilization'" in r.output and len(r.output.strip().splitlines()) == 1
+    r = runner.invoke(app, ["admit", "--ctx", "1M", "--set", "max-num-seqz=64"])  # nearest: vLLM's flag
+    assert r.exit_code == 2 and "did you mean 'max_running_requests', vLLM's --max-num-seqs?" in r.output
 
 
 def test_deepseek_r1_names_are_deepseek_v3() -> None:
