@@ -42,7 +42,7 @@ class Flag:
     part: str = ""
     """Which half of a compound knob: 'prefill' / 'decode' of an SGLang DSA attention_backend."""
     family: str = ""
-    """'dsa' / 'mha': the row applies only to models of that family ('' = every model)."""
+    """'dsa' / 'other': the row applies only to DSA models, or only to the rest ('' = every model)."""
 
 
 _SGL = "sglang python/sglang/srt/server_args.py"
@@ -75,7 +75,7 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
         values=(("fp8", "fp8_e4m3"), ("fp8_ds_mla", "fp8_e4m3")),  # the row layout follows dtype and backend
         choices=SGLANG_KV_DTYPES,
     ),
-    Flag(knob="attention_backend", spelling="--attention-backend", family="mha"),
+    Flag(knob="attention_backend", spelling="--attention-backend", family="other"),
     # DSA backends: --nsa-* from the NSA work (sgl-project/sglang#11061, 0.5.3); 0.5.23 spells them --dsa-* and
     # keeps --nsa-* as deprecated aliases (NSA_CHOICES = DSA_CHOICES "# deprecated alias")
     Flag(knob="attention_backend", spelling="--nsa-prefill-backend", part="prefill", family="dsa", until="0.5.23"),

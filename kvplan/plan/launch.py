@@ -94,6 +94,11 @@ def model_path(model_ref: str) -> str:
     if repo is not None:
         return repo
     path = Path(model_ref)
+    if path.suffix in (".yaml", ".yml"):
+        raise InputError(
+            f"--emit-command: {model_ref} is a kvplan model file, which no engine loads: plan with --model set to "
+            "a preset, a Hugging Face repository or a snapshot folder"
+        )
     return str(path.parent) if path.name == "config.json" else model_ref
 
 
@@ -101,7 +106,7 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
     """The command line and environment that start ``plan``'s deployment on its engine version."""
     dep, engine, version = plan.deployment, plan.engine, plan.engine_version
     rows = flags_for(engine, version)
-    family = "dsa" if plan.arch.is_dsa else "mha"
+    family = "dsa" if plan.arch.is_dsa else "other"
     argv: list[str] = list(PROGRAM[engine])
     env: list[tuple[str, str]] = []
     path = model_path(model_ref)

@@ -289,3 +289,12 @@ def test_what_doctor_emit_deploy_writes_becomes_a_command(tmp_path: Path) -> Non
                     "--tp-size", "1"]  # fmt: skip
     plan = _plan(str(out))
     _same_pool(_replan(launch_command(plan, plan.deployment.model), plan, tmp_path), plan)
+
+
+def test_a_kvplan_model_file_is_not_a_model_path(tmp_path: Path) -> None:
+    # the engines load a Hugging Face repository or a snapshot folder, never kvplan's YAML
+    plan = _plan("glm-5.3-8xh200-sglang")
+    with pytest.raises(InputError, match="kvplan model file, which no engine loads"):
+        launch_command(plan, str(tmp_path / "my-model.yaml"))
+    snapshot = tmp_path / "GLM-5.3-FP8"
+    assert launch_command(plan, str(snapshot / "config.json")).argv[3:5] == ("--model-path", str(snapshot))
