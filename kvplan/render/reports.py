@@ -1022,6 +1022,7 @@ def _knob_unit(name: str) -> str:
         "swa_eviction_interval": "count (tokens)",
         "allow_long_context": "true or false",
         "rope_scaling": "yarn (the model card's)",
+        "quantization": "fp8 (online, on a bf16 checkpoint)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
@@ -1048,6 +1049,8 @@ def _knob_default(name: str) -> str:
         return load.DEFAULT_GPU
     if name == "rope_scaling":
         return "off (config.json's own)"
+    if name == "quantization":
+        return "the checkpoint's own"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"
