@@ -69,11 +69,21 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
     Flag(knob="", spelling="--node-rank"),
     Flag(knob="", spelling="--dist-init-addr", aliases=("--nccl-init-addr",)),
     Flag(knob="", spelling="--trust-remote-code", kind="true"),
+    # add_cli_args' choices grew: (auto, fp8_e5m2, fp8_e4m3), then bf16, then bfloat16 and fp4_e2m1; kvplan
+    # emits bf16 (every list that has a bf16 has it) from the DSA work (0.5.3), and refuses it before
     Flag(
         knob="kv_cache_dtype",
         spelling="--kv-cache-dtype",
-        values=(("fp8", "fp8_e4m3"), ("fp8_ds_mla", "fp8_e4m3")),  # the row layout follows dtype and backend
-        choices=SGLANG_KV_DTYPES,
+        values=(("fp8", "fp8_e4m3"), ("fp8_ds_mla", "fp8_e4m3")),
+        choices=("auto", "fp8_e5m2", "fp8_e4m3"),
+        until="0.5.3",
+    ),
+    Flag(
+        knob="kv_cache_dtype",
+        spelling="--kv-cache-dtype",
+        values=(("fp8", "fp8_e4m3"), ("fp8_ds_mla", "fp8_e4m3"), ("bfloat16", "bf16")),  # the layout follows
+        choices=SGLANG_KV_DTYPES,  # the dtype and the backend
+        since="0.5.3",
     ),
     Flag(knob="attention_backend", spelling="--attention-backend", family="other"),
     # DSA backends: --nsa-* from the NSA work (sgl-project/sglang#11061, 0.5.3); 0.5.23 spells them --dsa-* and

@@ -298,3 +298,30 @@ def test_a_kvplan_model_file_is_not_a_model_path(tmp_path: Path) -> None:
         launch_command(plan, str(tmp_path / "my-model.yaml"))
     snapshot = tmp_path / "GLM-5.3-FP8"
     assert launch_command(plan, str(snapshot / "config.json")).argv[3:5] == ("--model-path", str(snapshot))
+
+
+def _llama_8b(engine: str, version: str, tmp: Path, *extra: str) -> PoolPlan:
+    doc = tmp / f"llama-{engine}-{version}.yaml"
+    doc.write_text(f'model: llama-3.1-8b\nengine: {engine}\nengine_version: "{version}"\ngpu: h100\n'
+                   "gpus_per_node: 1\ntp: 1\ncontext_length: 8192\n", encoding="utf-8")  # fmt: skip
+    return _plan(str(doc), extra)
+
+
+@pytest.mark.parametrize(
+    "engine,version",
+    [("sglang", v) for v in ("0.4.0", "0.4.6", "0.4.7", "0.4.8", "0.5.3", "0.5.6", "0.5.9", "0.5.23")]
+    + [("vllm", v) for v in ("0.6.0", "0.6.4", "0.7.3", "0.8.5", "0.9.0", "0.21.0", "0.33.0")],
+)
+def test_every_version_row_round_trips(engine: str, version: str, tmp_path: Path) -> None:
+    """One command per row of kvplan.engines.versions: Llama-3.1-8B on one H100 with the common knobs."""
+    memory = "mem_fraction_static=0.85" if engine == "sglang" else "gpu_memory_utilization=0.85"
+    plan = _llama_8b(engine, version, tmp_path, memory, "max_running_requests=32", "dtype=bfloat16")
+    _same_pool(_replan(launch_command(plan, "llama-3.1-8b"), plan, tmp_path), plan)
+
+
+def test_sglang_bf16_kv_spelling_by_version(tmp_path: Path) -> None:
+    # choices (auto, fp8_e5m2, fp8_e4m3) in the 0.4 parsers; bf16 later: refused, not emitted, before 0.5.3
+    new = launch_command(_llama_8b("sglang", "0.5.9", tmp_path, "kv_cache_dtype=bfloat16"), "llama-3.1-8b")
+    assert new.argv[new.argv.index("--kv-cache-dtype") + 1] == "bf16"
+    with pytest.raises(InputError, match="takes auto, fp8_e5m2, fp8_e4m3"):
+        launch_command(_llama_8b("sglang", "0.4.6", tmp_path, "kv_cache_dtype=bfloat16"), "llama-3.1-8b")
