@@ -20,7 +20,7 @@ from typing import Any
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.deploy import AUTO_FIT, Deployment
-from kvplan.models.engine_flags import SOURCES, Flag, flags_for
+from kvplan.models.engine_flags import FLAG_TABLES, SOURCES, Flag, flags_for
 from kvplan.models.preset_repos import repo_for
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
@@ -114,8 +114,8 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
     for knob, value in _set_knobs(dep).items():
         mine = [r for r in rows if r.knob == knob and r.family in ("", family)]
         if not mine:
-            missing = [r for r in _all_rows(engine) if r.knob == knob]
-            when = f" (its flag is in versions {_ranges(missing)})" if missing else ""
+            missing = [r for r in FLAG_TABLES[engine] if r.knob == knob]
+            when = f" ({_ranges(missing)})" if missing else ""
             raise InputError(f"{ENGINE_NAMES[engine]} {version} has no launch flag for {knob}{when}: unset it to emit")
         argv_part, env_part = _emit(knob, value, mine, plan)
         argv += argv_part
@@ -131,14 +131,14 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
                   source=SOURCES[engine])  # fmt: skip
 
 
-def _all_rows(engine: str) -> tuple[Flag, ...]:
-    from kvplan.models.engine_flags import FLAG_TABLES
-
-    return FLAG_TABLES[engine]
-
-
 def _ranges(rows: list[Flag]) -> str:
-    return ", ".join(f"{r.since or 'any'}-{r.until or ''}".rstrip("-") + (" on" if not r.until else "") for r in rows)
+    def one(r: Flag) -> str:
+        name = r.spelling or "MODEL"
+        if r.since and r.until:
+            return f"{name} from {r.since} to before {r.until}"
+        return f"{name} from {r.since}" if r.since else f"{name} before {r.until}"
+
+    return "; ".join(one(r) for r in rows)
 
 
 def _emit(knob: str, value: Any, rows: list[Flag], plan: PoolPlan) -> tuple[list[str], list[tuple[str, str]]]:
