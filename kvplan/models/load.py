@@ -36,7 +36,7 @@ from kvplan.models.deploy import (
 from kvplan.models.engine_flags import knob_for_prefix, spelled_by, spellings
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
-from kvplan.models.preset_repos import canonical_preset
+from kvplan.models.preset_repos import PRESET_ALIASES, canonical_preset
 from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.shards import shard_dims
 from kvplan.models.weights import MoeShape, param_groups, param_groups_from_hf
@@ -477,7 +477,7 @@ def _preset_doc(kind: str, name: str) -> Doc:
     if _PRESET_NAME.match(key) and key in preset_names(kind):
         item = _configs() / kind / f"{key}.yaml"
         return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{key}.yaml (built-in)")
-    names = ", ".join(preset_names(kind))
+    names = ", ".join(sorted([*preset_names(kind), *(PRESET_ALIASES if kind == "models" else ())]))
     raise InputError(f"unknown {kind[:-1]} preset {_show(name)}: choose one of {names}, or give a file path")
 
 

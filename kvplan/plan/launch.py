@@ -121,6 +121,9 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
         argv += argv_part
         env += env_part
     notes = _notes(dep)
+    if plan.startup_error:  # the flags parse, but the plan says the engine stops at start-up: said first
+        notes = (f"WARNING: {ENGINE_NAMES[engine]} would not start this: {' '.join(plan.startup_error.split())}",
+                 *notes)  # fmt: skip
     if dep.nodes > 1 and engine == "sglang":  # every node runs it, its own --node-rank, node 0's address
         argv += ["--dist-init-addr", "NODE0_IP:20000", "--node-rank", "0"]
         notes += (f"run on each of the {dep.nodes} nodes with --node-rank 0..{dep.nodes - 1}; NODE0_IP is node 0's "

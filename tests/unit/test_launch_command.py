@@ -332,3 +332,16 @@ def test_sglang_bf16_kv_spelling_by_version(tmp_path: Path) -> None:
     assert new.argv[new.argv.index("--kv-cache-dtype") + 1] == "bf16"
     with pytest.raises(InputError, match="takes auto, fp8_e5m2, fp8_e4m3"):
         launch_command(_llama_8b("sglang", "0.4.6", tmp_path, "kv_cache_dtype=bfloat16"), "llama-3.1-8b")
+
+
+def test_a_plan_the_engine_would_not_start_says_so_first() -> None:
+    # GLM-5.3 on 8×H200 vLLM at the model's 1M: the KV cache cannot hold max_model_len (recipes PR #893)
+    plan = _plan("glm-5.3-8xh200-vllm", ("context_length=1M",))
+    assert plan.startup_error is not None
+    launch = launch_command(plan, "glm-5.3")
+    assert launch.notes[0].startswith("WARNING: vLLM would not start this: ")
+
+
+def test_unknown_model_preset_lists_the_aliases() -> None:
+    with pytest.raises(InputError, match="deepseek-r1, deepseek-r1-0528, deepseek-v3"):
+        load_model("deepseek-r2")
