@@ -124,6 +124,10 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
     if plan.startup_error:  # the flags parse, but the plan says the engine stops at start-up: said first
         notes = (f"WARNING: {ENGINE_NAMES[engine]} would not start this: {' '.join(plan.startup_error.split())}",
                  *notes)  # fmt: skip
+    if engine == "vllm" and dep.dp_attention > 1:  # vLLM's DP ranks are whole engines: non-MoE layers replicated
+        notes += (f"kvplan splits the embeddings, dense and shared-expert weights over all {dep.tp} GPUs; each of "
+                  f"vLLM's {dep.dp_attention} data-parallel ranks holds them at tensor-parallel "
+                  f"{dep.tp // dep.dp_attention}: the planned pool is an upper bound",)  # fmt: skip
     if dep.nodes > 1 and engine == "sglang":  # every node runs it, its own --node-rank, node 0's address
         argv += ["--dist-init-addr", "NODE0_IP:20000", "--node-rank", "0"]
         notes += (f"run on each of the {dep.nodes} nodes with --node-rank 0..{dep.nodes - 1}; NODE0_IP is node 0's "

@@ -345,3 +345,11 @@ def test_a_plan_the_engine_would_not_start_says_so_first() -> None:
 def test_unknown_model_preset_lists_the_aliases() -> None:
     with pytest.raises(InputError, match="deepseek-r1, deepseek-r1-0528, deepseek-v3"):
         load_model("deepseek-r2")
+
+
+def test_vllm_data_parallel_says_its_weights_are_replicated() -> None:
+    # vLLM's DP ranks are whole engines: the non-MoE layers sit on every rank at tp / dp (here 1), while kvplan
+    # splits 'tp' groups (embeddings 3.8 GB, shared experts 2.8 GB for GLM-5.3) over all 8 GPUs
+    launch = launch_command(_plan("glm-5.3-8xh200-vllm", ("dp_attention=8", "ep=8")), "glm-5.3")
+    assert launch.argv[launch.argv.index("--tensor-parallel-size") + 1] == "1"
+    assert any("the planned pool is an upper bound" in n for n in launch.notes)
