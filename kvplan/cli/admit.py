@@ -51,6 +51,8 @@ def admit(
         plan = load_plan(model, deploy, emit_sets(emit_command, set_))
         source = "planned"
         if pool_tokens is not None:
+            if emit_command is not None:
+                raise InputError("--pool-tokens changes the verdict, not the launch command: drop one of them")
             n = tokens("--pool-tokens", pool_tokens)
             if n <= 0:
                 raise InputError(f"--pool-tokens must be positive, got {n}")

@@ -176,14 +176,14 @@ def fit(
             raise InputError("--pd-backend and --pd-staging describe a prefill/decode split: add --pd")
         result = run_fit(load_model(model), q)
         best = result.best
-        if emit_command is not None and best is not None and best.plan is not None:
-            from kvplan.cli._common import print_launch
-
-            print_launch(best.plan, q.model_ref, "fit", fmt)
-            raise typer.Exit(EXIT_OK)
         if emit_deploy is not None and best is not None:
             write_atomic(emit_deploy, deploy_yaml(best), "--emit-deploy", reads)
         if plot is not None:
             plot_fit(result, plot, reads)
+        if emit_command is not None and best is not None and best.plan is not None:
+            from kvplan.cli._common import print_launch
+
+            print_launch(best.plan, q.model_ref, "fit", fmt)  # the best candidate's command, not the report
+            raise typer.Exit(EXIT_OK)
         emit(fit_report(result, str(emit_deploy) if emit_deploy is not None and best is not None else None), fmt)
     raise typer.Exit(EXIT_OK if best is not None else EXIT_REJECTED)

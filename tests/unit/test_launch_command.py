@@ -353,3 +353,17 @@ def test_vllm_data_parallel_says_its_weights_are_replicated() -> None:
     launch = launch_command(_plan("glm-5.3-8xh200-vllm", ("dp_attention=8", "ep=8")), "glm-5.3")
     assert launch.argv[launch.argv.index("--tensor-parallel-size") + 1] == "1"
     assert any("the planned pool is an upper bound" in n for n in launch.notes)
+
+
+def test_every_option_used_or_refused_with_emit_command(tmp_path: Path) -> None:
+    # issue 25's rule: --pool-tokens has no effect on a launch command, so the pair is refused in one line
+    r = runner.invoke(app, ["admit", "--ctx", "1M", "--pool-tokens", "900K", "--emit-command", "auto"])
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "--pool-tokens" in r.stderr
+    # fit: --emit-deploy still writes the file the command is printed for
+    out = tmp_path / "best.yaml"
+    fit_args = ["fit", "--model", "glm-5.3", "--gpu", "h200", "--engine", "sglang", "--max-gpus", "8", "--mtp", "off"]
+    r = runner.invoke(app, [*fit_args, "--require-ctx", "1M", "--emit-deploy", str(out), "--emit-command", "auto"])
+    assert r.exit_code == 0 and out.exists() and "python -m sglang.launch_server" in r.stdout
+    best = _plan(str(out))
+    command = "\n".join(line for line in r.stdout.splitlines() if not line.startswith("#"))
+    assert launch_command(best, "glm-5.3").argv == tuple(shlex.split(command.replace("\\\n", " ")))
