@@ -228,3 +228,17 @@ def spelled_by(key: str) -> str:
     who = [names[e] for e, table in FLAG_TABLES.items() if any(_norm(s) == key for r in table
                                                                   for s in (r.spelling, *r.aliases))]  # fmt: skip
     return " and ".join(who)
+
+
+def nearest_knob(key: str, knobs: tuple[str, ...]) -> str:
+    """' (did you mean ...?)' for an unknown key: the nearest of kvplan's knobs or the engines' flags (a flag named
+    with the knob it sets), or '' when nothing is near."""
+    import difflib
+
+    flags = spellings()
+    close = difflib.get_close_matches(key, [*knobs, *flags], n=1)
+    if not close:
+        return ""
+    knob = flags.get(close[0], close[0])
+    flag = f", {spelled_by(close[0])} --{close[0].replace('_', '-')}" if knob != close[0] else ""
+    return f" (did you mean {knob!r}{flag}?)"

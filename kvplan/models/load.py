@@ -33,7 +33,7 @@ from kvplan.models.deploy import (
     Gpu,
     Requirements,
 )
-from kvplan.models.engine_flags import knob_for_prefix, spelled_by, spellings
+from kvplan.models.engine_flags import knob_for_prefix, nearest_knob, spellings
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
 from kvplan.models.preset_repos import PRESET_ALIASES, canonical_preset
@@ -371,22 +371,6 @@ def _suggest(key: str, allowed: set[str] | tuple[str, ...]) -> str:
 
     close = difflib.get_close_matches(key, list(allowed), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _suggest_knob(key: str) -> str:
-    """The nearest knob, kvplan's name or an engine's flag (named with the knob it sets)."""
-    import difflib
-
-    flags = spellings()
-    close = difflib.get_close_matches(key, [*KNOBS, *GPU_SPEC_KNOBS, *flags], n=1)
-    if not close:
-        return ""
-    knob = flags.get(close[0], close[0])
-    return (
-        f" (did you mean {knob!r}"
-        + (f", {spelled_by(close[0])} --{close[0].replace('_', '-')}" if knob != close[0] else "")
-        + "?)"
-    )
 
 
 def _int(v: Any, minimum: int, maximum: int = limits.MAX_TOKENS) -> int:
@@ -1082,7 +1066,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
                 r.fail(key, f'write the version as a string, e.g. engine_version: "{value}" (YAML read {value!r})')
             yield key, str(r.get_str(key))
         else:
-            r.fail(key, f"unknown key{_suggest_knob(key)}; the knobs are: {_knobs_list()}")
+            r.fail(key, f"unknown key{nearest_knob(key, (*KNOBS, *GPU_SPEC_KNOBS))}; the knobs are: {_knobs_list()}")
 
 
 def _normalized(doc: Doc) -> Doc:
