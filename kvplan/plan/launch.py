@@ -31,6 +31,7 @@ NOT_FLAGS = ("gpu", "gpus_per_node", "weights_per_gpu", "pre_load_free", "runtim
 """kvplan's own inputs: what the hardware is and what was measured; no engine takes them as a flag."""
 
 _SKIP = ("model", "engine", "engine_version", *NOT_FLAGS)
+_MEMORY_INPUTS = ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +41,9 @@ class Launch:
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     notes: tuple[str, ...] = ()
-    """What the command cannot carry (kvplan's own inputs), one line each."""
+    """What the command cannot carry, and warnings, one line each."""
+    inputs: tuple[tuple[str, int], ...] = ()
+    """(knob, bytes) of kvplan's own memory inputs the plan used: no engine flag carries them."""
     source: str = ""
 
     @property
@@ -134,8 +137,9 @@ def launch_command(plan: PoolPlan, model_ref: str) -> Launch:
                   "address",)  # fmt: skip
     elif dep.nodes > 1:
         notes += (f"start one Ray cluster over the {dep.nodes} nodes, then run this on its head node",)
+    inputs = tuple((k, int(getattr(dep, k))) for k in _MEMORY_INPUTS if getattr(dep, k) is not None)
     return Launch(engine=engine, engine_version=version, argv=tuple(argv), env=tuple(env), notes=notes,
-                  source=SOURCES[engine])  # fmt: skip
+                  inputs=inputs, source=SOURCES[engine])  # fmt: skip
 
 
 def _ranges(rows: list[Flag]) -> str:
@@ -186,10 +190,7 @@ def _emit(knob: str, value: Any, rows: list[Flag], plan: PoolPlan) -> tuple[list
 
 
 def _notes(dep: Deployment) -> tuple[str, ...]:
-    out = [f"planned on {dep.nodes * dep.gpus_per_node} × {dep.gpu.name} ({dep.gpus_per_node} per node)"]
-    for knob in ("weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other"):
-        if getattr(dep, knob) is not None:
-            out.append(f"{knob} {getattr(dep, knob):,} B is kvplan's input, not an engine flag")
+    out = [f"planned on {dep.nodes * dep.gpus_per_node} x {dep.gpu.name} ({dep.gpus_per_node} per node)"]  # ASCII
     if dep.mla_layout:
         out.append(f"mla_layout {dep.mla_layout} has no flag: the engine picks the row from --kv-cache-dtype and "
                    "the attention backend")  # fmt: skip

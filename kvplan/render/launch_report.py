@@ -8,7 +8,7 @@ import sys
 from typing import Any, TextIO
 
 from kvplan.plan.launch import ENGINE_NAMES, PROGRAM, Launch
-from kvplan.render import SCHEMA_VERSION, OutputFormat
+from kvplan.render import SCHEMA_VERSION, OutputFormat, size
 
 
 def launch_data(launch: Launch) -> dict[str, Any]:
@@ -19,6 +19,7 @@ def launch_data(launch: Launch) -> dict[str, Any]:
         "env": dict(launch.env),
         "shell": launch.shell,
         "notes": list(launch.notes),
+        "kvplan_inputs_bytes": dict(launch.inputs),
         "flags_from": launch.source,
     }
 
@@ -28,6 +29,7 @@ def launch_text(launch: Launch) -> str:
     lines = [f"# {ENGINE_NAMES[launch.engine]} {launch.engine_version} launch command written by kvplan "
              f"(flags: {launch.source})"]  # fmt: skip
     lines += [f"# {n}" for n in launch.notes]
+    lines += [f"# {knob} {size(n)} is kvplan's input, not an engine flag" for knob, n in launch.inputs]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in launch.env]
     argv = list(launch.argv)
     head = len(PROGRAM[launch.engine]) + (launch.engine == "vllm")  # the program, and vllm serve's MODEL

@@ -367,3 +367,13 @@ def test_every_option_used_or_refused_with_emit_command(tmp_path: Path) -> None:
     best = _plan(str(out))
     command = "\n".join(line for line in r.stdout.splitlines() if not line.startswith("#"))
     assert launch_command(best, "glm-5.3").argv == tuple(shlex.split(command.replace("\\\n", " ")))
+
+
+def test_kvplans_own_inputs_are_said_in_gib_and_kept_out_of_the_command() -> None:
+    plan = _plan("glm-5.3-8xh200-sglang", ("weights_per_gpu=95GiB",))
+    launch = launch_command(plan, "glm-5.3")
+    assert launch.inputs == (("weights_per_gpu", 95 * 2**30),) and "95" not in " ".join(launch.argv)
+    r = runner.invoke(app, ["deployments", "show", "glm-5.3-8xh200-sglang", "--set", "weights_per_gpu=95GiB",
+                            "--emit-command", "auto"])  # fmt: skip
+    assert "# weights_per_gpu 95.00 GiB (102.01 GB) is kvplan's input, not an engine flag" in r.stdout
+    assert r.stdout.isascii()  # a shell script: no × or — in it
