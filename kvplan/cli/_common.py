@@ -54,6 +54,15 @@ SetOpt = Annotated[
         help="Override a deployment knob, e.g. --set dcp=8 (repeatable; kvplan knobs lists them).",
     ),
 ]
+EmitCommandOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--emit-command",
+        metavar="sglang|vllm|auto",
+        help="Print the engine's launch command for this plan, in that engine version's own flags, instead of the "
+        "report (auto: the deployment's engine; naming the other engine plans with --set engine=... first).",
+    ),
+]
 FormatOpt = Annotated[
     OutputFormat,
     typer.Option(
@@ -213,7 +222,7 @@ def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[
     from kvplan.models.load import canonical_key
 
     foreign = dep.name and dep.model not in ("", arch.name)
-    set_here = {canonical_key(s.partition("=")[0]) for s in sets}
+    set_here = {canonical_key(s.partition("=")[0], abbrev=True) for s in sets}
     if not foreign or not dep.mtp or arch.num_mtp_layers or "speculative_num_draft_tokens" in set_here:
         return dep, None
     note = (
@@ -229,3 +238,29 @@ def _applied_as_set(plan: Any, knob: str) -> bool:
         return bool(plan.knob(knob).origin == "set")
     except KeyError:
         return True
+
+
+def emit_sets(emit_command: str | None, sets: list[str] | None) -> list[str] | None:
+    """--set items with the engine --emit-command names (auto: the deployment's own); bad value: exit 2."""
+    if emit_command is None or emit_command == "auto":
+        return sets
+    from kvplan.errors import InputError
+    from kvplan.models.deploy import ENGINES
+
+    if emit_command not in ENGINES:
+        raise InputError(f"--emit-command {emit_command!r}: choose sglang, vllm or auto")
+    return [*(sets or []), f"engine={emit_command}"]
+
+
+def print_launch(plan: PoolPlan, model_ref: str, command: str, fmt: OutputFormat) -> None:
+    """The plan's launch command on stdout (kvplan.plan.launch; kvplan.render.launch_report)."""
+    from kvplan.plan.launch import launch_command
+    from kvplan.render.launch_report import emit_launch
+
+    emit_launch(launch_command(plan, model_ref), command, fmt)
+
+
+def model_ref_of(model: str | None, plan: PoolPlan) -> str:
+    from kvplan.models.load import deployment_model_ref
+
+    return model if model is not None else deployment_model_ref(plan.deployment)

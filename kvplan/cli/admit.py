@@ -4,7 +4,18 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli._common import DeployOpt, FormatOpt, ModelOpt, SetOpt, boundary, load_plan
+from kvplan.cli._common import (
+    DeployOpt,
+    EmitCommandOpt,
+    FormatOpt,
+    ModelOpt,
+    SetOpt,
+    boundary,
+    emit_sets,
+    load_plan,
+    model_ref_of,
+    print_launch,
+)
 from kvplan.errors import EXIT_OK, EXIT_REJECTED
 from kvplan.render import OutputFormat, emit
 
@@ -29,6 +40,7 @@ def admit(
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,
+    emit_command: EmitCommandOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Is a request of --ctx (+ --gen) tokens admitted? Exit 0 if so, 1 if rejected.
@@ -43,14 +55,19 @@ def admit(
         from kvplan.units import parse_option_tokens as tokens
 
         req = Request(ctx_tokens=tokens("--ctx", ctx), gen_tokens=tokens("--gen", gen), concurrent=concurrent)
-        plan = load_plan(model, deploy, set_)
+        plan = load_plan(model, deploy, emit_sets(emit_command, set_))
         source = "planned"
         if pool_tokens is not None:
+            if emit_command is not None:
+                raise InputError("--pool-tokens changes the verdict, not the launch command: drop one of them")
             n = tokens("--pool-tokens", pool_tokens)
             if n <= 0:
                 raise InputError(f"--pool-tokens must be positive, got {n}")
             plan = with_pool_tokens(plan, n)
             source = f"--pool-tokens {n:,} (from an engine log)"
         result = run_admit(plan, req, pool_source=source)
-        emit(admit_report(result), fmt)
+        if emit_command is not None:
+            print_launch(plan, model_ref_of(model, plan), "admit", fmt)
+        else:
+            emit(admit_report(result), fmt)
     raise typer.Exit(EXIT_OK if result.admitted else EXIT_REJECTED)

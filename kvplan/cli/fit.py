@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kvplan.cli._common import FormatOpt, boundary
+from kvplan.cli._common import EmitCommandOpt, FormatOpt, boundary
 from kvplan.cli.gate import ConcOpt, CtxOpt
 from kvplan.errors import EXIT_OK, EXIT_REJECTED
 from kvplan.render import OutputFormat, emit
@@ -101,6 +101,7 @@ def fit(
     plot: Annotated[
         Path | None, typer.Option("--plot", metavar="FILE.png", help="GPUs vs concurrency (kvplan-llm[plot]).")
     ] = None,
+    emit_command: EmitCommandOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """The smallest deployment that meets the requirements: search GPUs, engines and layouts; exit 1 if none.
@@ -132,6 +133,10 @@ def fit(
 
             req = with_trace(req, spec)
         engines = _names("--engine", engine)
+        if emit_command not in (None, "auto"):  # the launch command of the best candidate of that engine
+            if emit_command not in engines:
+                raise InputError(f"--emit-command {emit_command!r}: choose auto or an engine --engine searches")
+            engines = (emit_command,)
         for e in engines:
             if e not in ENGINES:
                 raise InputError(f"--engine {e!r}: choose from {', '.join(ENGINES)}")
@@ -153,8 +158,10 @@ def fit(
             trace=spec,
         )
         if pd:
-            if emit_deploy is not None or plot is not None:
-                raise InputError("--pd writes no --emit-deploy or --plot yet: run fit without --pd for those")
+            if emit_deploy is not None or plot is not None or emit_command is not None:
+                raise InputError(
+                    "--pd writes no --emit-deploy, --emit-command or --plot yet: run fit without --pd for those"
+                )
             if spec is not None:
                 raise InputError("--pd does not replay a --trace yet: run fit --trace without --pd")
             from kvplan.plan.fit import fit_pd
@@ -173,5 +180,10 @@ def fit(
             write_atomic(emit_deploy, deploy_yaml(best), "--emit-deploy", reads)
         if plot is not None:
             plot_fit(result, plot, reads)
+        if emit_command is not None and best is not None and best.plan is not None:
+            from kvplan.cli._common import print_launch
+
+            print_launch(best.plan, q.model_ref, "fit", fmt)  # the best candidate's command, not the report
+            raise typer.Exit(EXIT_OK)
         emit(fit_report(result, str(emit_deploy) if emit_deploy is not None and best is not None else None), fmt)
     raise typer.Exit(EXIT_OK if best is not None else EXIT_REJECTED)

@@ -4,7 +4,16 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli._common import FormatOpt, SetOpt, boundary, load_plan
+from kvplan.cli._common import (
+    EmitCommandOpt,
+    FormatOpt,
+    SetOpt,
+    boundary,
+    emit_sets,
+    load_plan,
+    model_ref_of,
+    print_launch,
+)
 from kvplan.render import OutputFormat, emit
 
 models_app = typer.Typer(help="Model presets.", no_args_is_help=True, rich_markup_mode=None)
@@ -48,13 +57,18 @@ def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
 def deployments_show(
     name: Annotated[str, typer.Argument(help="Preset name or deployment YAML.", metavar="NAME|PATH")],
     set_: SetOpt = None,
+    emit_command: EmitCommandOpt = None,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Show one deployment with every knob resolved (defaulted ones marked) and its pool."""
     with boundary():
         from kvplan.render.reports import deployment_report
 
-        emit(deployment_report(load_plan(None, name, set_)), fmt)
+        plan = load_plan(None, name, emit_sets(emit_command, set_))
+        if emit_command is not None:
+            print_launch(plan, model_ref_of(None, plan), "deployments show", fmt)
+            return
+        emit(deployment_report(plan), fmt)
 
 
 def knobs(fmt: FormatOpt = OutputFormat.table) -> None:

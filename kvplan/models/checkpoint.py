@@ -889,24 +889,9 @@ def resolve_repo_id(ref: str, env: Mapping[str, str] | None = None) -> Path | No
     return None
 
 
-# --------------------------------------------------------------------------- --model: a snapshot folder or a repo id
+# --------------------------------------------------------------------------- a snapshot's shard index
 
 INDEX_NAME = "model.safetensors.index.json"
-
-
-def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
-    """``--model ORG/NAME[@REVISION]`` -> the snapshot folder to plan from (the local Hugging Face cache, kvplan's
-    cache, else the Hub: kvplan.models.hub); any other ref unchanged (an existing path, a preset, a file name)."""
-    if ref.endswith((".yaml", ".yml", ".json")) or ("@" not in ref and ref.count("/") != 1):
-        return ref
-    try:
-        if Path(ref).exists():
-            return ref
-    except OSError:
-        return ref
-    from kvplan.models.hub import model_snapshot  # the network code, imported only for a repo id (start-up)
-
-    return str(model_snapshot(ref, env))
 
 
 def indexer_layers_shipped(tensors: Iterable[Tensor], num_layers: int) -> int:

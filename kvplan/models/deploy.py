@@ -18,6 +18,9 @@ MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 AUTO_FIT = -1
 """``context_length`` (vLLM ``--max-model-len``) -1 or ``auto``: vLLM fits max_model_len to the KV cache memory."""
 
+QUANTIZATIONS = ("fp8",)
+"""--quantization values kvplan plans (vLLM's online fp8: kvplan.engines.online_quant)."""
+
 KV_CACHE_DTYPES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
 
 ENGINE_KNOBS: dict[str, tuple[str, str]] = {
@@ -33,6 +36,7 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "disable_radix_cache": ("sglang", "its prefix caching does not size the block pool"),
     "swa_eviction_interval": ("sglang", "it frees sliding-window blocks as the window passes"),
     "gpu_memory_utilization": ("vllm", "mem_fraction_static"),
+    "quantization": ("vllm", "kvplan does not yet plan its online --quantization"),
     "kv_cache_memory": ("vllm", "it sizes the pool with mem_fraction_static, or caps it with max_total_tokens"),
     "non_kv_other": ("vllm", "runtime_overhead"),
     "max_num_batched_tokens": ("vllm", "chunked_prefill_size"),
@@ -136,6 +140,9 @@ class Deployment:
     rope_scaling: str | None = None
     """'yarn': the RoPE scaling the model card documents (kvplan.models.rope), passed as SGLang
     --json-model-override-args / vLLM --hf-overrides; kvplan.engines.context says what each engine derives."""
+    quantization: str | None = None
+    """vLLM --quantization: 'fp8' on a bf16 / fp16 checkpoint quantizes the linear weights at load
+    (kvplan.engines.online_quant); the KV cache keeps the model dtype unless kv_cache_dtype is set."""
     allow_long_context: bool = False
     """SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 / VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a context_length above the
     one the engine derives starts (quality past the model's positions is not guaranteed)."""

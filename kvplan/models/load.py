@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
@@ -21,7 +21,6 @@ from kvplan.errors import ConfigError, InputError
 from kvplan.models import decilm, validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, Split, WeightPoint, full_indexer_layers
-from kvplan.models.checkpoint import local_ref
 from kvplan.models.deploy import (
     AUTO_FIT,
     ENGINE_KNOBS,
@@ -29,14 +28,17 @@ from kvplan.models.deploy import (
     KNOBS,
     KV_CACHE_DTYPES,
     MODEL_DTYPES,
+    QUANTIZATIONS,
     Deployment,
     Gpu,
     Requirements,
 )
+from kvplan.models.engine_flags import knob_for_prefix, nearest_knob, spellings
 from kvplan.models.formats import MlaLayout
 from kvplan.models.pipeline import parse_layer_partition
+from kvplan.models.preset_repos import PRESET_ALIASES, canonical_preset
 from kvplan.models.preset_weights import preset_weights
-from kvplan.models.reader import Doc, Reader, _kind, _show, _suggest, parse_text, read_file
+from kvplan.models.reader import Doc, Reader, _kind, _show, parse_text, read_file
 from kvplan.models.rope import ROPE_TYPES, config_rope, read_documented
 from kvplan.models.shards import shard_dims
 from kvplan.models.snapshot import with_checkpoint
@@ -64,11 +66,11 @@ def preset_names(kind: str) -> list[str]:
 
 def _preset_doc(kind: str, name: str) -> Doc:
     """A built-in preset by name, case-insensitively (``GLM-5.3`` is ``glm-5.3``)."""
-    key = name.strip().lower()
+    key = canonical_preset(name) if kind == "models" else name.strip().lower()
     if _PRESET_NAME.match(key) and key in preset_names(kind):
         item = _configs() / kind / f"{key}.yaml"
         return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{key}.yaml (built-in)")
-    names = ", ".join(preset_names(kind))
+    names = ", ".join(sorted([*preset_names(kind), *(PRESET_ALIASES if kind == "models" else ())]))
     raise InputError(f"unknown {kind[:-1]} preset {_show(name)}: choose one of {names}, or give a file path")
 
 
@@ -77,7 +79,7 @@ def _resolve(kind: str, ref: str, base: Path | None = None) -> Doc:
         option = "--model" if kind == "models" else "--deploy"
         raise InputError(f"{option} is empty: give a {kind[:-1]} preset name or a file path")
     looks_like_path = any(ch in ref for ch in "/\\") or ref.endswith((".yaml", ".yml", ".json"))
-    if not looks_like_path and ref.strip().lower() not in preset_names(kind):
+    if not looks_like_path and canonical_preset(ref) not in preset_names(kind):
         try:
             looks_like_path = Path(ref).exists()  # a snapshot folder or file in the working directory
         except OSError:
@@ -131,6 +133,21 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
 hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights", "documented_rope_scaling"}  # fmt: skip
+
+
+def local_ref(ref: str, env: Mapping[str, str] | None = None) -> str:
+    """``--model ORG/NAME[@REVISION]`` -> the snapshot folder to plan from (the local Hugging Face cache, kvplan's
+    cache, else the Hub: kvplan.models.hub); any other ref unchanged (an existing path, a preset, a file name)."""
+    if ref.endswith((".yaml", ".yml", ".json")) or ("@" not in ref and ref.count("/") != 1):
+        return ref
+    try:
+        if Path(ref).exists():
+            return ref
+    except OSError:
+        return ref
+    from kvplan.models.hub import model_snapshot  # the network code, imported only for a repo id (start-up)
+
+    return str(model_snapshot(ref, env))
 
 
 def load_model(ref: str) -> ModelArch:
@@ -580,10 +597,13 @@ DEFAULT_GPU = "h200"
 DEFAULT_GPUS_PER_NODE = 8
 
 
-def canonical_key(key: str) -> str:
-    """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length'."""
+def canonical_key(key: str, *, abbrev: bool = False) -> str:
+    """A knob name as kvplan spells it: '--tensor-parallel-size' and 'max_model_len' are 'tp' and 'context_length';
+    with ``abbrev`` (a command line's --set), an engine flag's unique prefix too, as argparse takes '--mem-frac'."""
     k = key.strip().lstrip("-").replace("-", "_").lower()
-    return ALIASES.get(k, k)
+    if k in ALIASES or k in KNOBS or k in GPU_SPEC_KNOBS:
+        return ALIASES.get(k, k)
+    return spellings().get(k) or (knob_for_prefix(k) if abbrev else None) or k  # the engines' flags, any version
 
 
 def _knobs_list() -> str:
@@ -633,6 +653,8 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             yield key, r._get(key, parse_layer_partition, False, None)
         elif key == "rope_scaling":
             yield key, r.get_choice(key, ROPE_TYPES)
+        elif key == "quantization":
+            yield key, r.get_choice(key, QUANTIZATIONS)
         elif key == "engine":
             yield key, r.get_choice(key, tuple(ENGINES))
         elif key == "kv_cache_dtype":
@@ -662,7 +684,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
                 r.fail(key, f'write the version as a string, e.g. engine_version: "{value}" (YAML read {value!r})')
             yield key, str(r.get_str(key))
         else:
-            r.fail(key, f"unknown key{_suggest(key, (*KNOBS, *GPU_SPEC_KNOBS))}; the knobs are: {_knobs_list()}")
+            r.fail(key, f"unknown key{nearest_knob(key, (*KNOBS, *GPU_SPEC_KNOBS))}; the knobs are: {_knobs_list()}")
 
 
 def _normalized(doc: Doc) -> Doc:
@@ -697,7 +719,7 @@ def parse_set(items: list[str] | tuple[str, ...]) -> Doc:
         if "=" not in item:
             raise InputError(f"--set {_show(item)}: expected KEY=VALUE, e.g. --set dcp=8 (knobs: {_knobs_list()})")
         raw_key, value = (s.strip() for s in item.split("=", 1))
-        key = canonical_key(raw_key)
+        key = canonical_key(raw_key, abbrev=True)
         if not value:
             raise InputError(f"--set {_show(item)}: empty value")
         if key in data:

@@ -403,6 +403,8 @@ def _choice(v: Any, choices: tuple[str, ...]) -> str:
 def _bool(v: Any) -> bool:
     if isinstance(v, bool):
         return v
+    if isinstance(v, int) and v in (0, 1):  # --set disable_radix_cache=1, an environment variable's 1
+        return bool(v)
     if isinstance(v, str) and v.strip().lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
         return v.strip().lower() in ("true", "yes", "1", "on")
     raise ValueError(f"expected true or false, got {_show(v)}")

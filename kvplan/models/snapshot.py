@@ -15,11 +15,11 @@ from kvplan.models.checkpoint import (
     Tensor,
     config_int,
     config_tensors,
+    has_shards,
     indexer_layers_shipped,
     param_groups_from_tensors,
     read_index,
     reconcile,
-    snapshot_shards,
     snapshot_tensors,
 )
 from kvplan.models.weights import as_parameter_groups
@@ -40,7 +40,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
     folder = src.parent if snapshot and src.name == "config.json" else None
     num_kv_heads = config_int(config, "num_key_value_heads")
     notes: list[str] = []
-    if folder is not None and snapshot_shards(folder):
+    if folder is not None and has_shards(folder):
         tensors = snapshot_tensors(folder)
         total = sum(t.nbytes for t in tensors)
         summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TextIO
@@ -120,7 +121,8 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
     """Print a report. A reader that went away (``| head -1``) is not an error: the command's verdict still
     decides the exit code, so a closed pipe is swallowed here, where the output is written."""
     stream = out or sys.stdout
-    try:
+
+    def draw() -> None:
         if fmt is OutputFormat.json:
             payload = {"schema_version": SCHEMA_VERSION, "command": report.command, **report.data}
             if report.startup_error is not None:
@@ -130,6 +132,15 @@ def emit(report: Report, fmt: OutputFormat, out: TextIO | None = None) -> None:
             stream.write(_encodable(_markdown(report), stream))
         else:
             _rich(report, stream)
+
+    write_out(draw, stream)
+
+
+def write_out(draw: Callable[[], None], stream: TextIO) -> None:
+    """Run ``draw`` (it writes to ``stream``) and flush, with the output channels' policy: a closed pipe on stdout
+    is swallowed, a stdout that cannot be written is one line and exit 2 (kvplan.fsio)."""
+    try:
+        draw()
         stream.flush()
     except BrokenPipeError:
         if stream is sys.stdout:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.models.cache import describe_kinds
+from kvplan.models.preset_repos import aliases_of
 from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, Remedy, dp_ranks
 from kvplan.plan.budget import Budget, Footprint, KindCost, PoolNeed, pool_needs
@@ -834,7 +835,7 @@ def budget_report(b: Budget) -> Report:
 def models_list_report(models: list[ModelArch]) -> Report:
     rows = tuple(
         (
-            m.name,
+            m.name + (f" (also {', '.join(aliases_of(m.name))})" if aliases_of(m.name) else ""),
             m.architecture,
             str(m.num_layers),
             m.kind_label,
@@ -848,6 +849,7 @@ def models_list_report(models: list[ModelArch]) -> Report:
         "models": [
             {
                 "name": m.name,
+                "aliases": list(aliases_of(m.name)),
                 "architecture": m.architecture,
                 "num_layers": m.num_layers,
                 "max_position_embeddings": m.max_position_embeddings,
@@ -1022,6 +1024,7 @@ def _knob_unit(name: str) -> str:
         "swa_eviction_interval": "count (tokens)",
         "allow_long_context": "true or false",
         "rope_scaling": "yarn (the model card's)",
+        "quantization": "fp8 (online, on a bf16 checkpoint)",
         "engine": " | ".join(ENGINES),
         "engine_version": "any version in " + "; ".join(modelled_ranges(e) for e in ENGINES),
         "kv_cache_dtype": " | ".join(KV_CACHE_DTYPES),
@@ -1044,6 +1047,8 @@ def _knob_default(name: str) -> str:
         return load.DEFAULT_GPU
     if name == "rope_scaling":
         return "off (config.json's own)"
+    if name == "quantization":
+        return "the checkpoint's own"
     field = next(f for f in fields(Deployment) if f.name == name)
     if field.default is MISSING:
         return "required"

@@ -49,6 +49,8 @@ def cases(tmp: Path) -> list[list[str]]:
     out += [["knobs"], ["gpus"], ["models", "list"], ["deployments", "list"]]
     out += [["models", "show", m] for m in (*HYBRIDS, "glm-5.3", "deepseek-v3")]
     out += [["deployments", "show", d] for d in (SG, VL)]
+    out += [["deployments", "show", SG, "--emit-command", "vllm"], ["admit", "--ctx", "128K", "--emit-command", "auto"]]
+    out += [["fit", *SMALL_FIT, "--require-ctx", "1M", "--emit-command", "sglang"]]
     out += [["lock", "base.yaml"], ["lock", "indexer39.yaml"]]
     out += [["gate", "base.yaml"], ["gate", "indexer39.yaml", "--max-capacity-drop", "2%", "--require-ctx", "1M"]]
     out += [["lock", "base.yaml", "--prune"]]

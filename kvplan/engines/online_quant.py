@@ -1,0 +1,80 @@
+"""vLLM ``--quantization fp8`` on a bf16 / fp16 checkpoint: the weights as vLLM holds them after loading.
+
+vLLM ``model_executor/layers/quantization/fp8.py``: with a checkpoint that is not fp8-serialized, ``Fp8Config``
+gives every ``LinearBase`` layer ``Fp8OnlineLinearMethod`` ("loads a full precision checkpoint and quantizes
+weights during loading"; ``process_weights_after_loading``: ``ops.scaled_fp8_quant(layer.weight)``, one fp32
+scale per tensor) and every ``FusedMoE`` ``Fp8MoEMethod`` (the experts quantized the same way). What is not a
+linear layer keeps the checkpoint's dtype: ``VocabParallelEmbedding`` and ``ParallelLMHead`` (kvplan's
+'embeddings' group), the MoE router (``ReplicatedLinear(..., quant_config=None)`` in DeepSeek-V3 and Qwen3-MoE),
+the norms. The KV cache is not touched: ``kv_cache_dtype auto`` still follows the model dtype (fp8 KV needs
+``kv_cache_dtype``). A checkpoint already in fp8 is read as is (the config's method is fp8); one in 4 bits is
+refused by vLLM, as its quantization_config and the argument disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kvplan.errors import InputError
+from kvplan.models.arch import ModelArch, ParamGroup, Split
+from kvplan.models.deploy import Deployment
+
+KEPT = frozenset({"embeddings", "router", "norms", "rotary_cache", "engine_additions", "hyper_connections", "mhc"})
+"""Groups that are not linear layers vLLM's Fp8Config quantizes (or are no weights at all)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnlineFp8Group(ParamGroup):
+    """A bf16 / fp16 linear group after Fp8OnlineLinearMethod: one byte a weight instead of two (the per-tensor
+    fp32 scale, 4 B a module, is left out: under 1 KiB a layer)."""
+
+    inner: ParamGroup
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        return -(-self.inner.bytes_per_gpu(split) // 2)
+
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
+        return -(-self.inner.bytes_on(split, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend) // 2)
+
+
+_WHOLE = Split.of(tp=1)
+
+
+def _bytes_per_param(g: ParamGroup) -> float:
+    """What the group really holds a parameter on one GPU (an MXFP4 group's own layout, block scales included)."""
+    return g.bytes_per_gpu(_WHOLE) / g.params
+
+
+def _linear(g: ParamGroup) -> bool:
+    return g.name not in KEPT and g.params > 0 and type(g).__name__ not in ("BufferGroup", "AdditionsGroup")
+
+
+def with_online_quant(arch: ModelArch, dep: Deployment) -> ModelArch:
+    """The model as the engine holds it after ``--quantization``: bf16 linear groups in fp8 (module docstring)."""
+    if dep.quantization is None:
+        return arch
+    linear = [g for g in arch.param_groups if _linear(g)]
+    if any(_bytes_per_param(g) < 1 for g in linear):
+        raise InputError(
+            f"quantization={dep.quantization}: {arch.name}'s checkpoint is quantized below 8 bits "
+            f"({arch.weights_summary or 'its quantization_config'}); vLLM refuses a --quantization that differs "
+            "from the checkpoint's method"
+        )
+    if not any(_bytes_per_param(g) >= 2 for g in linear):
+        return arch  # an fp8 checkpoint: vLLM reads its own fp8 weights, --quantization fp8 agrees with them
+    groups: Any = tuple(_fp8(g) if _linear(g) and _bytes_per_param(g) >= 2 else g for g in arch.param_groups)
+    summary = "bf16 linear weights quantized to fp8 at load (vLLM Fp8OnlineLinearMethod, per-tensor scales)"
+    return replace(arch, param_groups=groups, measured_weights=(), weights_summary=summary)
+
+
+def _fp8(g: ParamGroup) -> OnlineFp8Group:
+    return OnlineFp8Group(
+        name=g.name,
+        params=g.params,
+        bytes_per_param_num=g.bytes_per_param_num,
+        bytes_per_param_den=g.bytes_per_param_den * 2,
+        split=g.split,
+        layer_span=g.layer_span,
+        inner=g,
+    )
