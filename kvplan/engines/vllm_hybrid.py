@@ -24,7 +24,7 @@ page of every layer of a group, so:
 
 Mamba alignment (``platforms/interface.py _align_hybrid_block_size``): the attention block grows until one
 attention page holds a Mamba state: ``block = align × cdiv(mamba_page, align × attn_page_1_token)`` with
-``align = max(smallest kernel block, block_size)`` (MLA: at least 128; 'align' mode: lcm with the prefill
+``align = max(smallest kernel block, block_size)`` (MLA: at least 128 from 0.27, 64 before; 'align' mode: lcm with the prefill
 checkpoint alignment), rounded up to every backend's smallest kernel block; the Mamba page is then padded to
 ``block × attn_page_1_token``.
 
@@ -203,6 +203,13 @@ sets it in 0.29.0-0.32.0 (wheels 0.29.0, 0.31.0, 0.32.0 read)."""
 
 MLA_ALIGNMENT_SINCE = (0, 27, 0)
 """0.27.0 makes a hybrid MLA / Mamba model's block a multiple of 128 (``_align_hybrid_block_size``)."""
+
+MLA_MAMBA_BLOCK_ALIGNMENT_BEFORE = 64
+"""Before 0.27.0 (``model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config``, from
+Kimi-Linear's first release 0.11.1): ``kernel_block_alignment_size = 128 if use_cutlass_mla else 64`` for an MLA
+model (use_cutlass_mla: the attention backend set to CUTLASS_MLA), 16 for full attention. vllm#28228 (Kimi-Linear
+AWQ, tp 2, 0.11.1): 64 x cdiv(1,085,440, 64 x 1,152) = 960 tokens, which its 'GPU KV cache size: 75,840' (79 x 960)
+fits and 944 (an alignment of 16) does not."""
 
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
 """vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
@@ -409,6 +416,9 @@ def _mamba(
     align = max(min_kernel_block, user_block)
     if mla and version >= MLA_ALIGNMENT_SINCE:
         align = max(align, MLA_MAMBA_BLOCK_ALIGNMENT)
+    elif mla:
+        cutlass = (dep.attention_backend or "").upper() == "CUTLASS_MLA"
+        align = max(align, MLA_MAMBA_BLOCK_ALIGNMENT if cutlass else MLA_MAMBA_BLOCK_ALIGNMENT_BEFORE)
     if mode == "align":
         align = math.lcm(align, checkpoint or 1)
     attn_block = align * cdiv(mamba_page, align * row)

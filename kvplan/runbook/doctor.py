@@ -38,6 +38,7 @@ from kvplan.engines.versions import SGLANG as SGLANG_ROWS
 from kvplan.engines.versions import VLLM as VLLM_ROWS
 from kvplan.engines.versions import parse_version, rules_for, sglang_rules, vllm_rules
 from kvplan.engines.vllm import max_len_fitting
+from kvplan.engines.vllm_hybrid_log import blocks_for_logged_tokens
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
@@ -834,10 +835,14 @@ def _vllm_memory(arch: ModelArch, dep: Deployment, p: PoolPlan, run: Run) -> _Lo
             matches=lo_b <= p.available_bytes <= hi_b,
         )
     )
+    # a budget the log prints means the server loaded its weights: where kvplan's estimate would not load (the
+    # config's bf16 weights of a quantized checkpoint), the count is checked on the budget alone (with a fixed
+    # budget the weights enter vLLM's plan only through that load check)
+    loaded = {} if p.loads_weights or avail_at is None else {"weights_per_gpu": 0}
     deps = (
-        _with(dep, {"kv_cache_memory": mid_b}),
-        _with(dep, {"kv_cache_memory": max(lo_b, 1)}),
-        _with(dep, {"kv_cache_memory": max(hi_b, 1)}),
+        _with(dep, {"kv_cache_memory": mid_b, **loaded}),
+        _with(dep, {"kv_cache_memory": max(lo_b, 1), **loaded}),
+        _with(dep, {"kv_cache_memory": max(hi_b, 1), **loaded}),
     )
     return _LogMemory(tuple(terms), terms[-1].matches, deps, lo_b, hi_b)
 
@@ -1406,20 +1411,21 @@ def _bytes_agree(
     if p.engine == "vllm" and pool is not None and memory.available_low is not None and memory.available_high:
         bpb = p.extras.get("bytes_per_block", 0)
         if pool.unit == "blocks":
-            blocks = pool.value
-        elif pool.unit == "tokens" and not pool.max_model_len and p.pools and p.logged_tokens > 0:
-            # a hybrid: 'GPU KV cache size' is not num_blocks × block (num_blocks // groups × block before 0.20.1,
-            # then num_blocks / blocks a request × max_model_len): the plan's own map from its blocks to its logged
-            # tokens, applied to the log's tokens
-            blocks = pool.value * int(p.extras.get("num_blocks", 0)) // p.logged_tokens
+            blocks = most = pool.value
+        elif pool.unit == "tokens" and not pool.max_model_len and p.pools and "kv_cache_groups" in p.extras:
+            # a hybrid: 'GPU KV cache size' is not num_blocks × block; the engine's map inverted (a range of blocks)
+            blocks, most = blocks_for_logged_tokens(
+                pool.value, version=p.engine_version, groups=p.extras["kv_cache_groups"], block=p.page_tokens,
+                blocks_per_request=p.extras["blocks_per_request"], max_model_len=p.context_len)  # fmt: skip
         elif pool.unit == "tokens" and not pool.max_model_len:
-            blocks = pool.value // max(p.page_tokens * p.dcp, 1)
+            blocks = most = pool.value // max(p.page_tokens * p.dcp, 1)
         else:
             return None, None
         if not bpb or blocks <= 0:
             return None, None
-        fact = ByteFact(what=f"KV budget over {blocks:,} blocks", line=pool.line,
-                        low=memory.available_low // (blocks + 1) + 1, high=memory.available_high // blocks,
+        span = f"{blocks:,}" if most == blocks else f"{blocks:,} – {most:,}"
+        fact = ByteFact(what=f"KV budget over {span} blocks", line=pool.line,
+                        low=memory.available_low // (most + 1) + 1, high=memory.available_high // blocks,
                         config=bpb, unit="B per block")  # fmt: skip
         return fact.agrees, fact
     return None, None

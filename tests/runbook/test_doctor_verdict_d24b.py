@@ -1,0 +1,98 @@
+"""Issue 24, items 2 (rest), 5 (rest) and 6: regression tests on verbatim public logs and configs.
+
+Every expected figure is derived in a comment from the engine's source (file and function) or the log itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.engines import plan_pool
+from kvplan.engines.vllm_hybrid_log import blocks_for_logged_tokens
+from kvplan.models.load import load_deployment, load_model
+from tests.runbook.conftest import LOGS
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None})
+
+VLLM = "glm-5.3-8xh200-vllm"  # a preset with no page_size of its own: the block is vLLM's default
+KIMI_LINEAR_LOG = LOGS / "doctor-vllm-hybrid-kimi-linear-awq-tp2-mla-block-960-issue-28228.log"
+# the `vllm serve` line of vllm#28228 (its header): tp 2 on RTX 3090s, 0.95, 120,000, 64,000, 8 seqs, bf16 KV
+KIMI_LINEAR_SETS = ("tp=2", "gpu=rtx-3090", "engine=vllm", "engine_version=0.11.1", "context_length=120000",
+                    "max_num_batched_tokens=64000", "max_running_requests=8", "gpu_memory_utilization=0.95",
+                    "kv_cache_dtype=auto")  # fmt: skip
+
+
+def _args(sets: tuple[str, ...]) -> list[str]:
+    return [a for s in sets for a in ("--set", s)]
+
+
+def test_item2_kimi_linear_on_vllm_0_11_1_aligns_its_mla_block_to_64() -> None:
+    """vLLM 0.11.1 model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config: an MLA
+    model's kernel_block_alignment_size is 64 (128 only with CUTLASS_MLA); attn_block_size = 64 × cdiv(mamba page,
+    64 × MLA page of one token). Kimi-Linear at tp 2: KDA state 16 heads × 128 × 128 × 4 B + conv 3 × 3 × 2,048 × 2 B
+    = 1,048,576 + 36,864 = 1,085,440 B; MLA row (512 + 64) × 2 = 1,152 B: 64 × cdiv(1,085,440, 73,728) = 64 × 15
+    = 960 (kvplan planned 16 × cdiv(1,085,440, 18,432) = 944 before the fix)."""
+    p = plan_pool(
+        load_model("kimi-linear-48b-a3b"), load_deployment(VLLM, ("model=kimi-linear-48b-a3b", *KIMI_LINEAR_SETS))
+    )
+    assert p.extras["state_bytes"] == 1_085_440
+    assert p.extras["block_size"] == 960
+    # group size 7 (7 MLA, 20 KDA: 20 >= 1.5 × 7), 1 + cdiv(20, 7) = 4 groups; 7 × 960 × 1,152 = 7,741,440 B
+    assert (p.extras["group_size"], p.extras["kv_cache_groups"], p.extras["bytes_per_block"]) == (7, 4, 7_741_440)
+    # per request at 120,000 ('none' mode before 0.26: one state block a KDA group): cdiv(120,000, 960) + 3 = 128
+    assert p.extras["blocks_per_request"] == 128
+
+
+def test_item2_the_0_27_rule_still_aligns_mla_to_128() -> None:
+    # from 0.27.0 platforms/interface.py _align_hybrid_block_size: MLA at least 128: 128 × cdiv(1,085,440, 147,456)
+    # = 128 × 8 = 1,024 (tests/unit/test_vllm_hybrid.py pins the tp 1 case at 1,920)
+    sets = (*tuple(s for s in KIMI_LINEAR_SETS if not s.startswith("engine_version=")), "engine_version=0.28.0")
+    p = plan_pool(load_model("kimi-linear-48b-a3b"), load_deployment(VLLM, ("model=kimi-linear-48b-a3b", *sets)))
+    assert p.extras["block_size"] == 1_024
+
+
+def test_blocks_for_logged_tokens_inverts_the_engine_map() -> None:
+    # before 0.20.1 (kv_cache_utils._report_kv_cache_config): tokens = num_blocks // groups × block; 318 // 4 × 960
+    # = 75,840 (vllm#28228), and so do 316 .. 319
+    assert blocks_for_logged_tokens(75_840, version="0.11.1", groups=4, block=960, blocks_per_request=128,
+                                    max_model_len=120_000) == (316, 319)  # fmt: skip
+    # from 0.20.1 (get_kv_cache_capacity): tokens = int(num_blocks / 128 × 120,000); 318 → 298,125
+    low, high = blocks_for_logged_tokens(298_125, version="0.20.1", groups=4, block=960, blocks_per_request=128,
+                                         max_model_len=120_000)  # fmt: skip
+    assert low <= 318 <= high and all(int(n / 128 * 120_000) == 298_125 for n in range(low, high + 1))
+
+
+def test_item2_kimi_linear_log_is_not_another_model() -> None:
+    """vllm-project/vllm#28228: 'Available KV cache memory: 2.30 GiB', 'GPU KV cache size: 75,840 tokens' (= 79 ×
+    960: num_blocks 316 .. 319; 'Maximum concurrency … 2.48x' = 318 / 128). 2.30 GiB (±0.005) over 316 .. 319 blocks
+    is 7,700,117 .. 7,832,199 B a block, which holds the 7,741,440 B of 7 × 960 × 1,152. Before the fix: "ANOTHER
+    MODEL: the log's KV budget over 80 blocks … kimi-linear-48b-a3b's rows take 7,612,416 B" (944-token blocks,
+    and the logged tokens divided by one block as if the model were uniform)."""
+    r = runner.invoke(app, ["doctor", "--log", str(KIMI_LINEAR_LOG), "--format", "json", "--model",
+                            "kimi-linear-48b-a3b", *_args(KIMI_LINEAR_SETS)])  # fmt: skip
+    assert r.exit_code in (0, 1), r.output
+    data = json.loads(r.stdout)
+    h = data["headline"]
+    assert h["kind"] != "model", h
+    # with the log's 2.30 GiB: 2,464,237,487 .. 2,474,974,904 B // 7,741,440 = 318 .. 319 blocks, // 4 groups × 960
+    # = 75,840 both ends: the count is the engine's; only the memory differs (the config's bf16 weights, 45.78 GiB a
+    # rank, do not load on a 24 GiB RTX 3090; the server ran 4-bit AWQ weights)
+    pool = data["pool"]
+    assert (pool["low"], pool["high"], pool["logged"], pool["within"]) == (75_840, 75_840, 75_840, True), pool
+    assert h["kind"] == "memory", h
+    text = json.dumps(data, ensure_ascii=False)
+    assert "KV budget over 316 – 319 blocks" in text, text
+    assert "7,612,416" not in text and "over 80 blocks" not in text
+
+
+def test_item2_kimi_linear_log_alone_names_no_model(tmp_path: Path) -> None:
+    # no line of the excerpt names the model: the doctor reads the log alone (issue 24 item 5)
+    del tmp_path
+    r = runner.invoke(app, ["doctor", "--log", str(KIMI_LINEAR_LOG), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    h = json.loads(r.stdout)["headline"]
+    assert h["kind"] == "cannot_tell" and h["cause"] is None, h
