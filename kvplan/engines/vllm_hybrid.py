@@ -24,9 +24,9 @@ page of every layer of a group, so:
 
 Mamba alignment (``platforms/interface.py _align_hybrid_block_size``): the attention block grows until one
 attention page holds a Mamba state: ``block = align × cdiv(mamba_page, align × attn_page_1_token)`` with
-``align = max(smallest kernel block, block_size)`` (MLA: at least 128 from 0.27, 64 before; 'align' mode: lcm with the prefill
-checkpoint alignment), rounded up to every backend's smallest kernel block; the Mamba page is then padded to
-``block × attn_page_1_token``.
+``align = max(smallest kernel block, block_size)`` (MLA: at least 128 from 0.27, 64 before; 'align' mode: lcm
+with the prefill checkpoint alignment), rounded up to every backend's smallest kernel block; the Mamba page is then
+padded to ``block × attn_page_1_token``.
 
 Planned here: full attention or MLA beside sliding-window layers (gpt-oss), and full attention or MLA beside
 linear-attention state (Qwen3-Next Gated DeltaNet, Kimi-Linear KDA); DeepSeek-V4 and GLM-5.3-Flash (KDA + MLA with
