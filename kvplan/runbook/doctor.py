@@ -499,6 +499,7 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
             if rows and logical % rows == 0 and logical // rows > 1:
                 put("dcp", logical // rows, f"{logical:,} / {rows:,}",
                     "scheduler max_total_num_tokens / KV #tokens", s.line)  # fmt: skip
+    _put_long_context(run, put, "context_length" in out)
     return list(out.values())
 
 
@@ -563,7 +564,20 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
     if run.max_len_error is not None:
         e = run.max_len_error
         put("context_length", e.value.max_model_len, str(e.value.max_model_len), "max seq len error", e.line)
+    _put_long_context(run, put, "context_length" in out)
     return list(out.values())
+
+
+def _put_long_context(run: Run, put: Any, have_length: bool) -> None:
+    """A length above the derived one that the engine allowed (its warning, or the env var): the knob, and the
+    length the warning prints where no other line gave it (kvplan.runbook.long_context)."""
+    lc = run.long_context
+    if lc is None:
+        return
+    source = "the engine's long-context warning" if lc.value.length is not None else "the env var in the log"
+    put("allow_long_context", True, lc.value.shown, source, lc.line)
+    if lc.value.length is not None and not have_length:
+        put("context_length", lc.value.length, f"{lc.value.length:,}", "the engine's long-context warning", lc.line)
 
 
 def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: LoggedPool | None,

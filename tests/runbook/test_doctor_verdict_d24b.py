@@ -8,13 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid_log import blocks_for_logged_tokens
 from kvplan.models.load import load_deployment, load_model
-from tests.runbook.conftest import LOGS
+from kvplan.runbook.parse import parse_log
+from tests.runbook.conftest import LOGS, body, line_of
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 
@@ -96,3 +98,74 @@ def test_item2_kimi_linear_log_alone_names_no_model(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     h = json.loads(r.stdout)["headline"]
     assert h["kind"] == "cannot_tell" and h["cause"] is None, h
+
+
+# --------------------------------------------------------------------------- item 5: the long-context knob
+
+LONGVT = LOGS / "doctor-vllm-maxlen-above-derived-refused-longvt-9.log"
+
+
+def test_item5_a_length_above_the_derived_one_refused_is_a_refused_start() -> None:
+    """EvolvingLMMs-Lab/LongVT#9: vLLM's 'User-specified max_model_len (131072) is greater than the derived
+    max_model_len (max_position_embeddings=32768.0 …). To allow overriding this maximum, set the env var
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.' (config/model.py _get_and_verify_max_len raises without the env var). Before
+    the fix: exit 2, 'no engine startup lines recognised'. The refusal's own advice 'set the env var …=1' is not
+    the env var set."""
+    run = parse_log(body(LONGVT), LONGVT.name).chosen
+    assert run.long_context is None and len(run.errors) == 1
+    r = runner.invoke(app, ["doctor", "--log", str(LONGVT)])
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    line = line_of(LONGVT.read_text(encoding="utf-8"), "Value error, User-specified")
+    assert f"REFUSED AT STARTUP (line {line}): vLLM refused the length: User-specified max_model_len (131072)" in text
+
+
+# vLLM after vllm#20904 with VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (config/model.py _get_and_verify_max_len:
+# logger.warning_once("%s %s", msg, warning)), filled with timothystewart6/vllm-gb10#7's figures (Qwen3-32B,
+# max_model_len 131072 above max_position_embeddings 40960 on vLLM 0.20.0, which "warns at startup" and goes on);
+# no public log of the whole line was found, so this is the engine's format string, as parse.VLLM_LINES says
+VL_WARNING = (
+    "User-specified max_model_len (131072) is greater than the derived max_model_len (max_position_embeddings=40960 "
+    "or model_max_length=None in model's config.json). VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme "
+    "caution. If the model uses relative position encoding (RoPE), positions exceeding derived_max_model_len lead to "
+    "nan. If the model uses absolute position encoding, positions exceeding derived_max_model_len will cause a CUDA "
+    "array out-of-bounds error."
+)
+# SGLang ModelConfig._derive_context_length with SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN set (logger.warning(msg))
+SG_WARNING = (
+    "[2026-05-22 10:00:00] Warning: User-specified context_length (131072) is greater than the derived context_length "
+    "(40960). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may "
+    "differ from max_position_embeddings in the model's config."
+)
+QWEN3_32B = str(LOGS.parent / "hf" / "qwen3-32b" / "config.json")  # max_position_embeddings 40960
+
+
+LONG_CASES = [
+    (VL_WARNING, "vllm"),
+    (SG_WARNING, "sglang"),
+    ("export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1\n" + VL_WARNING, "vllm"),
+]
+
+
+@pytest.mark.parametrize(("text", "engine"), LONG_CASES, ids=["vllm-warning", "sglang-warning", "vllm-env-and-warning"])
+def test_item5_the_allowed_long_length_is_the_knob_not_would_not_start(text: str, engine: str, tmp_path: Path) -> None:
+    """The warning (or the env var) says the server started above Qwen3-32B's 40,960 with the knob set: the doctor
+    reads allow_long_context and the length, and plans with both -- never "would not start" with "User-specified
+    max_model_len (131072) …" (vllm.py / sglang.py refuse the length only without allow_long_context)."""
+    run = parse_log(text, "warning.log").chosen
+    assert run.long_context is not None and run.engine == engine and not run.errors
+    path = tmp_path / "warning.log"
+    path.write_text(text + "\n", encoding="utf-8")
+    code, data = _doctor(path, "--model", QWEN3_32B, "--set", f"engine={engine}", "--set", "tp=2")
+    knobs = {r["knob"]: r["log_value"] for r in data["revealed"]}
+    assert knobs["allow_long_context"] is True and knobs["context_length"] == 131_072, knobs
+    assert data["startup"] is None and code == 0
+    assert "User-specified" not in json.dumps(data["plan"]), "the plan refused the length the log shows it ran"
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" not in json.dumps(data["headline"])
+
+
+def _doctor(path: Path, *args: str) -> tuple[int, dict[str, object]]:
+    r = runner.invoke(app, ["doctor", "--log", str(path), "--format", "json", *args])
+    assert r.exit_code in (0, 1), r.output
+    data: dict[str, object] = json.loads(r.stdout)
+    return r.exit_code, data
