@@ -237,7 +237,7 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
     if not isinstance(q, Mapping):
         raise bad(("quantization_config",), f"expected a mapping, got {type(q).__name__}")
     r = Fields(q, ("quantization_config",), bad)
-    method = r.text("quant_method", "").lower().replace("_", "-")
+    method = _normal(r.text("quant_method", ""))
     if method == "modelopt" or method.startswith("modelopt-") or isinstance(q.get("quantization"), Mapping):
         return _modelopt(r, plain, assumptions)
     if method == "fp8":
@@ -291,6 +291,20 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
         plain=plain,
         assumptions=(*assumptions, f"assumed {plain.name}: quant_method {shown!r} is not modelled"),
     )
+
+
+def _normal(method: str) -> str:
+    """A quant_method as the engines compare it: lower case (vLLM ``ModelConfig._verify_quantization``
+    ``quant_cfg.get("quant_method", "").lower()``), '_' and '-' alike (compressed_tensors / compressed-tensors)."""
+    return method.lower().replace("_", "-")
+
+
+def method_of(config: Mapping[str, Any]) -> str:
+    """The config's quant_method as ``resolve`` reads it ('' when none): for the readers that need the method
+    alone (the MXFP4 MoE kernel choice), lenient where ``resolve`` would raise (validation reports that)."""
+    q = config.get("quantization_config")
+    m = q.get("quant_method") if isinstance(q, Mapping) else None
+    return _normal(m) if isinstance(m, str) else ""
 
 
 def _no_method(algo: str, plain: Scheme) -> str:

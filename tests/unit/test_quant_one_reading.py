@@ -79,3 +79,23 @@ def test_the_flat_form_with_quant_method_is_nvfp4(tmp_path: Path) -> None:
     assert arch.estimated_weights_per_gpu(split, engine="vllm") == nested.estimated_weights_per_gpu(
         split, engine="vllm"
     )
+
+
+HF = Path(__file__).parents[1] / "data" / "hf"
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in HF.iterdir() if (p / "config.json").is_file()))
+def test_every_reader_takes_the_method_resolve_takes(folder: str) -> None:
+    # the MXFP4 kernel choice (kvplan.models.activation) and gpt-oss's expert layout read quant_method through
+    # quant.method_of, the same normalisation resolve uses (lower case, '_' = '-'): one reading for every real config
+    from kvplan.models.activation import activation_dims
+    from kvplan.models.quant import method_of, resolve
+
+    cfg = json.loads((HF / folder / "config.json").read_text())
+    if "quantization_config" not in cfg and (HF / folder / "hf_quant_config.json").is_file():
+        cfg["quantization_config"] = json.loads((HF / folder / "hf_quant_config.json").read_text())
+    q = resolve(cfg, folder)
+    assert method_of(cfg) in ("", q.method)
+    dims = activation_dims(cfg)
+    if dims is not None and dims.expert_intermediate:
+        assert dims.moe_monolithic == (q.method == "mxfp4")
