@@ -169,3 +169,21 @@ def _doctor(path: Path, *args: str) -> tuple[int, dict[str, object]]:
     assert r.exit_code in (0, 1), r.output
     data: dict[str, object] = json.loads(r.stdout)
     return r.exit_code, data
+
+
+# --------------------------------------------------------------------------- item 2: the same rule's other branch
+
+
+@pytest.mark.parametrize(("gpu", "expected"), [("b200", 288), ("h200", 272)])
+def test_the_same_rule_aligns_head_256_to_32_on_blackwell(gpu: str, expected: int) -> None:
+    """HybridAttentionMambaModelConfig.verify_and_update_config's full-attention branch (the function the Kimi-Linear
+    fix reads): kernel_block_alignment_size 32 on SM10x with head_size 256 and FlashInfer (flashinfer#1993), else 16.
+    Qwen3-Next-80B at tp 4 on vLLM 0.20.0: attention max(1, 2 // 4) kv head × (256 + 256) × 2 B = 1,024 B a token;
+    GDN state (bf16, mamba_ssm_cache_dtype auto) 32 // 4 heads × 128 × 128 × 2 B + conv 3 × (2 × 16 × 128 + 32 × 128)
+    // 4 × 2 B = 262,144 + 12,288 = 274,432 B: B200 32 × cdiv(274,432, 32,768) = 288, H200 16 × cdiv(274,432,
+    16,384) = 272 (kvplan planned 272 on both before)."""
+    sets = ("model=qwen3-next-80b-a3b", f"gpu={gpu}", "tp=4", "engine_version=0.20.0", "kv_cache_dtype=auto",
+            "kv_cache_memory=40GiB")  # fmt: skip
+    p = plan_pool(load_model("qwen3-next-80b-a3b"), load_deployment(VLLM, sets))
+    assert p.extras["state_bytes"] == 274_432 and p.extras["page_bytes"] // p.extras["block_size"] == 1_024
+    assert p.extras["block_size"] == expected
