@@ -24,9 +24,9 @@ page of every layer of a group, so:
 
 Mamba alignment (``platforms/interface.py _align_hybrid_block_size``): the attention block grows until one
 attention page holds a Mamba state: ``block = align × cdiv(mamba_page, align × attn_page_1_token)`` with
-``align = max(smallest kernel block, block_size)`` (MLA: at least 128; 'align' mode: lcm with the prefill
-checkpoint alignment), rounded up to every backend's smallest kernel block; the Mamba page is then padded to
-``block × attn_page_1_token``.
+``align = max(smallest kernel block, block_size)`` (MLA: at least 128 from 0.27, 64 before; 'align' mode: lcm
+with the prefill checkpoint alignment), rounded up to every backend's smallest kernel block; the Mamba page is then
+padded to ``block × attn_page_1_token``.
 
 Planned here: full attention or MLA beside sliding-window layers (gpt-oss), and full attention or MLA beside
 linear-attention state (Qwen3-Next Gated DeltaNet, Kimi-Linear KDA); DeepSeek-V4 and GLM-5.3-Flash (KDA + MLA with
@@ -204,6 +204,20 @@ sets it in 0.29.0-0.32.0 (wheels 0.29.0, 0.31.0, 0.32.0 read)."""
 MLA_ALIGNMENT_SINCE = (0, 27, 0)
 """0.27.0 makes a hybrid MLA / Mamba model's block a multiple of 128 (``_align_hybrid_block_size``)."""
 
+FLASHINFER_HEAD256_ALIGNMENT_SINCE = (0, 11, 1)
+"""The same function's full-attention branch: ``kernel_block_alignment_size = 32`` on SM10x with head_size 256 and
+the FlashInfer backend (the default there), "flashinfer-ai/flashinfer#1993 reports that head size 256 and block
+size 16 is not supported on blackwell" (issue of Oct 2025: ASSUMPTION, first in 0.11.1, the MLA branch's release;
+the 0.11-era source reads ``is_device_capability(100)``, the later one ``is_device_capability_family(100)``: SM10x
+is taken for both)."""
+
+MLA_MAMBA_BLOCK_ALIGNMENT_BEFORE = 64
+"""Before 0.27.0 (``model_executor/models/config.py HybridAttentionMambaModelConfig.verify_and_update_config``, from
+Kimi-Linear's first release 0.11.1): ``kernel_block_alignment_size = 128 if use_cutlass_mla else 64`` for an MLA
+model (use_cutlass_mla: the attention backend set to CUTLASS_MLA), 16 for full attention. vllm#28228 (Kimi-Linear
+AWQ, tp 2, 0.11.1): 64 x cdiv(1,085,440, 64 x 1,152) = 960 tokens, which its 'GPU KV cache size: 75,840' (79 x 960)
+fits and 944 (an alignment of 16) does not."""
+
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
 """vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
 ``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""
@@ -373,6 +387,25 @@ def _sliding(
     )
 
 
+_ALIGN_FN = {True: "_align_hybrid_block_size", False: "HybridAttentionMambaModelConfig.verify_and_update_config"}
+
+
+def _config_py_alignment(dep: Deployment, attn: list[object], mla: bool, version: tuple[int, ...]) -> int:
+    """The kernel block alignment of ``HybridAttentionMambaModelConfig.verify_and_update_config`` (before 0.27.0;
+    ``_align_hybrid_block_size`` from 0.27.0: MLA 128): MLA 64 (128 on CUTLASS_MLA), full attention 16 (32 on SM10x
+    with head_size 256 and FlashInfer); 1 where the rule adds nothing to the smallest kernel block."""
+    backend = (dep.attention_backend or "").upper()
+    if mla:
+        if version >= MLA_ALIGNMENT_SINCE:
+            return MLA_MAMBA_BLOCK_ALIGNMENT
+        return MLA_MAMBA_BLOCK_ALIGNMENT if backend == "CUTLASS_MLA" else MLA_MAMBA_BLOCK_ALIGNMENT_BEFORE
+    head256 = any(isinstance(c, FullAttention) and c.head_dim == 256 for c in attn)
+    blackwell = dep.gpu.vendor == "nvidia" and dep.gpu.sm // 10 == 10
+    if FLASHINFER_HEAD256_ALIGNMENT_SINCE <= version < MLA_ALIGNMENT_SINCE and head256 and blackwell:
+        return 32 if backend in ("", "FLASHINFER") else 1
+    return 1
+
+
 def _mamba(
     arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, min_kernel_block: int, attn_tp: int
 ) -> HybridBlocks:
@@ -406,9 +439,7 @@ def _mamba(
     mode = "align" if version >= MAMBA_ALIGN_ONLY_SINCE else "none"
     checkpoint = gdn_checkpoint_alignment(arch, dep, state) if version >= CHECKPOINT_BLOCKS_SINCE else None
     user_block = block_knob.as_int()
-    align = max(min_kernel_block, user_block)
-    if mla and version >= MLA_ALIGNMENT_SINCE:
-        align = max(align, MLA_MAMBA_BLOCK_ALIGNMENT)
+    align = max(min_kernel_block, user_block, _config_py_alignment(dep, attn, mla, version))
     if mode == "align":
         align = math.lcm(align, checkpoint or 1)
     attn_block = align * cdiv(mamba_page, align * row)
@@ -419,9 +450,9 @@ def _mamba(
         block_knob = Knob(
             "page_size",
             block,
-            f"default: vLLM _align_hybrid_block_size: {align} × cdiv(mamba page {mamba_page:,} B, {align} × "
-            f"{row:,} B a token) = {attn_block} tokens, so that one attention page holds a state "
-            f"(was {user_block}: {block_knob.origin})",
+            f"default: vLLM {_ALIGN_FN[version >= MLA_ALIGNMENT_SINCE]}: {align} × cdiv(mamba page "
+            f"{mamba_page:,} B, {align} × {row:,} B a token) = {attn_block} tokens, so that one attention page holds "
+            f"a state (was {user_block}: {block_knob.origin})",
         )
     # MambaSpec.max_memory_usage_bytes: (2 + num_speculative_blocks + checkpoint) pages in 'align' mode, (1 +
     # num_speculative_blocks) in 'none'; ``MambaBase.get_kv_cache_spec``: num_speculative_blocks =

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan import limits
+from kvplan.models.quant import method_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,8 +72,7 @@ def activation_dims(config: Mapping[str, Any]) -> ActivationDims | None:
         shared = max(_int(config, "n_shared_experts") * moe_inter, _int(config, "shared_expert_intermediate_size"))
         dense = inter if _int(config, "first_k_dense_replace") and not mixtral else shared
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    quant = config.get("quantization_config")
-    method = quant.get("quant_method") if isinstance(quant, Mapping) else None
+    method = method_of(config)  # the one reading of quantization_config (kvplan.models.quant)
     return ActivationDims(
         hidden_size=hidden,
         vocab_size=vocab,

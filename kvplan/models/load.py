@@ -7,7 +7,6 @@ Every error names the file, the key path and, for YAML and JSON, the line:
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -18,7 +17,7 @@ from typing import Any
 
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
-from kvplan.models import decilm, validate
+from kvplan.models import decilm, quant, validate
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, Split, WeightPoint, full_indexer_layers
 from kvplan.models.deploy import (
@@ -284,8 +283,10 @@ def _model_from_hf(
             offset=offset,
         )
     explicit_dtype = checkpoint_dtype is not None
-    if checkpoint_dtype is None:
-        checkpoint_dtype = _checkpoint_dtype(r.data)
+    said: tuple[str, ...] = ()
+    if checkpoint_dtype is None:  # the one reading of quantization_config (kvplan.models.quant), with what it says
+        q = quant.resolve(r.data, source, fail=r.fail)
+        checkpoint_dtype, said = quant.linear_format(q), q.assumptions
     hidden = r.get_int("hidden_size", default=0, maximum=limits.MAX_DIM)
     groups: tuple[Any, ...] = ()
     summary, assumptions = "", tuple[str, ...]()
@@ -312,7 +313,7 @@ def _model_from_hf(
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
         if explicit_dtype or index_topk:  # a preset, or DSA: one checkpoint dtype (the DSA goldens' groups)
-            groups = param_groups(shape, checkpoint_dtype=checkpoint_dtype)
+            groups, assumptions = param_groups(shape, checkpoint_dtype=checkpoint_dtype), said
         else:  # plain MLA config.json: every module in the scheme its quantization_config gives it
             w = param_groups_from_hf(r.data, source, fail=r.fail, mla=shape)
             groups, summary, assumptions = w.groups, w.summary, w.assumptions
@@ -421,19 +422,6 @@ def _class_name(text: str) -> bool:
     """One printable word (a class name is echoed in messages: "0\\n0" would break the one-line error)."""
     name = text.strip()
     return bool(name) and name.isprintable() and not any(ch.isspace() for ch in name)
-
-
-def _checkpoint_dtype(config: dict[str, Any]) -> str:
-    """The linear layers' storage from ``quantization_config`` (fp8 / NVFP4), else ``torch_dtype``."""
-    q = config.get("quantization_config")
-    if isinstance(q, dict):
-        text = json.dumps(q).lower()
-        if "nvfp4" in text or "fp4" in str(q.get("quant_algo", "")).lower():
-            return "nvfp4"
-        if q.get("quant_method") == "fp8" or "fp8" in text or '"num_bits": 8' in text:
-            return "fp8"
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    return {"float32": "fp32", "float16": "fp16"}.get(dtype, "bf16")
 
 
 # --------------------------------------------------------------------------- GPUs

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from kvplan.limits import MAX_LAYERS
 from kvplan.models.additions import rotary_cache_bytes
 from kvplan.models.mxfp4_moe import Mxfp4Experts
+from kvplan.models.quant import method_of
 from kvplan.models.weights import gqa_heads
 
 if TYPE_CHECKING:
@@ -53,8 +54,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     acc.plain("router", "none", layers * (experts * h + experts))
     acc.plain("norms", "none", (2 * layers + 1) * h + layers * h)  # 2 RMSNorms a layer + final; o_proj biases
     acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
-    qc = c.data.get("quantization_config")
-    if isinstance(qc, dict) and qc.get("quant_method") == "mxfp4":
+    if method_of(c.data) == "mxfp4":  # the one reading of quantization_config (kvplan.models.quant)
         acc.extra(
             Mxfp4Experts(
                 name="routed_experts",

@@ -237,7 +237,7 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
     if not isinstance(q, Mapping):
         raise bad(("quantization_config",), f"expected a mapping, got {type(q).__name__}")
     r = Fields(q, ("quantization_config",), bad)
-    method = r.text("quant_method", "").lower().replace("_", "-")
+    method = _normal(r.text("quant_method", ""))
     if method == "modelopt" or method.startswith("modelopt-") or isinstance(q.get("quantization"), Mapping):
         return _modelopt(r, plain, assumptions)
     if method == "fp8":
@@ -283,12 +283,58 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
         return _simple(method, scheme, r, plain, assumptions)
     if method == "compressed-tensors":
         return _compressed_tensors(r, plain, assumptions)
+    if not method and (algo := r.text("quant_algo", "")):
+        return Quantization(method="none", plain=plain, assumptions=(*assumptions, _no_method(algo, plain)))
     shown = r.text("quant_method", "") or "(none)"
     return Quantization(
         method=shown,
         plain=plain,
         assumptions=(*assumptions, f"assumed {plain.name}: quant_method {shown!r} is not modelled"),
     )
+
+
+def _normal(method: str) -> str:
+    """A quant_method as the engines compare it: lower case (vLLM ``ModelConfig._verify_quantization``
+    ``quant_cfg.get("quant_method", "").lower()``), '_' and '-' alike (compressed_tensors / compressed-tensors)."""
+    return method.lower().replace("_", "-")
+
+
+def method_of(config: Mapping[str, Any]) -> str:
+    """The config's quant_method as ``resolve`` reads it ('' when none): for the readers that need the method
+    alone (the MXFP4 MoE kernel choice), lenient where ``resolve`` would raise (validation reports that)."""
+    q = config.get("quantization_config")
+    m = q.get("quant_method") if isinstance(q, Mapping) else None
+    return _normal(m) if isinstance(m, str) else ""
+
+
+def _no_method(algo: str, plain: Scheme) -> str:
+    """A flat ``quant_algo`` with no ``quant_method``: neither engine picks a quantization method from it."""
+    return (
+        f"planned as {plain.name}: quantization_config names quant_algo {algo!r} but no quant_method, and the engines "
+        "load such a checkpoint unquantized (vLLM ModelConfig._parse_quant_hf_config sets a method only for "
+        "producer modelopt with a nested 'quantization'; SGLang _modelopt_override_quantization_method only for "
+        'quant_method modelopt_fp4/modelopt_fp8 or --quantization modelopt); add "quant_method": "modelopt" '
+        f"to serve it as {algo}"
+    )
+
+
+def linear_format(q: Quantization) -> str:
+    """The storage of a checkpoint's linear layers as one word ('nvfp4', 'fp8', or the plain dtype 'bf16' / 'fp16' /
+    'fp32'): the scheme of a routed expert's projection, where the weights of a MoE are (ignore lists and per-module
+    groups applied as for every module); other schemes (MXFP4, int4) keep the plain dtype's word."""
+    s = q.scheme_for("model.layers.1.mlp.experts.0.down_proj")
+    if s.weight_bits == 4 and s.scale_bits == 8 and s.name.startswith("NVFP4"):
+        return "nvfp4"
+    if s.weight_bits == 8:
+        return "fp8"
+    return q.plain.name
+
+
+def checkpoint_dtype(config: Mapping[str, Any], source: str) -> str:
+    """The one reading of a config's linear storage (``resolve`` then ``linear_format``): what the weights of a
+    preset-style parameter layout (kvplan.models.weights.param_groups) take, so that no path reads the
+    quantization_config another way."""
+    return linear_format(resolve(config, source))
 
 
 def _plain(config: Mapping[str, Any]) -> tuple[Scheme, tuple[str, ...]]:

@@ -36,6 +36,7 @@ from typing import Any
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm import max_len_fitting
+from kvplan.engines.vllm_hybrid_log import blocks_for_logged_tokens
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
@@ -500,6 +501,7 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
             if rows and logical % rows == 0 and logical // rows > 1:
                 put("dcp", logical // rows, f"{logical:,} / {rows:,}",
                     "scheduler max_total_num_tokens / KV #tokens", s.line)  # fmt: skip
+    _put_long_context(run, put, "context_length" in out)
     return list(out.values())
 
 
@@ -562,7 +564,20 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
     if run.max_len_error is not None:
         e = run.max_len_error
         put("context_length", e.value.max_model_len, str(e.value.max_model_len), "max seq len error", e.line)
+    _put_long_context(run, put, "context_length" in out)
     return list(out.values())
+
+
+def _put_long_context(run: Run, put: Any, have_length: bool) -> None:
+    """A length above the derived one that the engine allowed (its warning, or the env var): the knob, and the
+    length the warning prints where no other line gave it (kvplan.runbook.long_context)."""
+    lc = run.long_context
+    if lc is None:
+        return
+    source = "the engine's long-context warning" if lc.value.length is not None else "the env var in the log"
+    put("allow_long_context", True, lc.value.shown, source, lc.line)
+    if lc.value.length is not None and not have_length:
+        put("context_length", lc.value.length, f"{lc.value.length:,}", "the engine's long-context warning", lc.line)
 
 
 def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: LoggedPool | None,
@@ -834,10 +849,14 @@ def _vllm_memory(arch: ModelArch, dep: Deployment, p: PoolPlan, run: Run) -> _Lo
             matches=lo_b <= p.available_bytes <= hi_b,
         )
     )
+    # a budget the log prints means the server loaded its weights: where kvplan's estimate would not load (the
+    # config's bf16 weights of a quantized checkpoint), the count is checked on the budget alone (with a fixed
+    # budget the weights enter vLLM's plan only through that load check)
+    loaded = {} if p.loads_weights or avail_at is None else {"weights_per_gpu": 0}
     deps = (
-        _with(dep, {"kv_cache_memory": mid_b}),
-        _with(dep, {"kv_cache_memory": max(lo_b, 1)}),
-        _with(dep, {"kv_cache_memory": max(hi_b, 1)}),
+        _with(dep, {"kv_cache_memory": mid_b, **loaded}),
+        _with(dep, {"kv_cache_memory": max(lo_b, 1), **loaded}),
+        _with(dep, {"kv_cache_memory": max(hi_b, 1), **loaded}),
     )
     return _LogMemory(tuple(terms), terms[-1].matches, deps, lo_b, hi_b)
 
@@ -1406,20 +1425,21 @@ def _bytes_agree(
     if p.engine == "vllm" and pool is not None and memory.available_low is not None and memory.available_high:
         bpb = p.extras.get("bytes_per_block", 0)
         if pool.unit == "blocks":
-            blocks = pool.value
-        elif pool.unit == "tokens" and not pool.max_model_len and p.pools and p.logged_tokens > 0:
-            # a hybrid: 'GPU KV cache size' is not num_blocks × block (num_blocks // groups × block before 0.20.1,
-            # then num_blocks / blocks a request × max_model_len): the plan's own map from its blocks to its logged
-            # tokens, applied to the log's tokens
-            blocks = pool.value * int(p.extras.get("num_blocks", 0)) // p.logged_tokens
+            blocks = most = pool.value
+        elif pool.unit == "tokens" and not pool.max_model_len and p.pools and "kv_cache_groups" in p.extras:
+            # a hybrid: 'GPU KV cache size' is not num_blocks × block; the engine's map inverted (a range of blocks)
+            blocks, most = blocks_for_logged_tokens(
+                pool.value, version=p.engine_version, groups=p.extras["kv_cache_groups"], block=p.page_tokens,
+                blocks_per_request=p.extras["blocks_per_request"], max_model_len=p.context_len)  # fmt: skip
         elif pool.unit == "tokens" and not pool.max_model_len:
-            blocks = pool.value // max(p.page_tokens * p.dcp, 1)
+            blocks = most = pool.value // max(p.page_tokens * p.dcp, 1)
         else:
             return None, None
         if not bpb or blocks <= 0:
             return None, None
-        fact = ByteFact(what=f"KV budget over {blocks:,} blocks", line=pool.line,
-                        low=memory.available_low // (blocks + 1) + 1, high=memory.available_high // blocks,
+        span = f"{blocks:,}" if most == blocks else f"{blocks:,} – {most:,}"
+        fact = ByteFact(what=f"KV budget over {span} blocks", line=pool.line,
+                        low=memory.available_low // (most + 1) + 1, high=memory.available_high // blocks,
                         config=bpb, unit="B per block")  # fmt: skip
         return fact.agrees, fact
     return None, None

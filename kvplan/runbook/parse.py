@@ -56,6 +56,8 @@ from typing import Generic, TypeVar
 from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.runbook.failures import SG_FAILED, SG_PROFILED, VL_FAILED, failure_message
+from kvplan.runbook.long_context import LONG_ENV, SG_LONG_LEN, VL_LONG_LEN, LongContext  # noqa: F401 (line tables)
+from kvplan.runbook.long_context import read as read_long_context
 from kvplan.units import GiB
 
 T = TypeVar("T")
@@ -361,6 +363,8 @@ class Run:
     (a linear-attention hybrid: the attention block raised so one page holds a Mamba state page)."""
     mamba_padding: At[str] | None = None
     """vLLM's ``Padding mamba page size by X%`` (the percent as printed)."""
+    long_context: At[LongContext] | None = None
+    """A length above the derived one, allowed: the engine's warning or the env var (kvplan.runbook.long_context)."""
 
     @property
     def hybrid(self) -> str | None:
@@ -811,6 +815,7 @@ _PHASE = {
     "swa_pool": POOL,
     "hybrid_block": CONFIG,
     "mamba_padding": CONFIG,
+    "long_context": CONFIG,
     "page": CONFIG,
     "dsa_dtype": CONFIG,
     "dsa_backends": CONFIG,
@@ -919,6 +924,8 @@ def _events(rec: _Record) -> list[_Event]:
         add("error", sg, m, failure_message(sg, m.group(0)))
     for m in VL_FAILED.finditer(t):
         add("error", vl, m, failure_message(vl, m.group(0)))
+    for m, kind, engine, value in read_long_context(t):
+        add(kind, engine, m, value)
     for m in _SG_NEGATIVE.finditer(t):
         add("negative_profile", sg, m, m.group(0))
     for m in _SG_TOTAL.finditer(t):
@@ -1208,6 +1215,7 @@ class _Builder:
             swa_kv=tuple(swa_kv),
             hybrid_block=_int_at(first("hybrid_block")),
             mamba_padding=_str_at(first("mamba_padding")),
+            long_context=_typed(first("long_context"), LongContext),
         )
 
     def _swa_pool(self) -> At[SwaPool] | None:
@@ -1393,6 +1401,11 @@ SGLANG_LINES: tuple[LineForm, ...] = (
     LineForm("negative_profile", "_SG_NEGATIVE", "0.5.x (a warning before the failed start)",
              "max_total_num_tokens=-1234 is negative",
              "format: the issue's wording (no public log of it found: a start whose weights leave no room)"),
+    LineForm("long_context", "SG_LONG_LEN", "0.4 - 0.5.x (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1: a warning)",
+             "Warning: User-specified context_length (131072) is greater than the derived context_length (40960). "
+             "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may "
+             "differ from max_position_embeddings in the model's config.",
+             "format: python/sglang/srt/configs/model_config.py ModelConfig._derive_context_length"),
 )  # fmt: skip
 VLLM_LINES: tuple[LineForm, ...] = (
     LineForm("version", "_VL_VERSION", "0.5 - 0.10", "vLLM API server version 0.19.0",
@@ -1466,4 +1479,16 @@ VLLM_LINES: tuple[LineForm, ...] = (
     LineForm("error", "VL_FAILED", "V1 (a worker or the engine core died during start-up)",
              "(VllmWorker PP0_TP0 pid=4797) ERROR 09-29 05:54:49 [multiproc_executor.py:596] WorkerProc hit an "
              "exception.", "doctor-vllm-repeated-pool-pair-worker-exception-gfx906-vllm-gfx906-44.log"),
+    LineForm("error", "VL_LONG_LEN", "V0 / V1 (a length above the derived one, refused: no env var)",
+             "Value error, User-specified max_model_len (131072) is greater than the derived max_model_len "
+             "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). To allow overriding "
+             "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.",
+             "doctor-vllm-maxlen-above-derived-refused-longvt-9.log"),
+    LineForm("long_context", "VL_LONG_LEN", "V1 after vllm#20904 (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: a warning)",
+             "User-specified max_model_len (131072) is greater than the derived max_model_len "
+             "(max_position_embeddings=40960 or model_max_length=None in model's config.json). "
+             "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution.",
+             "format: vllm/config/model.py _get_and_verify_max_len (figures of timothystewart6/vllm-gb10#7)"),
+    LineForm("long_context", "LONG_ENV", "any (the env var in a pasted command or environment)",
+             "export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", "format: vllm/envs.py VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
 )  # fmt: skip

@@ -144,6 +144,10 @@ EXPECT: dict[str, Expect] = {
     "doctor-vllm-v1-enginecore-failed-to-start-issue-17979.log": Expect("refused"),
     # Qwen3.6-27B's pool lines pasted above its non-default args: never a cause from glm-5.3
     "doctor-vllm-qwen3.6-27b-pool-then-args-club-3090-295.log": Expect("cannot_tell"),
+    # Kimi-Linear AWQ (vllm#28228): the pool lines name no model; a logged token of a hybrid is no layer's bytes
+    "doctor-vllm-hybrid-kimi-linear-awq-tp2-mla-block-960-issue-28228.log": Expect("cannot_tell"),
+    # Qwen2.5-72B at max_model_len 131,072 above its 32,768 without VLLM_ALLOW_LONG_MAX_MODEL_LEN: refused
+    "doctor-vllm-maxlen-above-derived-refused-longvt-9.log": Expect("refused"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
     "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
     **{

@@ -106,8 +106,10 @@ def test_vllm_hybrid_log_against_its_config_is_the_logs_memory_not_another_model
     # regression: gpt-oss-20b TP2 on vLLM 0.19.0 with its own config read as ANOTHER MODEL: the byte check took
     # 'GPU KV cache size' for num_blocks x block, but a hybrid logs num_blocks // 2 groups x 16 (vLLM 0.19.0). The
     # engine's hybrid rules: 2 groups of 12 layers, a block 12 x 16 x 4 kv heads x 64 x 2 x 2 B = 196,608 B; the
-    # log's tokens back to blocks with the plan's own map: 2,591,776 x 323,966 // 2,591,728 = 323,971 blocks, and
-    # 59.32 GiB (63,688,996,291 .. 63,699,733,708 B) over them is 196,587 .. 196,621 B a block: the config's 196,608.
+    # log's tokens back to blocks with the engine's map inverted (kv_cache_utils._report_kv_cache_config before
+    # 0.20.1: num_blocks // 2 x 16 = 2,591,776): num_blocks 323,972 .. 323,973 (issue 24: was 323,971, the plan's
+    # own ratio, which logs 2,591,760), and 59.32 GiB (63,688,996,291 .. 63,699,733,708 B) over them is
+    # 63,688,996,291 // 323,974 + 1 .. 63,699,733,708 // 323,972 = 196,587 .. 196,621 B a block: the config's 196,608.
     # With the log's memory the config's rows give the logged 2,591,776 tokens (the plan: 2,591,728 at 59.32 GiB)
     sets = ("engine=vllm", "engine_version=0.19.0", "gpu=h100-sxm", "tp=2", "kv_cache_dtype=auto", "page_size=default",
             "mla_layout=default", "dcp=1", "context_length=8192", "max_num_batched_tokens=8192",
@@ -116,7 +118,7 @@ def test_vllm_hybrid_log_against_its_config_is_the_logs_memory_not_another_model
     d = diagnose(arch, load_deployment(None, sets), parse_log(body(GPT_OSS), GPT_OSS.name))
     f = d.byte_fact
     assert f is not None and f.agrees and f.config == 12 * 16 * 4 * 64 * 2 * 2 == 196_608
-    assert (f.low, f.high) == (63_688_996_291 // (323_971 + 1) + 1, 63_699_733_708 // 323_971)
+    assert (f.low, f.high) == (63_688_996_291 // (323_973 + 1) + 1, 63_699_733_708 // 323_972)
     assert d.headline.kind in ("memory", "match") and d.headline.cause is None
     c = d.comparison
     assert c is not None and c.low <= 2_591_776 <= c.high and c.within

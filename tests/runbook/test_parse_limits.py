@@ -49,6 +49,13 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
     "SG_PROFILED": [("max_total_tokens=", "1"), ("max_total_tokens=1 is larger than the profiled value ", "1")],
     "SG_FAILED": [("Scheduler hit an", " "), ("Capture cuda graph", " ")],
     "VL_FAILED": [("WorkerProc hit an", " "), ("Engine core", " "), ("EngineCore failed to", " ")],
+    "VL_LONG_LEN": [("User-specified max_model_len (", "1"), ("User-specified max_model_len ", " ")],
+    "SG_LONG_LEN": [("User-specified context_length (", "1"), ("User-specified context_length ", " ")],
+    "LONG_ENV": [
+        ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", " "),
+        ("", "env var "),
+        ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=", '"'),
+    ],
     "_SG_BASELINE": [("Memory baseline taken. mem usage=", "1")],
     "_SG_LOAD_BEGIN": [("Load weight begin. avail mem=", "1")],
     "_SG_LOAD_END": [("Load weight end.", "x"), ("Load weight end.", "Load weight")],
