@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # only their commands import them (kvplan admit stays light: 
     from kvplan.models.arch import ModelArch
     from kvplan.plan.prefix import PrefixHit
     from kvplan.plan.transfer import Transfer
-from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
+from kvplan.render import Bar, Report, Section, count, first_screen, gib, nbytes, pct, ppm, size, startup_line
 from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
 from kvplan.render.applies import knob_value as _value
 from kvplan.render.pipeline_report import stages_data, stages_section
@@ -150,6 +150,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "extras": dict(p.extras),
         "notes": list(p.notes),
         "stages": stages_data(p),
+        "engine_log": first_screen.engine_data(p),
     }
 
 
@@ -569,20 +570,9 @@ def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
 
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
-    b = a.binding
     # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
     band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
     est = f" (weights estimated {band.percent})" if band else ""
-    if a.admitted:
-        verdict = f"ADMITTED{est}: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
-    elif b.name == "engine starts":
-        verdict = f"REJECTED{est}: the engine does not start — {b.detail}"
-    else:
-        verdict = (
-            f"REJECTED{est} by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
-            if b.unit == "bytes"
-            else f"REJECTED{est} by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
-        )
     need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
@@ -610,6 +600,7 @@ def admit_report(a: Admission) -> Report:
         ("verdict", "admitted" if mo.admitted else "rejected", "admitted" if a.admitted else "rejected"),
     )
     sections = [
+        *first_screen.admit_screen(a),  # the first screen: the binding check, the fix, the engine's own lines
         cell_section(p),
         chain_section(p),
         *filter(None, (stages_section(p),)),
@@ -665,7 +656,7 @@ def admit_report(a: Admission) -> Report:
         title("admit", p),
         tuple(sections),
         for_model(p.arch, data),
-        verdict=verdict,
+        verdict=first_screen.verdict(a, est),
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,
