@@ -8,12 +8,18 @@ the source of every format): SGLang prints plain ints, vLLM V1 thousands separat
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.log_summary import EngineSummary, SglangSummary, VllmSummary, engine_summary
 from kvplan.plan.admit import Admission, Check, dp_ranks
 from kvplan.render import Section, gib
+
+if TYPE_CHECKING:  # only fit, gate and doctor import these (kvplan admit stays light)
+    from kvplan.plan.fit import Outcome
+    from kvplan.plan.gate import GateResult, RequirementCheck
+    from kvplan.runbook.doctor import Diagnosis
+    from kvplan.runbook.parse import Run
 
 UNPREDICTED = "?"
 """A field of a log line kvplan does not predict (SGLang's available_gpu_mem is measured after the pool)."""
@@ -75,6 +81,25 @@ def _holds(a: Admission) -> str:
     return f"the pool holds {a.usable_tokens:,}"
 
 
+def tokens_clause(a: Admission) -> str:
+    """'1,048,576 tokens needed, the pool holds 567,616' (or the context length, where that is what binds)."""
+    r, b = a.request, a.binding
+    if not a.admitted and b.name == "context length":
+        return f"{r.total_tokens:,} tokens needed, the context length is {b.have:,}"
+    return f"{_needed(a)}, {_holds(a)}"
+
+
+def requirement_rows(checks: tuple[RequirementCheck, ...]) -> tuple[tuple[str, str], ...]:
+    """One row per requirement (fit, gate): ok or FAIL, in tokens."""
+    rows = []
+    for c in checks:
+        a = c.admission
+        state = "ok" if a.admitted else f"FAIL ({a.binding.name})"
+        more = f"; {a.max_concurrent:,} fit at once" if c.concurrency else ""
+        rows.append((c.label, f"{state}: {tokens_clause(a)}{more}"))
+    return tuple(rows)
+
+
 def verdict(a: Admission, est: str) -> str:
     """The verdict in tokens: what the request needs against what the pool holds; pages come second."""
     r, b = a.request, a.binding
@@ -84,10 +109,8 @@ def verdict(a: Admission, est: str) -> str:
         return f"ADMITTED{est}: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; {held}; tightest: {b.name}"
     if b.name == "engine starts":  # its whole message is the line above (render.startup_line): the first clause
         return f"REJECTED{est}: the engine does not start — {first_clause(b.detail)}"
-    if b.name == "context length":
-        return f"REJECTED{est}: {r.total_tokens:,} tokens needed, the context length is {b.have:,}"
-    if b.name == "pool pages" or b.name.startswith("pool: "):
-        return f"REJECTED{est}: {_needed(a)}, {_holds(a)}"
+    if b.name in ("context length", "pool pages") or b.name.startswith("pool: "):
+        return f"REJECTED{est}: {tokens_clause(a)}"
     if b.name == "running requests":
         return f"REJECTED{est}: {b.need:,} requests at once, {b.detail} is {b.have:,}"
     if b.unit == "bytes":
@@ -126,3 +149,128 @@ def admit_screen(a: Admission) -> tuple[Section, ...]:
     if not a.admitted:
         rows.append(("smallest fix", fix_text(a)))
     return Section("", tuple(rows), ("", "")), engine_section(p)
+
+
+def fit_screen(o: Outcome, binds: str, fix: str | None) -> tuple[Section, ...]:
+    """The fit first screen after the verdict: the chosen (or closest) candidate's requirements in tokens, what
+    binds, the fix when nothing fits, and the engine's lines for that candidate."""
+    rows = [*requirement_rows(o.checks), ("binds", binds)]
+    if fix:
+        rows.append(("smallest fix", fix))
+    return (Section("", tuple(rows), ("", "")), *((engine_section(o.plan),) if o.plan is not None else ()))
+
+
+def _gate_fix(r: GateResult) -> str | None:
+    """What to do about the first failed rule of a config (the gate's rules: kvplan.plan.gate.check)."""
+    failed = next((x for x in r.rules if not x.ok), None)
+    if failed is None:
+        return None
+    if failed.name == "engine starts":
+        return "the engine refuses the config: see its message above"
+    if failed.name.startswith("capacity drop"):
+        return f"undo the change, or, if the drop is meant, kvplan lock {r.config}"
+    c = next((c for c in r.checks if c.label == failed.name), None)
+    ctx = f" --ctx {c.admission.request.ctx_tokens}" if c is not None else ""
+    n = f" -n {c.admission.request.concurrent}" if c is not None and c.concurrency else ""
+    return f"kvplan admit --deploy {r.config}{ctx}{n} re-plans the smallest changes that admit it"
+
+
+def gate_screen(results: tuple[GateResult, ...]) -> tuple[Section, ...]:
+    """The gate first screen after the verdict: the first failing config's first failed rule in tokens and its
+    fix (a passing gate: the first config's pool and requirements), then the lines its engine would log now."""
+    r = next((x for x in results if not x.ok), results[0] if results else None)
+    if r is None:
+        return ()
+    failed = next((x for x in r.rules if not x.ok), None)
+    if failed is None:
+        rows = [(f"{r.config}: pool", f"{r.after.pool_tokens:,} tokens" + _was(r)), *requirement_rows(r.checks)]
+    else:
+        c = next((c for c in r.checks if c.label == failed.name), None)
+        if c is not None:
+            more = f"; {c.admission.max_concurrent:,} fit at once" if c.concurrency else ""
+            text = f"{failed.name}: {tokens_clause(c.admission)}{more}"
+        else:
+            text = f"{failed.name}: {first_clause(failed.detail)}"
+        rows = [("binding check", f"{r.config}: {text}"), ("smallest fix", _gate_fix(r) or "")]
+    out = [Section("", tuple(rows), ("", ""))]
+    if r.plan is not None:
+        s = engine_section(r.plan)
+        out.append(Section(f"{r.config}: {s.title}", s.rows, s.headers))
+    return tuple(out)
+
+
+def _was(r: GateResult) -> str:
+    return f" (locked: {r.before.pool_tokens:,})" if r.before is not None else ""
+
+
+def _logged_lines(run: Run) -> list[tuple[int, str]]:
+    """The summary lines the log itself printed, re-worded from what was read in the engine's own format
+    (SGLang's plain ints; vLLM V1's thousands separators; V0's unformatted max_model_len)."""
+    out: list[tuple[int, str]] = []
+    if run.summary is not None:
+        s = run.summary.value
+        parts = [f"max_total_num_tokens={s.max_total_num_tokens}"]
+        if s.chunked_prefill_size is not None:
+            parts.append(f"chunked_prefill_size={s.chunked_prefill_size}")
+        parts += [
+            f"max_prefill_tokens={s.max_prefill_tokens}",
+            f"max_running_requests={s.max_running_requests}",
+            f"context_len={s.context_len}",
+        ]
+        if s.available_gpu_mem is not None:
+            parts.append(f"available_gpu_mem={s.available_gpu_mem.text} GB")
+        out.append((run.summary.line, ", ".join(parts)))
+    if run.v0_blocks is not None:
+        b = run.v0_blocks.value
+        out.append((run.v0_blocks.line, f"# {b.device} blocks: {b.gpu_blocks}, # CPU blocks: {b.cpu_blocks}"))
+    if run.kv_cache_size is not None:
+        k = run.kv_cache_size.value
+        text = f"GPU KV cache size: {k.tokens:,} tokens"
+        if k.max_model_len is not None and k.concurrency is not None:
+            text += f", Maximum concurrency for {k.max_model_len:,} tokens per request: {k.concurrency}x"
+        out.append((run.kv_cache_size.line, text))
+    if run.concurrency is not None:
+        c = run.concurrency.value
+        length = f"{c.max_model_len}" if run.v0_blocks is not None else f"{c.max_model_len:,}"
+        out.append((run.concurrency.line, f"Maximum concurrency for {length} tokens per request: {c.concurrency}x"))
+    return out
+
+
+def doctor_screen(d: Diagnosis) -> tuple[Section, ...]:
+    """The doctor first screen after the headline: the pool, config against log, in tokens; the fix (the first
+    cause that explains the log, re-planned); the log's own summary lines beside the ones the config implies."""
+    rows: list[tuple[str, str]] = []
+    c = d.comparison
+    if c is not None and c.logged.unit == "tokens":
+        rows.append(("pool", f"the config plans {c.config:,} tokens, the log has {c.logged.value:,}"))
+    fix = _doctor_fix(d)
+    if fix:
+        rows.append(("the fix", fix))
+    lines: list[tuple[str, ...]] = [(f"log line {n}: {text}",) for n, text in _logged_lines(d.run)]
+    if d.config is not None:
+        s = engine_summary(d.config)
+        lines += [(f"plan: {text}",) for text in (log_lines(s) if s is not None else ("nothing (no start)",))]
+    out = [Section("", tuple(rows), ("", ""))] if rows else []
+    if lines:
+        what = f"{d.config.semantics}: its summary lines" if d.config is not None else "The engine's summary lines"
+        out.append(Section(f"{what}, the log's and the plan's", tuple(lines)))
+    return tuple(out)
+
+
+def doctor_data(d: Diagnosis) -> dict[str, Any]:
+    """The same lines for JSON (``engine_log``): the log's with their line numbers, the config plan's."""
+    return {
+        "log": [{"line": n, "text": text} for n, text in _logged_lines(d.run)],
+        "plan": engine_data(d.config) if d.config is not None else None,
+    }
+
+
+def _doctor_fix(d: Diagnosis) -> str | None:
+    """The change that makes the config the server the log shows: the cause's, or the knob the log prints."""
+    h = d.headline
+    if h.cause is not None and h.cause.change:
+        return f"{h.cause.change} (re-planned: it explains the log)"
+    r = next((r for r in d.revealed if r.knob == h.knob and r.differs), None) if h.knob else None
+    if r is None:
+        return None
+    return f"--set {r.knob}={r.value} (what the server ran, line {r.line})"

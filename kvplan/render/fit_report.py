@@ -10,7 +10,7 @@ from typing import Any
 
 from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
-from kvplan.render import Report, Section, count
+from kvplan.render import Report, Section, count, first_screen
 
 PRUNED_KINDS = 8
 """Kinds of pruning reason shown (the JSON has every pruned candidate with its message)."""
@@ -216,6 +216,9 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
             ),
         )
     )
+    shown_one = best or closest
+    if shown_one is not None:  # the first screen: requirements in tokens, what binds, the engine's own lines
+        sections[:0] = first_screen.fit_screen(shown_one, binds(shown_one) or "nothing", _fix(f))
     if best is not None:
         verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
                   f"{layout(best.deployment)}"  # fmt: skip
@@ -302,6 +305,16 @@ def _trace_section(f: Fit) -> Section:
         )
     )
     return Section("Trace: the deployment must hold it", tuple(rows))
+
+
+def _fix(f: Fit) -> str | None:
+    """Where nothing fits: what to widen (the model's own context limit needs the engine's override first)."""
+    o = f.closest
+    if f.best is not None or o is None:
+        return None
+    if any(c.admission.binding.name == "context length" for c in o.checks if not c.admission.admitted):
+        return "over the model's context length: only with the engine's override (admit --set allow_long_context=true)"
+    return f"none within --max-gpus {f.query.max_gpus}: raise it, or add --gpu types"
 
 
 def _reason(message: str) -> str:

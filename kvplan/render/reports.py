@@ -742,6 +742,7 @@ def _hybrid_budget_report(b: Budget) -> Report:
         "budget",
         title("budget", p, "per GPU"),
         (
+            first_screen.engine_section(p),
             kinds_section(b.kinds),
             pools_section(p),
             Section(
@@ -803,6 +804,7 @@ def budget_report(b: Budget) -> Report:
         "budget",
         title("budget", p, "per GPU"),
         (
+            first_screen.engine_section(p),
             cell_section(p),
             without_indexer_column(
                 p.arch, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
@@ -972,6 +974,7 @@ def deployment_report(p: PoolPlan) -> Report:
         f"Deployment {deployment_label(p)}, {p.semantics}",
         (
             Section("", head, ("", "")),
+            first_screen.engine_section(p),
             knobs_section(p),
             cell_section(p),
             chain_section(p),
