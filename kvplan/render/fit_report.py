@@ -136,6 +136,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "memory": memory_note(o),
         "kv_format": o.plan.kv_format if o.plan is not None else None,
         "pool_tokens": o.plan.logged_tokens if o.plan is not None else None,
+        "engine_log": first_screen.engine_data(o.plan) if o.plan is not None else None,
         "largest_ctx_tokens": o.largest_ctx,
         "requirements": [
             {"check": c.label, "admitted": c.admission.admitted, "max_concurrent": c.admission.max_concurrent}

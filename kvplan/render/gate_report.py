@@ -91,6 +91,7 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
                 "after": asdict(r.after),
                 "capacity_change_ppm": r.capacity_change_ppm,
                 "weights_band_ppm": r.weights_band_ppm,
+                "engine_log": first_screen.engine_data(r.plan) if r.plan is not None else None,
             }
             for r in results
         ],
