@@ -15,8 +15,8 @@ included) / blocks one request of max_model_len takes. N = num_blocks // groups 
 (``_report_kv_cache_config``), int(X × L) from 0.20.1 (``get_kv_cache_capacity``;
 vllm_hybrid.TOKENS_FROM_CONCURRENCY_SINCE).
 Two ``logger.info`` lines (vllm-project/vllm#13596; the 0.24.0 and 0.26.0 field logs); one ``info_once`` line
-"GPU KV cache size: N tokens, Maximum concurrency ..." in ``update_kv_cache_capacity`` (0.33.0,
-shared/reference/vllm-0.33.0.md §3; main at 22df3a3 by 2026-09-01, vllm-project/vllm#54662).
+"GPU KV cache size: N tokens, Maximum concurrency ..." in ``update_kv_cache_capacity`` (vllm-project/vllm#50462;
+0.33.0, shared/reference/vllm-0.33.0.md §3).
 
 vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# cuda blocks" from 0.8.0) and,
 from 0.6.4, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N × block / L (L unformatted).
@@ -42,8 +42,10 @@ SGLANG_AVAILABLE_MEM_SINCE: Version = (0, 4, 4)
 """The summary ends with available_gpu_mem from 0.4.4 (runbook/parse.py LineForm 'summary')."""
 
 VLLM_ONE_LINE_SINCE: Version = (0, 27, 0)
-"""vLLM logs the two figures on one line from here. 0.26.0 logs two lines (tests/data/logs/field, 2026-09-04); main
-at 22df3a3 (vllm-project/vllm#54662, 2026-09-01) and 0.33.0 log one. ASSUMPTION: the first release after 0.26.0."""
+"""vLLM logs the two figures on one line from here: vllm-project/vllm#50462 ("combines the capacity and
+maximum-concurrency messages into one startup log line", ``update_kv_cache_capacity``; opened 2026-07-30, on main at
+22df3a3 by 2026-09-01, vllm-project/vllm#54662). 0.26.0 still logs two lines (tests/data/logs/field, 2026-09-04),
+0.33.0 one (shared/reference/vllm-0.33.0.md §3). ASSUMPTION: 0.27.0, the first release after 0.26.0, has it."""
 
 VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 4)
 """V0 logs 'Maximum concurrency' from 0.6.4 (runbook/parse.py LineForm 'concurrency')."""
