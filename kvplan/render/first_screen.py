@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.log_summary import EngineSummary, SglangSummary, VllmSummary, engine_summary
-from kvplan.plan.admit import Admission, Check, dp_ranks
+from kvplan.plan.admit import LOGGED_POOL, Admission, Check, dp_ranks
 from kvplan.render import Section, gib
 
 if TYPE_CHECKING:  # only fit, gate and doctor import these (kvplan admit stays light)
@@ -51,17 +51,24 @@ def log_lines(s: EngineSummary) -> tuple[str, ...]:
     return blocks, f"Maximum concurrency for {s.max_model_len} tokens per request: {concurrency:.2f}x"
 
 
+def _summary(p: PoolPlan) -> tuple[EngineSummary | None, str]:
+    """The figures, or why there are none: a pool given by --pool-tokens is a log's, and so are its lines."""
+    if LOGGED_POOL in p.extras:
+        return None, "its lines are in the log whose pool --pool-tokens gave"
+    return engine_summary(p), "nothing: it stops at start-up before its summary"
+
+
 def engine_section(p: PoolPlan) -> Section:
     """'SGLang 0.5.23 would log:' and the lines (none where the engine stops before them)."""
-    s = engine_summary(p)
+    s, why = _summary(p)
     if s is None:
-        return Section(f"{p.semantics} would log:", (("nothing: it stops at start-up before its summary",),))
+        return Section(f"{p.semantics} would log:", ((why,),))
     return Section(f"{p.semantics} would log:", tuple((line,) for line in log_lines(s)))
 
 
 def engine_data(p: PoolPlan) -> dict[str, Any]:
     """The same lines for JSON, with their figures as raw ints (``engine_log``)."""
-    s = engine_summary(p)
+    s, _ = _summary(p)
     if s is None:
         return {"engine": p.engine, "engine_version": p.engine_version, "lines": [], "figures": None}
     return {"engine": p.engine, "engine_version": p.engine_version, "lines": list(log_lines(s)), "figures": asdict(s)}

@@ -138,3 +138,11 @@ def test_doctor_quotes_the_logs_summary_lines_verbatim(log: Path) -> None:
     text = log.read_text(encoding="utf-8", errors="replace")
     for quoted in json.loads(r.stdout)["engine_log"]["log"]:
         assert quoted["text"] in text, quoted
+
+
+def test_admit_with_a_logged_pool_invents_no_engine_lines() -> None:
+    # --pool-tokens puts a log's pool in the plan: the lines that log printed are the engine's, not the planned
+    # deployment's (the planned num_blocks would otherwise print beside a pool it does not have)
+    code, head = _head("admit", "--ctx", "128K", "--pool-tokens", "600000")
+    assert code == 0
+    assert "its lines are in the log whose pool --pool-tokens gave" in head and "max_total_num_tokens=" not in head
