@@ -274,7 +274,10 @@ def doctor_data(d: Diagnosis) -> dict[str, Any]:
 
 def _doctor_fix(d: Diagnosis) -> str | None:
     """The change that makes the config the server the log shows: the cause's, or the knob the log prints."""
-    h = d.headline
+    h, st = d.headline, d.startup
+    if h.kind == "refused" and st is not None and st.estimated_max_len:
+        # vLLM's own estimate in its refusal (_check_enough_kv_cache_memory): the longest max_model_len that fits
+        return f"--set context_length={st.estimated_max_len} (vLLM's estimate in its refusal, line {st.line})"
     if h.cause is not None and h.cause.change:
         return f"{h.cause.change} (re-planned: it explains the log)"
     r = next((r for r in d.revealed if r.knob == h.knob and r.differs), None) if h.knob else None

@@ -146,3 +146,12 @@ def test_admit_with_a_logged_pool_invents_no_engine_lines() -> None:
     code, head = _head("admit", "--ctx", "128K", "--pool-tokens", "600000")
     assert code == 0
     assert "its lines are in the log whose pool --pool-tokens gave" in head and "max_total_num_tokens=" not in head
+
+
+def test_doctor_refused_start_fix_is_vllms_own_estimate() -> None:
+    # tests/data/logs/vllm-0.33.0-glm53-max-seq-len.log line 50: vLLM's refusal "... the estimated maximum model
+    # length is 516288" (_check_enough_kv_cache_memory): the max_model_len the server does start with
+    log = str(DATA / "logs" / "vllm-0.33.0-glm53-max-seq-len.log")
+    code, head = _head("doctor", "--log", log, "--deploy", "glm-5.3-8xh200-vllm")
+    assert code == 1 and "REFUSED AT STARTUP (line 50)" in head
+    assert "the fix  --set context_length=516288" in head
