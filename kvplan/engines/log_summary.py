@@ -91,7 +91,7 @@ class VllmV0Summary:
     gpu_blocks: int
     cpu_blocks: int
     device: str
-    """'GPU' before 0.8.0, 'cuda' from it."""
+    """'GPU' before 0.8.0, then the platform: 'cuda' ('rocm' on AMD)."""
     block_size: int
     max_model_len: int
     concurrency: bool
@@ -157,11 +157,18 @@ def _vllm_v0(p: PoolPlan) -> VllmV0Summary:
     return VllmV0Summary(
         gpu_blocks=p.extras.get("num_blocks", p.usable_pages),
         cpu_blocks=p.extras.get("num_cpu_blocks", 0),
-        device="cuda" if v >= VLLM_V0_DEVICE_BLOCKS_SINCE else "GPU",
+        device=_v0_device(p, v),
         block_size=p.page_tokens,
         max_model_len=p.context_len,
         concurrency=v >= VLLM_V0_CONCURRENCY_SINCE,
     )
+
+
+def _v0_device(p: PoolPlan, v: Version) -> str:
+    """'GPU' before 0.8.0; from it ``current_platform.device_name``: 'cuda', 'rocm' on AMD GPUs."""
+    if v < VLLM_V0_DEVICE_BLOCKS_SINCE:
+        return "GPU"
+    return "rocm" if p.deployment.gpu.vendor == "amd" else "cuda"
 
 
 def _knob_int(p: PoolPlan, name: str) -> int | None:

@@ -92,6 +92,9 @@ def test_vllm_v0_0_8_names_the_device() -> None:
     p = _vllm("0.8.5", num_blocks=7_191, block=16, max_model_len=4_096)
     p = replace(p, startup_error=None, extras={**p.extras, "num_cpu_blocks": 512})
     assert log_lines(_summary(p))[0] == "# cuda blocks: 7191, # CPU blocks: 512"
+    # current_platform.device_name on ROCm: '# rocm blocks' (the same LineForm row)
+    amd = replace(p, deployment=replace(p.deployment, gpu=replace(p.deployment.gpu, vendor="amd")))
+    assert log_lines(_summary(amd))[0] == "# rocm blocks: 7191, # CPU blocks: 512"
 
 
 def test_sglang_scheduler_summary_in_its_own_format() -> None:
