@@ -288,6 +288,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         (
             workspace_section(w),
             pool_context_section(w),
+            first_screen.engine_section(p),
             *_chunking_sections(w),
             Section(
                 "Growing one knob at a time: the largest value that fits, and what breaks next",
