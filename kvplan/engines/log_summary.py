@@ -41,6 +41,14 @@ SGLANG_CHUNK_PRINTED_SINCE: Version = (0, 4, 2)
 SGLANG_AVAILABLE_MEM_SINCE: Version = (0, 4, 4)
 """The summary ends with available_gpu_mem from 0.4.4 (runbook/parse.py LineForm 'summary')."""
 
+SGLANG_RUNNING_IS_POOL_SIZE: tuple[Version, Version] = ((0, 4, 1), (0, 4, 4))
+"""Releases whose summary prints max_running_requests = min(rows // 2, req_to_token_pool.size), the pool holding
+max_num_reqs + 1 slots (tp_worker / model_runner ``ReqToTokenPool(size=max_num_reqs + 1)``): 2049 for a default
+2048. Seen in 0.4.1 (tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping.log: 444,500 rows, 2049)
+and 0.4.3.post4 (shared/logs/sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log: 46,611 rows, 2049); a July 2025
+image prints 2048 (tests/data/logs/field/sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log). The releases between are
+not read: kvplan keeps its plan's figure there."""
+
 VLLM_ONE_LINE_SINCE: Version = (0, 27, 0)
 """vLLM logs the two figures on one line from here: vllm-project/vllm#50462 ("combines the capacity and
 maximum-concurrency messages into one startup log line", ``update_kv_cache_capacity``; opened 2026-07-30, on main at
@@ -124,11 +132,15 @@ def _sglang(p: PoolPlan) -> SglangSummary:
         chunk = _knob_int(p, "chunked_prefill_size")
         if chunk is not None and p.deployment.dp_attention > 1:
             chunk //= p.deployment.dp_attention  # server_args._handle_data_parallelism: chunked_prefill_size // dp_size
+    running = p.max_running_requests
+    since, until = SGLANG_RUNNING_IS_POOL_SIZE
+    if since <= v < until and _defaulted(p, "max_running_requests"):
+        running = min(p.rows // 2, running + 1)  # the request pool's own size, its padding slot counted
     return SglangSummary(
         max_total_num_tokens=p.logged_tokens,
         chunked_prefill_size=chunk,
         max_prefill_tokens=SGLANG_MAX_PREFILL_TOKENS,
-        max_running_requests=p.max_running_requests,
+        max_running_requests=running,
         context_len=p.context_len,
         available_mem=v >= SGLANG_AVAILABLE_MEM_SINCE,
     )
@@ -169,6 +181,13 @@ def _v0_device(p: PoolPlan, v: Version) -> str:
     if v < VLLM_V0_DEVICE_BLOCKS_SINCE:
         return "GPU"
     return "rocm" if p.deployment.gpu.vendor == "amd" else "cuda"
+
+
+def _defaulted(p: PoolPlan, name: str) -> bool:
+    try:
+        return p.knob(name).defaulted
+    except KeyError:
+        return False
 
 
 def _knob_int(p: PoolPlan, name: str) -> int | None:

@@ -138,12 +138,14 @@ def test_sglang_dp_attention_divides_the_chunk() -> None:
 )  # fmt: skip
 def test_sglang_summary_fields_by_version(version: str, expected: str) -> None:
     p = replace(_sglang(), engine_version=version)
-    (line,) = log_lines(_summary(p))
+    s = _summary(p)
+    assert isinstance(s, SglangSummary)
+    (line,) = log_lines(s)
     chunk = p.knob("chunked_prefill_size").value
     shape = (
         line.replace(f"={p.logged_tokens},", "=N,")
         .replace(f"chunked_prefill_size={chunk},", "chunked_prefill_size=C,")
-        .replace(f"max_running_requests={p.max_running_requests},", "max_running_requests=R,")
+        .replace(f"max_running_requests={s.max_running_requests},", "max_running_requests=R,")
         .replace(f"context_len={p.context_len}", "context_len=L")
     )
     assert shape == expected
@@ -161,3 +163,20 @@ def _summary(p: PoolPlan) -> EngineSummary:
     s = engine_summary(p)
     assert s is not None
     return s
+
+
+def test_sglang_0_4_1_to_0_4_3_print_the_request_pool_size() -> None:
+    # 0.4.1-0.4.3: max_running_requests = min(rows // 2, req_to_token_pool.size), the pool of max_num_reqs + 1 =
+    # clamp(int(rows / context_len × 512), 2048, 4096) + 1 slots. tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-
+    # h100-docs-clipping.log line 27 prints, for 444,500 rows at context 131,072 (int(1,736.3) -> 2048; + 1):
+    logged = "max_total_num_tokens=444500, max_prefill_tokens=16384, max_running_requests=2049, context_len=131072"
+    p = replace(_sglang(), rows=444_500, logged_tokens=444_500, context_len=131_072, max_running_requests=2_048)
+    assert log_lines(_summary(replace(p, engine_version="0.4.1"))) == (logged,)
+    # shared/logs/sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log (0.4.3.post4): 46,611 rows -> 2049 again
+    q = replace(p, engine_version="0.4.3.post4", rows=46_611, logged_tokens=46_611)
+    s = _summary(q)
+    assert isinstance(s, SglangSummary) and s.max_running_requests == 2_049
+    # a July 2025 image (0.4.9.x) prints 2048 for 38,141 rows (tests/data/logs/field/sglang-llama-3.1-8b-24gb-
+    # maxuhl98-thesis.log): the plan's own figure
+    s = _summary(replace(q, engine_version="0.4.9", rows=38_141, logged_tokens=38_141))
+    assert isinstance(s, SglangSummary) and s.max_running_requests == 2_048
