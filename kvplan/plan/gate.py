@@ -308,6 +308,10 @@ class GateResult:
     rules: tuple[Rule, ...]
     weights_band_ppm: int | None = None
     """The band of the plan's weights when they are an estimate (kvplan.models.weights_band); None: read."""
+    plan: PoolPlan | None = field(default=None, compare=False, repr=False)
+    """The plan checked now (for the engine's own summary lines on the first screen)."""
+    checks: tuple[RequirementCheck, ...] = field(default=(), compare=False, repr=False)
+    """The requirements' admissions behind the rules (their tokens on the first screen)."""
 
     @property
     def ok(self) -> bool:
@@ -338,7 +342,8 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
                 f"pool {locked.pool_tokens:,} -> {after.pool_tokens:,} tokens ({shown})",
             )
         )
-    for r in requirement_admissions(plan, req):
+    checks = requirement_admissions(plan, req)
+    for r in checks:
         a = r.admission
         if r.concurrency:
             detail = f"{a.max_concurrent} fit" + ("" if a.admitted else f"; rejected by {a.binding.name}")
@@ -347,7 +352,13 @@ def check(config: str, plan: PoolPlan, req: Requirements, locked: Figures | None
         rules.append(Rule(r.label, a.admitted, detail))
     band = band_for(plan.arch, plan.knob("weights_per_gpu").origin)
     return GateResult(
-        config=config, before=locked, after=after, rules=tuple(rules), weights_band_ppm=band.ppm if band else None
+        config=config,
+        before=locked,
+        after=after,
+        rules=tuple(rules),
+        weights_band_ppm=band.ppm if band else None,
+        plan=plan,
+        checks=checks,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from kvplan.render import Report, Section, count, nbytes, pct, ppm, size
+from kvplan.render import Report, Section, count, first_screen, nbytes, pct, ppm, size
 from kvplan.render.applies import carry_line, for_model
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
@@ -625,7 +625,7 @@ def deployment_yaml(rows: tuple[tuple[str, str, str], ...]) -> str:
 
 
 def doctor_report(d: Diagnosis) -> Report:
-    sections = []
+    sections = [*first_screen.doctor_screen(d)]  # the pool in tokens, the fix, the summary lines side by side
     if d.evidence is not None:
         sections.append(Section("Evidence, in the order it decides", _evidence_rows(d, d.evidence),
                                 ("order", "fact", "value", "how", "where")))  # fmt: skip
@@ -666,7 +666,7 @@ def doctor_report(d: Diagnosis) -> Report:
         "doctor",
         title,
         tuple(sections),
-        _data(d, findings),
+        {**_data(d, findings), "engine_log": first_screen.doctor_data(d)},
         verdict=_verdict(d),
         verdict_ok=d.status == MATCH,
         notes=d.notes,

@@ -13,7 +13,7 @@ from kvplan.fsio import check_target
 from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
 from kvplan.plan.prefix import replay_approximation
-from kvplan.render import Report, Section, count, size
+from kvplan.render import Report, Section, count, first_screen, size
 from kvplan.render.plot import pyplot, save
 from kvplan.sim.ranks import ENGINE_ROUTER, ROUTER_TEXT
 
@@ -141,6 +141,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "memory": memory_note(o),
         "kv_format": o.plan.kv_format if o.plan is not None else None,
         "pool_tokens": o.plan.logged_tokens if o.plan is not None else None,
+        "engine_log": first_screen.engine_data(o.plan) if o.plan is not None else None,
         "largest_ctx_tokens": o.largest_ctx,
         "requirements": [
             {"check": c.label, "admitted": c.admission.admitted, "max_concurrent": c.admission.max_concurrent}
@@ -221,6 +222,9 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
             ),
         )
     )
+    shown_one = best or closest
+    if shown_one is not None:  # the first screen: requirements in tokens, what binds, the engine's own lines
+        sections[:0] = first_screen.fit_screen(shown_one, binds(shown_one) or "nothing", _fix(f))
     if best is not None:
         verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
                   f"{layout(best.deployment)}"  # fmt: skip
@@ -303,6 +307,16 @@ def _trace_section(f: Fit) -> Section:
         )
     )
     return Section("Trace: the deployment must hold it", tuple(rows))
+
+
+def _fix(f: Fit) -> str | None:
+    """Where nothing fits: what to widen (the model's own context limit needs the engine's override first)."""
+    o = f.closest
+    if f.best is not None or o is None:
+        return None
+    if any(c.admission.binding.name == "context length" for c in o.checks if not c.admission.admitted):
+        return "over the model's context length: only with the engine's override (admit --set allow_long_context=true)"
+    return f"none within --max-gpus {f.query.max_gpus}: raise it, or add --gpu types"
 
 
 def _reason(message: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from kvplan.models.weights_band import percent
 from kvplan.plan.gate import Figures, GateResult, KnobEffect, is_new
-from kvplan.render import Report, Section, count, nbytes, size
+from kvplan.render import Report, Section, count, first_screen, nbytes, size
 
 _ROWS: tuple[tuple[str, str], ...] = (
     ("pool_tokens", "pool tokens (logical)"),
@@ -53,7 +53,7 @@ def _compare_rows(before: Figures | None, after: Figures) -> tuple[tuple[str, ..
 def gate_report(results: tuple[GateResult, ...]) -> Report:
     ok = all(r.ok for r in results)
     failed = [(r.config, rule) for r in results for rule in r.rules if not rule.ok]
-    sections = []
+    sections = [*first_screen.gate_screen(results)]  # in tokens, the fix, the engine's own lines
     if failed:
         sections.append(
             Section("Failed rules", tuple((c, f.name, f.detail) for c, f in failed), ("config", "rule", ""))
@@ -91,6 +91,7 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
                 "after": asdict(r.after),
                 "capacity_change_ppm": r.capacity_change_ppm,
                 "weights_band_ppm": r.weights_band_ppm,
+                "engine_log": first_screen.engine_data(r.plan) if r.plan is not None else None,
             }
             for r in results
         ],

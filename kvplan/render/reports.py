@@ -23,7 +23,7 @@ from kvplan.models import load
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment
 from kvplan.models.formats import MlaLayout
 from kvplan.models.load import ALIASES
-from kvplan.render import Bar, Report, Section, count, gib, nbytes, pct, ppm, size, startup_line
+from kvplan.render import Bar, Report, Section, count, first_screen, gib, nbytes, pct, ppm, size, startup_line
 from kvplan.render.applies import SET_SUFFIX, carry_data, carry_line, for_model, knob_origin, without_indexer_column
 from kvplan.render.applies import knob_value as _value
 from kvplan.render.pipeline_report import stages_data, stages_section
@@ -158,6 +158,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "extras": dict(p.extras),
         "notes": list(p.notes),
         "stages": stages_data(p),
+        "engine_log": first_screen.engine_data(p),
     }
 
 
@@ -295,6 +296,7 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         (
             workspace_section(w),
             pool_context_section(w),
+            first_screen.engine_section(p),
             *_chunking_sections(w),
             Section(
                 "Growing one knob at a time: the largest value that fits, and what breaks next",
@@ -577,20 +579,9 @@ def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
 
 def admit_report(a: Admission) -> Report:
     p, r = a.plan, a.request
-    b = a.binding
     # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
     band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
     est = f" (weights estimated {band.percent})" if band else ""
-    if a.admitted:
-        verdict = f"ADMITTED{est}: {r.concurrent} × {r.total_tokens:,}-token request(s) fit; tightest: {b.name}"
-    elif b.name == "engine starts":
-        verdict = f"REJECTED{est}: the engine does not start — {b.detail}"
-    else:
-        verdict = (
-            f"REJECTED{est} by {b.name}: needs {gib(b.need)}, has {gib(b.have)}"
-            if b.unit == "bytes"
-            else f"REJECTED{est} by {b.name}: needs {b.need:,} {b.unit}, has {b.have:,}"
-        )
     need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
@@ -618,6 +609,7 @@ def admit_report(a: Admission) -> Report:
         ("verdict", "admitted" if mo.admitted else "rejected", "admitted" if a.admitted else "rejected"),
     )
     sections = [
+        *first_screen.admit_screen(a),  # the first screen: the binding check, the fix, the engine's own lines
         cell_section(p),
         chain_section(p),
         *filter(None, (stages_section(p),)),
@@ -673,7 +665,7 @@ def admit_report(a: Admission) -> Report:
         title("admit", p),
         tuple(sections),
         for_model(p.arch, data),
-        verdict=verdict,
+        verdict=first_screen.verdict(a, est),
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,
@@ -759,6 +751,7 @@ def _hybrid_budget_report(b: Budget) -> Report:
         "budget",
         title("budget", p, "per GPU"),
         (
+            first_screen.engine_section(p),
             kinds_section(b.kinds),
             pools_section(p),
             Section(
@@ -820,6 +813,7 @@ def budget_report(b: Budget) -> Report:
         "budget",
         title("budget", p, "per GPU"),
         (
+            first_screen.engine_section(p),
             cell_section(p),
             without_indexer_column(
                 p.arch, Section("Budget per GPU", tuple(rows), ("", "pages", "main KV", "indexer", "draft", "total"))
@@ -990,6 +984,7 @@ def deployment_report(p: PoolPlan) -> Report:
         f"Deployment {deployment_label(p)}, {p.semantics}",
         (
             Section("", head, ("", "")),
+            first_screen.engine_section(p),
             knobs_section(p),
             cell_section(p),
             chain_section(p),

@@ -71,10 +71,15 @@ def test_more_indexer_layers_fail_a_2_percent_rule(repo: Path) -> None:
     assert r.exit_code == 1, r.stdout
     md = r.stdout
     assert md.startswith("## kvplan gate")
-    # the failed rules come first, with the size of the drop
-    first_table = md.split("### ")[1]
-    assert first_table.startswith("Failed rules")
-    assert "pool 1,278,208 -> 1,168,256 tokens (-8.60%)" in first_table
+    # the first failed rule comes first (issue 29's first screen: before any heading), in tokens, with the size
+    # of the drop and its fix; then the table of every failed rule
+    first_screen = md.split("### ")[0]
+    assert "| binding check | prod.yaml: capacity drop <= 2%: pool 1,278,208 -> 1,168,256 tokens (-8.60%) |" in (
+        first_screen
+    )
+    assert "kvplan lock prod.yaml" in first_screen
+    failed = next(s for s in md.split("### ") if s.startswith("Failed rules"))
+    assert "pool 1,278,208 -> 1,168,256 tokens (-8.60%)" in failed
     assert "| pool tokens (logical) | 1,278,208 | 1,168,256 | -8.60% |" in md
 
 
