@@ -90,9 +90,9 @@ def _holds(a: Admission) -> str:
 
 def tokens_clause(a: Admission) -> str:
     """'1,048,576 tokens needed, the pool holds 567,616' (or the context length, where that is what binds)."""
-    r, b = a.request, a.binding
+    b = a.binding
     if not a.admitted and b.name == "context length":
-        return f"{r.total_tokens:,} tokens needed, the context length is {b.have:,}"
+        return f"a context length of {b.need:,} tokens needed, the deployment runs {b.have:,}"
     return f"{_needed(a)}, {_holds(a)}"
 
 

@@ -79,7 +79,7 @@ def test_fit_first_screen_nothing_fits() -> None:
     code, head = _head("fit", "--model", "llama-3.1-8b", "--require-ctx", "1M", "--gpu", "h100", "--max-gpus", "1")
     assert code == 1 and "NOTHING FITS" in head
     flat = " ".join(head.split())
-    assert "FAIL (context length): 1,048,576 tokens needed, the context length is 131,072" in flat
+    assert "FAIL (context length): a context length of 1,048,576 tokens needed, the deployment runs 131,072" in flat
     assert "smallest fix over the model's context length" in flat and "would log:" in head
 
 
