@@ -46,6 +46,8 @@ from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
+from kvplan.runbook.logged_row import logged_row
+from kvplan.runbook.memory_chain import MemoryChain, rows_taken_after_load, sglang_chain
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
 from kvplan.runbook.verdict import (
     MISMATCH_ADD,
@@ -330,6 +332,8 @@ class Diagnosis:
     byte_fact: ByteFact | None = None
     headline: Headline = Headline(kind="cannot_tell")
     evidence: Evidence | None = None
+    chain: MemoryChain | None = None
+    """SGLang's memory of one GPU term by term (held before loading, weights, the pool, the rest) against the plan."""
 
     @property
     def explaining(self) -> tuple[Cause, ...]:
@@ -568,6 +572,7 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
 def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: LoggedPool | None,
             notes: list[str]) -> tuple[tuple[Revealed, ...], Deployment]:  # fmt: skip
     shown = _sglang_knobs(run) if dep.engine == "sglang" else _vllm_knobs(run)
+    shown = _with_logged_row(arch, dep, shown, run)
     result: list[Revealed] = []
     changes: dict[str, Any] = {}
     for s in shown:
@@ -615,6 +620,21 @@ def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: 
         drifting = [f"{r.knob} {r.shown}" for r in result if r.differs]
         result = [_consequence(arch, dep1, final, r, drifting) for r in result]
     return tuple(result), dep1
+
+
+def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run: Run) -> list[_Shown]:
+    """The row layout the log's KV size states, as one more printed knob (issue 24 item 9: like with like)."""
+    if any(s.knob == "mla_layout" for s in shown):
+        return shown
+    d = dep
+    for s in shown:  # the printed knobs that plan, as _reveal applies them
+        nd = _with(d, {s.knob: s.value})
+        d = nd if _plan(arch, nd) is not None else d
+    p = _plan(arch, d)
+    row = logged_row(arch, d, p.is_fp8, run, _allocated_for_rows) if p is not None else None
+    if p is None or row is None or row.layout.value == p.kv_format:
+        return shown
+    return [*shown, _Shown("mla_layout", row.layout.value, row.shown, "KV Cache is allocated KV size", row.line)]
 
 
 _FIELD_DEFAULT: dict[str, object] = {"kv_cache_dtype": "auto"}
@@ -1249,7 +1269,15 @@ def diagnose(
     slack = 1 if pool is not None and engine == "vllm" and pool.max_model_len else 0
     if pool is not None and plans is not None:
         values = tuple(_measure(p, pool) for p in plans)
+        below = rows_taken_after_load(base, pool.unit) if memory.deps is not None else 0
         within = _within(pool, values, slack)
+        if not within and below and _within(pool, (min(values) - below, *values), slack):
+            within = True
+            notes.append(
+                f"the log's pool is {min(values) - pool.value:,} rows under the range its memory figures give: "
+                "memory SGLang took after the 'Load weight end' line, which the log does not print (up to "
+                f"{below:,} rows are read so)"
+            )
         comparison = Comparison(
             logged=pool,
             config=_measure(config, pool),
@@ -1265,13 +1293,16 @@ def diagnose(
         )
         if not within:
             problems.append("accounting" if memory.deps is not None else "pool")
-            known = {r.knob: r.value for r in revealed}
+            # a knob the log prints is known even where the config cannot plan it (left out above): never fitted
+            printed = _sglang_knobs(run) if engine == "sglang" else _vllm_knobs(run)
+            known = {**{k.knob: k.value for k in printed}, **{r.knob: r.value for r in revealed}}
             if run.version is not None:
                 known["engine_version"] = run.version.value
             causes = _causes(arch, deps, base, pool, slack, known)
     elif not run.complete:
         problems.append("incomplete")
 
+    chain = sglang_chain(run, revealed_plan) if engine == "sglang" else None
     # evidence first: the log's byte figures fix the row; a cause whose rows they contradict is never the cause
     base_bytes = _bytes_agree(base, run, memory, pool)
     byte_fact = base_bytes[1]
@@ -1378,6 +1409,7 @@ def diagnose(
         byte_fact=byte_fact,
         headline=headline,
         evidence=gather(run),
+        chain=chain,
     )
 
 
