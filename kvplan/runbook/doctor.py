@@ -1302,7 +1302,6 @@ def diagnose(
     elif not run.complete:
         problems.append("incomplete")
 
-    chain = sglang_chain(run, revealed_plan) if engine == "sglang" else None
     # evidence first: the log's byte figures fix the row; a cause whose rows they contradict is never the cause
     base_bytes = _bytes_agree(base, run, memory, pool)
     byte_fact = base_bytes[1]
@@ -1340,6 +1339,9 @@ def diagnose(
             kv_size = KvSize(logged=k.value.kv, rows=k.value.tokens, expected_bytes=allocated,
                              budget_bytes=best.available_bytes, line=k.line)  # fmt: skip
 
+    # the chain: the config's memory term by term; its pool term for the log's own rows (the KV size's allocation)
+    tables = kv_size.expected_bytes + int(best.extras.get("req_to_token_bytes", 0)) if kv_size is not None else None
+    chain = sglang_chain(run, revealed_plan, tables) if engine == "sglang" else None
     startup = _startup(run, best, memory)
     if startup is not None:
         problems.append("startup")

@@ -66,9 +66,11 @@ def _same_rank(items: tuple[At[Gib], ...], rank: str | None) -> At[Gib] | None:
     return next((x for x in items if rank is not None and x.rank == rank), None) or smallest(items)
 
 
-def sglang_chain(run: Run, plan: PoolPlan) -> MemoryChain | None:
+def sglang_chain(run: Run, plan: PoolPlan, log_rows_tables: int | None = None) -> MemoryChain | None:
     """The four terms of the rank whose free memory after the weights is smallest (SGLang sizes the pool from the
-    minimum over ranks); None unless the log prints free memory both before and after the weights."""
+    minimum over ranks); None unless the log prints free memory both before and after the weights.
+    ``log_rows_tables``: the plan's pool tensors for the log's own #tokens plus its req_to_token table, so that the
+    pool term compares like with like (else the config's pool)."""
     ends = tuple(At(e.value.avail, e.line, e.rank) for e in run.load_end if e.value.avail is not None)
     end = smallest(ends)
     if plan.engine != "sglang" or end is None or not run.load_begin:
@@ -80,7 +82,9 @@ def sglang_chain(run: Run, plan: PoolPlan) -> MemoryChain | None:
     b, e = begin.value, end.value
     pre = plan.knob("pre_load_free").as_int()
     weights = plan.knob("weights_per_gpu").as_int()
-    tables = plan.allocated_bytes + int(plan.extras.get("req_to_token_bytes", 0))
+    own = log_rows_tables is not None
+    tables = log_rows_tables if own else plan.allocated_bytes + int(plan.extras.get("req_to_token_bytes", 0))
+    assert tables is not None
     held = ChainTerm("memory held before loading", "GPU total − Load weight begin avail mem",
                      total - b.high_bytes, total - b.low_bytes, total - pre, begin.line)  # fmt: skip
     loaded = ChainTerm("weights", "Load weight begin − Load weight end avail mem",
@@ -89,7 +93,8 @@ def sglang_chain(run: Run, plan: PoolPlan) -> MemoryChain | None:
     pool_end = _same_rank(run.pool_end, end.rank)
     if pool_end is not None:
         c = pool_end.value
-        terms.append(ChainTerm("the pool and its tables", "Load weight end − Memory pool end avail mem",
+        name = "the pool and its tables" + (" (the log's #tokens, with req_to_token)" if own else "")
+        terms.append(ChainTerm(name, "Load weight end − Memory pool end avail mem",
                                max(e.low_bytes - c.high_bytes, 0), e.high_bytes - c.low_bytes, tables,
                                pool_end.line))  # fmt: skip
         terms.append(ChainTerm("the rest", "Memory pool end avail mem", c.low_bytes, c.high_bytes,
