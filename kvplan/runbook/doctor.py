@@ -49,6 +49,7 @@ from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.logged_row import logged_row
 from kvplan.runbook.memory_chain import MemoryChain, rows_taken_after_load, sglang_chain
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
+from kvplan.runbook.printed_knobs import printed
 from kvplan.runbook.verdict import (
     MISMATCH_ADD,
     ROWS_ADD,
@@ -472,6 +473,8 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
                     "server_args speculative_*", line)  # fmt: skip
         if (flag := a.flag("disable_cuda_graph")) is not None:
             put("disable_cuda_graph", flag, str(flag), "server_args disable_cuda_graph", line)
+        for knob, value, shown, key in printed(a, "sglang"):
+            put(knob, value, shown, f"server_args {key}", line)
         for prefix in ("dsa", "nsa"):
             p, d = a.text(f"{prefix}_prefill_backend"), a.text(f"{prefix}_decode_backend")
             if p and d:
@@ -535,6 +538,8 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
             put("gpu_memory_utilization", _float(util), util, f"{where} gpu_memory_utilization", line)
         if (kvm := a.integer("kv_cache_memory_bytes")) is not None and kvm > 0:
             put("kv_cache_memory", kvm, f"{kvm:,}", f"{where} kv_cache_memory_bytes", line)
+        for knob, value, shown, key in printed(a, "vllm"):
+            put(knob, value, shown, f"{where} {key}", line)
         if a.has("speculative_config"):
             spec = a.raw("speculative_config") or "None"
             if spec == "None":
@@ -637,7 +642,13 @@ def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run:
     return [*shown, _Shown("mla_layout", row.layout.value, row.shown, "KV Cache is allocated KV size", row.line)]
 
 
-_FIELD_DEFAULT: dict[str, object] = {"kv_cache_dtype": "auto"}
+_FIELD_DEFAULT: dict[str, object] = {
+    "kv_cache_dtype": "auto",
+    "dtype": "auto",
+    "disable_cuda_graph": False,
+    "disable_hybrid_kv_cache_manager": False,
+    "disable_radix_cache": False,
+}
 
 
 def _consequence(arch: ModelArch, dep1: Deployment, final: PoolPlan, r: Revealed, drifting: list[str]) -> Revealed:
