@@ -47,7 +47,7 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.logged_row import logged_row
-from kvplan.runbook.memory_chain import MemoryChain, rows_taken_after_load, sglang_chain
+from kvplan.runbook.memory_chain import MemoryChain, sglang_chain, taken_after_load
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
 from kvplan.runbook.printed_knobs import printed
 from kvplan.runbook.verdict import (
@@ -1280,15 +1280,10 @@ def diagnose(
     slack = 1 if pool is not None and engine == "vllm" and pool.max_model_len else 0
     if pool is not None and plans is not None:
         values = tuple(_measure(p, pool) for p in plans)
-        below = rows_taken_after_load(base, pool.unit) if memory.deps is not None else 0
         within = _within(pool, values, slack)
-        if not within and below and _within(pool, (min(values) - below, *values), slack):
+        if not within and memory.deps is not None and (late := taken_after_load(base, pool.unit, pool.value, values)):
             within = True
-            notes.append(
-                f"the log's pool is {min(values) - pool.value:,} rows under the range its memory figures give: "
-                "memory SGLang took after the 'Load weight end' line, which the log does not print (up to "
-                f"{below:,} rows are read so)"
-            )
+            notes.append(late)
         comparison = Comparison(
             logged=pool,
             config=_measure(config, pool),
@@ -1305,8 +1300,8 @@ def diagnose(
         if not within:
             problems.append("accounting" if memory.deps is not None else "pool")
             # a knob the log prints is known even where the config cannot plan it (left out above): never fitted
-            printed = _sglang_knobs(run) if engine == "sglang" else _vllm_knobs(run)
-            known = {**{k.knob: k.value for k in printed}, **{r.knob: r.value for r in revealed}}
+            shown = _sglang_knobs(run) if engine == "sglang" else _vllm_knobs(run)
+            known = {**{k.knob: k.value for k in shown}, **{r.knob: r.value for r in revealed}}
             if run.version is not None:
                 known["engine_version"] = run.version.value
             causes = _causes(arch, deps, base, pool, slack, known)

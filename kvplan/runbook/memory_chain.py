@@ -114,3 +114,16 @@ def rows_taken_after_load(plan: PoolPlan, unit: str) -> int:
     if plan.engine != "sglang" or unit not in ("rows", "tokens") or plan.cell.total_bytes <= 0:
         return 0
     return AFTER_LOAD_BYTES // plan.cell.total_bytes * (plan.dcp if unit == "tokens" else 1)
+
+
+def taken_after_load(plan: PoolPlan, unit: str, logged: int, values: tuple[int, ...]) -> str | None:
+    """The note when the log's count is under the range its memory figures give by no more than
+    ``AFTER_LOAD_BYTES`` of rows (then the accounting holds: the rest is memory the log does not print)."""
+    below = rows_taken_after_load(plan, unit)
+    low = min(values)
+    if not below or not low - below <= logged < low:
+        return None
+    return (
+        f"the log's pool is {low - logged:,} rows under the range its memory figures give: memory SGLang took after "
+        f"the 'Load weight end' line, which the log does not print (up to {below:,} rows are read so)"
+    )

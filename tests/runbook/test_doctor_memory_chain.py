@@ -19,6 +19,7 @@ from kvplan.models.load import gpu_catalog, load_deployment, load_model
 from kvplan.models.retarget import retarget
 from kvplan.render.doctor_report import doctor_report
 from kvplan.runbook.doctor import Diagnosis, diagnose
+from kvplan.runbook.memory_chain import rows_taken_after_load, taken_after_load
 from kvplan.runbook.parse import parse_log
 from kvplan.units import GiB
 from tests.runbook.conftest import LOGS, body, line_of
@@ -125,3 +126,15 @@ def test_cli_json_carries_the_chain() -> None:
                                                  "the rest"]  # fmt: skip
     terms = data["memory_chain"]["terms"]
     assert all(isinstance(t["log_low_bytes"], int) and isinstance(t["plan_bytes"], int) for t in terms)
+
+
+def test_memory_taken_after_load_is_bounded() -> None:
+    # up to 16 MiB (AFTER_LOAD_BYTES) SGLang may take between the 'Load weight end' print and its profile: at the
+    # 0.5.9 budget row of 55,224 B that is 16,777,216 // 55,224 = 303 rows under the window, never more, never above
+    d = stated()
+    assert d.best is not None and d.best.cell.total_bytes == 55_224
+    window = (3_199_650, 3_199_863)
+    assert rows_taken_after_load(d.best, "rows") == 303
+    assert taken_after_load(d.best, "rows", 3_199_650 - 303, window) is not None
+    assert taken_after_load(d.best, "rows", 3_199_650 - 304, window) is None
+    assert taken_after_load(d.best, "rows", 3_199_864, window) is None
