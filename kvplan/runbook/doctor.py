@@ -47,7 +47,7 @@ from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
 from kvplan.runbook.logged_row import logged_row
-from kvplan.runbook.memory_chain import MemoryChain, sglang_chain, taken_after_load
+from kvplan.runbook.memory_chain import MemoryChain, gpu_hint, sglang_chain, taken_after_load
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
 from kvplan.runbook.printed_knobs import printed
 from kvplan.runbook.verdict import (
@@ -1388,6 +1388,8 @@ def diagnose(
     if run.errors and startup is None:
         problems.append("startup")
     headline = _headline(model, comparison, causes, byte_fact, startup, problems, memory, revealed, run.complete)
+    if headline.kind in ("mismatch", "cannot_tell") and chain is not None and (hint := gpu_hint(chain)):
+        headline = replace(headline, missing=(hint, *headline.missing))
     status = CANNOT_TELL if headline.kind == "cannot_tell" else MATCH if not problems else MISMATCH
     return Diagnosis(
         log=log,

@@ -127,3 +127,13 @@ def taken_after_load(plan: PoolPlan, unit: str, logged: int, values: tuple[int, 
         f"the log's pool is {low - logged:,} rows under the range its memory figures give: memory SGLang took after "
         f"the 'Load weight end' line, which the log does not print (up to {below:,} rows are read so)"
     )
+
+
+def gpu_hint(chain: MemoryChain) -> str | None:
+    """What to add when the log's free memory before loading exceeds the plan's GPU: the log's GPU."""
+    if chain.fits_gpu:
+        return None
+    return (
+        f"--set gpu=<the log's GPU> (the {chain.gpu}'s total is under the free memory the log prints before "
+        f"loading, line {chain.held.line})"
+    )

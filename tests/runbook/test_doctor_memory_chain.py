@@ -138,3 +138,12 @@ def test_memory_taken_after_load_is_bounded() -> None:
     assert taken_after_load(d.best, "rows", 3_199_650 - 303, window) is not None
     assert taken_after_load(d.best, "rows", 3_199_650 - 304, window) is None
     assert taken_after_load(d.best, "rows", 3_199_864, window) is None
+
+
+def test_default_deployment_is_told_the_log_is_from_another_gpu() -> None:
+    # the default deployment's H200 holds 139.80 GiB in all (kvplan's catalog: CUDA total), under the 279.48 GiB the
+    # log prints free before loading: no term of the chain can be read against it, and the doctor asks for the GPU
+    dep = load_deployment(None, ())
+    d = diagnose(load_model(dep.model), dep, parse_log(body(LOG), LOG.name))
+    assert d.chain is not None and not d.chain.fits_gpu
+    assert d.headline.kind == "mismatch" and d.headline.missing[0].startswith("--set gpu=<the log's GPU>")
