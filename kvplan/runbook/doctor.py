@@ -623,8 +623,12 @@ def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: 
     final = _plan(arch, dep1)
     if final is not None:
         drifting = [f"{r.knob} {r.shown}" for r in result if r.differs]
-        result = [_consequence(arch, dep1, final, r, drifting) for r in result]
+        logged = any(s.source == LOGGED_ROW_SOURCE for s in shown)
+        result = [_consequence(arch, dep1, final, r, drifting, logged) for r in result]
     return tuple(result), dep1
+
+
+LOGGED_ROW_SOURCE = "KV Cache is allocated KV size"
 
 
 def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run: Run) -> list[_Shown]:
@@ -639,7 +643,7 @@ def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run:
     row = logged_row(arch, d, p.is_fp8, run, _allocated_for_rows) if p is not None else None
     if p is None or row is None or row.layout.value == p.kv_format:
         return shown
-    return [*shown, _Shown("mla_layout", row.layout.value, row.shown, "KV Cache is allocated KV size", row.line)]
+    return [*shown, _Shown("mla_layout", row.layout.value, row.shown, LOGGED_ROW_SOURCE, row.line)]
 
 
 _FIELD_DEFAULT: dict[str, object] = {
@@ -651,11 +655,15 @@ _FIELD_DEFAULT: dict[str, object] = {
 }
 
 
-def _consequence(arch: ModelArch, dep1: Deployment, final: PoolPlan, r: Revealed, drifting: list[str]) -> Revealed:
+def _consequence(arch: ModelArch, dep1: Deployment, final: PoolPlan, r: Revealed, drifting: list[str],
+                 row_logged: bool = False) -> Revealed:  # fmt: skip
     """Mark a defaulted knob whose logged value the engine would pick anyway, given the log's other knobs."""
     if not r.differs or r.config_origin == "set" or not hasattr(dep1, r.knob):
         return r
-    p = _plan(arch, _with(dep1, {r.knob: _FIELD_DEFAULT.get(r.knob)}))
+    back: dict[str, Any] = {r.knob: _FIELD_DEFAULT.get(r.knob)}
+    if row_logged and r.knob == "kv_cache_dtype":
+        back["mla_layout"] = None  # the row the KV size states presupposes the dtype: it picks nothing by itself
+    p = _plan(arch, _with(dep1, back))
     if p is None or _resolved(p, r.knob) != _resolved(final, r.knob):
         return r
     others = [x for x in drifting if not x.startswith(f"{r.knob} ")]

@@ -4,8 +4,9 @@ like is compared with like, and SGLang's memory chain is checked term by term.
 The log: ajith-sirra-amd/Issues GLM-5-FP8-MI355X-SGLANG-ERROR.md, section "Rocm SGLang Docker (20260225)"
 (rocm/sgl-dev:v0.5.9-rocm720-mi35x-20260225), zai-org/GLM-5-FP8 at tp 8 with --kv-cache-dtype fp8_e4m3 on
 MI355X; kvplan's glm-5 preset is its config (78 layers, kv_lora_rank 512 + rope 64, the indexer on every layer).
-The deployment the log states: --model glm-5 --set gpu=mi355x --set engine_version=0.5.9 (the ServerArgs dump has
-nsa_* fields and the KV line no 'dtype:': 0.5.9 or earlier; the image tag says 0.5.9).
+The deployment the log states: --model glm-5 --set gpu=mi355x --set engine_version=0.5.9 --set
+kv_cache_dtype=fp8_e4m3 (the command's --kv-cache-dtype; the ServerArgs dump has nsa_* fields and the KV line no
+'dtype:': 0.5.9 or earlier; the image tag says 0.5.9).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from kvplan.models.load import gpu_catalog, load_deployment, load_model
 from kvplan.models.retarget import retarget
 from kvplan.render.doctor_report import doctor_report
 from kvplan.runbook.doctor import Diagnosis, diagnose
-from kvplan.runbook.memory_chain import rows_taken_after_load, taken_after_load
 from kvplan.runbook.parse import parse_log
 from kvplan.units import GiB
 from tests.runbook.conftest import LOGS, body, line_of
@@ -28,11 +28,11 @@ from tests.runbook.test_doctor_verdict import assert_cause_closes_gap
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 
 LOG = LOGS / "doctor-sglang-0.5.9-glm-5-fp8-mi355x-rocm-preload-usage-ajith-sirra-amd-issues.log"
-STATED = ("gpu=mi355x", "engine_version=0.5.9")
+STATED = ("gpu=mi355x", "engine_version=0.5.9", "kv_cache_dtype=fp8_e4m3")
 
 
 def stated() -> Diagnosis:
-    """What `kvplan doctor --log LOG --model glm-5 --set gpu=mi355x --set engine_version=0.5.9` diagnoses: the
+    """What `kvplan doctor --log LOG --model glm-5 --set …` (STATED) diagnoses: the
     default deployment retargeted to glm-5 (the glm-5.3 preset's page 64 and fp8 are not carried over)."""
     arch = load_model("glm-5")
     dep = retarget(load_deployment(None, STATED), arch)
@@ -131,6 +131,8 @@ def test_cli_json_carries_the_chain() -> None:
 def test_memory_taken_after_load_is_bounded() -> None:
     # up to 16 MiB (AFTER_LOAD_BYTES) SGLang may take between the 'Load weight end' print and its profile: at the
     # 0.5.9 budget row of 55,224 B that is 16,777,216 // 55,224 = 303 rows under the window, never more, never above
+    from kvplan.runbook.memory_chain import rows_taken_after_load, taken_after_load
+
     d = stated()
     assert d.best is not None and d.best.cell.total_bytes == 55_224
     window = (3_199_650, 3_199_863)
