@@ -27,6 +27,9 @@ VLLM: tuple[tuple[str, str, str], ...] = (
     ("disable_hybrid_kv_cache_manager", "disable_hybrid_kv_cache_manager", "flag"),
     ("dtype", "dtype", "dtype"),
 )
+ENGINE_DEFAULT: dict[str, float] = {"swa_full_tokens_ratio": 0.8}
+"""A value SGLang's ServerArgs prints as its own default (``swa_full_tokens_ratio: float = 0.8``): the config's
+unset knob is the same value, so it is not read as a knob the server ran."""
 SKIP_TEXT = frozenset({"auto", "dsa", "nsa"})
 """Values that are the engine's own choice (SGLang's 'dsa' / 'nsa' attention backend names the family whose
 prefill / decode backends the doctor reads from their own fields)."""
@@ -46,7 +49,7 @@ def printed(a: Args, engine: str) -> list[tuple[str, object, str, str]]:
             value = value if value is not None and value > 0 else None
         elif kind == "number":
             text = a.number(key)
-            value = float(text) if text is not None else None
+            value = float(text) if text is not None and float(text) != ENGINE_DEFAULT.get(key) else None
         elif kind == "dtype":  # the engine-config line prints torch.bfloat16, the CLI bfloat16
             text = (a.text(key) or "").removeprefix("torch.")
             value = text if text in MODEL_DTYPES and text != "auto" else None

@@ -50,8 +50,16 @@ VLLM_KEYS = {
 DEFAULTS = {"None", "auto", "'auto'", "dsa", "'dsa'", "nsa", "'nsa'", "0", "-1"}
 
 
+KEY_DEFAULTS = {"swa_full_tokens_ratio": "0.8"}
+"""SGLang server_args.py ``swa_full_tokens_ratio: float = 0.8``: printed on every start, the engine's own default."""
+
+
 def printed_keys(a: Args, keys: dict[str, str]) -> dict[str, str]:
-    return {k: knob for k, knob in keys.items() if a.raw(k) is not None and a.raw(k) not in DEFAULTS}
+    return {
+        k: knob
+        for k, knob in keys.items()
+        if a.raw(k) is not None and a.raw(k) not in DEFAULTS and a.raw(k) != KEY_DEFAULTS.get(k)
+    }
 
 
 @pytest.mark.parametrize("case", DOCTOR_CASES, ids=lambda c: c.log.removesuffix(".log"))
