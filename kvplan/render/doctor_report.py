@@ -7,6 +7,7 @@ from typing import Any
 
 from kvplan.render import Report, Section, count, first_screen, nbytes, pct, ppm, size
 from kvplan.render.applies import carry_line, for_model
+from kvplan.render.doctor_chain import chain_data, chain_section, held_text
 from kvplan.render.reports import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
@@ -495,7 +496,7 @@ def _verdict(d: Diagnosis) -> str:
             t = differ[0]
             logged = _gib(t.log) if t.log is not None else f"{size(t.low_bytes or 0)} – {size(t.high_bytes or 0)}"
             text += f" ({t.name}: the log {logged}, the config {size(t.config_bytes or 0)})"
-        return text
+        return text + held_text(d.chain)
     if h.kind == "cause" and h.cause is not None:
         text = f"CAUSE: {h.cause.name}"
         if c is not None and c.logged.unit != "needed":
@@ -641,6 +642,8 @@ def doctor_report(d: Diagnosis) -> Report:
         )
     if d.memory:
         sections.append(Section("Memory of one GPU", _memory_rows(d.memory), ("term", "config", "log", "agrees")))
+    if d.chain is not None:
+        sections.append(chain_section(d.chain))
     if d.comparison is not None:
         title = "The pool" if d.comparison.logged.unit != "needed" else "KV one max_model_len request needs"
         sections.append(Section(title, _pool_rows(d), ("", "", "")))
@@ -748,6 +751,7 @@ def _data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             }
             for t in d.memory
         ],
+        "memory_chain": chain_data(d.chain),
         "pool": None,
         "causes": [{f.name: getattr(cause, f.name) for f in fields(cause) if f.name != "plan"} for cause in d.causes],
         "per_rank": asdict(d.per_rank) if d.per_rank else None,

@@ -46,7 +46,10 @@ from kvplan.models.load import gpu_catalog, load_deployment, load_model, preset_
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates
+from kvplan.runbook.logged_row import logged_row
+from kvplan.runbook.memory_chain import MemoryChain, gpu_hint, sglang_chain, taken_after_load
 from kvplan.runbook.parse import At, Gib, ParsedLog, Run, largest, smallest
+from kvplan.runbook.printed_knobs import printed
 from kvplan.runbook.verdict import (
     MISMATCH_ADD,
     ROWS_ADD,
@@ -333,6 +336,8 @@ class Diagnosis:
     byte_fact: ByteFact | None = None
     headline: Headline = Headline(kind="cannot_tell")
     evidence: Evidence | None = None
+    chain: MemoryChain | None = None
+    """SGLang's memory of one GPU term by term (held before loading, weights, the pool, the rest) against the plan."""
 
     @property
     def explaining(self) -> tuple[Cause, ...]:
@@ -471,6 +476,8 @@ def _sglang_knobs(run: Run) -> list[_Shown]:
                     "server_args speculative_*", line)  # fmt: skip
         if (flag := a.flag("disable_cuda_graph")) is not None:
             put("disable_cuda_graph", flag, str(flag), "server_args disable_cuda_graph", line)
+        for knob, value, shown, key in printed(a, "sglang"):
+            put(knob, value, shown, f"server_args {key}", line)
         for prefix in ("dsa", "nsa"):
             p, d = a.text(f"{prefix}_prefill_backend"), a.text(f"{prefix}_decode_backend")
             if p and d:
@@ -535,6 +542,8 @@ def _vllm_knobs(run: Run) -> list[_Shown]:
             put("gpu_memory_utilization", _float(util), util, f"{where} gpu_memory_utilization", line)
         if (kvm := a.integer("kv_cache_memory_bytes")) is not None and kvm > 0:
             put("kv_cache_memory", kvm, f"{kvm:,}", f"{where} kv_cache_memory_bytes", line)
+        for knob, value, shown, key in printed(a, "vllm"):
+            put(knob, value, shown, f"{where} {key}", line)
         if a.has("speculative_config"):
             spec = a.raw("speculative_config") or "None"
             if spec == "None":
@@ -583,6 +592,7 @@ def _put_long_context(run: Run, put: Any, have_length: bool) -> None:
 def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: LoggedPool | None,
             notes: list[str]) -> tuple[tuple[Revealed, ...], Deployment]:  # fmt: skip
     shown = _sglang_knobs(run) if dep.engine == "sglang" else _vllm_knobs(run)
+    shown = _with_logged_row(arch, dep, shown, run)
     result: list[Revealed] = []
     changes: dict[str, Any] = {}
     for s in shown:
@@ -628,18 +638,47 @@ def _reveal(arch: ModelArch, dep: Deployment, config: PoolPlan, run: Run, pool: 
     final = _plan(arch, dep1)
     if final is not None:
         drifting = [f"{r.knob} {r.shown}" for r in result if r.differs]
-        result = [_consequence(arch, dep1, final, r, drifting) for r in result]
+        logged = any(s.source == LOGGED_ROW_SOURCE for s in shown)
+        result = [_consequence(arch, dep1, final, r, drifting, logged) for r in result]
     return tuple(result), dep1
 
 
-_FIELD_DEFAULT: dict[str, object] = {"kv_cache_dtype": "auto"}
+LOGGED_ROW_SOURCE = "KV Cache is allocated KV size"
 
 
-def _consequence(arch: ModelArch, dep1: Deployment, final: PoolPlan, r: Revealed, drifting: list[str]) -> Revealed:
+def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run: Run) -> list[_Shown]:
+    """The row layout the log's KV size states, as one more printed knob (issue 24 item 9: like with like)."""
+    if any(s.knob == "mla_layout" for s in shown):
+        return shown
+    d = dep
+    for s in shown:  # the printed knobs that plan, as _reveal applies them
+        nd = _with(d, {s.knob: s.value})
+        d = nd if _plan(arch, nd) is not None else d
+    p = _plan(arch, d)
+    row = logged_row(arch, d, p.is_fp8, run, _allocated_for_rows) if p is not None else None
+    if p is None or row is None or row.layout.value == p.kv_format:
+        return shown
+    return [*shown, _Shown("mla_layout", row.layout.value, row.shown, LOGGED_ROW_SOURCE, row.line)]
+
+
+_FIELD_DEFAULT: dict[str, object] = {
+    "kv_cache_dtype": "auto",
+    "dtype": "auto",
+    "disable_cuda_graph": False,
+    "disable_hybrid_kv_cache_manager": False,
+    "disable_radix_cache": False,
+}
+
+
+def _consequence(arch: ModelArch, dep1: Deployment, final: PoolPlan, r: Revealed, drifting: list[str],
+                 row_logged: bool = False) -> Revealed:  # fmt: skip
     """Mark a defaulted knob whose logged value the engine would pick anyway, given the log's other knobs."""
     if not r.differs or r.config_origin == "set" or not hasattr(dep1, r.knob):
         return r
-    p = _plan(arch, _with(dep1, {r.knob: _FIELD_DEFAULT.get(r.knob)}))
+    back: dict[str, Any] = {r.knob: _FIELD_DEFAULT.get(r.knob)}
+    if row_logged and r.knob == "kv_cache_dtype":
+        back["mla_layout"] = None  # the row the KV size states presupposes the dtype: it picks nothing by itself
+    p = _plan(arch, _with(dep1, back))
     if p is None or _resolved(p, r.knob) != _resolved(final, r.knob):
         return r
     others = [x for x in drifting if not x.startswith(f"{r.knob} ")]
@@ -1269,6 +1308,9 @@ def diagnose(
     if pool is not None and plans is not None:
         values = tuple(_measure(p, pool) for p in plans)
         within = _within(pool, values, slack)
+        if not within and memory.deps is not None and (late := taken_after_load(base, pool.unit, pool.value, values)):
+            within = True
+            notes.append(late)
         comparison = Comparison(
             logged=pool,
             config=_measure(config, pool),
@@ -1284,7 +1326,9 @@ def diagnose(
         )
         if not within:
             problems.append("accounting" if memory.deps is not None else "pool")
-            known = {r.knob: r.value for r in revealed}
+            # a knob the log prints is known even where the config cannot plan it (left out above): never fitted
+            shown = _sglang_knobs(run) if engine == "sglang" else _vllm_knobs(run)
+            known = {**{k.knob: k.value for k in shown}, **{r.knob: r.value for r in revealed}}
             if run.version is not None:
                 known["engine_version"] = run.version.value
             causes = _causes(arch, deps, base, pool, slack, known)
@@ -1328,6 +1372,9 @@ def diagnose(
             kv_size = KvSize(logged=k.value.kv, rows=k.value.tokens, expected_bytes=allocated,
                              budget_bytes=best.available_bytes, line=k.line)  # fmt: skip
 
+    # the chain: the config's memory term by term; its pool term for the log's own rows (the KV size's allocation)
+    tables = kv_size.expected_bytes + int(best.extras.get("req_to_token_bytes", 0)) if kv_size is not None else None
+    chain = sglang_chain(run, revealed_plan, tables) if engine == "sglang" else None
     startup = _startup(run, best, memory)
     if startup is not None:
         problems.append("startup")
@@ -1368,6 +1415,8 @@ def diagnose(
     if run.errors and startup is None:
         problems.append("startup")
     headline = _headline(model, comparison, causes, byte_fact, startup, problems, memory, revealed, run.complete)
+    if headline.kind in ("mismatch", "cannot_tell") and chain is not None and (hint := gpu_hint(chain)):
+        headline = replace(headline, missing=(hint, *headline.missing))
     status = CANNOT_TELL if headline.kind == "cannot_tell" else MATCH if not problems else MISMATCH
     return Diagnosis(
         log=log,
@@ -1397,6 +1446,7 @@ def diagnose(
         byte_fact=byte_fact,
         headline=headline,
         evidence=gather(run),
+        chain=chain,
     )
 
 
