@@ -217,7 +217,7 @@ def exclusive(path: Path, what: str, timeout_s: float | None = None) -> Iterator
     """Hold an exclusive flock on ``<path>.lck`` for the block, and remove it before releasing it.
 
     Another kvplan writing the same target waits up to ``timeout_s`` seconds, then exits 2. Nothing is left
-    beside the lock (a config repository's ``git add -A`` would commit it, issue 29): the holder unlinks the
+    beside the lock (a config repository's ``git add -A`` would commit it): the holder unlinks the
     sidecar while it still holds it, and a waiter that then gets the flock of the unlinked file sees that the
     name no longer points at its file and starts over on the current one, so two runs never hold it at once.
     Only a run killed by SIGKILL leaves one behind, which the next run takes and removes.

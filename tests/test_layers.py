@@ -107,3 +107,16 @@ def test_no_import_cycle() -> None:
 def test_no_import_inside_a_function_outside_the_allow_list() -> None:
     _, inside = _imports()
     assert not inside, inside
+
+
+def test_no_issue_numbers_in_the_source() -> None:
+    # a reason is written as the reason: "issue 24 item 9" means nothing to a reader of the code or its output
+    import re
+
+    found = [
+        f"{p.relative_to(ROOT.parent)}:{n}"
+        for p in sorted(ROOT.rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bissues? \d+\b", line, re.IGNORECASE)
+    ]
+    assert not found, found

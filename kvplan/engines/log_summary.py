@@ -1,4 +1,4 @@
-"""The summary lines an engine logs at start-up for a plan, as figures (issue 29 item 2); render/ words them.
+"""The summary lines an engine logs at start-up for a plan, as figures; render/ words them.
 
 SGLang, ``managers/scheduler.py`` ``Scheduler.__init__`` ("Print debug info", tp_rank 0)::
 

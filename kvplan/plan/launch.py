@@ -1,4 +1,4 @@
-"""The launch command of a plan, in the engine's own flags for the version planned, and back (issue 29 item 1).
+"""The launch command of a plan, in the engine's own flags for the version planned, and back.
 
 ``launch_command`` turns a planned deployment into ``python -m sglang.launch_server ...`` or ``vllm serve ...``
 plus the environment variables the plan relies on, through the flag table of that version

@@ -1,4 +1,4 @@
-"""The doctor's memory chain of one GPU, term by term (issue 24 item 9): rows and JSON."""
+"""The doctor's memory chain of one GPU, term by term: rows and JSON."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def chain_section(chain: MemoryChain) -> Section:
 
 
 def held_text(chain: MemoryChain | None) -> str:
-    """The headline's clause when the memory held before loading is the term that differs (issue 24 item 9)."""
+    """The headline's clause when the memory held before loading is the term that differs."""
     if chain is None or not chain.fits_gpu or chain.held.agrees or chain.held.plan >= chain.held.log_low:
         return ""
     t = chain.held

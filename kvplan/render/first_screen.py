@@ -1,4 +1,4 @@
-"""The first screen (issue 29 item 3): the verdict in tokens, the binding check, the engine's own summary lines
+"""The first screen: the verdict in tokens, the binding check, the engine's own summary lines
 and the smallest fix, in the first 15 lines at 80 columns; the detail sections follow.
 
 The summary lines are worded here in each engine's own format (kvplan.engines.log_summary holds the figures and

@@ -647,7 +647,7 @@ LOGGED_ROW_SOURCE = "KV Cache is allocated KV size"
 
 
 def _with_logged_row(arch: ModelArch, dep: Deployment, shown: list[_Shown], run: Run) -> list[_Shown]:
-    """The row layout the log's KV size states, as one more printed knob (issue 24 item 9: like with like)."""
+    """The row layout the log's KV size states, as one more printed knob (like with like)."""
     if any(s.knob == "mla_layout" for s in shown):
         return shown
     d = dep

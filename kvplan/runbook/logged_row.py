@@ -1,4 +1,4 @@
-"""The MLA row layout an SGLang log states through its own figures (issue 24 items 8 and 9).
+"""The MLA row layout an SGLang log states through its own figures.
 
 ``KV Cache is allocated. #tokens: N, KV size: X GB`` prints the bytes of the pool tensors of N rows: with the
 model's shape, that fixes the row the pool allocated. A server whose printed attention backends kvplan's backend

@@ -1,4 +1,4 @@
-"""SGLang's memory chain of one GPU, term by term against the plan (issue 24 items 3 and 9).
+"""SGLang's memory chain of one GPU, term by term against the plan.
 
 SGLang prints free memory at three points of a start (model_runner.py): ``Load weight begin. avail mem=A GB``
 before the weights, ``Load weight end. ... avail mem=B GB`` after them, and ``Memory pool end. avail mem=C GB``

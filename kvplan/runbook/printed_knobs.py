@@ -1,4 +1,4 @@
-"""More knobs the engines print in their configuration lines (issue 24 item 8: read every knob the log prints before
+"""More knobs the engines print in their configuration lines (read every knob the log prints before
 fitting one). The doctor's own readers take the pool's main knobs (parallelism, dtype, memory fraction, page,
 lengths); these are the rest that change a plan: each (printed key, kvplan knob, kind), read wherever the line
 prints a value (``None`` is the engine's default and is not read).
