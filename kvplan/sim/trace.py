@@ -163,7 +163,7 @@ class Trace:
         Line formats without ``skip_bad`` count non-blank lines (a malformed one stops the replay anyway);
         otherwise every record is parsed and checked as ``read`` does."""
         if self.format in ("mooncake", "kvplan", "azure") and not self.skip_bad:
-            n = sum(1 for line in _lines(self.path) if line.problem or line.text.strip())
+            n = sum(1 for line in raw_lines(self.path) if _counts(line))
             return n - (self.format != "mooncake")  # the kvplan header, the CSV header
         n = 0
         for _ in self.read():
@@ -193,6 +193,20 @@ def _decoded(line: RawLine) -> _Line:
         return _Line(line.number, line.raw.decode("utf-8-sig" if line.number == 1 else "utf-8"))
     except UnicodeDecodeError as e:
         return _Line(line.number, "", f"not valid UTF-8 (byte 0x{line.raw[e.start]:02x})")
+
+
+_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+"""What ``str.strip`` strips in ASCII (bytes.strip leaves \x1c-\x1f)."""
+
+
+def _counts(line: RawLine) -> bool:
+    """Whether a line is a record (or a bad one) rather than blank, as ``_lines`` would tell, without decoding it."""
+    if line.problem:
+        return True
+    if line.raw.isascii():
+        return bool(line.raw.strip(_ASCII_SPACE))
+    d = _decoded(line)
+    return bool(d.problem or d.text.strip())
 
 
 def _lines(path: Path) -> Generator[_Line, None, None]:

@@ -129,3 +129,13 @@ def test_fast_and_checked_paths_agree(tmp_path: Path, lines: list[str], skip_bad
 )
 def test_what_the_fast_decoder_takes(line: bytes, fast: bool) -> None:
     assert (decode_mooncake(line) is not None) is fast
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.one_of(_line(), st.text(st.sampled_from(" \t\x0b\x0c\x1c\x1f\x85\xa0\u3000x{"))), max_size=6))
+def test_count_without_decoding_agrees(tmp_path: Path, lines: list[str]) -> None:
+    # Trace.count tells blank lines on bytes; the reference decodes each line and asks str.strip, as read does
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+    want = sum(1 for line in tr._lines(path) if line.problem or line.text.strip())
+    assert tr.open_trace(path, "mooncake").count() == want
