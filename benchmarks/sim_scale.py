@@ -241,7 +241,7 @@ def run_all(args: argparse.Namespace, copies: list[int], modes: list[str], kinds
             print(
                 f"HASHED IDS CHANGED HITS: {r.mode} x{r.copies}: {twin[0].hit_tokens} -> {r.hit_tokens}",
                 file=sys.stderr,
-            )  # noqa: E501
+            )
             failed = True
     for r in runs:
         if r.tool != "kvplan" or r.copies == 1 or not one.get(r.mode) or not r.hit_tokens:
