@@ -734,6 +734,9 @@ def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
 # --------------------------------------------------------------------------- one parse, shared
 
 
+_BIG_ID = 1 << 63
+
+
 class CompactTrace:
     """A trace parsed once into flat integer arrays (8 bytes a field and a block id, no object per request), to
     replay as many times as needed: a per-capacity sweep reads the file once and its worker processes, forked
@@ -747,7 +750,11 @@ class CompactTrace:
         self.line = array("q")
         self.file = array("q")
         self.ids = array("q")
+        """Block ids below 2**63 as they are; the larger ones (the readers allow up to ``limits.MAX_INT_DIGITS``
+        digits) stored as ``-1 - n`` (n: order of first sight) and read back as ``2**63 + n``: one to one, and
+        every id in 8 bytes."""
         self.starts = array("q", [0])
+        big: dict[int, int] = {}
         """Request i's blocks are ``ids[starts[i]:starts[i + 1]]``."""
         self.has_blocks = trace.has_blocks
         for r in trace.read(stats):
@@ -757,18 +764,24 @@ class CompactTrace:
             self.line.append(r.line)
             self.file.append(r.file)
             if r.blocks is not None:
-                self.ids.extend(r.blocks)
+                at = len(self.ids)
+                try:
+                    self.ids.extend(r.blocks)
+                except OverflowError:  # an id past 2**64 - 1: extend stopped part way
+                    del self.ids[at:]
+                    self.ids.extend(b if b < _BIG_ID else -1 - big.setdefault(b, len(big)) for b in r.blocks)
             self.starts.append(len(self.ids))
         self.bad = stats.bad
+        self.renamed = bool(big)
 
     def __len__(self) -> int:
         return len(self.input)
 
     def read(self) -> Iterator[Request]:
         """The requests in trace order, as ``Trace.read`` gives them."""
-        ids, st, blocks = self.ids, self.starts, self.has_blocks
+        ids, st, blocks, renamed = self.ids, self.starts, self.has_blocks, self.renamed
         for i in range(len(self.input)):
-            yield Request(
-                i, self.arrival[i], self.input[i], self.output[i],
-                ids[st[i] : st[i + 1]].tolist() if blocks else None, self.line[i], self.file[i],
-            )  # fmt: skip
+            got = ids[st[i] : st[i + 1]].tolist() if blocks else None
+            if renamed and got:
+                got = [b if b >= 0 else _BIG_ID - 1 - b for b in got]
+            yield Request(i, self.arrival[i], self.input[i], self.output[i], got, self.line[i], self.file[i])
