@@ -1,5 +1,5 @@
-"""A trace file's lines as bytes, read with a bounded ``readline`` (never the whole file), and the fast decoder of
-Mooncake lines.
+"""A trace file's lines as bytes, read with a bounded ``readline`` (never the whole file), the same lines decoded
+to text for the checked path, and the fast decoder of Mooncake lines.
 
 The decoder is msgspec's typed JSON decoder: it parses and type-checks a Mooncake line in C, several times faster
 than ``json`` plus kvplan's checks in Python. It only ever *accepts*: a line it is not sure of (not ASCII, a field
@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO, Annotated, NamedTuple
 
@@ -86,6 +86,44 @@ def raw_lines(path: Path) -> Generator[RawLine, None, None]:
                     pass
                 continue
             yield RawLine(number, raw)
+
+
+class Line(NamedTuple):
+    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8). A tuple: one a line."""
+
+    number: int
+    text: str
+    problem: str = ""
+
+
+def decoded(line: RawLine) -> Line:
+    if line.problem:
+        return Line(line.number, "", line.problem)
+    try:
+        return Line(line.number, line.raw.decode("utf-8-sig" if line.number == 1 else "utf-8"))
+    except UnicodeDecodeError as e:
+        return Line(line.number, "", f"not valid UTF-8 (byte 0x{line.raw[e.start]:02x})")
+
+
+ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
+"""What ``str.strip`` strips in ASCII (bytes.strip leaves \x1c-\x1f)."""
+
+
+def counts(line: RawLine) -> bool:
+    """Whether a line is a record (or a bad one) rather than blank, as ``text_lines`` tells, without decoding it."""
+    if line.problem:
+        return True
+    if line.raw.isascii():
+        return bool(line.raw.strip(ASCII_SPACE))
+    d = decoded(line)
+    return bool(d.problem or d.text.strip())
+
+
+def text_lines(path: Path) -> Generator[Line, None, None]:
+    """The lines of a trace file, decoded one by one (``lines.raw_lines`` reads them, bounded)."""
+    with closing(raw_lines(path)) as lines:
+        for line in lines:
+            yield decoded(line)
 
 
 # --------------------------------------------------------------------------- Mooncake, typed

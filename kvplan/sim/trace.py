@@ -41,18 +41,22 @@ import json
 import math
 import re
 from array import array
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import msgspec
 
 from kvplan import limits
 from kvplan.errors import InputError
-from kvplan.sim.lines import GZIP_ERRORS, RawLine, decode_mooncake, open_trace_file, raw_lines
+from kvplan.sim.lines import GZIP_ERRORS, decode_mooncake, open_trace_file, raw_lines
+from kvplan.sim.lines import Line as _Line
+from kvplan.sim.lines import counts as _counts
+from kvplan.sim.lines import decoded as _decoded
+from kvplan.sim.lines import text_lines as _lines
 from kvplan.units import cdiv
 
 FORMATS = ("mooncake", "kvtester", "azure", "kvplan")
@@ -176,44 +180,6 @@ class Trace:
 
 _open = open_trace_file
 _GZIP_ERRORS = GZIP_ERRORS
-
-
-class _Line(NamedTuple):
-    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8). A tuple: one a line."""
-
-    number: int
-    text: str
-    problem: str = ""
-
-
-def _decoded(line: RawLine) -> _Line:
-    if line.problem:
-        return _Line(line.number, "", line.problem)
-    try:
-        return _Line(line.number, line.raw.decode("utf-8-sig" if line.number == 1 else "utf-8"))
-    except UnicodeDecodeError as e:
-        return _Line(line.number, "", f"not valid UTF-8 (byte 0x{line.raw[e.start]:02x})")
-
-
-_ASCII_SPACE = b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"
-"""What ``str.strip`` strips in ASCII (bytes.strip leaves \x1c-\x1f)."""
-
-
-def _counts(line: RawLine) -> bool:
-    """Whether a line is a record (or a bad one) rather than blank, as ``_lines`` would tell, without decoding it."""
-    if line.problem:
-        return True
-    if line.raw.isascii():
-        return bool(line.raw.strip(_ASCII_SPACE))
-    d = _decoded(line)
-    return bool(d.problem or d.text.strip())
-
-
-def _lines(path: Path) -> Generator[_Line, None, None]:
-    """The lines of a trace file, decoded one by one (``lines.raw_lines`` reads them, bounded)."""
-    with closing(raw_lines(path)) as lines:
-        for line in lines:
-            yield _decoded(line)
 
 
 _LONG_INT = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")  # [0-9]: twice as fast as \d
