@@ -1,225 +1,235 @@
-"""kvplan's simulator against kvcache.ai's ``kvcache-simulator`` (its Python and C++ backends).
+"""kvplan's simulator against kvcache.ai's ``kvcache-simulator`` (its Python and C++ backends), as whole processes.
 
-Same trace (the Mooncake conversation trace by default), same semantics (trace-native 512-token blocks, leaf-LRU
-and block FIFO, the last 50% of requests measured), same capacities; every run starts from the trace file, so
-parsing counts for both sides. It checks that all three give the same hit tokens, then prints the medians and the
-ratios for:
+Same trace (the Mooncake conversation trace by default, 12K requests; ``--copies 1,64`` adds its 64-fold copy,
+770K requests, built as sim_scale.py builds it), same semantics (trace-native 512-token blocks, leaf-LRU and
+block FIFO, the last 50 % of requests measured), same capacities. Every run is a fresh process that starts from
+the trace file, so interpreter start-up, imports and parsing count on both sides:
 
-- one capacity (5,859 blocks = 3e6 tokens, the paper's "local DRAM" line), leaf-LRU;
-- a 10-point curve (400 to 100,000 blocks, log-spaced; at least the longest request, 247 blocks, where the two
-  leaf-LRUs coincide, and at most the 100,131 blocks cached before the window, so the pool fills), leaf-LRU:
-  kvplan's is one pass (stack distances), kvcache-simulator's C++ backend runs the 10 capacities in one process;
-- the same curve under FIFO (no stack shortcut exists for FIFO: kvplan reads the trace once and keeps one FIFO
-  per capacity);
+- kvplan: ``python -m kvplan simulate TRACE ... --format json`` (``-j 1``);
+- the peer: ``python -c`` with its parser and its backend (the C++ backend's one-time compile is done before
+  timing and reported apart).
 
-and the peak resident memory of a child process that runs kvplan's curve. The C++ backend's one-time compile is
-done before timing and reported apart.
+Cases: one capacity (5,859 blocks = 3e6 tokens, the paper's "local DRAM" line), leaf-LRU; a 10-point curve
+(400 to 100,000 blocks, log-spaced), leaf-LRU; the same curve under FIFO. Each case runs as rounds, the tools
+interleaved within a round (kvplan, C++, [Python], kvplan, C++, ...), ``--pairs`` rounds (at least 5); a ratio
+is taken per round (peer CPU seconds / kvplan CPU seconds: user + system of the process and what it waited for,
+the C++ binary included; both are single-threaded, and CPU time is what the shared machine's other load
+disturbs least) and reported as min / median / max, with the wall-clock ratios beside them. Peak RSS is each
+child's own (benchmarks/_child.py). Hit tokens must agree at every capacity on every run (exit 2 otherwise).
 
-Targets (the issue's): kvplan faster than the Python backend by a wide margin and within 2x of the C++ backend
-for one capacity, faster than the C++ backend for the whole 10-point curve, peak memory under 1 GB.
+Targets (issue 31, verbatim; checked on the median per-round ratio):
 
-    python benchmarks/sim_vs_kvcache_simulator.py              # 3 runs each
-    python benchmarks/sim_vs_kvcache_simulator.py --repeats 5 --json
-    python benchmarks/sim_vs_kvcache_simulator.py --check      # exit 1 when a target is missed
+- FIFO curve >= 1.5x faster than the peer's C++ sweep at 12K and at 770K;
+- one capacity >= 2x faster than its C++ backend at 12K and >= 10x faster than its Python backend;
+- LRU curve >= 2x faster than C++ at 12K.
+
+    python benchmarks/sim_vs_kvcache_simulator.py                   # 12K, 5 rounds
+    python benchmarks/sim_vs_kvcache_simulator.py --copies 1,64 --json out.json
+    python benchmarks/sim_vs_kvcache_simulator.py --check           # exit 1 when a target is missed
 
 Needs ``pip install kvcache-simulator`` (the dev extra installs it) and a C++ compiler for its C++ backend.
-Exit 2 when the results disagree or a tool is missing.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import resource
+import os
 import shutil
-import statistics
-import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
+import _child
+from sim_scale import make_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = ROOT.parent / "shared" / "traces" / "mooncake" / "conversation_trace.jsonl"
 ONE = 5_859  # 3e6 tokens // 512
 CURVE = [round(400 * (100_000 / 400) ** (i / 9)) for i in range(10)]
-MEMORY_LIMIT = 1 << 30
+TIMEOUT_S = 600.0
 
-
-def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    times = []
-    out = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
-# --------------------------------------------------------------------------- kvplan
-
-
-def kvplan_one(path: Path) -> dict[int, int]:
-    from kvplan.sim import ideal
-    from kvplan.sim.run import make_window
-    from kvplan.sim.trace import open_trace
-
-    tr = open_trace(path)
-    win = make_window(tr, "last50")
-    r = ideal.replay(tr.read(), block_tokens=512, capacity=ONE, policy="lru", window=win)
-    return {ONE: r.stats.hit_tokens}
-
-
-def kvplan_curve(path: Path) -> dict[int, int]:
-    from kvplan.sim import ideal
-    from kvplan.sim.run import make_window
-    from kvplan.sim.trace import open_trace
-
-    tr = open_trace(path)
-    win = make_window(tr, "last50")
-    w = ideal.lru_curve(tr.read(), block_tokens=512, capacities=CURVE, window=win)
-    return {p.capacity_units: p.hit_tokens for p in w.points}
-
-
-def kvplan_fifo_curve(path: Path) -> dict[int, int]:
-    from kvplan.sim import ideal
-    from kvplan.sim.run import make_window
-    from kvplan.sim.trace import open_trace
-
-    tr = open_trace(path)
-    win = make_window(tr, "last50")
-    w = ideal.fifo_curve(tr.read(), block_tokens=512, capacities=CURVE, window=win)
-    return {p.capacity_units: p.hit_tokens for p in w.points}
-
-
-# --------------------------------------------------------------------------- kvcache-simulator
-
-
-def kvc_python(path: Path, caps: list[int], policy: str) -> dict[int, int]:
+_PEER = """
+import json, sys
+from kvcache_sim.trace import parse_trace_file
+path, backend, policy, caps = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+trace = parse_trace_file(path, block_size=512)
+if backend == "cpp":
+    from kvcache_sim.cpp_backend import run_cpp_sweep
+    res = run_cpp_sweep(trace, capacities=caps, policies=[policy], warmup_requests=trace.request_count // 2)
+    hits = [res.results[(policy, c)].hitTokens for c in caps]
+else:
     from kvcache_sim.plan import build_execution_plan
     from kvcache_sim.policies import simulate_policy
-    from kvcache_sim.trace import parse_trace_file
-
-    plan = build_execution_plan(parse_trace_file(path, block_size=512), warmup_fraction=0.5)
-    return {c: simulate_policy(plan, policy, c).hitTokens for c in caps}
-
-
-def kvc_cpp(path: Path, caps: list[int], policy: str) -> dict[int, int]:
-    from kvcache_sim.cpp_backend import run_cpp_sweep
-    from kvcache_sim.trace import parse_trace_file
-
-    trace = parse_trace_file(path, block_size=512)
-    warmup = trace.request_count // 2
-    res = run_cpp_sweep(trace, capacities=caps, policies=[policy], warmup_requests=warmup)
-    return {c: res.results[(policy, c)].hitTokens for c in caps}
+    plan = build_execution_plan(trace, warmup_fraction=0.5)
+    hits = [simulate_policy(plan, policy, c).hitTokens for c in caps]
+print(json.dumps(hits))
+"""
 
 
-def kvplan_peak_rss(path: Path) -> int:
-    """Peak resident bytes of a fresh process that runs kvplan's curve (ru_maxrss is KiB on Linux)."""
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sim_vs_kvcache_simulator as b; "
-        "from pathlib import Path; b.kvplan_curve(Path(sys.argv[2])); b.kvplan_one(Path(sys.argv[2]))"
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def kvplan_cmd(trace: Path, caps: list[int], policy: str) -> list[str]:
+    base = [sys.executable, "-m", "kvplan", "simulate", str(trace), "--window", "last50", "--format", "json"]
+    if len(caps) == 1:
+        return [*base, "--capacity", f"{caps[0]} blocks", "--policy", policy]
+    return [*base, "--sweep", ",".join(f"{c} blocks" for c in caps), "--policy", policy, "-j", "1"]
+
+
+def kvplan_hits(out: bytes) -> list[int]:
+    doc = json.loads(out)
+    return [p["hit_tokens"] for p in doc["points"]] if "points" in doc else [doc["hit"]["tokens"]]
+
+
+def peer_cmd(trace: Path, backend: str, caps: list[int], policy: str) -> list[str]:
+    return [sys.executable, "-c", _PEER, str(trace), backend, policy, json.dumps(caps)]
+
+
+CASES: dict[str, tuple[list[int], str, tuple[str, ...]]] = {
+    "one capacity, leaf-LRU": ([ONE], "lru", ("cpp", "python")),
+    "10-point curve, leaf-LRU": (CURVE, "lru", ("cpp",)),
+    "10-point curve, FIFO": (CURVE, "fifo", ("cpp",)),
+}
+"""Case -> (capacities in blocks, policy, peer backends timed against kvplan)."""
+SHORT = dict(zip(("one", "lru", "fifo"), CASES, strict=True))
+
+
+def run_case(trace: Path, case: str, rounds: int, env: dict[str, str]) -> dict[str, Any]:
+    caps, policy, backends = CASES[case]
+    cmds: dict[str, list[str]] = {"kvplan": kvplan_cmd(trace, caps, policy)}
+    cmds.update({b: peer_cmd(trace, b, caps, policy) for b in backends})
+    runs: dict[str, list[_child.Child]] = {t: [] for t in cmds}
+    for i in range(rounds):
+        for tool, cmd in cmds.items():
+            c = _child.run(cmd, timeout=TIMEOUT_S, env=env)
+            if not c.ok:
+                raise SystemExit(f"{tool} failed on {case} ({trace.name}): exit {c.rc}, timed out {c.timed_out}")
+            hits = kvplan_hits(c.out) if tool == "kvplan" else json.loads(c.out)
+            runs[tool].append(c)
+            ours = kvplan_hits(runs["kvplan"][-1].out)
+            if hits != ours:
+                print(f"DISAGREE on {case}: kvplan {ours}, {tool} {hits}", file=sys.stderr)
+                raise SystemExit(2)
+        done = ", ".join(f"{t} {runs[t][-1].cpu_s:.2f} s" for t in cmds)
+        print(f"  {trace.name} {case} round {i + 1}/{rounds}: {done}", file=sys.stderr, flush=True)
+    k = runs["kvplan"]
+    return {
+        "capacities_blocks": caps,
+        "policy": policy,
+        "hit_tokens": kvplan_hits(k[0].out),
+        "cpu_s": {t: _child.spread([c.cpu_s for c in r]) for t, r in runs.items()},
+        "wall_s": {t: _child.spread([c.wall_s for c in r]) for t, r in runs.items()},
+        "peak_rss_bytes": {t: max(c.peak_rss_bytes for c in r) for t, r in runs.items()},
+        "ratio_cpu": {f"{b}/kvplan": _child.pair_ratios(runs[b], k) for b in backends},
+        "ratio_wall": {f"{b}/kvplan": _child.pair_ratios(runs[b], k, "wall_s") for b in backends},
+    }
+
+
+def targets(results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, bool | None]:
+    """The issue's goals, on the median per-round CPU ratio; None where the run did not measure that size."""
+
+    def ratio(size: str, case: str, peer: str) -> float | None:
+        got = results.get(size, {}).get(case)
+        return None if got is None else float(got["ratio_cpu"][f"{peer}/kvplan"]["median"])
+
+    def at_least(x: float | None, goal: float) -> bool | None:
+        return None if x is None else x >= goal
+
+    fifo, one, lru = "10-point curve, FIFO", "one capacity, leaf-LRU", "10-point curve, leaf-LRU"
+    return {
+        "FIFO curve >= 1.5x faster than the peer's C++ sweep at 12K": at_least(ratio("12K", fifo, "cpp"), 1.5),
+        "FIFO curve >= 1.5x faster than the peer's C++ sweep at 770K": at_least(ratio("770K", fifo, "cpp"), 1.5),
+        "one capacity >= 2x faster than its C++ backend at 12K": at_least(ratio("12K", one, "cpp"), 2.0),
+        "one capacity >= 10x faster than its Python backend": at_least(ratio("12K", one, "python"), 10.0),
+        "LRU curve >= 2x faster than C++ at 12K": at_least(ratio("12K", lru, "cpp"), 2.0),
+    }
+
+
+def size_label(requests: int) -> str:
+    return f"{round(requests / 1000)}K"
+
+
+def print_tables(figures: dict[str, Any]) -> None:
+    print(f"kvcache-simulator {figures['kvcache_simulator']}; {figures['machine']}")
+    print(f"{figures['rounds']} interleaved rounds a case; C++ compile {figures['cpp_compile_s']:.2f} s, not timed\n")
+    print(
+        "| trace | case | kvplan CPU s | peer | peer CPU s | peer / kvplan CPU (min / median / max)"
+        " | wall ratio median | kvplan peak RSS |"
     )
-    subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(path)], check=True)
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    print("|---|---|---|---|---|---|---|---|")
+    for size, cases in figures["results"].items():
+        for case, r in cases.items():
+            for peer, q in r["ratio_cpu"].items():
+                b = peer.split("/")[0]
+                print(
+                    f"| {size} | {case} | {r['cpu_s']['kvplan']['median']:.2f} | {'C++' if b == 'cpp' else 'Python'}"
+                    f" | {r['cpu_s'][b]['median']:.2f} | {q['min']:.2f}x / **{q['median']:.2f}x** / {q['max']:.2f}x"
+                    f" | {r['ratio_wall'][peer]['median']:.2f}x | {r['peak_rss_bytes']['kvplan'] / 2**20:,.0f} MiB |"
+                )
+    print("\nhit tokens agree at every capacity on every run: yes")
+    for name, met in figures["targets"].items():
+        print(f"  {'not run' if met is None else 'met ' if met else 'MISS'} {name}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--copies", default="1", help="comma list of k-fold copies to run (1: 12K; 64: 770K)")
+    ap.add_argument("--pairs", type=int, default=5, help="interleaved rounds a case (at least 5)")
+    ap.add_argument("--cases", default=",".join(SHORT), help=f"comma list of {', '.join(SHORT)}")
+    ap.add_argument("--json", type=Path, help="write the figures to this file")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a target measured here is missed")
     args = ap.parse_args()
     if not args.trace.is_file():
         print(f"no trace at {args.trace}", file=sys.stderr)
         return 2
+    if args.pairs < 5:
+        ap.error("--pairs must be at least 5")
+    cases = [SHORT[c.strip()] for c in args.cases.split(",") if c.strip() in SHORT]
     try:
         import kvcache_sim
+        from kvcache_sim.cpp_backend import ensure_cpp_simulator
     except ImportError:
         print("kvcache-simulator is not installed: pip install kvcache-simulator", file=sys.stderr)
         return 2
     if not shutil.which("c++"):
         print("kvcache-simulator's C++ backend needs a C++ compiler (c++)", file=sys.stderr)
         return 2
-    from kvcache_sim.cpp_backend import ensure_cpp_simulator
-
     t0 = time.perf_counter()
     ensure_cpp_simulator()
     compile_s = time.perf_counter() - t0
-
-    p, n = args.trace, args.repeats
-    rows: dict[str, dict[str, float]] = {}
-    results: dict[str, dict[str, dict[int, int]]] = {}
-    for label, runs in {
-        "one capacity, leaf-LRU": {
-            "kvplan": lambda: kvplan_one(p),
-            "python": lambda: kvc_python(p, [ONE], "lru"),
-            "cpp": lambda: kvc_cpp(p, [ONE], "lru"),
-        },
-        "10-point curve, leaf-LRU": {
-            "kvplan": lambda: kvplan_curve(p),
-            "python": lambda: kvc_python(p, CURVE, "lru"),
-            "cpp": lambda: kvc_cpp(p, CURVE, "lru"),
-        },
-        "10-point curve, FIFO": {
-            "kvplan": lambda: kvplan_fifo_curve(p),
-            "python": lambda: kvc_python(p, CURVE, "fifo"),
-            "cpp": lambda: kvc_cpp(p, CURVE, "fifo"),
-        },
-    }.items():
-        rows[label] = {}
-        results[label] = {}
-        for tool, fn in runs.items():
-            # the Python backend's leaf-LRU curve takes ~10 s a run: time it once
-            reps = 1 if (tool == "python" and "curve" in label) else n
-            rows[label][tool], results[label][tool] = timed(fn, reps)
-        if not results[label]["kvplan"] == results[label]["python"] == results[label]["cpp"]:
-            print(f"DISAGREE on {label}: {results[label]}", file=sys.stderr)
-            return 2
-    rss = kvplan_peak_rss(p)
-
-    one, curve = rows["one capacity, leaf-LRU"], rows["10-point curve, leaf-LRU"]
-    targets = {
-        "one capacity: kvplan < python / 3": one["kvplan"] < one["python"] / 3,
-        "one capacity: kvplan <= 2 x cpp": one["kvplan"] <= 2 * one["cpp"],
-        "10-point curve: kvplan < cpp": curve["kvplan"] < curve["cpp"],
-        "peak memory < 1 GB": rss < MEMORY_LIMIT,
-    }
-    figures = {
-        "trace": str(p),
-        "kvcache_simulator": kvcache_sim.__version__,
-        "python": sys.version.split()[0],
-        "repeats": n,
-        "capacities_blocks": {"one": ONE, "curve": CURVE},
-        "cpp_compile_s": round(compile_s, 3),
-        "seconds": {k: {t: round(v, 4) for t, v in d.items()} for k, d in rows.items()},
-        "ratios": {
-            k: {"python/kvplan": round(d["python"] / d["kvplan"], 2), "cpp/kvplan": round(d["cpp"] / d["kvplan"], 2)}
-            for k, d in rows.items()
-        },
-        "hit_tokens_agree": True,
-        "kvplan_peak_rss_bytes": rss,
-        "targets": targets,
-    }
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        head = f"trace {p.name}; kvcache-simulator {kvcache_sim.__version__}; median of {n}"
-        print(f"{head} (C++ compile {compile_s:.2f} s, not timed)")
-        print(f"{'':28}{'kvplan':>10}{'python':>10}{'C++':>10}{'python/kvplan':>15}{'C++/kvplan':>12}")
-        for k, d in rows.items():
-            print(
-                f"{k:28}{d['kvplan']:>9.3f}s{d['python']:>9.3f}s{d['cpp']:>9.3f}s"
-                f"{d['python'] / d['kvplan']:>14.1f}x{d['cpp'] / d['kvplan']:>11.2f}x"
+    env = _env()
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="kvplan-vs-kvc-") as tmp:
+        for k in (int(x) for x in args.copies.split(",")):
+            path, n = (
+                (args.trace, sum(1 for x in args.trace.open() if x.strip()))
+                if k == 1
+                else make_trace(args.trace, k, Path(tmp))
             )
-        print(f"hit tokens agree at every capacity: yes; kvplan peak RSS {rss / 2**20:,.0f} MiB")
-        for name, met in targets.items():
-            print(f"  {'met ' if met else 'MISS'} {name}")
-    if args.check and not all(targets.values()):
-        return 1
-    return 0 if all(math.isfinite(v) for d in rows.values() for v in d.values()) else 2
+            _child.run(kvplan_cmd(path, [ONE], "lru"), env=env)  # warm-up: page cache, .pyc files
+            results[size_label(n)] = {c: run_case(path, c, args.pairs, env) for c in cases}
+    figures = {
+        "trace": str(args.trace),
+        "kvcache_simulator": kvcache_sim.__version__,
+        "machine": _child.machine(),
+        "rounds": args.pairs,
+        "cpp_compile_s": round(compile_s, 3),
+        "results": results,
+        "targets": targets(results),
+    }
+    print_tables(figures)
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n")
+    missed = [name for name, met in figures["targets"].items() if met is False]
+    return 1 if args.check and missed else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,12 +18,13 @@ try:
 except ImportError:  # pragma: no cover - older typer on plain click
     from click import get_current_context  # type: ignore[import-not-found,no-redef]
 
-from kvplan.engines import plan_pool
-from kvplan.engines.common import PoolPlan
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REJECTED, KvplanError
 from kvplan.fsio import StdoutError, quiet_closed_stdout, silence_stdout, stdout_failed
-from kvplan.models.deploy import Deployment
 from kvplan.render import OutputFormat, error_document
+
+if TYPE_CHECKING:  # the engines load in load_plan: a command that plans no pool (simulate a trace) never pays
+    from kvplan.engines.common import PoolPlan
+    from kvplan.models.deploy import Deployment
 
 ModelOpt = Annotated[
     str | None,
@@ -201,6 +202,7 @@ def _format_is_json(argv: Sequence[str] | None = None) -> bool:
 
 
 def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> PoolPlan:
+    from kvplan.engines import plan_pool
     from kvplan.models.load import check_model_for_deployment, deployment_model_ref, load_deployment, load_model
     from kvplan.models.retarget import retarget
 

@@ -151,9 +151,9 @@ def simulate(
     kvplan simulate trace.jsonl --semantics sglang --occupancy
     """
     with boundary():
-        from kvplan.engines.length import ContextLimit
         from kvplan.errors import InputError
         from kvplan.fsio import check_outputs
+        from kvplan.lengths import ContextLimit
         from kvplan.render.sim_report import SimSetting, simulate_report, sweep_report
         from kvplan.sim import published as pub
         from kvplan.sim.paging import Paging

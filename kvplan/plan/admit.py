@@ -3,7 +3,7 @@
 The checks, in the order the engine applies them:
 1. the engine starts at all (vLLM's max-model-len check; SGLang's "no memory for the KV cache");
 2. context length: ctx <= context_len (SGLang --context-length, vLLM max_model_len); with --gen, the prompt and
-   its output by the engine's own rule (kvplan.engines.length);
+   its output by the engine's own rule (kvplan.lengths);
 3. pool: N × pages(ctx + gen) <= usable pages (SGLang: all pages; vLLM: num_blocks − 1 for the null block);
 4. running requests: N <= max_running_requests (SGLang) / max_num_seqs (vLLM);
 5. workspaces: req_to_token, CUDA graphs, indexer logits and top-k buffers fit in the room outside the pool
@@ -18,9 +18,9 @@ from kvplan import limits
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import model_positions
-from kvplan.engines.length import ContextLimit
 from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
+from kvplan.lengths import ContextLimit
 from kvplan.models import mxfp4_moe
 from kvplan.models.deploy import Deployment
 from kvplan.plan.budget import Footprint, footprint

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kvplan.models.deploy import Carry
 from kvplan.render import Report, Section, count, pct
 from kvplan.render.applies import carry_data, carry_line
 from kvplan.sim.result import Refused, SimResult, Sweep
+
+if TYPE_CHECKING:  # a trace replay without a deployment never loads the models
+    from kvplan.models.deploy import Carry
 
 
 @dataclass(frozen=True)

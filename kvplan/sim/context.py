@@ -1,4 +1,4 @@
-"""Requests the engine refuses for their length (:mod:`kvplan.engines.length`) are answered with an error before
+"""Requests the engine refuses for their length (:mod:`kvplan.lengths`) are answered with an error before
 the scheduler sees them, so they never match, never write KV and never hold pages; a replay counts them instead
 of running them, and runs the rest with the output the engine generates."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from kvplan.engines.length import ContextLimit
+from kvplan.lengths import ContextLimit
 from kvplan.sim.result import Refused
 from kvplan.sim.trace import Request
 

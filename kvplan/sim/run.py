@@ -17,8 +17,8 @@ from decimal import Decimal, InvalidOperation
 from multiprocessing import get_context
 
 from kvplan import limits
-from kvplan.engines.length import ContextLimit
 from kvplan.errors import InputError
+from kvplan.lengths import ContextLimit
 from kvplan.sim import ideal
 from kvplan.sim.context import admitted
 from kvplan.sim.ideal import Window

@@ -37,21 +37,26 @@ regular file (a FIFO, a device), a damaged or truncated ``.gz`` (named with the 
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import re
-import zlib
 from array import array
-from collections.abc import Generator, Iterator
-from contextlib import closing, contextmanager
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any
+
+import msgspec
 
 from kvplan import limits
 from kvplan.errors import InputError
+from kvplan.sim.lines import GZIP_ERRORS, decode_mooncake, open_trace_file, raw_lines
+from kvplan.sim.lines import Line as _Line
+from kvplan.sim.lines import counts as _counts
+from kvplan.sim.lines import decoded as _decoded
+from kvplan.sim.lines import text_lines as _lines
 from kvplan.units import cdiv
 
 FORMATS = ("mooncake", "kvtester", "azure", "kvplan")
@@ -162,7 +167,7 @@ class Trace:
         Line formats without ``skip_bad`` count non-blank lines (a malformed one stops the replay anyway);
         otherwise every record is parsed and checked as ``read`` does."""
         if self.format in ("mooncake", "kvplan", "azure") and not self.skip_bad:
-            n = sum(1 for line in _lines(self.path) if line.problem or line.text.strip())
+            n = sum(1 for line in raw_lines(self.path) if _counts(line))
             return n - (self.format != "mooncake")  # the kvplan header, the CSV header
         n = 0
         for _ in self.read():
@@ -173,74 +178,8 @@ class Trace:
 # --------------------------------------------------------------------------- opening, lines and JSON
 
 
-@contextmanager
-def _open(path: Path) -> Iterator[IO[bytes]]:
-    """A binary handle on a regular file, through gzip for ``.gz`` (a FIFO or a device is refused first)."""
-    with limits.open_regular(path, "trace") as f:
-        if path.suffix == ".gz":
-            with gzip.GzipFile(fileobj=f, mode="rb") as g:
-                yield g  # type: ignore[misc]
-        else:
-            yield f
-
-
-_GZIP_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error)
-
-
-class _Line(NamedTuple):
-    """One line of a streamed trace: its text, or why it has none (too long, not UTF-8). A tuple: one a line."""
-
-    number: int
-    text: str
-    problem: str = ""
-
-
-def _lines(path: Path) -> Generator[_Line, None, None]:
-    """The lines of a trace file, read with a bounded ``readline`` and decoded one by one.
-
-    A line longer than ``limits.MAX_LINE_CHARS`` bytes comes back as a problem (its rest is read past in
-    bounded pieces only if the caller asks for the next line); a damaged or truncated gzip stream, a read
-    error and a trace past ``limits.TRACE`` bytes raise InputError with the line reached."""
-    cap = limits.MAX_LINE_CHARS
-    total_cap = limits.TRACE.effective()
-    total = 0
-    number = 0
-
-    def read(f: IO[bytes], n: int) -> bytes:
-        nonlocal total
-        try:
-            chunk = f.readline(n)
-        except _GZIP_ERRORS as e:
-            raise InputError(
-                f"trace {path}:{number}: the gzip stream is damaged or cut short ({e or type(e).__name__})"
-            ) from None
-        except OSError as e:
-            raise InputError(f"trace {path}:{number}: cannot read: {e.strerror or e}") from None
-        total += len(chunk)
-        if total > total_cap:
-            raise limits.LimitError(
-                f"trace {path}:{number}: over kvplan's trace limit of {total_cap:,} bytes"
-                f" (decompressed; set {limits.TRACE.env} to raise it)"
-            )
-        return chunk
-
-    with _open(path) as f:
-        while True:
-            number += 1
-            raw = read(f, cap + 1)
-            if not raw:
-                return
-            if len(raw) > cap and not raw.endswith(b"\n"):
-                yield _Line(number, "", f"longer than kvplan's limit of {cap:,} bytes a line")
-                while (rest := read(f, cap)) and not rest.endswith(b"\n"):
-                    pass
-                continue
-            try:
-                text = raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as e:
-                yield _Line(number, "", f"not valid UTF-8 (byte 0x{raw[e.start]:02x})")
-                continue
-            yield _Line(number, text)
+_open = open_trace_file
+_GZIP_ERRORS = GZIP_ERRORS
 
 
 _LONG_INT = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")  # [0-9]: twice as fast as \d
@@ -449,26 +388,64 @@ def _records(trace: Trace, stats: ReadStats, skip_first: bool = False) -> Iterat
 
 
 def _read_mooncake(trace: Trace, stats: ReadStats) -> Iterator[Request]:
+    """Each line through msgspec's typed decoder when it can be sure (``lines.decode_mooncake``), else through
+    ``_mooncake_checked``: the same requests and the same errors either way, the first many times faster."""
     bt0 = trace.block_tokens
+    max_tokens = limits.MAX_REQUEST_TOKENS
+    max_ms = limits.MAX_TRACE_SECONDS * 1000
     index = 0
     last_arrival = 0
-    for lineno, rec in _records(trace, stats):
-        try:
-            length = _int(rec, "input_length")
-            ids = _int_ids(rec.get("hash_ids"), "hash_ids")
-            bt = _block_size(rec.get("block_size", bt0))
-            if bt != bt0:
-                raise _Bad(f"block_size {bt} differs from the trace's {bt0} (use --block-size {bt})")
-            _check_listing(len(ids), length, bt)
-            ts = rec.get("timestamp")
-            arrival = last_arrival if ts is None else round(_time(ts, "timestamp", "milliseconds", 1000) * 1000)
-            out = _int(rec, "output_length", default=0)
-        except _Bad as e:
-            _fail_or_skip(trace, stats, f"{trace.path}:{lineno}", str(e))
-            continue
-        last_arrival = arrival
-        yield Request(index, arrival, length, out, ids, lineno)
-        index += 1
+    for line in raw_lines(trace.path):
+        rec = None if line.problem else decode_mooncake(line.raw)
+        if rec is not None:
+            length, ids, ts, out = rec.input_length, rec.hash_ids, rec.timestamp, rec.output_length
+            n = len(ids)
+            if (
+                0 <= length <= max_tokens
+                and (out is None or 0 <= out <= max_tokens)
+                and (ts is None or 0 <= ts <= max_ms)
+                and (rec.block_size is msgspec.UNSET or rec.block_size == bt0)
+                and length // bt0 <= n <= -(-length // bt0)
+                and len(set(ids)) == n
+            ):
+                arrival = last_arrival if ts is None else round(ts * 1000)
+                last_arrival = arrival
+                yield Request(index, arrival, length, out or 0, ids, line.number)
+                index += 1
+                continue
+        got = _mooncake_checked(trace, stats, _decoded(line), last_arrival)
+        if got is not None:
+            last_arrival = got.arrival_us
+            got.index = index
+            yield got
+            index += 1
+
+
+def _mooncake_checked(trace: Trace, stats: ReadStats, line: _Line, last_arrival: int) -> Request | None:
+    """One Mooncake line through ``json`` and kvplan's checks in Python: the request, or None for a blank line or
+    one skipped (``skip_bad``); InputError for a bad line otherwise."""
+    if not line.problem and not line.text.strip():
+        return None
+    where = f"{trace.path}:{line.number}"
+    try:
+        if line.problem:
+            raise _Bad(line.problem)
+        rec = _json(line.text)
+        if not isinstance(rec, dict):
+            raise _Bad("not a JSON object")
+        length = _int(rec, "input_length")
+        ids = _int_ids(rec.get("hash_ids"), "hash_ids")
+        bt = _block_size(rec.get("block_size", trace.block_tokens))
+        if bt != trace.block_tokens:
+            raise _Bad(f"block_size {bt} differs from the trace's {trace.block_tokens} (use --block-size {bt})")
+        _check_listing(len(ids), length, bt)
+        ts = rec.get("timestamp")
+        arrival = last_arrival if ts is None else round(_time(ts, "timestamp", "milliseconds", 1000) * 1000)
+        out = _int(rec, "output_length", default=0)
+    except _Bad as e:
+        _fail_or_skip(trace, stats, where, str(e))
+        return None
+    return Request(0, arrival, length, out, ids, line.number)
 
 
 # --------------------------------------------------------------------------- kv-cache-tester
@@ -723,6 +700,9 @@ def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
 # --------------------------------------------------------------------------- one parse, shared
 
 
+_BIG_ID = 1 << 63
+
+
 class CompactTrace:
     """A trace parsed once into flat integer arrays (8 bytes a field and a block id, no object per request), to
     replay as many times as needed: a per-capacity sweep reads the file once and its worker processes, forked
@@ -736,7 +716,11 @@ class CompactTrace:
         self.line = array("q")
         self.file = array("q")
         self.ids = array("q")
+        """Block ids below 2**63 as they are; the larger ones (the readers allow up to ``limits.MAX_INT_DIGITS``
+        digits) stored as ``-1 - n`` (n: order of first sight) and read back as ``2**63 + n``: one to one, and
+        every id in 8 bytes."""
         self.starts = array("q", [0])
+        big: dict[int, int] = {}
         """Request i's blocks are ``ids[starts[i]:starts[i + 1]]``."""
         self.has_blocks = trace.has_blocks
         for r in trace.read(stats):
@@ -746,18 +730,24 @@ class CompactTrace:
             self.line.append(r.line)
             self.file.append(r.file)
             if r.blocks is not None:
-                self.ids.extend(r.blocks)
+                at = len(self.ids)
+                try:
+                    self.ids.extend(r.blocks)
+                except OverflowError:  # an id past 2**64 - 1: extend stopped part way
+                    del self.ids[at:]
+                    self.ids.extend(b if b < _BIG_ID else -1 - big.setdefault(b, len(big)) for b in r.blocks)
             self.starts.append(len(self.ids))
         self.bad = stats.bad
+        self.renamed = bool(big)
 
     def __len__(self) -> int:
         return len(self.input)
 
     def read(self) -> Iterator[Request]:
         """The requests in trace order, as ``Trace.read`` gives them."""
-        ids, st, blocks = self.ids, self.starts, self.has_blocks
+        ids, st, blocks, renamed = self.ids, self.starts, self.has_blocks, self.renamed
         for i in range(len(self.input)):
-            yield Request(
-                i, self.arrival[i], self.input[i], self.output[i],
-                ids[st[i] : st[i + 1]].tolist() if blocks else None, self.line[i], self.file[i],
-            )  # fmt: skip
+            got = ids[st[i] : st[i + 1]].tolist() if blocks else None
+            if renamed and got:
+                got = [b if b >= 0 else _BIG_ID - 1 - b for b in got]
+            yield Request(i, self.arrival[i], self.input[i], self.output[i], got, self.line[i], self.file[i])

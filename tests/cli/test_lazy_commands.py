@@ -57,3 +57,13 @@ def test_a_typo_still_gets_a_suggestion() -> None:
     r = runner.invoke(app, ["simulat"])
     assert r.exit_code == 2
     assert "Did you mean 'simulate'" in r.output
+
+
+def test_simulate_without_a_deployment_loads_no_engine(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # Issue 31: a trace replay plans no pool, so it never pays for the engines and models (about a third of
+    # kvplan simulate's start-up on the development machine); the trace reader and the simulator are all it needs.
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n')
+    mods = _modules_after("simulate", str(trace), "--format", "json")
+    assert "kvplan.sim.ideal" in mods
+    assert not {m for m in mods if m.startswith(("kvplan.engines", "kvplan.models"))}, sorted(mods)

@@ -27,7 +27,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.engines.length import ContextLimit
+from kvplan.lengths import ContextLimit
 from kvplan.sim.context import admitted
 from kvplan.sim.result import Refused
 from kvplan.sim.trace import Request

@@ -111,7 +111,7 @@ def test_pool_tokens_from_a_log() -> None:
 def test_context_length_binds() -> None:
     # a prompt of 131,072 and one token asked for on SGLang: the scheduler refuses input >= max_req_input_len =
     # (context_len - 1) - 5 (tp_worker.py, managers/utils.validate_input_length), so context_len must be
-    # 131,072 + 7 = 131,079 (kvplan.engines.length)
+    # 131,072 + 7 = 131,079 (kvplan.lengths)
     a = admit(make_plan(context_length="128K"), Request(ctx_tokens=128 * 1024, gen_tokens=1))
     assert a.binding.name == "context length"
     assert (a.binding.need, a.binding.have) == (131_079, 131_072)

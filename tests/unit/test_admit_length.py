@@ -1,4 +1,4 @@
-"""The engines' own length rules at their edges (kvplan.engines.length), read from the engines' source:
+"""The engines' own length rules at their edges (kvplan.lengths), read from the engines' source:
 
 - SGLang (0.5.9 wheel; the same lines in 0.5.23): ``TokenizerManager._validate_one_request`` refuses
   ``input >= context_len`` and ``input + max_new_tokens >= context_len``; ``TpModelWorker.__init__`` sets
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.engines.length import ContextLimit
+from kvplan.lengths import ContextLimit
 from kvplan.plan.admit import Request, admit
 from tests.conftest import make_plan
 
