@@ -1,0 +1,99 @@
+"""Qwen3.5 / 3.6 / 3.8 dense GDN hybrids (``model_type: qwen3_5``) from Qwen/Qwen3.6-27B's config.json
+(tests/data/hf/qwen3.6-27b: its ``text_config`` beside a vision tower), read as the Qwen3-Next family.
+
+Shapes (text_config): h = 5,120; 64 layers, ``layer_types`` every 4th full (3, 7, ..., 63 = 16 full, 48 Gated
+DeltaNet); gated attention 24 heads, 4 kv heads, head_dim 256 (``attn_output_gate``: q_proj 2 × 24 × 256 rows);
+GDN nk = 16 key heads × dk 128, nv = 48 value heads × dv 128, conv kernel 4; a dense MLP of 17,408 on every
+layer; vocab 248,320 untied; ``mamba_ssm_dtype`` float32; 262,144 positions; bf16.
+
+Engines: vLLM ``model_executor/models/qwen3_5.py`` and SGLang ``srt/models/qwen3_5.py`` build the GDN layers and
+their state shape as Qwen3-Next's (``MambaStateShapeCalculator.gated_delta_net_state_shape``; SGLang
+``Mamba2StateShape.create``); vLLM ``model_executor/models/config.py`` ``MODELS_CONFIG_MAP`` sends
+``Qwen3_5ForConditionalGeneration`` to ``Qwen3_5ForConditionalGenerationConfig``, which sets
+``mamba_ssm_cache_dtype`` "auto" to the text config's ``mamba_ssm_dtype`` (Qwen3-Next keeps the model dtype).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.errors import ConfigError
+from kvplan.models.cache import FullAttention, LinearState
+from kvplan.models.load import load_model
+
+CONFIG = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3.6-27b" / "config.json"
+
+
+@pytest.fixture(scope="module")
+def arch() -> Any:
+    return load_model(str(CONFIG))
+
+
+def test_layers_from_the_text_config(arch: Any) -> None:
+    assert arch.num_layers == 64 and arch.is_hybrid
+    full = [layer.index for layer in arch.layers if isinstance(layer.caches[0], FullAttention)]
+    assert full == list(range(3, 64, 4))  # layer_types: linear × 3, full, ... (16 full)
+    assert arch.layers[3].caches == (FullAttention(4, 256, 256, 24),)
+    state = arch.layers[0].caches[0]
+    assert isinstance(state, LinearState)
+    assert (state.num_heads, state.num_k_heads, state.head_k_dim, state.head_v_dim, state.conv_kernel) == (
+        48, 16, 128, 128, 4,
+    )  # fmt: skip
+    # mtp_num_hidden_layers 1 (vLLM qwen3_5_mtp.py: getattr(config, "mtp_num_hidden_layers", 1))
+    assert arch.max_position_embeddings == 262_144 and arch.num_mtp_layers == 1
+
+
+def test_state_bytes_per_engine(arch: Any) -> None:
+    state = arch.layers[0].caches[0]
+    # one request, one layer, TP 1: conv (4 − 1) × (2 × 16 × 128 + 48 × 128 = 10,240) × 2 B = 61,440 B;
+    # recurrent 48 × 128 × 128 = 786,432 elements × 4 B (float32 on both engines: SGLang mamba2_state_dtype reads
+    # mamba_ssm_dtype, vLLM Qwen3_5ForConditionalGenerationConfig copies it into mamba_ssm_cache_dtype)
+    assert state.bytes_per_request(1, "sglang") == 61_440 + 786_432 * 4 == 3_207_168
+    assert state.bytes_per_request(1, "vllm") == 3_207_168  # was 61,440 + 786,432 × 2 = 1,634,304 (bf16)
+
+
+def test_qwen3_5_for_causal_lm_keeps_vllm_model_dtype(tmp_path: Path) -> None:
+    # vLLM's MODELS_CONFIG_MAP names only the ...ForConditionalGeneration classes: a text-only Qwen3_5ForCausalLM
+    # keeps mamba_ssm_cache_dtype "auto" = the model dtype (bf16) on vLLM, while SGLang still reads float32
+    data = json.loads(CONFIG.read_text(encoding="utf-8"))
+    text = {**data["text_config"], "architectures": ["Qwen3_5ForCausalLM"]}
+    (tmp_path / "config.json").write_text(json.dumps(text), encoding="utf-8")
+    state = load_model(str(tmp_path / "config.json")).layers[0].caches[0]
+    assert state.bytes_per_request(1, "vllm") == 61_440 + 786_432 * 2
+    assert state.bytes_per_request(1, "sglang") == 3_207_168
+
+
+def test_parameters_against_the_published_checkpoint(arch: Any) -> None:
+    # language model, as kvplan counts it (kvplan.models.params_qwen3_next, per group):
+    #   attention (16 full): (2 × 24 × 256 × 5,120 q+gate + 5,120 × 6,144 o) × 16 = 1,509,949,440
+    #   kv_proj: 2 × 1,024 × 5,120 × 16 = 167,772,160
+    #   GDN (48): (16,384 × 5,120 qkvz + 96 × 5,120 ba + 5,120 × 6,144 out + 10,240 × 4 conv + 96) × 48 = 5,562,044,928
+    #   dense MLP: 3 × 17,408 × 5,120 × 64 = 17,112,760,320; embeddings + head 2 × 248,320 × 5,120 = 2,542,796,800
+    #   norms: 5,120 + 16 × 2 × 256 + 48 × 128 + 64 × 2 × 5,120 = 674,816
+    groups = {g.name: g.params for g in arch.param_groups if g.params}
+    assert groups == {
+        "attention": 1_509_949_440, "kv_proj": 167_772_160, "linear_attention": 5_562_044_928,
+        "dense_mlp": 17_112_760_320, "embeddings": 2_542_796_800, "norms": 674_816,
+    }  # fmt: skip
+    language = sum(groups.values())
+    # what kvplan leaves out (its assumption says so): the MTP layer (loaded only with speculative decoding):
+    # fc 5,120 × 10,240 + 3 norms + 2 layer norms + gated attention 62,914,560 + 10,485,760 + 31,457,280 + q/k norms
+    # 512 + MLP 267,386,880 = 424,699,392; the vision tower (Qwen3-VL's: patch 3 × 2 × 16 × 16 × 1,152 + 1,152,
+    # positions 2,304 × 1,152, 27 blocks of 15,239,504, merger 44,838,656) = 460,730,096
+    mtp, vision = 424_699_392, 460_730_096
+    # published: model.safetensors.index.json total_size "55.56 GB" bf16 (eadst.com/blog/325, Qwen3.6-27B's
+    # config.json and index, "反推参数量约 27.78 B")
+    assert 55_555_000_000 <= 2 * (language + mtp + vision) < 55_565_000_000
+    assert any("vision tower" in a for a in arch.weights_assumptions)
+
+
+def test_a_bad_text_config_field_names_its_key(tmp_path: Path) -> None:
+    data = json.loads(CONFIG.read_text(encoding="utf-8"))
+    data["text_config"]["layer_types"] = data["text_config"]["layer_types"][:10]
+    (tmp_path / "config.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigError, match="layer_types"):
+        load_model(str(tmp_path / "config.json"))
