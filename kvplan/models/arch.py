@@ -214,6 +214,9 @@ class ModelArch:
     shards: ShardDims | None = None
     """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
     (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
+    vision_tower: tuple[int, int] | tuple[()] = ()
+    """A multimodal model's vision tower as SGLang's ``adjust_mem_fraction_for_vlm`` reads it: (``vision_config``
+    ``num_hidden_layers``, else 24; ``hidden_size``, else 1024). Empty for a text model."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

@@ -162,6 +162,8 @@ def _qwen3_next(
     # num_nextn_predict_layers = 1); the released config.json names none. Qwen3.5's text_config names it
     # mtp_num_hidden_layers (vLLM qwen3_5_mtp.py: getattr(config, "mtp_num_hidden_layers", 1))
     mtp = r.get_int("mtp_num_hidden_layers", default=1, minimum=0, maximum=limits.MAX_LAYERS)
+    if vllm_ssm:  # ...ForConditionalGeneration: a VLM to SGLang (is_multimodal), sized by its vision_config
+        common["vision_tower"] = _vision_tower(r)
     if r.path and r.path[-1] == "text_config" and common["weights_assumptions"] != NOT_MODELLED_WEIGHTS:
         common["weights_assumptions"] = (*common["weights_assumptions"], VISION_NOT_COUNTED)
     common["num_mtp_layers"] = r.get_int("num_nextn_predict_layers", default=mtp, minimum=0, maximum=limits.MAX_LAYERS)
@@ -169,6 +171,20 @@ def _qwen3_next(
         **common, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim,
         layers=layers,
     )  # fmt: skip
+
+
+def _vision_tower(r: Reader) -> tuple[int, int] | tuple[()]:
+    """(layers, hidden) of the ``vision_config`` beside this ``text_config``, as SGLang reads them (``getattr``
+    ``num_hidden_layers`` 24, ``hidden_size`` 1024 by default); () without one."""
+    if not r.path or r.path[-1] != "text_config":
+        return ()
+    outer: Any = r.doc.data
+    for key in r.path[:-1]:
+        outer = outer[key]
+    if not isinstance(outer.get("vision_config"), dict):
+        return ()
+    v = type(r)(r.doc, (*r.path[:-1], "vision_config"), outer["vision_config"])
+    return (_dim(v, "num_hidden_layers", default=24), _dim(v, "hidden_size", default=1024))
 
 
 def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
