@@ -4,7 +4,7 @@
 |-----------------------|------------------------------------------------------------------------------------|
 | GptOssForCausalLM     | ``layer_types`` sliding / full, ``sliding_window``; attention sinks (no cache)      |
 | Qwen3NextForCausalLM  | ``layer_types`` (else every ``full_attention_interval``-th full), GDN ``linear_*``  |
-| Qwen3_5For…           | Qwen3.5 / 3.6 / 3.8 dense: Qwen3-Next's fields in ``text_config`` (kvplan.models.load)|
+| Qwen3_5(Moe)For…      | Qwen3.5 / 3.6 / 3.8: Qwen3-Next's fields in ``text_config`` (kvplan.models.load)    |
 | KimiLinearForCausalLM | ``linear_attn_config`` ``kda_layers`` / ``full_attn_layers`` (1-based), MLA on full |
 | DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
 | Glm5NextForConditionalGeneration | GLM-5.3-Flash ``text_config``: KDA ``kda_layers`` (0-based), MLA + pooled indexer |
@@ -85,12 +85,13 @@ def from_hf(r: Reader, *, name: str, source: str, description: str, architecture
     """Qwen3-Next, Kimi-Linear, DeepSeek-V4 or GLM-5.3-Flash from its config.json."""
     if architecture == "Glm5NextForConditionalGeneration":
         return _glm5_next(r, name=name, source=source, description=description, num_layers=num_layers)
-    if architecture == "Qwen3NextForCausalLM" or architecture.startswith("Qwen3_5For"):
-        # Qwen3.5 / 3.6 / 3.8 dense (qwen3_5): Qwen3-Next's GDN + gated attention layers with a dense MLP (vLLM
-        # qwen3_5.py and SGLang models/qwen3_5.py build the GDN layers and their state as Qwen3-Next's; SGLang
-        # lists both in _MAMBA_EXTRA_BUFFER_ARCHS): planned as that family; vLLM reads its mamba_ssm_dtype
+    if architecture == "Qwen3NextForCausalLM" or architecture.startswith(("Qwen3_5For", "Qwen3_5MoeFor")):
+        # Qwen3.5 / 3.6 / 3.8 (qwen3_5 dense, qwen3_5_moe): Qwen3-Next's GDN + gated attention layers (vLLM
+        # qwen3_5.py / qwen3_5_moe.py and SGLang models/qwen3_5.py build the GDN layers and their state as
+        # Qwen3-Next's; SGLang lists them in _MAMBA_EXTRA_BUFFER_ARCHS): planned as that family; vLLM reads the
+        # ...ForConditionalGeneration classes' mamba_ssm_dtype (MODELS_CONFIG_MAP)
         return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers,
-                           vllm_ssm=architecture == "Qwen3_5ForConditionalGeneration")  # fmt: skip
+                           vllm_ssm=architecture.endswith("ForConditionalGeneration"))  # fmt: skip
     if architecture == "KimiLinearForCausalLM":
         return _kimi_linear(r, name=name, source=source, description=description, num_layers=num_layers)
     return _deepseek_v4(r, name=name, source=source, description=description, num_layers=num_layers)

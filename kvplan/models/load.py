@@ -130,8 +130,9 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
                         "Glm5NextForConditionalGeneration")  # fmt: skip
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid), each planned by the engines'
 hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
-QWEN3_5_ARCHITECTURES = ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM")
-"""Qwen3.5-family dense GDN hybrids, read from their ``text_config`` as the Qwen3-Next family."""
+QWEN3_5_ARCHITECTURES = ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                         "Qwen3_5MoeForCausalLM")  # fmt: skip
+"""Qwen3.5-family GDN hybrids (dense and MoE), read from their ``text_config`` as the Qwen3-Next family."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights", "documented_rope_scaling"}  # fmt: skip
 

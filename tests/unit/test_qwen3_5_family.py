@@ -97,3 +97,29 @@ def test_a_bad_text_config_field_names_its_key(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(ConfigError, match="layer_types"):
         load_model(str(tmp_path / "config.json"))
+
+
+def test_the_moe_member_against_a_real_vllm_pool() -> None:
+    # Qwen/Qwen3.6-35B-A3B (Qwen3_5MoeForConditionalGeneration, tests/data/hf/qwen3.6-35b-a3b): 40 layers, 10 full
+    # (2 kv heads × 256), 30 GDN (16 key / 32 value heads of 128), mamba_ssm_dtype float32
+    arch = load_model(str(CONFIG.parent.parent / "qwen3.6-35b-a3b" / "config.json"))
+    assert sum(isinstance(layer.caches[0], FullAttention) for layer in arch.layers) == 10
+    state = arch.layers[0].caches[0]
+    # vLLM, TP 1: conv 3 × (2 × 16 × 128 + 32 × 128) × 2 B = 49,152 + recurrent 32 × 128 × 128 × 4 B = 2,097,152
+    page = state.bytes_per_request(1, "vllm")
+    assert page == 2_146_304
+    # tests/data/logs/doctor-vllm-hybrid-gdn-qwen3.6-35b-a3b-nvfp4-5090-club-3090-612.log (vLLM 0.24.0, RTX 5090,
+    # tp 1, fp8 KV, max_model_len 131,072, enable_prefix_caching True): "Available KV cache memory: 5.98 GiB",
+    # "GPU KV cache size: 567,978 tokens". The attention page of one token and layer is 2 × 256 × 2 × 1 B = 1,024 B;
+    # block 16 × cdiv(2,146,304, 16 × 1,024) = 2,096 tokens (the Mamba page exactly: no padding); 4 groups of 10
+    # layers, 10 × 2,096 × 1,024 = 21,463,040 B a block. A request of 131,072 tokens: cdiv(131,072, 2,096) = 63
+    # attention blocks + 3 GDN groups × 2 ('align': the running state and one cached state) = 69.
+    block = 16 * -(-page // (16 * 1024))
+    assert block == 2_096 and block * 1024 == page
+    # the one block count whose bytes print as 5.98 GiB: 299 × 21,463,040 = 6,417,448,960 B = 5.977 GiB
+    fits = [n for n in range(1, 1000) if round(n * 10 * block * 1024 / (1 << 30), 2) == 5.98]
+    assert fits == [299]
+    assert int(299 / (63 + 6) * 131_072) == 567_978  # the log's pool, to the token
+    # the bf16 state kvplan used before (recurrent 2 B): page 1,097,728, block 1,072, 10,977,280 B a block:
+    # 584 blocks in 5.98 GiB / (123 + 6) × 131,072 = 593,380 tokens, not the log's
+    assert state.bytes_per_request(1, "sglang") == page
