@@ -123,3 +123,20 @@ def test_the_moe_member_against_a_real_vllm_pool() -> None:
     # the bf16 state kvplan used before (recurrent 2 B): page 1,097,728, block 1,072, 10,977,280 B a block:
     # 584 blocks in 5.98 GiB / (123 + 6) × 131,072 = 593,380 tokens, not the log's
     assert state.bytes_per_request(1, "sglang") == page
+
+
+def test_the_float32_state_against_a_real_vllm_page_alignment() -> None:
+    # tests/data/logs/doctor-vllm-hybrid-page-alignment-qwen3.5-xpu-vllm-pr-37467.log (a Qwen3.5 start on XPU, tp 2;
+    # the figures fit Qwen3.5-9B: GDN 16 key / 32 value heads of 128, 4 kv heads of 256): "Setting attention block
+    # size to 528 tokens", "Padding mamba page size by 0.76%". The GDN state of a Qwen3_5ForConditionalGeneration on
+    # vLLM, one layer and rank: conv 3 × (2 × 16 × 128 + 32 × 128) / 2 × 2 B = 24,576 + recurrent 16 × 128 × 128 ×
+    # 4 B = 1,048,576 (float32, vLLM Qwen3_5ForConditionalGenerationConfig) = 1,073,152 B
+    state = LinearState("gated_deltanet", 32, 16, 128, 128, 4, "float32", vllm_reads_ssm_dtype=True)
+    page = state.bytes_per_request(2, "vllm")
+    assert page == 1_073_152
+    row = 2 * 256 * 2 * 2  # attention bytes of one token, layer and rank: 2 kv heads × 256 × (K, V) × 2 B
+    block = 16 * -(-page // (16 * row))  # HybridAttentionMambaModelConfig: 16 × cdiv(mamba page, 16 × row)
+    assert block == 528 and f"{100 * (block * row - page) / page:.2f}%" == "0.76%"
+    # the model dtype (bf16) would give 548,864 B and a block of 272 tokens: not the log's
+    bf16 = LinearState("gated_deltanet", 32, 16, 128, 128, 4, "float32").bytes_per_request(2, "vllm")
+    assert 16 * -(-bf16 // (16 * row)) == 272
