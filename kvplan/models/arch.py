@@ -159,6 +159,12 @@ class ParamGroup:
         return self.bytes_per_gpu(split)
 
 
+QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
+                     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM")  # fmt: skip
+"""Gated DeltaNet + gated attention models both engines build as Qwen3-Next (vLLM qwen3_next.py / qwen3_5.py /
+qwen3_5_moe.py, SGLang models/qwen3_next.py / qwen3_5.py): one family record for the hybrid chains."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelArch:
     """A model as far as memory is concerned, from a preset YAML or a Hugging Face config.json.

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan import limits
 from kvplan.models import validate
 from kvplan.models.activation import activation_dims
-from kvplan.models.arch import IndexerRule, ModelArch
+from kvplan.models.arch import QWEN3_NEXT_FAMILY, IndexerRule, ModelArch
 from kvplan.models.cache import (
     CacheKind,
     CompressedAttention,
@@ -85,13 +85,13 @@ def from_hf(r: Reader, *, name: str, source: str, description: str, architecture
     """Qwen3-Next, Kimi-Linear, DeepSeek-V4 or GLM-5.3-Flash from its config.json."""
     if architecture == "Glm5NextForConditionalGeneration":
         return _glm5_next(r, name=name, source=source, description=description, num_layers=num_layers)
-    if architecture == "Qwen3NextForCausalLM" or architecture.startswith(("Qwen3_5For", "Qwen3_5MoeFor")):
+    if architecture in QWEN3_NEXT_FAMILY:
         # Qwen3.5 / 3.6 / 3.8 (qwen3_5 dense, qwen3_5_moe): Qwen3-Next's GDN + gated attention layers (vLLM
         # qwen3_5.py / qwen3_5_moe.py and SGLang models/qwen3_5.py build the GDN layers and their state as
         # Qwen3-Next's; SGLang lists them in _MAMBA_EXTRA_BUFFER_ARCHS): planned as that family; vLLM reads the
         # ...ForConditionalGeneration classes' mamba_ssm_dtype (MODELS_CONFIG_MAP)
         return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers,
-                           vllm_ssm=architecture.endswith("ForConditionalGeneration"))  # fmt: skip
+                           architecture=architecture)  # fmt: skip
     if architecture == "KimiLinearForCausalLM":
         return _kimi_linear(r, name=name, source=source, description=description, num_layers=num_layers)
     return _deepseek_v4(r, name=name, source=source, description=description, num_layers=num_layers)
@@ -125,7 +125,7 @@ def _common(
 
 
 def _qwen3_next(
-    r: Reader, *, name: str, source: str, description: str, num_layers: int, vllm_ssm: bool = False
+    r: Reader, *, name: str, source: str, description: str, num_layers: int, architecture: str
 ) -> ModelArch:
     """Gated DeltaNet layers and gated full attention (vLLM ``qwen3_next.py``
     ``get_mamba_state_shape_from_config``: ``linear_num_key_heads``, ``linear_num_value_heads``,
@@ -145,6 +145,7 @@ def _qwen3_next(
     head_dim = _dim(r, "head_dim", required=True)
     full = FullAttention(kv_heads, head_dim, head_dim, heads)
     ssm_dtype = r.get_choice("mamba_ssm_dtype", ("float32", "bfloat16", "float16"))
+    vllm_ssm = architecture.endswith("ForConditionalGeneration")  # vLLM MODELS_CONFIG_MAP: Qwen3.5's VLM classes
     state = LinearState(
         "gated_deltanet",
         num_heads=_dim(r, "linear_num_value_heads", required=True),
@@ -157,7 +158,7 @@ def _qwen3_next(
     )
     layers = tuple(Layer(i, (full if t == _FULL else state,)) for i, t in enumerate(types))
     common = _common(_glm5_next_weights_view(r), name=name, source=source, description=description,
-                     architecture="Qwen3NextForCausalLM", num_layers=num_layers)  # fmt: skip
+                     architecture=architecture, num_layers=num_layers)  # fmt: skip
     # one MTP layer when the config names none, as both engines build it (vLLM qwen3_next_mtp.py:
     # getattr(config, "num_nextn_predict_layers", 1); SGLang configs/model_config.py: the draft-mode config sets
     # num_nextn_predict_layers = 1); the released config.json names none. Qwen3.5's text_config names it
