@@ -436,7 +436,7 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> 
         version=version,
         mla=arch.is_mla,
     )
-    mfs_k = resolve(dep, "mem_fraction_static", mfs_default, mfs_why)
+    mfs_k = resolve(dep, "mem_fraction_static", *sglang_defaults.for_vlm(arch, mfs_default, mfs_why))
     if arch.is_dsa and rules.dsa_mem_fraction is not None:
         # 0.5.3 server_args: "Setting mem fraction static to 0.8 for DeepSeek NSA." (over any --mem-fraction-static)
         mfs_k = Knob("mem_fraction_static", rules.dsa_mem_fraction, f"forced by SGLang {rules.label} for NSA models")

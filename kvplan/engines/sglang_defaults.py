@@ -84,3 +84,16 @@ def mla_backend(arch: ModelArch, dep: Deployment, rules: SglangRules, dtype: str
     if dtype == "fp8_e4m3":
         return ("trtllm" if sm >= 100 else "flashmla_kv"), f"fp8 on {where}"
     return f"flashmla_sparse/{'trtllm' if sm >= 100 else 'fa3'}", f"bf16 on {where} (prefill/decode)"
+
+
+def for_vlm(arch: ModelArch, mfs: float, why: str) -> tuple[float, str]:
+    """The default mem_fraction_static of a multimodal model (``arch.vision_tower``), scaled down as 0.5.23
+    ``memory_hook.adjust_mem_fraction_for_vlm`` does without post-capture KV sizing: × 0.95 × clamp(1 − 0.1 ×
+    (layers × hidden² / (24 × 1024²) − 1), 0.8, 1.05), not rounded again. Qwen3.5's ``vision_config`` writes
+    ``depth``, not ``num_hidden_layers``: SGLang takes 24 layers (kvplan.models.hybrid)."""
+    if not arch.vision_tower:
+        return mfs, why
+    layers, hidden = arch.vision_tower
+    ratio = layers * hidden**2 / (24 * 1024**2)
+    factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+    return mfs * factor, f"{why}; × {factor:.4f} for the vision tower ({layers} layers × {hidden}: VLM)"

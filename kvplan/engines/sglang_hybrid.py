@@ -14,7 +14,7 @@ import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Cell, Demand, Knob, Pool, PoolPlan, Term, memory_map
 from kvplan.engines.sglang_swa_cap import SwaRequestCap, request_cap_for, swa_cap_rows_term, swa_pool_story
 from kvplan.errors import PlanError
-from kvplan.models.arch import ModelArch
+from kvplan.models.arch import QWEN3_NEXT_FAMILY, ModelArch
 from kvplan.models.cache import (
     CompressedAttention,
     FullAttention,
@@ -37,8 +37,9 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 MAMBA_BASE_SLOTS = 3
 """``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (``mem_cache/kv_cache_configurator.py``)."""
 MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
-    {"Qwen3NextForCausalLM", "KimiLinearForCausalLM", "Glm5NextForConditionalGeneration"}
-)
+    {"Qwen3NextForCausalLM", "KimiLinearForCausalLM", "Glm5NextForConditionalGeneration",
+     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
+)  # fmt: skip
 """The architectures kvplan reads whose radix cache keeps the extra state buffer (``_MAMBA_EXTRA_BUFFER_ARCHS``)."""
 HYBRID_VERSION = (0, 5, 23)
 QWEN3_NEXT = "Qwen3NextForCausalLM"
@@ -373,7 +374,7 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
             f"SGLang {dep.engine_version} has no draft for speculative decoding with Kimi-Linear ({arch.name}): it "
             "ships no MTP / NextN layer (no num_nextn_predict_layers) and SGLang has no Kimi-Linear NextN model"
         )
-    if dep.mtp and arch.architecture not in (QWEN3_NEXT, GLM5_NEXT):
+    if dep.mtp and arch.architecture not in (*QWEN3_NEXT_FAMILY, GLM5_NEXT):
         raise _engine_refuses(
             arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft SWA "
             "pools, other drafts' state)"

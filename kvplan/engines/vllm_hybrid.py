@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.common import Demand, Knob
 from kvplan.errors import InputError, PlanError
-from kvplan.models.arch import ModelArch
+from kvplan.models.arch import QWEN3_NEXT_FAMILY, ModelArch
 from kvplan.models.cache import (
     CompressedAttention,
     FullAttention,
@@ -295,7 +295,7 @@ def plan_blocks(
             "vLLM refuses it: NotImplementedError: Unsupported speculative method: 'mtp' (Kimi-Linear has no MTP "
             "draft: its model_type kimi_linear maps to no MTP model)"
         )
-    if dep.mtp and (arch.architecture != QWEN3_NEXT or SlidingWindow in kinds):
+    if dep.mtp and (arch.architecture not in QWEN3_NEXT_FAMILY or SlidingWindow in kinds):
         raise _refuse(
             arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft "
             "groups, speculative state blocks)"

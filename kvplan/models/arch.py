@@ -159,6 +159,12 @@ class ParamGroup:
         return self.bytes_per_gpu(split)
 
 
+QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
+                     "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM")  # fmt: skip
+"""Gated DeltaNet + gated attention models both engines build as Qwen3-Next (vLLM qwen3_next.py / qwen3_5.py /
+qwen3_5_moe.py, SGLang models/qwen3_next.py / qwen3_5.py): one family record for the hybrid chains."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelArch:
     """A model as far as memory is concerned, from a preset YAML or a Hugging Face config.json.
@@ -214,6 +220,9 @@ class ModelArch:
     shards: ShardDims | None = None
     """What the engines' loaders split by tp and ep, and the fp8 blocks each slice must hold whole
     (kvplan.engines.load_checks); None for a preset without a ``config:`` (no load-time checks)."""
+    vision_tower: tuple[int, int] | tuple[()] = ()
+    """A multimodal model's vision tower as SGLang's ``adjust_mem_fraction_for_vlm`` reads it: (``vision_config``
+    ``num_hidden_layers``, else 24; ``hidden_size``, else 1024). Empty for a text model."""
     layers: tuple[Layer, ...] = ()
     """Each decoder layer with the caches it owns, built once by the loader. A uniform model (every layer the
     same attention, the indexer K on the full layers) may leave it empty: it is then built from the fields above

@@ -235,7 +235,11 @@ class LinearState:
     head_v_dim: int
     conv_kernel: int
     mamba_ssm_dtype: str | None = None
-    """``mamba_ssm_dtype`` of the config (Qwen3.5 writes "float32"); SGLang reads it, vLLM does not."""
+    """``mamba_ssm_dtype`` of the config (Qwen3.5 writes "float32"); SGLang reads it, vLLM only for ``vllm_reads``."""
+    vllm_reads_ssm_dtype: bool = False
+    """vLLM takes the recurrent dtype from ``mamba_ssm_dtype`` too: Qwen3.5's ``…ForConditionalGeneration``
+    (``model_executor/models/config.py`` ``MODELS_CONFIG_MAP`` → ``Qwen3_5ForConditionalGenerationConfig``:
+    ``mamba_ssm_cache_dtype`` "auto" becomes the text config's ``mamba_ssm_dtype``)."""
 
     kind_name: ClassVar[str] = "linear-attention state"
 
@@ -262,13 +266,16 @@ class LinearState:
         - SGLang ``mamba2_state_dtype``: conv ``SGLANG_MAMBA_CONV_DTYPE`` (default bfloat16); recurrent the
           config's ``mamba_ssm_dtype``, else float32 (``SGLANG_MAMBA_SSM_DTYPE`` overrides both);
         - vLLM ``MambaStateDtypeCalculator``: GDN ``_mamba_state_dtype``, conv the model dtype and recurrent the
-          same unless ``--mamba-ssm-cache-dtype`` (default "auto"); KDA ``kda_state_dtype``, (model dtype, float32).
+          same unless ``--mamba-ssm-cache-dtype`` (default "auto"; Qwen3.5: ``vllm_reads_ssm_dtype``); KDA
+          ``kda_state_dtype``, (model dtype, float32).
 
         >>> s = LinearState("gated_deltanet", 32, 16, 128, 128, 4)
         >>> s.dtype_bytes("sglang"), s.dtype_bytes("vllm")
         ((2, 4), (2, 2))
         """
         if engine == "vllm":
+            if self.vllm_reads_ssm_dtype and self.mamba_ssm_dtype is not None:
+                return (BF16_BYTES, _DTYPE_BYTES.get(self.mamba_ssm_dtype, FP32_BYTES))
             return (BF16_BYTES, FP32_BYTES if self.family == "kda" else BF16_BYTES)
         return (BF16_BYTES, _DTYPE_BYTES.get(self.mamba_ssm_dtype or "float32", FP32_BYTES))
 

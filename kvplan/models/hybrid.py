@@ -4,6 +4,7 @@
 |-----------------------|------------------------------------------------------------------------------------|
 | GptOssForCausalLM     | ``layer_types`` sliding / full, ``sliding_window``; attention sinks (no cache)      |
 | Qwen3NextForCausalLM  | ``layer_types`` (else every ``full_attention_interval``-th full), GDN ``linear_*``  |
+| Qwen3_5(Moe)For…      | Qwen3.5 / 3.6 / 3.8: Qwen3-Next's fields in ``text_config`` (kvplan.models.load)    |
 | KimiLinearForCausalLM | ``linear_attn_config`` ``kda_layers`` / ``full_attn_layers`` (1-based), MLA on full |
 | DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
 | Glm5NextForConditionalGeneration | GLM-5.3-Flash ``text_config``: KDA ``kda_layers`` (0-based), MLA + pooled indexer |
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kvplan import limits
 from kvplan.models import validate
 from kvplan.models.activation import activation_dims
-from kvplan.models.arch import IndexerRule, ModelArch
+from kvplan.models.arch import QWEN3_NEXT_FAMILY, IndexerRule, ModelArch
 from kvplan.models.cache import (
     CacheKind,
     CompressedAttention,
@@ -38,6 +39,11 @@ _SLIDING, _FULL, _LINEAR = "sliding_attention", "full_attention", "linear_attent
 NOT_MODELLED_WEIGHTS = (
     "the parameters of this architecture are not counted yet (kvplan models its caches only): give"
     " weights_per_gpu to plan with it",
+)
+
+VISION_NOT_COUNTED = (
+    "the vision tower (vision_config) is not counted: both engines load it beside the language model (about"
+    " 0.46 B parameters for Qwen3.5/3.6-27B's 27 blocks of 1152), so weights per GPU read low by its share"
 )
 
 
@@ -79,8 +85,13 @@ def from_hf(r: Reader, *, name: str, source: str, description: str, architecture
     """Qwen3-Next, Kimi-Linear, DeepSeek-V4 or GLM-5.3-Flash from its config.json."""
     if architecture == "Glm5NextForConditionalGeneration":
         return _glm5_next(r, name=name, source=source, description=description, num_layers=num_layers)
-    if architecture == "Qwen3NextForCausalLM":
-        return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers)
+    if architecture in QWEN3_NEXT_FAMILY:
+        # Qwen3.5 / 3.6 / 3.8 (qwen3_5 dense, qwen3_5_moe): Qwen3-Next's GDN + gated attention layers (vLLM
+        # qwen3_5.py / qwen3_5_moe.py and SGLang models/qwen3_5.py build the GDN layers and their state as
+        # Qwen3-Next's; SGLang lists them in _MAMBA_EXTRA_BUFFER_ARCHS): planned as that family; vLLM reads the
+        # ...ForConditionalGeneration classes' mamba_ssm_dtype (MODELS_CONFIG_MAP)
+        return _qwen3_next(r, name=name, source=source, description=description, num_layers=num_layers,
+                           architecture=architecture)  # fmt: skip
     if architecture == "KimiLinearForCausalLM":
         return _kimi_linear(r, name=name, source=source, description=description, num_layers=num_layers)
     return _deepseek_v4(r, name=name, source=source, description=description, num_layers=num_layers)
@@ -113,7 +124,9 @@ def _common(
     }
 
 
-def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:
+def _qwen3_next(
+    r: Reader, *, name: str, source: str, description: str, num_layers: int, architecture: str
+) -> ModelArch:
     """Gated DeltaNet layers and gated full attention (vLLM ``qwen3_next.py``
     ``get_mamba_state_shape_from_config``: ``linear_num_key_heads``, ``linear_num_value_heads``,
     ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``). Which layers are full:
@@ -132,6 +145,7 @@ def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_laye
     head_dim = _dim(r, "head_dim", required=True)
     full = FullAttention(kv_heads, head_dim, head_dim, heads)
     ssm_dtype = r.get_choice("mamba_ssm_dtype", ("float32", "bfloat16", "float16"))
+    vllm_ssm = architecture.endswith("ForConditionalGeneration")  # vLLM MODELS_CONFIG_MAP: Qwen3.5's VLM classes
     state = LinearState(
         "gated_deltanet",
         num_heads=_dim(r, "linear_num_value_heads", required=True),
@@ -140,18 +154,39 @@ def _qwen3_next(r: Reader, *, name: str, source: str, description: str, num_laye
         head_v_dim=_dim(r, "linear_value_head_dim", required=True),
         conv_kernel=_dim(r, "linear_conv_kernel_dim", required=True),
         mamba_ssm_dtype=ssm_dtype,
+        vllm_reads_ssm_dtype=vllm_ssm,
     )
     layers = tuple(Layer(i, (full if t == _FULL else state,)) for i, t in enumerate(types))
-    common = _common(r, name=name, source=source, description=description, architecture="Qwen3NextForCausalLM",
-                     num_layers=num_layers)  # fmt: skip
+    common = _common(_glm5_next_weights_view(r), name=name, source=source, description=description,
+                     architecture=architecture, num_layers=num_layers)  # fmt: skip
     # one MTP layer when the config names none, as both engines build it (vLLM qwen3_next_mtp.py:
     # getattr(config, "num_nextn_predict_layers", 1); SGLang configs/model_config.py: the draft-mode config sets
-    # num_nextn_predict_layers = 1); the released config.json names none
-    common["num_mtp_layers"] = r.get_int("num_nextn_predict_layers", default=1, minimum=0, maximum=limits.MAX_LAYERS)
+    # num_nextn_predict_layers = 1); the released config.json names none. Qwen3.5's text_config names it
+    # mtp_num_hidden_layers (vLLM qwen3_5_mtp.py: getattr(config, "mtp_num_hidden_layers", 1))
+    mtp = r.get_int("mtp_num_hidden_layers", default=1, minimum=0, maximum=limits.MAX_LAYERS)
+    if vllm_ssm:  # ...ForConditionalGeneration: a VLM to SGLang (is_multimodal), sized by its vision_config
+        common["vision_tower"] = _vision_tower(r)
+    if r.path and r.path[-1] == "text_config" and common["weights_assumptions"] != NOT_MODELLED_WEIGHTS:
+        common["weights_assumptions"] = (*common["weights_assumptions"], VISION_NOT_COUNTED)
+    common["num_mtp_layers"] = r.get_int("num_nextn_predict_layers", default=mtp, minimum=0, maximum=limits.MAX_LAYERS)
     return ModelArch(
         **common, num_attention_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim,
         layers=layers,
     )  # fmt: skip
+
+
+def _vision_tower(r: Reader) -> tuple[int, int] | tuple[()]:
+    """(layers, hidden) of the ``vision_config`` beside this ``text_config``, as SGLang reads them (``getattr``
+    ``num_hidden_layers`` 24, ``hidden_size`` 1024 by default); () without one."""
+    if not r.path or r.path[-1] != "text_config":
+        return ()
+    outer: Any = r.doc.data
+    for key in r.path[:-1]:
+        outer = outer[key]
+    if not isinstance(outer.get("vision_config"), dict):
+        return ()
+    v = type(r)(r.doc, (*r.path[:-1], "vision_config"), outer["vision_config"])
+    return (_dim(v, "num_hidden_layers", default=24), _dim(v, "hidden_size", default=1024))
 
 
 def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_layers: int) -> ModelArch:

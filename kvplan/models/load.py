@@ -130,6 +130,9 @@ HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinear
                         "Glm5NextForConditionalGeneration")  # fmt: skip
 """Models whose layers mix cache kinds (kvplan.models.cache, kvplan.models.hybrid), each planned by the engines'
 hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
+QWEN3_5_ARCHITECTURES = ("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                         "Qwen3_5MoeForCausalLM")  # fmt: skip
+"""Qwen3.5-family GDN hybrids (dense and MoE), read from their ``text_config`` as the Qwen3-Next family."""
 _MODEL_KEYS = {"schema_version", "name", "description", "source", "checkpoint_dtype", "config",
                "measured_weights", "documented_rope_scaling"}  # fmt: skip
 
@@ -245,12 +248,14 @@ def _model_from_hf(
         # Kimi-K3: a KimiLinearForCausalLM text_config beside a vision tower (SGLang KimiK3Config.text_config,
         # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
         r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
+    if architecture in QWEN3_5_ARCHITECTURES and r.has("text_config"):
+        r = r.sub("text_config")  # Qwen3.5 / 3.6 / 3.8 dense: the decoder's fields (kvplan.models.hybrid)
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     validate.check_config(r, num_layers)
-    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES)
+    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
-    if architecture in HYBRID_ARCHITECTURES and architecture != "GptOssForCausalLM":  # gpt-oss: GQA + window
+    if architecture in (*HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES) and architecture != "GptOssForCausalLM":
         from kvplan.models import hybrid
 
         return hybrid.from_hf(r, name=name, source=source, description=description, architecture=architecture,

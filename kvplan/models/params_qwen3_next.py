@@ -152,10 +152,14 @@ def groups(c: Fields, acc: _Groups) -> str:
         c.integer("vocab_size", 0, minimum=0) * h * (1 if c.flag("tie_word_embeddings", False) else 2),
     )
     acc.plain("norms", "none", norms)
-    for k in range(mtp if experts else 0):
+    for k in range(mtp if experts or c.data.get("mtp_num_hidden_layers") else 0):
         p = f"mtp.layers.{k}."
         attention(p, "mtp", "mtp", "experts")
-        moe(p, "mtp", "mtp", "experts", "mtp", "experts")
+        if experts:
+            moe(p, "mtp", "mtp", "experts", "mtp", "experts")
+        else:  # Qwen3.5 dense (mtp_num_hidden_layers): the MTP layer's MLP is the dense one (vLLM qwen3_5_mtp.py)
+            for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                acc.linear("mtp", "experts", f"{p}mlp.{m}", rows, cols)
         # its q/k norms, two layer norms; once: pre_fc_norm_embedding, pre_fc_norm_hidden, mtp.norm
         acc.plain("mtp", "experts", 2 * head_dim + 2 * h + (3 * h if k == 0 else 0))
         if k == 0:

@@ -373,6 +373,10 @@ def param_groups_from_hf(
 
 HYBRID_GROUP_MODULES = {
     "Qwen3NextForCausalLM": "kvplan.models.params_qwen3_next",
+    "Qwen3_5ForConditionalGeneration": "kvplan.models.params_qwen3_next",  # Qwen3.5 dense: the same modules
+    "Qwen3_5ForCausalLM": "kvplan.models.params_qwen3_next",
+    "Qwen3_5MoeForConditionalGeneration": "kvplan.models.params_qwen3_next",
+    "Qwen3_5MoeForCausalLM": "kvplan.models.params_qwen3_next",
     "KimiLinearForCausalLM": "kvplan.models.params_kimi_linear",
     "DeepseekV4ForCausalLM": "kvplan.models.params_deepseek_v4",
     "Glm5NextForConditionalGeneration": "kvplan.models.params_glm5_next",

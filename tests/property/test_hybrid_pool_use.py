@@ -18,7 +18,7 @@ from kvplan.plan.admit import Request, admit
 from tests.conftest import make_plan
 
 HYBRIDS = ("gpt-oss-120b", "qwen3-next-80b-a3b", "kimi-linear-48b-a3b", "deepseek-v4-flash", "deepseek-v4-pro",
-           "glm-5.3-flash")  # fmt: skip
+           "glm-5.3-flash", "qwen3.6-27b")  # fmt: skip
 ENGINES = ("sglang", "vllm")
 
 
@@ -26,7 +26,8 @@ ENGINES = ("sglang", "vllm")
 def _plan(model: str, engine: str) -> PoolPlan:
     # the vLLM preset's max_model_len 524,288 is past gpt-oss's and Qwen3-Next's positions (vLLM would not
     # start): plan them at their own 131,072 / 262,144
-    sets = {"context_length": 131072} if engine == "vllm" and model in ("gpt-oss-120b", "qwen3-next-80b-a3b") else {}
+    own = ("gpt-oss-120b", "qwen3-next-80b-a3b", "qwen3.6-27b")
+    sets = {"context_length": 131072} if engine == "vllm" and model in own else {}
     return make_plan(f"glm-5.3-8xh200-{engine}", model, **sets)
 
 

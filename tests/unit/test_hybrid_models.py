@@ -41,7 +41,7 @@ from kvplan.models.load import load_deployment, load_model, preset_names
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 HYBRID_PRESETS = ("gpt-oss-120b", "deepseek-v4-flash", "deepseek-v4-pro", "glm-5.3-flash", "qwen3-next-80b-a3b",
-                  "kimi-linear-48b-a3b", "kimi-k3")  # fmt: skip
+                  "kimi-linear-48b-a3b", "kimi-k3", "qwen3.6-27b")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the stored per-layer model
@@ -64,7 +64,8 @@ def _old_layers(m: ModelArch) -> tuple[Layer, ...]:
 
 
 UNIFORM = [n for n in preset_names("models") if n not in HYBRID_PRESETS]
-FIXTURES = sorted(p.name for p in HF.iterdir() if (p / "config.json").is_file() and p.name not in HYBRID_PRESETS)
+HYBRID_FIXTURES = (*HYBRID_PRESETS, "qwen3.6-35b-a3b")  # a hybrid fixture without a preset
+FIXTURES = sorted(p.name for p in HF.iterdir() if (p / "config.json").is_file() and p.name not in HYBRID_FIXTURES)
 
 
 @pytest.mark.parametrize("ref", [*UNIFORM, *(str(HF / f) for f in FIXTURES)])
@@ -324,7 +325,7 @@ PLANNED_HYBRIDS = {("sglang", "gpt-oss-120b"), ("vllm", "gpt-oss-120b"), ("sglan
                    ("vllm", "deepseek-v4-pro"), ("sglang", "glm-5.3-flash"), ("vllm", "glm-5.3-flash"),
                    ("sglang", "qwen3-next-80b-a3b"), ("vllm", "qwen3-next-80b-a3b"),
                    ("sglang", "kimi-linear-48b-a3b"), ("vllm", "kimi-linear-48b-a3b"), ("sglang", "kimi-k3"),
-                   ("vllm", "kimi-k3")}  # fmt: skip
+                   ("vllm", "kimi-k3"), ("sglang", "qwen3.6-27b"), ("vllm", "qwen3.6-27b")}  # fmt: skip
 """(engine, preset) pairs the engine rules plan (SGLang: tests/unit/test_sglang_hybrid.py; vLLM:
 tests/unit/test_vllm_hybrid.py). The test below replaces one that expected a refusal (exit 2) for the pairs
 not listed here: once every pair was planned its parameter list was empty and it was skipped everywhere."""
