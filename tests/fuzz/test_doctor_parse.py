@@ -1,7 +1,7 @@
 """Fuzz the parser and the evidence of `kvplan doctor` (issue 14): random interleavings of real start-up lines
 from the corpus (tests/data/logs, ../shared/logs), truncation, ANSI colour codes, CRLF line ends, binary noise.
 
-Contract: no exception but LogError (a log with no start-up line) and within the time budget; the same run gives
+Contract: no exception but LogError (a log with no start-up line) and within the work budget; the same run gives
 the same figures whatever the noise (ANSI codes and CRLF around its lines, noise lines between them), and the
 evidence the doctor gathers from a run never raises.
 """
