@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=None, help="another checkout to mutate (e.g. a baseline)")
     parser.add_argument("--match", default=None, help="only mutants whose line or key contains this text")
     parser.add_argument("--no-select", action="store_true", help="run every test for every mutant (no tracer)")
+    parser.add_argument("--verbose", action="store_true", help="print the killed mutants too, as they finish")
     args = parser.parse_args(args_in)
     if args.root is not None:
         global ROOT
@@ -364,6 +365,8 @@ def _one_module(
     target = scratch / module
     cover = {} if args.no_select else line_coverage(scratch, module, chosen, 10 * args.timeout)
     spans = statement_lines(source)
+    if not args.no_select:
+        print(f"  traced {len(cover)} lines ({time.monotonic() - started:.0f} s)", flush=True)
     try:
         for m in picked:
             mkey = f"{module}|{m.key}"
@@ -377,6 +380,8 @@ def _one_module(
                 print(f"  SURVIVED {module}:{m.line}  {m.key}", flush=True)
             else:
                 killed += 1
+                if args.verbose:
+                    print(f"  killed   {module}:{m.line}  {m.key}", flush=True)
     finally:
         target.write_text(source)
     scored = killed + survived
