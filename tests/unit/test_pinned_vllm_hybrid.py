@@ -3,6 +3,8 @@ pinned by a figure derived from vLLM's source (vllm/v1/core/kv_cache_utils.py an
 
 from __future__ import annotations
 
+import pytest
+
 from tests.unit.test_vllm_hybrid import plan
 
 
@@ -14,3 +16,16 @@ def test_no_length_fits_estimates_zero() -> None:
     p = plan("gpt-oss-120b", tp=1, context_length=131_072, kv_cache_memory="1MiB")
     assert p.startup_error is not None
     assert "the estimated maximum model length is 0." in p.startup_error
+
+
+@pytest.mark.parametrize("blocks", [*range(101, 105), 3_639, *range(5_130, 5_134)])
+def test_estimated_length_is_the_longest_that_fits(blocks: int) -> None:
+    # _estimate_max_model_len_from_groups binary-searches the largest L with bytes_per_block × blocks(L) <= the
+    # check; gpt-oss-120b TP1 (589,824 B a block): blocks(L) = cdiv(L, 16) full + cdiv(min(127 + 16,384, L), 16)
+    # + 1 window. With `blocks` B in the check (kv memory = B + 1 blocks, the null block reserved first):
+    # L <= 16,511: 2 × cdiv(L, 16) + 1 <= B -> L = 16 × ((B - 1) // 2); past it cdiv(L, 16) + 1,033 <= B ->
+    # L = 16 × (B - 1,033). From B = 5,130 (L 65,552) a search that skips mid + 1 stops one token short
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072, kv_cache_memory=f"{(blocks + 1) * 589_824}B")
+    longest = 16 * (blocks - 1_033) if blocks - 1_033 > 16_511 // 16 else 16 * ((blocks - 1) // 2)
+    assert p.startup_error is not None
+    assert f"the estimated maximum model length is {longest}." in p.startup_error
