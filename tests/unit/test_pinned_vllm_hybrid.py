@@ -3,9 +3,12 @@ pinned by a figure derived from vLLM's source (vllm/v1/core/kv_cache_utils.py an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.unit.test_vllm_hybrid import plan
+from kvplan.engines.vllm_hybrid import group_size_of
+from tests.unit.test_vllm_hybrid import _qwen3_next, plan
 
 
 def test_no_length_fits_estimates_zero() -> None:
@@ -29,3 +32,31 @@ def test_estimated_length_is_the_longest_that_fits(blocks: int) -> None:
     longest = 16 * (blocks - 1_033) if blocks - 1_033 > 16_511 // 16 else 16 * ((blocks - 1) // 2)
     assert p.startup_error is not None
     assert f"the estimated maximum model length is {longest}." in p.startup_error
+
+
+def test_group_size_takes_the_largest_only_under_one_and_a_half() -> None:
+    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group_size = min, and `if max_num_layers <
+    # min_num_layers * 1.5: group_size = max_num_layers` (strictly under: 12 sw + 13 full pads to 13)
+    assert group_size_of([12, 17]) == 17
+    assert group_size_of([12, 18]) == 12  # 18 = 1.5 × 12 is not under it
+
+
+def test_qwen3_next_on_sm120_keeps_the_flashinfer_checkpoint_block(tmp_path: Path) -> None:
+    # qwen_gdn_linear_attn._resolve_gdn_prefill_backend ('auto'): FlashInfer on SM90 and on SM10x / SM12x with
+    # head_k_dim 128, which adds one prefill checkpoint block per GDN group. The RTX PRO 6000 Blackwell is SM120,
+    # so its figures are the H200's (test_vllm_hybrid.test_qwen3_next_mamba_alignment_and_groups): block
+    # lcm(16, 64) × 5 = 320 and 820 + 3 groups × (2 + 1 checkpoint) = 829 blocks a request; the A100's Triton
+    # backend has no checkpoint (272, 970)
+    p = plan(_qwen3_next(tmp_path), gpu="rtx-pro-6000", tp=4, context_length=262_144, weights_per_gpu="40GiB")
+    assert (p.extras["block_size"], p.extras["blocks_per_request"]) == (320, 829)
+
+
+def test_sliding_note_counts_the_concurrent_batches() -> None:
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches × max_num_batched_tokens: async scheduling (the
+    # default) keeps 2 batches in flight, so a window holds 128 - 1 + 2 × 8,192 = 16,511 tokens
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072)
+    assert any(
+        "= 128 - 1 + 16,384 (2 concurrent batches × max_num_batched_tokens 8,192), at most max_model_len: 16,511 "
+        "tokens + 1 block" in n
+        for n in p.notes
+    )
