@@ -31,3 +31,13 @@ def test_the_c4_ring_serves_ten_draft_tokens_not_eleven() -> None:
     assert _v4_plan("deepseek-v4-flash", speculative_num_draft_tokens=10).rows > 0
     with pytest.raises(PlanError, match=r"ring_size=16 serves at most 10 draft tokens"):
         _v4_plan("deepseek-v4-flash", speculative_num_draft_tokens=11)
+
+
+def test_v4_running_requests_reduced_to_half_the_rows() -> None:
+    # kv_cache_configurator.py resolve_max_num_reqs: max_num_reqs = min(requested, token_capacity // 2)
+    # (/work/shared/reference/sglang-0.5.23.md §5). DeepSeek-V4-Flash with 125,795 MiB of weights a GPU leaves
+    # one 256-token page of rows: 256 // 2 = 128 < the 256 apply_deepseek_v4_defaults asks for
+    p = _v4_plan("deepseek-v4-flash", weights_per_gpu="125795MiB")
+    k = p.knob("max_running_requests")
+    assert (p.rows, k.value) == (256, 128)
+    assert k.origin.endswith("reduced to rows // 2 = 128")
