@@ -9,6 +9,7 @@ import pytest
 
 from kvplan.engines.vllm_hybrid import group_size_of
 from tests.unit.test_vllm_hybrid import _qwen3_next, plan
+from tests.unit.test_vllm_v4 import plan as v4_plan
 
 
 def test_no_length_fits_estimates_zero() -> None:
@@ -60,3 +61,17 @@ def test_sliding_note_counts_the_concurrent_batches() -> None:
         "tokens + 1 block" in n
         for n in p.notes
     )
+
+
+def test_v4_window_groups_hold_window_minus_one_plus_in_flight() -> None:
+    # SlidingWindowSpec.max_admission_blocks_per_request: cdiv(min(window - 1 + in_flight, L), block) + 1, with
+    # in_flight = 2 batches × 8,193 = 16,386 (an odd max_num_batched_tokens, so that window - 1 lands on a block
+    # edge the off-by-one would cross). DeepSeek-V4-Flash at L = 524,288, its groups (test_vllm_v4):
+    #   2 SWA groups, window 128, block 64: cdiv(127 + 16,386 = 16,513, 64) + 1 = 259 + 1 = 260 each -> 520
+    #   C4 / C128 compressed + C4 indexer K, full, block 256: cdiv(524,288, 256) = 2,048
+    #   C4 compressor states, window 8, block 4: cdiv(7 + 16,386 = 16,393, 4) + 1 = 4,099 + 1 = 4,100
+    #   C128 compressor state, window 128, block 8: cdiv(16,513, 8) + 1 = 2,065 + 1 = 2,066
+    # 520 + 2,048 + 4,100 + 2,066 = 8,734 blocks a request; no MambaSpec, so no state bytes
+    p = v4_plan("deepseek-v4-flash", max_num_batched_tokens=8193)
+    assert p.context_len == 524_288
+    assert (p.extras["blocks_per_request"], p.extras["state_bytes"]) == (8_734, 0)
