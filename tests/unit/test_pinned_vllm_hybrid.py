@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid import group_size_of
+from kvplan.models.load import load_deployment, load_model
 from tests.unit.test_vllm_hybrid import _qwen3_next, plan
 from tests.unit.test_vllm_v4 import plan as v4_plan
 
@@ -75,3 +77,15 @@ def test_v4_window_groups_hold_window_minus_one_plus_in_flight() -> None:
     p = v4_plan("deepseek-v4-flash", max_num_batched_tokens=8193)
     assert p.context_len == 524_288
     assert (p.extras["blocks_per_request"], p.extras["state_bytes"]) == (8_734, 0)
+
+
+def test_glm5_next_indexer_kernel_block_aligns_the_packed_block() -> None:
+    # GLM-5.3-Flash on vLLM 0.33.0, --block-size 256 with 3 MTP drafts (the MTP layer makes 12 MLA layers,
+    # test_hybrid_spec_glm5_next): _align_hybrid_block_size gives 256 × cdiv(542,720 state B, 256 × 512 B) = 1,280;
+    # the MLA + indexer group packs 12 × (1,280 × 512 + 1,280 / 4 kpool × 132) = 12 × 697,600 = 8,371,200 B.
+    # utils/deep_gemm.get_paged_mqa_page_sizes off SM120 = (32, 64): the indexer's kernel block is kpool × 64 = 256
+    # tokens, not the whole 1,280-token block, so its stride alignment is 256 / 4 × 132 = 8,448 B; lcm with the
+    # 512 B MLA row = 16,896 -> cdiv(8,371,200, 16,896) × 16,896 = 496 × 16,896 = 8,380,416 B a block id
+    dep = load_deployment("glm-5.3-8xh200-vllm", ["page_size=256", "speculative_num_draft_tokens=3"])
+    p = plan_pool(load_model("glm-5.3-flash"), dep)
+    assert (p.extras["block_size"], p.extras["bytes_per_block"]) == (1_280, 8_380_416)
