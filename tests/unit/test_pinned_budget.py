@@ -1,0 +1,17 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/budget.py, each pinned by a
+figure derived from SGLang's source."""
+
+from __future__ import annotations
+
+from kvplan.plan.budget import footprint
+from tests.conftest import make_plan
+
+
+def test_a_requests_draft_bytes_carry_the_draft_indexer() -> None:
+    # GLM-5.3 on SGLang with MTP (tests/unit/test_sglang.py test_worked_example_mtp): the NextN layer adds
+    # int(51,168 × 1 / 78) = 656 B of MLA and 132 B of indexer keys a row. 1,000 tokens take cdiv(1,000, 64) = 16
+    # pages of 64 rows (the FlashMLA page) = 1,024 rows: draft 1,024 × (656 + 132) = 806,912 B, of which the
+    # indexer is 1,024 × 132 = 135,168 B
+    p = make_plan("glm-5.3-8xh200-sglang", speculative_num_draft_tokens=3)
+    f = footprint(p, 1_000)
+    assert (f.pages, f.draft_bytes) == (16, 806_912)
