@@ -16,6 +16,7 @@ def test_a_requests_draft_bytes_carry_the_draft_indexer() -> None:
     p = make_plan("glm-5.3-8xh200-sglang", speculative_num_draft_tokens=3)
     f = footprint(p, 1_000)
     assert (f.pages, f.draft_bytes) == (16, 806_912)
+    assert budget(p, (1_000,)).per_row.draft_bytes == 656 + 132  # one row: the draft's MLA and indexer bytes
 
 
 def test_tail_waste_is_spread_over_the_dcp_ranks() -> None:
