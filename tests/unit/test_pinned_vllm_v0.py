@@ -1,0 +1,18 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/engines/vllm_v0.py, each pinned by
+a figure derived from vLLM V0's source."""
+
+from __future__ import annotations
+
+from kvplan.engines.versions import vllm_rules
+from kvplan.engines.vllm_v0 import moe_buffers
+from kvplan.models.load import load_model
+from tests.unit.test_vllm_v0 import HF
+
+
+def test_fused_moe_caches_with_expert_parallel_hold_whole_experts() -> None:
+    # fused_experts_impl (0.8.5 wheel): with expert parallelism a rank's w1 holds its experts whole, so N = 2 × the
+    # expert width, not split by tp: Mixtral-8x7B at tp 2 / ep 2, 8,192 tokens, top_k 2: N = 2 × 14,336 = 28,672,
+    # K = 4,096; cache13 max(N, K) = 28,672 + cache2 N / 2 = 14,336 -> 8,192 × 2 × 43,008 × 2 B = 1,409,286,144 B
+    # (tp 2 / ep 1 splits N in two: 704,643,072 B, test_vllm_v0.test_fused_moe_caches)
+    arch = load_model(HF + "mixtral-8x7b/config.json")
+    assert moe_buffers(arch, vllm_rules("0.8.5"), tokens=8192, tp=2, ep=2) == 1_409_286_144
