@@ -1,0 +1,31 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/fit.py: how a candidate that
+meets the flat requirements but not the trace ranks (Outcome.closeness_ppm, kvplan's own ranking rule: just below
+every candidate that holds the trace, in proportion to the hit rate it reached)."""
+
+from __future__ import annotations
+
+from kvplan.models.load import load_deployment
+from kvplan.plan.fit import Outcome
+from kvplan.plan.fit_trace import TraceFit
+
+DEP = load_deployment("glm-5.3-8xh200-sglang")
+
+
+def _trace(**fields: object) -> TraceFit:
+    base: dict[str, object] = {"engine": "sglang", "router": "round-robin", "ranks": 1, "pool_pages": 100,
+                               "page_tokens": 64, "max_running": 8, "eagle": False, "min_hit_ppm": 600_000}  # fmt: skip
+    return TraceFit(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_a_held_trace_short_of_the_hit_rate_ranks_by_its_share() -> None:
+    # held, 50 % hit against --min-hit 60 %: 500,000 × 999,999 // 600,000 = 833,332 (not the 999,999 cap)
+    t = _trace(hit_tokens=500, prompt_tokens=1_000)
+    assert t.holds and not t.ok
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 833_332
+
+
+def test_a_bound_with_no_prompt_tokens_is_zero_not_a_crash() -> None:
+    # reuse_bound on a trace whose prompts hold no tokens: the hit is at most 0 of 0 (the division guarded by
+    # max(prompt_tokens, 1)), so it ranks last
+    t = _trace(bound_tokens=0, prompt_tokens=0)
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 0
