@@ -6,7 +6,7 @@ from __future__ import annotations
 from kvplan.engines.versions import vllm_rules
 from kvplan.engines.vllm_v0 import moe_buffers
 from kvplan.models.load import load_model
-from tests.unit.test_vllm_v0 import HF
+from tests.unit.test_vllm_v0 import HF, LLAMA3, v0
 
 
 def test_fused_moe_caches_with_expert_parallel_hold_whole_experts() -> None:
@@ -16,3 +16,15 @@ def test_fused_moe_caches_with_expert_parallel_hold_whole_experts() -> None:
     # (tp 2 / ep 1 splits N in two: 704,643,072 B, test_vllm_v0.test_fused_moe_caches)
     arch = load_model(HF + "mixtral-8x7b/config.json")
     assert moe_buffers(arch, vllm_rules("0.8.5"), tokens=8192, tp=2, ep=2) == 1_409_286_144
+
+
+def test_each_v0_range_names_its_own_budget_rule() -> None:
+    # worker/worker.py determine_num_available_blocks: 0.6.0-0.6.3 take the peak as init free − free after
+    # profile_run; 0.6.5 on measure with memory_profiling (weights + torch peak increase + non-torch increase)
+    # (kvplan.engines.versions cites the wheels); the available-memory term says which one the figure used
+    said = {
+        version: next(t.detail for t in v0(LLAMA3, version).chain if "non-KV" in (t.detail or ""))
+        for version in ("0.6.3", "0.8.5")
+    }
+    assert said["0.6.3"].endswith("(0.6.0-0.6.3: init free − free after the profile run)")
+    assert said["0.8.5"].endswith("(memory_profiling: weights + torch peak increase + non-torch increase)")
