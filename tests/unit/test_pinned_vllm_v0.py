@@ -28,3 +28,13 @@ def test_each_v0_range_names_its_own_budget_rule() -> None:
     }
     assert said["0.6.3"].endswith("(0.6.0-0.6.3: init free − free after the profile run)")
     assert said["0.8.5"].endswith("(memory_profiling: weights + torch peak increase + non-torch increase)")
+
+
+def test_pipeline_stages_divide_the_longest_sequence() -> None:
+    # worker/worker.py raise_if_cache_size_invalid (V0): max_seq_len = block_size × (num_gpu_blocks //
+    # pipeline_parallel_size). num_gpu_blocks_override (max_total_tokens 16,000) = cdiv(16,000, 16) = 1,000 blocks:
+    # at pp 2, 16 × 500 = 8,000 tokens < 10,000 refuses; at pp 1, 16,000 holds it
+    p = v0(LLAMA3, "0.8.5", "pp=2", "nodes=2", "max_total_tokens=16000", "context_length=10000")
+    assert p.extras["num_blocks"] == 1_000 and p.startup_error is not None
+    assert "(10000) is larger than the maximum number of tokens that can be stored in KV cache (8000)" in p.startup_error
+    assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=10000").startup_error is None
