@@ -36,5 +36,7 @@ def test_pipeline_stages_divide_the_longest_sequence() -> None:
     # at pp 2, 16 × 500 = 8,000 tokens < 10,000 refuses; at pp 1, 16,000 holds it
     p = v0(LLAMA3, "0.8.5", "pp=2", "nodes=2", "max_total_tokens=16000", "context_length=10000")
     assert p.extras["num_blocks"] == 1_000 and p.startup_error is not None
-    assert "(10000) is larger than the maximum number of tokens that can be stored in KV cache (8000)" in p.startup_error
+    assert "(10000) is larger than the maximum number of tokens that can be stored in KV cache (8000)" in (
+        p.startup_error
+    )
     assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=10000").startup_error is None
