@@ -3,9 +3,13 @@ figure derived from SGLang's source."""
 
 from __future__ import annotations
 
-from kvplan.plan.budget import budget, footprint
+from pathlib import Path
+
+from kvplan.plan.budget import budget, footprint, kind_costs
 from tests.conftest import make_plan
 from tests.unit.test_sglang import WORKED
+from tests.unit.test_sglang_hybrid import _plan as hybrid
+from tests.unit.test_sglang_hybrid import _qwen3_next as qwen3_next
 
 
 def test_a_requests_draft_bytes_carry_the_draft_indexer() -> None:
@@ -27,3 +31,13 @@ def test_tail_waste_is_spread_over_the_dcp_ranks() -> None:
     p = make_plan(dcp=8, attention_backend="flashmla_kv", **WORKED)
     assert (p.logical_page_tokens, p.cell.total_bytes) == (512, 73_344)
     assert budget(p, (1_000,)).tail_waste_bytes == 2_342_424
+
+
+def test_a_linear_state_costs_per_request_not_per_token(tmp_path: Path) -> None:
+    # Qwen3-Next on SGLang at tp 4 (tests/unit/test_sglang_hybrid.py test_qwen3_next_golden_tp4): a GDN layer's
+    # state is conv 12,288 B + recurrent 524,288 B whatever the length (MambaPool's per-request slot), × 36 layers
+    # = 19,316,736 B a request and nothing a token; the 12 GQA layers take 12 × 2 kv heads / 4 → 1 head ×
+    # (256 + 256) × 2 B = 12 × 1,024 = 12,288 B a token
+    p = hybrid(qwen3_next(tmp_path), tp=4)
+    costs = {k.kind: (k.per, k.bytes_per_token, k.request_max_bytes) for k in kind_costs(p)}
+    assert costs == {"Gated DeltaNet state": ("request", 0, 19_316_736), "GQA": ("token", 12_288, 0)}
