@@ -40,3 +40,5 @@ def test_pipeline_stages_divide_the_longest_sequence() -> None:
         p.startup_error
     )
     assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=10000").startup_error is None
+    # `if max_model_len > max_seq_len`: a length of exactly 16 × 1,000 = 16,000 tokens starts
+    assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=16000").startup_error is None
