@@ -193,8 +193,8 @@ def profile_peak(
     triton = version >= TRITON_TOPK_TOPP_SINCE
     if triton:
         per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
-    else:  # the float32 copy is the logits themselves in a float32 model
-        per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 4
+    else:  # a float32 model's logits are their own float32 copy: 2 + 4 B become 4 B
+        per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 2
     sms = SM_COUNT.get(gpu.key, DEFAULT_SM_COUNT)
     rows = min(_next_power_of_2(min(sms, r)), sms) if triton else 0
     dense = dims.dense_intermediate // tp

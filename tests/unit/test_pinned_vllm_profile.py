@@ -35,3 +35,14 @@ def test_the_topk_buffer_has_a_row_per_multiprocessor(gpu: str) -> None:
     dep = load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", f"gpu={gpu}", "tp=1", "gpus_per_node=1"])
     p = profile_peak(dims, gpu=dep.gpu, tp=1, ep=1, max_num_batched_tokens=8192, max_num_seqs=1024)
     assert p.topk_topp_buffer_bytes == DATASHEET_SMS[gpu] * 128_256 * 4
+
+
+def test_a_float32_model_before_0_17_sorts_36_bytes_a_logit() -> None:
+    # 0.16.0 apply_top_k_top_p at logits.sort: bf16 logits 2 + their float32 copy 4 + sorted values 4 + int64
+    # indices 8 + torch.sort's 20 = 38 B. A float32 model's logits are already float32 (the copy is the tensor
+    # itself, 4 B): 4 + 4 + 8 + 20 = 36 B, as the Triton path's 2 + 4 + 4 + 4 = 14 becomes 4 + 4 + 4 = 12
+    dims = activation_dims({"hidden_size": 64, "vocab_size": 1000, "torch_dtype": "float32"})
+    assert dims is not None and dims.dtype_bytes == 4
+    dep = load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"])
+    p = profile_peak(dims, gpu=dep.gpu, tp=1, ep=1, max_num_batched_tokens=16, max_num_seqs=16, version=(0, 16, 0))
+    assert p.sampler_bytes == 16 * 1000 * 36
