@@ -5,8 +5,9 @@ every candidate that holds the trace, in proportion to the hit rate it reached).
 from __future__ import annotations
 
 from kvplan.models.load import load_deployment
-from kvplan.plan.fit import Outcome
+from kvplan.plan.fit import TRACE_PASSES, Outcome
 from kvplan.plan.fit_trace import TraceFit
+from kvplan.render.fit_report import PER_GPU_COUNT
 
 DEP = load_deployment("glm-5.3-8xh200-sglang")
 
@@ -29,3 +30,9 @@ def test_a_bound_with_no_prompt_tokens_is_zero_not_a_crash() -> None:
     # max(prompt_tokens, 1)), so it ranks last
     t = _trace(bound_tokens=0, prompt_tokens=0)
     assert Outcome(deployment=DEP, trace=t).closeness_ppm == 0
+
+
+def test_trace_replays_stop_at_the_frontier_tables_rows() -> None:
+    # --trace replays a GPU count's candidates until TRACE_PASSES hold the trace: as many as the frontier table
+    # shows per GPU count (render/fit_report.py PER_GPU_COUNT); one fewer would leave a row of the table unreplayed
+    assert TRACE_PASSES == PER_GPU_COUNT == 3
