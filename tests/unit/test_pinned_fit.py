@@ -4,10 +4,15 @@ every candidate that holds the trace, in proportion to the hit rate it reached).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from kvplan.models.deploy import Requirements
 from kvplan.models.load import load_deployment
-from kvplan.plan.fit import TRACE_PASSES, Outcome
+from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
+from tests.unit.test_fit_trace import SMALL, spec_for, write_trace
+from tests.unit.test_fit_trace import plan as trace_plan
 
 DEP = load_deployment("glm-5.3-8xh200-sglang")
 
@@ -36,3 +41,28 @@ def test_trace_replays_stop_at_the_frontier_tables_rows() -> None:
     # --trace replays a GPU count's candidates until TRACE_PASSES hold the trace: as many as the frontier table
     # shows per GPU count (render/fit_report.py PER_GPU_COUNT); one fewer would leave a row of the table unreplayed
     assert TRACE_PASSES == PER_GPU_COUNT == 3
+
+
+def test_past_three_holding_replays_the_rest_are_counted_unreplayed(tmp_path: Path) -> None:
+    # five candidates of one GPU count that meet the flat requirements, each a 6-page pool that holds the small
+    # trace (test_fit_trace: 6 pages hold it): the first TRACE_PASSES = 3 are replayed and hold it; the other 2 are
+    # marked unreplayed and counted, so `fit` can say how many it skipped
+    spec = spec_for(write_trace(tmp_path / "t.jsonl", SMALL))
+    group = [Outcome(deployment=DEP, plan=trace_plan(pages=6)) for _ in range(5)]  # type: ignore[arg-type]
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256),
+                 trace=spec)  # fmt: skip
+    assert _replay_group(group, q) == 2
+    assert [(o.trace is not None and o.trace.ok, o.unreplayed) for o in group] == [(True, False)] * 3 + [
+        (False, True)
+    ] * 2
+
+
+def test_a_capped_gpu_count_replays_three_whatever_they_find(tmp_path: Path) -> None:
+    # a GPU count past the first that holds the trace is shown for the table only: at most TRACE_PASSES replays
+    # even when none holds it (5 pages do not: test_fit_trace), the rest counted unreplayed
+    spec = spec_for(write_trace(tmp_path / "t.jsonl", SMALL))
+    group = [Outcome(deployment=DEP, plan=trace_plan(pages=5)) for _ in range(5)]  # type: ignore[arg-type]
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256),
+                 trace=spec)  # fmt: skip
+    assert _replay_group(group, q, capped=True) == 2
+    assert [o.trace is not None for o in group] == [True] * 3 + [False] * 2
