@@ -4,11 +4,12 @@ every candidate that holds the trace, in proportion to the hit rate it reached).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kvplan.models.deploy import Requirements
 from kvplan.models.load import load_deployment
-from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group
+from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, layout
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
 from tests.unit.test_fit_trace import SMALL, spec_for, write_trace
@@ -66,3 +67,10 @@ def test_a_capped_gpu_count_replays_three_whatever_they_find(tmp_path: Path) -> 
                  trace=spec)  # fmt: skip
     assert _replay_group(group, q, capped=True) == 2
     assert [o.trace is not None for o in group] == [True] * 3 + [False] * 2
+
+
+def test_the_layout_cell_names_every_parallel_axis_above_one() -> None:
+    # fit's retry with ep = tp (whole experts) after an expert-slicing refusal is a different layout: at tp 2 it is
+    # ep 2, and the cell must say so (SGLang --ep-size 2 / vLLM --enable-expert-parallel)
+    assert layout(replace(DEP, tp=2, ep=2, dp_attention=1, dcp=1)) == f"TP2 EP2 · {DEP.kv_cache_dtype}"
+    assert layout(replace(DEP, tp=2, ep=1, dp_attention=2, dcp=2)) == f"TP2 DPA2 DCP2 · {DEP.kv_cache_dtype}"
