@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import load_deployment
-from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, layout
+from kvplan.models.load import find_gpu, load_deployment, load_model
+from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout, pd_staging
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
 from tests.unit.test_fit_trace import SMALL, spec_for, write_trace
@@ -74,3 +74,19 @@ def test_the_layout_cell_names_every_parallel_axis_above_one() -> None:
     # ep 2, and the cell must say so (SGLang --ep-size 2 / vLLM --enable-expert-parallel)
     assert layout(replace(DEP, tp=2, ep=2, dp_attention=1, dcp=1)) == f"TP2 EP2 · {DEP.kv_cache_dtype}"
     assert layout(replace(DEP, tp=2, ep=1, dp_attention=2, dcp=2)) == f"TP2 DPA2 DCP2 · {DEP.kv_cache_dtype}"
+
+
+def test_staging_buffers_carry_the_mtp_layers_kv() -> None:
+    # GLM-4.5-Air, SGLang TP2 fp8 on H200 with MTP: 8 kv heads / 2 = 4 × (128 + 128) × 1 B = 1,024 B a layer,
+    # 46 layers = 47,104 B and the NextN layer's 1,024 B. init_staging_buffers sizes each buffer by Σ kv_item_lens,
+    # one page of every registered K and V buffer, the draft's included: 48,128 B a token (page 1);
+    # 4 buffers × 8,192 pages × 48,128 = 1,577,058,304 B
+    arch = load_model("glm-4.5-air")
+    q = FitQuery(model_ref="glm-4.5-air", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=131_072), max_gpus=8, mtp=(True,))  # fmt: skip
+    dep = next(
+        d for d in candidates(arch, q) if (d.tp, d.kv_cache_dtype, d.dcp, d.dp_attention) == (2, "fp8_e4m3", 1, 1)
+    )
+    p = evaluate(arch, dep, q.requirements).plan
+    assert p is not None and (p.cell.main_bytes, p.cell.draft_main_bytes) == (47_104, 1_024)
+    assert pd_staging(p, "prefill", "mooncake", sglang_staging=True).bytes == 1_577_058_304
