@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
+from tests.unit.test_vllm_v0 import LLAMA3, v0
 
 
 @pytest.mark.parametrize(
@@ -15,6 +16,8 @@ from tests.unit.test_engine_versions_sglang import LLAMA, _plan
         ("0.4.8", 16_384),
         # 0.5.3 (#10975): 512 + chunk 8,192 × 1.5 + max_bs 512 × 2 + tp 8 × pp 1 / 8 × 1,024 = 14,848 MiB
         ("0.5.3", 14_848),
+        # 0.5.7-0.5.8: the same terms (chunk 8,192, max_bs 512 on an H200 at tp 8): 14,848 MiB
+        ("0.5.7", 14_848),
     ],
 )
 def test_a_speculative_algorithm_reserves_2048_mib_more(version: str, reserved: int) -> None:
@@ -23,3 +26,11 @@ def test_a_speculative_algorithm_reserves_2048_mib_more(version: str, reserved: 
     spec = _plan(LLAMA, version, "h200", "speculative_num_draft_tokens=4", tp=8)
     assert plain.extras["mem_fraction_reserved_mib"] == reserved
     assert spec.extras["mem_fraction_reserved_mib"] == reserved + 2_048
+
+
+@pytest.mark.parametrize(("version", "tokens"), [("0.6.4", 512), ("0.7.3", 2048), ("0.8.5", 2048)])
+def test_v0_chunked_prefill_batch(version: str, tokens: int) -> None:
+    # V0 config.py SchedulerConfig: with chunked prefill (on by default past a 32K max_model_len) and no
+    # --max-num-batched-tokens, 512 tokens to 0.6.4, 2048 from 0.6.5 (read in the wheels, kvplan.engines.versions)
+    knob = v0(LLAMA3, version, "context_length=131072").knob("max_num_batched_tokens")
+    assert knob.value == tokens
