@@ -247,7 +247,7 @@ def _scratch_copy() -> Path:
     for name in ("kvplan", "tests"):
         shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", scratch / "pyproject.toml")
-X
+    for name in (".ci", "examples", "README.md", ".pre-commit-hooks.yaml"):  # files some tests read
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
         elif (ROOT / name).exists():
