@@ -1,0 +1,22 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/gate.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.test_lock_forged import _edit, _one_error, repo, run
+
+__all__ = ["repo"]  # the fixture, imported for the tests below
+
+
+def test_a_page_of_no_tokens_is_a_forged_lock(repo: Path) -> None:
+    # a page holds at least one token (SGLang --page-size and vLLM --block-size are >= 1): a lock saying 0 is
+    # refused by the reader's bounds, whatever the digest says
+    _edit(repo, rank_page_tokens=0, logical_page_tokens=0)
+    _one_error(run("gate", "prod.yaml"), "rank_page_tokens")
+
+
+def test_the_lock_file_ends_its_last_line(repo: Path) -> None:
+    # a text file whose last line ends in a newline, as git and POSIX tools expect, and only one
+    text = (repo / "kvplan.lock").read_text()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
