@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvplan.plan.gate import _printable
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
 
 __all__ = ["repo"]  # the fixture, imported for the tests below
@@ -20,3 +21,10 @@ def test_the_lock_file_ends_its_last_line(repo: Path) -> None:
     # a text file whose last line ends in a newline, as git and POSIX tools expect, and only one
     text = (repo / "kvplan.lock").read_text()
     assert text.endswith("}\n") and not text.endswith("\n\n")
+
+
+def test_a_quoted_key_is_cut_only_past_200_characters() -> None:
+    # an error quotes at most 200 characters of a key (gate._MAX_NAME_CHARS) and marks a cut with '…'
+    assert _printable("k" * 200) == "k" * 200
+    assert _printable("k" * 201) == "k" * 200 + "…"
+    assert _printable("a\x1b[31mb") == "a\\x1b[31mb"  # no terminal escape reaches the message
