@@ -28,3 +28,11 @@ def test_a_quoted_key_is_cut_only_past_200_characters() -> None:
     assert _printable("k" * 200) == "k" * 200
     assert _printable("k" * 201) == "k" * 200 + "…"
     assert _printable("a\x1b[31mb") == "a\\x1b[31mb"  # no terminal escape reaches the message
+
+
+def test_an_unknown_key_is_named(repo: Path) -> None:
+    # one unknown key: named in one line (exit 2), not an IndexError; of several, the first in sorted order
+    _edit(repo, zz_extra=1)
+    _one_error(run("gate", "prod.yaml"), "unknown key 'zz_extra'")
+    _edit(repo, aa_extra=1)
+    _one_error(run("gate", "prod.yaml"), "unknown key 'aa_extra'")
