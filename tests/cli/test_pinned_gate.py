@@ -36,3 +36,12 @@ def test_an_unknown_key_is_named(repo: Path) -> None:
     _one_error(run("gate", "prod.yaml"), "unknown key 'zz_extra'")
     _edit(repo, aa_extra=1)
     _one_error(run("gate", "prod.yaml"), "unknown key 'aa_extra'")
+
+
+def test_a_string_field_may_hold_200_characters(repo: Path) -> None:
+    # the reader's bound on a string field (gate._MAX_NAME_CHARS): 200 characters are read (the forged entry is
+    # then caught by its digest), 201 are refused as they are read
+    _edit(repo, model="m" * 200)
+    _one_error(run("gate", "prod.yaml"), "digest mismatch")
+    _edit(repo, model="m" * 201)
+    _one_error(run("gate", "prod.yaml"), "model: expected a short string without control characters")
