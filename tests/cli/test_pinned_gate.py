@@ -45,3 +45,11 @@ def test_a_string_field_may_hold_200_characters(repo: Path) -> None:
     _one_error(run("gate", "prod.yaml"), "digest mismatch")
     _edit(repo, model="m" * 201)
     _one_error(run("gate", "prod.yaml"), "model: expected a short string without control characters")
+
+
+def test_a_concurrency_context_of_one_token_is_read(repo: Path) -> None:
+    # a context holds at least one token: "1" is read (the forged entry is then caught by its digest), "0" is refused
+    _edit(repo, concurrency={"1": 4})
+    _one_error(run("gate", "prod.yaml"), "digest mismatch")
+    _edit(repo, concurrency={"0": 4})
+    _one_error(run("gate", "prod.yaml"), "concurrency key")
