@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import replace
 from pathlib import Path
 
-from kvplan.plan.gate import _printable
+from kvplan.plan.gate import GateResult, _printable, parse_lock_untrusted
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
 
 __all__ = ["repo"]  # the fixture, imported for the tests below
@@ -53,3 +56,23 @@ def test_a_concurrency_context_of_one_token_is_read(repo: Path) -> None:
     _one_error(run("gate", "prod.yaml"), "digest mismatch")
     _edit(repo, concurrency={"0": 4})
     _one_error(run("gate", "prod.yaml"), "concurrency key")
+
+
+def test_the_capacity_change_is_read_in_ppm_and_the_default_rule_allows_no_drop(repo: Path) -> None:
+    # 39 indexer layers instead of 78 on GLM-5.3 (tests/cli/test_gate.py): pool 1,278,208 -> 1,168,256 tokens,
+    # (1,168,256 − 1,278,208) × 10^6 // 1,278,208 = −109,952,000,000 // 1,278,208 = −86,021 ppm (floored);
+    # without --max-capacity-drop the rule allows 0 %
+    shutil.copy(repo / "other.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 1, r.stdout
+    (result,) = json.loads(r.stdout)["results"]
+    assert result["capacity_change_ppm"] == -86_021
+    assert any(rule["name"] == "capacity drop <= 0%" and not rule["ok"] for rule in result["rules"])
+
+
+def test_the_capacity_change_is_floored_parts_per_million(repo: Path) -> None:
+    # 1,000,000 -> 500,001 tokens: (−499,999 × 10^6) // 10^6 = −499,999 ppm exactly (−49.9999 %)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    before = replace(locked, pool_tokens=1_000_000)
+    result = GateResult(config="prod.yaml", before=before, after=replace(before, pool_tokens=500_001), rules=())
+    assert result.capacity_change_ppm == -499_999
