@@ -7,7 +7,10 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from kvplan.plan.gate import GateResult, _printable, parse_lock_untrusted
+from kvplan.engines import plan_pool
+from kvplan.models.deploy import Requirements
+from kvplan.models.load import load_deployment, load_model
+from kvplan.plan.gate import GateResult, _printable, check, parse_lock_untrusted
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
 
 __all__ = ["repo"]  # the fixture, imported for the tests below
@@ -76,3 +79,15 @@ def test_the_capacity_change_is_floored_parts_per_million(repo: Path) -> None:
     before = replace(locked, pool_tokens=1_000_000)
     result = GateResult(config="prod.yaml", before=before, after=replace(before, pool_tokens=500_001), rules=())
     assert result.capacity_change_ppm == -499_999
+
+
+def test_the_drop_rule_floors_the_change_before_comparing(repo: Path) -> None:
+    # base.yaml plans 1,278,208 tokens; a lock of 2,556,417 makes the change (1,278,208 − 2,556,417) × 10^6
+    # // 2,556,417 = floor(−500,000.196) = −500,001 ppm: a drop of 500,001 ppm, over a 50 % rule
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    assert plan.logged_tokens == locked.pool_tokens == 1_278_208
+    g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=500_000), replace(locked, pool_tokens=2_556_417))
+    rule = next(r for r in g.rules if r.name == "capacity drop <= 50%")
+    assert not rule.ok and rule.detail == "pool 2,556,417 -> 1,278,208 tokens (-50.00%)"
