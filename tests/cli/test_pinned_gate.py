@@ -91,3 +91,14 @@ def test_the_drop_rule_floors_the_change_before_comparing(repo: Path) -> None:
     g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=500_000), replace(locked, pool_tokens=2_556_417))
     rule = next(r for r in g.rules if r.name == "capacity drop <= 50%")
     assert not rule.ok and rule.detail == "pool 2,556,417 -> 1,278,208 tokens (-50.00%)"
+    # the shown percentage is ppm / 10,000: a pool a millionth of its lock's is a change of
+    # (1,278,208 − 1,278,208,000,000) × 10^6 // 1,278,208,000,000 = −999,999 ppm, shown as −100.00 %
+    g = check("prod.yaml", plan, Requirements(), replace(locked, pool_tokens=1_278_208_000_000))
+    assert "(-100.00%)" in next(r for r in g.rules if r.name.startswith("capacity drop")).detail
+
+
+def test_no_pool_before_and_after_is_no_change(repo: Path) -> None:
+    # an engine that did not start and still does not: 0 -> 0 tokens is a change of 0, not a division by zero
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    none = replace(locked, pool_tokens=0)
+    assert GateResult(config="prod.yaml", before=none, after=none, rules=()).capacity_change_ppm == 0
