@@ -9,12 +9,18 @@ is listed, with the reason, in scripts/mutants_equivalent.txt and then counted a
     python scripts/mutate.py kvplan/plan/admit.py --sample 40 --seed 7 -- tests/unit/test_admit.py
 
 Without `-- TESTS`, the tests are the files under tests/ that import the module (by dotted name).
+
+Speed without weakening: the tests run once on the unmutated module under a line tracer (scripts/mutate_cover.py),
+which records the test ids that run each line; a mutant first runs only the ids that run its statement (every
+test, for a statement run at import). Only a mutant those pass is run again on the whole test set, so a mutant
+is killed or survives exactly as a run of every test would say. `--no-select` runs every test for every mutant.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import random
 import re
@@ -77,11 +83,19 @@ def _functions(tree: ast.AST) -> dict[int, str]:
             inner = name
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 inner = f"{name}.{child.name}" if name else child.name
+            elif not name and (target := _assigned_name(child)):  # a module constant: keys name it
+                inner = target
             owner[id(child)] = inner
             visit(child, inner)
 
     visit(tree, "")
     return owner
+
+
+def _assigned_name(node: ast.AST) -> str | None:
+    """The name a module-level `NAME = ...` or `NAME: T = ...` binds, else None."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return targets[0].id if len(targets) == 1 and isinstance(targets[0], ast.Name) else None
 
 
 def _in_annotation_or_docstring(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
@@ -188,7 +202,8 @@ def apply(source: str, mutant: Mutant) -> str:
 
 
 def read_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
-    """`module | key | reason` lines; '#' comments. Returns {module|key: reason}."""
+    """`module | key | reason` lines; '#' comments; a key `NAME: *` stands for every mutant of NAME. Returns
+    {module|key: reason}."""
     out: dict[str, str] = {}
     if not path.exists():
         return out
@@ -201,6 +216,11 @@ def read_equivalent(path: Path = EQUIVALENT_FILE) -> dict[str, str]:
             raise SystemExit(f"{path}: bad line (want 'module | key | reason'): {raw}")
         out[f"{parts[0]}|{parts[1]}"] = parts[2]
     return out
+
+
+def is_equivalent(mkey: str, equivalent: dict[str, str]) -> bool:
+    """Listed as is, or under a `NAME: *` line (every mutant of a constant no answer reads but through max())."""
+    return mkey in equivalent or any(k.endswith("*") and mkey.startswith(k[:-1]) for k in equivalent)
 
 
 def covering_tests(module: str, skip: tuple[str, ...] = ("fuzz", "property")) -> list[str]:
@@ -227,17 +247,74 @@ def _scratch_copy() -> Path:
     for name in ("kvplan", "tests"):
         shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", scratch / "pyproject.toml")
+    for name in (".ci", "examples", "README.md", ".pre-commit-hooks.yaml"):  # files some tests read
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
+        elif (ROOT / name).exists():
+            shutil.copy(ROOT / name, scratch / name)
     return scratch
 
 
+def _pytest(scratch: Path, tests: list[str]) -> list[str]:
+    """The pytest command for `tests`, the ids passed in a file (pytest's @file) so that hundreds fit."""
+    listing = scratch / ".mutate-tests.txt"
+    listing.write_text("\n".join(tests) + "\n")
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", f"@{listing}"]
+
+
+def _env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    path = os.pathsep.join([str(scratch), str(Path(__file__).resolve().parent)])  # for the mutate_cover plugin
+    return {**os.environ, "PYTHONPATH": path, "PYTHONDONTWRITEBYTECODE": "1", **(extra or {})}
+
+
 def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests]
-    env = {**os.environ, "PYTHONPATH": str(scratch), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        done = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, timeout=timeout_s)
+        done = subprocess.run(
+            _pytest(scratch, tests), cwd=scratch, env=_env(scratch), capture_output=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return "killed (timeout)"
     return "survived" if done.returncode == 0 else "killed"
+
+
+def line_coverage(scratch: Path, module: str, tests: list[str], timeout_s: float) -> dict[int, list[str]]:
+    """{line: test ids that run it} for the unmutated module; raises SystemExit when its tests fail on it."""
+    out = scratch / ".mutate-cover.json"
+    env = _env(scratch, {"KVPLAN_MUTATE_TARGET": str(scratch / module), "KVPLAN_MUTATE_COVER": str(out)})
+    cmd = [*_pytest(scratch, tests), "-p", "mutate_cover"]
+    done = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, timeout=timeout_s)
+    if done.returncode != 0:
+        tail = done.stdout.decode(errors="replace").strip().splitlines()[-3:]
+        raise SystemExit(f"{module}: the tests fail on the unmutated code: {' / '.join(tail)}")
+    return {int(line): ids for line, ids in json.loads(out.read_text()).items()}
+
+
+def statement_lines(source: str) -> dict[int, tuple[int, int, bool]]:
+    """Node index (ast.walk order) -> the line span of its innermost statement, and whether that statement
+    runs at import (module or class level, not inside a function)."""
+    tree = ast.parse(source)
+    span: dict[int, tuple[int, int, bool]] = {}
+
+    def visit(node: ast.AST, stmt: tuple[int, int, bool], in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            here = stmt
+            if isinstance(child, ast.stmt):
+                here = (child.lineno, child.end_lineno or child.lineno, not in_function)
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            span[id(child)] = here
+            visit(child, here, inner)
+
+    visit(tree, (0, 0, True), False)
+    return {i: span.get(id(n), (0, 0, True)) for i, n in enumerate(ast.walk(tree))}
+
+
+def selected_tests(mutant: Mutant, spans: dict[int, tuple[int, int, bool]], cover: dict[int, list[str]]) -> list[str]:
+    """The test ids that run the mutant's statement; [""] (every test) for one that runs at import."""
+    first, last, at_import = spans.get(mutant.index, (0, 0, True))
+    if at_import:
+        return [""]
+    ids = {i for line in range(first, last + 1) for i in cover.get(line, [])}
+    return [""] if "" in ids else sorted(ids)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the sampled mutants, run nothing")
     parser.add_argument("--root", type=Path, default=None, help="another checkout to mutate (e.g. a baseline)")
     parser.add_argument("--match", default=None, help="only mutants whose line or key contains this text")
+    parser.add_argument("--no-select", action="store_true", help="run every test for every mutant (no tracer)")
+    parser.add_argument("--verbose", action="store_true", help="print the killed mutants too, as they finish")
     args = parser.parse_args(args_in)
     if args.root is not None:
         global ROOT
@@ -303,19 +382,25 @@ def _one_module(
     killed = survived = equiv = 0
     started = time.monotonic()
     target = scratch / module
+    cover = {} if args.no_select else line_coverage(scratch, module, chosen, 10 * args.timeout)
+    spans = statement_lines(source)
+    if not args.no_select:
+        print(f"  traced {len(cover)} lines ({time.monotonic() - started:.0f} s)", flush=True)
     try:
         for m in picked:
             mkey = f"{module}|{m.key}"
-            if mkey in equivalent:
+            if is_equivalent(mkey, equivalent):
                 equiv += 1
                 continue
             target.write_text(apply(source, m))
-            verdict = run_tests(scratch, chosen, args.timeout)
+            verdict = _verdict(scratch, chosen, None if args.no_select else selected_tests(m, spans, cover), args)
             if verdict == "survived":
                 survived += 1
                 print(f"  SURVIVED {module}:{m.line}  {m.key}", flush=True)
             else:
                 killed += 1
+                if args.verbose:
+                    print(f"  killed   {module}:{m.line}  {m.key}", flush=True)
     finally:
         target.write_text(source)
     scored = killed + survived
@@ -326,6 +411,14 @@ def _one_module(
         flush=True,
     )
     return survived
+
+
+def _verdict(scratch: Path, chosen: list[str], selected: list[str] | None, args: argparse.Namespace) -> str:
+    """Killed or survived as every test in `chosen` says; the tests that run the line go first, and a mutant
+    they kill needs no other run."""
+    if selected and selected != [""] and run_tests(scratch, selected, args.timeout) != "survived":
+        return "killed"
+    return run_tests(scratch, chosen, args.timeout)
 
 
 if __name__ == "__main__":

@@ -694,7 +694,7 @@ def compress_state_write_pad(ratio: int, ring: int) -> int:
     128 for C128).
 
     >>> compress_state_write_pad(4, 16), compress_state_write_pad(128, 256), compress_state_write_pad(4, 8)
-    (10, 130, 2)
+    (10, 130, 0)
     """
     window = ratio * (2 if ratio == 4 else 1)
     return ring - window + 2 if ring > window else 0

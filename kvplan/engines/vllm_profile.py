@@ -53,9 +53,10 @@ SM_COUNT = {
     "h20-3e": 78, "gh200-96gb": 132, "gh200-144gb": 132, "b200": 148, "gb200": 152, "b300": 148, "gb300": 152,
     "a100-80gb": 108, "a100-80gb-pcie": 108, "a100-40gb": 108, "a800-80gb": 108, "a800-80gb-pcie": 108,
     "l4": 58, "l40": 142, "l40s": 142, "rtx-3090": 82, "rtx-4090": 128, "rtx-5090": 170, "rtx-6000-ada": 142,
-    "rtx-pro-6000": 188, "gb10": 48, "mi300x": 304, "mi308x": 80, "mi325x": 304, "mi355x": 256, "mi250x": 220,
+    "rtx-pro-6000": 188, "gb10": 48, "mi300x": 304, "mi308x": 80, "mi325x": 304, "mi355x": 256, "mi250x": 110,
 }  # fmt: skip
-"""Multiprocessors (compute units on AMD) per GPU, from the vendors' datasheets: the Triton top-k/top-p kernel
+"""Multiprocessors (compute units on AMD) per GPU, from the vendors' datasheets (an MI250X's 220 CUs are two GCDs of
+110, and each GCD is one device, as kvplan's mi250x is): the Triton top-k/top-p kernel
 runs min(SMs, requests) programs and caches a float32 [min(next_power_of_2(programs), SMs), vocab] buffer
 (batches of 8 requests or more; below that vLLM sorts in PyTorch, not modelled). Unknown GPU: 132 (ASSUMED)."""
 DEFAULT_SM_COUNT = 132
@@ -189,8 +190,8 @@ def profile_peak(
     triton = version >= TRITON_TOPK_TOPP_SINCE
     if triton:
         per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
-    else:  # the float32 copy is the logits themselves in a float32 model
-        per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 4
+    else:  # a float32 model's logits are their own float32 copy: 2 + 4 B become 4 B
+        per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 2
     sms = SM_COUNT.get(gpu.key, DEFAULT_SM_COUNT)
     rows = min(_next_power_of_2(min(sms, r)), sms) if triton else 0
     dense = dims.dense_intermediate // tp

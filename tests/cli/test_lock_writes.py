@@ -20,10 +20,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner, Result
 
+from kvplan import fsio
 from kvplan.cli import app
 from kvplan.errors import InputError
 from kvplan.fsio import atomic_file, check_target, exclusive, sidecar, write_atomic
@@ -108,13 +110,22 @@ def test_refuses_a_file_the_command_reads_by_any_name(tmp_path: Path) -> None:
     assert cfg.read_text() == "engine: sglang\n"
 
 
-def test_exclusive_times_out_with_a_clean_error(tmp_path: Path) -> None:
+def test_exclusive_times_out_with_a_clean_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the wait runs on a counted clock (no wall-clock assert): fsio.exclusive polls every 0.02 s until its
+    # deadline, so a 0.2 s timeout gives up after waiting 0.2 s, in 10 polls (11 at most for float steps)
+    clock = [0.0]
+    naps: list[float] = []
+
+    def sleep(s: float) -> None:
+        naps.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr(fsio, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=sleep))
     p = tmp_path / "kvplan.lock"
     with exclusive(p, "--lock"):
-        t0 = time.monotonic()
         with pytest.raises(InputError, match="another kvplan"), exclusive(p, "--lock", timeout_s=0.2):
             pass
-        assert time.monotonic() - t0 >= 0.2
+        assert clock[0] >= 0.2 and len(naps) in (10, 11) and set(naps) == {0.02}
     with exclusive(p, "--lock", timeout_s=0.2):  # released on exit
         assert sidecar(p).exists()
     assert not sidecar(p).exists()  # issue 29: removed by its holder (this test asserted it stayed, before)

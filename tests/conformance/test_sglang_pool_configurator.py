@@ -206,7 +206,7 @@ def test_hybrid_different_layer_counts(tmp_path: Path) -> None:
     p = _plan(tmp_path, _model(tmp_path, full=24, swa=8), swa_full_tokens_ratio=0.5)
     # cell = 24,576 + 0.5 × 8,192 = 28,672.0 -> 348; swa int(174.0) = 174; used 348 × 24,576 + 174 × 8,192
     assert (p.cell.total_bytes, p.rows, _swa(p)) == (24_576, 348, 174)
-    assert 348 * 24_576 + 174 * 8_192 <= 10_000_000
+    assert p.rows * 24_576 + _swa(p) * 8_192 <= 10_000_000  # the upstream bound, on the plan's own rows
 
 
 # --------------------------------------------------------------------------- TestAllSWAConfigurator
@@ -280,14 +280,6 @@ def test_eagle_does_not_exceed_budget(tmp_path: Path) -> None:
     assert p.rows * PER_LAYER * (32 + 4) <= 10_000_000
 
 
-def test_dvr_eagle_does_not_exceed_budget() -> None:
-    """TestEagleConfigurator.test_dvr_eagle_does_not_exceed_budget."""
-    pytest.skip(
-        "DVR EAGLE (spec_algorithm.is_dvr_eagle) is not in SGLang 0.5.23, the version kvplan models: no "
-        "speculative algorithm of that name to configure"
-    )
-
-
 # --------------------------------------------------------------------------- TestFactory (which configurator)
 
 
@@ -348,12 +340,23 @@ CAP_NOT_EXPRESSIBLE = {
     "test_chunk_cache_cap_disagg_decode_pre_alloc": "--disaggregation-mode decode with "
     "--disaggregation-decode-extra-slots (kvplan does not plan a disaggregated decode server's pools)",
 }
-"""The chunk-cap cases a user can configure but kvplan cannot yet express, skipped by name with the reason."""
+"""The chunk-cap cases a user can configure but kvplan cannot yet express, named with the reason."""
 
 
-@pytest.mark.parametrize("name", sorted(CAP_NOT_EXPRESSIBLE))
-def test_swa_request_cap_cases(name: str) -> None:
-    pytest.skip(f"{name}: needs {CAP_NOT_EXPRESSIBLE[name]}")
+NOT_IN_THIS_VERSION = {
+    "test_dvr_eagle_does_not_exceed_budget": "DVR EAGLE (spec_algorithm.is_dvr_eagle) is not in SGLang 0.5.23, the "
+    "version kvplan models: no speculative algorithm of that name to configure",
+}
+"""Engine cases of a feature the modelled SGLang does not have (TestEagleConfigurator)."""
+
+
+def test_each_case_not_expressed_is_named_once_with_its_reason() -> None:
+    # the ledger (not a skip on every machine, issue 26): a case named here has a reason and no test of its name
+    # in this file; expressing one means deleting its line
+    ledger = {**CAP_NOT_EXPRESSIBLE, **NOT_IN_THIS_VERSION}
+    expressed = {name for name in globals() if name.startswith("test_")}
+    assert all(reason.strip() for reason in ledger.values())
+    assert not expressed & set(ledger), expressed & set(ledger)
 
 
 def test_chunk_cache_cap_under_max_total_tokens(tmp_path: Path) -> None:

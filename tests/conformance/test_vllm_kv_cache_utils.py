@@ -5,7 +5,7 @@ Engine test file: vllm-project/vllm ``tests/v1/core/test_kv_cache_utils.py`` at 
 Each case names the engine test, says what that test constructs, expresses it ONLY through kvplan's public inputs
 (a config.json written here, a deployment YAML with ``kv_cache_memory`` = the test's available memory, knobs) and
 asserts kvplan's figure equals the test's assert. A case whose engine test builds something no config or knob can
-produce is skipped by name with the reason (``SKIPPED`` at the bottom).
+produce is named with the reason in a ledger (``SKIPPED`` at the bottom), not skipped.
 
 The tests' specs, spelled as configs:
 - ``new_kv_cache_spec()``: FullAttentionSpec(block_size 16, 2 kv heads, head_size 64, float32) -> a config.json of
@@ -340,7 +340,7 @@ def test_check_enough_kv_cache_memory_reserves_null_block(tmp_path: Path) -> Non
     assert accepted.startup_error is None
 
 
-# --------------------------------------------------------------------------- skipped by name, with the reason
+# --------------------------------------------------------------------------- not expressed: by name, with the reason
 
 PP_HYBRID = "a sliding-window hybrid at pp > 1: kvplan refuses it (per-stage sliding-window groups not modelled)"
 SPEC_ONLY = "asserts KV cache spec / group objects, not a figure a user reads from a deployment"
@@ -397,6 +397,9 @@ SKIPPED = {
 """The sizing tests of the engine file (COMMIT) that kvplan does not express, by name, with the reason."""
 
 
-@pytest.mark.parametrize("engine_test", sorted(SKIPPED))
-def test_not_expressed(engine_test: str) -> None:
-    pytest.skip(f"vllm tests/v1/core/test_kv_cache_utils.py::{engine_test} @{COMMIT[:8]}: {SKIPPED[engine_test]}")
+def test_each_case_not_expressed_is_named_once_with_its_reason() -> None:
+    # the ledger (not a skip on every machine, issue 26): a case named here has a reason and no test of its name
+    # in this file; expressing one means deleting its line
+    expressed = {name for name in globals() if name.startswith("test_")}
+    assert all(reason.strip() for reason in SKIPPED.values())
+    assert not expressed & set(SKIPPED), expressed & set(SKIPPED)

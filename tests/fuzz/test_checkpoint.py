@@ -2,7 +2,7 @@
 snapshot folder holding them.
 
 The contract: a reader returns tensors whose offsets fit the file, or raises a KvplanError (exit 2) whose
-message is one line; never another exception, within a time budget.
+message is one line; never another exception, within a work budget.
 """
 
 from __future__ import annotations

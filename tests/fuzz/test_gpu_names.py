@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kvplan.errors import InputError
@@ -76,8 +76,8 @@ def test_gpu_count_rule(tp: int, pp: int, nodes: int, per_node: int) -> None:
         dep = load_deployment(None, sets)
     except InputError as e:
         hint = re.search(r"add nodes=(\d+)", str(e))
-        if hint is None:
-            return  # another rule (e.g. the preset's own knobs) refused first
+        assume(hint is not None)  # another rule (e.g. the preset's own knobs) refused first; hypothesis fails if
+        # the hint never occurs
         # the hint is the fewest nodes that hold tp × pp ranks: ceil(tp × pp / gpus_per_node)
         assert tp * pp > nodes * per_node
         assert int(hint.group(1)) == -(-(tp * pp) // per_node)

@@ -1,7 +1,7 @@
 """Fuzz the weights estimate's readers (issue 11): quantization_config and the GQA/MLA shape fields.
 
 The contract: param_groups_from_hf returns groups whose bytes per GPU are non-negative integers, or raises a
-KvplanError of one line; never another exception, within a time budget, whatever the config holds (hostile
+KvplanError of one line; never another exception, within a work budget, whatever the config holds (hostile
 regexes included: a repeated group or too many repeats is refused before it runs).
 """
 

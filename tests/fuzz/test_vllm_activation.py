@@ -3,7 +3,7 @@ deployment give non-negative terms whose torch peak is at least the sampler side
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, profile_peak
@@ -18,20 +18,26 @@ VALUES = st.one_of(
     st.text(max_size=8), st.lists(st.integers(), max_size=2), st.sampled_from(["float32", "bfloat16", "float16"]),
 )  # fmt: skip
 GPU = load_deployment(None, ["engine=vllm", "gpu=h100"]).gpu
+SIZES = st.fixed_dictionaries({"hidden_size": st.integers(1, 1 << 16), "vocab_size": st.integers(1, 1 << 18)})
+"""A config with both sizes: without them most fuzzed mappings give None and the checks below would not run."""
 
 
-@given(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=len(KEYS)))
-def test_any_config_gives_dims_or_none(config: dict[str, object]) -> None:
+@given(st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=len(KEYS)), st.one_of(st.just({}), SIZES))
+def test_any_config_gives_dims_or_none(fuzzed: dict[str, object], sizes: dict[str, int]) -> None:
+    config = {**fuzzed, **sizes}
     dims = activation_dims(config)
-    if dims is None:
-        return
-    assert dims.hidden_size > 0 and dims.vocab_size > 0
+    assume(dims is not None)  # dims to check (hypothesis fails if no config gives any)
+    assert dims is not None and dims.hidden_size > 0 and dims.vocab_size > 0
     assert min(dims.dense_intermediate, dims.expert_intermediate, dims.experts_per_token) >= 0
     assert dims.dtype_bytes in (2, 4)
 
 
 @given(
-    st.dictionaries(st.sampled_from(KEYS), st.integers(min_value=0, max_value=1 << 20), max_size=len(KEYS)),
+    st.builds(
+        lambda d, sizes: {**d, **sizes},
+        st.dictionaries(st.sampled_from(KEYS), st.integers(min_value=0, max_value=1 << 20), max_size=len(KEYS)),
+        SIZES,
+    ),
     st.integers(min_value=1, max_value=64),
     st.integers(min_value=1, max_value=64),
     st.integers(min_value=1, max_value=1 << 17),
@@ -42,8 +48,8 @@ def test_profile_terms_are_non_negative(
     config: dict[str, object], tp: int, ep: int, tokens: int, seqs: int, version: tuple[int, int, int]
 ) -> None:
     dims = activation_dims(config)
-    if dims is None:
-        return
+    assume(dims is not None)  # a profile to check (hypothesis fails if no config gives dims)
+    assert dims is not None
     p = profile_peak(dims, gpu=GPU, tp=tp, ep=ep, max_num_batched_tokens=tokens, max_num_seqs=seqs, version=version)
     assert min(p.sampler_bytes, p.topk_topp_buffer_bytes, p.hidden_kept_bytes, p.forward_bytes) >= 0
     assert p.moe_workspace_bytes >= 0 and p.non_torch_bytes > 0

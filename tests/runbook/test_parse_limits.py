@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -18,11 +17,11 @@ from kvplan import limits
 from kvplan.runbook import parse
 from kvplan.runbook.parse import Args, LogError, log_lines, parse_log
 from tests.runbook.conftest import LOGS
+from tests.work import assert_linear
 
 N = 1 << 20
-"""1 MiB of pathological text per line (the line cap, limits.MAX_LINE_CHARS)."""
-BUDGET_S = 0.5
-"""Generous for CI: a linear pattern takes a few milliseconds over 1 MiB; a quadratic one takes seconds."""
+"""1 MiB of pathological text per line (the line cap, limits.MAX_LINE_CHARS). Each pattern runs on a quarter of
+it and on all of it: a linear pattern's CPU time grows 4x, a quadratic one's 16x (seconds at 1 MiB)."""
 
 # For each pattern: (a text that starts a match, the characters the pattern would loop on after it).
 PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
@@ -140,42 +139,41 @@ def test_every_pattern_has_a_pathological_case() -> None:
     assert sorted(_patterns()) == sorted(PATHOLOGICAL)
 
 
-def _lines(start: str, loop: str) -> list[str]:
-    """One start then 1 MiB of its loop; the start repeated with short loops; the start alone, repeated."""
+def _lines(start: str, loop: str, n: int = N) -> list[str]:
+    """One start then n characters of its loop; the start repeated with short loops; the start alone, repeated."""
     return [
-        (start + loop * N)[:N],
-        ((start + loop * 3) * (N // (len(start) + 3 * len(loop)) + 1))[:N],
-        (start * (N // max(len(start), 1) + 1))[:N] if start else loop * N,
+        (start + loop * n)[:n],
+        ((start + loop * 3) * (n // (len(start) + 3 * len(loop)) + 1))[:n],
+        (start * (n // max(len(start), 1) + 1))[:n] if start else loop * n,
     ]
 
 
 @pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
 def test_each_pattern_is_linear_on_a_pathological_line(name: str) -> None:
     pattern = _patterns()[name]
+
+    def scan(line: str) -> None:
+        for _ in pattern.finditer(line):
+            pass
+        pattern.fullmatch(line)
+
     for start, loop in PATHOLOGICAL[name]:
-        for line in _lines(start, loop):
-            t0 = time.perf_counter()
-            for _ in pattern.finditer(line):
-                pass
-            pattern.fullmatch(line)
-            took = time.perf_counter() - t0
-            assert took < BUDGET_S, f"{name} took {took:.2f} s on {start!r} + {loop!r}…"
+        for kind in range(3):
+            line = {n: _lines(start, loop, n)[kind] for n in (N // 4, N)}
+            assert_linear(lambda n: scan(line[n]), N // 4, f"{name} on {start!r} + {loop!r}…")  # noqa: B023
 
 
 # --------------------------------------------------------------------------- the parse as a whole
 
 
-def _timed(text: str) -> float:
-    t0 = time.perf_counter()
+def _parse(text: str) -> None:
     with contextlib.suppress(LogError):
         parse_log(text)
-    return time.perf_counter() - t0
 
 
 def test_repeated_non_default_args_is_linear() -> None:
     # defect: `non-default args: (\{.*\})` rescanned to the line's end from every start: 41 s for 1 MB
-    line = "INFO 03-01 12:00:00 " + "non-default args: {" * (N // 19)
-    assert _timed(line) < BUDGET_S
+    assert_linear(lambda n: _parse("INFO 03-01 12:00:00 " + "non-default args: {" * (n // 19)), N // 4)
 
 
 def test_non_default_args_still_read() -> None:
@@ -189,11 +187,11 @@ def test_non_default_args_still_read() -> None:
 def test_wrapped_lines_join_in_linear_time() -> None:
     # defect: each line without a record prefix was joined by copying the whole record so far (quadratic:
     # 2.5 s at 2 MB, 102 s at 10 MB); here 8 MB of wrapped lines after one record
-    text = "INFO 03-01 12:00:00 Available KV cache memory: 10.25 GiB\n" + ("x" * 79 + "\n") * (8 * N // 80)
-    t0 = time.perf_counter()
-    parsed = parse_log(text)
-    took = time.perf_counter() - t0
-    assert took < 4 * BUDGET_S, f"{took:.2f} s"
+    def text(n: int) -> str:
+        return "INFO 03-01 12:00:00 Available KV cache memory: 10.25 GiB\n" + ("x" * 79 + "\n") * (n // 80)
+
+    assert_linear(lambda n: parse_log(text(n)), 2 * N)
+    parsed = parse_log(text(8 * N))
     (avail,) = parsed.chosen.available_kv
     assert avail.value.units == 1025 and avail.line == 1  # 10.25 GiB = 1025 hundredths
     assert parsed.lines == 1 + 8 * N // 80

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -72,4 +72,84 @@ def test_every_listed_equivalent_is_a_mutant_the_script_makes(mutate: ModuleType
     for key in mutate.read_equivalent():
         module, mutant = key.split("|", 1)
         keys = {m.key for m in mutate.enumerate_mutants((ROOT / module).read_text())}
-        assert mutant in keys, key
+        assert mutant in keys or (mutant.endswith("*") and any(k.startswith(mutant[:-1]) for k in keys)), key
+
+
+def test_a_constant_listed_whole_covers_its_mutants_only(mutate: ModuleType) -> None:
+    listed = {"m.py|A: *": "read only through max()"}
+    assert mutate.is_equivalent("m.py|A: 2 + 4 -> 3 + 4", listed)
+    assert not mutate.is_equivalent("m.py|AB: 2 + 4 -> 3 + 4", listed)  # another name
+    assert not mutate.is_equivalent("m.py|B: 2 + 4 -> 3 + 4", listed)
+
+
+# --------------------------------------------------------------------------- choosing the tests a mutant runs
+
+TRACED = """\
+LIMIT = 4
+
+
+def f(x: int) -> int:
+    if x > LIMIT:
+        return x - 1
+    return x + 1
+"""
+
+TRACED_TESTS = """\
+from pkg.m import f
+
+
+def test_small() -> None:
+    assert f(1) == 2
+
+
+def test_large() -> None:
+    assert f(9) == 8
+"""
+
+
+def _mutant(mutate: ModuleType, source: str, key: str) -> object:
+    return next(m for m in mutate.enumerate_mutants(source) if m.key == key)
+
+
+def test_a_mutant_runs_the_tests_that_run_its_statement(mutate: ModuleType) -> None:
+    spans = mutate.statement_lines(TRACED)
+    cover = {5: ["t::small", "t::large"], 6: ["t::large"], 7: ["t::small"]}
+    # `x - 1` is on line 6 (the return inside the if): only the test that takes that branch runs it
+    assert mutate.selected_tests(_mutant(mutate, TRACED, "f: x - 1 -> x + 1"), spans, cover) == ["t::large"]
+    # the `if` statement spans lines 5-6: its comparison is run by every test that reaches either line
+    assert mutate.selected_tests(_mutant(mutate, TRACED, "f: x > LIMIT -> x >= LIMIT"), spans, cover) == [
+        "t::large",
+        "t::small",
+    ]
+    # LIMIT = 4 runs at import, before any test: every test runs (a module constant's key names it)
+    assert mutate.selected_tests(_mutant(mutate, TRACED, "LIMIT: 4 -> 5"), spans, cover) == [""]
+
+
+def test_the_tracer_records_which_test_runs_which_line(mutate: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(TRACED)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_m.py").write_text(TRACED_TESTS)
+    cover = mutate.line_coverage(tmp_path, "pkg/m.py", ["tests/test_m.py"], 120)
+    small, large = "tests/test_m.py::test_small", "tests/test_m.py::test_large"
+    assert cover[6] == [large] and cover[7] == [small] and sorted(cover[5]) == sorted([small, large])
+    assert cover[1] == [""]  # LIMIT = 4, run when the test file imports the module
+    (tmp_path / "tests" / "test_m.py").write_text(TRACED_TESTS.replace("== 8", "== 7"))
+    with pytest.raises(SystemExit, match="fail on the unmutated code"):
+        mutate.line_coverage(tmp_path, "pkg/m.py", ["tests/test_m.py"], 120)
+
+
+def test_a_survivor_of_its_tests_runs_every_test(mutate: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the subset only saves time: a mutant it does not kill is judged by the whole set, as without the tracer
+    runs: list[list[str]] = []
+    verdicts = {("a",): "survived", ("a", "b"): "killed", ("b",): "killed"}
+    monkeypatch.setattr(mutate, "run_tests", lambda _s, tests, _t: runs.append(tests) or verdicts[tuple(tests)])
+    args = SimpleNamespace(timeout=1.0)
+    assert mutate._verdict(Path("."), ["a", "b"], ["a"], args) == "killed" and runs == [["a"], ["a", "b"]]
+    runs.clear()
+    assert mutate._verdict(Path("."), ["a", "b"], ["b"], args) == "killed" and runs == [["b"]]
+    runs.clear()
+    assert mutate._verdict(Path("."), ["a", "b"], [], args) == "killed" and runs == [["a", "b"]]  # no test runs it
+    runs.clear()
+    assert mutate._verdict(Path("."), ["a", "b"], [""], args) == "killed" and runs == [["a", "b"]]  # at import

@@ -120,6 +120,11 @@ def test_the_sweep_is_bounded_by_max_loop() -> None:
     assert len(points) == 10_001 and (points[0], points[-1]) == (0, 1 << 20)
     with pytest.raises(LimitError, match=r"--sweep.*MAX_LOOP.*10,000"):
         sweep_points(1 << 20, MAX_LOOP + 1)
+    # the low end (mutation survivors `steps <= 0` -> `< 0` / `<= 1`, seed 3): one step is the two ends, and
+    # zero is refused by its own message, not by the MAX_LOOP bound's
+    assert sweep_points(1000, 1) == (0, 1000)
+    with pytest.raises(InputError, match="--sweep must be positive, got 0"):
+        sweep_points(1000, 0)
 
 
 def test_prefix_sweep_past_the_limit_is_exit_2_at_once() -> None:

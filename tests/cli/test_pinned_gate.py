@@ -1,0 +1,104 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/gate.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from kvplan.engines import plan_pool
+from kvplan.models.deploy import Requirements
+from kvplan.models.load import load_deployment, load_model
+from kvplan.plan.gate import GateResult, _printable, check, parse_lock_untrusted
+from tests.cli.test_lock_forged import _edit, _one_error, repo, run
+
+__all__ = ["repo"]  # the fixture, imported for the tests below
+
+
+def test_a_page_of_no_tokens_is_a_forged_lock(repo: Path) -> None:
+    # a page holds at least one token (SGLang --page-size and vLLM --block-size are >= 1): a lock saying 0 is
+    # refused by the reader's bounds, whatever the digest says
+    _edit(repo, rank_page_tokens=0, logical_page_tokens=0)
+    _one_error(run("gate", "prod.yaml"), "rank_page_tokens")
+
+
+def test_the_lock_file_ends_its_last_line(repo: Path) -> None:
+    # a text file whose last line ends in a newline, as git and POSIX tools expect, and only one
+    text = (repo / "kvplan.lock").read_text()
+    assert text.endswith("}\n") and not text.endswith("\n\n")
+
+
+def test_a_quoted_key_is_cut_only_past_200_characters() -> None:
+    # an error quotes at most 200 characters of a key (gate._MAX_NAME_CHARS) and marks a cut with '…'
+    assert _printable("k" * 200) == "k" * 200
+    assert _printable("k" * 201) == "k" * 200 + "…"
+    assert _printable("a\x1b[31mb") == "a\\x1b[31mb"  # no terminal escape reaches the message
+
+
+def test_an_unknown_key_is_named(repo: Path) -> None:
+    # one unknown key: named in one line (exit 2), not an IndexError; of several, the first in sorted order
+    _edit(repo, zz_extra=1)
+    _one_error(run("gate", "prod.yaml"), "unknown key 'zz_extra'")
+    _edit(repo, aa_extra=1)
+    _one_error(run("gate", "prod.yaml"), "unknown key 'aa_extra'")
+
+
+def test_a_string_field_may_hold_200_characters(repo: Path) -> None:
+    # the reader's bound on a string field (gate._MAX_NAME_CHARS): 200 characters are read (the forged entry is
+    # then caught by its digest), 201 are refused as they are read
+    _edit(repo, model="m" * 200)
+    _one_error(run("gate", "prod.yaml"), "digest mismatch")
+    _edit(repo, model="m" * 201)
+    _one_error(run("gate", "prod.yaml"), "model: expected a short string without control characters")
+
+
+def test_a_concurrency_context_of_one_token_is_read(repo: Path) -> None:
+    # a context holds at least one token: "1" is read (the forged entry is then caught by its digest), "0" is refused
+    _edit(repo, concurrency={"1": 4})
+    _one_error(run("gate", "prod.yaml"), "digest mismatch")
+    _edit(repo, concurrency={"0": 4})
+    _one_error(run("gate", "prod.yaml"), "concurrency key")
+
+
+def test_the_capacity_change_is_read_in_ppm_and_the_default_rule_allows_no_drop(repo: Path) -> None:
+    # 39 indexer layers instead of 78 on GLM-5.3 (tests/cli/test_gate.py): pool 1,278,208 -> 1,168,256 tokens,
+    # (1,168,256 − 1,278,208) × 10^6 // 1,278,208 = −109,952,000,000 // 1,278,208 = −86,021 ppm (floored);
+    # without --max-capacity-drop the rule allows 0 %
+    shutil.copy(repo / "other.yaml", repo / "prod.yaml")
+    r = run("gate", "prod.yaml", "--format", "json")
+    assert r.exit_code == 1, r.stdout
+    (result,) = json.loads(r.stdout)["results"]
+    assert result["capacity_change_ppm"] == -86_021
+    assert any(rule["name"] == "capacity drop <= 0%" and not rule["ok"] for rule in result["rules"])
+
+
+def test_the_capacity_change_is_floored_parts_per_million(repo: Path) -> None:
+    # 1,000,000 -> 500,001 tokens: (−499,999 × 10^6) // 10^6 = −499,999 ppm exactly (−49.9999 %)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    before = replace(locked, pool_tokens=1_000_000)
+    result = GateResult(config="prod.yaml", before=before, after=replace(before, pool_tokens=500_001), rules=())
+    assert result.capacity_change_ppm == -499_999
+
+
+def test_the_drop_rule_floors_the_change_before_comparing(repo: Path) -> None:
+    # base.yaml plans 1,278,208 tokens; a lock of 2,556,417 makes the change (1,278,208 − 2,556,417) × 10^6
+    # // 2,556,417 = floor(−500,000.196) = −500,001 ppm: a drop of 500,001 ppm, over a 50 % rule
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    assert plan.logged_tokens == locked.pool_tokens == 1_278_208
+    g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=500_000), replace(locked, pool_tokens=2_556_417))
+    rule = next(r for r in g.rules if r.name == "capacity drop <= 50%")
+    assert not rule.ok and rule.detail == "pool 2,556,417 -> 1,278,208 tokens (-50.00%)"
+    # the shown percentage is ppm / 10,000: a pool a millionth of its lock's is a change of
+    # (1,278,208 − 1,278,208,000,000) × 10^6 // 1,278,208,000,000 = −999,999 ppm, shown as −100.00 %
+    g = check("prod.yaml", plan, Requirements(), replace(locked, pool_tokens=1_278_208_000_000))
+    assert "(-100.00%)" in next(r for r in g.rules if r.name.startswith("capacity drop")).detail
+
+
+def test_no_pool_before_and_after_is_no_change(repo: Path) -> None:
+    # an engine that did not start and still does not: 0 -> 0 tokens is a change of 0, not a division by zero
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    none = replace(locked, pool_tokens=0)
+    assert GateResult(config="prod.yaml", before=none, after=none, rules=()).capacity_change_ppm == 0
