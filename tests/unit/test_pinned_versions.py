@@ -1,4 +1,4 @@
-"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/engines/versions.py, each pinned by
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/versions.py, each pinned by
 a figure derived from SGLang's server_args (``_handle_gpu_memory_settings``) of the release its row models."""
 
 from __future__ import annotations
@@ -31,6 +31,6 @@ def test_a_speculative_algorithm_reserves_2048_mib_more(version: str, reserved: 
 @pytest.mark.parametrize(("version", "tokens"), [("0.6.4", 512), ("0.7.3", 2048), ("0.8.5", 2048)])
 def test_v0_chunked_prefill_batch(version: str, tokens: int) -> None:
     # V0 config.py SchedulerConfig: with chunked prefill (on by default past a 32K max_model_len) and no
-    # --max-num-batched-tokens, 512 tokens to 0.6.4, 2048 from 0.6.5 (read in the wheels, kvplan.engines.versions)
+    # --max-num-batched-tokens, 512 tokens to 0.6.4, 2048 from 0.6.5 (read in the wheels, kvplan.versions)
     knob = v0(LLAMA3, version, "context_length=131072").knob("max_num_batched_tokens")
     assert knob.value == tokens

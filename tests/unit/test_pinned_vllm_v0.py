@@ -3,9 +3,9 @@ a figure derived from vLLM V0's source."""
 
 from __future__ import annotations
 
-from kvplan.engines.versions import vllm_rules
 from kvplan.engines.vllm_v0 import moe_buffers
 from kvplan.models.load import load_model
+from kvplan.versions import vllm_rules
 from tests.unit.test_vllm_v0 import HF, LLAMA3, v0
 
 
@@ -21,7 +21,7 @@ def test_fused_moe_caches_with_expert_parallel_hold_whole_experts() -> None:
 def test_each_v0_range_names_its_own_budget_rule() -> None:
     # worker/worker.py determine_num_available_blocks: 0.6.0-0.6.3 take the peak as init free − free after
     # profile_run; 0.6.5 on measure with memory_profiling (weights + torch peak increase + non-torch increase)
-    # (kvplan.engines.versions cites the wheels); the available-memory term says which one the figure used
+    # (kvplan.versions cites the wheels); the available-memory term says which one the figure used
     said = {
         version: next(t.detail for t in v0(LLAMA3, version).chain if "non-KV" in (t.detail or ""))
         for version in ("0.6.3", "0.8.5")
