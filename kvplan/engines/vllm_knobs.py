@@ -56,6 +56,8 @@ def refuse_on_v0(dep: Deployment) -> None:
     given += ["dtype float32"] * (dep.dtype in ("float", "float32"))
     given += ["disable_hybrid_kv_cache_manager"] * dep.disable_hybrid_kv_cache_manager
     given += ["context_length -1 (auto-fit)"] * (dep.context_length == AUTO_FIT)
+    # data-parallel attention came with the V1 engine (vLLM 0.8 "Data Parallel" for V1): V0 would be a wrong pool
+    given += [f"dp_attention {dep.dp_attention}"] * (dep.dp_attention > 1)
     if given:
         raise PlanError(f"kvplan's vLLM {dep.engine_version} (V0 engine) plan does not model {', '.join(given)}")
 

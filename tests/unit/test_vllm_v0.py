@@ -218,6 +218,13 @@ def test_dcp_is_refused() -> None:
         v0(LLAMA3, "0.7.3", "context_length=8192", "dcp=2", tp=2)
 
 
+def test_dp_attention_is_refused() -> None:
+    # vLLM's data parallel came with the V1 engine (0.8 release notes: "Data Parallel" for V1); kvplan's V0 plan
+    # would split the KV heads over dp ranks that V0 never builds, so it refuses instead of a pool twice too small
+    with pytest.raises(PlanError, match="does not model dp_attention 2"):
+        v0(LLAMA3, "0.7.3", "context_length=8192", "dp_attention=2", tp=2)
+
+
 def test_0_8_says_v1_is_the_default_engine() -> None:
     notes = " ".join(v0(LLAMA3, "0.8.3", "context_length=8192").notes)
     assert "0.8.x" in notes and "starts the V1 engine" in notes and "engine_version 0.9.0" in notes
