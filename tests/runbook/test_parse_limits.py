@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from kvplan import limits
-from kvplan.runbook import parse
-from kvplan.runbook.parse import Args, LogError, log_lines, parse_log
-from tests.runbook.conftest import LOGS
+from kvplan.runbook.parse import Args, LogError, log_lines, parse_log, records
+from tests.runbook.conftest import LOGS, parse_patterns
 
 N = 1 << 20
 """1 MiB of pathological text per line (the line cap, limits.MAX_LINE_CHARS)."""
@@ -132,7 +131,7 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
 
 
 def _patterns() -> dict[str, re.Pattern[str]]:
-    return {k: v for k, v in vars(parse).items() if isinstance(v, re.Pattern)}
+    return parse_patterns()
 
 
 def test_every_pattern_has_a_pathological_case() -> None:
@@ -200,7 +199,7 @@ def test_wrapped_lines_join_in_linear_time() -> None:
 
 
 def test_joined_record_stops_at_the_line_cap() -> None:
-    rec_parts = list(parse._records(iter(["INFO 03-01 12:00:00 a"] + ["x" * 1000] * 3000), parse._LineCount()))
+    rec_parts = list(records._records(iter(["INFO 03-01 12:00:00 a"] + ["x" * 1000] * 3000), records._LineCount()))
     (rec,) = rec_parts
     assert rec.size == len(rec.text) == limits.MAX_LINE_CHARS  # 3,000,000+ characters offered, 1 MiB kept
 
