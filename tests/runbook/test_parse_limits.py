@@ -135,7 +135,7 @@ def _patterns() -> dict[str, re.Pattern[str]]:
 
 
 def test_every_pattern_has_a_pathological_case() -> None:
-    # a new pattern in runbook/parse.py must be added to the table above (and so be shown linear)
+    # a new pattern in runbook/parse/ must be added to the table above (and so be shown linear)
     assert sorted(_patterns()) == sorted(PATHOLOGICAL)
 
 

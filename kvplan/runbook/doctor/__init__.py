@@ -1,8 +1,9 @@
 """The doctor: is the pool an engine built the pool the config implies, and if not, why? (pure)
 
-``results`` (verdict words, dataclasses) <- ``plans`` (a deployment's plan with knobs changed) <- ``pool`` (the
-logged pool and memory) <- ``causes`` (known causes, each tested) <- ``knobs`` (what the log reveals) <- ``startup``
-(the start-up check) <- ``diagnosis`` (``diagnose``) <- ``log_alone`` (``examine``: the log without a config)."""
+Each module imports only those before it: ``results`` (verdict words, dataclasses), ``plans`` (a deployment's plan
+with knobs changed), ``pool`` (the logged pool and memory), ``causes`` (known causes, each tested), ``knobs`` (what
+the log reveals), ``startup`` (the start-up check), ``findings`` (bytes agree, causes kept, headline),
+``diagnosis`` (``diagnose``), ``log_alone`` (``examine``: the log without a config)."""
 
 from kvplan.runbook.doctor.causes import KV_SIZE_WITH_INDEX
 from kvplan.runbook.doctor.diagnosis import diagnose
