@@ -7,7 +7,7 @@ SGLang, ``managers/scheduler.py`` ``Scheduler.__init__`` ("Print debug info", tp
 
 N is ``logical_max_total_num_tokens`` (rows × dcp), C is ``server_args.chunked_prefill_size`` after
 ``_handle_data_parallelism`` divides it by dp_size under DP attention, P the ServerArgs default 16384. 0.4.1 prints
-no chunked_prefill_size, 0.4.2 on does, 0.4.4 on adds available_gpu_mem (runbook/parse.py LineForm rows).
+no chunked_prefill_size, 0.4.2 on does, 0.4.4 on adds available_gpu_mem (runbook/parse/lines.py LineForm rows).
 
 vLLM V1, ``v1/core/kv_cache_utils.py``: "GPU KV cache size: {N:,} tokens" and "Maximum concurrency for {L:,}
 tokens per request: {X:.2f}x", X = ``get_max_concurrency_for_kv_cache_config`` = num_blocks (the null block
@@ -39,7 +39,7 @@ SGLANG_CHUNK_PRINTED_SINCE: Version = (0, 4, 2)
 """0.4.1's summary has no chunked_prefill_size (tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping)."""
 
 SGLANG_AVAILABLE_MEM_SINCE: Version = (0, 4, 4)
-"""The summary ends with available_gpu_mem from 0.4.4 (runbook/parse.py LineForm 'summary')."""
+"""The summary ends with available_gpu_mem from 0.4.4 (runbook/parse/lines.py LineForm 'summary')."""
 
 SGLANG_RUNNING_IS_POOL_SIZE: tuple[Version, Version] = ((0, 4, 1), (0, 4, 4))
 """Releases whose summary prints max_running_requests = min(rows // 2, req_to_token_pool.size), the pool holding
@@ -56,10 +56,10 @@ maximum-concurrency messages into one startup log line", ``update_kv_cache_capac
 0.33.0 one (shared/reference/vllm-0.33.0.md §3). ASSUMPTION: 0.27.0, the first release after 0.26.0, has it."""
 
 VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 4)
-"""V0 logs 'Maximum concurrency' from 0.6.4 (runbook/parse.py LineForm 'concurrency')."""
+"""V0 logs 'Maximum concurrency' from 0.6.4 (runbook/parse/lines.py LineForm 'concurrency')."""
 
 VLLM_V0_DEVICE_BLOCKS_SINCE: Version = (0, 8, 0)
-"""V0 0.8 names the platform: '# cuda blocks' (runbook/parse.py LineForm 'v0_blocks')."""
+"""V0 0.8 names the platform: '# cuda blocks' (runbook/parse/lines.py LineForm 'v0_blocks')."""
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,7 @@ def _begins_a_record(line: str) -> bool:
     """A line the parser never joins to the one before (a record prefix, or an engine message where the prefix
     would be): only before such a line is a blank line noise. Before a terminal wrap's continuation (a refusal
     pasted over three lines, eugr/spark-vllm-docker#396) a blank line ends the record, as a real one does."""
-    from kvplan.runbook.parse import _MESSAGE_START, _START, clean_line
+    from kvplan.runbook.parse.records import _MESSAGE_START, _START, clean_line
 
     c = clean_line(line)
     m = _START.search(c)

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import re
 from pathlib import Path
 
 import pytest
 
 from kvplan.models.load import load_deployment, load_model
+from kvplan.runbook import parse
 from kvplan.runbook.doctor import Diagnosis, diagnose
 from kvplan.runbook.parse import parse_log
 
 LOGS = Path(__file__).parents[1] / "data" / "logs"
 SHARED_LOGS = Path(__file__).parents[2].parent / "shared" / "logs"
 KIMI = LOGS / "kimi-k2.yaml"
+
+
+def parse_patterns() -> dict[str, re.Pattern[str]]:
+    """Every module-level pattern of the parse package, from each of its modules (a new module is included)."""
+    mods = [importlib.import_module(f"{parse.__name__}.{m.name}") for m in pkgutil.iter_modules(parse.__path__)]
+    return {k: v for mod in mods for k, v in vars(mod).items() if isinstance(v, re.Pattern)}
 
 
 def body(path: Path) -> str:

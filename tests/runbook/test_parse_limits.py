@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 
 from kvplan import limits
-from kvplan.runbook import parse
-from kvplan.runbook.parse import Args, LogError, log_lines, parse_log
-from tests.runbook.conftest import LOGS
+from kvplan.runbook.parse import Args, LogError, log_lines, parse_log, records
+from tests.runbook.conftest import LOGS, parse_patterns
 from tests.work import assert_linear
 
 N = 1 << 20
@@ -131,11 +130,11 @@ PATHOLOGICAL: dict[str, list[tuple[str, str]]] = {
 
 
 def _patterns() -> dict[str, re.Pattern[str]]:
-    return {k: v for k, v in vars(parse).items() if isinstance(v, re.Pattern)}
+    return parse_patterns()
 
 
 def test_every_pattern_has_a_pathological_case() -> None:
-    # a new pattern in runbook/parse.py must be added to the table above (and so be shown linear)
+    # a new pattern in runbook/parse/ must be added to the table above (and so be shown linear)
     assert sorted(_patterns()) == sorted(PATHOLOGICAL)
 
 
@@ -198,7 +197,7 @@ def test_wrapped_lines_join_in_linear_time() -> None:
 
 
 def test_joined_record_stops_at_the_line_cap() -> None:
-    rec_parts = list(parse._records(iter(["INFO 03-01 12:00:00 a"] + ["x" * 1000] * 3000), parse._LineCount()))
+    rec_parts = list(records._records(iter(["INFO 03-01 12:00:00 a"] + ["x" * 1000] * 3000), records._LineCount()))
     (rec,) = rec_parts
     assert rec.size == len(rec.text) == limits.MAX_LINE_CHARS  # 3,000,000+ characters offered, 1 MiB kept
 

@@ -13,8 +13,9 @@ import re
 import pytest
 
 from kvplan.runbook import parse
-from kvplan.runbook.parse import SGLANG_LINES, VLLM_LINES, LineForm, parse_log
-from tests.runbook.conftest import LOGS, SHARED_LOGS, line_of
+from kvplan.runbook.parse import SGLANG_LINES, VLLM_LINES, LineForm, parse_log, records
+from kvplan.runbook.parse import events as parse_events
+from tests.runbook.conftest import LOGS, SHARED_LOGS, line_of, parse_patterns
 
 ROWS = [("sglang", r) for r in SGLANG_LINES] + [("vllm", r) for r in VLLM_LINES]
 
@@ -27,9 +28,9 @@ def _id(item: tuple[str, LineForm]) -> str:
 @pytest.mark.parametrize("item", ROWS, ids=[_id(i) for i in ROWS])
 def test_each_row_reads_its_example(item: tuple[str, LineForm]) -> None:
     engine, row = item
-    pattern = getattr(parse, row.pattern)
+    pattern = row.pattern
     assert isinstance(pattern, re.Pattern) and pattern.search(row.example) is not None
-    events = [e for rec in parse._records([row.example], parse._LineCount()) for e in parse._events(rec)]
+    events = [e for rec in records._records([row.example], records._LineCount()) for e in parse_events._events(rec)]
     assert (row.kind, engine) in {(e.kind, e.engine) for e in events}
 
 
@@ -49,8 +50,9 @@ def test_every_event_pattern_is_in_a_table() -> None:
                "_LOAD_TYPE", "_LOAD_DTYPE", "_LOAD_QUANT", "_VL_V0_FIELD", "_VL_V0_DEVICE", "_MESSAGE_START",
                "_SG_BASELINE", "_VL_BLOCK", "_VL_FORMAT", "_VL_OVERRIDE", "_VL_DCP", "_VL_MAX_LEN", "_VL_ARCH",
                "_VL_NO_MEMORY"}  # fmt: skip
-    names = {k for k, v in vars(parse).items() if isinstance(v, re.Pattern)}
-    assert names - helpers <= {r.pattern for _, r in ROWS}
+    in_rows = {r.pattern for _, r in ROWS}
+    names = {name for name, p in parse_patterns().items() if p not in in_rows}
+    assert names <= helpers
 
 
 def test_tables_cover_every_generation() -> None:

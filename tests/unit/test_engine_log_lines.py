@@ -88,7 +88,7 @@ def test_vllm_v0_logs_blocks_and_concurrency_as_issue_10517() -> None:
 
 
 def test_vllm_v0_0_8_names_the_device() -> None:
-    # V0 0.8 prints '# cuda blocks: 7191, # CPU blocks: 512' (runbook/parse.py LineForm 'v0_blocks', a field log)
+    # V0 0.8 prints '# cuda blocks: 7191, # CPU blocks: 512' (runbook/parse/lines.py LineForm 'v0_blocks', a field log)
     p = _vllm("0.8.5", num_blocks=7_191, block=16, max_model_len=4_096)
     p = replace(p, startup_error=None, extras={**p.extras, "num_cpu_blocks": 512})
     assert log_lines(_summary(p))[0] == "# cuda blocks: 7191, # CPU blocks: 512"
@@ -128,7 +128,7 @@ def test_sglang_dp_attention_divides_the_chunk() -> None:
     [
         # tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping.log: no chunked_prefill_size, no memory
         ("0.4.1", "max_total_num_tokens=N, max_prefill_tokens=16384, max_running_requests=R, context_len=L"),
-        # 0.4.2 adds chunked_prefill_size (runbook/parse.py LineForm 'summary')
+        # 0.4.2 adds chunked_prefill_size (runbook/parse/lines.py LineForm 'summary')
         ("0.4.3", "max_total_num_tokens=N, chunked_prefill_size=C, max_prefill_tokens=16384, max_running_requests=R, "
                   "context_len=L"),
         # 0.4.4 on ends with available_gpu_mem

@@ -265,7 +265,7 @@ def test_cli_says_which_rules_a_version_took() -> None:
 
 def test_doctor_treats_any_0_5_9_build_as_0_5_9() -> None:
     # doctor's hypotheses: no "switch to 0.5.9" and no dcp guesses (0.5.9 has no dcp) for a 0.5.9.post1 deployment
-    from kvplan.runbook.doctor import _hypotheses
+    from kvplan.runbook.doctor.causes import _hypotheses
 
     p = make_plan(engine_version="0.5.9.post1")
     kinds = [h.key for h in _hypotheses(p.arch, p.deployment, p, {})]

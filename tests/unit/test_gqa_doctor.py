@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvplan.runbook.doctor import _hypotheses, _implied
+from kvplan.runbook.doctor.causes import _hypotheses, _implied
 from tests.unit.test_gqa_goldens import _plan
 
 
