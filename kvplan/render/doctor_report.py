@@ -8,7 +8,7 @@ from typing import Any
 from kvplan.render import Report, Section, count, first_screen, nbytes, pct, ppm, size
 from kvplan.render.applies import carry_line, for_model
 from kvplan.render.doctor_chain import chain_data, chain_section, held_text
-from kvplan.render.reports import deployment_label, plan_data, remedy_detail
+from kvplan.render.plan_sections import deployment_label, plan_data, remedy_detail
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, LoggedPool, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
 from kvplan.runbook.failures import FAILED_PREFIX, is_failure
