@@ -24,7 +24,8 @@ deployments_app = typer.Typer(help="Deployment presets.", no_args_is_help=True, 
 def models_list(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the built-in model presets."""
     with boundary():
-        from kvplan.models.load import load_model, preset_names
+        from kvplan.models.from_hf import load_model
+        from kvplan.models.presets import preset_names
         from kvplan.render.models_report import models_list_report
 
         emit(models_list_report([load_model(n) for n in preset_names("models")]), fmt)
@@ -37,7 +38,7 @@ def models_show(
 ) -> None:
     """Show one model: layers, caches (and DSA indexer layers), parameter groups, measured weights."""
     with boundary():
-        from kvplan.models.load import load_model
+        from kvplan.models.from_hf import load_model
         from kvplan.render.models_report import model_report
 
         emit(model_report(load_model(name)), fmt)
@@ -47,7 +48,7 @@ def models_show(
 def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the built-in deployment presets."""
     with boundary():
-        from kvplan.models.load import preset_names
+        from kvplan.models.presets import preset_names
         from kvplan.render.deployments_report import deployments_list_report
 
         emit(deployments_list_report([load_plan(None, n, None) for n in preset_names("deployments")]), fmt)

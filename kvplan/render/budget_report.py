@@ -9,14 +9,7 @@ from kvplan.plan.budget import Budget, KindCost, PoolNeed
 from kvplan.render import Report, Section, count, first_screen, nbytes, ppm, size
 from kvplan.render.applies import for_model, without_indexer_column
 from kvplan.render.pipeline_report import stages_section
-from kvplan.render.plan_sections import (
-    cell_section,
-    demands_text,
-    fp_data,
-    plan_data,
-    pool_need_data,
-    title,
-)
+from kvplan.render.plan_sections import cell_section, demands_text, fp_data, plan_data, pool_need_data, title
 
 
 def _kind_row(k: KindCost) -> tuple[str, str, str, str, str]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 
 from kvplan.engines.common import PoolPlan
-from kvplan.models import load
 from kvplan.models.deploy import ENGINE_KNOBS, ENGINES, KNOBS, KV_CACHE_DTYPES, Deployment
+from kvplan.models.deployment import ALIASES, DEFAULT_ENGINE, DEFAULT_GPU, GPU_COUNTS, MEMORY_KNOBS, TOKEN_KNOBS
 from kvplan.models.formats import MlaLayout
-from kvplan.models.load import ALIASES
 from kvplan.render import Report, Section, count, first_screen, size, startup_line
 from kvplan.render.applies import for_model
 from kvplan.render.pipeline_report import stages_section
@@ -96,11 +95,11 @@ def deployment_report(p: PoolPlan) -> Report:
 
 def _knob_unit(name: str) -> str:
     """What a knob's value is, from the loader's own tables of how it parses each knob."""
-    if name in load._GPU_COUNTS:
+    if name in GPU_COUNTS:
         return "count (GPUs)"
-    if name in load._TOKEN_KNOBS:
+    if name in TOKEN_KNOBS:
         return "tokens (1M, 128K)"
-    if name in (*load._MEMORY_KNOBS, "non_kv_other"):
+    if name in (*MEMORY_KNOBS, "non_kv_other"):
         return "bytes (80GiB, 141GB)"
     units = {
         "mem_fraction_static": "fraction (0, 1]",
@@ -132,11 +131,11 @@ def _knob_unit(name: str) -> str:
 def _knob_default(name: str) -> str:
 
     if name == "engine":
-        return load.DEFAULT_ENGINE
+        return DEFAULT_ENGINE
     if name == "engine_version":
         return ", ".join(f"{e} {v[0]}" for e, v in ENGINES.items())
     if name == "gpu":
-        return load.DEFAULT_GPU
+        return DEFAULT_GPU
     if name == "rope_scaling":
         return "off (config.json's own)"
     if name == "quantization":

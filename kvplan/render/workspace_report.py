@@ -9,13 +9,7 @@ from kvplan.plan.budget import pool_needs
 from kvplan.plan.workspace import Wall, Workspace
 from kvplan.render import Report, Section, count, first_screen, gib, size
 from kvplan.render.applies import for_model
-from kvplan.render.plan_sections import (
-    demands_text,
-    plan_data,
-    title,
-    workspace_data,
-    workspace_section,
-)
+from kvplan.render.plan_sections import demands_text, plan_data, title, workspace_data, workspace_section
 
 
 def _chunks_text(pre: Any) -> str:

@@ -41,8 +41,11 @@ from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import ENGINES, KV_CACHE_DTYPES, Deployment
+from kvplan.models.deployment import load_deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
-from kvplan.models.load import gpu_catalog, load_deployment, load_model, preset_names
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
+from kvplan.models.presets import preset_names
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
 from kvplan.runbook.evidence import Candidate, Evidence, gather, rank_candidates

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.models.cache import FullAttention, IndexerK, MlaLatent, kv_dtype_bytes
 from kvplan.models.formats import MlaLayout
-from kvplan.models.load import FULL_ATTENTION_ARCHITECTURES, load_model
+from kvplan.models.from_hf import FULL_ATTENTION_ARCHITECTURES, load_model
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})

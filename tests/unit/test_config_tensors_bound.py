@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kvplan import limits
 from kvplan.models.checkpoint import _expert_modules
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kvplan.models.arch import IndexerRule, ModelArch, full_indexer_layers
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 HF = Path(__file__).resolve().parent.parent / "data" / "hf"
 

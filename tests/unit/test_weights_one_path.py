@@ -74,7 +74,7 @@ def test_a_preset_weighs_what_its_config_json_weighs(preset: str, engine: str) -
     # (the preset's 'source'); both now take snapshot.with_checkpoint's per-tensor path (+ the engine's load-time
     # additions), or both the parameter groups. Compared on the estimate itself (a measured point would hide it).
     from kvplan.models.arch import Split
-    from kvplan.models.load import load_model
+    from kvplan.models.from_hf import load_model
 
     a, b = load_model(preset), load_model(str(HF / preset / "config.json"))
     for tp in (1, 8):

@@ -499,7 +499,7 @@ MXFP4_ROWS = (
 
 
 def mxfp4_predicted(row: Mxfp4Row) -> int:
-    from kvplan.models.load import load_model
+    from kvplan.models.from_hf import load_model
 
     arch = load_model(str(DATA / row.config / "config.json"))
     return arch.estimated_weights_per_gpu(Split.of(tp=row.tp), engine="vllm", moe_backend=row.backend)
