@@ -97,7 +97,7 @@ def test_presets_match_published_configs(name: str) -> None:
     preset, hf = load_model(name), load_model(str(HF / name / "config.json"))
     for field in ("num_layers", "num_mtp_layers", "attention", "max_position_embeddings"):
         assert getattr(preset, field) == getattr(hf, field), field
-    # presets count parameter groups, a config.json every tensor (kvplan.models.checkpoint): within 0.3 %
+    # presets count parameter groups, a config.json every tensor (kvplan.models.config_tensors): within 0.3 %
     assert preset.total_params == pytest.approx(hf.total_params, rel=0.003)
 
 

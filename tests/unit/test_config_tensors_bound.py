@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from kvplan import limits
-from kvplan.models.checkpoint import _expert_modules
+from kvplan.models.config_tensors import _expert_modules
 from kvplan.models.from_hf import load_model
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"

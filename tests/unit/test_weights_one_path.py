@@ -38,7 +38,7 @@ def weights_knob(*sets: str, engine: str = "vllm") -> dict[str, Any]:
     ids=lambda r: f"{r.label} tp{r.tp}",
 )
 def test_planner_takes_the_published_table_figure(row: Published) -> None:
-    # the same bytes the table predicts (checkpoint.config_tensors + shard + additions.engine_additions)
+    # the same bytes the table predicts (config_tensors.config_tensors + shard + additions.engine_additions)
     sets = (f"model={HF / row.config / 'config.json'}", f"tp={row.tp}", *((f"ep={row.ep}",) if row.ep > 1 else ()))
     knob = weights_knob(*sets, engine=engine_of(row))
     assert knob["value"] == predicted_bytes(row)
