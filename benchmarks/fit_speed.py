@@ -39,7 +39,8 @@ def main() -> int:
         return trace_run(args.trace, args.min_hit)
 
     from kvplan.models.deploy import Requirements
-    from kvplan.models.load import find_gpu, load_model
+    from kvplan.models.from_hf import load_model
+    from kvplan.models.gpus import find_gpu
     from kvplan.plan.fit import FitQuery, fit
 
     gpus = tuple(find_gpu(g) for g in ("h100-sxm", "h200", "b200", "b300"))
@@ -88,7 +89,8 @@ def main() -> int:
 
 def trace_run(path: str, min_hit: float) -> int:
     from kvplan.models.deploy import Requirements
-    from kvplan.models.load import find_gpu, load_model
+    from kvplan.models.from_hf import load_model
+    from kvplan.models.gpus import find_gpu
     from kvplan.plan.fit import FitQuery, fit
     from kvplan.plan.fit_trace import trace_spec, with_trace
     from kvplan.sim.trace import open_trace

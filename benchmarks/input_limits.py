@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kvplan.errors import ConfigError
-from kvplan.models.load import load_model, parse_text
+from kvplan.models.from_hf import load_model
+from kvplan.models.reader import parse_text
 from kvplan.runbook.parse import LogError, parse_log
 from tests.runbook.test_parse_limits import PATHOLOGICAL, N, _lines, _patterns
 

@@ -8,7 +8,8 @@ from hypothesis import settings
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 # No test reaches the Hugging Face Hub: a repo id not cached is an error naming the caches (tests/unit/test_hub.py
 # stands a local server in for the Hub and clears this for its own runs).

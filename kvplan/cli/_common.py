@@ -203,7 +203,8 @@ def _format_is_json(argv: Sequence[str] | None = None) -> bool:
 
 def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> PoolPlan:
     from kvplan.engines import plan_pool
-    from kvplan.models.load import check_model_for_deployment, deployment_model_ref, load_deployment, load_model
+    from kvplan.models.deployment import check_model_for_deployment, deployment_model_ref, load_deployment
+    from kvplan.models.from_hf import load_model
     from kvplan.models.retarget import retarget
 
     dep = load_deployment(deploy, sets or ())
@@ -221,7 +222,7 @@ def load_plan(model: str | None, deploy: str | None, sets: list[str] | None) -> 
 def _drop_foreign_mtp(arch: Any, dep: Deployment, sets: Sequence[str]) -> tuple[Deployment, str | None]:
     """A deployment file written for another model does not give its MTP draft tokens to a model without MTP
     layers (gpt-oss on a GLM-5.3 file); a --set speculative_num_draft_tokens is kept as given."""
-    from kvplan.models.load import canonical_key
+    from kvplan.models.deployment import canonical_key
 
     foreign = dep.name and dep.model not in ("", arch.name)
     set_here = {canonical_key(s.partition("=")[0], abbrev=True) for s in sets}
@@ -263,6 +264,6 @@ def print_launch(plan: PoolPlan, model_ref: str, command: str, fmt: OutputFormat
 
 
 def model_ref_of(model: str | None, plan: PoolPlan) -> str:
-    from kvplan.models.load import deployment_model_ref
+    from kvplan.models.deployment import deployment_model_ref
 
     return model if model is not None else deployment_model_ref(plan.deployment)

@@ -51,7 +51,7 @@ def admit(
         from kvplan.errors import InputError
         from kvplan.plan.admit import Request, with_pool_tokens
         from kvplan.plan.admit import admit as run_admit
-        from kvplan.render.reports import admit_report
+        from kvplan.render.admit_report import admit_report
         from kvplan.units import parse_option_tokens as tokens
 
         req = Request(ctx_tokens=tokens("--ctx", ctx), gen_tokens=tokens("--gen", gen), concurrent=concurrent)

@@ -32,7 +32,7 @@ def budget(
     with boundary():
         from kvplan.errors import InputError
         from kvplan.plan.budget import budget as run_budget
-        from kvplan.render.reports import budget_report
+        from kvplan.render.budget_report import budget_report
         from kvplan.units import parse_token_list
 
         try:

@@ -50,7 +50,8 @@ def doctor(
     with boundary():
         from kvplan.errors import InputError
         from kvplan.fsio import check_outputs, write_atomic
-        from kvplan.models.load import deployment_model_ref, load_deployment, load_model
+        from kvplan.models.deployment import deployment_model_ref, load_deployment
+        from kvplan.models.from_hf import load_model
         from kvplan.models.retarget import retarget
         from kvplan.render.doctor_report import deployment_yaml, doctor_report
         from kvplan.runbook.doctor import (

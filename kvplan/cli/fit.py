@@ -116,7 +116,8 @@ def fit(
         from kvplan.errors import InputError
         from kvplan.fsio import check_outputs, write_atomic
         from kvplan.models.deploy import ENGINES
-        from kvplan.models.load import find_gpu, load_model
+        from kvplan.models.from_hf import load_model
+        from kvplan.models.gpus import find_gpu
         from kvplan.plan.fit import FitQuery
         from kvplan.plan.fit import fit as run_fit
         from kvplan.render.fit_report import deploy_yaml, fit_report, plot_fit

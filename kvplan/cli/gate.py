@@ -70,7 +70,7 @@ def option_requirements(ctx: str | None, conc: list[str] | None, drop: str | Non
 
 
 def _requirements(config: str, ctx: str | None, conc: list[str] | None, drop: str | None) -> Requirements:
-    from kvplan.models.load import load_requirements
+    from kvplan.models.deployment import load_requirements
 
     return load_requirements(config).merged(option_requirements(ctx, conc, drop))
 
@@ -110,7 +110,7 @@ def config_key(config: str, lock_path: Path) -> str:
 
 def _reads(configs: list[str], plans: list[PoolPlan]) -> list[Path]:
     """The files this command reads: the configs and the model files they name (never to be written over)."""
-    from kvplan.models.load import deployment_model_ref
+    from kvplan.models.deployment import deployment_model_ref
 
     out = [Path(c) for c in configs if _looks_like_path(c)]
     for p in plans:

@@ -10,7 +10,7 @@ def gpus(fmt: FormatOpt = OutputFormat.table) -> None:
     Example: kvplan gpus --format json
     """
     with boundary():
-        from kvplan.models.load import DERIVED_CUDA_RESERVE_BYTES, gpu_catalog
+        from kvplan.models.gpus import DERIVED_CUDA_RESERVE_BYTES, gpu_catalog
         from kvplan.render.gpu_report import gpus_report
 
         emit(gpus_report(gpu_catalog(), DERIVED_CUDA_RESERVE_BYTES), fmt)

@@ -32,7 +32,7 @@ def prefix(
         from kvplan.errors import InputError
         from kvplan.fsio import check_outputs
         from kvplan.plan.prefix import prefix_hit, sweep_points
-        from kvplan.render.reports import prefix_report
+        from kvplan.render.prefix_report import prefix_report
         from kvplan.units import parse_option_tokens as tokens
 
         reads = check_outputs([("--plot", plot)], [model, deploy])

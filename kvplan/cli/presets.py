@@ -24,8 +24,9 @@ deployments_app = typer.Typer(help="Deployment presets.", no_args_is_help=True, 
 def models_list(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the built-in model presets."""
     with boundary():
-        from kvplan.models.load import load_model, preset_names
-        from kvplan.render.reports import models_list_report
+        from kvplan.models.from_hf import load_model
+        from kvplan.models.presets import preset_names
+        from kvplan.render.models_report import models_list_report
 
         emit(models_list_report([load_model(n) for n in preset_names("models")]), fmt)
 
@@ -37,8 +38,8 @@ def models_show(
 ) -> None:
     """Show one model: layers, caches (and DSA indexer layers), parameter groups, measured weights."""
     with boundary():
-        from kvplan.models.load import load_model
-        from kvplan.render.reports import model_report
+        from kvplan.models.from_hf import load_model
+        from kvplan.render.models_report import model_report
 
         emit(model_report(load_model(name)), fmt)
 
@@ -47,8 +48,8 @@ def models_show(
 def deployments_list(fmt: FormatOpt = OutputFormat.table) -> None:
     """List the built-in deployment presets."""
     with boundary():
-        from kvplan.models.load import preset_names
-        from kvplan.render.reports import deployments_list_report
+        from kvplan.models.presets import preset_names
+        from kvplan.render.deployments_report import deployments_list_report
 
         emit(deployments_list_report([load_plan(None, n, None) for n in preset_names("deployments")]), fmt)
 
@@ -62,7 +63,7 @@ def deployments_show(
 ) -> None:
     """Show one deployment with every knob resolved (defaulted ones marked) and its pool."""
     with boundary():
-        from kvplan.render.reports import deployment_report
+        from kvplan.render.deployments_report import deployment_report
 
         plan = load_plan(None, name, emit_sets(emit_command, set_))
         if emit_command is not None:
@@ -77,6 +78,6 @@ def knobs(fmt: FormatOpt = OutputFormat.table) -> None:
     Example: kvplan knobs --format json
     """
     with boundary():
-        from kvplan.render.reports import knobs_report
+        from kvplan.render.deployments_report import knobs_report
 
         emit(knobs_report(), fmt)

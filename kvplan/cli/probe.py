@@ -34,7 +34,7 @@ def probe(
         readings = with_torch(read_gpus())
         if emit_deploy is not None:
             from kvplan.fsio import write_atomic
-            from kvplan.models.load import load_deployment
+            from kvplan.models.deployment import load_deployment
 
             if not 0 <= gpu_index < len(readings):
                 raise InputError(f"--gpu {gpu_index}: this machine has GPUs 0..{len(readings) - 1}")

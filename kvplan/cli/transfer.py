@@ -26,7 +26,7 @@ def transfer(
     """
     with boundary():
         from kvplan.plan.transfer import transfer as run_transfer
-        from kvplan.render.reports import transfer_report
+        from kvplan.render.transfer_report import transfer_report
         from kvplan.units import parse_option_tokens as tokens
 
         emit(

@@ -36,7 +36,7 @@ def workspace(
     with boundary():
         from kvplan.plan.workspace import WorkspaceQuery, walls
         from kvplan.plan.workspace import workspace as run_workspace
-        from kvplan.render.reports import workspace_report
+        from kvplan.render.workspace_report import workspace_report
         from kvplan.units import parse_option_tokens as tokens
 
         q = WorkspaceQuery(

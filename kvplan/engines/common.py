@@ -371,7 +371,7 @@ def check_gpu_memory(dep: Deployment, *, weights: int, free_before_load: int, fr
     - a GPU under 1 MiB (SGLang's heuristic reads the total in MiB and divides by it): PlanError, exit 2 (the
       loader refuses GPUs under 1 GiB; a plan built past the loader still never divides by zero);
     - no memory free before loading (``runtime_overhead`` of the whole GPU; a ``pre_load_free`` above the GPU's
-      total is refused where the deployment is loaded, kvplan.models.load): the engine does not start;
+      total is refused where the deployment is loaded, kvplan.models.deployment): the engine does not start;
     - weights that do not fit in the memory free before loading: the engine runs out of memory loading them.
 
     The last two are a verdict about a valid deployment (GLM-5.3's 94.46 GiB a GPU at TP8 on an 80 GB H100), not

@@ -19,8 +19,9 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import ConfigError
 from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.checkpoint import FP8_BLOCK, VOCAB_PADDING, config_int, config_tensors, mtp_ships_embed_head, shard
+from kvplan.models.config_tensors import FP8_BLOCK, config_int, config_tensors, mtp_ships_embed_head
 from kvplan.models.quant import resolve
+from kvplan.models.sharding import VOCAB_PADDING, shard
 
 ENGINES = ("vllm", "sglang")
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
@@ -52,7 +53,7 @@ class Knobs:
     max_num_seqs: int = VLLM_MAX_NUM_SEQS
     indexer_layers_shipped: int | None = None
     """Decoder layers (MTP excluded) whose indexer weights the checkpoint holds; None: every layer (what
-    checkpoint.config_tensors derives). A snapshot's headers say how many it really ships."""
+    config_tensors.config_tensors derives). A snapshot's headers say how many it really ships."""
 
 
 def _dtype_bytes(config: Mapping[str, Any]) -> int:
@@ -257,7 +258,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
 
 def _indexer_bytes(quant: Any, h: int, q_in: int, heads: int, dim: int) -> int:
     """Checkpoint bytes of one layer's indexer (replicated): wq_b, wk in their scheme, weights_proj and k_norm in
-    the checkpoint dtype (as checkpoint.config_tensors lays them out)."""
+    the checkpoint dtype (as config_tensors.config_tensors lays them out)."""
     total = 0
     for module, rows, cols in (("wq_b", heads * dim, q_in), ("wk", dim, h)):
         s = quant.scheme_for(f"model.layers.0.self_attn.indexer.{module}")
@@ -284,8 +285,8 @@ class LoadFigure:
 def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source: str = "config.json") -> LoadFigure:
     """Weights per GPU as the engine's load line reports them, from ``config.json`` alone.
 
-    The checkpoint part is every tensor :func:`checkpoint.config_tensors` derives, placed by
-    :func:`checkpoint.shard`; a config it cannot lay out per tensor raises ConfigError (the caller falls back to
+    The checkpoint part is every tensor :func:`config_tensors.config_tensors` derives, placed by
+    :func:`sharding.shard`; a config it cannot lay out per tensor raises ConfigError (the caller falls back to
     parameter groups).
     """
     tensors = config_tensors(config, source)

@@ -67,7 +67,7 @@ class Gpu:
     """Other spellings ``--set gpu=...`` accepts (the catalog's)."""
     derived: tuple[str, ...] = ()
     """Figures not read from a public nvidia-smi / amd-smi / torch output: ``nvml_total`` from the datasheet,
-    ``cuda_total`` from kvplan's reserve rule (kvplan.models.load.DERIVED_CUDA_RESERVE_BYTES)."""
+    ``cuda_total`` from kvplan's reserve rule (kvplan.models.gpus.DERIVED_CUDA_RESERVE_BYTES)."""
 
     @property
     def total_label(self) -> str:

@@ -37,7 +37,8 @@ from typing import Any
 from kvplan import fsio, limits
 from kvplan.errors import EXIT_PROBE_UNAVAILABLE, InputError, KvplanError
 from kvplan.models import hub_cache
-from kvplan.models.checkpoint import INDEX_NAME, header_length, hf_cache_dir, parse_safetensors_header, resolve_repo_id
+from kvplan.models.hf_cache import hf_cache_dir, resolve_repo_id
+from kvplan.models.safetensors import INDEX_NAME, header_length, parse_safetensors_header
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 """ORG/NAME as the Hub allows them (letters, digits, '.', '_', '-'; 96 characters each); '..' is refused apart."""

@@ -4,7 +4,7 @@
 |-----------------------|------------------------------------------------------------------------------------|
 | GptOssForCausalLM     | ``layer_types`` sliding / full, ``sliding_window``; attention sinks (no cache)      |
 | Qwen3NextForCausalLM  | ``layer_types`` (else every ``full_attention_interval``-th full), GDN ``linear_*``  |
-| Qwen3_5(Moe)For…      | Qwen3.5 / 3.6 / 3.8: Qwen3-Next's fields in ``text_config`` (kvplan.models.load)    |
+| Qwen3_5(Moe)For…      | Qwen3.5 / 3.6 / 3.8: Qwen3-Next's fields in ``text_config`` (kvplan.models.from_hf) |
 | KimiLinearForCausalLM | ``linear_attn_config`` ``kda_layers`` / ``full_attn_layers`` (1-based), MLA on full |
 | DeepseekV4ForCausalLM | ``compress_ratios`` (0 window, 4 CSA + indexer, 128 HCA), ``sliding_window``        |
 | Glm5NextForConditionalGeneration | GLM-5.3-Flash ``text_config``: KDA ``kda_layers`` (0-based), MLA + pooled indexer |

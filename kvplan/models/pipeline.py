@@ -15,7 +15,7 @@ from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.models.additions import AdditionsGroup
 from kvplan.models.arch import ModelArch, ParamGroup, PipelineStage, Split
-from kvplan.models.checkpoint import TensorGroup
+from kvplan.models.sharding import TensorGroup
 
 _LAYER = re.compile(r"layers\.(\d+)\.")
 

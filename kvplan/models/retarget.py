@@ -12,7 +12,7 @@ from typing import Any
 
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import KNOBS, MODEL_KNOBS, Carry, Deployment
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Deployment)}
 

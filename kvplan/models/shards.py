@@ -132,7 +132,7 @@ def shard_dims(config: Mapping[str, Any], source: str = "config.json") -> ShardD
         num_attention_heads=heads,
         num_kv_heads=0 if mla else _int(config, "num_key_value_heads") or heads,
         head_dim=0 if mla else _int(config, "head_dim") or (hidden // heads),
-        # the loader's defaults (kvplan.models.load): qk_nope and v 128 when the config leaves them out
+        # the loader's defaults (kvplan.models.from_hf): qk_nope and v 128 when the config leaves them out
         mla_head_dims=(nope, _int(config, "qk_rope_head_dim"), v) if mla else (0, 0, 0),
         dense_intermediate=inter if dense_layers else 0,
         expert_intermediate=expert_inter,

@@ -1,5 +1,6 @@
 """A model's weights from its checkpoint: the safetensors headers, the index's total, or the config laid out per
-tensor (kvplan.models.checkpoint), plus the engine's load-time additions (kvplan.models.additions)."""
+tensor (kvplan.models.safetensors, config_tensors, sharding), plus the engine's load-time additions
+(kvplan.models.additions)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,17 @@ from typing import Any
 
 from kvplan.models.additions import additions_group
 from kvplan.models.arch import ModelArch
-from kvplan.models.checkpoint import (
+from kvplan.models.config_tensors import config_int, config_tensors
+from kvplan.models.safetensors import (
     INDEX_NAME,
     Tensor,
-    config_int,
-    config_tensors,
     has_shards,
     indexer_layers_shipped,
-    param_groups_from_tensors,
     read_index,
     reconcile,
     snapshot_tensors,
 )
+from kvplan.models.sharding import param_groups_from_tensors
 from kvplan.models.weights import as_parameter_groups
 
 

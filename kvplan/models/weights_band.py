@@ -40,7 +40,7 @@ MXFP4 = WeightsBand(21_974, "MXFP4 experts as the MoE backend holds them", "vLLM
 GROUPS = WeightsBand(41_513, "parameter groups", "vLLM DeepSeek-V4-Flash, 8×H100 (vllm#41027): −4.15 %")
 
 READ_SUMMARY = "safetensors headers"
-"""What the weights summary says when every tensor was read from the checkpoint (kvplan.models.checkpoint)."""
+"""What the weights summary says when every tensor was read from the checkpoint (kvplan.models.safetensors)."""
 
 
 def band_for(arch: ModelArch, origin: str) -> WeightsBand | None:

@@ -607,7 +607,7 @@ _DOUBLINGS = 6
 
 def _nodes_for(dep: Deployment, tp: int) -> int:
     """Nodes that hold a layout of max(tp, ep) × pp ranks (the loader's one GPU-count rule,
-    kvplan.models.load._check_gpu_count), never fewer than the deployment has."""
+    kvplan.models.deployment._check_gpu_count), never fewer than the deployment has."""
     return max(dep.nodes, -(-max(tp, dep.ep) * dep.pp // dep.gpus_per_node))
 
 

@@ -22,7 +22,7 @@ from kvplan.engines.load_checks import load_refusal
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
-from kvplan.models.load import check_model_for_deployment
+from kvplan.models.deployment import check_model_for_deployment
 from kvplan.plan.admit import memory_remedy
 from kvplan.plan.fit_trace import check_trace
 from kvplan.plan.gate import RequirementCheck, requirement_admissions

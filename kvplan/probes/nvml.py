@@ -9,7 +9,7 @@ from typing import Any
 from kvplan import DIST
 from kvplan.errors import InputError, ProbeUnavailable
 from kvplan.models.deploy import Gpu
-from kvplan.models.load import find_gpu, gpu_catalog
+from kvplan.models.gpus import find_gpu, gpu_catalog
 from kvplan.probes.validate import load_torch  # quiet about a missing numpy
 
 NVML_MEMORY_V2 = 0x02000028

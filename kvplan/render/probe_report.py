@@ -10,7 +10,7 @@ from kvplan.models.deploy import Deployment, Gpu
 from kvplan.probes.nvml import GpuReading, match_catalog
 from kvplan.probes.validate import Measured
 from kvplan.render import Report, Section, count, size
-from kvplan.render.reports import title
+from kvplan.render.plan_sections import title
 
 _BYTE_KNOBS = {"kv_cache_memory", "weights_per_gpu", "pre_load_free", "runtime_overhead", "non_kv_other"}
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kvplan.cli import app
-from kvplan.models.load import gpu_catalog
+from kvplan.models.gpus import gpu_catalog
 from kvplan.units import GiB, MiB
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "COLUMNS": "200"})

@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 from kvplan import limits
 from kvplan.cli import app
 from kvplan.errors import ConfigError
-from kvplan.models.load import parse_text
+from kvplan.models.reader import parse_text
 from kvplan.units import GiB, MiB
 from tests.work import assert_linear, calls
 
@@ -410,7 +410,7 @@ def test_byte_units_case_insensitive() -> None:
 
 @pytest.mark.parametrize(("name", "key"), [("H100", "h100-sxm"), ("h200", "h200"), ("H200", "h200")])
 def test_gpu_names_case_insensitive_with_aliases(name: str, key: str) -> None:
-    from kvplan.models.load import find_gpu
+    from kvplan.models.gpus import find_gpu
 
     assert find_gpu(name).key == key
 

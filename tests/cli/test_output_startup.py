@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.cli._common import load_plan
-from kvplan.models.load import preset_names
+from kvplan.models.presets import preset_names
 from kvplan.render import startup_line
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "COLUMNS": "80"})

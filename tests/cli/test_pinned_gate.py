@@ -9,7 +9,8 @@ from pathlib import Path
 
 from kvplan.engines import plan_pool
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.gate import GateResult, _printable, check, parse_lock_untrusted
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
 

@@ -8,7 +8,8 @@ sglang==0.5.23``), ``sglang/srt/model_executor/pool_configurator.py`` (``Default
 (``config_from_budget``, ``_apply_token_constraints``).
 
 Each case is expressed only through kvplan's public inputs: a config.json written here, a deployment YAML written
-here, and ``--set`` knobs (kvplan.models.load.load_model / load_deployment), planned with kvplan.engines.plan_pool.
+here, and ``--set`` knobs (kvplan.models.from_hf.load_model, kvplan.models.deployment.load_deployment), planned
+with kvplan.engines.plan_pool.
 
 How the engine test's mock maps onto them:
 - ``_make_model_runner``: 4 kv heads × (head_dim 64 + v_head_dim 64), 32 layers, tp 1, kv element size 2
@@ -37,7 +38,8 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 SGLANG_TEST = "sgl-project/sglang test/registered/unit/model_executor/test_pool_configurator.py"
 SGLANG_COMMIT = "023d5640192ba1029b7e9f3748cf46ae01b89153"

@@ -26,7 +26,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 COMMIT = "002f10e0cfa1373a19a0d2756598a34b700d20e5"
 PAGE = 16 * 2 * 64 * 4 * 2

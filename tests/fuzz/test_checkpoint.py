@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvplan.models.arch import Split
-from kvplan.models.checkpoint import read_index, read_safetensors_header, shard
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
+from kvplan.models.safetensors import read_index, read_safetensors_header
+from kvplan.models.sharding import shard
 from tests.fuzz.conftest import one_line_error
 
 FUZZ = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)

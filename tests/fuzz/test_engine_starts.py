@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.engines import plan_pool
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.units import GiB, MiB
 

@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from kvplan.engines import plan_pool
 from kvplan.engines.backends import SGLANG, VLLM
 from kvplan.errors import InputError
-from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
 from kvplan.units import GiB
 
 GLM = load_model("glm-5.3")

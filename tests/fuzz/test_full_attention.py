@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from kvplan.engines import plan_pool
 from kvplan.errors import InputError
 from kvplan.models.cache import FullAttention
-from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
 
 DEPLOYS = {e: load_deployment(f"glm-5.3-8xh200-{e}") for e in ("sglang", "vllm")}
 LLAMA = load_model("llama-3.1-8b")

@@ -9,7 +9,8 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from kvplan.errors import InputError
-from kvplan.models.load import find_gpu, gpu_catalog, load_deployment
+from kvplan.models.deployment import load_deployment
+from kvplan.models.gpus import find_gpu, gpu_catalog
 from kvplan.units import GiB, MiB
 
 CATALOG = gpu_catalog()

@@ -31,7 +31,8 @@ from kvplan.models.cache import (
     request_bytes,
     request_bytes_by_kind,
 )
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from tests.fuzz.conftest import one_line_error
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"

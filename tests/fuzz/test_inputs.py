@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from kvplan import limits
 from kvplan.cli import app
 from kvplan.models.deploy import KNOBS, Deployment
-from kvplan.models.load import ALIASES, load_deployment, load_model
+from kvplan.models.deployment import ALIASES, load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import (
     parse_bytes,
     parse_concurrency,

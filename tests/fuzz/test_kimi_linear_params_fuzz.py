@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvplan.models.load import _resolve
+from kvplan.models.presets import resolve_preset as _resolve
 from tests.fuzz.params_check import counts_or_fails_located
 
 CONFIGS = [dict(_resolve("models", name).data["config"]) for name in ("kimi-linear-48b-a3b", "kimi-k3")]

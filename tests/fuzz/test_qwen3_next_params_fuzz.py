@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvplan.models.load import _resolve
+from kvplan.models.presets import resolve_preset as _resolve
 from tests.fuzz.params_check import counts_or_fails_located
 
 CONFIG = dict(_resolve("models", "qwen3-next-80b-a3b").data["config"])

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.sglang_hybrid import SWA_EVICTION_INTERVAL, mamba_cache_size, swa_pool_tokens
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import cdiv
 
 _budget = st.integers(0, 200 * 2**30)

@@ -29,7 +29,8 @@ from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.errors import ConfigError, KvplanError
 from kvplan.models import validate
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from tests.fuzz.conftest import one_line_error
 
 FUZZ = settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, profile_peak
 from kvplan.models.activation import activation_dims
-from kvplan.models.load import load_deployment
+from kvplan.models.deployment import load_deployment
 
 KEYS = ("hidden_size", "vocab_size", "intermediate_size", "moe_intermediate_size", "num_local_experts",
         "n_routed_experts", "num_experts", "num_experts_per_tok", "n_shared_experts", "first_k_dense_replace",

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
 from kvplan.units import GiB
 from tests.fuzz.conftest import one_line_error
 

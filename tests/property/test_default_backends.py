@@ -28,7 +28,9 @@ from kvplan.engines import plan_pool
 from kvplan.engines.backends import platform_label
 from kvplan.errors import InputError
 from kvplan.models.deploy import Gpu
-from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
 from kvplan.versions import SGLANG, VLLM, SglangRules, VllmRules
 
 MODELS = {p.stem: load_model(p.stem) for p in sorted((Path(kvplan.__file__).parent / "configs/models").glob("*.yaml"))}

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from kvplan.engines import plan_pool
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, cdiv
 
 GLM = load_model("glm-5.3")

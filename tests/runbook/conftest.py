@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook import parse
 from kvplan.runbook.doctor import Diagnosis, diagnose
 from kvplan.runbook.parse import parse_log

@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engines import plan_pool
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.render import OutputFormat, emit
 from kvplan.render.doctor_report import doctor_report
 from kvplan.runbook.doctor import CANNOT_TELL, diagnose
@@ -250,7 +251,7 @@ def test_log_only_diagnosis_is_pure() -> None:
 def test_emit_deploy_names_the_gpus_whose_total_fits(tmp_path: Path) -> None:
     # vllm-project/vllm#10517 (an RTX 3090): 'total_gpu_memory=23.58GiB' is torch's CUDA total, 23.575 .. 23.585 GiB
     # (± 0.1 GiB of slack): the catalog's 24 GB cards fit, and the deployment lists them rather than guess one
-    from kvplan.models.load import gpu_catalog
+    from kvplan.models.gpus import gpu_catalog
     from kvplan.runbook.doctor import gpu_candidates
 
     path = LOGS / "doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log"

@@ -11,7 +11,8 @@ import json
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook.doctor import diagnose
 from kvplan.runbook.evidence import gather
 from kvplan.runbook.parse import Gib, parse_log

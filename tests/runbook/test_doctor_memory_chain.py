@@ -16,7 +16,9 @@ import json
 from typer.testing import CliRunner
 
 from kvplan.cli import app
-from kvplan.models.load import gpu_catalog, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
 from kvplan.models.retarget import retarget
 from kvplan.render.doctor_report import doctor_report
 from kvplan.runbook.doctor import Diagnosis, diagnose

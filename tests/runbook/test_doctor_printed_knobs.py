@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook.doctor import diagnose
 from kvplan.runbook.parse import Args, parse_log
 from tests.runbook.test_field_logs import DOCTOR_CASES, DoctorCase, config_path, text_of

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook.doctor import Diagnosis, diagnose
 from kvplan.runbook.parse import parse_log
 from kvplan.runbook.verdict import closes_gap

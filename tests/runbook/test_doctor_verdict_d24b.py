@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid_log import blocks_for_logged_tokens
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook.parse import parse_log
 from tests.runbook.conftest import LOGS, body, line_of
 

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.engines import plan_pool
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.runbook.parse import parse_log
 from kvplan.units import GiB
 from tests.runbook.conftest import LOGS, body, run_doctor, shared

@@ -28,7 +28,8 @@ from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 
 K = 1024

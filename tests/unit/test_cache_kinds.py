@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.models.cache import FullAttention, IndexerK, MlaLatent, kv_dtype_bytes
 from kvplan.models.formats import MlaLayout
-from kvplan.models.load import FULL_ATTENTION_ARCHITECTURES, load_model
+from kvplan.models.from_hf import FULL_ATTENTION_ARCHITECTURES, load_model
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
@@ -97,7 +97,7 @@ def test_presets_match_published_configs(name: str) -> None:
     preset, hf = load_model(name), load_model(str(HF / name / "config.json"))
     for field in ("num_layers", "num_mtp_layers", "attention", "max_position_embeddings"):
         assert getattr(preset, field) == getattr(hf, field), field
-    # presets count parameter groups, a config.json every tensor (kvplan.models.checkpoint): within 0.3 %
+    # presets count parameter groups, a config.json every tensor (kvplan.models.config_tensors): within 0.3 %
     assert preset.total_params == pytest.approx(hf.total_params, rel=0.003)
 
 

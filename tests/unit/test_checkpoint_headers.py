@@ -1,4 +1,4 @@
-"""Safetensors headers and per-rank sharding by tensor name (kvplan.models.checkpoint).
+"""Safetensors headers and per-rank sharding by tensor name (kvplan.models.safetensors, kvplan.models.sharding).
 
 Checkpoints here are written in the real format: an 8-byte little-endian header length, the JSON header
 (dtype, shape, data_offsets per tensor), then zero-filled tensor data. Every expected byte count is derived in
@@ -17,15 +17,9 @@ import pytest
 from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.models.arch import Split
-from kvplan.models.checkpoint import (
-    Tensor,
-    hf_cache_dir,
-    read_safetensors_header,
-    resolve_repo_id,
-    rule_for,
-    shard,
-    snapshot_tensors,
-)
+from kvplan.models.hf_cache import hf_cache_dir, resolve_repo_id
+from kvplan.models.safetensors import Tensor, read_safetensors_header, snapshot_tensors
+from kvplan.models.sharding import rule_for, shard
 
 BITS = {"BF16": 16, "F32": 32, "F8_E4M3": 8, "U8": 8, "F16": 16, "I32": 32, "I64": 64}
 

@@ -13,7 +13,9 @@ import pytest
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import Split
-from kvplan.models.checkpoint import config_tensors, read_index, reconcile, shard
+from kvplan.models.config_tensors import config_tensors
+from kvplan.models.safetensors import read_index, reconcile
+from kvplan.models.sharding import shard
 
 DATA = Path(__file__).parents[1] / "data"
 COGITO = DATA / "checkpoints" / "cogito-qwen2.5-14b"

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from kvplan import limits
 from kvplan.cli import app
 from kvplan.errors import ConfigError, InputError
-from kvplan.models import checkpoint, index_bounds
-from kvplan.models.checkpoint import read_index
+from kvplan.models import index_bounds, safetensors
 from kvplan.models.index_bounds import MAX_INDEX_TENSORS
+from kvplan.models.safetensors import read_index
 
 DATA = Path(__file__).parents[1] / "data"
 LLAMA = DATA / "hf" / "llama-3.1-8b" / "config.json"
@@ -36,7 +36,7 @@ def test_a_million_tensors_are_refused_before_the_parse(tmp_path: Path, monkeypa
     def never(*_: object) -> object:
         raise AssertionError("the index was parsed")
 
-    monkeypatch.setattr(checkpoint, "_strict_json", never)
+    monkeypatch.setattr(safetensors, "_strict_json", never)
     with pytest.raises(ConfigError, match=r"weight_map: lists 1,000,000 tensors, over kvplan's limit of 500,000"):
         read_index(path)
 

@@ -11,8 +11,10 @@ import pytest
 
 from kvplan.errors import InputError
 from kvplan.models.arch import Split
-from kvplan.models.checkpoint import Tensor, config_tensors, param_groups_from_tensors, shard
-from kvplan.models.load import load_model, local_ref
+from kvplan.models.config_tensors import config_tensors
+from kvplan.models.from_hf import load_model, local_ref
+from kvplan.models.safetensors import Tensor
+from kvplan.models.sharding import param_groups_from_tensors, shard
 from tests.unit.test_checkpoint_headers import write_safetensors
 
 DATA = Path(__file__).parents[1] / "data"

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 from kvplan import limits
-from kvplan.models.checkpoint import _expert_modules
-from kvplan.models.load import load_model
+from kvplan.models.config_tensors import _expert_modules
+from kvplan.models.from_hf import load_model
 from tests.work import calls
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"

@@ -117,7 +117,8 @@ def test_sglang_glm_fp8_on_sm120_uses_flashinfer_sparse_mla() -> None:
     from dataclasses import replace
 
     from kvplan.engines import plan_pool
-    from kvplan.models.load import load_deployment, load_model
+    from kvplan.models.deployment import load_deployment
+    from kvplan.models.from_hf import load_model
 
     dep = load_deployment(SGLANG)
     p = plan_pool(load_model("glm-5.3"), replace(dep, gpu=replace(dep.gpu, sm=120, name="SM120 GPU")))

@@ -15,7 +15,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.errors import InputError, PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB
 from tests.conftest import make_plan
 

@@ -9,7 +9,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.models.deploy import KNOBS
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 
 SGLANG, VLLM = "glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm"

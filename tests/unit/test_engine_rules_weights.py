@@ -45,7 +45,7 @@ def test_dp_attention_changes_the_attention_split(glm53: ModelArch) -> None:
     # fp32 scale per 128×128 block): q_b_proj 16,384 × 2,048 + 128 × 16 × 4 = 33,562,624 B, kv_b_proj 28,672 × 512
     # + 224 × 4 × 4 = 14,683,648 B, o_proj 6,144 × 16,384 + 48 × 128 × 4 = 100,687,872 B -> 148,934,144 B × 78
     # layers = 11,616,863,232 B whole, of which a rank held 1/8; and embed_tokens (154,880 × 6,144 × 2 B =
-    # 1,903,165,440 B, split over the attention ranks by checkpoint.shard). So the estimate grows by 7/8 of both:
+    # 1,903,165,440 B, split over the attention ranks by sharding.shard). So the estimate grows by 7/8 of both:
     # 10,164,755,328 + 1,665,269,760 = 11,830,025,088 B (the parameter groups said 11,905,111,764 B before).
     value, origin = weights(dp_attention=8)
     assert origin.startswith("default: estimated")

@@ -18,7 +18,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm import DEFAULT_CUDAGRAPH_ESTIMATE, DEFAULT_NON_KV_OTHER
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, MiB
 from kvplan.versions import SGLANG, VLLM, parse_version, rules_for, sglang_rules, vllm_rules
 from tests.conftest import make_plan

@@ -16,7 +16,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB
 from kvplan.versions import SGLANG, sglang_rules
 

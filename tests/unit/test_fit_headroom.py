@@ -16,7 +16,8 @@ plans, derived in tests/unit/test_gqa_goldens.py; the need is each engine's page
 from __future__ import annotations
 
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import find_gpu, load_model
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.plan.fit import FitQuery, Outcome, fit
 
 K = 1024

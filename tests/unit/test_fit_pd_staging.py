@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import find_gpu, load_model
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.plan.fit import (
     SGLANG_STAGING_MLA,
     FitQuery,

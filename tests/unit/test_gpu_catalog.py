@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import ConfigError, InputError
-from kvplan.models import load
-from kvplan.models.load import find_gpu, gpu_catalog
+from kvplan.models import gpus
+from kvplan.models.gpus import find_gpu, gpu_catalog
 from kvplan.probes.nvml import match_catalog, read_gpus
 from kvplan.units import GiB, MiB
 from tests.probes.fake_nvml import FakeGpu, FakeNvml
@@ -147,20 +147,20 @@ def test_unknown_gpu_far_from_everything_points_to_the_listing() -> None:
 
 
 def test_a_spelling_that_names_two_gpus_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (Path(load.__file__).parent.parent / "configs" / "gpus.yaml").read_text(encoding="utf-8")
+    text = (Path(gpus.__file__).parent.parent / "configs" / "gpus.yaml").read_text(encoding="utf-8")
     # the L40's entry claims the L40S's name as an alias: one spelling, two GPUs
     text = text.replace("    name: NVIDIA L40\n", "    name: NVIDIA L40\n    aliases: [l40s]\n", 1)
     (tmp_path / "gpus.yaml").write_text(text, encoding="utf-8")
-    monkeypatch.setattr(load, "_configs", lambda: tmp_path)
+    monkeypatch.setattr(gpus, "configs_root", lambda: tmp_path)
     with pytest.raises(ConfigError, match="already names"):
-        load._gpu_table.__wrapped__()
+        gpus._gpu_table.__wrapped__()
 
 
 def test_vendor_words_dropped_only_in_front() -> None:
-    assert load._gpu_key("NVIDIA GeForce RTX 4090") == "rtx-4090"
-    assert load._gpu_key("AMD Instinct MI300X") == "mi300x"
-    assert load._gpu_key(" h200_NVL ") == "h200-nvl"
-    assert load._gpu_key("NVIDIA") == "nvidia"  # one word stays
+    assert gpus.gpu_key("NVIDIA GeForce RTX 4090") == "rtx-4090"
+    assert gpus.gpu_key("AMD Instinct MI300X") == "mi300x"
+    assert gpus.gpu_key(" h200_NVL ") == "h200-nvl"
+    assert gpus.gpu_key("NVIDIA") == "nvidia"  # one word stays
 
 
 @pytest.mark.parametrize(("name", "key"), [("NVIDIA H200", "h200"), ("NVIDIA H200 NVL", "h200-nvl"),

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.engines import plan_pool
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.plan.prefix import pairs, prefix_hit
 from kvplan.plan.workspace import WorkspaceQuery, workspace
 from kvplan.units import MiB

@@ -27,7 +27,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.sglang import prefill_graph_batch_sizes
 from kvplan.errors import PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, MiB
 
 PRE = 143_771 * MiB

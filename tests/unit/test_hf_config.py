@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kvplan.models.arch import IndexerRule, ModelArch, full_indexer_layers
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 HF = Path(__file__).resolve().parent.parent / "data" / "hf"
 
@@ -160,7 +160,7 @@ def test_fp8_quantization_config_is_read() -> None:
     # quantization_config.quant_method "fp8": linear weights cost 1 B + one fp32 scale per 128×128 block.
     for name in ("glm-5.3", "glm-5", "deepseek-v3.2"):
         experts = next(g for g in fixture(name).param_groups if g.name == "routed_experts")
-        # per tensor (kvplan.models.checkpoint): fp8 weights + fp32 weight_scale_inv, the scales not parameters
+        # per tensor (kvplan.models.config_tensors): fp8 weights + fp32 weight_scale_inv, the scales not parameters
         assert Fraction(experts.bytes_per_param_num, experts.bytes_per_param_den) == Fraction(128 * 128 + 4, 128 * 128)
 
 

@@ -27,8 +27,8 @@ from typer.testing import CliRunner, Result
 from kvplan.cli import app
 from kvplan.errors import InputError
 from kvplan.models.arch import Split
-from kvplan.models.checkpoint import config_tensors
-from kvplan.models.load import load_model
+from kvplan.models.config_tensors import config_tensors
+from kvplan.models.from_hf import load_model
 from tests.unit.test_checkpoint_headers import write_safetensors
 
 CONFIG = {

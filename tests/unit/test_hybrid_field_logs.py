@@ -24,7 +24,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB
 from tests.runbook.conftest import body, run_doctor
 

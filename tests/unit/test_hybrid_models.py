@@ -36,7 +36,9 @@ from kvplan.models.cache import (
     describe_kinds,
     request_bytes_by_kind,
 )
-from kvplan.models.load import load_deployment, load_model, preset_names
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.presets import preset_names
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})

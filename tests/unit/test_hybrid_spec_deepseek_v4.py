@@ -16,7 +16,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm_hybrid import approximate_gcd, pack_v4_groups, v4_specs
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 
 def plan(model: str, **sets: object) -> PoolPlan:

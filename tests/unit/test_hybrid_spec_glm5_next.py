@@ -19,7 +19,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan, weight_split
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 
 GiB = 1 << 30

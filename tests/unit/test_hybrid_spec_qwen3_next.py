@@ -170,7 +170,7 @@ def test_admit_128k_with_mtp_is_a_verdict_on_both_engines(args: tuple[str, ...])
 
 
 def test_qwen3_next_has_the_engines_one_mtp_layer() -> None:
-    from kvplan.models.load import load_model
+    from kvplan.models.from_hf import load_model
 
     # vLLM qwen3_next_mtp.py getattr(config, "num_nextn_predict_layers", 1); the config names none
     assert load_model(MODEL).num_mtp_layers == 1

@@ -26,8 +26,11 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import canonical_key, find_gpu, load_deployment, load_model, preset_names
+from kvplan.models.deployment import canonical_key, load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.models.preset_repos import preset_for_repo
+from kvplan.models.presets import preset_names
 from kvplan.plan.fit import FitQuery, fit
 from kvplan.plan.launch import Launch, launch_command, parse_command, parser_for
 

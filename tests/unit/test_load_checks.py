@@ -12,7 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvplan.engines.load_checks import Layout, load_refusal
-from kvplan.models.load import find_gpu, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.models.shards import shard_dims
 
 HF = Path(__file__).resolve().parents[1] / "data" / "hf"

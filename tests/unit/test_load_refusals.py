@@ -32,7 +32,9 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import find_gpu, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.fit import FitQuery, fit
 from kvplan.render.fit_report import deploy_yaml

@@ -1,4 +1,4 @@
-"""A ModelOpt snapshot keeps its quantization in hf_quant_config.json beside config.json (kvplan.models.load).
+"""A ModelOpt snapshot keeps its quantization in hf_quant_config.json beside config.json (kvplan.models.from_hf).
 
 Before, kvplan read config.json alone and planned nvidia/DeepSeek-V3.2-NVFP4 as bf16: 160 GiB a GPU at tp 8
 instead of the 48.83 GiB the published-weights test derives (tests/unit/test_weights_published.py,
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 NVFP4 = Path(__file__).parents[1] / "data" / "hf" / "deepseek-v3.2-nvfp4"
 runner = CliRunner(env={"KVPLAN_FORMAT": None})

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.models.arch import Split
-from kvplan.models.load import find_gpu, load_model
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.models.mxfp4_moe import CHECKPOINT, LAYOUTS, backend_for, layer_bytes, rank_intermediate
 
 

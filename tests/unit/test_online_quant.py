@@ -23,7 +23,8 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.launch import launch_command
 
 ONE_H100 = ("model=llama-3.1-70b", "gpu=h100", "tp=1", "gpus_per_node=1", "context_length=4K", "kv_cache_dtype=auto")

@@ -23,7 +23,7 @@ import pytest
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
 from kvplan.models.cache import IndexerK, LinearState, MlaLatent
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 PUBLISHED_TOTAL_ELEMENTS = 321_342_220_638  # glm-5.3-reap s00_smoke.py EXPECT["total_params"] (shard headers)
 PUBLISHED_ROUTED_ELEMENTS = 311_672_586_240  # EXPECT["routed_expert_params"]: 43 layers' experts and their scales

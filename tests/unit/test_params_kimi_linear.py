@@ -20,7 +20,7 @@ import pytest
 
 from kvplan.errors import ConfigError
 from kvplan.models.arch import ModelArch, Split
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.models.quant import resolve
 from kvplan.models.weights import param_groups_from_hf
 

@@ -26,8 +26,9 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
-from kvplan.models.load import _resolve, load_model
+from kvplan.models.from_hf import load_model
 from kvplan.models.params_qwen3_next import full_attention_layers
+from kvplan.models.presets import resolve_preset as _resolve
 from kvplan.models.quant import Fields
 from kvplan.models.weights import param_groups_from_hf
 

@@ -15,7 +15,7 @@ from kvplan.models.cache import (
     request_bytes_by_kind,
 )
 from kvplan.models.formats import MlaLayout
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 
 def test_describe_gqa_and_mla() -> None:

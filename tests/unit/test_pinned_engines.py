@@ -16,7 +16,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.sglang import _capacity_defaults, prefill_graph_batch_sizes
 from kvplan.engines.vllm import _defaults_by_memory
 from kvplan.errors import PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 from tests.unit.test_engine_versions_sglang import LLAMA, _plan
 

@@ -8,7 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import find_gpu, load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
 from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout, pd_staging
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT

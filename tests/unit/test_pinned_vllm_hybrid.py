@@ -9,7 +9,8 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid import group_size_of
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from tests.unit.test_vllm_hybrid import _qwen3_next, plan
 from tests.unit.test_vllm_v4 import plan as v4_plan
 

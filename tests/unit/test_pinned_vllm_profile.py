@@ -8,7 +8,7 @@ import pytest
 
 from kvplan.engines.vllm_profile import profile_peak
 from kvplan.models.activation import activation_dims
-from kvplan.models.load import load_deployment
+from kvplan.models.deployment import load_deployment
 
 DATASHEET_SMS = {
     # NVIDIA H100 / H800 / H200 / GH200 datasheets: 132 SMs (SXM5, NVL), 114 (PCIe)

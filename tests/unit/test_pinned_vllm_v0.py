@@ -4,7 +4,7 @@ a figure derived from vLLM V0's source."""
 from __future__ import annotations
 
 from kvplan.engines.vllm_v0 import moe_buffers
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.versions import vllm_rules
 from tests.unit.test_vllm_v0 import HF, LLAMA3, v0
 

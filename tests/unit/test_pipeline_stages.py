@@ -23,7 +23,7 @@ import pytest
 from kvplan.engines.pipeline import sglang_partition, vllm_partition
 from kvplan.errors import InputError, KvplanError
 from kvplan.models.arch import PipelineStage
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.models.pipeline import parse_layer_partition, stage_group_bytes
 from tests.conftest import make_plan
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from kvplan.models.arch import Split
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.models.quant import checkpoint_dtype
 
 NVFP4 = Path(__file__).parents[1] / "data" / "hf" / "deepseek-v3.2-nvfp4"

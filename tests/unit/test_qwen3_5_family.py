@@ -23,7 +23,7 @@ import pytest
 
 from kvplan.errors import ConfigError
 from kvplan.models.cache import FullAttention, LinearState
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 CONFIG = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3.6-27b" / "config.json"
 

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.models.arch import Split
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.units import GiB, MiB, cdiv
 from tests.conftest import make_plan

@@ -3,7 +3,7 @@ a non-zero figure; a DSA model keeps every field (issue 23, "Words for every mod
 
 from __future__ import annotations
 
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.render.applies import for_model
 
 DATA = {

@@ -12,7 +12,7 @@ import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.models.arch import ModelArch
-from kvplan.models.load import load_deployment
+from kvplan.models.deployment import load_deployment
 from kvplan.units import GiB
 from tests.conftest import make_plan
 

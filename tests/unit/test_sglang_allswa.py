@@ -16,7 +16,8 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.transfer import transfer
 
 

@@ -35,7 +35,8 @@ from kvplan.engines.sglang_hybrid import (
 )
 from kvplan.errors import PlanError
 from kvplan.models.cache import LinearState
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, MiB
 
 PRE = 143_771 * MiB

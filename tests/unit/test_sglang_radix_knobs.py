@@ -15,7 +15,8 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from tests.unit.test_sglang_hybrid import _qwen3_next  # 12 full + 36 GDN layers, written by that test
 
 

@@ -41,7 +41,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.sglang_hybrid import Dsv4Shape, dsv4_pool_tokens, v4_page_bytes
 from kvplan.errors import KvplanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 RUNNER = CliRunner()
 AVAILABLE = 113_149_217_865

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvplan.models.arch import Split
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 
 LOG = Path(__file__).parents[1] / "data" / "logs" / "field" / "weights-vllm-deepseek-v4-flash-h100-tp8-issue-41027.log"

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.errors import ConfigError
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 
 PRESETS = Path(__file__).resolve().parents[2] / "kvplan" / "configs" / "models"
 

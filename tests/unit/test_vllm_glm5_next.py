@@ -32,7 +32,8 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid import approximate_gcd
 from kvplan.errors import InputError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
 from kvplan.plan.budget import pool_needs
 

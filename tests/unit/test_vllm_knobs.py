@@ -12,7 +12,8 @@ from typer.testing import CliRunner, Result
 from kvplan.cli import app
 from kvplan.engines import plan_pool
 from kvplan.errors import PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 VLLM = "glm-5.3-8xh200-vllm"

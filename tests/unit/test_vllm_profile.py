@@ -15,7 +15,8 @@ import pytest
 from kvplan.engines.vllm import DEFAULT_CUDAGRAPH_ESTIMATE, DEFAULT_NON_KV_OTHER, DSA_CALIBRATION_BYTES
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, profile_peak
 from kvplan.models.activation import ActivationDims, activation_dims
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, MiB
 from tests.conftest import make_plan
 

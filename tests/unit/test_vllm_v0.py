@@ -10,7 +10,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm_v0 import CUDA_CONTEXT_BYTES, moe_buffers
 from kvplan.errors import InputError, PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 from kvplan.units import GiB, MiB
 from kvplan.versions import vllm_rules
 

@@ -29,7 +29,8 @@ from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm_hybrid import approximate_gcd, pack_v4_groups, v4_specs
 from kvplan.errors import InputError, PlanError
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 VLLM = "glm-5.3-8xh200-vllm"

@@ -46,7 +46,7 @@ def test_glm53_vllm_tp8_terms() -> None:
 
 def test_glm53_vllm_mtp_terms() -> None:
     got = terms(config("glm-5.3"), engine="vllm", split=Split.of(tp=8), with_mtp=True, speculative_tokens=5)
-    # GLM's MTP layer ships no embed/head of its own (checkpoint.mtp_ships_embed_head): nothing to free
+    # GLM's MTP layer ships no embed/head of its own (config_tensors.mtp_ships_embed_head): nothing to free
     assert "mtp_shared_embed_head" not in got
     assert got["mla_absorbed"] == 79 * 3_670_016
     assert got["topk_indices_buffer"] == 2 * 67_108_864  # the MTP module's own buffer

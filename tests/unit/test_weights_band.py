@@ -15,7 +15,7 @@ from kvplan.cli import app
 from kvplan.models import weights_band as wb
 from kvplan.models.arch import Split
 from kvplan.models.deploy import Requirements
-from kvplan.models.load import load_model
+from kvplan.models.from_hf import load_model
 from kvplan.plan.gate import check
 from kvplan.render.gate_report import gate_report
 from tests.conftest import make_plan

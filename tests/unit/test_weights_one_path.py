@@ -38,7 +38,7 @@ def weights_knob(*sets: str, engine: str = "vllm") -> dict[str, Any]:
     ids=lambda r: f"{r.label} tp{r.tp}",
 )
 def test_planner_takes_the_published_table_figure(row: Published) -> None:
-    # the same bytes the table predicts (checkpoint.config_tensors + shard + additions.engine_additions)
+    # the same bytes the table predicts (config_tensors.config_tensors + shard + additions.engine_additions)
     sets = (f"model={HF / row.config / 'config.json'}", f"tp={row.tp}", *((f"ep={row.ep}",) if row.ep > 1 else ()))
     knob = weights_knob(*sets, engine=engine_of(row))
     assert knob["value"] == predicted_bytes(row)
@@ -74,7 +74,7 @@ def test_a_preset_weighs_what_its_config_json_weighs(preset: str, engine: str) -
     # (the preset's 'source'); both now take snapshot.with_checkpoint's per-tensor path (+ the engine's load-time
     # additions), or both the parameter groups. Compared on the estimate itself (a measured point would hide it).
     from kvplan.models.arch import Split
-    from kvplan.models.load import load_model
+    from kvplan.models.from_hf import load_model
 
     a, b = load_model(preset), load_model(str(HF / preset / "config.json"))
     for tp in (1, 8):

@@ -1,8 +1,8 @@
 """Weights per GPU from the config alone against public measured figures (engine load lines), each with its source.
 
-The prediction: every tensor of the checkpoint derived from the real ``config.json`` (kvplan.models.checkpoint.
+The prediction: every tensor of the checkpoint derived from the real ``config.json`` (kvplan.models.config_tensors.
 config_tensors: dtype and shape, quantization scales included), placed on rank 0 by the engines' sharding rules
-(checkpoint.shard). The published figure: vLLM ``Model loading took X GiB`` (GiB = 2^30) or SGLang ``Load weight
+(sharding.shard). The published figure: vLLM ``Model loading took X GiB`` (GiB = 2^30) or SGLang ``Load weight
 end ... mem usage=X GB`` (SGLang's "GB" is 2^30 too: ``get_available_gpu_memory`` divides by ``1 << 30``), both
 printed to 2 decimals. Each figure is read from the public log excerpt kept in tests/data/logs/field/ (source
 URL, engine version and deployment in its header), or quoted from the recipe named in the row.
@@ -499,7 +499,7 @@ MXFP4_ROWS = (
 
 
 def mxfp4_predicted(row: Mxfp4Row) -> int:
-    from kvplan.models.load import load_model
+    from kvplan.models.from_hf import load_model
 
     arch = load_model(str(DATA / row.config / "config.json"))
     return arch.estimated_weights_per_gpu(Split.of(tp=row.tp), engine="vllm", moe_backend=row.backend)

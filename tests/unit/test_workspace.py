@@ -180,7 +180,7 @@ def test_the_last_chunk_is_the_remainder() -> None:
 def test_chunks_are_described_with_the_smaller_last_one() -> None:
     # Regression: "2 chunk(s), 3.00 GiB each" when the second chunk is 1 GiB (numbers from the test above;
     # 3 GiB = 3,221,225,472 B = 3.22 GB, 1 GiB = 1,073,741,824 B = 1.07 GB)
-    from kvplan.render.reports import _chunks_text
+    from kvplan.render.workspace_report import _chunks_text
 
     text = _chunks_text(sglang_prefill_chunking(8192, 128 * 1024, 3 * GiB))
     assert text == "2 chunks: 1 of 3.00 GiB (3.22 GB), the last (2,048 rows) of 1.00 GiB (1.07 GB)"

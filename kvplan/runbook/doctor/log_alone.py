@@ -7,7 +7,10 @@ from dataclasses import replace
 
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
-from kvplan.models.load import gpu_catalog, load_deployment, load_model, preset_names
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import gpu_catalog
+from kvplan.models.presets import preset_names
 from kvplan.runbook.doctor.causes import _index_outside_kv_size
 from kvplan.runbook.doctor.plans import _plan, _with
 from kvplan.runbook.doctor.results import CANNOT_TELL, MISMATCH, Diagnosis, Headline, ModelCheck, StartupCheck

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kvplan.runbook.parse import patterns as P
+import kvplan.runbook.parse.patterns as P
 
 # --------------------------------------------------------------------------- the line tables
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
-from kvplan.models.load import load_deployment, load_model
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
 
 ROOT = Path(__file__).resolve().parents[3]
 """The repository root."""
