@@ -164,6 +164,8 @@ def _model_from_hf(
     if strict:
         r.reject_unknown(_HF_KEYS)
     architecture = _architecture(r)
+    if r.has("text_config"):
+        validate.check_fields(r)  # the wrapper's own fields (tie_word_embeddings, ...) before the decoder's
     if architecture == "Glm5NextForConditionalGeneration" and r.has("text_config"):
         r = r.sub("text_config")  # GLM-5.3-Flash: the decoder's fields (SGLang Glm5NextConfig.text_config)
     if architecture == "KimiK3ForConditionalGeneration" and r.has("text_config"):

@@ -62,6 +62,19 @@ LAYER_WORDS = {
 
 def check_config(r: Reader, num_layers: int) -> None:
     """Refuse, naming the key, a value no engine could build (see the module doc); a valid config passes as is."""
+    check_fields(r)
+    for key, words in LAYER_WORDS.items():
+        types = r.get_str_list(key, words)
+        if types is not None and len(types) != num_layers:
+            r.fail(key, f"has {len(types)} entries for {num_layers} layers (num_hidden_layers)")
+    _layer_numbers(r, "mlp_only_layers", num_layers)
+    if r.has("quantization_config"):  # compiled at read time, whether or not the weights are counted
+        quant.resolve(r.data, r.doc.source, fail=r.fail)
+
+
+def check_fields(r: Reader) -> None:
+    """The checks of single fields, for a config and for a wrapper around its ``text_config`` (a VLM's top level
+    is read too, so it is checked too)."""
     for key in POSITIVE:
         r.get_int(key, minimum=1, maximum=limits.MAX_DIM)
     for key in NON_NEGATIVE:
@@ -71,13 +84,6 @@ def check_config(r: Reader, num_layers: int) -> None:
     for key in BOOLEANS:
         if r.has(key) and not isinstance(r.data[key], bool):
             r.fail(key, f"expected true or false, got {_show(r.data[key])}")
-    for key, words in LAYER_WORDS.items():
-        types = r.get_str_list(key, words)
-        if types is not None and len(types) != num_layers:
-            r.fail(key, f"has {len(types)} entries for {num_layers} layers (num_hidden_layers)")
-    _layer_numbers(r, "mlp_only_layers", num_layers)
-    if r.has("quantization_config"):  # compiled at read time, whether or not the weights are counted
-        quant.resolve(r.data, r.doc.source, fail=r.fail)
 
 
 def _layer_numbers(r: Reader, key: str, num_layers: int) -> None:
