@@ -582,3 +582,8 @@ def rules_note(engine: str, version: str) -> str | None:
     """What the output says when ``version`` is not the row's own reference version; None when it is."""
     row = rules_for(engine, version)
     return None if version == row.reference else row.describe(version)
+
+
+TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
+"""vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
+``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""

@@ -13,7 +13,7 @@ vLLM V1, ``v1/core/kv_cache_utils.py``: "GPU KV cache size: {N:,} tokens" and "M
 tokens per request: {X:.2f}x", X = ``get_max_concurrency_for_kv_cache_config`` = num_blocks (the null block
 included) / blocks one request of max_model_len takes. N = num_blocks // groups × block × dcp up to 0.20.0
 (``_report_kv_cache_config``), int(X × L) from 0.20.1 (``get_kv_cache_capacity``;
-vllm_hybrid.TOKENS_FROM_CONCURRENCY_SINCE).
+TOKENS_FROM_CONCURRENCY_SINCE).
 Two ``logger.info`` lines (vllm-project/vllm#13596; the 0.24.0 and 0.26.0 field logs); one ``info_once`` line
 "GPU KV cache size: N tokens, Maximum concurrency ..." in ``update_kv_cache_capacity`` (vllm-project/vllm#50462;
 0.33.0, shared/reference/vllm-0.33.0.md §3).
@@ -27,9 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
-from kvplan.engines.vllm_hybrid import TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.units import cdiv
-from kvplan.versions import Version, parse_version, vllm_rules
+from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, Version, parse_version, vllm_rules
 
 SGLANG_MAX_PREFILL_TOKENS = 16_384
 """ServerArgs.max_prefill_tokens default (shared/reference/sglang-0.5.23.md §3: ``fields/schedule.py:71``; the

@@ -30,7 +30,7 @@ from kvplan.models.cache import FullAttention, kv_dtype_bytes
 from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB, cdiv, gib
-from kvplan.versions import parse_version, rules_note, vllm_rules
+from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, parse_version, rules_note, vllm_rules
 
 DEFAULT_NON_KV_OTHER = 6_070 * MiB
 """Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers, at the
@@ -454,7 +454,7 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
             f"{logged:,} tokens = "
             + (
                 f"int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})"
-                if parse_version(dep.engine_version) >= vllm_hybrid.TOKENS_FROM_CONCURRENCY_SINCE
+                if parse_version(dep.engine_version) >= TOKENS_FROM_CONCURRENCY_SINCE
                 else f"num_blocks // {hybrid.num_groups} groups × {block}"
             )
             + f"; Maximum concurrency for {max_model_len:,} tokens per request: "

@@ -59,7 +59,7 @@ from kvplan.models.cache import (
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout
 from kvplan.units import cdiv
-from kvplan.versions import parse_version
+from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, parse_version
 
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64
 """``v1/attention/backends/gdn_attn.py``: the token alignment of the FlashInfer GDN prefill checkpoints."""
@@ -217,10 +217,6 @@ Kimi-Linear's first release 0.11.1): ``kernel_block_alignment_size = 128 if use_
 model (use_cutlass_mla: the attention backend set to CUTLASS_MLA), 16 for full attention. vllm#28228 (Kimi-Linear
 AWQ, tp 2, 0.11.1): 64 x cdiv(1,085,440, 64 x 1,152) = 960 tokens, which its 'GPU KV cache size: 75,840' (79 x 960)
 fits and 944 (an alignment of 16) does not."""
-
-TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
-"""vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
-``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""
 
 
 def max_in_flight_tokens(dep: Deployment, mnbt: int) -> int:

@@ -8,9 +8,8 @@ range of num_blocks to one logged figure: the doctor divides the log's KV budget
 
 from __future__ import annotations
 
-from kvplan.engines.vllm_hybrid import TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.units import cdiv
-from kvplan.versions import parse_version
+from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, parse_version
 
 
 def blocks_for_logged_tokens(
