@@ -113,11 +113,16 @@ _KEYS = ("layer_types", "sliding_window", "compress_ratios", "num_hidden_layers"
          "qk_rope_head_dim", "index_head_dim", "architectures", "use_sliding_window")  # fmt: skip
 
 
-@given(st.sampled_from(sorted(_CONFIGS)), st.sampled_from(_KEYS), _VALUES)
+_KEEP = object()
+"""The key left as published: half the draws, so enough mutated configs load to be planned (most mutations are
+refused at load, and a test that filters nearly every draw fails hypothesis' filter health check)."""
+
+
+@given(st.sampled_from(sorted(_CONFIGS)), st.sampled_from(_KEYS), st.one_of(st.just(_KEEP), _VALUES))
 def test_a_mutated_hybrid_config_loads_or_fails_in_one_line(name: str, key: str, value: Any) -> None:
     import tempfile
 
-    cfg = dict(_CONFIGS[name], **{key: value})
+    cfg = dict(_CONFIGS[name]) if value is _KEEP else dict(_CONFIGS[name], **{key: value})
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "config.json").write_text(json.dumps(cfg))
         arch = one_line_error(lambda: load_model(tmp))

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.runbook.parse import LogError, log_lines, parse_log
-from tests.fuzz.conftest import within_budget
+from tests.fuzz.conftest import DOCTOR_CALLS, within_budget
 
 DATA = Path(__file__).parents[1] / "data" / "logs"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "logs"
@@ -91,7 +91,7 @@ def _check(data: bytes) -> None:
             assert parsed.runs and all(r.engine in ("sglang", "vllm") for r in parsed.runs)
         except LogError as e:
             assert "\n" not in str(e)
-        r = within_budget(lambda: runner.invoke(app, ["doctor", "--log", str(path)]))
+        r = within_budget(lambda: runner.invoke(app, ["doctor", "--log", str(path)]), budget=DOCTOR_CALLS)
     detail = f"exit {r.exit_code}, stderr {r.stderr[-600:]!r}, exception {r.exception!r}"
     assert r.exception is None or isinstance(r.exception, SystemExit), detail
     assert r.exit_code in (0, 1, 2), detail
