@@ -8,14 +8,14 @@ wrapped lines, a 1,000-layer config, a YAML base-60 integer. One process, one co
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _budgets import run_cases
 
 from kvplan.errors import ConfigError
 from kvplan.models.from_hf import load_model
@@ -65,17 +65,7 @@ CASES: list[tuple[str, float, Callable[[], object]]] = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if a case takes its budget or more")
-    args = ap.parse_args()
-    slow = 0
-    for name, budget, run in CASES:
-        start = time.perf_counter()
-        run()
-        took = time.perf_counter() - start
-        slow += took >= budget
-        print(f"{name:<32} {took:8.3f} s  (budget {budget:g} s)")
-    return 1 if args.check and slow else 0
+    return run_cases(__doc__ or "", CASES, 32)
 
 
 if __name__ == "__main__":

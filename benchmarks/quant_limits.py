@@ -8,10 +8,10 @@ one process, one core.
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from collections.abc import Callable
+
+from _budgets import run_cases
 
 from kvplan.errors import ConfigError
 from kvplan.models.weights import param_groups_from_hf
@@ -42,17 +42,7 @@ CASES: list[tuple[str, float, Callable[[], object]]] = [
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if a case takes its budget or more")
-    args = ap.parse_args()
-    slow = 0
-    for name, budget, run in CASES:
-        start = time.perf_counter()
-        run()
-        took = time.perf_counter() - start
-        slow += took >= budget
-        print(f"{name:<28} {took:8.3f} s  (budget {budget} s)")
-    return 1 if args.check and slow else 0
+    return run_cases(__doc__ or "", CASES, 28)
 
 
 if __name__ == "__main__":
