@@ -100,3 +100,19 @@ def test_limit_round_trip() -> None:
         for gen in (0, 1, 4, 5, 6, 300):
             assert limit.needs(limit.longest(gen), gen) == 10_000
             assert limit.needs(limit.longest(gen) + 1, gen) == 10_001
+
+
+def test_longest_is_zero_when_nothing_fits() -> None:
+    # gen 10 on SGLang needs input + 12 (max_new_tokens cut at context_len - 2 - input): a 4-token context serves
+    # no prompt at all, not a prompt of 1
+    assert ContextLimit("sglang", 4).longest(10) == 0
+    assert ContextLimit("vllm", 4).longest(10) == 0
+
+
+def test_the_words_carry_each_engines_rule() -> None:
+    # SGLang: refused at input >= max_req_input_len = (4,096 - 1) - 5 = 4,090; vLLM: a prompt of max_model_len
+    sg, vl = ContextLimit("sglang", 4096), ContextLimit("vllm", 4096)
+    assert "an input of 4,090 or more" in sg.describe() and "SGLang context_len" in sg.describe()
+    assert "a prompt of 4,096 tokens or more" in vl.describe() and "vLLM max_model_len" in vl.describe()
+    assert "2 tokens short" in sg.rule(0) and "short" not in vl.rule(0)
+    assert "context_len - 7" in sg.rule(5) and "max_model_len" in vl.rule(5) and "context_len" not in vl.rule(5)
