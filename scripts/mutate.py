@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=None, help="another checkout to mutate (e.g. a baseline)")
     parser.add_argument("--match", default=None, help="only mutants whose line or key contains this text")
     parser.add_argument("--no-select", action="store_true", help="run every test for every mutant (no tracer)")
+    parser.add_argument("--no-fork", action="store_true", help="every mutant in a fresh process (no fork)")
     parser.add_argument("--verbose", action="store_true", help="print the killed mutants too, as they finish")
     args = parser.parse_args(args_in)
     if args.root is not None:
@@ -379,21 +380,26 @@ def _one_module(
         for m in picked:
             print(f"  {module}:{m.line}  {m.key}")
         return 0
-    killed = survived = equiv = 0
+    killed = survived = 0
     started = time.monotonic()
     target = scratch / module
     cover = {} if args.no_select else line_coverage(scratch, module, chosen, 10 * args.timeout)
     spans = statement_lines(source)
     if not args.no_select:
         print(f"  traced {len(cover)} lines ({time.monotonic() - started:.0f} s)", flush=True)
+    scored_mutants = [m for m in picked if not is_equivalent(f"{module}|{m.key}", equivalent)]
+    equiv = len(picked) - len(scored_mutants)
+    forked: dict[str, str] = {}
+    if not (args.no_select or args.no_fork):
+        forked = fork_verdicts(scratch, module, source, chosen, scored_mutants, spans, cover, args.timeout)
+        print(f"  forked: {_tally(forked)} ({time.monotonic() - started:.0f} s)", flush=True)
     try:
-        for m in picked:
-            mkey = f"{module}|{m.key}"
-            if is_equivalent(mkey, equivalent):
-                equiv += 1
-                continue
-            target.write_text(apply(source, m))
-            verdict = _verdict(scratch, chosen, None if args.no_select else selected_tests(m, spans, cover), args)
+        for m in scored_mutants:
+            if forked.get(_job_key(m), "").startswith("killed"):  # a failing test is a kill; a pass is checked afresh
+                verdict = "killed"
+            else:
+                target.write_text(apply(source, m))
+                verdict = _verdict(scratch, chosen, None if args.no_select else selected_tests(m, spans, cover), args)
             if verdict == "survived":
                 survived += 1
                 print(f"  SURVIVED {module}:{m.line}  {m.key}", flush=True)
@@ -411,6 +417,54 @@ def _one_module(
         flush=True,
     )
     return survived
+
+
+def fork_verdicts(
+    scratch: Path,
+    module: str,
+    source: str,
+    chosen: list[str],
+    mutants: list[Mutant],
+    spans: dict[int, tuple[int, int, bool]],
+    cover: dict[int, list[str]],
+    timeout_s: float,
+) -> dict[str, str]:
+    """{mutant key: verdict} from one pytest process that forks a child per mutant (scripts/mutate_fork.py), for
+    the mutants whose line runs only inside tests; {} when the unmutated run fails there (then every mutant runs
+    afresh)."""
+    jobs = [
+        {"key": _job_key(m), "source": apply(source, m), "tests": tests}
+        for m in mutants
+        if (tests := selected_tests(m, spans, cover)) != [""]
+    ]
+    out = scratch / ".mutate-fork.json"
+    spec = {
+        "target": str(scratch / module),
+        "module": module.removesuffix(".py").replace("/", "."),
+        "timeout": timeout_s,
+        "out": str(out),
+        "mutants": jobs,
+    }
+    (scratch / ".mutate-jobs.json").write_text(json.dumps(spec))
+    env = _env(scratch, {"KVPLAN_MUTATE_JOBS": str(scratch / ".mutate-jobs.json")})
+    cmd = [*_pytest(scratch, chosen), "-p", "mutate_fork"]
+    subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, timeout=timeout_s * (4 + 2 * len(jobs)))
+    results: dict[str, str] = json.loads(out.read_text()) if out.exists() else {}
+    if results.pop("", None) != "survived":
+        print("  the unmutated tests fail in a forked child: every mutant runs afresh", flush=True)
+        return {}
+    return results
+
+
+def _job_key(m: Mutant) -> str:
+    return f"{m.index}|{m.kind}|{m.after}"  # unique in a module, where two keys may read the same
+
+
+def _tally(verdicts: dict[str, str]) -> str:
+    counts: dict[str, int] = {}
+    for v in verdicts.values():
+        counts[v] = counts.get(v, 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items())) or "none"
 
 
 def _verdict(scratch: Path, chosen: list[str], selected: list[str] | None, args: argparse.Namespace) -> str:

@@ -153,3 +153,52 @@ def test_a_survivor_of_its_tests_runs_every_test(mutate: ModuleType, monkeypatch
     assert mutate._verdict(Path("."), ["a", "b"], [], args) == "killed" and runs == [["a", "b"]]  # no test runs it
     runs.clear()
     assert mutate._verdict(Path("."), ["a", "b"], [""], args) == "killed" and runs == [["a", "b"]]  # at import
+
+
+def _traced_project(tmp_path: Path) -> tuple[Path, list[str]]:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(TRACED)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_m.py").write_text(TRACED_TESTS)
+    return tmp_path, ["tests/test_m.py"]
+
+
+def test_forked_mutants_get_the_verdict_of_a_fresh_process(mutate: ModuleType, tmp_path: Path) -> None:
+    root, tests = _traced_project(tmp_path)
+    cover = mutate.line_coverage(root, "pkg/m.py", tests, 120)
+    spans = mutate.statement_lines(TRACED)
+    wanted = ("f: x - 1 -> x + 1", "f: x > LIMIT -> x >= LIMIT", "LIMIT: 4 -> 5")
+    mutants = [_mutant(mutate, TRACED, k) for k in wanted]
+    got = mutate.fork_verdicts(root, "pkg/m.py", TRACED, tests, mutants, spans, cover, 60.0)
+    keys = [mutate._job_key(m) for m in mutants]
+    # f(9) == 8 fails when 9 − 1 becomes 9 + 1; `>` → `>=` differs only at x = 4, which no test reads; LIMIT
+    # runs at import, so it is not forked (a fresh process decides it) and has no verdict here
+    assert got == {keys[0]: "killed", keys[1]: "survived"}
+    for m in mutants:  # and a fresh process agrees on each
+        (root / "pkg" / "m.py").write_text(mutate.apply(TRACED, m))
+        fresh = mutate.run_tests(root, tests, 120)
+        assert fresh == ("killed" if m.key == "f: x - 1 -> x + 1" else "survived")  # LIMIT 5: f(1), f(9) as before
+
+
+def test_a_change_at_import_is_not_swapped_into_a_live_module(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        fork = importlib.import_module("mutate_fork")
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    source = (
+        "import functools\nLIMIT = 4\n\n\nclass K:\n    def g(self, x):\n        return x + LIMIT\n\n\n"
+        "@functools.cache\ndef h(x):\n    return x * 2\n"
+    )
+    path = tmp_path / "live_m.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("live_m", path)
+    assert spec is not None and spec.loader is not None
+    live = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live)
+    assert live.h(3) == 6  # cached: the swap must clear it
+    assert fork.swap_in(live, source, source.replace("LIMIT = 4", "LIMIT = 5")) == "the change runs at import"
+    assert fork.swap_in(live, source, source) == "no function changed"
+    assert fork.swap_in(live, source, source.replace("x + LIMIT", "x - LIMIT").replace("x * 2", "x * 3")) is None
+    assert live.K().g(10) == 6 and live.h(3) == 9  # 10 − 4: the method swapped; 3 × 3: the cache cleared
