@@ -128,3 +128,22 @@ def test_architectures_name_reads_the_same(tmp_path: Path, arch: Any) -> None:
 def test_a_wrapper_without_language_config_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="language_config: missing"):
         load_model(_write(tmp_path, {"model_type": "deepseek_vl_v2", "vision_config": {}}))
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "said"),
+    [
+        ("language_config", "use_mla", "yes", "language_config.use_mla"),  # a JSON boolean, as both configs read it
+        ("language_config", "kv_lora_rank", None, "language_config.kv_lora_rank: missing"),  # MLA without a latent
+        ("language_config", "num_hidden_layers", 0, "language_config.num_hidden_layers"),
+        ("vision_config", "width", "1152", "vision_config.width"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_nested_key(
+    tmp_path: Path, where: str, key: str, value: Any, said: str
+) -> None:
+    data = json.loads(CONFIG.read_text(encoding="utf-8"))
+    data[where] = {**data[where], key: value}
+    with pytest.raises(ConfigError) as e:
+        load_model(_write(tmp_path, data))
+    assert said in str(e.value)
