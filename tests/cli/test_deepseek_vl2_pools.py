@@ -85,3 +85,18 @@ def test_a_context_past_the_language_models_positions_is_rejected_on_both_engine
         data = _admit("8K", "--set", f"engine={engine}", code=1)
         check = _check(data, "context length")
         assert (check["need"], check["have"]) == (8_192, 4_096)
+
+
+def test_the_preset_plans_as_its_config_json() -> None:
+    # kvplan/configs/models/deepseek-vl2.yaml copies the fields kvplan reads from the fixture: the same pools
+    for engine in ("sglang", "vllm"):
+        r = runner.invoke(app, ["admit", "--ctx", "4K", "--model", "deepseek-vl2", "--set", f"engine={engine}",
+                                "--format", "json"])  # fmt: skip
+        assert r.exit_code == 0, r.stdout[-400:]
+        preset = json.loads(r.stdout)["plan"]
+        config = _admit("4K", "--set", f"engine={engine}")["plan"]
+        assert (preset["available_bytes"], preset["logged_tokens"]) == (
+            config["available_bytes"],
+            config["logged_tokens"],
+        )
+        assert preset["cell"]["main_bytes"] == CELL
