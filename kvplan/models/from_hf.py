@@ -10,7 +10,7 @@ from typing import Any
 
 from kvplan import limits
 from kvplan.errors import ConfigError
-from kvplan.models import decilm, quant, validate
+from kvplan.models import decilm, quant, validate, vlm
 from kvplan.models.activation import activation_dims
 from kvplan.models.arch import IndexerRule, ModelArch, WeightPoint, full_indexer_layers
 from kvplan.models.preset_weights import preset_weights
@@ -39,6 +39,7 @@ _HF_KEYS = {
     "mla_use_output_gate", "routed_expert_hidden_size", "latent_moe_use_norm", "attn_res_block_size",
     "shared_expert_intermediate_size", "partial_rotary_factor",
     "indexer_rope_interleave",  # kvplan.models.additions: the DSA indexer shares the MLA rope cache
+    "language_config", "projector_config",  # DeepSeek-VL2 (kvplan.models.vlm)
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
@@ -174,6 +175,9 @@ def _model_from_hf(
         r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
     if architecture in QWEN3_5_ARCHITECTURES and r.has("text_config"):
         r = r.sub("text_config")  # Qwen3.5 / 3.6 / 3.8 dense: the decoder's fields (kvplan.models.hybrid)
+    nested = vlm.language_section(r, architecture)
+    if nested is not None:  # DeepSeek-VL2: the language model's fields in language_config, MLA or MHA
+        return nested.finish(_language_model(nested, name=name, source=source, description=description))
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     validate.check_config(r, num_layers)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES)
@@ -274,6 +278,18 @@ def _model_from_hf(
         weights_assumptions=assumptions,
         activation=activation_dims(r.data),
         shards=shard_dims(r.data, source),
+    )
+
+
+def _language_model(nested: vlm.LanguageSection, *, name: str, source: str, description: str) -> ModelArch:
+    """A VLM's language model as the engines build it (kvplan.models.vlm): the MLA reader, or full attention."""
+    r = nested.reader
+    if nested.mla:
+        return _model_from_hf(r, name=name, source=source, strict=False, checkpoint_dtype=None, description=description)
+    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    validate.check_config(r, num_layers)
+    return _full_attention_from_hf(
+        r, name=name, source=source, description=description, num_layers=num_layers, architecture=vlm.DEEPSEEK_VL2
     )
 
 

@@ -23,6 +23,7 @@ CLASS_ALIASES: dict[str, frozenset[str]] = {
     "DeepseekV32ForCausalLM": frozenset({"DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMNextN"}),
     "DeepseekV3ForCausalLM": frozenset({"DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"}),
     "KimiK25ForConditionalGeneration": frozenset({"DeepseekV3ForCausalLM"}),
+    "DeepseekVLV2ForCausalLM": frozenset({"DeepseekVL2ForCausalLM"}),  # SGLang's name (configs/deepseekvl2.py)
 }
 
 
