@@ -61,9 +61,11 @@ def with_online_quant(arch: ModelArch, dep: Deployment) -> ModelArch:
             f"({arch.weights_summary or 'its quantization_config'}); vLLM refuses a --quantization that differs "
             "from the checkpoint's method"
         )
-    if not any(_bytes_per_param(g) >= 2 for g in linear):
-        return arch  # an fp8 checkpoint: vLLM reads its own fp8 weights, --quantization fp8 agrees with them
-    groups: Any = tuple(_fp8(g) if _linear(g) and _bytes_per_param(g) >= 2 else g for g in arch.param_groups)
+    if not all(_bytes_per_param(g) >= 2 for g in linear):
+        # an fp8 checkpoint (is_checkpoint_fp8_serialized): vLLM reads its own fp8 weights, and the layers it left
+        # in bf16 (ignored_layers) get UnquantizedLinearMethod (Fp8Config.get_quant_method): nothing changes
+        return arch
+    groups: Any = tuple(_fp8(g) if _linear(g) else g for g in arch.param_groups)
     summary = "bf16 linear weights quantized to fp8 at load (vLLM Fp8OnlineLinearMethod, per-tensor scales)"
     return replace(arch, param_groups=groups, measured_weights=(), weights_summary=summary)
 
