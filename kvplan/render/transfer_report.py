@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.render import Report, Section, ppm, size
 from kvplan.render.applies import for_model
@@ -73,7 +73,18 @@ def transfer_report(t: Transfer) -> Report:
             else ()
         ),
     )
-    data = {
+    return Report(
+        "transfer",
+        title("transfer", p),
+        (Section("Transfer", rows, ("", "", "")),),
+        for_model(p.arch, _transfer_data(t)),
+        startup_error=p.startup_error,
+    )
+
+
+def _transfer_data(t: Transfer) -> dict[str, Any]:
+    p = t.plan
+    return {
         "ctx_tokens": t.ctx_tokens,
         "unit": t.unit,
         "chunk_tokens": t.chunk_tokens,
@@ -91,10 +102,3 @@ def transfer_report(t: Transfer) -> Report:
         "microseconds_total": t.microseconds(t.total_bytes),
         "plan": plan_data(p),
     }
-    return Report(
-        "transfer",
-        title("transfer", p),
-        (Section("Transfer", rows, ("", "", "")),),
-        for_model(p.arch, data),
-        startup_error=p.startup_error,
-    )
