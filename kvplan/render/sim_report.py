@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.render import Report, Section, count, pct
 from kvplan.render.applies import carry_data, carry_line
-from kvplan.sim.result import HitStats, Occupancy, Refused, SimResult, Sweep
+from kvplan.sim.result import HitStats, Occupancy, Refused, SimResult, Sweep, SweepPoint
 
 if TYPE_CHECKING:  # a trace replay without a deployment never loads the models
     from kvplan.models.deploy import Carry
@@ -291,21 +291,7 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         if s.published:
             row.append(f"{ref / 10_000:.1f}%" if ref is not None else "")
         rows.append(tuple(row))
-        points.append(
-            {
-                "capacity_units": p.capacity_units,
-                "capacity_tokens": tokens,
-                "hit_tokens": p.hit_tokens,
-                "rate_ppm": _ppm(p.hit_tokens, w.measured_tokens),
-                "hit_units": p.hit_units,
-                "unit_rate_ppm": _ppm(p.hit_units, w.measured_units),
-                "filled_before_window": p.filled_before_window,
-                "filled": p.filled,
-                "evictions": p.evictions,
-                "peak_used_units": p.peak_used_units,
-                "published_ppm": ref,
-            }
-        )
+        points.append(_point_data(w, p, ref))
     headers = ["capacity (tokens)", f"{w.unit}s", "hit rate", f"{w.unit}-weighted", "pool filled"]
     if s.published:
         headers.append(s.published_label or "published")
@@ -319,7 +305,37 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         Section("Setting", (*_setting_rows(s), ("curve", w.method), *rejected), ("", "")),
         Section("Hit-rate curve", tuple(rows), tuple(headers), note=filled_note),
     ]
-    data: dict[str, Any] = {
+    if w.unbounded_hit_tokens is not None:
+        sections.append(
+            Section(
+                "Unbounded pool (the trace's reuse bound)",
+                (("hit rate", _rate(w.unbounded_hit_tokens, w.measured_tokens), f"{w.unbounded_hit_tokens:,} tokens"),),
+                ("", "", ""),
+            )
+        )
+    title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
+    return Report("simulate", title, tuple(sections), _sweep_data(w, s, points), startup_error=s.startup_error)
+
+
+def _point_data(w: Sweep, p: SweepPoint, ref: int | None) -> dict[str, Any]:
+    return {
+        "capacity_units": p.capacity_units,
+        "capacity_tokens": p.capacity_units * w.unit_tokens,
+        "hit_tokens": p.hit_tokens,
+        "rate_ppm": _ppm(p.hit_tokens, w.measured_tokens),
+        "hit_units": p.hit_units,
+        "unit_rate_ppm": _ppm(p.hit_units, w.measured_units),
+        "filled_before_window": p.filled_before_window,
+        "filled": p.filled,
+        "evictions": p.evictions,
+        "peak_used_units": p.peak_used_units,
+        "published_ppm": ref,
+    }
+
+
+def _sweep_data(w: Sweep, s: SimSetting, points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         **_setting_data(s),
         "semantics": w.semantics,
         "policy": w.policy,
@@ -336,14 +352,3 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         "input_tokens": w.input_tokens,
         "rejected_context": _refused_data(w.refused, w.requests),
     }
-    if w.unbounded_hit_tokens is not None:
-        sections.append(
-            Section(
-                "Unbounded pool (the trace's reuse bound)",
-                (("hit rate", _rate(w.unbounded_hit_tokens, w.measured_tokens), f"{w.unbounded_hit_tokens:,} tokens"),),
-                ("", "", ""),
-            )
-        )
-    title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
-    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
-    return Report("simulate", title, tuple(sections), data, startup_error=s.startup_error)

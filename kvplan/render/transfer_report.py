@@ -20,7 +20,18 @@ def transfer_report(t: Transfer) -> Report:
         "chunk": f"whole chunks of {t.chunk_tokens} tokens only (offloading connector; the tail stays)",
         "token": "exact tokens (a lower bound)",
     }[t.unit]
-    rows = (
+    return Report(
+        "transfer",
+        title("transfer", p),
+        (Section("Transfer", _transfer_rows(t, unit), ("", "", "")),),
+        for_model(p.arch, _transfer_data(t)),
+        startup_error=p.startup_error,
+    )
+
+
+def _transfer_rows(t: Transfer, unit: str) -> tuple[tuple[str, str, str], ...]:
+    p = t.plan
+    return (
         ("link speed", f"{t.link_bits_per_s / 1e9:,.4g} Gb/s = {t.link_bytes_per_s / 1e9:,.4g} GB/s", "per rank"),
         ("tokens moved", f"{t.moved_tokens:,} of {t.ctx_tokens:,}", unit),
         (
@@ -72,13 +83,6 @@ def transfer_report(t: Transfer) -> Report:
             if p.arch.has_indexer
             else ()
         ),
-    )
-    return Report(
-        "transfer",
-        title("transfer", p),
-        (Section("Transfer", rows, ("", "", "")),),
-        for_model(p.arch, _transfer_data(t)),
-        startup_error=p.startup_error,
     )
 
 
