@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, dp_ranks
@@ -87,14 +88,51 @@ def _hybrid_need_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
 
 
 def admit_report(a: Admission) -> Report:
-    p, r = a.plan, a.request
+    p = a.plan
     # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
     band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
     est = f" (weights estimated {band.percent})" if band else ""
-    need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
-    fit_rows = (
+    sections = [
+        *first_screen.admit_screen(a),  # the first screen: the binding check, the fix, the engine's own lines
+        cell_section(p),
+        chain_section(p),
+        *filter(None, (stages_section(p),)),
+        Section("What the request needs", req_rows, ("", "", "")),
+        Section("Checks", checks, ("check", "result", "need / have", "detail")),
+        Section("Fit", _fit_rows(a), ("", "", "")),
+    ]
+    if a.remedies:
+        sections.append(
+            Section(
+                "Smallest changes that admit it (each re-planned)",
+                tuple((m.flags, count(m.pool_tokens) + " tokens", remedy_detail(m)) for m in a.remedies),
+                ("change", "pool after", "detail"),
+            )
+        )
+    elif not a.admitted:
+        sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
+    sections.append(workspace_section(a.workspace))
+    if p.arch.has_indexer:  # the main-only comparison exists only where an indexer is left out of it
+        sections.append(_main_only_section(a))
+    sections.append(knobs_section(p))
+    return Report(
+        "admit",
+        title("admit", p),
+        tuple(sections),
+        for_model(p.arch, _admit_data(a, band.ppm if band else None)),
+        verdict=first_screen.verdict(a, est),
+        verdict_ok=a.admitted,
+        bar=memory_bar(p),
+        notes=p.notes,
+        startup_error=p.startup_error,
+    )
+
+
+def _fit_rows(a: Admission) -> tuple[tuple[str, str, str], ...]:
+    r = a.request
+    return (
         ("pool (usable)", count(a.usable_tokens) + " tokens", a.pool_source),
         ("binding constraint", a.binding.name, ""),
         ("headroom", count(a.headroom_tokens) + " tokens", "after these requests"),
@@ -110,47 +148,28 @@ def admit_report(a: Admission) -> Report:
             else ()
         ),
     )
-    mo = a.main_only
+
+
+def _main_only_section(a: Admission) -> Section:
+    p, mo = a.plan, a.main_only
     main_only = (
         ("cell", nbytes(mo.cell_bytes), nbytes(p.cell.total_bytes)),
         ("pool tokens", count(mo.pool_tokens), count(p.logged_tokens)),
         ("largest context", count(mo.largest_ctx), count(a.largest_ctx)),
         ("verdict", "admitted" if mo.admitted else "rejected", "admitted" if a.admitted else "rejected"),
     )
-    sections = [
-        *first_screen.admit_screen(a),  # the first screen: the binding check, the fix, the engine's own lines
-        cell_section(p),
-        chain_section(p),
-        *filter(None, (stages_section(p),)),
-        Section("What the request needs", req_rows, ("", "", "")),
-        Section("Checks", checks, ("check", "result", "need / have", "detail")),
-        Section("Fit", fit_rows, ("", "", "")),
-    ]
-    if a.remedies:
-        sections.append(
-            Section(
-                "Smallest changes that admit it (each re-planned)",
-                tuple((m.flags, count(m.pool_tokens) + " tokens", remedy_detail(m)) for m in a.remedies),
-                ("change", "pool after", "detail"),
-            )
-        )
-    elif not a.admitted:
-        sections.append(Section("Smallest changes that admit it", (("none found", "", ""),), ("", "", "")))
-    sections.append(workspace_section(a.workspace))
-    if p.arch.has_indexer:  # the main-only comparison exists only where an indexer is left out of it
-        sections.append(
-            Section(
-                "A plan that counted main KV only would have claimed",
-                main_only,
-                ("figure", "main KV only", "with the indexer"),
-            )
-        )
-    sections.append(knobs_section(p))
-    data = {
+    return Section(
+        "A plan that counted main KV only would have claimed", main_only, ("figure", "main KV only", "with the indexer")
+    )
+
+
+def _admit_data(a: Admission, band_ppm: int | None) -> dict[str, Any]:
+    p, r = a.plan, a.request
+    return {
         "admitted": a.admitted,
         "binding": a.binding.name,
         "request": {"ctx_tokens": r.ctx_tokens, "gen_tokens": r.gen_tokens, "concurrent": r.concurrent},
-        "need": fp_data(need),
+        "need": fp_data(a.need),
         **({"need_by_pool": pool_need_data(pool_needs(p, r.total_tokens))} if p.pools else {}),
         "checks": [asdict(c) for c in a.checks],
         "usable_tokens": a.usable_tokens,
@@ -161,22 +180,11 @@ def admit_report(a: Admission) -> Report:
         "remedies": [
             {**asdict(m), "detail": remedy_detail(m), "sizes": dict(m.sizes), "set": list(m.sets)} for m in a.remedies
         ],
-        "main_only": asdict(mo) if p.arch.has_indexer else None,
+        "main_only": asdict(a.main_only) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
-        "weights_band_ppm": band.ppm if band else None,
+        "weights_band_ppm": band_ppm,
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
         "workspace": workspace_data(a.workspace),
         "plan": plan_data(p),
     }
-    return Report(
-        "admit",
-        title("admit", p),
-        tuple(sections),
-        for_model(p.arch, data),
-        verdict=first_screen.verdict(a, est),
-        verdict_ok=a.admitted,
-        bar=memory_bar(p),
-        notes=p.notes,
-        startup_error=p.startup_error,
-    )

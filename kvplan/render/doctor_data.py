@@ -5,19 +5,18 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
+from kvplan.plan.prefix import PrefixHit
 from kvplan.render.applies import for_model
 from kvplan.render.doctor_chain import chain_data
 from kvplan.render.plan_sections import plan_data, remedy_detail
-from kvplan.runbook.doctor import Diagnosis
+from kvplan.runbook.doctor import Comparison, Diagnosis, Revealed
+from kvplan.runbook.evidence import Evidence
 from kvplan.runbook.parse import At, Gib, Run
 
 
 def report_data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
-    run = d.run
-    c = d.comparison
     h = d.headline
-    e = d.evidence
-    data: dict[str, Any] = {
+    return {
         "status": d.status,
         "headline": {
             "kind": h.kind,
@@ -25,56 +24,15 @@ def report_data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             "cause_name": h.cause.name if h.cause is not None else None,
             "missing": list(h.missing),
         },
-        "evidence": None
-        if e is None
-        else {
-            "facts": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.facts],
-            "bytes_per_row": None
-            if e.per_row_low is None
-            else {"low": e.per_row_low, "high": e.per_row_high, "unit": e.per_row_unit, "how": e.per_row_how},
-            "candidates": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.candidates],
-            "refused": e.refused,
-            "hybrid": e.hybrid,
-        },
+        "evidence": _evidence_data(d.evidence),
         "byte_fact": None if d.byte_fact is None else {**asdict(d.byte_fact), "agrees": d.byte_fact.agrees},
         "problems": list(d.problems),
         "notes": list(d.notes),
         "findings": findings,
-        "log": {
-            "source": d.log.source,
-            "lines": d.log.lines,
-            "runs": [
-                {
-                    "index": r.index,
-                    "first_line": r.first_line,
-                    "last_line": r.last_line,
-                    "engine": r.engine,
-                    "complete": r.complete,
-                }
-                for r in d.log.runs
-            ],
-            "used_run": run.index,
-        },
+        "log": _log_data(d),
         "model": asdict(d.model),
-        "figures": _figure_data(run),
-        "revealed": [
-            {
-                "knob": r.knob,
-                "log_value": r.value,
-                "config_value": r.config_value
-                if isinstance(r.config_value, int | float | str | bool)
-                else str(r.config_value),
-                "differs": r.differs,
-                "changes_pool": r.changes_pool,
-                "config_pool": r.config_pool,
-                "pool_after": r.pool_after,
-                "cell_before": r.cell_before,
-                "cell_after": r.cell_after,
-                "source": r.source,
-                "line": r.line,
-            }
-            for r in d.revealed
-        ],
+        "figures": _figure_data(d.run),
+        "revealed": [_revealed_data(r) for r in d.revealed],
         "memory": [
             {
                 "name": t.name,
@@ -88,7 +46,7 @@ def report_data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             for t in d.memory
         ],
         "memory_chain": chain_data(d.chain),
-        "pool": None,
+        "pool": _pool_data(d.comparison),
         "causes": [{f.name: getattr(cause, f.name) for f in fields(cause) if f.name != "plan"} for cause in d.causes],
         "per_rank": asdict(d.per_rank) if d.per_rank else None,
         "kv_size": (
@@ -104,56 +62,101 @@ def report_data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
         ),
         "startup": _startup_data(d),
         "implied": asdict(d.implied) if d.implied else None,
-        "admission": (
-            {
-                "ctx_tokens": d.admission.request.total_tokens,
-                "asked": d.admission_asked,
-                "admitted": d.admission.admitted,
-                "binding": d.admission.binding.name,
-                "largest_ctx": d.admission.largest_ctx,
-                "usable_tokens": d.admission.usable_tokens,
-                "pool_source": d.admission.pool_source,
-                "remedies": [
-                    {**asdict(r), "detail": remedy_detail(r), "sizes": dict(r.sizes)} for r in d.admission.remedies
-                ],
-            }
-            if d.admission
-            else None
-        ),
-        "prefix": (
-            {
-                "ctx_tokens": d.prefix.ctx_tokens,
-                "hit_tokens": d.prefix.hit_tokens,
-                "reusable_tokens": d.prefix.reusable_tokens,
-                "pairs_total": d.prefix.pairs_total,
-                "pairs_saved": d.prefix.pairs_saved,
-                "pairs_paid": d.prefix.pairs_paid,
-                "saved_ppm": d.prefix.saved_ppm,
-                "naive_ppm": d.prefix.naive_ppm,
-            }
-            if d.prefix
-            else None
-        ),
+        "admission": _admission_data(d),
+        "prefix": _prefix_data(d.prefix),
         "decode": asdict(d.decode) if d.decode else None,
         "plan": for_model(d.best.arch, plan_data(d.best)) if d.best else None,
     }
-    if c is not None:
-        data["pool"] = {
-            "logged": c.logged.value,
-            "unit": c.logged.unit,
-            "source": c.logged.source,
-            "line": c.logged.line,
-            "config": c.config,
-            "revealed": c.revealed,
-            "expected": c.expected,
-            "low": c.low,
-            "high": c.high,
-            "within": c.within,
-            "memory_from_log": c.memory_from_log,
-            "available_low_bytes": c.available_low,
-            "available_high_bytes": c.available_high,
-        }
-    return data
+
+
+def _evidence_data(e: Evidence | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "facts": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.facts],
+        "bytes_per_row": None
+        if e.per_row_low is None
+        else {"low": e.per_row_low, "high": e.per_row_high, "unit": e.per_row_unit, "how": e.per_row_how},
+        "candidates": [{f.name: getattr(x, f.name) for f in fields(x)} for x in e.candidates],
+        "refused": e.refused,
+        "hybrid": e.hybrid,
+    }
+
+
+def _log_data(d: Diagnosis) -> dict[str, Any]:
+    runs = [
+        {"index": r.index, "first_line": r.first_line, "last_line": r.last_line, "engine": r.engine,
+         "complete": r.complete}
+        for r in d.log.runs
+    ]  # fmt: skip
+    return {"source": d.log.source, "lines": d.log.lines, "runs": runs, "used_run": d.run.index}
+
+
+def _revealed_data(r: Revealed) -> dict[str, Any]:
+    return {
+        "knob": r.knob,
+        "log_value": r.value,
+        "config_value": r.config_value if isinstance(r.config_value, int | float | str | bool) else str(r.config_value),
+        "differs": r.differs,
+        "changes_pool": r.changes_pool,
+        "config_pool": r.config_pool,
+        "pool_after": r.pool_after,
+        "cell_before": r.cell_before,
+        "cell_after": r.cell_after,
+        "source": r.source,
+        "line": r.line,
+    }
+
+
+def _pool_data(c: Comparison | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {
+        "logged": c.logged.value,
+        "unit": c.logged.unit,
+        "source": c.logged.source,
+        "line": c.logged.line,
+        "config": c.config,
+        "revealed": c.revealed,
+        "expected": c.expected,
+        "low": c.low,
+        "high": c.high,
+        "within": c.within,
+        "memory_from_log": c.memory_from_log,
+        "available_low_bytes": c.available_low,
+        "available_high_bytes": c.available_high,
+    }
+
+
+def _admission_data(d: Diagnosis) -> dict[str, Any] | None:
+    a = d.admission
+    if not a:
+        return None
+    return {
+        "ctx_tokens": a.request.total_tokens,
+        "asked": d.admission_asked,
+        "admitted": a.admitted,
+        "binding": a.binding.name,
+        "largest_ctx": a.largest_ctx,
+        "usable_tokens": a.usable_tokens,
+        "pool_source": a.pool_source,
+        "remedies": [{**asdict(r), "detail": remedy_detail(r), "sizes": dict(r.sizes)} for r in a.remedies],
+    }
+
+
+def _prefix_data(p: PrefixHit | None) -> dict[str, Any] | None:
+    if not p:
+        return None
+    return {
+        "ctx_tokens": p.ctx_tokens,
+        "hit_tokens": p.hit_tokens,
+        "reusable_tokens": p.reusable_tokens,
+        "pairs_total": p.pairs_total,
+        "pairs_saved": p.pairs_saved,
+        "pairs_paid": p.pairs_paid,
+        "saved_ppm": p.saved_ppm,
+        "naive_ppm": p.naive_ppm,
+    }
 
 
 def _scalar(v: object) -> object:

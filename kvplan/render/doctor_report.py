@@ -9,7 +9,7 @@ from kvplan.render.doctor_data import report_data
 from kvplan.render.doctor_findings import checks_of, findings_of
 from kvplan.render.doctor_text import logged_gib, pool_value, range_text, where
 from kvplan.render.plan_sections import deployment_label
-from kvplan.runbook.doctor import MATCH, Comparison, Diagnosis, MemoryTerm, Revealed
+from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, MemoryTerm, Revealed, StartupCheck
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
 from kvplan.runbook.failures import FAILED_PREFIX, is_failure
 from kvplan.runbook.parse import At, Gib, Run
@@ -178,114 +178,155 @@ def _cause_rows(d: Diagnosis) -> tuple[tuple[str, ...], ...]:
 def _verdict(d: Diagnosis) -> str:
     """The one line read first: match, the cause, a refusal, another model, or what cannot be told and what to add."""
     h = d.headline
-    c = d.comparison
     if h.kind == "refused" and d.startup is not None:
-        s = d.startup
-        if is_failure(s.message):  # it died (a traceback after the pool lines): no refusal figures to print
-            return f"FAILED AT STARTUP (line {s.line}): {s.message.removeprefix(FAILED_PREFIX + ': ')}"
-        text = f"REFUSED AT STARTUP (line {s.line}): "
-        if s.needed is not None and s.available is not None and s.max_model_len is not None:
-            text += (
-                f"max_model_len {s.max_model_len:,} tokens needs {logged_gib(s.needed)} of KV cache, "
-                f"{logged_gib(s.available)} "
-                "is available"
-            )
-            if s.estimated_max_len is not None:
-                text += f"; the largest that fits is {s.estimated_max_len:,} tokens"
-        else:
-            text += s.message
-        return text + ("; kvplan's plan predicts it" if s.predicted else "")
+        return _refused_verdict(d.startup)
     if h.kind == "match":
-        text = "MATCH: the log's figures are the ones the config implies"
-        if c is not None:
-            text = (
-                f"MATCH: the pool is the one the config implies: {pool_value(c.logged, c.logged.value)} "
-                f"(expected {range_text(c, c.logged)})"
-            )
-        a = d.admission
-        if d.admission_asked and a is not None and not a.admitted:
-            text += f"; but a {a.request.total_tokens:,}-token request is REJECTED by {a.binding.name} (check 1)"
-        return text
-    if h.kind == "memory" and c is not None:
-        text = (
-            f"CAUSE: the log's memory, not the accounting: with the log's memory figures the config's rows give "
-            f"{range_text(c, c.logged)} and the log has {pool_value(c.logged, c.logged.value)}; "
-            "the config's own figures give "
-            f"{pool_value(c.logged, c.revealed)}"
-        )
-        differ = [t for t in d.memory if t.matches is False]
-        if differ:
-            t = differ[0]
-            logged = logged_gib(t.log) if t.log is not None else f"{size(t.low_bytes or 0)} – {size(t.high_bytes or 0)}"
-            text += f" ({t.name}: the log {logged}, the config {size(t.config_bytes or 0)})"
-        return text + held_text(d.chain)
+        return _match_verdict(d)
+    if h.kind == "memory" and d.comparison is not None:
+        return _memory_verdict(d, d.comparison)
     if h.kind == "cause" and h.cause is not None:
-        text = f"CAUSE: {h.cause.name}"
-        if c is not None and c.logged.unit != "needed":
-            mine = c.expected if c.memory_from_log else c.config
-            whose = "with the log's memory the config gives" if c.memory_from_log else "the config's"
-            text += f" (the log's pool: {pool_value(c.logged, c.logged.value)}; {whose} {pool_value(c.logged, mine)})"
-        if h.cause.fitted:
-            text += " — fitted: the log does not print this knob"
-        elif not h.cause.explains and h.cause.bytes_agree:
-            text += " — the log's byte figures fit its rows"
-            if h.missing:
-                text += "; add " + " and ".join(h.missing)
-        return text
-    if h.kind == "cause":
-        drifts = [r for r in d.revealed if r.drift and r.knob == h.knob] or [r for r in d.revealed if r.drift]
-        if drifts:
-            r = drifts[0]
-            text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
-            if r.cell_after != r.cell_before:
-                text += f" (row {r.cell_before:,} B → {r.cell_after:,} B)"
-            if c is not None and c.within and c.memory_from_log:
-                text += (
-                    f"; with the log's knobs and memory the config's rows give {range_text(c, c.logged)}, the log's "
-                    f"{pool_value(c.logged, c.logged.value)}"
-                )
-            elif r.changes_pool:
-                text += f"; with the config's memory: pool {r.config_pool:,} → {r.pool_after:,}"
-            return text
-    fact = d.byte_fact
+        return _cause_verdict(d, h.cause)
+    if h.kind == "cause" and (drift := _drift_verdict(d)) is not None:
+        return drift
     if h.kind == "model":
-        name = d.config.arch.name if d.config else "the config's model"
-        text = "ANOTHER MODEL: "
-        if fact is not None:
-            text += (
-                f"the log's {fact.what} (line {fact.line}) is {nbytes(fact.low)} – {nbytes(fact.high)}; {name}'s rows "
-                f"take {nbytes(fact.config)}"
-            )
-        if d.model.log_class:
-            text += f"; the log's model is {d.model.log_class}"
-        return text + "; add --model (the server's model config) and --deploy"
+        return _model_verdict(d)
     if h.kind == "cannot_tell" and d.config is None and d.model.kind != "mha":
-        e = d.evidence
-        text = "CANNOT TELL whether this is the pool the config implies: " + (d.notes[0] if d.notes else "no config")
-        if e is not None and e.pool_value is not None:
-            text += f"; the log's pool: {e.pool_value:,} {e.pool_unit}"
-        if e is not None and e.per_row_low is not None and e.per_row_high is not None:
-            unit = e.per_row_unit.removeprefix("B ")
-            if e.per_row_low:
-                text += f", {nbytes(e.per_row_low)} – {nbytes(e.per_row_high)} {unit}"
-            else:
-                text += f", at most {nbytes(e.per_row_high)} {unit} ({e.per_row_how})"
-            fits = [c.name for c in e.candidates if c.fits]
-            if fits:
-                text += f" (the rows of {', '.join(fits)})"
-        return text + "; add " + " and ".join(h.missing)
+        return _log_alone_verdict(d)
     if h.kind == "cannot_tell":
-        why = "the log lacks what the verdict needs"
-        if d.model.kind in ("class_differs", "mha"):
-            why = f"the log is from {d.model.log_class or 'another model'}, the config plans {d.model.arch_class}"
-        elif c is not None and not c.memory_from_log:
-            why = (
-                f"the log's pool is {pool_value(c.logged, c.logged.value)}, the config's memory gives "
-                f"{pool_value(c.logged, c.config)}, and the log prints no memory figure to tell why"
-            )
-            if fact is not None and fact.agrees:
-                why += f" (its rows are the config's: {fact.what}, line {fact.line})"
-        return f"CANNOT TELL: {why}; add " + " and ".join(h.missing)
+        return _cannot_tell_verdict(d)
+    return _mismatch_verdict(d)
+
+
+def _refused_verdict(s: StartupCheck) -> str:
+    if is_failure(s.message):  # it died (a traceback after the pool lines): no refusal figures to print
+        return f"FAILED AT STARTUP (line {s.line}): {s.message.removeprefix(FAILED_PREFIX + ': ')}"
+    text = f"REFUSED AT STARTUP (line {s.line}): "
+    if s.needed is not None and s.available is not None and s.max_model_len is not None:
+        text += (
+            f"max_model_len {s.max_model_len:,} tokens needs {logged_gib(s.needed)} of KV cache, "
+            f"{logged_gib(s.available)} "
+            "is available"
+        )
+        if s.estimated_max_len is not None:
+            text += f"; the largest that fits is {s.estimated_max_len:,} tokens"
+    else:
+        text += s.message
+    return text + ("; kvplan's plan predicts it" if s.predicted else "")
+
+
+def _match_verdict(d: Diagnosis) -> str:
+    c = d.comparison
+    text = "MATCH: the log's figures are the ones the config implies"
+    if c is not None:
+        text = (
+            f"MATCH: the pool is the one the config implies: {pool_value(c.logged, c.logged.value)} "
+            f"(expected {range_text(c, c.logged)})"
+        )
+    a = d.admission
+    if d.admission_asked and a is not None and not a.admitted:
+        text += f"; but a {a.request.total_tokens:,}-token request is REJECTED by {a.binding.name} (check 1)"
+    return text
+
+
+def _memory_verdict(d: Diagnosis, c: Comparison) -> str:
+    text = (
+        f"CAUSE: the log's memory, not the accounting: with the log's memory figures the config's rows give "
+        f"{range_text(c, c.logged)} and the log has {pool_value(c.logged, c.logged.value)}; "
+        "the config's own figures give "
+        f"{pool_value(c.logged, c.revealed)}"
+    )
+    differ = [t for t in d.memory if t.matches is False]
+    if differ:
+        t = differ[0]
+        logged = logged_gib(t.log) if t.log is not None else f"{size(t.low_bytes or 0)} – {size(t.high_bytes or 0)}"
+        text += f" ({t.name}: the log {logged}, the config {size(t.config_bytes or 0)})"
+    return text + held_text(d.chain)
+
+
+def _cause_verdict(d: Diagnosis, cause: Cause) -> str:
+    c = d.comparison
+    text = f"CAUSE: {cause.name}"
+    if c is not None and c.logged.unit != "needed":
+        mine = c.expected if c.memory_from_log else c.config
+        whose = "with the log's memory the config gives" if c.memory_from_log else "the config's"
+        text += f" (the log's pool: {pool_value(c.logged, c.logged.value)}; {whose} {pool_value(c.logged, mine)})"
+    if cause.fitted:
+        text += " — fitted: the log does not print this knob"
+    elif not cause.explains and cause.bytes_agree:
+        text += " — the log's byte figures fit its rows"
+        if d.headline.missing:
+            text += "; add " + " and ".join(d.headline.missing)
+    return text
+
+
+def _drift_verdict(d: Diagnosis) -> str | None:
+    """A knob the server ran with that the config does not have (None: no such knob)."""
+    c = d.comparison
+    drifts = [r for r in d.revealed if r.drift and r.knob == d.headline.knob] or [r for r in d.revealed if r.drift]
+    if not drifts:
+        return None
+    r = drifts[0]
+    text = f"CAUSE: the server ran {r.knob} {r.shown} where the config has {r.config_value}"
+    if r.cell_after != r.cell_before:
+        text += f" (row {r.cell_before:,} B → {r.cell_after:,} B)"
+    if c is not None and c.within and c.memory_from_log:
+        text += (
+            f"; with the log's knobs and memory the config's rows give {range_text(c, c.logged)}, the log's "
+            f"{pool_value(c.logged, c.logged.value)}"
+        )
+    elif r.changes_pool:
+        text += f"; with the config's memory: pool {r.config_pool:,} → {r.pool_after:,}"
+    return text
+
+
+def _model_verdict(d: Diagnosis) -> str:
+    fact = d.byte_fact
+    name = d.config.arch.name if d.config else "the config's model"
+    text = "ANOTHER MODEL: "
+    if fact is not None:
+        text += (
+            f"the log's {fact.what} (line {fact.line}) is {nbytes(fact.low)} – {nbytes(fact.high)}; {name}'s rows "
+            f"take {nbytes(fact.config)}"
+        )
+    if d.model.log_class:
+        text += f"; the log's model is {d.model.log_class}"
+    return text + "; add --model (the server's model config) and --deploy"
+
+
+def _log_alone_verdict(d: Diagnosis) -> str:
+    e = d.evidence
+    text = "CANNOT TELL whether this is the pool the config implies: " + (d.notes[0] if d.notes else "no config")
+    if e is not None and e.pool_value is not None:
+        text += f"; the log's pool: {e.pool_value:,} {e.pool_unit}"
+    if e is not None and e.per_row_low is not None and e.per_row_high is not None:
+        unit = e.per_row_unit.removeprefix("B ")
+        if e.per_row_low:
+            text += f", {nbytes(e.per_row_low)} – {nbytes(e.per_row_high)} {unit}"
+        else:
+            text += f", at most {nbytes(e.per_row_high)} {unit} ({e.per_row_how})"
+        fits = [c.name for c in e.candidates if c.fits]
+        if fits:
+            text += f" (the rows of {', '.join(fits)})"
+    return text + "; add " + " and ".join(d.headline.missing)
+
+
+def _cannot_tell_verdict(d: Diagnosis) -> str:
+    c, fact = d.comparison, d.byte_fact
+    why = "the log lacks what the verdict needs"
+    if d.model.kind in ("class_differs", "mha"):
+        why = f"the log is from {d.model.log_class or 'another model'}, the config plans {d.model.arch_class}"
+    elif c is not None and not c.memory_from_log:
+        why = (
+            f"the log's pool is {pool_value(c.logged, c.logged.value)}, the config's memory gives "
+            f"{pool_value(c.logged, c.config)}, and the log prints no memory figure to tell why"
+        )
+        if fact is not None and fact.agrees:
+            why += f" (its rows are the config's: {fact.what}, line {fact.line})"
+    return f"CANNOT TELL: {why}; add " + " and ".join(d.headline.missing)
+
+
+def _mismatch_verdict(d: Diagnosis) -> str:
+    c, fact, h = d.comparison, d.byte_fact, d.headline
     head = f"MISMATCH ({', '.join(d.problems)})"
     if c is not None and c.logged.unit != "needed":
         head += (

@@ -156,6 +156,41 @@ def _json(o: Outcome) -> dict[str, Any]:
 
 def fit_report(f: Fit, emitted: str | None = None) -> Report:
     q = f.query
+    asked = ", ".join(
+        ([f"ctx {q.requirements.min_ctx_tokens:,}"] if q.requirements.min_ctx_tokens else [])
+        + [f"{n} × {ctx:,} at once" for n, ctx in q.requirements.concurrency]
+    )
+    sections = _candidate_sections(f)
+    if q.trace is not None:
+        sections.append(_trace_section(f))
+    sections.append(_search_section(f))
+    best, closest = f.best, f.closest
+    shown_one = best or closest
+    if shown_one is not None:  # the first screen: requirements in tokens, what binds, the engine's own lines
+        sections[:0] = first_screen.fit_screen(shown_one, binds(shown_one) or "nothing", _fix(f))
+    if best is not None:
+        verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
+                  f"{layout(best.deployment)}"  # fmt: skip
+    elif closest is not None:
+        verdict = f"NOTHING FITS{_estimated(closest)} up to {q.max_gpus} GPUs; closest: {closest.gpus} × " \
+                  f"{closest.deployment.gpu.name}, {_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
+    else:
+        verdict = "NOTHING FITS: the engines refuse every candidate"
+    notes = (f"deployment written to {emitted} (kvplan admit --deploy {emitted} plans it as-is)",) if emitted else ()
+    return Report(
+        command="fit",
+        title=f"kvplan fit: {f.query.model_ref} for {asked}",
+        sections=tuple(sections),
+        data=_fit_data(f, asked),
+        verdict=verdict,
+        verdict_ok=best is not None,
+        notes=notes,
+    )
+
+
+def _candidate_sections(f: Fit) -> list[Section]:
+    """The frontier (the best few per GPU count), the closest candidate where none fits, what was pruned."""
+    q = f.query
     conc_heads = tuple(f"n@{tokens_short(ctx)}" for _, ctx in q.requirements.concurrency)
     tr = q.trace is not None
     trace_heads = ("trace peak pages / pool", "hit") if tr else ()
@@ -168,10 +203,6 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
             per[o.gpus] += 1
             shown.append(_row(i, o, tr))
     sections = []
-    asked = ", ".join(
-        ([f"ctx {q.requirements.min_ctx_tokens:,}"] if q.requirements.min_ctx_tokens else [])
-        + [f"{n} × {ctx:,} at once" for n, ctx in q.requirements.concurrency]
-    )
     if shown:
         sections.append(
             Section(
@@ -183,13 +214,12 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 "run reserves its workspace) over the requirements",
             )
         )
-    best, closest = f.best, f.closest
-    if best is None and closest is not None:
-        rows = [_row(0, closest, tr)[1:]]
+    closest = f.closest
+    if f.best is None and closest is not None:
         sections.append(
             Section(
                 f"Nothing fits up to {q.max_gpus} GPUs; the closest candidate",
-                tuple(rows),
+                (_row(0, closest, tr)[1:],),
                 headers[1:],
                 note="lacks: " + "; ".join(closest.lacks),
             )
@@ -203,44 +233,37 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
                 ("candidates", "the engine's reason (first clause; JSON has each message)"),
             )
         )
-    if q.trace is not None:
-        sections.append(_trace_section(f))
-    sections.append(
-        Section(
-            "Search",
+    return sections
+
+
+def _search_section(f: Fit) -> Section:
+    q = f.query
+    return Section(
+        "Search",
+        (
+            ("candidates planned", count(len(f.planned))),
+            ("pruned by the engine", count(len(f.pruned))),
+            ("skipped (more GPUs than the frontier needs)", count(f.skipped)),
+            ("GPU types", ", ".join(g.name for g in q.gpus)),
+            ("engines", ", ".join(q.engines)),
             (
-                ("candidates planned", count(len(f.planned))),
-                ("pruned by the engine", count(len(f.pruned))),
-                ("skipped (more GPUs than the frontier needs)", count(f.skipped)),
-                ("GPU types", ", ".join(g.name for g in q.gpus)),
-                ("engines", ", ".join(q.engines)),
-                (
-                    "not searched",
-                    "ep (ep <= tp splits experts tp ways: same plan; ep = tp only where the engine refuses ep 1), "
-                    "pp 1, the engine's page size",
-                ),
+                "not searched",
+                "ep (ep <= tp splits experts tp ways: same plan; ep = tp only where the engine refuses ep 1), "
+                "pp 1, the engine's page size",
             ),
-        )
+        ),
     )
-    shown_one = best or closest
-    if shown_one is not None:  # the first screen: requirements in tokens, what binds, the engine's own lines
-        sections[:0] = first_screen.fit_screen(shown_one, binds(shown_one) or "nothing", _fix(f))
-    if best is not None:
-        verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
-                  f"{layout(best.deployment)}"  # fmt: skip
-    elif closest is not None:
-        verdict = f"NOTHING FITS{_estimated(closest)} up to {q.max_gpus} GPUs; closest: {closest.gpus} × " \
-                  f"{closest.deployment.gpu.name}, {_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
-    else:
-        verdict = "NOTHING FITS: the engines refuse every candidate"
-    notes = (f"deployment written to {emitted} (kvplan admit --deploy {emitted} plans it as-is)",) if emitted else ()
-    data = {
+
+
+def _fit_data(f: Fit, asked: str) -> dict[str, object]:
+    q, best, closest = f.query, f.best, f.closest
+    return {
         "requirements": asked,
         "fits": best is not None,
         "best": _json(best) if best is not None else None,
         "closest": _json(closest) if best is None and closest is not None else None,
         "closest_lacks": list(closest.lacks) if best is None and closest is not None else [],
-        "frontier": [_json(o) for o in ranked],
+        "frontier": [_json(o) for o in f.admitted],
         "pruned": [
             {
                 "gpus": o.gpus,
@@ -265,15 +288,6 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
             "not_replayed": f.unreplayed,
         },
     }
-    return Report(
-        command="fit",
-        title=f"kvplan fit: {f.query.model_ref} for {asked}",
-        sections=tuple(sections),
-        data=data,
-        verdict=verdict,
-        verdict_ok=best is not None,
-        notes=notes,
-    )
 
 
 def _trace_section(f: Fit) -> Section:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.render import Report, Section, count, ppm, size
 from kvplan.render.applies import for_model
@@ -16,13 +16,46 @@ if TYPE_CHECKING:  # the command loads it (kvplan admit stays light: benchmarks/
 def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
     p = h.plan
     what = h.counts  # 'indexer' pairs (DSA) or 'attention' pairs (no indexer)
-    a = p.arch
+    sections = [Section("A prefix hit", _hit_rows(h), ("", "", ""))]
+    if h.hybrid_rules:
+        sections.append(
+            Section(
+                f"Where a hybrid's hit ends ({p.semantics})",
+                tuple((str(i), r) for i, r in enumerate(h.hybrid_rules, 1)),
+                ("", "rule"),
+            )
+        )
+    if sweep:
+        sections.append(
+            Section(
+                "Sweep over the cached prefix",
+                tuple(
+                    (
+                        count(x.hit_tokens),
+                        count(x.reusable_tokens),
+                        ppm(x.naive_ppm),
+                        ppm(x.saved_ppm),
+                        size(x.main_bytes_saved + x.indexer_bytes_saved),
+                    )
+                    for x in sweep
+                ),
+                ("cached", "reused", "naive saving", f"{what} compute saved", "KV not written"),
+            )
+        )
+    data = _prefix_data(h, sweep)
+    return Report("prefix", title("prefix", p), tuple(sections), for_model(p.arch, data), startup_error=p.startup_error)
+
+
+def _hit_rows(h: PrefixHit) -> tuple[tuple[str, str, str], ...]:
+    """What the hit reuses and saves, and what its suffix still pays."""
+    what = h.counts
+    a = h.plan.arch
     per_pair = (
         f"pairs × {a.index_n_heads} heads × {a.index_head_dim} × 2 × {h.indexer_layers} layers"
         if a.has_indexer
         else f"pairs × {a.num_attention_heads} heads × ({a.head_dim} + {a.v_head_dim}) × 2 × {h.indexer_layers} layers"
     )
-    rows = (
+    return (
         (
             "context / cached prefix",
             f"{h.ctx_tokens:,} / {h.hit_tokens:,} tokens",
@@ -55,33 +88,11 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
             f"{h.suffix_chunks:,} chunk(s) of {h.chunk_tokens:,}; keys × {h.indexer_k_bytes_per_key:,} B",
         ),
     )
-    sections = [Section("A prefix hit", rows, ("", "", ""))]
-    if h.hybrid_rules:
-        sections.append(
-            Section(
-                f"Where a hybrid's hit ends ({p.semantics})",
-                tuple((str(i), r) for i, r in enumerate(h.hybrid_rules, 1)),
-                ("", "rule"),
-            )
-        )
-    if sweep:
-        sections.append(
-            Section(
-                "Sweep over the cached prefix",
-                tuple(
-                    (
-                        count(x.hit_tokens),
-                        count(x.reusable_tokens),
-                        ppm(x.naive_ppm),
-                        ppm(x.saved_ppm),
-                        size(x.main_bytes_saved + x.indexer_bytes_saved),
-                    )
-                    for x in sweep
-                ),
-                ("cached", "reused", "naive saving", f"{what} compute saved", "KV not written"),
-            )
-        )
-    data = {
+
+
+def _prefix_data(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> dict[str, Any]:
+    p = h.plan
+    return {
         "ctx_tokens": h.ctx_tokens,
         "hit_tokens": h.hit_tokens,
         "reusable_tokens": h.reusable_tokens,
@@ -119,4 +130,3 @@ def prefix_report(h: PrefixHit, sweep: tuple[PrefixHit, ...]) -> Report:
         ],
         "plan": plan_data(p),
     }
-    return Report("prefix", title("prefix", p), tuple(sections), for_model(p.arch, data), startup_error=p.startup_error)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvplan.render import Report, Section, count, pct
 from kvplan.render.applies import carry_data, carry_line
-from kvplan.sim.result import Refused, SimResult, Sweep
+from kvplan.sim.result import HitStats, Occupancy, Refused, SimResult, Sweep, SweepPoint
 
 if TYPE_CHECKING:  # a trace replay without a deployment never loads the models
     from kvplan.models.deploy import Carry
@@ -135,7 +135,31 @@ def _refused_verdict(f: Refused, replayed: int) -> str:
 
 def simulate_report(r: SimResult, s: SimSetting) -> Report:
     st = r.stats
-    hit_rows = (
+    sections = [
+        Section("Setting", _setting_rows(s), ("", "")),
+        Section("Prefix hit rate", _hit_rows(r), ("measure", "rate", "of")),
+        Section("Hit length per request", tuple((k, f"{v:,} tokens") for k, v in st.length_percentiles().items()),
+                ("", "")),
+        Section("Hit-length histogram", _histogram_rows(st), ("hit tokens", "requests", "share")),
+        Section("Pool", _pool_rows(r, s), ("", "", "")),
+    ]  # fmt: skip
+    data = _simulate_data(r, s)
+    o = r.occupancy
+    if o is not None:
+        sections.insert(4, Section("Occupancy", _occupancy_rows(o, r.requests), ("", "", "")))
+        data["occupancy"] = _occupancy_data(o)
+    title = f"kvplan simulate: {s.trace_path} under {r.semantics} ({r.mode} mode, {r.policy}, window {r.window})"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
+    verdict = f"hit rate {_rate(st.hit_tokens, st.measured_tokens)} of prefill tokens"
+    verdict += _refused_verdict(r.refused, r.requests)
+    if o is not None:
+        verdict += f"; {o.preemptions:,} preemption(s), wait p99 {_us(o.wait_percentiles()['p99'])}"
+    return Report("simulate", title, tuple(sections), data, verdict=verdict, startup_error=s.startup_error)
+
+
+def _hit_rows(r: SimResult) -> tuple[tuple[str, str, str], ...]:
+    st = r.stats
+    return (
         (
             "token-weighted",
             _rate(st.hit_tokens, st.measured_tokens),
@@ -149,9 +173,10 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
         ("requests measured", count(st.measured), f"of {r.requests:,} replayed"),
         *_refused_row(r.refused, r.requests),
     )
-    lp = st.length_percentiles()
-    length_rows = tuple((k, f"{v:,} tokens") for k, v in lp.items())
-    hist_rows = tuple(
+
+
+def _histogram_rows(st: HitStats) -> tuple[tuple[str, str, str], ...]:
+    return tuple(
         (
             "0" if hi == 0 else f"> {lo:,}" if hi < 0 else f"{lo + 1:,} – {hi:,}",
             count(n),
@@ -159,8 +184,11 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
         )
         for lo, hi, n in st.histogram()
     )
+
+
+def _pool_rows(r: SimResult, s: SimSetting) -> tuple[tuple[str, str, str], ...]:
     unit = r.unit
-    used_rows = [
+    return (
         ("pool", _units(r.capacity_units, unit, r.unit_tokens), s.capacity_text),
         ("evictions", f"{r.evictions:,} {unit}s", "to make room for new KV"),
         ("peak usage", f"{r.peak_used_units:,} {unit}s", _rate(r.peak_used_units, r.capacity_units or 0)),
@@ -177,15 +205,12 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
             else "",
         ),
         ("too long for the pool", count(r.too_long), "could not run at all"),
-    ]
-    sections = [
-        Section("Setting", _setting_rows(s), ("", "")),
-        Section("Prefix hit rate", hit_rows, ("measure", "rate", "of")),
-        Section("Hit length per request", length_rows, ("", "")),
-        Section("Hit-length histogram", hist_rows, ("hit tokens", "requests", "share")),
-        Section("Pool", tuple(used_rows), ("", "", "")),
-    ]
-    data: dict[str, Any] = {
+    )
+
+
+def _simulate_data(r: SimResult, s: SimSetting) -> dict[str, Any]:
+    st = r.stats
+    return {
         **_setting_data(s),
         "semantics": r.semantics,
         "policy": r.policy,
@@ -203,7 +228,7 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
             "unit_rate_ppm": _ppm(st.hit_units, st.measured_units),
             "measured_requests": st.measured,
         },
-        "hit_length_tokens": lp,
+        "hit_length_tokens": st.length_percentiles(),
         "hit_length_histogram": [{"above": lo, "up_to": hi, "requests": n} for lo, hi, n in st.histogram()],
         "evictions": r.evictions,
         "peak_used_units": r.peak_used_units,
@@ -214,43 +239,39 @@ def simulate_report(r: SimResult, s: SimSetting) -> Report:
         "input_tokens": r.input_tokens,
         "rejected_context": _refused_data(r.refused, r.requests),
     }
-    o = r.occupancy
-    if o is not None:
-        wp = o.wait_percentiles()
-        span = max(o.makespan_us, 1)
-        occ_rows = (
-            ("completed", count(o.completed), f"of {r.requests:,} arrived"),
-            ("admission wait p50 / p90 / p99", " / ".join(_us(wp[k]) for k in ("p50", "p90", "p99")), ""),
-            ("admission wait max", _us(wp["max"]), ""),
-            ("queue length max / mean", f"{o.max_queue:,} / {o.queue_area / span:,.2f}", "waiting requests"),
-            ("running requests, peak", count(o.peak_running), ""),
-            ("preemptions", count(o.preemptions), "recompute: the request re-queues at the head"),
-            ("tokens prefilled", count(o.prefill_tokens), "misses and recomputation"),
-            ("simulated time", _us(o.makespan_us), "first arrival to last finish"),
-        )
-        sections.insert(4, Section("Occupancy", occ_rows, ("", "", "")))
-        data["occupancy"] = {
-            "completed": o.completed,
-            "preemptions": o.preemptions,
-            "wait_us": wp,
-            "max_queue": o.max_queue,
-            "queue_area_request_us": o.queue_area,
-            "used_area_page_us": o.used_area,
-            "makespan_us": o.makespan_us,
-            "peak_running": o.peak_running,
-            "prefill_tokens": o.prefill_tokens,
-            "timeline": [
-                {"t_us": t, "running": run, "waiting": w, "held_pages": h, "cached_pages": c}
-                for t, run, w, h, c in o.timeline
-            ],
-        }
-    title = f"kvplan simulate: {s.trace_path} under {r.semantics} ({r.mode} mode, {r.policy}, window {r.window})"
-    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
-    verdict = f"hit rate {_rate(st.hit_tokens, st.measured_tokens)} of prefill tokens"
-    verdict += _refused_verdict(r.refused, r.requests)
-    if o is not None:
-        verdict += f"; {o.preemptions:,} preemption(s), wait p99 {_us(o.wait_percentiles()['p99'])}"
-    return Report("simulate", title, tuple(sections), data, verdict=verdict, startup_error=s.startup_error)
+
+
+def _occupancy_rows(o: Occupancy, requests: int) -> tuple[tuple[str, str, str], ...]:
+    wp = o.wait_percentiles()
+    span = max(o.makespan_us, 1)
+    return (
+        ("completed", count(o.completed), f"of {requests:,} arrived"),
+        ("admission wait p50 / p90 / p99", " / ".join(_us(wp[k]) for k in ("p50", "p90", "p99")), ""),
+        ("admission wait max", _us(wp["max"]), ""),
+        ("queue length max / mean", f"{o.max_queue:,} / {o.queue_area / span:,.2f}", "waiting requests"),
+        ("running requests, peak", count(o.peak_running), ""),
+        ("preemptions", count(o.preemptions), "recompute: the request re-queues at the head"),
+        ("tokens prefilled", count(o.prefill_tokens), "misses and recomputation"),
+        ("simulated time", _us(o.makespan_us), "first arrival to last finish"),
+    )
+
+
+def _occupancy_data(o: Occupancy) -> dict[str, Any]:
+    return {
+        "completed": o.completed,
+        "preemptions": o.preemptions,
+        "wait_us": o.wait_percentiles(),
+        "max_queue": o.max_queue,
+        "queue_area_request_us": o.queue_area,
+        "used_area_page_us": o.used_area,
+        "makespan_us": o.makespan_us,
+        "peak_running": o.peak_running,
+        "prefill_tokens": o.prefill_tokens,
+        "timeline": [
+            {"t_us": t, "running": run, "waiting": w, "held_pages": h, "cached_pages": c}
+            for t, run, w, h, c in o.timeline
+        ],
+    }
 
 
 def sweep_report(w: Sweep, s: SimSetting) -> Report:
@@ -270,21 +291,7 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         if s.published:
             row.append(f"{ref / 10_000:.1f}%" if ref is not None else "")
         rows.append(tuple(row))
-        points.append(
-            {
-                "capacity_units": p.capacity_units,
-                "capacity_tokens": tokens,
-                "hit_tokens": p.hit_tokens,
-                "rate_ppm": _ppm(p.hit_tokens, w.measured_tokens),
-                "hit_units": p.hit_units,
-                "unit_rate_ppm": _ppm(p.hit_units, w.measured_units),
-                "filled_before_window": p.filled_before_window,
-                "filled": p.filled,
-                "evictions": p.evictions,
-                "peak_used_units": p.peak_used_units,
-                "published_ppm": ref,
-            }
-        )
+        points.append(_point_data(w, p, ref))
     headers = ["capacity (tokens)", f"{w.unit}s", "hit rate", f"{w.unit}-weighted", "pool filled"]
     if s.published:
         headers.append(s.published_label or "published")
@@ -298,7 +305,37 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         Section("Setting", (*_setting_rows(s), ("curve", w.method), *rejected), ("", "")),
         Section("Hit-rate curve", tuple(rows), tuple(headers), note=filled_note),
     ]
-    data: dict[str, Any] = {
+    if w.unbounded_hit_tokens is not None:
+        sections.append(
+            Section(
+                "Unbounded pool (the trace's reuse bound)",
+                (("hit rate", _rate(w.unbounded_hit_tokens, w.measured_tokens), f"{w.unbounded_hit_tokens:,} tokens"),),
+                ("", "", ""),
+            )
+        )
+    title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
+    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
+    return Report("simulate", title, tuple(sections), _sweep_data(w, s, points), startup_error=s.startup_error)
+
+
+def _point_data(w: Sweep, p: SweepPoint, ref: int | None) -> dict[str, Any]:
+    return {
+        "capacity_units": p.capacity_units,
+        "capacity_tokens": p.capacity_units * w.unit_tokens,
+        "hit_tokens": p.hit_tokens,
+        "rate_ppm": _ppm(p.hit_tokens, w.measured_tokens),
+        "hit_units": p.hit_units,
+        "unit_rate_ppm": _ppm(p.hit_units, w.measured_units),
+        "filled_before_window": p.filled_before_window,
+        "filled": p.filled,
+        "evictions": p.evictions,
+        "peak_used_units": p.peak_used_units,
+        "published_ppm": ref,
+    }
+
+
+def _sweep_data(w: Sweep, s: SimSetting, points: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         **_setting_data(s),
         "semantics": w.semantics,
         "policy": w.policy,
@@ -315,14 +352,3 @@ def sweep_report(w: Sweep, s: SimSetting) -> Report:
         "input_tokens": w.input_tokens,
         "rejected_context": _refused_data(w.refused, w.requests),
     }
-    if w.unbounded_hit_tokens is not None:
-        sections.append(
-            Section(
-                "Unbounded pool (the trace's reuse bound)",
-                (("hit rate", _rate(w.unbounded_hit_tokens, w.measured_tokens), f"{w.unbounded_hit_tokens:,} tokens"),),
-                ("", "", ""),
-            )
-        )
-    title = f"kvplan simulate: {s.trace_path} under {w.semantics} ({w.policy}, window {w.window}): hit-rate curve"
-    title += f"\n{carry_line(s.carry)}" if carry_line(s.carry) else ""
-    return Report("simulate", title, tuple(sections), data, startup_error=s.startup_error)

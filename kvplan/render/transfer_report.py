@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kvplan.render import Report, Section, ppm, size
 from kvplan.render.applies import for_model
@@ -20,7 +20,18 @@ def transfer_report(t: Transfer) -> Report:
         "chunk": f"whole chunks of {t.chunk_tokens} tokens only (offloading connector; the tail stays)",
         "token": "exact tokens (a lower bound)",
     }[t.unit]
-    rows = (
+    return Report(
+        "transfer",
+        title("transfer", p),
+        (Section("Transfer", _transfer_rows(t, unit), ("", "", "")),),
+        for_model(p.arch, _transfer_data(t)),
+        startup_error=p.startup_error,
+    )
+
+
+def _transfer_rows(t: Transfer, unit: str) -> tuple[tuple[str, str, str], ...]:
+    p = t.plan
+    return (
         ("link speed", f"{t.link_bits_per_s / 1e9:,.4g} Gb/s = {t.link_bytes_per_s / 1e9:,.4g} GB/s", "per rank"),
         ("tokens moved", f"{t.moved_tokens:,} of {t.ctx_tokens:,}", unit),
         (
@@ -73,7 +84,11 @@ def transfer_report(t: Transfer) -> Report:
             else ()
         ),
     )
-    data = {
+
+
+def _transfer_data(t: Transfer) -> dict[str, Any]:
+    p = t.plan
+    return {
         "ctx_tokens": t.ctx_tokens,
         "unit": t.unit,
         "chunk_tokens": t.chunk_tokens,
@@ -91,10 +106,3 @@ def transfer_report(t: Transfer) -> Report:
         "microseconds_total": t.microseconds(t.total_bytes),
         "plan": plan_data(p),
     }
-    return Report(
-        "transfer",
-        title("transfer", p),
-        (Section("Transfer", rows, ("", "", "")),),
-        for_model(p.arch, data),
-        startup_error=p.startup_error,
-    )

@@ -21,6 +21,7 @@ The env var itself (``VAR=1`` in a pasted command or environment dump) is read t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 VL_LONG_LEN = re.compile(r"User-specified max_model_len \((\d{1,30})\) is greater than the derived max_model_len")
@@ -43,27 +44,32 @@ class LongContext:
     """The requested max_model_len / context_length where the warning prints it."""
 
 
-def read(text: str) -> list[tuple[re.Match[str], str, str, object]]:
-    """(match, event kind, engine, value) for every long-context line in one record: 'long_context' for the warning
-    or the env var, 'error' (a refused start) for the refusal."""
-    out: list[tuple[re.Match[str], str, str, object]] = []
-    found = (
-        (VL_LONG_LEN.search(text), "vllm", "VLLM_ALLOW_LONG_MAX_MODEL_LEN"),
-        (SG_LONG_LEN.search(text), "sglang", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
-    )
-    for m, engine, var in found:
-        if m is None:
-            continue
+_VARS = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"}
+
+
+def length_read(engine: str) -> Callable[[re.Match[str], str], tuple[tuple[str, object], ...]]:
+    """The reader of an engine's long-length sentence (its first in a record): 'error' (a refused start) when the
+    refusal follows it, else 'long_context' (the warning)."""
+
+    def read(m: re.Match[str], text: str) -> tuple[tuple[str, object], ...]:
         n = int(m.group(1))
         if REFUSAL in text[m.end() :]:
             name = "vLLM" if engine == "vllm" else "SGLang"
-            out.append((m, "error", engine, f"{name} refused the length: {m.group(0)} (without {var}=1)"))
-        else:
-            out.append((m, "long_context", engine, LongContext(engine, f"on: {n:,} above the derived length", n)))
-    for m in LONG_ENV.finditer(text):
+            return (("error", f"{name} refused the length: {m.group(0)} (without {_VARS[engine]}=1)"),)
+        return (("long_context", LongContext(engine, f"on: {n:,} above the derived length", n)),)
+
+    return read
+
+
+def env_read(engine: str) -> Callable[[re.Match[str], str], tuple[tuple[str, object], ...]]:
+    """The reader of an engine's env var set in a pasted command or environment: 'long_context'."""
+
+    def read(m: re.Match[str], text: str) -> tuple[tuple[str, object], ...]:
         before = text[max(m.start() - 8, 0) : m.start()]
         if before == "env var " or before[-1:].isalnum() or before[-1:] == "_":
-            continue  # the refusal's advice ("set the env var VAR=1"), or part of a longer name
-        engine = "vllm" if m.group(1).startswith("VLLM") else "sglang"
-        out.append((m, "long_context", engine, LongContext(engine, f"on: {m.group(0)}", None)))
-    return out
+            return ()  # the refusal's advice ("set the env var VAR=1"), or part of a longer name
+        if m.group(1) != _VARS[engine]:
+            return ()  # the other engine's variable: its own row reads it
+        return (("long_context", LongContext(engine, f"on: {m.group(0)}", None)),)
+
+    return read

@@ -77,48 +77,61 @@ def _hypotheses(arch: ModelArch, dep: Deployment, p: PoolPlan, revealed: dict[st
                 (("kv_cache_dtype", other),),
             )
         )
-    if "mla_layout" not in revealed and p.mla_layout is not None:
-        current = p.mla_layout
-        shown = str(revealed.get("kv_cache_dtype", "")).lower()
-        family = "bf16" if shown in ("bfloat16", "bf16") else "fp8" if shown.startswith("fp8") else ""
-        for layout in MlaLayout:
-            if layout is p.mla_layout or (family and (layout is MlaLayout.BF16) != (family == "bf16")):
-                continue
-            size = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
-            if sglang:
-                dtype = "bfloat16" if layout is MlaLayout.BF16 else "fp8_e4m3"
-            else:
-                dtype = "auto" if layout is MlaLayout.BF16 else "fp8"
-            out.append(
-                _Hypothesis(
-                    "layout",
-                    f"{layout.value} rows ({size} B/layer) instead of {current.value} "
-                    f"({current.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)} B/layer)",
-                    f"--set kv_cache_dtype={dtype} --set mla_layout={layout.value}",
-                    None,
-                    (("kv_cache_dtype", dtype), ("mla_layout", layout.value)),
-                )
-            )
-    if arch.num_mtp_layers and "speculative_num_draft_tokens" not in revealed:
-        if dep.mtp:
-            out.append(_Hypothesis("mtp", "no MTP draft pool", "--set speculative_num_draft_tokens=0", None,
-                                   (("speculative_num_draft_tokens", 0),)))  # fmt: skip
-        else:
-            out.append(
-                _Hypothesis(
-                    "mtp",
-                    f"an MTP draft pool ({arch.num_mtp_layers} NextN layer) in every row",
-                    "--set speculative_num_draft_tokens=4",
-                    None,
-                    (("speculative_num_draft_tokens", 4),),
-                )
-            )
+    out += _layout_hypotheses(arch, p, revealed, sglang)
+    out += _mtp_hypotheses(arch, dep, revealed)
     if not sglang and "page_size" not in revealed:
         for block in (16, 32, 64, 128):
             if block != p.page_tokens:
                 out.append(_Hypothesis("block_size", f"block size {block} instead of {p.page_tokens}",
                                        f"--set page_size={block}", None, (("page_size", block),)))  # fmt: skip
     return out
+
+
+def _layout_hypotheses(arch: ModelArch, p: PoolPlan, revealed: dict[str, object], sglang: bool) -> list[_Hypothesis]:
+    """MLA rows in each other layout the engine has (bf16, fp8_ds_mla, raw fp8), within the dtype the log shows."""
+    if "mla_layout" in revealed or p.mla_layout is None:
+        return []
+    out: list[_Hypothesis] = []
+    current = p.mla_layout
+    shown = str(revealed.get("kv_cache_dtype", "")).lower()
+    family = "bf16" if shown in ("bfloat16", "bf16") else "fp8" if shown.startswith("fp8") else ""
+    for layout in MlaLayout:
+        if layout is p.mla_layout or (family and (layout is MlaLayout.BF16) != (family == "bf16")):
+            continue
+        size = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+        if sglang:
+            dtype = "bfloat16" if layout is MlaLayout.BF16 else "fp8_e4m3"
+        else:
+            dtype = "auto" if layout is MlaLayout.BF16 else "fp8"
+        out.append(
+            _Hypothesis(
+                "layout",
+                f"{layout.value} rows ({size} B/layer) instead of {current.value} "
+                f"({current.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)} B/layer)",
+                f"--set kv_cache_dtype={dtype} --set mla_layout={layout.value}",
+                None,
+                (("kv_cache_dtype", dtype), ("mla_layout", layout.value)),
+            )
+        )
+    return out
+
+
+def _mtp_hypotheses(arch: ModelArch, dep: Deployment, revealed: dict[str, object]) -> list[_Hypothesis]:
+    """An MTP draft pool the config has and the server did not, or the other way round."""
+    if not arch.num_mtp_layers or "speculative_num_draft_tokens" in revealed:
+        return []
+    if dep.mtp:
+        return [_Hypothesis("mtp", "no MTP draft pool", "--set speculative_num_draft_tokens=0", None,
+                            (("speculative_num_draft_tokens", 0),))]  # fmt: skip
+    return [
+        _Hypothesis(
+            "mtp",
+            f"an MTP draft pool ({arch.num_mtp_layers} NextN layer) in every row",
+            "--set speculative_num_draft_tokens=4",
+            None,
+            (("speculative_num_draft_tokens", 4),),
+        )
+    ]
 
 
 def _version_hypotheses(dep: Deployment, p: PoolPlan, revealed: dict[str, object]) -> list[_Hypothesis]:

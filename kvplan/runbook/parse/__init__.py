@@ -1,8 +1,9 @@
 """Engine startup logs -> frozen dataclasses (a package: each module imports only those listed before it).
 
 ``patterns`` the bounded pattern of each engine line; ``values`` the facts and one ``Run`` per server start;
-``records`` raw text to records (ANSI, container prefixes, ranks, wrapped lines); ``events`` a record's facts;
-``builder`` events to runs (``parse_log``); ``lines`` the table of every line read, with its real example."""
+``records`` raw text to records (ANSI, container prefixes, ranks, wrapped lines); ``facts`` what each line builds;
+``lines`` the table of every line read (pattern, fact, real example) that drives ``events``, a record's facts;
+``builder`` events to runs (``parse_log``)."""
 
 from kvplan.runbook.parse.builder import parse_log
 from kvplan.runbook.parse.events import CONFIG, LOAD, POOL

@@ -91,30 +91,59 @@ class _Builder:
             if self.kv_mha is None and isinstance(ev.value, KvAlloc):
                 self.kv_mha = ev.value.mha
 
+    def all_of(self, kind: str) -> list[_Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    def first(self, kind: str) -> _Event | None:
+        return next((e for e in self.events if e.kind == kind), None)
+
+    def ats(self, kind: str) -> tuple[At[Gib], ...]:
+        return tuple(At(e.value, e.line, e.rank) for e in self.all_of(kind) if isinstance(e.value, Gib))
+
     def freeze(self, index: int) -> Run:
-        def all_of(kind: str) -> list[_Event]:
-            return [e for e in self.events if e.kind == kind]
+        kv, draft, swa_kv = self._pool_lines()
+        version, args, generation = self._config()
+        first = self.first
+        summary, kv_size, concurrency = first("summary"), first("kv_size"), first("concurrency")
+        cli, override, maxlen = first("cli_args"), first("override"), first("maxlen_error")
+        lines = [e.line for e in self.events]
+        return Run(
+            index=index, first_line=min(lines), last_line=max(lines), engine=self.engine, events=len(self.events),
+            version=version, args=args, generation=generation, cli_args=_typed(cli, Args),
+            baseline=self.ats("baseline"), load_begin=self.ats("load_begin"),
+            load_end=tuple(At(e.value, e.line, e.rank) for e in self.all_of("load_end")
+                           if isinstance(e.value, LoadEnd)),
+            kv=kv, draft_kv=draft, swa_kv=swa_kv, pool_end=self.ats("pool_end"), summary=_typed(summary, Summary),
+            page_size=_int_at(first("page")), dsa_kv_dtype=_str_at(first("dsa_dtype")),
+            dsa_backends=_pair_at(first("dsa_backends")), model_loading=self.ats("model_loading"),
+            available_kv=self.ats("available"), kv_cache_size=_typed(kv_size, KvCacheSize),
+            concurrency=_typed(concurrency, Concurrency), dcp_multiplier=_int_at(first("dcp")),
+            override=_typed(override, Override), block_size=_int_at(first("block")),
+            kv_format=_str_at(first("format")), max_model_len=_int_at(first("max_len")),
+            architecture=_str_at(first("architecture")), max_len_error=_typed(maxlen, MaxLenError),
+            errors=tuple(At(str(e.value), e.line, e.rank) for e in self.all_of("error")),
+            ranks=tuple(dict.fromkeys(e.rank for e in self.events if e.rank is not None)),
+            v0_blocks=_typed(first("v0_blocks"), V0Blocks), v0_memory=self._v0_memory(),
+            v0_max_len_error=_typed(first("v0_maxlen_error"), V0MaxLenError),
+            profiling_override=_typed(first("profiling_override"), Override),
+            negative_profile=_str_at(first("negative_profile")), total_tokens=_int_at(first("total_tokens")),
+            mamba=tuple(At(e.value, e.line, e.rank) for e in self.all_of("mamba") if isinstance(e.value, MambaAlloc)),
+            swa_pool=self._swa_pool(), hybrid_block=_int_at(first("hybrid_block")),
+            mamba_padding=_str_at(first("mamba_padding")), long_context=_typed(first("long_context"), LongContext),
+        )  # fmt: skip
 
-        def first(kind: str) -> _Event | None:
-            items = all_of(kind)
-            return items[0] if items else None
-
-        def at(e: _Event | None, value: T) -> At[T] | None:
-            return None if e is None else At(value, e.line, e.rank)
-
-        def ats(kind: str) -> tuple[At[Gib], ...]:
-            return tuple(At(e.value, e.line, e.rank) for e in all_of(kind) if isinstance(e.value, Gib))
-
+    def _pool_lines(self) -> tuple[tuple[At[KvAlloc], ...], tuple[At[KvAlloc], ...], tuple[At[KvAlloc], ...]]:
+        """The pool lines of each rank: the target's, an MTP draft's (a rank's second line), a SWA pool's."""
         kv: list[At[KvAlloc]] = []
         draft: list[At[KvAlloc]] = []
         targets: set[str | None] = set()
-        summary = first("summary")
-        kv_events = all_of("kv")
+        summary = self.first("summary")
+        kv_events = self.all_of("kv")
         if not kv_events and summary is not None and isinstance(summary.value, Summary):
             # SGLang 0.4.1 prints "KV Cache is allocated. K size: …, V size: …." with no #tokens: its rows are the
             # summary's max_total_num_tokens (no dcp then)
             rows = summary.value.max_total_num_tokens
-            kv_events = [replace(e, value=replace(e.value, tokens=rows)) for e in all_of("kv_sizes")
+            kv_events = [replace(e, value=replace(e.value, tokens=rows)) for e in self.all_of("kv_sizes")
                          if isinstance(e.value, KvAlloc)]  # fmt: skip
         swa_marks = [
             e.value for e in self.events if e.kind in ("swa_sizes", "swa_pool") and isinstance(e.value, SwaPool)
@@ -139,9 +168,14 @@ class _Builder:
                 continue
             (draft if e.rank in targets else kv).append(At(e.value, e.line, e.rank))
             targets.add(e.rank)
-        args = first("args")
-        engine_config = first("engine_config")
-        version = first("version")
+        return tuple(kv), tuple(draft), tuple(swa_kv)
+
+    def _config(self) -> tuple[At[str] | None, At[Args] | None, str | None]:
+        """The version (a banner, else the engine line's), the configuration (server_args, else the engine line's
+        config) and V0 / V1 (the engine line)."""
+        args = self.first("args")
+        engine_config = self.first("engine_config")
+        version = self.first("version")
         version_text: str | None = str(version.value) if version else None
         config_args: At[Args] | None = None
         if args is not None and isinstance(args.value, Args):
@@ -154,63 +188,8 @@ class _Builder:
             if v is not None:
                 version_text = version_text or str(v)
                 version = version or engine_config
-        cli = first("cli_args")
-        kv_size = first("kv_size")
-        concurrency = first("concurrency")
-        override = first("override")
-        maxlen = first("maxlen_error")
-        lines = [e.line for e in self.events]
-        ranks = tuple(dict.fromkeys(e.rank for e in self.events if e.rank is not None))
-        return Run(
-            index=index,
-            first_line=min(lines),
-            last_line=max(lines),
-            engine=self.engine,
-            events=len(self.events),
-            version=At(version_text, version.line, version.rank) if version and version_text else None,
-            args=config_args,
-            cli_args=at(cli, cli.value) if cli is not None and isinstance(cli.value, Args) else None,
-            baseline=ats("baseline"),
-            load_begin=ats("load_begin"),
-            load_end=tuple(At(e.value, e.line, e.rank) for e in all_of("load_end") if isinstance(e.value, LoadEnd)),
-            kv=tuple(kv),
-            draft_kv=tuple(draft),
-            pool_end=ats("pool_end"),
-            summary=at(summary, summary.value) if summary and isinstance(summary.value, Summary) else None,
-            page_size=_int_at(first("page")),
-            dsa_kv_dtype=_str_at(first("dsa_dtype")),
-            dsa_backends=_pair_at(first("dsa_backends")),
-            model_loading=ats("model_loading"),
-            available_kv=ats("available"),
-            kv_cache_size=at(kv_size, kv_size.value) if kv_size and isinstance(kv_size.value, KvCacheSize) else None,
-            concurrency=(
-                at(concurrency, concurrency.value)
-                if concurrency and isinstance(concurrency.value, Concurrency)
-                else None
-            ),
-            dcp_multiplier=_int_at(first("dcp")),
-            override=at(override, override.value) if override and isinstance(override.value, Override) else None,
-            block_size=_int_at(first("block")),
-            kv_format=_str_at(first("format")),
-            max_model_len=_int_at(first("max_len")),
-            architecture=_str_at(first("architecture")),
-            max_len_error=at(maxlen, maxlen.value) if maxlen and isinstance(maxlen.value, MaxLenError) else None,
-            errors=tuple(At(str(e.value), e.line, e.rank) for e in all_of("error")),
-            ranks=ranks,
-            generation=generation,
-            v0_blocks=_typed(first("v0_blocks"), V0Blocks),
-            v0_memory=self._v0_memory(),
-            v0_max_len_error=_typed(first("v0_maxlen_error"), V0MaxLenError),
-            profiling_override=_typed(first("profiling_override"), Override),
-            negative_profile=_str_at(first("negative_profile")),
-            total_tokens=_int_at(first("total_tokens")),
-            mamba=tuple(At(e.value, e.line, e.rank) for e in all_of("mamba") if isinstance(e.value, MambaAlloc)),
-            swa_pool=self._swa_pool(),
-            swa_kv=tuple(swa_kv),
-            hybrid_block=_int_at(first("hybrid_block")),
-            mamba_padding=_str_at(first("mamba_padding")),
-            long_context=_typed(first("long_context"), LongContext),
-        )
+        at_version = At(version_text, version.line, version.rank) if version and version_text else None
+        return at_version, config_args, generation
 
     def _swa_pool(self) -> At[SwaPool] | None:
         """The SWA pool sizes, with the ``SWAKVPool mem usage`` figure where the log prints it."""
