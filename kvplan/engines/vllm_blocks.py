@@ -7,17 +7,23 @@ vllm_mamba, vllm_dsv4 and vllm_glm5_next.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import kvplan.engines.vllm_knobs as vllm_knobs
 from kvplan.engines.common import Demand, Knob
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
+from kvplan.models.cache import CacheKind
 from kvplan.models.deploy import Deployment
 from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, parse_version
 
 MLA_MAMBA_BLOCK_ALIGNMENT = 128
 """``_align_hybrid_block_size``: TRTLLM / FlashInfer MLA decode kernels need the manager block a multiple of 128
 for hybrid MLA / Mamba models."""
+
+
+MambaCacheMode = Literal["none", "align"]
+"""``CacheConfig.mamba_cache_mode`` as kvplan plans it ('all', vLLM 0.26-0.27, is refused)."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,7 @@ class HybridBlocks:
     """One linear-attention layer's state of one request on one rank, unpadded (0 without state layers)."""
     group_size: int
     groups: tuple[Group, ...]
-    mamba_cache_mode: str
+    mamba_cache_mode: MambaCacheMode
     notes: tuple[str, ...]
     packed_bytes_per_block: int = 0
     """DeepSeek-V4: the widest packed group's pages (groups of unequal pages, no unification); 0 otherwise."""
@@ -146,7 +152,7 @@ def max_in_flight_tokens(dep: Deployment, mnbt: int) -> int:
     return vllm_knobs.max_concurrent_batches(dep) * mnbt
 
 
-def caches(arch: ModelArch) -> list[object]:
+def caches(arch: ModelArch) -> list[CacheKind]:
     return [c for layer in arch.layers for c in layer.caches]
 
 

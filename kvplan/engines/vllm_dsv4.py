@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from kvplan.engines.common import Demand, Knob
 from kvplan.engines.vllm_blocks import Group, HybridBlocks, approximate_gcd, max_in_flight_tokens, refuse
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import CompressedAttention
+from kvplan.models.cache import CompressedAttention, Layer
 from kvplan.models.deploy import Deployment
 from kvplan.units import cdiv
 from kvplan.versions import parse_version
@@ -41,7 +42,7 @@ V4_BACKEND = "FLASHMLA_SPARSE_DSV4"
 
 def is_v4(arch: ModelArch) -> bool:
     """A DeepSeek-V4 model: its layers own ``CompressedAttention`` caches."""
-    return any(isinstance(c, CompressedAttention) for layer in arch.layers for c in layer.caches)
+    return any(layer.compressed is not None for layer in arch.layers)
 
 
 def v4_layout(arch: ModelArch, dep: Deployment) -> tuple[str, list[Knob]]:
@@ -75,6 +76,11 @@ def v4_layout(arch: ModelArch, dep: Deployment) -> tuple[str, list[Knob]]:
     return "fp8_ds_mla", knobs
 
 
+SpecBase = Literal["full", "window"]
+"""A V4 spec's grouping family: ``MLAAttentionSpec`` kinds register as full attention, ``SlidingWindowMLASpec``
+kinds as windows."""
+
+
 @dataclass(frozen=True)
 class V4Spec:
     """One layer's KV cache spec as vLLM 0.33.0 builds it for DeepSeek-V4 (fp8_ds_mla, FlashMLA path).
@@ -86,7 +92,7 @@ class V4Spec:
 
     layer: str
     kind: str
-    base: str
+    base: SpecBase
     block: int
     window: int
     page: int
@@ -98,6 +104,13 @@ class V4Spec:
 
 def _pad(n: int) -> int:
     return cdiv(n, V4_PAGE_ALIGNMENT) * V4_PAGE_ALIGNMENT
+
+
+def _compressed(layer: Layer) -> CompressedAttention:
+    att = layer.compressed
+    if att is None:  # every DeepSeek-V4 layer owns one (kvplan.models.hybrid reads compress_ratios so)
+        raise ValueError(f"layer {layer.index} has no compressed attention")
+    return att
 
 
 def v4_specs(arch: ModelArch, mtp_layers: int = 0) -> tuple[V4Spec, ...]:
@@ -119,7 +132,7 @@ def v4_specs(arch: ModelArch, mtp_layers: int = 0) -> tuple[V4Spec, ...]:
     """
     out: list[V4Spec] = []
     for layer in arch.layers:
-        att = next(c for c in layer.caches if isinstance(c, CompressedAttention))
+        att = _compressed(layer)
         r, entry, i = att.compress_ratio, att.entry_bytes, layer.index
         out.append(V4Spec(f"{i}.swa", f"window {att.window}", "window", V4_SWA_BLOCK, att.window, _pad(64 * entry)))
         if r > 1:
@@ -137,7 +150,7 @@ def v4_specs(arch: ModelArch, mtp_layers: int = 0) -> tuple[V4Spec, ...]:
             state = 4 * 2 * 2 * idx.index_head_dim * V4_COMPRESSOR_STATE_BYTES
             out.append(V4Spec(f"{i}.idxstate", "C4 indexer compressor state", "window", 4, 8, _pad(state)))
     if mtp_layers:
-        att = next(c for c in arch.layers[-1].caches if isinstance(c, CompressedAttention))
+        att = _compressed(arch.layers[-1])
         for k in range(mtp_layers):
             i = arch.num_layers + k
             out.append(V4Spec(f"{i}.swa", f"window {att.window}", "window", V4_SWA_BLOCK, att.window,
@@ -217,11 +230,36 @@ def plan_v4(arch: ModelArch, dep: Deployment, block_knob: Knob, mnbt: int, max_m
         out.append(Group(label, len(g), 1, d))
     block_bytes = max(sum(s.page for s in g) for g in groups)
     widest = max(groups, key=lambda g: sum(s.page for s in g))
+    notes = _notes(arch, specs, groups, block_bytes, len(widest), in_flight, spec)
+    return HybridBlocks(
+        block=V4_BLOCK,
+        block_knob=block_knob,
+        page_bytes=block_bytes,
+        attn_bytes_per_token=0,
+        state_bytes=0,
+        group_size=1,
+        groups=tuple(out),
+        mamba_cache_mode="none",
+        notes=notes,
+        packed_bytes_per_block=block_bytes,
+        group_layers=len(widest),
+    )
+
+
+def _notes(
+    arch: ModelArch,
+    specs: tuple[V4Spec, ...],
+    groups: tuple[tuple[V4Spec, ...], ...],
+    block_bytes: int,
+    widest_layers: int,
+    in_flight: int,
+    spec: int,
+) -> tuple[str, ...]:
     pages = sorted({(s.kind, s.block, s.page) for s in specs})
     notes = [
         f"vLLM DeepSeek-V4 (0.33.0, fp8_ds_mla, block-outermost BLHNC layout): {len(specs)} cache specs in "
         f"{len(groups)} KV cache groups packed into one block id pool (_get_packed_kv_cache_groups); one block id = "
-        f"the widest group's pages = {block_bytes:,} B ({len(widest)} layers' pages)",
+        f"the widest group's pages = {block_bytes:,} B ({widest_layers} layers' pages)",
         "vLLM DeepSeek-V4 pages (block tokens, bytes after the 576 B padding): "
         + "; ".join(f"{k} {b} tokens {p:,} B" for k, b, p in pages),
         f"vLLM sizes every window group (SWA and compressor states) for window - 1 + in-flight tokens "
@@ -241,16 +279,4 @@ def plan_v4(arch: ModelArch, dep: Deployment, block_knob: Knob, mnbt: int, max_m
             "weights point is used as is (ASSUMPTION: whether its run loaded the MTP layer is not known; an "
             "estimate adds the MTP group)"
         )
-    return HybridBlocks(
-        block=V4_BLOCK,
-        block_knob=block_knob,
-        page_bytes=block_bytes,
-        attn_bytes_per_token=0,
-        state_bytes=0,
-        group_size=1,
-        groups=tuple(out),
-        mamba_cache_mode="none",
-        notes=tuple(notes),
-        packed_bytes_per_block=block_bytes,
-        group_layers=len(widest),
-    )
+    return tuple(notes)

@@ -27,9 +27,9 @@ Planned here: full attention or MLA beside sliding-window layers (gpt-oss); besi
 (KDA + MLA with the pooled indexer and its tail ring, vllm_glm5_next) as packed groups; the shared pieces in
 vllm_blocks. Speculative decoding on Qwen3-Next
 (``qwen3_next_mtp``, num_speculative_tokens S): the MTP layer's attention joins the full-attention groups, each GDN
-group keeps S more state blocks a request and a conv state S columns wider (``_mamba``); on GLM-5.3-Flash the MTP
+group keeps S more state blocks a request and a conv state S columns wider (``plan_mamba``); on GLM-5.3-Flash the MTP
 layer's MLA, indexer and tail ring join the packed groups, the ring widens to kpool × next_power_of_2(cdiv(kpool +
-S, kpool)) (``_glm5_next``). Refused with one line:
+S, kpool)) (``plan_glm5_next``). Refused with one line:
 sliding window and state together, a hybrid with decode context parallel, speculative decoding on the other hybrids
 (their draft groups / blocks are not modelled).
 """
@@ -48,18 +48,11 @@ from kvplan.engines.vllm_blocks import (
     refuse,
 )
 from kvplan.engines.vllm_dsv4 import is_v4, pack_v4_groups, plan_v4, v4_layout, v4_specs
+from kvplan.engines.vllm_families import family_of
 from kvplan.engines.vllm_glm5_next import glm5_next_layout, is_glm5_next, plan_glm5_next
 from kvplan.engines.vllm_mamba import HYBRID_PREFIX_CACHING_SINCE, plan_mamba
 from kvplan.errors import PlanError
-from kvplan.models.arch import QWEN3_NEXT_FAMILY, ModelArch
-from kvplan.models.cache import (
-    CompressedAttention,
-    FullAttention,
-    IndexerK,
-    LinearState,
-    MlaLatent,
-    SlidingWindow,
-)
+from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.units import cdiv
 
@@ -77,12 +70,6 @@ __all__ = [  # what vllm.py, plan/prefix.py and the tests take from here (the si
     "v4_specs",
 ]
 
-QWEN3_NEXT = "Qwen3NextForCausalLM"
-"""Qwen3-Next: planned with speculative decoding (``qwen3_next_mtp``) on vLLM (and GLM-5.3-Flash, ``_glm5_next``)."""
-
-KIMI_LINEAR = "KimiLinearForCausalLM"
-"""Kimi-Linear: no MTP draft in vLLM 0.33.0 (refused with the engine's error)."""
-
 
 def plan_blocks(
     arch: ModelArch,
@@ -96,41 +83,41 @@ def plan_blocks(
     max_model_len: int,
 ) -> HybridBlocks:
     """The groups and block of a hybrid model on vLLM; refuses (exit 2, one line) what is not planned."""
-    kinds = {type(c) for layer in arch.layers for c in layer.caches}
-    if CompressedAttention in kinds:
+    kinds = {c.spec for c in caches(arch)}
+    if "compressed" in kinds:
         if dep.dcp > 1:
             raise refuse(arch, dep, "DeepSeek-V4 compressed-attention layers with decode context parallel (dcp > 1)")
         return plan_v4(arch, dep, block_knob, mnbt, max_model_len)
     if is_glm5_next(arch):
         return plan_glm5_next(arch, dep, attn_bytes_per_token, block_knob, attn_tp)
-    planned = (FullAttention, MlaLatent, SlidingWindow, LinearState)
     for layer in arch.layers:
         for c in layer.caches:
-            if type(c) not in planned:
+            if c.spec not in ("full", "mla", "window", "state"):
                 # GLM-5.3-Flash (Glm5Next): its pooled indexer K and tail ring (CircularBufferSpec) are groups of
                 # their own beside the KDA state (shared/reference/vllm-0.33.0.md §2c): not modelled
-                what = "indexer K" if isinstance(c, IndexerK) else str(getattr(c, "kind_name", c.label))
+                what = str(getattr(c, "kind_name", c.label))  # IndexerK has no kind_name: its label, 'indexer K'
                 raise refuse(arch, dep, f"{what} layers beside linear-attention state or a window", layer.index)
-    if SlidingWindow in kinds and LinearState in kinds:
+    if {"window", "state"} <= kinds:
         raise refuse(arch, dep, "sliding-window layers beside linear-attention state")
     if dep.dcp > 1:
-        if SlidingWindow in kinds:
+        if "window" in kinds:
             # SlidingWindowSpec.max_memory_usage_bytes asserts it
             raise PlanError("vLLM refuses decode context parallel with sliding window: DCP not support sliding window.")
         raise refuse(arch, dep, "linear-attention state layers with decode context parallel (dcp > 1)")
-    if dep.mtp and arch.architecture == KIMI_LINEAR:
+    mtp = family_of(arch).hybrid_mtp
+    if dep.mtp and mtp == "no_draft":
         # config/speculative.py: method 'mtp' needs the draft config's model_type among MTPModelTypes (or a
         # Transformers MTP); kimi_linear maps to none (only kimi_k3 -> kimi_k3_mtp), so SpeculativeConfig raises
         raise PlanError(
             "vLLM refuses it: NotImplementedError: Unsupported speculative method: 'mtp' (Kimi-Linear has no MTP "
             "draft: its model_type kimi_linear maps to no MTP model)"
         )
-    if dep.mtp and (arch.architecture not in QWEN3_NEXT_FAMILY or SlidingWindow in kinds):
+    if dep.mtp and (mtp != "planned" or "window" in kinds):
         raise refuse(
             arch, dep, "speculative decoding on a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft "
             "groups, speculative state blocks)"
         )  # fmt: skip
-    if SlidingWindow in kinds:
+    if "window" in kinds:
         return _sliding(arch, dep, attn_bytes_per_token, block_knob, attn_tp, mnbt, max_model_len)
     return plan_mamba(arch, dep, attn_bytes_per_token, block_knob, min_kernel_block, attn_tp)
 
@@ -139,16 +126,16 @@ def _sliding(
     arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, attn_tp: int, mnbt: int, max_model_len: int
 ) -> HybridBlocks:
     """Full attention + sliding window (gpt-oss): both pages block × the same per-token bytes, no unification."""
-    windows = {c for c in caches(arch) if isinstance(c, SlidingWindow)}
-    fulls = [c for c in caches(arch) if type(c) in (FullAttention, MlaLatent)]
+    windows = {layer.window for layer in arch.layers if layer.window is not None}
+    fulls = [c for c in caches(arch) if c.spec in ("full", "mla")]
     if len({c.window for c in windows}) != 1:
         raise refuse(arch, dep, "sliding-window layers of several window sizes")
     (sw,) = {c.window for c in windows}
     dtype = dep.kv_cache_dtype
     sw_row = next(iter(windows)).bytes_per_token(attn_tp, dtype)
-    if sw_row != row or any(isinstance(c, MlaLatent) for c in fulls):
+    if sw_row != row or any(c.spec == "mla" for c in fulls):
         raise refuse(arch, dep, "sliding-window layers whose page differs from the full-attention page")
-    n_sw = sum(1 for c in caches(arch) if isinstance(c, SlidingWindow))
+    n_sw = sum(1 for c in caches(arch) if c.spec == "window")
     n_full = len(fulls)
     block = block_knob.as_int()
     # every layer sliding: uniform specs, one group of all of them (get_kv_cache_groups, is_kv_cache_spec_uniform)
