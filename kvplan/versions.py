@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from kvplan.errors import InputError
 
@@ -160,6 +161,10 @@ class SglangRules(_Range):
     (kvplan.engines.load_checks)."""
 
 
+V0Budget = Literal["", "init_free", "torch_peak", "profiling"]
+V0Mla = Literal["", "aligned", "latent"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class VllmRules(_Range):
     cudagraph_in_budget: bool
@@ -167,7 +172,7 @@ class VllmRules(_Range):
     default on); before, graphs were captured after the pool, in the (1 − utilization) headroom."""
     default_utilization: float
     utilization_cite: str
-    v0_budget: str = ""
+    v0_budget: V0Budget = ""
     """V0 rows (kvplan/engines/vllm_v0.py): how worker.py determine_num_available_blocks takes the non-KV memory
     from total × gpu_memory_utilization: 'init_free' (0.6.0-0.6.3: free memory at init_device − free memory after
     the profile run, the allocator's cache of the run included), 'torch_peak' (0.6.4: torch allocated peak, weights
@@ -176,7 +181,7 @@ class VllmRules(_Range):
     v0_chunked_tokens: int = 0
     """V0 SchedulerConfig: max_num_batched_tokens when chunked prefill is on and not set (512 to 0.6.4, 2048 from
     0.6.5); without chunked prefill max(max_model_len, 2048)."""
-    v0_mla: str = ""
+    v0_mla: V0Mla = ""
     """V0 MLA cache rows: '' (kvplan has not read MLA in this range: refused), 'aligned' (0.7.3: kv_lora_rank + rope
     rounded up to 256 B, VLLM_CUDA_MEM_ALIGN_KV_CACHE default 1), 'latent' (0.8.x: kv_lora_rank + rope)."""
     v1_by_default: bool = False

@@ -57,4 +57,4 @@ def _plan_one(arch: ModelArch, dep: Deployment) -> PoolPlan:
     refused = load_refusal(arch, plan.deployment)  # as the engine adjusted it (SGLang forces DP attention for DSA)
     if refused is None:
         return plan
-    return replace(plan, startup_error=refusal_text(plan.deployment, refused))
+    return replace(plan, startup_error=refusal_text(plan.deployment, refused), startup_refusal=None)

@@ -169,6 +169,17 @@ class StagePool:
     binding: bool
 
 
+@dataclass(frozen=True)
+class StartupRefusal:
+    """A start refused because one request of max_model_len does not fit the KV cache, as figures (vLLM's
+    ``check_enough_kv_cache_memory``; V0's max seq len check, which compares tokens: no bytes) beside its text."""
+
+    text: str
+    max_model_len: int
+    needed_bytes: int | None
+    available_bytes: int | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class PoolPlan:
     """How one engine turns a deployment into a KV pool on each GPU."""
@@ -206,6 +217,8 @@ class PoolPlan:
     """Bytes the pool tensors really take on one GPU (padding rows and pages included)."""
     memory_map: tuple[Segment, ...]
     startup_error: str | None = None
+    startup_refusal: StartupRefusal | None = None
+    """The max-seq-len refusal as figures when it is ``startup_error`` (None for any other error)."""
     loads_weights: bool = True
     """False when the weights do not fit in the memory free before loading: the chain past the weights is
     notional, the pool empty (kvplan.engines.common.check_gpu_memory)."""

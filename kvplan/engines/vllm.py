@@ -4,65 +4,37 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+import kvplan.engines.vllm_budget as vllm_budget
 import kvplan.engines.vllm_hybrid as vllm_hybrid
 import kvplan.engines.vllm_knobs as vllm_knobs
-from kvplan.engines.backends import check_backend, check_serves, platform_label
 from kvplan.engines.common import (
     Cell,
     Knob,
     Pool,
     PoolPlan,
+    StartupRefusal,
     Term,
-    check_gpu_memory,
     given,
     memory_map,
     resolve,
-    weights_knob,
 )
 from kvplan.engines.context import derived_why, long_context_note
-from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
+from kvplan.engines.vllm_blocks import HybridBlocks
+from kvplan.engines.vllm_budget import DEFAULT_CUDAGRAPH_ESTIMATE as DEFAULT_CUDAGRAPH_ESTIMATE
+from kvplan.engines.vllm_budget import DEFAULT_NON_KV_OTHER as DEFAULT_NON_KV_OTHER
+from kvplan.engines.vllm_budget import DSA_CALIBRATION_BYTES as DSA_CALIBRATION_BYTES
+from kvplan.engines.vllm_budget import Budget
+from kvplan.engines.vllm_budget import dsa_buffers as dsa_buffers
+from kvplan.engines.vllm_defaults import BLOCK_BY_BACKEND, Layout, block_knob, resolve_layout
+from kvplan.engines.vllm_glm5_next import is_glm5_next
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention, kv_dtype_bytes
-from kvplan.models.deploy import AUTO_FIT, Deployment, Gpu
-from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
-from kvplan.units import GiB, MiB, cdiv, gib
+from kvplan.models.deploy import AUTO_FIT, Deployment
+from kvplan.models.formats import indexer_bytes_per_token_layer
+from kvplan.units import GiB, cdiv, gib
 from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, parse_version, rules_note, vllm_rules
-
-DEFAULT_NON_KV_OTHER = 6_070 * MiB
-"""Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers, at the
-one published GLM-5.3 figure (vllm-project/recipes PR #893: 94.46 GiB weights leave 25.94 GiB of KV per rank on
-8×H200 TP8 at max_model_len 1,048,576; tests/unit/test_vllm.py derives it). The default non_kv_other is the
-profile model of kvplan.engines.vllm_profile (+ DSA_CALIBRATION_BYTES for DSA models, which lands this figure
-at that point); this constant stays the default only for a config without hidden / vocab size. Override with
---set non_kv_other=...GiB."""
-
-DEFAULT_CUDAGRAPH_ESTIMATE = 1_618 * MiB
-"""The part of DEFAULT_NON_KV_OTHER kvplan assumes is vLLM's profiled CUDA-graph estimate (ASSUMPTION: the
-GLM-5.3 calibration point does not print it). 1.58 GiB = 1,618 MiB is the 'Estimated CUDA graph memory: 1.58 GiB
-total' of a public DeepSeek-V4-Flash (sparse MLA + MTP) vLLM 0.25.0 start-up log (TP2, PIECEWISE=51, FULL=35
-capture sizes); small dense models print 0.13-0.52 GiB (noonghunna/club-3090#127 and #104, gpustack/runner#251,
-Qwen3-8B on vLLM 0.21.0 in LMCache/LMCache#3430), a Qwen3.5 GGUF 1.62 GiB (vllm-project/vllm#39559): no public log
-of the GLM-5.3 recipe deployment prints it, so it stays assumed. vLLM subtracts it from the KV budget only from
-0.21 on and never with --enforce-eager (cudagraph_mode NONE): kvplan adds it to the default non_kv_other then."""
-
-DSA_CALIBRATION_BYTES = -1_733_892_014
-"""CALIBRATED, negative: what the GLM-5.3 recipe point leaves after the profile model and the assumed graph estimate.
-At vllm-project/recipes PR #893 (8×H200 TP8, max_model_len 1M, max_num_batched_tokens 8,192, max_num_seqs 1,024)
-the non-KV memory besides the weights and the DSA buffers is DEFAULT_NON_KV_OTHER = 6,070 MiB; the profile model
-gives torch peak 4,072,132,608 B (sampler 1,024 × 154,880 × 14 B + top-k/top-p buffer 132 × 154,880 × 4 B +
-hidden states kept (8,192 + 2,048) × 6,144 × 2 B + MoE workspace 8,192 × 8 × (6,144 + 6,144) × 2 B + 32 MiB
-cuBLAS) + non-torch 2,330,019,758 B (TP4's 2.17 GiB, assumed at TP8) and the graph estimate 1,696,595,968 B
-(1,618 MiB): 8,098,748,334 B, 1,733,892,014 B (1.61 GiB) more than the recipe leaves. Which term over-counts
-there is not known: the FP8 MoE kernel's workspace (DeepGEMM, not the bf16 TritonExperts read from 0.19.0), the
-TP8 non-torch growth (extrapolated from TP4), or a graph estimate below the assumed 1.58 GiB. Applied to DSA
-models only, so that the recipe figure is reproduced (tests/unit/test_vllm.py::test_recipe_893_calibration)."""
-
-INDEXER_PREFILL_ENTRIES_PER_TOKEN = 576 * 2 // 132
-"""vLLM sizes the indexer prefill gather buffer to fit FlashMLA-sparse's workspace: 8 entries per token × factor."""
 
 
 def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
@@ -72,7 +44,7 @@ def indexer_layer_flags(arch: ModelArch) -> tuple[bool, ...]:
     """
     if not arch.is_dsa:
         return ()
-    if vllm_hybrid.is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
+    if is_glm5_next(arch):  # an Indexer on every MLA layer (models/glm5next/common/attention.py)
         return tuple(layer.indexer is not None for layer in arch.layers)
     stage = arch.pp_stage  # a stage's layers keep their model index
     layers = range(stage.start, stage.end) if stage is not None else range(arch.num_layers)
@@ -94,109 +66,6 @@ def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
     return 2048, 256
 
 
-def dsa_buffers(arch: ModelArch, *, mnbt: int, max_num_seqs: int, spec: int, max_model_len: int,
-                indexer_layers: int) -> dict[str, int]:  # fmt: skip
-    """Persistent DSA buffers vLLM builds during model construction (non-KV memory)."""
-    if not arch.is_dsa:
-        return {}
-    topk = mnbt * arch.index_topk * 4
-    rows = min(mnbt, max_num_seqs * (1 + spec))
-    per_layer = (rows + 1) * arch.index_topk * 4 + (rows + 1) * 4
-    factor = 5 if max_model_len <= 256 * 1024 else 2
-    idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool)
-    prefill = max_model_len * INDEXER_PREFILL_ENTRIES_PER_TOKEN * factor * idx_row
-    return {
-        "topk_indices_buffer_bytes": topk * (2 if spec else 1),
-        "physical_topk_bytes": per_layer * indexer_layers,
-        "indexer_prefill_buffer_bytes": prefill,
-    }
-
-
-def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
-    """The backend vLLM's priority list picks (``platforms/cuda.py`` / ``platforms/rocm.py``)."""
-    fp8 = dtype not in ("auto", "bf16", "bfloat16")
-    if gpu.vendor == "amd":
-        return "ROCM_AITER_MLA_SPARSE" if arch.is_dsa else "ROCM_AITER_MLA"
-    sm = gpu.sm
-    if not arch.is_dsa:  # FLASHINFER_MLA is SM10x only, FLASHMLA / FLASH_ATTN_MLA SM9x: SM8x and SM12x take TRITON_MLA
-        if sm // 10 == 10:
-            return "FLASHINFER_MLA"
-        return ("FLASHMLA" if fp8 else "FLASH_ATTN_MLA") if sm // 10 == 9 else "TRITON_MLA"
-    if sm >= 100:
-        return "FLASHINFER_MLA_SPARSE" if fp8 and dtype != "fp8_ds_mla" else "FLASHMLA_SPARSE"
-    # SM90: FLASH_ATTN_MLA_SPARSE first, but it rejects a quantized cache
-    return "FLASHMLA_SPARSE" if fp8 else "FLASH_ATTN_MLA_SPARSE"
-
-
-BLOCK_BY_BACKEND = {"FLASHMLA": 64, "FLASHINFER_MLA": 32, "CUTLASS_MLA": 128, "ROCM_AITER_MLA": 1}
-"""The smallest kernel block size each backend lists (``get_supported_kernel_block_sizes``), chosen by
-``Platform.update_block_size_for_backend`` when --block-size is not given; every other backend takes the
-``CacheConfig.DEFAULT_BLOCK_SIZE`` 16 (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASH_ATTN_MLA, TRITON_MLA)."""
-
-
-def _mha_backend(gpu: Gpu) -> str:
-    """``platforms/cuda.py _get_backend_priorities``, non-MLA: FLASHINFER first on SM10x, else FLASH_ATTN."""
-    if gpu.vendor == "amd":
-        return "TRITON_ATTN"
-    if gpu.sm // 10 == 10:
-        return "FLASHINFER"
-    return "FLASH_ATTN" if gpu.sm >= 80 else "TRITON_ATTN"
-
-
-def _mha_layout(dep: Deployment) -> tuple[str, list[Knob]]:
-    """kv dtype and backend of a full-attention model: (dtype, knobs)."""
-    gpu = dep.gpu
-    check_serves("vllm", dep.engine_version, gpu, dsa=False, mha=True)
-    dtype, dtype_why = vllm_knobs.kv_dtype(dep)
-    if dtype == "fp8_ds_mla":
-        raise PlanError("kv_cache_dtype fp8_ds_mla is FlashMLA's MLA row format: a full-attention model takes "
-                        "auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2")  # fmt: skip
-    if dep.mla_layout:
-        raise PlanError("mla_layout applies to MLA models only: this model has full attention (MHA / GQA)")
-    knobs = [Knob("kv_cache_dtype", dtype, dtype_why)]
-    backend = dep.attention_backend or _mha_backend(gpu)
-    check_backend("vllm", dep.engine_version, gpu, backend, dsa=False, fp8=dtype.startswith("fp8"), mha=True)
-    where = platform_label(gpu)
-    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: on {where}"))
-    return dtype, knobs
-
-
-def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
-    gpu, sm = dep.gpu, dep.gpu.sm
-    where = platform_label(gpu)
-    check_serves("vllm", dep.engine_version, gpu, dsa=arch.is_dsa)
-    dtype = dep.kv_cache_dtype
-    knobs: list[Knob] = []
-    if dtype == "auto":
-        glm = arch.architecture.startswith("GlmMoeDsa")
-        dtype = "fp8_e4m3" if glm and gpu.vendor == "nvidia" and sm // 10 == 10 else "auto"
-        why = "GlmMoeDsa on SM10x sets fp8_e4m3" if dtype != "auto" else f"auto = bf16 on {where}"
-        knobs.append(Knob("kv_cache_dtype", dtype, f"default: {why}"))
-    else:
-        knobs.append(Knob("kv_cache_dtype", dtype, "set"))
-    fp8 = dtype not in ("auto", "bf16", "bfloat16")
-    backend = dep.attention_backend or _default_backend(arch, gpu, dtype)
-    (used,) = check_backend("vllm", dep.engine_version, gpu, backend, dsa=arch.is_dsa, fp8=fp8)
-    if dtype == "fp8_ds_mla" and used.raw_fp8:
-        raise PlanError(
-            f"kv_cache_dtype fp8_ds_mla is FlashMLA's format: {backend} on {where} stores raw fp8 rows; "
-            "use FLASHMLA_SPARSE or kv_cache_dtype fp8"
-        )
-    knobs.append(Knob("attention_backend", backend, "set" if dep.attention_backend else f"default: {dtype} on {where}"))
-    if dep.mla_layout:
-        layout = MlaLayout(dep.mla_layout)
-        knobs.append(Knob("mla_layout", layout.value, "set"))
-        return layout, knobs
-    if not fp8:
-        layout = MlaLayout.BF16
-    elif not arch.is_dsa or used.raw_fp8:
-        layout = MlaLayout.FP8_RAW
-    else:  # FLASHMLA_SPARSE: _canonicalize_sparse_mla_kv_cache_dtype rewrites fp8 to fp8_ds_mla
-        layout = MlaLayout.FP8_DS_MLA
-    knobs.append(Knob("mla_layout", layout.value, f"default: {backend} with {dtype}"))
-    return layout, knobs
-
-
 # The V1 chain, on one GPU:
 #
 # Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
@@ -215,372 +84,359 @@ def _layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[Knob]]:
 # ``rows`` = num_blocks × block, ``usable_pages`` = num_blocks − 1 (blocks, every group drawing from them),
 # ``logged_tokens`` = the 'GPU KV cache size' vLLM logs (int(max_concurrency × max_model_len) from 0.20.1), and the
 # startup check counts the blocks of every group.
+#
+# ``plan`` runs the chain as vLLM does (``get_kv_cache_groups`` → ``_uniform_spec / _uniform_page_size`` →
+# ``get_num_blocks`` → ``check_enough_kv_cache_memory``), one step per term group the plan prints: defaults
+# (kvplan.engines.vllm_defaults) → cell (``_uniform_spec``) → scheduler → hybrid groups → budget → blocks and
+# startup checks → chain.
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
-    att = arch.attention
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
         raise PlanError("--dtype float32 is planned for full-attention models only (an MLA cache's rows are not)")
     unified = vllm_knobs.unified_to_full(arch, dep)  # --disable-hybrid-kv-cache-manager: one full-attention group
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
-    layout: MlaLayout | None
-    if vllm_hybrid.is_v4(arch):  # fp8_ds_mla on FLASHMLA_SPARSE_DSV4 (kvplan/engines/vllm_hybrid.py)
-        layout = None
-        dtype, knobs = vllm_hybrid.v4_layout(arch, dep)
-    elif vllm_hybrid.is_glm5_next(arch):  # FLASHINFER_MLA_SPARSE_SM90 raw rows (kvplan/engines/vllm_hybrid.py)
-        layout, knobs = vllm_hybrid.glm5_next_layout(arch, dep)
-        dtype = str(knobs[0].value)
-    elif isinstance(att, FullAttention):
-        layout = None
-        dtype, knobs = _mha_layout(dep)
-    else:
-        layout, knobs = _layout(arch, dep)
-        dtype = str(knobs[0].value)
-    backend = str(next(k.value for k in knobs if k.name == "attention_backend"))
+    lay = resolve_layout(arch, dep)
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:
         notes.append(said)
     if unified:
         notes.append(vllm_knobs.UNIFIED_NOTE)
-    dcp = dep.dcp
-    if arch.is_dsa:
-        block_default, block_why = 64, "the DSA backends accept 64"
-    else:
-        block_default = BLOCK_BY_BACKEND.get(backend, 16)
-        block_why = f"{backend}: smallest kernel block size" if backend in BLOCK_BY_BACKEND else "DEFAULT_BLOCK_SIZE"
-    page_k = resolve(dep, "page_size", block_default, block_why)
-    block = page_k.as_int()
-    if arch.is_dsa and dep.gpu.vendor == "nvidia" and block % 64:
-        raise PlanError(f"block_size {block}: the DeepSeek-V3.2 indexer backend supports multiples of 64 on CUDA")
+    spec = _uniform_spec(arch, dep, lay, attn_tp)
+    notes += spec.notes
+    sched = _scheduler(arch, dep)
+    hybrid = None
+    if arch.is_hybrid and not unified:  # one shared block pool, several KV cache groups (vllm_hybrid.py)
+        hybrid = _hybrid_groups(arch, dep, lay, spec, attn_tp, sched)
+        spec = replace(spec, block_knob=hybrid.block_knob, cell=_hybrid_cell(hybrid), hybrid=hybrid)
+        notes += hybrid.notes
+    budget = vllm_budget.budget(
+        arch,
+        dep,
+        rules,
+        mnbt=sched.mnbt_k.as_int(),
+        max_num_seqs=sched.seqs_k.as_int(),
+        max_model_len=sched.max_model_len,
+        indexer_layers=spec.indexer_layers,
+    )
+    pool = _size_pool(arch, dep, spec, sched, budget)
+    notes += pool.notes
+    knobs = (
+        *lay.knobs,
+        spec.block_knob,
+        given(dep, "dcp", dep.dcp, "1, no decode context parallelism"),
+        budget.util_k,
+        budget.w_k,
+        budget.other_k,
+        pool.ctx_k,
+        sched.seqs_k,
+        sched.mnbt_k,
+        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
+        *vllm_knobs.shown(dep),
+    )
+    return _pool_plan(arch, dep, lay, spec, sched, budget, pool, knobs, tuple(notes), attn_tp)
 
+
+@dataclass(frozen=True)
+class _Spec:
+    """One block's layout (``_uniform_spec`` / ``_uniform_page_size``; a hybrid's groups replace it)."""
+
+    block_knob: Knob
+    mla_row: int
+    """Main KV bytes of one token in one layer on one rank (MLA row, or K + V of the kv heads per rank)."""
+    idx_row: int
+    flags: tuple[bool, ...]
+    mtp_layers: int
+    indexer_layers: int
+    """Indexer layers with the MTP layers, which always get one (the DSA buffers' count)."""
+    cell: Cell
+    notes: tuple[str, ...]
+    hybrid: HybridBlocks | None = None
+
+    @property
+    def block(self) -> int:
+        return self.block_knob.as_int()
+
+    @property
+    def bytes_per_block(self) -> int:
+        return self.hybrid.bytes_per_block if self.hybrid else self.block * self.cell.total_bytes
+
+
+def _uniform_spec(arch: ModelArch, dep: Deployment, lay: Layout, attn_tp: int) -> _Spec:
+    """The block and the per-token row of every layer: ``FullAttentionSpec`` / ``MLAAttentionSpec`` pages and the
+    DSA indexer's, in one ``UniformTypeKVCacheSpecs`` group."""
+    page_k = block_knob(arch, dep, lay.backend)
     mtp_layers = arch.num_mtp_layers if dep.mtp else 0
     flags = indexer_layer_flags(arch)
-    indexer_layers = sum(flags) + (mtp_layers if arch.is_dsa else 0)
-    if isinstance(att, FullAttention):
-        # FullAttentionSpec: num_kv_heads (max(1, total // tp)) × (head_size + head_size_v) × dtype size
-        mla_row = att.kv_heads_per_rank(attn_tp) * (att.head_dim + att.v_head_dim) * kv_dtype_bytes(dtype)
-    else:
-        assert layout is not None
-        mla_row = layout.bytes_per_token_layer(arch.kv_lora_rank, arch.qk_rope_head_dim)
+    # FullAttentionSpec: num_kv_heads (max(1, total // tp)) × (head_size + head_size_v) × dtype size; MLA: the layout
+    mla_row = arch.attention.row_bytes(attn_tp, lay.dtype, lay.mla_layout)
     idx_row = indexer_bytes_per_token_layer(arch.index_head_dim, arch.index_kpool) if arch.is_dsa else 0
     cell = Cell(
-        main_bytes=vllm_knobs.per_layer_bytes(arch, attn_tp, dtype) or mla_row * arch.num_layers,
+        main_bytes=vllm_knobs.per_layer_bytes(arch, attn_tp, lay.dtype) or mla_row * arch.num_layers,
         indexer_bytes=idx_row * sum(flags),
         draft_main_bytes=mla_row * mtp_layers,
         draft_indexer_bytes=idx_row * mtp_layers if arch.is_dsa else 0,
     )
-    bytes_per_block = block * cell.total_bytes
+    notes: tuple[str, ...] = ()
     if arch.indexer_rule.value == "indexer_types" and sum(flags) != arch.full_indexer_layers:
-        notes.append(
+        notes = (
             f"vLLM reads index_topk_freq/offset, not indexer_types: {sum(flags)} indexer layers "
-            f"where indexer_types lists {arch.full_indexer_layers}"
+            f"where indexer_types lists {arch.full_indexer_layers}",
         )
+    indexer_layers = sum(flags) + (mtp_layers if arch.is_dsa else 0)
+    return _Spec(page_k, mla_row, idx_row, flags, mtp_layers, indexer_layers, cell, notes)
 
+
+@dataclass(frozen=True)
+class _Scheduler:
+    """max_model_len, max_num_seqs and max_num_batched_tokens as ``EngineArgs`` defaults them."""
+
+    ctx_k: Knob
+    seqs_k: Knob
+    mnbt_k: Knob
+
+    @property
+    def max_model_len(self) -> int:
+        return self.ctx_k.as_int()
+
+
+def _scheduler(arch: ModelArch, dep: Deployment) -> _Scheduler:
     mnbt_default, seqs_default = _defaults_by_memory(dep)
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
     if dep.context_length == AUTO_FIT:  # fitted below; everything sized before the KV config sees the derived length
         ctx_k = Knob("context_length", arch.max_position_embeddings, f"default: {derived_why(arch, dep)}")
-    max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", seqs_default, "max_num_seqs by device memory")
-    max_num_seqs = seqs_k.as_int()
     mnbt_k = resolve(
         dep,
         "max_num_batched_tokens",
-        min(mnbt_default, max_num_seqs * max_model_len),
+        min(mnbt_default, seqs_k.as_int() * ctx_k.as_int()),
         "vllm serve default by device memory",
     )
-    mnbt = mnbt_k.as_int()
-    hybrid = None
-    if arch.is_hybrid and not unified:  # one shared block pool, several KV cache groups (vllm_hybrid.py)
-        hybrid = vllm_hybrid.plan_blocks(
-            arch,
-            replace(dep, kv_cache_dtype=dtype) if isinstance(att, FullAttention) else dep,
-            attn_bytes_per_token=mla_row,
-            block_knob=page_k,
-            min_kernel_block=BLOCK_BY_BACKEND.get(backend, 16),
-            attn_tp=attn_tp,
-            mnbt=mnbt,
-            max_model_len=max_model_len,
-        )
-        page_k, block = hybrid.block_knob, hybrid.block
-        # one pool row = one token of one block: the page of every layer of the widest group
-        cell = Cell(main_bytes=hybrid.bytes_per_block // block, indexer_bytes=0)
-        bytes_per_block = hybrid.bytes_per_block
-        notes += hybrid.notes
-    util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
-    util = util_k.as_float()
-    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
-    weights = w_k.as_int()
-    graphs = rules.cudagraph_in_budget and not dep.disable_cuda_graph
-    why_no_graphs = (
-        "--enforce-eager: no CUDA graphs"
-        if dep.disable_cuda_graph
-        else f"vLLM {dep.engine_version} keeps CUDA graphs out of the KV budget (before 0.21)"
-    )
-    peak = (
-        profile_peak(
-            arch.activation,
-            gpu=dep.gpu,
-            tp=dep.tp,
-            ep=dep.ep,
-            max_num_batched_tokens=mnbt,
-            max_num_seqs=max_num_seqs,
-            version=parse_version(dep.engine_version),
-            samples=arch.pp_stage is None or arch.pp_stage.last,
-        )
-        if arch.activation is not None
-        else None
-    )
-    other_k, other_terms = _non_kv_other(arch, dep, peak, graphs=graphs, why_no_graphs=why_no_graphs)
-    other = other_k.as_int()
-    buffers = dsa_buffers(
+    return _Scheduler(ctx_k, seqs_k, mnbt_k)
+
+
+def _hybrid_groups(
+    arch: ModelArch, dep: Deployment, lay: Layout, spec: _Spec, attn_tp: int, sched: _Scheduler
+) -> HybridBlocks:
+    """``get_kv_cache_groups`` of a hybrid model: its KV cache groups and their block (kvplan.engines.vllm_hybrid)."""
+    return vllm_hybrid.plan_blocks(
         arch,
-        mnbt=mnbt,
-        max_num_seqs=max_num_seqs,
-        spec=dep.speculative_num_draft_tokens,
-        max_model_len=max_model_len,
-        indexer_layers=indexer_layers,
+        dep if arch.is_mla else replace(dep, kv_cache_dtype=lay.dtype),
+        attn_bytes_per_token=spec.mla_row,
+        block_knob=spec.block_knob,
+        min_kernel_block=BLOCK_BY_BACKEND.get(lay.backend, 16),
+        attn_tp=attn_tp,
+        mnbt=sched.mnbt_k.as_int(),
+        max_model_len=sched.max_model_len,
     )
-    total = dep.gpu.cuda_total_bytes
-    load_error = check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
-    requested = math.ceil(total * util)
-    non_kv = weights + sum(buffers.values()) + other
-    if dep.kv_cache_memory is not None:
-        available = dep.kv_cache_memory
-        avail_detail = "--kv-cache-memory-bytes (gpu_memory_utilization ignored)"
-    else:
-        available = requested - non_kv
-        avail_detail = "requested − non-KV"
-    startup_error = load_error
-    if available <= 0 or load_error is not None:
-        startup_error = load_error or (
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            "initializing the engine."
-        )
-        available = 0
-    num_blocks = available // bytes_per_block if bytes_per_block else 0
+
+
+def _hybrid_cell(hybrid: HybridBlocks) -> Cell:
+    """One pool row = one token of one block: the page of every layer of the widest group."""
+    return Cell(main_bytes=hybrid.bytes_per_block // hybrid.block, indexer_bytes=0)
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """num_blocks and the start-up checks on them (``get_num_blocks``, ``check_enough_kv_cache_memory``)."""
+
+    num_blocks: int
+    ctx_k: Knob
+    request_blocks: int
+    needed: int
+    startup_error: str | None
+    refusal: StartupRefusal | None
+    notes: tuple[str, ...]
+
+    @property
+    def max_model_len(self) -> int:
+        return self.ctx_k.as_int()
+
+
+def _size_pool(arch: ModelArch, dep: Deployment, spec: _Spec, sched: _Scheduler, budget: Budget) -> _Pool:
+    hybrid, block, bytes_per_block = spec.hybrid, spec.block, spec.bytes_per_block
+    num_blocks = budget.available // bytes_per_block if bytes_per_block else 0
     if dep.max_total_tokens is not None:
         num_blocks = min(num_blocks, cdiv(dep.max_total_tokens, block))
-    num_blocks, sized = vllm_knobs.override_blocks(dep, num_blocks, bytes_per_block, available)
+    num_blocks, sized = vllm_knobs.override_blocks(dep, num_blocks, bytes_per_block, budget.available)
     check = sized - bytes_per_block  # the null block is reserved before the check (get_kv_cache_configs)
+
+    def longest(cap: int) -> int:  # _estimate_max_model_len_from_groups
+        if hybrid:
+            return hybrid.estimated_max_len(check, cap)
+        return max_len_fitting(check, bytes_per_block, block, dep.dcp)
+
+    ctx_k, startup_error = sched.ctx_k, budget.error
     if dep.context_length == AUTO_FIT:  # --max-model-len -1: the longest length the pool holds
-        longest = (
-            hybrid.estimated_max_len(check, max_model_len)
-            if hybrid
-            else max_len_fitting(check, bytes_per_block, block, dcp)
-        )
-        fit = vllm_knobs.auto_fit(max_model_len, longest, check)
-        max_model_len, ctx_k = fit.max_model_len, fit.knob
-        startup_error = startup_error or fit.error
-    per_rank_len = cdiv(max_model_len, dcp)
+        fit = vllm_knobs.auto_fit(sched.max_model_len, longest(sched.max_model_len), check)
+        ctx_k, startup_error = fit.knob, startup_error or fit.error
+    max_model_len = ctx_k.as_int()
     # _max_memory_usage_bytes_from_groups: bytes_per_block × the blocks of one max-length request (every group)
-    request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(per_rank_len, block)
+    request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(cdiv(max_model_len, dep.dcp), block)
     needed = bytes_per_block * request_blocks
+    refusal = None
     if startup_error is None and needed > check:
-        est = (
-            hybrid.estimated_max_len(check, max_model_len)
-            if hybrid
-            else max_len_fitting(check, bytes_per_block, block, dcp)
-        )
-        startup_error = (
-            "To serve at least one request with the model's max seq len "
-            f"({max_model_len}), ({gib(needed, 'vllm')} GiB KV cache is needed, which is larger than the "
-            f"available KV cache memory ({gib(check, 'vllm')} GiB). Based on the available memory, the "
-            f"estimated maximum model length is {est}. Try increasing `gpu_memory_utilization` "
-            "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
-            "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
-            "for more details."
-        )
+        refusal = max_len_refusal(max_model_len, needed, check, longest(max_model_len))
+        startup_error = refusal.text
+    notes: tuple[str, ...] = ()
     if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
-        notes.append(long_context_note(arch, dep, max_model_len))
+        notes = (long_context_note(arch, dep, max_model_len),)
     elif max_model_len > arch.max_position_embeddings:
         # config/model.py: refused before any memory is profiled (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)
-        startup_error = (
-            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-            f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json). "
-            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
-        )
-    rows = num_blocks * block
-    logged = rows * dcp
-    pools: tuple[Pool, ...] = ()
-    if hybrid is not None:
-        # the 'GPU KV cache size' vLLM logs for a hybrid: int(num_blocks / blocks per request × max_model_len)
-        # (num_blocks // groups × block before 0.20.1)
-        logged = hybrid.kv_cache_size_tokens(num_blocks, max_model_len, dep.engine_version) if num_blocks else 0
-        pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), bytes_per_block, hybrid.demands),)
-    knobs += [
-        page_k,
-        given(dep, "dcp", dcp, "1, no decode context parallelism"),
-        util_k,
-        w_k,
-        other_k,
-        ctx_k,
-        seqs_k,
-        mnbt_k,
-        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
-        *vllm_knobs.shown(dep),
-    ]
-    allocated = num_blocks * bytes_per_block
-    chain = (
-        Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
-        Term("CUDA total (torch)", total, "what vLLM's memory snapshot reads"),
-        Term("requested", requested, f"ceil(CUDA total × gpu_memory_utilization {util})"),
-        Term("weights per GPU", weights, w_k.origin),
-        *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in buffers.items()),
-        *other_terms,
-        Term("available KV cache memory", available, avail_detail),
-        *(() if hybrid else (Term("bytes per block", bytes_per_block, f"{block} × {cell.total_bytes:,} B"),)),
-        *(
+        refusal, startup_error = (
+            None,
             (
-                Term("KV cache groups", None, "; ".join(hybrid.describe())),
-                Term(
-                    "bytes per block",
-                    bytes_per_block,
-                    hybrid.block_detail(),
-                ),
-            )
-            if hybrid
-            else ()
-        ),
-        Term(
-            "num_blocks",
-            None,
-            f"{num_blocks:,} = "
-            + ("num_gpu_blocks_override" if dep.num_gpu_blocks_override else "available // bytes_per_block")
-            + " (block 0 is the null block)",
-        ),
-        Term(
-            "GPU KV cache size",
-            None,
-            f"{logged:,} tokens = "
-            + (
-                f"int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})"
-                if parse_version(dep.engine_version) >= TOKENS_FROM_CONCURRENCY_SINCE
-                else f"num_blocks // {hybrid.num_groups} groups × {block}"
-            )
-            + f"; Maximum concurrency for {max_model_len:,} tokens per request: "
-            f"{num_blocks / request_blocks:.2f}x (num_blocks / blocks per request)",
+                f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json). "
+                "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+            ),
+        )
+    return _Pool(num_blocks, ctx_k, request_blocks, needed, startup_error, refusal, notes)
+
+
+def max_len_refusal(max_model_len: int, needed: int, check: int, estimate: int) -> StartupRefusal:
+    """``check_enough_kv_cache_memory``: one request of max_model_len does not fit, in vLLM's own words."""
+    text = (
+        "To serve at least one request with the model's max seq len "
+        f"({max_model_len}), ({gib(needed, 'vllm')} GiB KV cache is needed, which is larger than the "
+        f"available KV cache memory ({gib(check, 'vllm')} GiB). Based on the available memory, the "
+        f"estimated maximum model length is {estimate}. Try increasing `gpu_memory_utilization` "
+        "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
+        "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+        "for more details."
+    )
+    return StartupRefusal(text=text, max_model_len=max_model_len, needed_bytes=needed, available_bytes=check)
+
+
+def _logged_tokens(dep: Deployment, spec: _Spec, pool: _Pool) -> int:
+    """The pool tokens vLLM logs: num_blocks × block × dcp; a hybrid's 'GPU KV cache size' is
+    int(num_blocks / blocks per request × max_model_len) (num_blocks // groups × block before 0.20.1)."""
+    if spec.hybrid is None:
+        return pool.num_blocks * spec.block * dep.dcp
+    if not pool.num_blocks:
+        return 0
+    return spec.hybrid.kv_cache_size_tokens(pool.num_blocks, pool.max_model_len, dep.engine_version)
+
+
+def _chain(dep: Deployment, spec: _Spec, budget: Budget, pool: _Pool, logged: int) -> tuple[Term, ...]:
+    """The memory chain of one GPU as the plan prints it, from the catalog total to the tokens vLLM logs."""
+    hybrid, block, num_blocks = spec.hybrid, spec.block, pool.num_blocks
+    sizing = "num_gpu_blocks_override" if dep.num_gpu_blocks_override else "available // bytes_per_block"
+    blocks_terms = (
+        (
+            Term("KV cache groups", None, "; ".join(hybrid.describe())),
+            Term("bytes per block", spec.bytes_per_block, hybrid.block_detail()),
         )
         if hybrid
-        else Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {block} × dcp {dcp}"),
+        else (Term("bytes per block", spec.bytes_per_block, f"{block} × {spec.cell.total_bytes:,} B"),)
     )
+    return (
+        Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
+        Term("CUDA total (torch)", budget.total, "what vLLM's memory snapshot reads"),
+        Term("requested", budget.requested, f"ceil(CUDA total × gpu_memory_utilization {budget.util_k.as_float()})"),
+        Term("weights per GPU", budget.w_k.as_int(), budget.w_k.origin),
+        *(Term(k.removesuffix("_bytes").replace("_", " "), v, "DSA buffer, non-KV") for k, v in budget.buffers.items()),
+        *budget.other_terms,
+        Term("available KV cache memory", budget.available, budget.avail_detail),
+        *blocks_terms,
+        Term("num_blocks", None, f"{num_blocks:,} = {sizing} (block 0 is the null block)"),
+        _size_term(dep, spec, pool, logged),
+    )
+
+
+def _size_term(dep: Deployment, spec: _Spec, pool: _Pool, logged: int) -> Term:
+    """The pool tokens per GPU, or a hybrid's 'GPU KV cache size' line with its maximum concurrency."""
+    hybrid, max_model_len, request_blocks = spec.hybrid, pool.max_model_len, pool.request_blocks
+    if hybrid is None:
+        return Term("pool tokens per GPU", None, f"{logged:,} = num_blocks × {spec.block} × dcp {dep.dcp}")
+    how = (
+        f"int(num_blocks / {request_blocks:,} blocks per request × {max_model_len:,})"
+        if parse_version(dep.engine_version) >= TOKENS_FROM_CONCURRENCY_SINCE
+        else f"num_blocks // {hybrid.num_groups} groups × {spec.block}"
+    )
+    return Term(
+        "GPU KV cache size",
+        None,
+        f"{logged:,} tokens = {how}; Maximum concurrency for {max_model_len:,} tokens per request: "
+        f"{pool.num_blocks / request_blocks:.2f}x (num_blocks / blocks per request)",
+    )
+
+
+def _pool_plan(arch: ModelArch, dep: Deployment, lay: Layout, spec: _Spec, sched: _Scheduler, budget: Budget,
+               pool: _Pool, knobs: tuple[Knob, ...], notes: tuple[str, ...], attn_tp: int) -> PoolPlan:  # fmt: skip
+    hybrid, block, num_blocks, cell = spec.hybrid, spec.block, pool.num_blocks, spec.cell
+    rows = num_blocks * block
+    logged = _logged_tokens(dep, spec, pool)
+    pools: tuple[Pool, ...] = ()
+    if hybrid is not None:
+        pools = (Pool("vLLM block pool", "block", block, max(num_blocks - 1, 0), spec.bytes_per_block, hybrid.demands),)
+    available = budget.available
     return PoolPlan(
         engine="vllm",
         engine_version=dep.engine_version,
         arch=arch,
         deployment=dep,
-        knobs=tuple(knobs),
-        mla_layout=layout,
-        mla_bytes_per_layer=mla_row,
+        knobs=knobs,
+        mla_layout=lay.mla_layout,
+        mla_bytes_per_layer=spec.mla_row,
         main_layers=hybrid.group_size if hybrid else arch.num_layers,
-        indexer_bytes_per_layer=idx_row,
-        indexer_layers=sum(flags),
+        indexer_bytes_per_layer=spec.idx_row,
+        indexer_layers=sum(spec.flags),
         indexer_rule="vLLM: index_topk_pattern or index_topk_freq/offset",
-        draft_layers=mtp_layers,
-        dcp=dcp,
+        draft_layers=spec.mtp_layers,
+        dcp=dep.dcp,
         cell=cell,
         page_tokens=block,
-        chain=chain,
+        chain=_chain(dep, spec, budget, pool, logged),
         available_bytes=available,
         rows=rows,
         usable_pages=max(num_blocks - 1, 0),
         logged_tokens=logged,
-        context_len=max_model_len,
-        max_running_requests=max_num_seqs,
-        allocated_bytes=allocated,
+        context_len=pool.max_model_len,
+        max_running_requests=sched.seqs_k.as_int(),
+        allocated_bytes=num_blocks * spec.bytes_per_block,
         memory_map=memory_map(
             nvml_total=dep.gpu.nvml_total_bytes,
-            outside=("driver", dep.gpu.nvml_total_bytes - total),
-            weights=weights,
+            outside=("driver", dep.gpu.nvml_total_bytes - budget.total),
+            weights=budget.w_k.as_int(),
             main=rows * cell.main_bytes,
             indexer=rows * cell.indexer_bytes,
             draft=rows * (cell.draft_main_bytes + cell.draft_indexer_bytes),
             available=available,
         ),
-        startup_error=startup_error,
-        loads_weights=load_error is None,
-        notes=tuple(notes),
-        kv_dtype=dtype,
+        startup_error=pool.startup_error,
+        startup_refusal=pool.refusal,
+        loads_weights=budget.load_error is None,
+        notes=notes,
+        kv_dtype=lay.dtype,
         attn_tp=attn_tp,
         pools=pools,
-        extras={
-            "num_blocks": num_blocks,
-            "bytes_per_block": bytes_per_block,
-            "requested_bytes": requested,
-            "non_kv_bytes": non_kv,
-            "max_num_batched_tokens": mnbt,
-            "max_model_len_needed_bytes": needed,
-            **(
-                {
-                    "blocks_per_request": request_blocks,
-                    "block_size": block,
-                    "page_bytes": hybrid.page_bytes,
-                    "kv_cache_groups": hybrid.num_groups,
-                    "group_size": hybrid.group_size,
-                    "state_bytes": hybrid.state_bytes,
-                }
-                if hybrid
-                else {}
-            ),
-            **buffers,
-        },
+        extras=_extras(spec, sched, budget, pool),
     )
 
 
-def _non_kv_other(
-    arch: ModelArch, dep: Deployment, peak: ProfilePeak | None, *, graphs: bool, why_no_graphs: str
-) -> tuple[Knob, tuple[Term, ...]]:
-    """non_kv_other (vLLM's non-KV memory besides the weights and the DSA buffers) and its chain terms.
-
-    Set: the user's figure, one term. Default: the profiling run's torch peak + non-torch growth
-    (kvplan.engines.vllm_profile), + the CUDA-graph estimate where vLLM budgets it (ASSUMED 1,618 MiB), + for a
-    DSA model the GLM-5.3 calibration term (DSA_CALIBRATION_BYTES). A config without hidden / vocab size keeps
-    the single GLM-5.3-calibrated constant.
-    """
-    label = "activations + non-torch + CUDA graphs" if graphs else f"activations + non-torch ({why_no_graphs})"
-    graph = DEFAULT_CUDAGRAPH_ESTIMATE if graphs else 0
-    if dep.non_kv_other is not None:
-        k = Knob("non_kv_other", dep.non_kv_other, "set")
-        return k, (Term(label, k.as_int(), "set"),)
-    if peak is None:
-        why = "calibrated on vllm-project/recipes PR #893 (the config gives no hidden / vocab size)"
-        if not graphs:
-            why += f" less the assumed CUDA-graph estimate {DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB ({why_no_graphs})"
-        k = Knob("non_kv_other", DEFAULT_NON_KV_OTHER - DEFAULT_CUDAGRAPH_ESTIMATE + graph, f"default: {why}")
-        return k, (Term(label, k.as_int(), k.origin),)
-    dsa = DSA_CALIBRATION_BYTES if arch.is_dsa else 0
-    terms = [
-        Term("torch peak (profiling run)", peak.torch_peak_bytes, peak.summary().split("; non-torch")[0]),
-        Term("non-torch growth", peak.non_torch_bytes, f"NCCL, cuBLAS, CUDA context: {peak.non_torch_origin}"),
-    ]
-    if graphs:
-        terms.append(Term("CUDA-graph estimate", graph, _graph_estimate_source(arch)))
-    else:
-        short = "--enforce-eager" if dep.disable_cuda_graph else "before 0.21"
-        terms.append(Term(f"no CUDA-graph estimate ({short})", 0, why_no_graphs))
-    if dsa:
-        terms.append(
-            Term("DSA calibration", dsa, "CALIBRATED: what the GLM-5.3 recipe point (PR #893) leaves after the terms")
-        )
-    parts = (
-        ("calibrated on vllm-project/recipes PR #893 (DSA): " if dsa else "")
-        + "profile run"
-        + (" + CUDA-graph estimate (ASSUMED)" if graphs else "")
-        + (" + DSA calibration term" if dsa else "")
-    )
-    k = Knob("non_kv_other", peak.total_bytes + graph + dsa, f"default: {parts}: {peak.summary()}")
-    return k, tuple(terms)
-
-
-def _graph_estimate_source(arch: ModelArch) -> str:
-    """Where the assumed CUDA-graph figure comes from, said for the model planned: vLLM measures the estimate at
-    start-up by capturing sample graphs (gpu_model_runner.py profile_cudagraph_memory, 'Estimated CUDA graph
-    memory: ... GiB total'), so no config gives it; the one public figure kvplan holds is DeepSeek-V4-Flash's."""
-    if arch.architecture.startswith("DeepseekV4"):
-        return "ASSUMED: DeepSeek-V4-Flash vLLM 0.25.0 log (DEFAULT_CUDAGRAPH_ESTIMATE)"
-    return (
-        f"ASSUMED, one figure for every model (vLLM measures it at start-up): {DEFAULT_CUDAGRAPH_ESTIMATE // MiB:,} MiB"
-        "; public logs of other models print 0.13-1.62 GiB"
-    )
+def _extras(spec: _Spec, sched: _Scheduler, budget: Budget, pool: _Pool) -> dict[str, int]:
+    hybrid = spec.hybrid
+    return {
+        "num_blocks": pool.num_blocks,
+        "bytes_per_block": spec.bytes_per_block,
+        "requested_bytes": budget.requested,
+        "non_kv_bytes": budget.non_kv,
+        "max_num_batched_tokens": sched.mnbt_k.as_int(),
+        "max_model_len_needed_bytes": pool.needed,
+        **(
+            {
+                "blocks_per_request": pool.request_blocks,
+                "block_size": spec.block,
+                "page_bytes": hybrid.page_bytes,
+                "kv_cache_groups": hybrid.num_groups,
+                "group_size": hybrid.group_size,
+                "state_bytes": hybrid.state_bytes,
+            }
+            if hybrid
+            else {}
+        ),
+        **budget.buffers,
+    }
 
 
 def max_len_fitting(check_bytes: int, bytes_per_block: int, block: int, dcp: int) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from kvplan.engines.common import Knob
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention, SlidingWindow
+from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import AUTO_FIT, Deployment
 from kvplan.versions import parse_version
 
@@ -84,10 +84,10 @@ def unified_to_full(arch: ModelArch, dep: Deployment) -> bool:
     """
     if not dep.disable_hybrid_kv_cache_manager or not arch.is_hybrid:
         return False
-    kinds = {type(c) for layer in arch.layers for c in layer.caches}
-    if kinds == {SlidingWindow}:
+    kinds = {c.spec for layer in arch.layers for c in layer.caches}
+    if kinds == {"window"}:
         return False
-    if kinds == {FullAttention, SlidingWindow}:
+    if kinds == {"full", "window"}:
         return True
     raise PlanError(
         "vLLM refuses it: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one "

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from kvplan.engines.common import Cell, Knob, PoolPlan, Term, check_gpu_memory, memory_map, resolve, weights_knob
+from dataclasses import dataclass
+
+from kvplan.engines.common import (
+    Cell,
+    Knob,
+    PoolPlan,
+    StartupRefusal,
+    Term,
+    check_gpu_memory,
+    memory_map,
+    resolve,
+    weights_knob,
+)
 from kvplan.engines.context import derived_why, long_context_note
 from kvplan.engines.vllm_profile import CUBLAS_WORKSPACE_BYTES, non_torch_bytes
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention, kv_dtype_bytes
+from kvplan.models.cache import kv_dtype_bytes
 from kvplan.models.deploy import Deployment
 from kvplan.units import GiB, MiB
 from kvplan.versions import VllmRules, rules_note
@@ -89,9 +101,9 @@ def _row(arch: ModelArch, dep: Deployment, rules: VllmRules) -> tuple[int, str, 
     elem = kv_dtype_bytes(dtype)
     attn_tp = max(dep.tp // max(dep.dp_attention, 1), 1)
     att = arch.attention
-    if isinstance(att, FullAttention):
+    if not arch.is_mla:  # K + V of the kv heads per rank (cache_engine.py)
         heads = att.kv_heads_per_rank(attn_tp)
-        return heads * (att.head_dim + att.v_head_dim) * elem, dtype, attn_tp, f"{heads} kv heads per rank"
+        return att.row_bytes(attn_tp, dtype, None), dtype, attn_tp, f"{heads} kv heads per rank"
     if not rules.v0_mla:
         raise PlanError(
             f"vLLM {dep.engine_version} (V0): kvplan has read V0's MLA cache only from 0.7.3 (use_mla is absent from "
@@ -173,7 +185,8 @@ def activation_peak(
 # and fused_moe (moe_buffers), the cuBLAS workspace the V1 profile model's fitted 32 MiB
 # (kvplan.engines.vllm_profile). The non-torch figures are assumptions; the plan says each.
 def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
-    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.versions.VLLM)."""
+    """The pool V0 builds on each GPU (rules: a V0 row of kvplan.versions.VLLM), step by step as
+    ``determine_num_available_blocks`` goes: cell → block → scheduler → budget → blocks → start-up checks."""
     row, dtype, attn_tp, row_what = _row(arch, dep, rules)
     notes: list[str] = []
     if (said := rules_note("vllm", dep.engine_version)) is not None:
@@ -185,6 +198,32 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
         )
     if dep.dcp != 1:
         raise PlanError(f"dcp {dep.dcp}: vLLM V0 has no decode context parallelism")
+    page_k = _block_knob(arch, dep, rules)
+    cell = Cell(main_bytes=row * arch.num_layers, indexer_bytes=0)
+    block_bytes = page_k.as_int() * cell.total_bytes
+    sched = _scheduler(arch, dep, rules)
+    budget = _budget(arch, dep, rules, sched)
+    num_blocks = _num_blocks(dep, budget, block_bytes, page_k.as_int())
+    startup = _startup_checks(arch, dep, budget, num_blocks, page_k.as_int(), sched.ctx_k.as_int())
+    notes += startup.notes
+    if budget.load_error is not None:
+        num_blocks = 0
+    knobs = (
+        Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype"),
+        page_k,
+        budget.util_k,
+        budget.w_k,
+        budget.other_k,
+        sched.ctx_k,
+        sched.seqs_k,
+        sched.mnbt_k,
+    )
+    sizes = _V0Sizes(row, row_what, page_k.as_int(), block_bytes, cell, num_blocks, attn_tp, dtype)
+    return _pool_plan(arch, dep, sizes, sched, budget, startup, knobs, tuple(notes))
+
+
+def _block_knob(arch: ModelArch, dep: Deployment, rules: VllmRules) -> Knob:
+    """--block-size, else 16; FlashMLA on SM 9.x forces 64 over any --block-size (``platforms/cuda.py``)."""
     gpu = dep.gpu
     flashmla = (
         rules.v0_flashmla_block64
@@ -193,29 +232,59 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
         and gpu.sm // 10 == 9
         and dep.attention_backend in (None, "FLASHMLA")
     )
-    if flashmla:  # platforms/cuda.py forces 64 over any --block-size
-        page_k = Knob("page_size", FLASHMLA_BLOCK_SIZE, "default: FlashMLA on SM 9.x forces block_size 64")
-    else:
-        page_k = resolve(dep, "page_size", DEFAULT_BLOCK_SIZE, "CacheConfig block_size 16 on CUDA")
-    block = page_k.as_int()
-    layers = arch.num_layers
-    cell = Cell(main_bytes=row * layers, indexer_bytes=0)
-    block_bytes = block * cell.total_bytes
+    if flashmla:
+        return Knob("page_size", FLASHMLA_BLOCK_SIZE, "default: FlashMLA on SM 9.x forces block_size 64")
+    return resolve(dep, "page_size", DEFAULT_BLOCK_SIZE, "CacheConfig block_size 16 on CUDA")
+
+
+@dataclass(frozen=True)
+class _Scheduler:
+    ctx_k: Knob
+    seqs_k: Knob
+    mnbt_k: Knob
+
+
+def _scheduler(arch: ModelArch, dep: Deployment, rules: VllmRules) -> _Scheduler:
+    """max_model_len, max_num_seqs and max_num_batched_tokens as V0's ``EngineArgs`` / ``SchedulerConfig`` take
+    them."""
     ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, derived_why(arch, dep))
-    max_model_len = ctx_k.as_int()
     seqs_k = resolve(dep, "max_running_requests", DEFAULT_MAX_NUM_SEQS, "V0 EngineArgs max_num_seqs")
-    max_num_seqs = seqs_k.as_int()
-    mnbt_default, mnbt_why = _mnbt_default(rules, dep, max_model_len)
+    mnbt_default, mnbt_why = _mnbt_default(rules, dep, ctx_k.as_int())
     mnbt_k = resolve(dep, "max_num_batched_tokens", mnbt_default, f"V0 SchedulerConfig, {mnbt_why}")
-    mnbt = mnbt_k.as_int()
+    return _Scheduler(ctx_k, seqs_k, mnbt_k)
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The V0 KV budget of one GPU: total × gpu_memory_utilization less the non-KV memory the version counts."""
+
+    util_k: Knob
+    w_k: Knob
+    other_k: Knob
+    other_terms: tuple[Term, ...]
+    total: int
+    requested: float
+    non_kv: int
+    available: int
+    avail_detail: str
+    load_error: str | None
+    act: int
+    nt: int
+
+
+def _budget(arch: ModelArch, dep: Deployment, rules: VllmRules, sched: _Scheduler) -> _Budget:
     util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
     util = util_k.as_float()
     w_k = weights_knob(arch, dep, with_mtp=False)
-    weights = w_k.as_int()
     total = dep.gpu.cuda_total_bytes
-    load_error = check_gpu_memory(dep, weights=weights, free_before_load=total, free_label="CUDA total")
+    load_error = check_gpu_memory(dep, weights=w_k.as_int(), free_before_load=total, free_label="CUDA total")
     act, act_how = activation_peak(
-        arch, rules, tp=dep.tp, ep=dep.ep, max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs
+        arch,
+        rules,
+        tp=dep.tp,
+        ep=dep.ep,
+        max_num_batched_tokens=sched.mnbt_k.as_int(),
+        max_num_seqs=sched.seqs_k.as_int(),
     )
     nt, nt_how = _non_torch(dep.tp)
     if rules.v0_budget == "torch_peak":
@@ -228,119 +297,155 @@ def plan(arch: ModelArch, dep: Deployment, rules: VllmRules) -> PoolPlan:
         budget_how = "memory_profiling: weights + torch peak increase + non-torch increase"
     if dep.non_kv_other is not None:
         other_k = Knob("non_kv_other", dep.non_kv_other, "set")
-        chain_other: tuple[Term, ...] = (Term("activations + non-torch", dep.non_kv_other, "set"),)
+        other_terms: tuple[Term, ...] = (Term("activations + non-torch", dep.non_kv_other, "set"),)
     else:
         other_k = Knob("non_kv_other", act + nt, f"default: profile run {act_how}; non-torch {nt_how}")
-        chain_other = (
-            Term("torch peak (profile run)", act, act_how),
-            Term("non-torch", nt, nt_how),
-        )
-    other = other_k.as_int()
-    non_kv = weights + other
-    budget = total * util
+        other_terms = (Term("torch peak (profile run)", act, act_how), Term("non-torch", nt, nt_how))
+    non_kv = w_k.as_int() + other_k.as_int()
+    requested = total * util
     if dep.kv_cache_memory is not None:
-        available = dep.kv_cache_memory
-        avail_detail = "set (kv_cache_memory)"
+        available, avail_detail = dep.kv_cache_memory, "set (kv_cache_memory)"
     else:
-        available = max(int(budget - non_kv), 0)
+        available = max(int(requested - non_kv), 0)
         avail_detail = f"total × {util} − non-KV ({budget_how})"
-    num_blocks = int((budget - non_kv) // block_bytes) if dep.kv_cache_memory is None else available // block_bytes
+    if load_error is not None:
+        available = 0
+    return _Budget(util_k, w_k, other_k, other_terms, total, requested, non_kv, available, avail_detail, load_error,
+                   act, nt)  # fmt: skip
+
+
+def _num_blocks(dep: Deployment, budget: _Budget, block_bytes: int, block: int) -> int:
+    """'# GPU blocks' = int((total × gpu_memory_utilization − non-KV) // block bytes); num_gpu_blocks_override."""
+    if dep.kv_cache_memory is None:
+        num_blocks = int((budget.requested - budget.non_kv) // block_bytes)
+    else:
+        num_blocks = dep.kv_cache_memory // block_bytes
     num_blocks = max(num_blocks, 0)
     if dep.max_total_tokens is not None:  # num_gpu_blocks_override
         num_blocks = -(-dep.max_total_tokens // block)
-    startup_error = load_error
-    if startup_error is None and num_blocks <= 0:
-        startup_error = (
+    return num_blocks
+
+
+@dataclass(frozen=True)
+class _Startup:
+    error: str | None
+    refusal: StartupRefusal | None
+    notes: tuple[str, ...]
+
+
+def _startup_checks(
+    arch: ModelArch, dep: Deployment, budget: _Budget, num_blocks: int, block: int, max_model_len: int
+) -> _Startup:
+    """``_verify_args`` / ``_raise_if_cache_size_invalid``: blocks at all, then a max-length sequence in tokens."""
+    error = budget.load_error
+    if error is None and num_blocks <= 0:
+        error = (
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
             "the engine."
         )
-    pp = max(dep.pp, 1)
-    max_seq_len = block * (num_blocks // pp)
-    if startup_error is None and max_model_len > max_seq_len:
-        startup_error = (
+    refusal = None
+    max_seq_len = block * (num_blocks // max(dep.pp, 1))
+    if error is None and max_model_len > max_seq_len:
+        text = (
             f"The model's max seq len ({max_model_len}) is larger than the maximum number of tokens that can be "
             f"stored in KV cache ({max_seq_len}). Try increasing `gpu_memory_utilization` or decreasing "
             "`max_model_len` when initializing the engine."
         )
+        # V0 compares tokens, not bytes: no needed / available bytes
+        refusal = StartupRefusal(text=text, max_model_len=max_model_len, needed_bytes=None, available_bytes=None)
+        error = text
+    notes: tuple[str, ...] = ()
     if max_model_len > arch.max_position_embeddings and dep.allow_long_context:
-        notes.append(long_context_note(arch, dep, max_model_len))
+        notes = (long_context_note(arch, dep, max_model_len),)
     elif max_model_len > arch.max_position_embeddings:
-        startup_error = (
-            f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-            f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json)."
+        refusal, error = (
+            None,
+            (
+                f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+                f"(max_position_embeddings={arch.max_position_embeddings} in model's config.json)."
+            ),
         )
-    if load_error is not None:
-        num_blocks, available = 0, 0
-    cpu_blocks = SWAP_SPACE_BYTES // block_bytes if block_bytes else 0
-    rows = num_blocks * block
-    knobs = [
-        Knob("kv_cache_dtype", dtype, "set" if dtype != "auto" else "default: auto = the model dtype"),
-        page_k,
-        util_k,
-        w_k,
-        other_k,
-        ctx_k,
-        seqs_k,
-        mnbt_k,
-    ]
-    chain = (
+    return _Startup(error, refusal, notes)
+
+
+@dataclass(frozen=True)
+class _V0Sizes:
+    row: int
+    row_what: str
+    block: int
+    block_bytes: int
+    cell: Cell
+    num_blocks: int
+    attn_tp: int
+    dtype: str
+
+
+def _chain(dep: Deployment, s: _V0Sizes, budget: _Budget, layers: int) -> tuple[Term, ...]:
+    cpu_blocks = SWAP_SPACE_BYTES // s.block_bytes if s.block_bytes else 0
+    return (
         Term(dep.gpu.total_label, dep.gpu.nvml_total_bytes, f"{dep.gpu.name}, catalog"),
-        Term("CUDA total (torch)", total, "torch.cuda.mem_get_info total"),
-        Term("requested", int(budget), f"total × gpu_memory_utilization {util}"),
-        Term("weights per GPU", weights, w_k.origin),
-        *chain_other,
-        Term("available KV cache memory", available, avail_detail),
-        Term("bytes per block", block_bytes, f"{block} × {layers} layers × {row:,} B ({row_what})"),
-        Term("# GPU blocks", None, f"{num_blocks:,} = (requested − non-KV) // bytes per block; all usable"),
+        Term("CUDA total (torch)", budget.total, "torch.cuda.mem_get_info total"),
+        Term("requested", int(budget.requested), f"total × gpu_memory_utilization {budget.util_k.as_float()}"),
+        Term("weights per GPU", budget.w_k.as_int(), budget.w_k.origin),
+        *budget.other_terms,
+        Term("available KV cache memory", budget.available, budget.avail_detail),
+        Term("bytes per block", s.block_bytes, f"{s.block} × {layers} layers × {s.row:,} B ({s.row_what})"),
+        Term("# GPU blocks", None, f"{s.num_blocks:,} = (requested − non-KV) // bytes per block; all usable"),
         Term("# CPU blocks", None, f"{cpu_blocks:,} = swap_space 4 GiB // bytes per block"),
-        Term("pool tokens per GPU", None, f"{rows:,} = # GPU blocks × {block}"),
+        Term("pool tokens per GPU", None, f"{s.num_blocks * s.block:,} = # GPU blocks × {s.block}"),
     )
+
+
+def _pool_plan(arch: ModelArch, dep: Deployment, s: _V0Sizes, sched: _Scheduler, budget: _Budget, startup: _Startup,
+               knobs: tuple[Knob, ...], notes: tuple[str, ...]) -> PoolPlan:  # fmt: skip
+    rows = s.num_blocks * s.block
     return PoolPlan(
         engine="vllm",
         engine_version=dep.engine_version,
         arch=arch,
         deployment=dep,
-        knobs=tuple(knobs),
+        knobs=knobs,
         mla_layout=None,
-        mla_bytes_per_layer=row,
-        main_layers=layers,
+        mla_bytes_per_layer=s.row,
+        main_layers=arch.num_layers,
         indexer_bytes_per_layer=0,
         indexer_layers=0,
         indexer_rule="vLLM V0: no indexer",
         draft_layers=0,
         dcp=1,
-        cell=cell,
-        page_tokens=block,
-        chain=chain,
-        available_bytes=available,
+        cell=s.cell,
+        page_tokens=s.block,
+        chain=_chain(dep, s, budget, arch.num_layers),
+        available_bytes=budget.available,
         rows=rows,
-        usable_pages=num_blocks,
+        usable_pages=s.num_blocks,
         logged_tokens=rows,
-        context_len=max_model_len,
-        max_running_requests=max_num_seqs,
-        allocated_bytes=num_blocks * block_bytes,
+        context_len=sched.ctx_k.as_int(),
+        max_running_requests=sched.seqs_k.as_int(),
+        allocated_bytes=s.num_blocks * s.block_bytes,
         memory_map=memory_map(
             nvml_total=dep.gpu.nvml_total_bytes,
-            outside=("driver", dep.gpu.nvml_total_bytes - total),
-            weights=weights,
-            main=rows * cell.main_bytes,
+            outside=("driver", dep.gpu.nvml_total_bytes - budget.total),
+            weights=budget.w_k.as_int(),
+            main=rows * s.cell.main_bytes,
             indexer=0,
             draft=0,
-            available=available,
+            available=budget.available,
         ),
-        startup_error=startup_error,
-        loads_weights=load_error is None,
-        notes=tuple(notes),
-        kv_dtype=dtype,
-        attn_tp=attn_tp,
+        startup_error=startup.error,
+        startup_refusal=startup.refusal,
+        loads_weights=budget.load_error is None,
+        notes=notes,
+        kv_dtype=s.dtype,
+        attn_tp=s.attn_tp,
         extras={
-            "num_blocks": num_blocks,
-            "num_cpu_blocks": cpu_blocks,
-            "bytes_per_block": block_bytes,
-            "requested_bytes": int(budget),
-            "non_kv_bytes": non_kv,
-            "activation_bytes": act,
-            "non_torch_bytes": nt,
-            "max_num_batched_tokens": mnbt,
+            "num_blocks": s.num_blocks,
+            "num_cpu_blocks": SWAP_SPACE_BYTES // s.block_bytes if s.block_bytes else 0,
+            "bytes_per_block": s.block_bytes,
+            "requested_bytes": int(budget.requested),
+            "non_kv_bytes": budget.non_kv,
+            "activation_bytes": budget.act,
+            "non_torch_bytes": budget.nt,
+            "max_num_batched_tokens": sched.mnbt_k.as_int(),
         },
     )

@@ -41,6 +41,11 @@ def kv_dtype_bytes(dtype: str) -> int:
     return KV_DTYPE_BYTES.get(dtype, 1 if dtype.startswith("fp8") else 2)
 
 
+SpecKind = Literal["full", "mla", "window", "state", "indexer", "compressed"]
+"""The KV cache spec family a kind becomes in the engines' managers (vLLM ``FullAttentionSpec``,
+``MLAAttentionSpec``, ``SlidingWindowSpec``, ``MambaSpec``, the indexer's and DeepSeek-V4's own specs)."""
+
+
 # Each kind's bytes:
 #
 # | kind          | bytes per token per layer (one rank)                                   |
@@ -70,6 +75,8 @@ class FullAttention:
     head_dim: int
     v_head_dim: int
     num_attention_heads: int = 0
+
+    spec: ClassVar[SpecKind] = "full"
 
     @property
     def label(self) -> str:
@@ -108,6 +115,16 @@ class FullAttention:
         heads = f"{self.num_kv_heads} kv heads × {self.head_dim}{v}"
         return f"{self.label}, {heads} → {per} per rank{rep} at attention tp {attn_tp}"
 
+    def row_bytes(self, attn_tp: int, dtype: str, layout: MlaLayout | None) -> int:
+        """One token of one layer as an engine's attention page stores it: K + V of the kv heads per rank."""
+        del layout
+        return self.bytes_per_token(attn_tp, dtype)
+
+    @property
+    def head_size(self) -> int:
+        """vLLM's ``AttentionSpec.head_size``: the K head size."""
+        return self.head_dim
+
 
 @dataclass(frozen=True)
 class MlaLatent:
@@ -117,6 +134,7 @@ class MlaLatent:
     qk_rope_head_dim: int
 
     label = "MLA"
+    spec: ClassVar[SpecKind] = "mla"
 
     def bytes_per_token(self, layout: MlaLayout) -> int:
         """One token of one layer in ``layout``.
@@ -130,6 +148,23 @@ class MlaLatent:
         del attn_tp
         return f"MLA, latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}, replicated on every rank"
 
+    def kv_heads_per_rank(self, attn_tp: int) -> int:
+        """One latent "head" on every rank (vLLM ``MLAAttentionSpec`` num_kv_heads 1): replicated, never split."""
+        del attn_tp
+        return 1
+
+    def row_bytes(self, attn_tp: int, dtype: str, layout: MlaLayout | None) -> int:
+        """One token of one layer as an engine's attention page stores it: the latent row in the engine's layout."""
+        del attn_tp, dtype
+        if layout is None:
+            raise ValueError("an MLA row needs the engine's row layout")
+        return self.bytes_per_token(layout)
+
+    @property
+    def head_size(self) -> int:
+        """vLLM's ``MLAAttentionSpec.head_size``: the latent row, kv_lora_rank + rope."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
 
 @dataclass(frozen=True)
 class IndexerK:
@@ -142,6 +177,7 @@ class IndexerK:
     vLLM ``DeepseekV4IndexerCache.get_kv_cache_spec`` sizes it with ``compress_ratio``. 1 for DSA."""
 
     label = "indexer K"
+    spec: ClassVar[SpecKind] = "indexer"
 
     @property
     def bytes_per_state(self) -> int:
@@ -192,6 +228,7 @@ class SlidingWindow(FullAttention):
 
     label = "sliding window"
     kind_name: ClassVar[str] = "sliding-window"
+    spec: ClassVar[SpecKind] = "window"
 
     def tokens_held(self, ctx_tokens: int) -> int:
         """Tokens of a ``ctx_tokens`` request the layer still reads: at most the window.
@@ -242,6 +279,7 @@ class LinearState:
     ``mamba_ssm_cache_dtype`` "auto" becomes the text config's ``mamba_ssm_dtype``)."""
 
     kind_name: ClassVar[str] = "linear-attention state"
+    spec: ClassVar[SpecKind] = "state"
 
     @property
     def label(self) -> str:
@@ -321,6 +359,7 @@ class CompressedAttention:
 
     kind_name: ClassVar[str] = "DeepSeek-V4 compressed-attention"
     label = "compressed attention"
+    spec: ClassVar[SpecKind] = "compressed"
 
     @property
     def entry_bytes(self) -> int:
@@ -381,6 +420,25 @@ class Layer:
             if isinstance(c, IndexerK):
                 return c
         return None
+
+    @property
+    def window(self) -> SlidingWindow | None:
+        for c in self.caches:
+            if isinstance(c, SlidingWindow):
+                return c
+        return None
+
+    @property
+    def compressed(self) -> CompressedAttention | None:
+        for c in self.caches:
+            if isinstance(c, CompressedAttention):
+                return c
+        return None
+
+    @property
+    def paged_attention(self) -> tuple[FullAttention | MlaLatent, ...]:
+        """Its full-attention and MLA caches: one page a block for every token (a window is a spec of its own)."""
+        return tuple(c for c in self.caches if isinstance(c, FullAttention | MlaLatent) and c.spec in ("full", "mla"))
 
 
 def request_bytes(

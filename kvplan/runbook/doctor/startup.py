@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm import max_len_fitting
 from kvplan.runbook.doctor.causes import _implied
@@ -14,16 +12,14 @@ from kvplan.runbook.verdict import (
     refusal_figures_agree,
 )
 
-_PLAN_MAX_LEN = re.compile(r"max seq len \((\d{1,30})\)")
-
 
 def _refuses_at(best: PoolPlan, max_model_len: int) -> bool:
     """Whether the plan refuses the start the way the log did: at the log's max seq len. A plan of another length
     refusing (GLM-5.3's 1,048,576 against a Qwen1.5-7B log refused at 32,768, QwenLM/Qwen3#16) predicts nothing."""
     if best.startup_error is None:
         return False
-    m = _PLAN_MAX_LEN.search(best.startup_error)
-    return m is None or int(m.group(1)) == max_model_len
+    refusal = best.startup_refusal  # the plan's max-seq-len refusal as figures; any other error refuses at any length
+    return refusal is None or refusal.max_model_len == max_model_len
 
 
 def _startup(run: Run, best: PoolPlan, memory: _LogMemory) -> StartupCheck | None:
