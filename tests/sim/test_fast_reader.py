@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.sim import trace as tr
-from kvplan.sim.trace import formats
 from kvplan.sim.lines import decode_mooncake, raw_lines
+from kvplan.sim.trace import formats
 
 
 def _checked_only(trace: tr.Trace, stats: tr.ReadStats) -> Iterator[tr.Request]:
