@@ -30,25 +30,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from itertools import compress, islice
 from operator import eq, not_
 
-from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
+from kvplan.sim.result import HitStats, ReplayCounts, SimResult, Sweep, SweepPoint, ideal_result, ideal_sweep
+from kvplan.sim.result import Window as Window
 from kvplan.sim.trace import Request
 
 Progress = Callable[[int], None]
 """Called with the number of requests replayed so far (every few hundred requests)."""
 
 POLICIES = ("lru", "fifo")
-
-
-@dataclass(frozen=True)
-class Window:
-    name: str
-    """'all' or 'last50'."""
-    start: int
-    """Index of the first measured request."""
 
 
 def _hit_tokens(blocks: int, input_tokens: int, block_tokens: int) -> int:
@@ -137,24 +129,8 @@ def replay(
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    return SimResult(
-        semantics="ideal",
-        policy=policy,
-        mode="order",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        capacity_units=cap,
-        stats=stats,
-        evictions=evictions,
-        peak_used_units=peak,
-        used_sum=used_sum,
-        used_samples=n,
-        filled_at=filled_at,
-        input_tokens=input_tokens,
-    )
+    counts = ReplayCounts(n, evictions, peak, used_sum, filled_at, input_tokens)
+    return ideal_result(policy, window, block_tokens, cap, stats, counts)
 
 
 def _check(cache: OrderedDict[int, None], cap: int | None, ids: list[int], lru: bool) -> None:
@@ -222,6 +198,17 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
         else:
             sparse.add(b)
     return j
+
+
+def _fifo_each(ids: list[int], cache: set[int], order: deque[int], cap: int) -> None:
+    """Block FIFO block by block (a repeated id, a request over the cache, a displaced block it reaches again)."""
+    for b in ids:
+        if b in cache:
+            continue
+        if len(cache) >= cap:
+            cache.discard(order[0])
+        cache.add(b)
+        order.append(b)
 
 
 def fifo_curve(
@@ -328,13 +315,7 @@ def fifo_curve(
                 cache.update(new)
                 order.extend(new)
             else:
-                for b in ids:
-                    if b in cache:
-                        continue
-                    if len(cache) >= cap:
-                        cache.discard(order[0])
-                    cache.add(b)
-                    order.append(b)
+                _fifo_each(ids, cache, order, cap)
             if not full[k] and len(cache) >= cap:
                 # a full cache stays full
                 full[k] = True
@@ -348,20 +329,8 @@ def fifo_curve(
         SweepPoint(c, warm_tokens - lost_tokens[k], warm_units - lost_units[k], filled_before[k], filled=full[k])
         for k, c in enumerate(live)
     ]
-    return Sweep(
-        semantics="ideal",
-        policy="fifo",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        measured_tokens=measured_tokens,
-        measured_units=measured_blocks,
-        points=points,
-        method="one read, one FIFO per capacity",
-        input_tokens=input_tokens,
-    )
+    tally = (n, measured_tokens, measured_blocks, input_tokens)
+    return ideal_sweep("fifo", window, block_tokens, tally, points, "one read, one FIFO per capacity")
 
 
 def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Window) -> HitStats:
@@ -412,6 +381,26 @@ def _mark_runs(tree: list[int], size: int, runs: list[int]) -> int:
             tree[j] += w if w < k else k
             j += j & -j
     return marked
+
+
+def _renumber(
+    who: list[int], last: dict[int, int], now: int, track: int, nb: int, size: int
+) -> tuple[list[int], list[int], int, int]:
+    """Renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are deeper
+    than every capacity from now on); the tree doubles while they and a request of ``nb`` blocks would fill more
+    than half of it. ``last`` is updated in place; returns the new (empty) tree, ``who``, size and time."""
+    get = last.get
+    times = who[1 : now + 1]
+    live = list(compress(times, map(eq, map(get, times), range(1, now + 1))))
+    for blk in live[: max(len(live) - track, 0)]:
+        del last[blk]
+    live = live[-track:]
+    while 2 * (len(live) + nb) > size:
+        size *= 2
+    tree = [0] * (size + 1)
+    who = [0, *live] + [0] * (size - len(live))
+    last.update(zip(live, range(1, len(live) + 1), strict=True))
+    return tree, who, size, len(live)
 
 
 def lru_curve(
@@ -485,21 +474,8 @@ def lru_curve(
         top = max(ids, default=-1)
         _grow_dense(dense, top)
         nb = len(ids)
-        if now + nb > size:
-            # renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are
-            # deeper than every capacity from now on); the tree doubles while they and this request would fill
-            # more than half of it
-            times = who[1 : now + 1]
-            live = list(compress(times, map(eq, map(get, times), range(1, now + 1))))
-            for blk in live[: max(len(live) - track, 0)]:
-                del last[blk]
-            live = live[-track:]
-            while 2 * (len(live) + nb) > size:
-                size *= 2
-            tree = [0] * (size + 1)
-            who = [0, *live] + [0] * (size - len(live))
-            last.update(zip(live, range(1, len(live) + 1), strict=True))
-            now = len(live)
+        if now + nb > size:  # the tree is full: renumbered (rarely: once per ``size`` references at most)
+            tree, who, size, now = _renumber(who, last, now, track, nb, size)
             dead = 0
         nd = len(dense)
         # the times this request kills come in runs of consecutive times (the path was last referenced as a
@@ -533,6 +509,24 @@ def lru_curve(
             progress(n)
     if distinct_before is None:
         distinct_before = distinct
+    points = _lru_points(caps, slot_tokens, slot_blocks, distinct_before, distinct)
+    tally = (n, measured_tokens, measured_blocks, input_tokens)
+    return ideal_sweep(
+        "lru",
+        window,
+        block_tokens,
+        tally,
+        points,
+        "one pass (LRU stack distances)",
+        unbounded_hit_tokens=unbounded,
+        distinct_before_window=distinct_before,
+    )
+
+
+def _lru_points(
+    caps: list[int], slot_tokens: list[int], slot_blocks: list[int], distinct_before: int, distinct: int
+) -> list[SweepPoint]:
+    """The curve from the hits per capacity interval: capacity ``caps[k]`` hits every depth up to it."""
     points = []
     at = bt = 0
     for k, c in enumerate(caps):
@@ -547,19 +541,4 @@ def lru_curve(
                 filled=c <= distinct,
             )
         )
-    return Sweep(
-        semantics="ideal",
-        policy="lru",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        measured_tokens=measured_tokens,
-        measured_units=measured_blocks,
-        points=points,
-        method="one pass (LRU stack distances)",
-        unbounded_hit_tokens=unbounded,
-        distinct_before_window=distinct_before,
-        input_tokens=input_tokens,
-    )
+    return points
