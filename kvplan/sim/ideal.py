@@ -211,6 +211,35 @@ def _fifo_each(ids: list[int], cache: set[int], order: deque[int], cap: int) -> 
         order.append(b)
 
 
+class _FifoCaches:
+    """One FIFO per capacity that can hold a block (a pool of 0 never hits and never fills), side by side; the
+    replay keeps its lists as locals and updates them in place."""
+
+    def __init__(self, capacities: list[int]) -> None:
+        self.caps = sorted(set(capacities))
+        self.live = [c for c in self.caps if c > 0]
+        nl = len(self.live)
+        self.caches: list[set[int]] = [set() for _ in self.live]
+        self.orders = [deque[int](maxlen=c) for c in self.live]
+        """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
+        self.lost_units = [0] * nl
+        self.lost_tokens = [0] * nl
+        """What each capacity missed of the measured requests' ``warm`` runs."""
+        self.full = [False] * nl
+        self.filled_before = [False] * nl
+
+    def points(self, warm_tokens: int, warm_units: int) -> list[SweepPoint]:
+        """The curve: every measured ``warm`` run, less what each capacity missed of it."""
+        points = [SweepPoint(c, 0, 0, False, filled=False) for c in self.caps if c <= 0]
+        return points + [
+            SweepPoint(
+                c, warm_tokens - self.lost_tokens[k], warm_units - self.lost_units[k], self.filled_before[k],
+                filled=self.full[k],
+            )
+            for k, c in enumerate(self.live)
+        ]  # fmt: skip
+
+
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -236,21 +265,14 @@ def fifo_curve(
     request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
     blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
     block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed."""
-    caps = sorted(set(capacities))
-    live = [c for c in caps if c > 0]
-    """The capacities that can hold a block (a pool of 0 never hits and never fills)."""
+    fc = _FifoCaches(capacities)
+    live, caches, orders, full, filled_before = fc.live, fc.caches, fc.orders, fc.full, fc.filled_before
+    lost_units, lost_tokens = fc.lost_units, fc.lost_tokens
     nl = len(live)
     low = live[0] if live else 0
-    caches: list[set[int]] = [set() for _ in live]
-    orders = [deque[int](maxlen=c) for c in live]
-    """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
+    all_full = not nl
     # hits: every measured request's ``warm`` run, less what each capacity missed of it
     warm_units = warm_tokens = 0
-    lost_units = [0] * nl
-    lost_tokens = [0] * nl
-    full = [False] * nl
-    all_full = not nl
-    filled_before = [False] * nl
     dense = bytearray()
     sparse: set[int] = set()
     measured_tokens = measured_blocks = input_tokens = n = 0
@@ -324,12 +346,8 @@ def fifo_curve(
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    points = [SweepPoint(c, 0, 0, False, filled=False) for c in caps if c <= 0]
-    points += [
-        SweepPoint(c, warm_tokens - lost_tokens[k], warm_units - lost_units[k], filled_before[k], filled=full[k])
-        for k, c in enumerate(live)
-    ]
     tally = (n, measured_tokens, measured_blocks, input_tokens)
+    points = fc.points(warm_tokens, warm_units)
     return ideal_sweep("fifo", window, block_tokens, tally, points, "one read, one FIFO per capacity")
 
 
@@ -386,7 +404,12 @@ def _mark_runs(tree: list[int], size: int, runs: list[int]) -> int:
 def _renumber(
     who: list[int], last: dict[int, int], now: int, track: int, nb: int, size: int
 ) -> tuple[list[int], list[int], int, int]:
-    """Renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are deeper
+    """Reference times live in a Fenwick tree (and a time -> block list) of a fixed size; when it fills, the live
+    times are renumbered (dead times dropped) and only the ``max(capacities)`` most recently used blocks are kept
+    (a block deeper than that misses at every capacity), and the tree doubles only when those would fill more
+    than half of it (so at most about 4 × the largest capacity).
+
+    Renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are deeper
     than every capacity from now on); the tree doubles while they and a request of ``nb`` blocks would fill more
     than half of it. ``last`` is updated in place; returns the new (empty) tree, ``who``, size and time."""
     get = last.get
@@ -411,15 +434,9 @@ def lru_curve(
     window: Window,
     progress: Progress | None = None,
 ) -> Sweep:
-    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc).
-
-    Memory is bounded by the largest capacity, not by the trace: reference times live in a Fenwick tree (and a
-    time -> block list) of a fixed size; when it fills, the live times are renumbered (dead times dropped) and
-    only the ``max(capacities)`` most recently used blocks are kept (a block deeper than that misses at every
-    capacity), and the tree doubles only when those would fill more than half of it (so at most about 4 × the
-    largest capacity). Hits are counted per capacity interval; the blocks ever seen (for the unbounded pool and
-    the fill verdicts) are one byte per id.
-    """
+    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc). Memory is
+    bounded by the largest capacity, not by the trace (:func:`_renumber`). Hits are counted per capacity
+    interval; the blocks ever seen (for the unbounded pool and the fill verdicts) are one byte per id."""
     caps = sorted(set(capacities))
     track = max(caps[-1], 1) if caps else 1
     size = 1 << _TREE_BITS
@@ -428,20 +445,14 @@ def lru_curve(
     """Reference time -> the block referenced then (live while ``last[block]`` is that time)."""
     last: dict[int, int] = {}
     get = last.get
-    now = 0
-    dead = 0
     dense = bytearray()
     sparse: set[int] = set()
-    distinct = 0
     # hits per capacity interval: slot k counts depths in (caps[k - 1], caps[k]]
     slot_tokens = [0] * (len(caps) + 1)
     slot_blocks = [0] * (len(caps) + 1)
-    unbounded = 0
-    measured_tokens = measured_blocks = 0
+    now = dead = distinct = unbounded = measured_tokens = measured_blocks = n = input_tokens = 0
     distinct_before: int | None = None
     start = window.start
-    n = 0
-    input_tokens = 0
     for r in requests:
         ids = r.blocks
         assert ids is not None
