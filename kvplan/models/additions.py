@@ -171,18 +171,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
     mtp = config_int(config, "num_nextn_predict_layers") if knobs.with_mtp else 0
     mla_layers = config_int(config, "num_hidden_layers") + mtp
     if mtp and mtp_ships_embed_head(config):
-        rows = -(-config_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
-        each = config_int(config, "hidden_size") * _dtype_bytes(config)
-        embed = -(-rows // max(knobs.split.attention, 1)) * each + -(-rows // max(knobs.split.tp, 1)) * each
-        out.append(
-            Addition(
-                "mtp_shared_embed_head",
-                -mtp * embed,
-                "vllm v1/spec_decode/eagle.py EagleProposer.load_model (MTP: target embed_tokens and lm_head shared)"
-                if vllm
-                else "sglang srt/models/deepseek_nextn.py (the nextn layer uses the target's embed and head)",
-            )
-        )
+        out.append(_mtp_embed_head(config, knobs, mtp))
     heads_here = -(-config_int(config, "num_attention_heads") // max(knobs.split.attention, 1))
     absorbed = (
         config_int(config, "kv_lora_rank")
@@ -211,6 +200,28 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
         )
     if not config.get("index_topk"):
         return tuple(a for a in out if a.bytes)
+    out += _vllm_dsa(config, knobs, quant, mtp)
+    return tuple(a for a in out if a.bytes)
+
+
+def _mtp_embed_head(config: Mapping[str, Any], knobs: Knobs, mtp: int) -> Addition:
+    """The MTP layers' embedding and head, shared with the target's where the checkpoint ships its own copies."""
+    vllm = knobs.engine == "vllm"
+    rows = -(-config_int(config, "vocab_size") // VOCAB_PADDING) * VOCAB_PADDING
+    each = config_int(config, "hidden_size") * _dtype_bytes(config)
+    embed = -(-rows // max(knobs.split.attention, 1)) * each + -(-rows // max(knobs.split.tp, 1)) * each
+    return Addition(
+        "mtp_shared_embed_head",
+        -mtp * embed,
+        "vllm v1/spec_decode/eagle.py EagleProposer.load_model (MTP: target embed_tokens and lm_head shared)"
+        if vllm
+        else "sglang srt/models/deepseek_nextn.py (the nextn layer uses the target's embed and head)",
+    )
+
+
+def _vllm_dsa(config: Mapping[str, Any], knobs: Knobs, quant: Any, mtp: int) -> list[Addition]:
+    """vLLM's DSA buffers and the indexer weights as it builds them (top-k indices, layers not built, wk in bf16)."""
+    out: list[Addition] = []
     topk = config_int(config, "index_topk")
     buffers = 1 + (1 if mtp else 0)
     out.append(
@@ -253,7 +264,7 @@ def engine_additions(config: Mapping[str, Any], knobs: Knobs) -> tuple[Addition,
             "vllm models/deepseek_v2.py Indexer.wk_weights_proj (bf16) and _try_load_fp8_indexer_wk",
         )
     )
-    return tuple(a for a in out if a.bytes)
+    return out
 
 
 def _indexer_bytes(quant: Any, h: int, q_in: int, heads: int, dim: int) -> int:

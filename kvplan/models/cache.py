@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from kvplan.errors import PlanError
+from kvplan.models.costs import CostBasis, KindCost, KvHeads
 from kvplan.models.formats import BF16_BYTES, FP32_BYTES, MlaLayout, indexer_bytes_per_token_layer
 
 KV_DTYPE_BYTES = {
@@ -125,6 +126,15 @@ class FullAttention:
         """vLLM's ``AttentionSpec.head_size``: the K head size."""
         return self.head_dim
 
+    def heads(self, attn_tp: int) -> KvHeads | None:
+        """How TP splits the kind's kv heads (MLA: None, one latent per token on every rank)."""
+        return KvHeads(self.num_kv_heads, self.kv_heads_per_rank(attn_tp), self.head_dim, self.v_head_dim)
+
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        """The kind's bytes on one GPU over its ``layers`` layers (kvplan.plan.budget.kind_costs)."""
+        bpt = layers * self.bytes_per_token(on.attn_tp, on.kv_dtype)
+        return (KindCost(kind=self.label, layers=layers, per="token", bytes_per_token=bpt),)
+
 
 @dataclass(frozen=True)
 class MlaLatent:
@@ -164,6 +174,16 @@ class MlaLatent:
     def head_size(self) -> int:
         """vLLM's ``MLAAttentionSpec.head_size``: the latent row, kv_lora_rank + rope."""
         return self.kv_lora_rank + self.qk_rope_head_dim
+
+    def heads(self, attn_tp: int) -> KvHeads | None:
+        del attn_tp
+        return None
+
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        if on.mla_layout is None:
+            return ()
+        bpt = layers * self.bytes_per_token(on.mla_layout)
+        return (KindCost(kind="MLA", layers=layers, per="token", bytes_per_token=bpt),)
 
 
 @dataclass(frozen=True)
@@ -208,6 +228,9 @@ class IndexerK:
         """
         return indexer_bytes_per_token_layer(self.index_head_dim, self.tokens_per_state)
 
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        return (KindCost(kind="indexer K", layers=layers, per="token", bytes_per_token=layers * self.bytes_per_token),)
+
 
 @dataclass(frozen=True)
 class SlidingWindow(FullAttention):
@@ -241,6 +264,12 @@ class SlidingWindow(FullAttention):
     def bytes_per_request(self, ctx_tokens: int, attn_tp: int, dtype: str) -> int:
         """K + V of the tokens the window holds, on one rank."""
         return self.tokens_held(ctx_tokens) * self.bytes_per_token(attn_tp, dtype)
+
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        bpt = layers * self.bytes_per_token(on.attn_tp, on.kv_dtype)
+        name = f"sliding window {self.window}" + (" + sinks" if self.sinks else "")
+        return (KindCost(kind=name, layers=layers, per="window", bytes_per_token=bpt, window=self.window,
+                         request_max_bytes=self.window * bpt),)  # fmt: skip
 
 
 StateFamily = Literal["gated_deltanet", "kda"]
@@ -326,6 +355,10 @@ class LinearState:
         conv, rec = self.dtype_bytes(engine)
         return self.conv_elements(tp, spec_tokens) * conv + self.recurrent_elements(tp) * rec
 
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        per = layers * self.bytes_per_request(on.attn_tp, on.engine)
+        return (KindCost(kind=self.label, layers=layers, per="request", bytes_per_token=0, request_max_bytes=per),)
+
 
 def _divide(n: int, tp: int, what: str) -> int:
     """n / tp exactly, as vLLM's and SGLang's ``divide`` assert."""
@@ -385,6 +418,20 @@ class CompressedAttention:
         224256
         """
         return (self.window_tokens(ctx_tokens) + self.compressed_states(ctx_tokens)) * self.entry_bytes
+
+    def kind_costs(self, layers: int, on: CostBasis) -> tuple[KindCost, ...]:
+        """Model level, before the engine's pages: every layer keeps its window of entries; a C4 / C128 layer
+        also one compressed entry per ``compress_ratio`` tokens (per token of context, floored)."""
+        n, ratio, window = layers, self.compress_ratio, self.window
+        out: list[KindCost] = []
+        if ratio > 1:
+            kind = f"compressed attention C{ratio} + window {window}"
+            out.append(KindCost(kind=kind, layers=n, per="token", bytes_per_token=n * self.entry_bytes // ratio))
+        out.append(KindCost(kind=f"window {window} (C{ratio} layers)" if ratio > 1
+                            else f"window {window} (window-only layers)", layers=n, per="window",
+                            bytes_per_token=n * self.entry_bytes, window=window,
+                            request_max_bytes=n * window * self.entry_bytes))  # fmt: skip
+        return tuple(out)
 
 
 AttentionCache = FullAttention | MlaLatent | CompressedAttention

@@ -4,7 +4,7 @@ the shapes the engines size from."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,17 +164,7 @@ def _model_from_hf(
 ) -> ModelArch:
     if strict:
         r.reject_unknown(_HF_KEYS)
-    architecture = _architecture(r)
-    if r.has("text_config"):
-        validate.check_fields(r)  # the wrapper's own fields (tie_word_embeddings, ...) before the decoder's
-    if architecture == "Glm5NextForConditionalGeneration" and r.has("text_config"):
-        r = r.sub("text_config")  # GLM-5.3-Flash: the decoder's fields (SGLang Glm5NextConfig.text_config)
-    if architecture == "KimiK3ForConditionalGeneration" and r.has("text_config"):
-        # Kimi-K3: a KimiLinearForCausalLM text_config beside a vision tower (SGLang KimiK3Config.text_config,
-        # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
-        r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
-    if architecture in QWEN3_5_ARCHITECTURES and r.has("text_config"):
-        r = r.sub("text_config")  # Qwen3.5 / 3.6 / 3.8 dense: the decoder's fields (kvplan.models.hybrid)
+    r, architecture = _decoder(r, _architecture(r))
     nested = vlm.language_section(r, architecture)
     if nested is not None:  # DeepSeek-VL2: the language model's fields in language_config, MLA or MHA
         return nested.finish(_language_model(nested, name=name, source=source, description=description))
@@ -195,26 +185,95 @@ def _model_from_hf(
         )
     kv_lora_rank = r.get_int("kv_lora_rank", required=True, maximum=limits.MAX_DIM)
     rope = r.get_int("qk_rope_head_dim", required=True, maximum=limits.MAX_DIM)
+    ix = _indexer(r, num_layers)
+    groups, summary, assumptions = _mla_weights(r, source, num_layers, kv_lora_rank, rope, ix, checkpoint_dtype)
+    return ModelArch(
+        name=name,
+        source=source,
+        description=description,
+        architecture=architecture,
+        num_layers=num_layers,
+        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
+        kv_lora_rank=kv_lora_rank,
+        qk_rope_head_dim=rope,
+        num_attention_heads=r.get_int("num_attention_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
+        # MLA prefill attends with qk_nope + rope per query head and v_head_dim values (prefix pairs' FLOPs)
+        head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM) + rope,
+        v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
+        max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
+        index_head_dim=ix.head_dim,
+        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
+        index_topk=ix.topk,
+        index_kpool=r.get_int("index_kpool", default=1, maximum=limits.MAX_DIM),
+        indexer_full=ix.flags,
+        indexer_rule=ix.rule,
+        index_topk_freq=ix.freq,
+        index_skip_topk_offset=ix.offset,
+        index_topk_pattern=ix.pattern,
+        param_groups=groups,
+        weights_summary=summary,
+        weights_assumptions=assumptions,
+        activation=activation_dims(r.data),
+        shards=shard_dims(r.data, source),
+    )
+
+
+def _decoder(r: Reader, architecture: str) -> tuple[Reader, str]:
+    """The decoder's fields of a config that wraps them in ``text_config``, and the architecture they are read as."""
+    if r.has("text_config"):
+        validate.check_fields(r)  # the wrapper's own fields (tie_word_embeddings, ...) before the decoder's
+    if architecture == "Glm5NextForConditionalGeneration" and r.has("text_config"):
+        r = r.sub("text_config")  # GLM-5.3-Flash: the decoder's fields (SGLang Glm5NextConfig.text_config)
+    if architecture == "KimiK3ForConditionalGeneration" and r.has("text_config"):
+        # Kimi-K3: a KimiLinearForCausalLM text_config beside a vision tower (SGLang KimiK3Config.text_config,
+        # models/kimi_k3.py KimiK3LinearForCausalLM(config.text_config)); its caches are Kimi-Linear's
+        r, architecture = r.sub("text_config"), "KimiLinearForCausalLM"
+    if architecture in QWEN3_5_ARCHITECTURES and r.has("text_config"):
+        r = r.sub("text_config")  # Qwen3.5 / 3.6 / 3.8 dense: the decoder's fields (kvplan.models.hybrid)
+    return r, architecture
+
+
+@dataclass(frozen=True)
+class _Indexer:
+    """A DSA config's indexer fields, and the layers that own an indexer (none without ``index_topk``)."""
+
+    topk: int
+    head_dim: int
+    pattern: str | None
+    freq: int
+    offset: int | None
+    flags: tuple[bool, ...] = ()
+    rule: IndexerRule = IndexerRule.NONE
+
+
+def _indexer(r: Reader, num_layers: int) -> _Indexer:
     index_topk = r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS)
     index_head_dim = r.get_int("index_head_dim", default=128 if index_topk else 0, maximum=limits.MAX_DIM)
-    flags: tuple[bool, ...] = ()
-    rule = IndexerRule.NONE
     pattern = r.get_str("index_topk_pattern")
     freq = r.get_int("index_topk_freq", default=1, maximum=limits.MAX_LAYERS)
     offset = r.get_int("index_skip_topk_offset", default=None, minimum=0, maximum=limits.MAX_LAYERS)
-    if index_topk:
-        types = r.get_str_list("indexer_types", ("full", "shared"))
-        if types is not None and len(types) != num_layers:
-            r.fail("indexer_types", f"has {len(types)} entries for {num_layers} layers")
-        if types is None and pattern is not None and (len(pattern) != num_layers or set(pattern) - {"F", "S"}):
-            r.fail("index_topk_pattern", f"expected {num_layers} letters F or S")
-        flags, rule = full_indexer_layers(
-            num_layers,
-            indexer_types=types,
-            pattern=pattern,
-            freq=freq,
-            offset=offset,
-        )
+    fields = _Indexer(index_topk, index_head_dim, pattern, freq, offset)
+    if not index_topk:
+        return fields
+    types = r.get_str_list("indexer_types", ("full", "shared"))
+    if types is not None and len(types) != num_layers:
+        r.fail("indexer_types", f"has {len(types)} entries for {num_layers} layers")
+    if types is None and pattern is not None and (len(pattern) != num_layers or set(pattern) - {"F", "S"}):
+        r.fail("index_topk_pattern", f"expected {num_layers} letters F or S")
+    flags, rule = full_indexer_layers(num_layers, indexer_types=types, pattern=pattern, freq=freq, offset=offset)
+    return replace(fields, flags=flags, rule=rule)
+
+
+def _mla_weights(
+    r: Reader,
+    source: str,
+    num_layers: int,
+    kv_lora_rank: int,
+    rope: int,
+    ix: _Indexer,
+    checkpoint_dtype: str | None,
+) -> tuple[tuple[Any, ...], str, tuple[str, ...]]:
+    """An MLA / DSA config's parameter groups, their summary and the assumptions read into them."""
     explicit_dtype = checkpoint_dtype is not None
     said: tuple[str, ...] = ()
     if checkpoint_dtype is None:  # the one reading of quantization_config (kvplan.models.quant), with what it says
@@ -236,7 +295,7 @@ def _model_from_hf(
             qk_rope_head_dim=rope,
             v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
             index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
-            index_head_dim=index_head_dim,
+            index_head_dim=ix.head_dim,
             first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0, maximum=limits.MAX_DIM),
             intermediate_size=r.get_int("intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
             n_routed_experts=r.get_int("n_routed_experts", default=0, minimum=0, maximum=limits.MAX_DIM),
@@ -245,40 +304,12 @@ def _model_from_hf(
             vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
-        if explicit_dtype or index_topk:  # a preset, or DSA: one checkpoint dtype (the DSA goldens' groups)
+        if explicit_dtype or ix.topk:  # a preset, or DSA: one checkpoint dtype (the DSA goldens' groups)
             groups, assumptions = param_groups(shape, checkpoint_dtype=checkpoint_dtype), said
         else:  # plain MLA config.json: every module in the scheme its quantization_config gives it
             w = param_groups_from_hf(r.data, source, fail=r.fail, mla=shape)
             groups, summary, assumptions = w.groups, w.summary, w.assumptions
-    return ModelArch(
-        name=name,
-        source=source,
-        description=description,
-        architecture=architecture,
-        num_layers=num_layers,
-        num_mtp_layers=r.get_int("num_nextn_predict_layers", default=0, minimum=0, maximum=limits.MAX_LAYERS),
-        kv_lora_rank=kv_lora_rank,
-        qk_rope_head_dim=rope,
-        num_attention_heads=r.get_int("num_attention_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
-        # MLA prefill attends with qk_nope + rope per query head and v_head_dim values (prefix pairs' FLOPs)
-        head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM) + rope,
-        v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
-        max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
-        index_head_dim=index_head_dim,
-        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
-        index_topk=index_topk,
-        index_kpool=r.get_int("index_kpool", default=1, maximum=limits.MAX_DIM),
-        indexer_full=flags,
-        indexer_rule=rule,
-        index_topk_freq=freq,
-        index_skip_topk_offset=offset,
-        index_topk_pattern=pattern,
-        param_groups=groups,
-        weights_summary=summary,
-        weights_assumptions=assumptions,
-        activation=activation_dims(r.data),
-        shards=shard_dims(r.data, source),
-    )
+    return groups, summary, assumptions
 
 
 def _language_model(nested: vlm.LanguageSection, *, name: str, source: str, description: str) -> ModelArch:

@@ -5,15 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import Pool, PoolPlan
-from kvplan.models.cache import (
-    CacheKind,
-    CompressedAttention,
-    FullAttention,
-    IndexerK,
-    LinearState,
-    MlaLatent,
-    SlidingWindow,
-)
+from kvplan.models.cache import CacheKind
+from kvplan.models.costs import CostBasis
+from kvplan.models.costs import KindCost as KindCost
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,24 +94,6 @@ def budget(plan: PoolPlan, contexts: tuple[int, ...]) -> Budget:
 # --------------------------------------------------------------------------- hybrid models
 
 
-@dataclass(frozen=True, kw_only=True)
-class KindCost:
-    """One cache kind of a hybrid model on ONE GPU, model-level (before any pool's page rounding).
-
-    ``per``: 'token' (full attention, MLA, indexer K: grows with the context), 'window' (sliding window: grows up
-    to ``window`` tokens, then stays) or 'request' (linear-attention / Mamba state: a fixed size a request).
-    """
-
-    kind: str
-    layers: int
-    per: str
-    bytes_per_token: int
-    """Over all the kind's layers on one rank; 0 for a state kind."""
-    window: int = 0
-    request_max_bytes: int = 0
-    """The most one request holds of this kind: window × bytes per token, or the state's bytes; 0 = unbounded."""
-
-
 def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
     """The hybrid's kinds with their bytes on one GPU (empty for a uniform plan, whose cell says it all)."""
     if not plan.pools:
@@ -127,36 +103,9 @@ def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
         for c in layer.caches:
             counts[c] = counts.get(c, 0) + 1
     out: list[KindCost] = []
-    tp, dtype = plan.attn_tp, plan.kv_dtype
+    on = CostBasis(plan.attn_tp, plan.kv_dtype, plan.engine, plan.mla_layout)
     for c, n in counts.items():
-        if isinstance(c, SlidingWindow):
-            bpt = n * c.bytes_per_token(tp, dtype)
-            name = f"sliding window {c.window}" + (" + sinks" if c.sinks else "")
-            out.append(KindCost(kind=name, layers=n, per="window", bytes_per_token=bpt, window=c.window,
-                                request_max_bytes=c.window * bpt))  # fmt: skip
-        elif isinstance(c, FullAttention):
-            out.append(KindCost(kind=c.label, layers=n, per="token", bytes_per_token=n * c.bytes_per_token(tp, dtype)))
-        elif isinstance(c, MlaLatent) and plan.mla_layout is not None:
-            out.append(
-                KindCost(kind="MLA", layers=n, per="token", bytes_per_token=n * c.bytes_per_token(plan.mla_layout))
-            )
-        elif isinstance(c, IndexerK):
-            out.append(KindCost(kind="indexer K", layers=n, per="token", bytes_per_token=n * c.bytes_per_token))
-        elif isinstance(c, CompressedAttention):
-            # DeepSeek-V4 (model level, before the engine's pages): every layer keeps its window of entries; a
-            # C4 / C128 layer also one compressed entry per compress_ratio tokens (kvplan.models.cache)
-            window = n * c.window * c.entry_bytes
-            if c.compress_ratio > 1:
-                kind = f"compressed attention C{c.compress_ratio} + window {c.window}"
-                bpt = n * c.entry_bytes // c.compress_ratio  # per token of context (floored), the window apart
-                out.append(KindCost(kind=kind, layers=n, per="token", bytes_per_token=bpt))
-            out.append(KindCost(kind=f"window {c.window} (C{c.compress_ratio} layers)" if c.compress_ratio > 1
-                                else f"window {c.window} (window-only layers)", layers=n, per="window",
-                                bytes_per_token=n * c.entry_bytes, window=c.window,
-                                request_max_bytes=window))  # fmt: skip
-        elif isinstance(c, LinearState):
-            per = n * c.bytes_per_request(tp, plan.engine)
-            out.append(KindCost(kind=c.label, layers=n, per="request", bytes_per_token=0, request_max_bytes=per))
+        out += c.kind_costs(n, on)
     return tuple(out)
 
 

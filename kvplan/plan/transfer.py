@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.models.cache import FullAttention
 from kvplan.plan.budget import kind_costs
 from kvplan.units import cdiv, parse_link, parse_positive_tokens
 
@@ -135,9 +134,9 @@ class Transfer:
     def copies(self) -> int:
         """How many ranks hold each token's rows: tp without dcp (TP replicates the latent), tp / dcp under dcp;
         full attention: each kv head on attention-tp / kv-heads ranks (1 when the heads split evenly)."""
-        att = self.plan.arch.attention
-        if isinstance(att, FullAttention):
-            return max(self.plan.attn_tp // att.num_kv_heads, 1)
+        heads = self.plan.arch.attention.heads(self.plan.attn_tp)
+        if heads is not None:
+            return max(self.plan.attn_tp // heads.num_kv_heads, 1)
         return max(self.ranks // self.plan.dcp, 1)
 
     @property
@@ -149,10 +148,10 @@ class Transfer:
 
     def _sharding(self) -> str:
         dcp, tp = self.plan.dcp, self.ranks
-        att = self.plan.arch.attention
-        if isinstance(att, FullAttention):
-            per = att.kv_heads_per_rank(self.plan.attn_tp)
-            text = f"TP shards the {att.num_kv_heads} kv heads, {per} per rank at attention tp {self.plan.attn_tp}"
+        heads = self.plan.arch.attention.heads(self.plan.attn_tp)
+        if heads is not None:
+            per = heads.per_rank
+            text = f"TP shards the {heads.num_kv_heads} kv heads, {per} per rank at attention tp {self.plan.attn_tp}"
             return text + (f", each head on {self.copies} ranks (replicated)" if self.copies > 1 else "")
         if dcp <= 1:
             return f"TP replicates the MLA latent on each of the {tp} ranks"

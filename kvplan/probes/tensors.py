@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
-from kvplan.models.cache import FullAttention
+from kvplan.models.costs import KvHeads
 from kvplan.plan.workspace import Workspace
 
 _ITEMSIZE = {"uint8": 1, "int8": 1, "int32": 4, "float32": 4, "bfloat16": 2, "float16": 2}
@@ -33,26 +33,26 @@ def pool_tensors(plan: PoolPlan) -> list[TensorSpec]:
     return _sglang(plan) if plan.engine == "sglang" else _vllm(plan)
 
 
-def _mha_buffers(p: PoolPlan, att: FullAttention, rows: int, prefix: str, layers: int) -> list[TensorSpec]:
+def _mha_buffers(p: PoolPlan, kv: KvHeads, rows: int, prefix: str, layers: int) -> list[TensorSpec]:
     """SGLang MHATokenToKVPool._create_buffers: per layer k_buffer (rows, heads, head_dim) and v_buffer
     (rows, heads, v_head_dim) in the store dtype (fp8 caches are stored as uint8)."""
-    heads = att.kv_heads_per_rank(p.attn_tp)
+    heads = kv.per_rank
     dtype = p.kv_dtype if p.kv_dtype in ("bfloat16", "float16") else "uint8"
     out: list[TensorSpec] = []
     for i in range(layers):
-        out.append(TensorSpec(f"{prefix}k_buffer[{i}]", (rows, heads, att.head_dim), dtype, "pool"))
-        out.append(TensorSpec(f"{prefix}v_buffer[{i}]", (rows, heads, att.v_head_dim), dtype, "pool"))
+        out.append(TensorSpec(f"{prefix}k_buffer[{i}]", (rows, heads, kv.head_dim), dtype, "pool"))
+        out.append(TensorSpec(f"{prefix}v_buffer[{i}]", (rows, heads, kv.v_head_dim), dtype, "pool"))
     return out
 
 
 def _sglang(p: PoolPlan) -> list[TensorSpec]:
     a = p.arch
     page = p.page_tokens
-    att = a.attention
-    if isinstance(att, FullAttention):
-        out = _mha_buffers(p, att, p.rows + page, "", a.num_layers)
+    kv = a.attention.heads(p.attn_tp)
+    if kv is not None:
+        out = _mha_buffers(p, kv, p.rows + page, "", a.num_layers)
         if p.draft_layers:
-            out += _mha_buffers(p, att, p.rows + page, "draft_", p.draft_layers)
+            out += _mha_buffers(p, kv, p.rows + page, "draft_", p.draft_layers)
         extra = p.extras["req_to_token_bytes"] // 4 // (p.max_running_requests + 1)
         out.append(TensorSpec("req_to_token", (p.max_running_requests + 1, extra), "int32", "table"))
         return out

@@ -30,25 +30,17 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from itertools import compress, islice
 from operator import eq, not_
 
-from kvplan.sim.result import HitStats, SimResult, Sweep, SweepPoint
+from kvplan.sim.result import HitStats, ReplayCounts, SimResult, Sweep, SweepPoint, ideal_result, ideal_sweep
+from kvplan.sim.result import Window as Window
 from kvplan.sim.trace import Request
 
 Progress = Callable[[int], None]
 """Called with the number of requests replayed so far (every few hundred requests)."""
 
 POLICIES = ("lru", "fifo")
-
-
-@dataclass(frozen=True)
-class Window:
-    name: str
-    """'all' or 'last50'."""
-    start: int
-    """Index of the first measured request."""
 
 
 def _hit_tokens(blocks: int, input_tokens: int, block_tokens: int) -> int:
@@ -137,24 +129,8 @@ def replay(
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    return SimResult(
-        semantics="ideal",
-        policy=policy,
-        mode="order",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        capacity_units=cap,
-        stats=stats,
-        evictions=evictions,
-        peak_used_units=peak,
-        used_sum=used_sum,
-        used_samples=n,
-        filled_at=filled_at,
-        input_tokens=input_tokens,
-    )
+    counts = ReplayCounts(n, evictions, peak, used_sum, filled_at, input_tokens)
+    return ideal_result(policy, window, block_tokens, cap, stats, counts)
 
 
 def _check(cache: OrderedDict[int, None], cap: int | None, ids: list[int], lru: bool) -> None:
@@ -224,6 +200,46 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
     return j
 
 
+def _fifo_each(ids: list[int], cache: set[int], order: deque[int], cap: int) -> None:
+    """Block FIFO block by block (a repeated id, a request over the cache, a displaced block it reaches again)."""
+    for b in ids:
+        if b in cache:
+            continue
+        if len(cache) >= cap:
+            cache.discard(order[0])
+        cache.add(b)
+        order.append(b)
+
+
+class _FifoCaches:
+    """One FIFO per capacity that can hold a block (a pool of 0 never hits and never fills), side by side; the
+    replay keeps its lists as locals and updates them in place."""
+
+    def __init__(self, capacities: list[int]) -> None:
+        self.caps = sorted(set(capacities))
+        self.live = [c for c in self.caps if c > 0]
+        nl = len(self.live)
+        self.caches: list[set[int]] = [set() for _ in self.live]
+        self.orders = [deque[int](maxlen=c) for c in self.live]
+        """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
+        self.lost_units = [0] * nl
+        self.lost_tokens = [0] * nl
+        """What each capacity missed of the measured requests' ``warm`` runs."""
+        self.full = [False] * nl
+        self.filled_before = [False] * nl
+
+    def points(self, warm_tokens: int, warm_units: int) -> list[SweepPoint]:
+        """The curve: every measured ``warm`` run, less what each capacity missed of it."""
+        points = [SweepPoint(c, 0, 0, False, filled=False) for c in self.caps if c <= 0]
+        return points + [
+            SweepPoint(
+                c, warm_tokens - self.lost_tokens[k], warm_units - self.lost_units[k], self.filled_before[k],
+                filled=self.full[k],
+            )
+            for k, c in enumerate(self.live)
+        ]  # fmt: skip
+
+
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -249,21 +265,14 @@ def fifo_curve(
     request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
     blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
     block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed."""
-    caps = sorted(set(capacities))
-    live = [c for c in caps if c > 0]
-    """The capacities that can hold a block (a pool of 0 never hits and never fills)."""
+    fc = _FifoCaches(capacities)
+    live, caches, orders, full, filled_before = fc.live, fc.caches, fc.orders, fc.full, fc.filled_before
+    lost_units, lost_tokens = fc.lost_units, fc.lost_tokens
     nl = len(live)
     low = live[0] if live else 0
-    caches: list[set[int]] = [set() for _ in live]
-    orders = [deque[int](maxlen=c) for c in live]
-    """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
+    all_full = not nl
     # hits: every measured request's ``warm`` run, less what each capacity missed of it
     warm_units = warm_tokens = 0
-    lost_units = [0] * nl
-    lost_tokens = [0] * nl
-    full = [False] * nl
-    all_full = not nl
-    filled_before = [False] * nl
     dense = bytearray()
     sparse: set[int] = set()
     measured_tokens = measured_blocks = input_tokens = n = 0
@@ -328,13 +337,7 @@ def fifo_curve(
                 cache.update(new)
                 order.extend(new)
             else:
-                for b in ids:
-                    if b in cache:
-                        continue
-                    if len(cache) >= cap:
-                        cache.discard(order[0])
-                    cache.add(b)
-                    order.append(b)
+                _fifo_each(ids, cache, order, cap)
             if not full[k] and len(cache) >= cap:
                 # a full cache stays full
                 full[k] = True
@@ -343,25 +346,9 @@ def fifo_curve(
         n += 1
         if progress is not None and not n % 512:
             progress(n)
-    points = [SweepPoint(c, 0, 0, False, filled=False) for c in caps if c <= 0]
-    points += [
-        SweepPoint(c, warm_tokens - lost_tokens[k], warm_units - lost_units[k], filled_before[k], filled=full[k])
-        for k, c in enumerate(live)
-    ]
-    return Sweep(
-        semantics="ideal",
-        policy="fifo",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        measured_tokens=measured_tokens,
-        measured_units=measured_blocks,
-        points=points,
-        method="one read, one FIFO per capacity",
-        input_tokens=input_tokens,
-    )
+    tally = (n, measured_tokens, measured_blocks, input_tokens)
+    points = fc.points(warm_tokens, warm_units)
+    return ideal_sweep("fifo", window, block_tokens, tally, points, "one read, one FIFO per capacity")
 
 
 def reuse_bound(requests: Iterable[Request], *, block_tokens: int, window: Window) -> HitStats:
@@ -414,6 +401,31 @@ def _mark_runs(tree: list[int], size: int, runs: list[int]) -> int:
     return marked
 
 
+def _renumber(
+    who: list[int], last: dict[int, int], now: int, track: int, nb: int, size: int
+) -> tuple[list[int], list[int], int, int]:
+    """Reference times live in a Fenwick tree (and a time -> block list) of a fixed size; when it fills, the live
+    times are renumbered (dead times dropped) and only the ``max(capacities)`` most recently used blocks are kept
+    (a block deeper than that misses at every capacity), and the tree doubles only when those would fill more
+    than half of it (so at most about 4 × the largest capacity).
+
+    Renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are deeper
+    than every capacity from now on); the tree doubles while they and a request of ``nb`` blocks would fill more
+    than half of it. ``last`` is updated in place; returns the new (empty) tree, ``who``, size and time."""
+    get = last.get
+    times = who[1 : now + 1]
+    live = list(compress(times, map(eq, map(get, times), range(1, now + 1))))
+    for blk in live[: max(len(live) - track, 0)]:
+        del last[blk]
+    live = live[-track:]
+    while 2 * (len(live) + nb) > size:
+        size *= 2
+    tree = [0] * (size + 1)
+    who = [0, *live] + [0] * (size - len(live))
+    last.update(zip(live, range(1, len(live) + 1), strict=True))
+    return tree, who, size, len(live)
+
+
 def lru_curve(
     requests: Iterable[Request],
     *,
@@ -422,15 +434,9 @@ def lru_curve(
     window: Window,
     progress: Progress | None = None,
 ) -> Sweep:
-    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc).
-
-    Memory is bounded by the largest capacity, not by the trace: reference times live in a Fenwick tree (and a
-    time -> block list) of a fixed size; when it fills, the live times are renumbered (dead times dropped) and
-    only the ``max(capacities)`` most recently used blocks are kept (a block deeper than that misses at every
-    capacity), and the tree doubles only when those would fill more than half of it (so at most about 4 × the
-    largest capacity). Hits are counted per capacity interval; the blocks ever seen (for the unbounded pool and
-    the fill verdicts) are one byte per id.
-    """
+    """Leaf-LRU hit tokens at every capacity from one pass (stack distances; see the module doc). Memory is
+    bounded by the largest capacity, not by the trace (:func:`_renumber`). Hits are counted per capacity
+    interval; the blocks ever seen (for the unbounded pool and the fill verdicts) are one byte per id."""
     caps = sorted(set(capacities))
     track = max(caps[-1], 1) if caps else 1
     size = 1 << _TREE_BITS
@@ -439,20 +445,14 @@ def lru_curve(
     """Reference time -> the block referenced then (live while ``last[block]`` is that time)."""
     last: dict[int, int] = {}
     get = last.get
-    now = 0
-    dead = 0
     dense = bytearray()
     sparse: set[int] = set()
-    distinct = 0
     # hits per capacity interval: slot k counts depths in (caps[k - 1], caps[k]]
     slot_tokens = [0] * (len(caps) + 1)
     slot_blocks = [0] * (len(caps) + 1)
-    unbounded = 0
-    measured_tokens = measured_blocks = 0
+    now = dead = distinct = unbounded = measured_tokens = measured_blocks = n = input_tokens = 0
     distinct_before: int | None = None
     start = window.start
-    n = 0
-    input_tokens = 0
     for r in requests:
         ids = r.blocks
         assert ids is not None
@@ -485,21 +485,8 @@ def lru_curve(
         top = max(ids, default=-1)
         _grow_dense(dense, top)
         nb = len(ids)
-        if now + nb > size:
-            # renumber the live times 1..L in order, keeping only the ``track`` most recent blocks (the others are
-            # deeper than every capacity from now on); the tree doubles while they and this request would fill
-            # more than half of it
-            times = who[1 : now + 1]
-            live = list(compress(times, map(eq, map(get, times), range(1, now + 1))))
-            for blk in live[: max(len(live) - track, 0)]:
-                del last[blk]
-            live = live[-track:]
-            while 2 * (len(live) + nb) > size:
-                size *= 2
-            tree = [0] * (size + 1)
-            who = [0, *live] + [0] * (size - len(live))
-            last.update(zip(live, range(1, len(live) + 1), strict=True))
-            now = len(live)
+        if now + nb > size:  # the tree is full: renumbered (rarely: once per ``size`` references at most)
+            tree, who, size, now = _renumber(who, last, now, track, nb, size)
             dead = 0
         nd = len(dense)
         # the times this request kills come in runs of consecutive times (the path was last referenced as a
@@ -533,6 +520,24 @@ def lru_curve(
             progress(n)
     if distinct_before is None:
         distinct_before = distinct
+    points = _lru_points(caps, slot_tokens, slot_blocks, distinct_before, distinct)
+    tally = (n, measured_tokens, measured_blocks, input_tokens)
+    return ideal_sweep(
+        "lru",
+        window,
+        block_tokens,
+        tally,
+        points,
+        "one pass (LRU stack distances)",
+        unbounded_hit_tokens=unbounded,
+        distinct_before_window=distinct_before,
+    )
+
+
+def _lru_points(
+    caps: list[int], slot_tokens: list[int], slot_blocks: list[int], distinct_before: int, distinct: int
+) -> list[SweepPoint]:
+    """The curve from the hits per capacity interval: capacity ``caps[k]`` hits every depth up to it."""
     points = []
     at = bt = 0
     for k, c in enumerate(caps):
@@ -547,19 +552,4 @@ def lru_curve(
                 filled=c <= distinct,
             )
         )
-    return Sweep(
-        semantics="ideal",
-        policy="lru",
-        window=window.name,
-        window_start=start,
-        requests=n,
-        unit="block",
-        unit_tokens=block_tokens,
-        measured_tokens=measured_tokens,
-        measured_units=measured_blocks,
-        points=points,
-        method="one pass (LRU stack distances)",
-        unbounded_hit_tokens=unbounded,
-        distinct_before_window=distinct_before,
-        input_tokens=input_tokens,
-    )
+    return points

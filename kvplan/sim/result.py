@@ -178,3 +178,74 @@ class Sweep:
     input_tokens: int = 0
     bad_records: int = 0
     refused: Refused = field(default_factory=Refused)
+
+
+@dataclass(frozen=True)
+class Window:
+    name: str
+    """'all' or 'last50'."""
+    start: int
+    """Index of the first measured request."""
+
+
+@dataclass(frozen=True)
+class ReplayCounts:
+    """What one replay of the ideal semantics counted besides its hits."""
+
+    requests: int
+    evictions: int
+    peak: int
+    used_sum: int
+    filled_at: int | None
+    input_tokens: int
+
+
+def ideal_result(
+    policy: str, window: Window, block_tokens: int, cap: int | None, stats: HitStats, c: ReplayCounts
+) -> SimResult:
+    return SimResult(
+        semantics="ideal",
+        policy=policy,
+        mode="order",
+        window=window.name,
+        window_start=window.start,
+        requests=c.requests,
+        unit="block",
+        unit_tokens=block_tokens,
+        capacity_units=cap,
+        stats=stats,
+        evictions=c.evictions,
+        peak_used_units=c.peak,
+        used_sum=c.used_sum,
+        used_samples=c.requests,
+        filled_at=c.filled_at,
+        input_tokens=c.input_tokens,
+    )
+
+
+def ideal_sweep(
+    policy: str,
+    window: Window,
+    block_tokens: int,
+    measured: tuple[int, int, int, int],
+    points: list[SweepPoint],
+    method: str,
+    **extra: int,
+) -> Sweep:
+    """A curve of the ideal semantics; ``measured``: requests, measured tokens and blocks, input tokens."""
+    n, measured_tokens, measured_blocks, input_tokens = measured
+    return Sweep(
+        semantics="ideal",
+        policy=policy,
+        window=window.name,
+        window_start=window.start,
+        requests=n,
+        unit="block",
+        unit_tokens=block_tokens,
+        measured_tokens=measured_tokens,
+        measured_units=measured_blocks,
+        points=points,
+        method=method,
+        input_tokens=input_tokens,
+        **extra,  # type: ignore[arg-type]
+    )

@@ -1,5 +1,5 @@
 """The Mooncake reader's fast path (msgspec's typed decoder, kvplan/sim/lines.py) against its checked path (json and
-kvplan's checks in Python, ``trace._mooncake_checked``, kept as the reference): the same requests, the same
+kvplan's checks in Python, ``trace.formats._mooncake_checked``, kept as the reference): the same requests, the same
 errors and the same skipped-line messages, on the real traces and on lines made to sit on every check's edge.
 """
 
@@ -18,14 +18,15 @@ from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.sim import trace as tr
 from kvplan.sim.lines import decode_mooncake, raw_lines
+from kvplan.sim.trace import formats
 
 
 def _checked_only(trace: tr.Trace, stats: tr.ReadStats) -> Iterator[tr.Request]:
     """The reference: every line through the checked path."""
     index = 0
     last = 0
-    for line in tr._lines(trace.path):
-        got = tr._mooncake_checked(trace, stats, line, last)
+    for line in formats._lines(trace.path):
+        got = formats._mooncake_checked(trace, stats, line, last)
         if got is not None:
             last = got.arrival_us
             got.index = index
@@ -137,7 +138,7 @@ def test_count_without_decoding_agrees(tmp_path: Path, lines: list[str]) -> None
     # Trace.count tells blank lines on bytes; the reference decodes each line and asks str.strip, as read does
     path = tmp_path / "t.jsonl"
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
-    want = sum(1 for line in tr._lines(path) if line.problem or line.text.strip())
+    want = sum(1 for line in formats._lines(path) if line.problem or line.text.strip())
     assert tr.open_trace(path, "mooncake").count() == want
 
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import FullAttention
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.runbook.doctor.plans import _plan, _with
@@ -297,8 +296,8 @@ def _implied(lo_avail: int, hi_avail: int, rows: int, page: int, arch: ModelArch
     low = lo_avail // (rows + page) + 1
     high = hi_avail // rows
     shapes: list[str] = []
-    att = arch.attention
-    if isinstance(att, FullAttention):  # n layers × kv heads per rank × (head_dim + v_head_dim) × 2 or 1 B
+    att = arch.attention.heads(1)
+    if att is not None:  # n layers × kv heads per rank × (head_dim + v_head_dim) × 2 or 1 B
         for per in range(1, att.num_kv_heads + 1):
             for b, dtype in ((2, "bf16"), (1, "fp8")):
                 total = arch.num_layers * per * (att.head_dim + att.v_head_dim) * b

@@ -1,4 +1,5 @@
-"""Request traces, read as streams: one request at a time, never the whole trace in Python objects.
+"""The four trace formats' readers (Mooncake JSONL, kv-cache-tester JSON, Azure CSV, kvplan JSONL): records to
+requests, one at a time, every field checked (``records``).
 
 Formats (``--trace-format``, detected when not given):
 
@@ -38,15 +39,11 @@ regular file (a FIFO, a device), a damaged or truncated ``.gz`` (named with the 
 from __future__ import annotations
 
 import json
-import math
 import re
-from array import array
 from collections.abc import Iterator
-from contextlib import closing
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -54,334 +51,35 @@ from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.sim.lines import GZIP_ERRORS, decode_mooncake, open_trace_file, raw_lines
 from kvplan.sim.lines import Line as _Line
-from kvplan.sim.lines import counts as _counts
 from kvplan.sim.lines import decoded as _decoded
 from kvplan.sim.lines import text_lines as _lines
-from kvplan.units import cdiv
+from kvplan.sim.trace.records import (
+    ReadStats,
+    Request,
+    _Bad,
+    _block_size,
+    _check_distinct,
+    _check_listing,
+    _fail_or_skip,
+    _first_line,
+    _int,
+    _int_ids,
+    _json,
+    _records,
+    _show,
+    _time,
+)
 
-FORMATS = ("mooncake", "kvtester", "azure", "kvplan")
+if TYPE_CHECKING:
+    from kvplan.sim.trace.source import Trace
+
 MOONCAKE_BLOCK_TOKENS = 512
 KVTESTER_BLOCK_TOKENS = 64
 _ID_LIMIT = 1 << 40
 """kv-cache-tester ids are namespaced per file as ``file << 40 | id``."""
 
-
-class Request:
-    """One request of a trace: lengths, arrival and prefix-chained block ids (None: no reuse information)."""
-
-    __slots__ = ("arrival_us", "blocks", "file", "index", "input_tokens", "line", "output_tokens")
-
-    def __init__(
-        self,
-        index: int,
-        arrival_us: int,
-        input_tokens: int,
-        output_tokens: int,
-        blocks: list[int] | None,
-        line: int,
-        file: int = 0,
-    ) -> None:
-        self.index = index
-        self.arrival_us = arrival_us
-        self.input_tokens = input_tokens
-        self.output_tokens = output_tokens
-        self.blocks = blocks
-        self.line = line
-        self.file = file
-
-    def __repr__(self) -> str:
-        n = "none" if self.blocks is None else len(self.blocks)
-        return (
-            f"Request(#{self.index}, t={self.arrival_us}us, in={self.input_tokens}, out={self.output_tokens}, "
-            f"blocks={n})"
-        )
-
-
-@dataclass
-class ReadStats:
-    """What a read skipped (with ``skip_bad``) and how many requests it gave."""
-
-    requests: int = 0
-    bad: int = 0
-    first_bad: list[str] = field(default_factory=list)
-
-    def skip(self, message: str) -> None:
-        self.bad += 1
-        if len(self.first_bad) < 5:
-            self.first_bad.append(message)
-
-
-class _Bad(Exception):
-    """A malformed record; the reader adds where it is."""
-
-
-@dataclass(frozen=True)
-class Trace:
-    """A trace on disk and how to read it. ``read()`` may be called any number of times (each re-reads)."""
-
-    path: Path
-    format: str
-    block_tokens: int
-    """Tokens per trace block (0: the trace has no blocks)."""
-    files: tuple[Path, ...]
-    skip_bad: bool = False
-
-    @property
-    def has_blocks(self) -> bool:
-        return self.format != "azure"
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-    def where(self, r: Request) -> str:
-        if self.format == "kvtester":
-            return f"{self.files[r.file].name}: request {r.line}"
-        return f"{self.path}:{r.line}"
-
-    def describe(self) -> str:
-        return {
-            "mooncake": f"Mooncake JSONL, {self.block_tokens}-token prefix-chained blocks (last block partial)",
-            "kvtester": f"kv-cache-tester JSON ({len(self.files)} conversation file(s)), "
-            f"{self.block_tokens}-token blocks local to each file, full blocks only",
-            "azure": "Azure CSV: arrivals and lengths only, no block ids (no reuse possible)",
-            "kvplan": f"kvplan JSONL, {self.block_tokens}-token blocks",
-        }[self.format]
-
-    def read(self, stats: ReadStats | None = None) -> Iterator[Request]:
-        """The requests in trace order, numbered from 0."""
-        st = stats if stats is not None else ReadStats()
-        reader = {
-            "mooncake": _read_mooncake,
-            "kvtester": _read_kvtester,
-            "azure": _read_azure,
-            "kvplan": _read_kvplan,
-        }[self.format]
-        for r in reader(self, st):
-            st.requests += 1
-            yield r
-
-    def count(self) -> int:
-        """Requests in the trace, in one streaming pass.
-
-        Line formats without ``skip_bad`` count non-blank lines (a malformed one stops the replay anyway);
-        otherwise every record is parsed and checked as ``read`` does."""
-        if self.format in ("mooncake", "kvplan", "azure") and not self.skip_bad:
-            n = sum(1 for line in raw_lines(self.path) if _counts(line))
-            return n - (self.format != "mooncake")  # the kvplan header, the CSV header
-        n = 0
-        for _ in self.read():
-            n += 1
-        return n
-
-
-# --------------------------------------------------------------------------- opening, lines and JSON
-
-
 _open = open_trace_file
 _GZIP_ERRORS = GZIP_ERRORS
-
-
-_LONG_INT = re.compile(rf"[0-9]{{{limits.MAX_INT_DIGITS + 1}}}")  # [0-9]: twice as fast as \d
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > limits.MAX_INT_DIGITS:
-        raise _Bad(f"an integer of {len(text.lstrip('-')):,} digits is past kvplan's limit of {limits.MAX_INT_DIGITS}")
-    return int(text)
-
-
-def _no_constant(name: str) -> Any:
-    raise _Bad(f"{name} is not a number kvplan accepts (JSON has no {name})")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
-"""Built once: json.loads with any hook builds a decoder per call."""
-_LONG_INT_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_constant=_no_constant)
-
-
-def _json(text: str) -> Any:
-    """json.loads for untrusted text: bounded depth and integer length, no NaN or Infinity; _Bad otherwise."""
-    if limits.too_deep(text):
-        raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}")
-    try:
-        if _LONG_INT.search(text):
-            return _LONG_INT_DECODER.decode(text)
-        return _DECODER.decode(text)
-    except json.JSONDecodeError as e:
-        raise _Bad(f"not JSON ({e.msg})") from None
-    except RecursionError:
-        raise _Bad(f"JSON nested deeper than kvplan's limit of {limits.MAX_DEPTH}") from None
-
-
-def _first_line(path: Path) -> _Line:
-    with closing(_lines(path)) as lines:
-        for line in lines:
-            if line.problem:
-                raise InputError(f"trace {path}:{line.number}: {line.problem}")
-            if line.text.strip():
-                return line
-    raise InputError(f"trace {path}: empty file")
-
-
-def detect_format(path: Path) -> str:
-    """The format of a trace file or directory, from its name and its first line."""
-    if path.is_dir():
-        return "kvtester"
-    name = path.name.removesuffix(".gz")
-    if name.endswith(".csv"):
-        return "azure"
-    if name.endswith(".json"):
-        return "kvtester"
-    line = _first_line(path)
-    if line.text.startswith("TIMESTAMP,"):
-        return "azure"
-    try:
-        first = _json(line.text)
-    except _Bad as e:
-        raise InputError(
-            f"trace {path}:{line.number}: cannot tell the format ({e}): use --trace-format {'|'.join(FORMATS)}"
-        ) from None
-    if isinstance(first, dict):
-        if "kvplan_trace" in first:
-            return "kvplan"
-        if "input_length" in first and isinstance(first.get("hash_ids"), list):
-            return "mooncake"
-        if isinstance(first.get("hash_ids"), dict):
-            raise InputError(
-                f"trace {path}: categorized hash_ids (RAGPulse) are not prefix-chained; convert the trace to "
-                "kvplan JSONL with the chain you mean (see kvplan simulate --help)"
-            )
-    raise InputError(f"trace {path}: cannot tell the format from line 1: use --trace-format {'|'.join(FORMATS)}")
-
-
-def open_trace(
-    path: str | Path, fmt: str | None = None, *, skip_bad: bool = False, block_tokens: int | None = None
-) -> Trace:
-    """A ``Trace`` for a path; ``fmt`` overrides detection, ``block_tokens`` the format's block size."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"trace {p}: no such file or directory")
-    if not p.is_dir():
-        limits.check_regular(p, "trace")
-    if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"--trace-format {fmt!r}: use one of {', '.join(FORMATS)}")
-    if block_tokens is not None:
-        limits.bounded_int(block_tokens, name="--block-size", low=1, high=limits.MAX_REQUEST_TOKENS)
-    kind = fmt or detect_format(p)
-    files: tuple[Path, ...] = (p,)
-    if kind == "kvtester" and p.is_dir():
-        files = tuple(sorted(x for x in p.iterdir() if x.name.endswith((".json", ".json.gz")) and x.is_file()))
-        if not files:
-            raise InputError(f"trace {p}: a kv-cache-tester directory needs *.json files; found none")
-    elif p.is_dir():
-        raise InputError(f"trace {p}: is a directory; only kv-cache-tester traces are read from directories")
-    if kind == "mooncake":
-        bt = block_tokens or MOONCAKE_BLOCK_TOKENS
-    elif kind == "kvtester":
-        bt = block_tokens or _kvtester_block(files, skip_bad)
-    elif kind == "kvplan":
-        header = _kvplan_header(p)
-        bt = block_tokens or header["block_size"]
-    else:
-        bt = 0
-    return Trace(p, kind, bt, files, skip_bad)
-
-
-# --------------------------------------------------------------------------- field checks
-
-
-def _int(rec: dict[str, Any], key: str, *, default: int | None = None) -> int:
-    """A token count: a non-negative integer up to ``limits.MAX_REQUEST_TOKENS``."""
-    v = rec.get(key)
-    if v is None:
-        if default is not None:
-            return default
-        raise _Bad(f"missing {key!r}")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise _Bad(f"{key!r} must be a non-negative integer, got {_show(v)}")
-    if v > limits.MAX_REQUEST_TOKENS:
-        raise _Bad(
-            f"{key!r} is {v:,} tokens, past kvplan's limit of {limits.MAX_REQUEST_TOKENS:,} tokens a request"
-            " (limits.MAX_REQUEST_TOKENS)"
-        )
-    return v
-
-
-def _show(v: object) -> str:
-    text = repr(v)
-    return text if len(text) <= 60 else text[:40] + "…"
-
-
-def _block_size(v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= limits.MAX_REQUEST_TOKENS:
-        raise _Bad(f"'block_size' must be a positive integer up to {limits.MAX_REQUEST_TOKENS:,}, got {_show(v)}")
-    return v
-
-
-def _time(v: object, key: str, unit: str, per_second: int) -> int | float:
-    """A non-negative, finite time in ``unit`` (``per_second`` of them a second), up to
-    ``limits.MAX_TRACE_SECONDS``."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise _Bad(f"{key!r} must be a non-negative number of {unit}, got {_show(v)}")
-    if not math.isfinite(v):
-        raise _Bad(f"{key!r} is {v!r}, not a finite number of {unit}")
-    if v < 0 or v > limits.MAX_TRACE_SECONDS * per_second:
-        raise _Bad(f"{key!r} must be between 0 and {limits.MAX_TRACE_SECONDS * per_second:,} {unit}, got {_show(v)}")
-    return v
-
-
-def _check_listing(n_blocks: int, input_tokens: int, block_tokens: int) -> None:
-    lo = input_tokens // block_tokens
-    hi = cdiv(input_tokens, block_tokens)
-    if not lo <= n_blocks <= hi:
-        want = f"{lo}" if lo == hi else f"{lo} (full blocks) or {hi} (with the partial one)"
-        raise _Bad(
-            f"{n_blocks} block ids for {input_tokens} input tokens in {block_tokens}-token blocks: expected {want}"
-        )
-
-
-def _int_ids(v: object, key: str) -> list[int]:
-    if not isinstance(v, list):
-        raise _Bad(f"{key!r} must be a list of block ids")
-    for x in v:
-        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-            raise _Bad(f"{key!r} holds {_show(x)}: ids must be non-negative integers")
-    _check_distinct(v)
-    return v
-
-
-def _check_distinct(ids: list[Any]) -> None:
-    if len(set(ids)) != len(ids):
-        raise _Bad("a block id repeats within the request, which prefix-chained ids cannot do")
-
-
-def _fail_or_skip(trace: Trace, stats: ReadStats, where: str, why: str) -> None:
-    message = f"{where}: {why}"
-    if not trace.skip_bad:
-        raise InputError(f"{message} (--skip-bad skips and counts such lines)")
-    stats.skip(message)
-
-
-def _records(trace: Trace, stats: ReadStats, skip_first: bool = False) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed JSON) of every non-blank line; bad lines fail or are skipped and counted."""
-    first = skip_first
-    for line in _lines(trace.path):
-        if not line.problem and not line.text.strip():
-            continue
-        if first:
-            first = False
-            continue
-        try:
-            if line.problem:
-                raise _Bad(line.problem)
-            rec = _json(line.text)
-            if not isinstance(rec, dict):
-                raise _Bad("not a JSON object")
-        except _Bad as e:
-            _fail_or_skip(trace, stats, f"{trace.path}:{line.number}", str(e))
-            continue
-        yield line.number, rec
 
 
 # --------------------------------------------------------------------------- Mooncake
@@ -695,59 +393,3 @@ def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
         last_arrival = arrival
         yield Request(index, arrival, length, out, blocks, lineno)
         index += 1
-
-
-# --------------------------------------------------------------------------- one parse, shared
-
-
-_BIG_ID = 1 << 63
-
-
-class CompactTrace:
-    """A trace parsed once into flat integer arrays (8 bytes a field and a block id, no object per request), to
-    replay as many times as needed: a per-capacity sweep reads the file once and its worker processes, forked
-    after, share the arrays' pages instead of each parsing the file again."""
-
-    def __init__(self, trace: Trace) -> None:
-        stats = ReadStats()
-        self.arrival = array("q")
-        self.input = array("q")
-        self.output = array("q")
-        self.line = array("q")
-        self.file = array("q")
-        self.ids = array("q")
-        """Block ids below 2**63 as they are; the larger ones (the readers allow up to ``limits.MAX_INT_DIGITS``
-        digits) stored as ``-1 - n`` (n: order of first sight) and read back as ``2**63 + n``: one to one, and
-        every id in 8 bytes."""
-        self.starts = array("q", [0])
-        big: dict[int, int] = {}
-        """Request i's blocks are ``ids[starts[i]:starts[i + 1]]``."""
-        self.has_blocks = trace.has_blocks
-        for r in trace.read(stats):
-            self.arrival.append(r.arrival_us)
-            self.input.append(r.input_tokens)
-            self.output.append(r.output_tokens)
-            self.line.append(r.line)
-            self.file.append(r.file)
-            if r.blocks is not None:
-                at = len(self.ids)
-                try:
-                    self.ids.extend(r.blocks)
-                except OverflowError:  # an id past 2**64 - 1: extend stopped part way
-                    del self.ids[at:]
-                    self.ids.extend(b if b < _BIG_ID else -1 - big.setdefault(b, len(big)) for b in r.blocks)
-            self.starts.append(len(self.ids))
-        self.bad = stats.bad
-        self.renamed = bool(big)
-
-    def __len__(self) -> int:
-        return len(self.input)
-
-    def read(self) -> Iterator[Request]:
-        """The requests in trace order, as ``Trace.read`` gives them."""
-        ids, st, blocks, renamed = self.ids, self.starts, self.has_blocks, self.renamed
-        for i in range(len(self.input)):
-            got = ids[st[i] : st[i + 1]].tolist() if blocks else None
-            if renamed and got:
-                got = [b if b >= 0 else _BIG_ID - 1 - b for b in got]
-            yield Request(i, self.arrival[i], self.input[i], self.output[i], got, self.line[i], self.file[i])
