@@ -1,10 +1,12 @@
 """vLLM V1 (0.9 and later) startup logs reproduced from the config alone (see the package docstring).
 
-Every case is a vLLM 0.19.0 log of the llm-d-planner capacity-planner accuracy sweep (llm-d-incubation/llm-d-planner
+Most cases are vLLM 0.19.0 logs of the llm-d-planner capacity-planner accuracy sweep (llm-d-incubation/llm-d-planner
 d3121e05, accuracy/results/v0.19.0/logs/; H100 80GB, gpu_memory_utilization 0.95, max_model_len in each args line)
-whose model has a verbatim config.json in tests/data/hf. kvplan plans the non-KV memory besides the weights with
-the profile model of kvplan/engines/vllm_profile.py (read from the 0.19.0 source) and three FITTED constants: the
-32 MiB cuBLAS residual, the forward-pass shape and the non-torch growth by TP.
+whose model has a verbatim config.json in tests/data/hf; the last four are other sources (an A40 benchmark, 4 × A100
+over Ray, vllm-project/vllm#21348, a vLLM memory estimator's H200 log lines), on other releases and GPUs.
+kvplan plans the non-KV memory besides the weights with the profile model of kvplan/engines/vllm_profile.py (read
+from the 0.19.0 source) and three FITTED constants: the 32 MiB cuBLAS residual, the forward-pass shape and the
+non-torch growth by TP.
 
 Held out: every log below. The constants were fitted only on sweep logs that are NOT cases here (their models
 have no verbatim config in tests/data/hf): Qwen2.5-7B-Instruct TP1/TP2/TP4, gemma-2-2b/9b/27b-it, phi-2, phi-4,
