@@ -132,6 +132,9 @@ EXPECT: dict[str, Expect] = {
     "weights-vllm-deepseek-v4-flash-h100-tp8-issue-41027.log": Expect("cannot_tell"),  # weights lines only
     # tp 1: 24 x 8 kv heads x 64 x 2 x 2 B = 49,152 B a logged token (vLLM 0.19.0: num_blocks // 2 groups x 16)
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp1.log": Expect("cannot_tell", 24 * 8 * 64 * 2 * 2),
+    # gpt-oss-120b at tp 4 on A100s, vLLM 0.10.1.1 logs num_blocks // 2 groups x 16: per logged token 2 groups x 18
+    # layers x 8 // 4 kv heads x 64 x 2 (K, V) x 2 B = 36 x 512 B = 18,432 B
+    "vllm-hybrid-gpt-oss-120b-a100-tp4-dennislee22-vllm-benchmarking.log": Expect("cannot_tell", 36 * 2 * 64 * 2 * 2),
     # the tp 2 twin at gpu_memory_utilization 0.95: the same 24,576 B a logged token as the 0.9 run
     "vllm-hybrid-gpt-oss-20b-h100-llmd-planner-tp2-gmu095.log": Expect("cannot_tell", 24 * 4 * 64 * 2 * 2),
     # Qwen3.8-27B-FP8 (GDN hybrid) pool lines alone, no line naming the model: read alone, never against glm-5.3

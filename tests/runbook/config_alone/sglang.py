@@ -218,4 +218,36 @@ CASES: tuple[Case, ...] = (
         gap=DSV32_GAP,
         gap_band=(0.02, 0.07),
     ),
+    # 0.5.8.post1-0.5.9 row, GLM-5-FP8 on 8 × MI355X (288 GiB) with the v0.5.9 ROCm image: DSA on every one of 78
+    # layers, fp8 rows, page 1 on ROCm; budget cell = 78 × (576 + 132) B = 55,224 B; the default mem fraction 0.908
+    # (the ServerArgs figure). kvplan: pre-load 308,163,903,488 B (288 − 1 GiB assumed) − weights 95,566,778,880 B
+    # (89.00 GiB; logged 89.20) − slack 28,351,079,120 B (× 0.092) = 184,246,045,487 B // 55,224 = 3,336,340 (+4.27 %).
+    Case(
+        log="tests/data/logs/doctor-sglang-0.5.9-glm-5-fp8-mi355x-rocm-preload-usage-ajith-sirra-amd-issues.log",
+        line="TP0] KV Cache is allocated. #tokens: 3199575",
+        logged=3_199_575,
+        label="SGLang 0.5.9 (ROCm), GLM-5-FP8, MI355X × 8, TP8, fp8 KV",
+        model="tests/data/hf/glm-5/config.json",
+        sets=(
+            "engine=sglang",
+            "engine_version=0.5.9",
+            "gpu=mi355x",
+            "gpus_per_node=8",
+            "tp=8",
+            "kv_cache_dtype=fp8_e4m3",
+            "page_size=1",
+            "mla_layout=default",
+            "attention_backend=triton",
+        ),
+        stated="the source's command (--tp-size 8 --kv-cache-dtype fp8_e4m3 --attention-backend triton), its docker "
+        "image (rocm/sgl-dev:v0.5.9-rocm720-mi35x-20260225) and ServerArgs (tp_size=8, dp_size=1); page 1 from the "
+        "'Setting page size to 1 for DeepSeek DSA on ROCm' line",
+        gap="the memory before the weights on this ROCm image: the log loads from 279.48 GiB free (7.41-7.83 GB held "
+        "after 'Init torch distributed', 3.41-3.83 GB on the 0.5.8.post1 image of the same source) where kvplan "
+        "assumes 287.00 GiB (a 1 GiB runtime overhead); × 0.908 that is 6.8 GiB of a 164.6 GiB budget (the weights "
+        "add 0.2); the chain "
+        "itself lands within 0.01 % from the log's own figures. What would close it: the pre-load memory of the ROCm "
+        "images measured per image",
+        gap_band=(0.03, 0.06),
+    ),
 )

@@ -66,4 +66,24 @@ CASES: tuple[Case, ...] = (
         "measured RTX 3090 CUDA total in the catalog and a per-GPU CUDA-context figure",
         gap_band=(-0.15, -0.05),
     ),
+    # The same comment's 29k run (--max-model-len 29000), refused at start-up: its refusal prints the pool,
+    # 23,648 tokens = 1,478 blocks × 16. kvplan: the profile run now holds 29,000 tokens (forward 29,000 ×
+    # (3 × 14,336 + 3 × 4,096) × 2 B + 32 MiB = 3,240,722,432 B), the rest as at 20k: requested 22,709,639,577 −
+    # weights 16,094,076,928 − 3,240,722,432 − non-torch 696,086,691 = 2,678,753,526 B // 2 MiB = 1,277 blocks
+    # × 16 = 20,432 (−13.60 %).
+    Case(
+        log="tests/data/logs/doctor-vllm-v0-llama-3.1-8b-rtx3090-issue-10517.log",
+        line="maximum number of tokens that can be stored in KV cache (23648)",
+        logged=1_478 * 16,
+        label="vLLM 0.6.4 (V0), Llama-3.1-8B bf16, RTX 3090 × 1, TP1, max_model_len 29000 (refused)",
+        model=LLAMA3,
+        sets=(*ONE_GPU, "engine_version=0.6.4", "gpu=rtx-3090", "gpu_memory_utilization=0.9", "context_length=29000"),
+        stated="the comment's 'GPU: RTX 3090' and '29k - BAD' run; 0.6.4 from its one-line 'Memory profiling results', "
+        "utilization 0.90 in that line",
+        gap="a 24 GB card leaves 2.89 GiB of KV at 29k, so a 0.3 GiB error is a tenth of it, as at 20k: the "
+        "catalog's derived RTX 3090 CUDA total (23.50 GiB; the log reads 23.58) and kvplan's 0.65 GiB non-torch "
+        "assumption (the log: 0.35 GiB); the profile run's 2.64 GiB over the weights (17.98 − 15.34 GiB logged) is "
+        "planned as 3.02 GiB. What would close it: the measured RTX 3090 CUDA total and a per-GPU CUDA-context figure",
+        gap_band=(-0.16, -0.11),
+    ),
 )
