@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
-from kvplan.engines.sglang_hybrid import HYBRID_VERSION, SWA_EVICTION_INTERVAL
+from kvplan.engines.sglang_hybrid_sizer import HYBRID_VERSION, SWA_EVICTION_INTERVAL
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow

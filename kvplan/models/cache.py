@@ -108,6 +108,12 @@ class FullAttention:
         heads = f"{self.num_kv_heads} kv heads × {self.head_dim}{v}"
         return f"{self.label}, {heads} → {per} per rank{rep} at attention tp {attn_tp}"
 
+    def pool_row_bytes(self, attn_tp: int, dtype: str, layout: MlaLayout | None) -> int:
+        """One token's row in one layer of the engine's token pool (SGLang ``MHATokenToKVPool``: K + V of this
+        rank's kv heads; an MLA row layout does not apply)."""
+        del layout
+        return self.bytes_per_token(attn_tp, dtype)
+
 
 @dataclass(frozen=True)
 class MlaLatent:
@@ -129,6 +135,14 @@ class MlaLatent:
     def describe(self, attn_tp: int) -> str:
         del attn_tp
         return f"MLA, latent {self.kv_lora_rank} + rope {self.qk_rope_head_dim}, replicated on every rank"
+
+    def pool_row_bytes(self, attn_tp: int, dtype: str, layout: MlaLayout | None) -> int:
+        """One token's row in one layer of the engine's token pool: the latent in the row layout the engine
+        resolved for ``dtype`` (replicated on every rank)."""
+        del attn_tp, dtype
+        if layout is None:
+            raise ValueError("an MLA latent's pool row needs its row layout")
+        return self.bytes_per_token(layout)
 
 
 @dataclass(frozen=True)
