@@ -5,12 +5,14 @@ mem_fraction_static heuristic (a table by tp before 0.4.8, reserved MiB by GPU c
 
 from __future__ import annotations
 
+from typing import Literal
+
 from kvplan.models.deploy import Deployment
 from kvplan.units import MiB
-from kvplan.versions import sglang_rules
+from kvplan.versions import SglangCapacity, sglang_rules
 
 
-def capacity_defaults(gpu_mem_mib: int, tp: int, capacity: str = "0.5.10") -> tuple[int, int]:
+def capacity_defaults(gpu_mem_mib: int, tp: int, capacity: SglangCapacity = "0.5.10") -> tuple[int, int]:
     """(chunked_prefill_size, decode cuda-graph max_bs) by GPU memory, as the version's rules say (``capacity``)."""
     gi = 1024
     if capacity == "0.4.0":  # ServerArgs 0.4.0-0.4.6 (sgl-project/sglang#2268)
@@ -65,7 +67,9 @@ def _mem_fraction_by_tp(tp: int, label: str = "SGLang 0.4.0-0.4.5 table by tp") 
     return mfs, f"{label}: tp {tp} >= {at} -> {mfs}", 0
 
 
-def _mem_fraction_0_4(dep: Deployment, kind: str, gpu_mem: int) -> tuple[float, str, int]:
+def _mem_fraction_0_4(
+    dep: Deployment, kind: Literal["by_tp_0.4.6", "by_tp_0.4.7"], gpu_mem: int
+) -> tuple[float, str, int]:
     """The 0.4.6 and 0.4.7 defaults (``ServerArgs.__post_init__``); gpu_mem is the nvidia-smi total in MiB."""
     if kind == "by_tp_0.4.6":
         if gpu_mem <= 81920:
