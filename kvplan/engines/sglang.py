@@ -28,15 +28,15 @@ from kvplan.engines.common import (
     resolve,
     weights_knob,
 )
-from kvplan.engines.context import long_context_note
 from kvplan.engines.sglang_layout import kv_layout, page_knob
+from kvplan.engines.sglang_requests import SPEC_MAX_RUNNING_REQUESTS, Requests, requests
 from kvplan.engines.sglang_reserve import capacity_defaults, default_mem_fraction, prefill_graph_batch_sizes
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import MlaLayout, indexer_bytes_per_token_layer
 from kvplan.units import GiB, MiB
-from kvplan.versions import parse_version, rules_note, sglang_rules
+from kvplan.versions import rules_note, sglang_rules
 
 if TYPE_CHECKING:
     from kvplan.engines.hybrid_steps import HybridSteps  # a type only: the chain loads no hybrid module
@@ -45,13 +45,6 @@ DEFAULT_RUNTIME_OVERHEAD = 1 * GiB
 """CUDA context + NCCL / custom all-reduce buffers taken before SGLang's memory baseline (assumed;
 real logs show `Load weight begin. avail mem=` 1-2 GiB under the NVML total; `kvplan probe` measures it)."""
 
-
-SPEC_MAX_RUNNING_REQUESTS = 48
-"""max_running_requests when speculative decoding (EAGLE, EAGLE3, NEXTN) runs and none is given: SGLang 0.5.23
-``arg_groups/speculative_hook.py`` ``_handle_eagle_family`` ("Max running requests is reset to 48 for speculative
-decoding."); ``ServerArgs.__post_init__`` from the 0.4.5 wheel (``if self.max_running_requests is None:
-self.max_running_requests = 48`` under EAGLE); the 0.4.4 wheel has no such default."""
-SPEC_RUNNING_SINCE = (0, 4, 5)
 
 _capacity_defaults = capacity_defaults
 """The name tests and older callers import (kvplan.engines.sglang_reserve.capacity_defaults)."""
@@ -76,7 +69,7 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> 
     page = page_k.as_int()
     rows = _rows(dep, hybrid, budget, cell, dtype, attn_tp, page)
     alloc = _allocated(arch, dep, hybrid, cell, rows, budget.state_slots, dtype, attn_tp, page)
-    req = _requests(arch, dep, hybrid, rows, budget.state_slots, page, notes)
+    req = requests(arch, dep, hybrid, rows.rows, rows.logged, rows.startup_error, budget.state_slots, page, notes)
     if rows.capped:
         notes.append(f"--max-total-tokens {dep.max_total_tokens} caps the profiled pool")
     knobs += [
@@ -395,80 +388,6 @@ def _allocated(
     )
 
 
-# ---- requests: the context length, the running requests (a hybrid's state slots cap them), req_to_token
-
-
-@dataclass(frozen=True)
-class _Requests:
-    context: Knob
-    context_len: int
-    running: Knob
-    mrr: int
-    req_to_token_bytes: int
-    startup_error: str | None
-
-
-def _requests(
-    arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None, r: _Rows, state_slots: int, page: int,
-    notes: list[str],
-) -> _Requests:  # fmt: skip
-    """--context-length (refused over the model's unless allowed), max_running_requests, the req_to_token table."""
-    ctx_k = resolve(dep, "context_length", arch.max_position_embeddings, "max_position_embeddings")
-    context_len = ctx_k.as_int()
-    error = r.startup_error
-    if context_len > arch.max_position_embeddings and dep.allow_long_context:
-        notes.append(long_context_note(arch, dep, context_len))
-    elif context_len > arch.max_position_embeddings:
-        # configs/model_config.py: refused while the model config is built, before any memory is profiled
-        error = (
-            f"User-specified context_length ({context_len}) is greater than the derived context_length "
-            f"({arch.max_position_embeddings}). This may lead to incorrect model outputs or CUDA errors. "
-            "To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
-        )
-    state_cap = hybrid.running_cap(state_slots) if hybrid is not None and r.rows else None
-    mrr_k, mrr = _running(dep, hybrid, r.rows, context_len, state_cap, notes)
-    if state_cap is not None and hybrid is not None:
-        mrr_k, capped_said, cap_error = hybrid.cap_note(mrr_k, mrr, state_cap, state_slots)
-        notes += capped_said
-        error = error or cap_error
-    draft_tokens = dep.speculative_num_draft_tokens
-    extra = 4 + draft_tokens
-    if draft_tokens and page > 1:
-        extra = max(extra, page * dep.dcp - 1)
-    if r.logged and r.logged < context_len:
-        notes.append(f"KV pool holds {r.logged:,} tokens, fewer than --context-length {context_len:,}.")
-    return _Requests(ctx_k, context_len, mrr_k, mrr, (mrr + 1) * (context_len + extra) * 4, error)
-
-
-def _running(
-    dep: Deployment, hybrid: HybridSteps | None, rows: int, context_len: int, state_cap: int | None,
-    notes: list[str],
-) -> tuple[Knob, int]:  # fmt: skip
-    """max_running_requests: set (per dp worker, at most rows // 2), 48 with speculative decoding, else SGLang's
-    estimate; the state slots' cap applied (the knob keeps the uncapped figure: ``cap_note`` words it)."""
-    if dep.max_running_requests is not None:
-        mrr = min(max(1, dep.max_running_requests // dep.dp_attention), rows // 2)
-        mrr_k = Knob("max_running_requests", mrr, "set")
-        if state_cap is not None and state_cap < mrr:
-            mrr = state_cap
-        elif mrr < dep.max_running_requests // dep.dp_attention:
-            notes.append(
-                f"max_running_requests was reduced from the requested {dep.max_running_requests} "
-                f"to {mrr} (per dp worker) due to the available KV cache capacity"
-            )
-        return mrr_k, mrr
-    if dep.mtp and hybrid is None and parse_version(dep.engine_version) >= SPEC_RUNNING_SINCE:
-        mrr = min(max(1, SPEC_MAX_RUNNING_REQUESTS // dep.dp_attention), rows // 2)
-        why = (f'default: {SPEC_MAX_RUNNING_REQUESTS} with speculative decoding (per dp worker, at most rows // 2): '
-               '"Max running requests is reset to 48 for speculative decoding."')  # fmt: skip
-        return Knob("max_running_requests", mrr, why), mrr
-    mrr = min(min(max(int(rows / context_len * 512), 2048), 4096), rows // 2)
-    mrr_k = Knob(
-        "max_running_requests", mrr, "default: min(clamp(int(rows / context_len × 512), 2048, 4096), rows // 2)"
-    )
-    return mrr_k, (state_cap if state_cap is not None and state_cap < mrr else mrr)
-
-
 # ---- the chain the plan prints, the memory map, the extras
 
 
@@ -505,7 +424,7 @@ def _memory_map(dep: Deployment, b: _Budget, a: _Allocated) -> tuple[Segment, ..
     )
 
 
-def _extras(b: _Budget, a: _Allocated, req: _Requests, r: _Rows, hybrid: HybridSteps | None) -> dict[str, int]:
+def _extras(b: _Budget, a: _Allocated, req: Requests, r: _Rows, hybrid: HybridSteps | None) -> dict[str, int]:
     extras = {
         "mem_fraction_reserved_mib": b.reserved_mib,
         "index_buf_size": a.index_buf_size,

@@ -23,7 +23,6 @@ from kvplan.engines.sglang_dsv4_shape import (
 from kvplan.engines.sglang_hybrid_sizer import HYBRID_VERSION, SWA_EVICTION_INTERVAL, engine_refuses
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
-from kvplan.models.cache import CompressedAttention
 from kvplan.models.deploy import Deployment
 from kvplan.units import cdiv
 from kvplan.versions import parse_version
@@ -33,7 +32,7 @@ def dsv4_sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, Dsv4Siz
     """DeepSeek-V4 as SGLang 0.5.23 serves it: a view for the memory chain (an MHA model, as SGLang's
     ModelConfig sets ``attention_arch = AttentionArch.MHA`` for V4: the mem-fraction heuristic's non-MLA branch),
     the sizer, and the notes on what SGLang overrode. Refuses (one line, exit 2) what kvplan does not plan."""
-    comp = [c for layer in arch.layers for c in layer.caches if isinstance(c, CompressedAttention)]
+    comp = [c for layer in arch.layers if (c := layer.compressed) is not None]
     ratios = {c.compress_ratio for c in comp}
     if not ratios <= {0, 4, 128} or len({(c.head_dim, c.qk_rope_head_dim, c.window) for c in comp}) != 1:
         raise engine_refuses(arch, dep, f"DeepSeek-V4 compress ratios {sorted(ratios - {0, 4, 128})} (0, 4, 128 only)")

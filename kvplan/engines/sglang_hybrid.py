@@ -15,11 +15,10 @@ import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
 from kvplan.engines.sglang_dsv4 import plan_dsv4
 from kvplan.engines.sglang_dsv4_shape import Dsv4Shape, compress_state_write_pad, dsv4_pool_tokens, v4_page_bytes
+from kvplan.engines.sglang_families import SglangHybridFamily, family_of
 from kvplan.engines.sglang_hybrid_sizer import (
     DRAFT_POOL_LAYERS,
-    GLM5_NEXT,
     HYBRID_VERSION,
-    MAMBA_EXTRA_BUFFER_ARCHS,
     SPEC_MAX_RUNNING_REQUESTS,
     SWA_EVICTION_INTERVAL,
     SWA_FULL_TOKENS_RATIO,
@@ -33,15 +32,7 @@ from kvplan.engines.sglang_hybrid_sizer import (
 )
 from kvplan.engines.sglang_swa_cap import request_cap_for, swa_cap_rows_term, swa_pool_story
 from kvplan.errors import PlanError
-from kvplan.models.arch import QWEN3_NEXT_FAMILY, ModelArch
-from kvplan.models.cache import (
-    CompressedAttention,
-    FullAttention,
-    IndexerK,
-    LinearState,
-    MlaLatent,
-    SlidingWindow,
-)
+from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.versions import parse_version
 
@@ -63,43 +54,16 @@ __all__ = [  # what tests and kvplan.plan.prefix import from here (the steps liv
 ]
 
 
-def _first_layer(arch: ModelArch, kind: type) -> int:
-    return next(layer.index for layer in arch.layers if any(isinstance(c, kind) for c in layer.caches))
-
-
 def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]:
     """The hybrid's full-attention layers as a uniform model, and the steps that size its other pools.
 
     Refuses (one line, exit 2) what SGLang 0.5.23 sizes in ways kvplan does not plan.
     """
-    if parse_version(dep.engine_version) != HYBRID_VERSION:
-        raise engine_refuses(arch, dep, "hybrid pools (read from SGLang 0.5.23 only: set engine_version=0.5.23)")
-    kinds = {type(c) for layer in arch.layers for c in layer.caches}
-    if CompressedAttention in kinds:
-        raise engine_refuses(
-            arch, dep, "DeepSeek-V4's pools (SGLang 0.5.23 sizes them with DSV4PoolConfigurator: SWA, C4, C128 and "
-            "compressor-state pools)"
-        )  # fmt: skip
-    if IndexerK in kinds and arch.architecture != GLM5_NEXT:
-        raise engine_refuses(arch, dep, "indexer K layers beside linear-attention state", _first_layer(arch, IndexerK))
-    if SlidingWindow in kinds and LinearState in kinds:
-        raise engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
-    if dep.mtp and arch.architecture == "KimiLinearForCausalLM":
-        # no KimiLinear NextN model under models/ and no draft-mode rewrite for it in configs/model_config.py
-        raise PlanError(
-            f"SGLang {dep.engine_version} has no draft for speculative decoding with Kimi-Linear ({arch.name}): it "
-            "ships no MTP / NextN layer (no num_nextn_predict_layers) and SGLang has no Kimi-Linear NextN model"
-        )
-    if dep.mtp and arch.architecture not in (*QWEN3_NEXT_FAMILY, GLM5_NEXT):
-        raise engine_refuses(
-            arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft SWA "
-            "pools, other drafts' state)"
-        )  # fmt: skip
-    if dep.dcp > 1:
-        raise engine_refuses(arch, dep, f"dcp {dep.dcp} with a hybrid model")
-    swa_layers = [c for layer in arch.layers for c in layer.caches if isinstance(c, SlidingWindow)]
+    family = family_of(arch)
+    _refusals(arch, dep, family)
+    swa_layers = [w for layer in arch.layers if (w := layer.window) is not None]
     states = [s for layer in arch.layers if (s := layer.state) is not None]
-    plain = [layer for layer in arch.layers if layer.state is None and type(layer.caches[0]) is not SlidingWindow]
+    plain = [layer for layer in arch.layers if layer.state is None and layer.window is None]
     full = [layer.caches[0] for layer in plain]
     if not full:
         raise engine_refuses(arch, dep, "a model without attention layers (all linear-attention state)")
@@ -107,23 +71,19 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         raise engine_refuses(arch, dep, "layers of one kind with different shapes")
     # GLM-5.3-Flash: the DSA pool of its MLA layers (HybridLinearKVPool over DSATokenToKVPool, one indexer K per
     # full layer that owns one: pool_configurator._compute_dsa_indexer_cell_size over full_attention_layer_ids)
-    owners = tuple(layer.indexer is not None for layer in plain) if arch.architecture == GLM5_NEXT else ()
+    owners = tuple(layer.indexer is not None for layer in plain) if family.dsa_pool else ()
     # the NextN draft is in cell_size only when the TARGET config names num_nextn_predict_layers
     # (``spec_aux_hidden_state._resolve_eagle_aux_hidden_state``): GLM-5.3-Flash's does (1), Qwen3-Next's does not
     # (num_mtp_layers 0 here; _with_draft_pool allocates its draft pool beyond the budget)
-    drafts = arch.num_mtp_layers if arch.architecture == GLM5_NEXT else 0
+    drafts = arch.num_mtp_layers if family.dsa_pool else 0
     view = replace(arch, num_layers=len(full), layers=(), indexer_full=owners, num_mtp_layers=drafts)
-    if view.attention != full[0] or not isinstance(full[0], FullAttention | MlaLatent):
+    if view.attention != full[0]:  # also a layer whose first cache is no full attention (MHA / GQA or MLA)
         raise engine_refuses(arch, dep, f"full-attention layers unlike the config's fields ({full[0]})")
     slots = 1
     if states:
         slots = mamba_slots_per_request(radix_cache=not dep.disable_radix_cache,
-                                        extra_buffer=arch.architecture in MAMBA_EXTRA_BUFFER_ARCHS)  # fmt: skip
+                                        extra_buffer=family.mamba_extra_buffer)  # fmt: skip
     interval = SWA_EVICTION_INTERVAL if dep.swa_eviction_interval is None else dep.swa_eviction_interval
-    cap = request_cap_for(dep, window=swa_layers[0].window, eviction_interval=interval,
-                          full_layers=len(full)) if swa_layers else None  # fmt: skip
-    ratio = SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio
-    explicit = None if dep.max_mamba_cache_size is None else dep.max_mamba_cache_size // max(dep.dp_attention, 1)
     # the running requests the speculative buffers are reserved for: --max-running-requests, else SGLang's 48
     running = SPEC_MAX_RUNNING_REQUESTS if dep.max_running_requests is None else dep.max_running_requests
     topk = dep.speculative_eagle_topk
@@ -133,28 +93,60 @@ def sizer_for(arch: ModelArch, dep: Deployment) -> tuple[ModelArch, HybridSizer]
         swa_layers=len(swa_layers),
         state=states[0] if states else None,
         state_layers=len(states),
-        swa_full_tokens_ratio=ratio,
+        swa_full_tokens_ratio=SWA_FULL_TOKENS_RATIO if dep.swa_full_tokens_ratio is None else dep.swa_full_tokens_ratio,
         slots_per_request=slots,
-        max_mamba_cache_size=explicit,
+        max_mamba_cache_size=None if dep.max_mamba_cache_size is None
+        else dep.max_mamba_cache_size // max(dep.dp_attention, 1),
         draft_tokens=dep.speculative_num_draft_tokens,
         spec_running=max(1, running // max(dep.dp_attention, 1)),
         dedup_conv=dep.gpu.vendor == "nvidia" and (topk is None or topk <= 1)
         and not (states and states[0].family == "kda"),
         eviction_interval=interval,
-        swa_cap=cap,
+        swa_cap=request_cap_for(dep, window=swa_layers[0].window, eviction_interval=interval,
+                                full_layers=len(full)) if swa_layers else None,
     )  # fmt: skip
     return view, sizer
 
 
+def _refusals(arch: ModelArch, dep: Deployment, family: SglangHybridFamily) -> None:
+    """What SGLang 0.5.23 sizes in ways kvplan does not plan, or does not serve at all (one line, exit 2)."""
+    if parse_version(dep.engine_version) != HYBRID_VERSION:
+        raise engine_refuses(arch, dep, "hybrid pools (read from SGLang 0.5.23 only: set engine_version=0.5.23)")
+    if any(layer.compressed is not None for layer in arch.layers):
+        raise engine_refuses(
+            arch, dep, "DeepSeek-V4's pools (SGLang 0.5.23 sizes them with DSV4PoolConfigurator: SWA, C4, C128 and "
+            "compressor-state pools)"
+        )  # fmt: skip
+    indexed = next((layer.index for layer in arch.layers if layer.indexer is not None), None)
+    if indexed is not None and not family.dsa_pool:
+        raise engine_refuses(arch, dep, "indexer K layers beside linear-attention state", indexed)
+    if any(layer.window for layer in arch.layers) and any(layer.state for layer in arch.layers):
+        raise engine_refuses(arch, dep, "sliding-window and linear-attention layers in one model")
+    if dep.mtp and family.no_draft:
+        raise PlanError(
+            f"SGLang {dep.engine_version} has no draft for speculative decoding with {family.no_draft} ({arch.name}): "
+            f"it ships no MTP / NextN layer (no num_nextn_predict_layers) and SGLang has no {family.no_draft} NextN "
+            "model"
+        )
+    if dep.mtp and not family.speculative:
+        raise engine_refuses(
+            arch, dep, "speculative decoding with a hybrid model other than Qwen3-Next and GLM-5.3-Flash (draft SWA "
+            "pools, other drafts' state)"
+        )  # fmt: skip
+    if dep.dcp > 1:
+        raise engine_refuses(arch, dep, f"dcp {dep.dcp} with a hybrid model")
+
+
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     """The pools SGLang 0.5.23 builds for a hybrid model on each GPU (module docstring)."""
-    if any(isinstance(c, CompressedAttention) for layer in arch.layers for c in layer.caches):
+    if any(layer.compressed is not None for layer in arch.layers):
         return plan_dsv4(arch, dep)
     view, sizer = sizer_for(arch, dep)
+    if not family_of(arch).dsa_pool:
+        return _with_pools(sglang.plan_pools(view, dep, sizer), arch, sizer)
     dep, said = _dsa_page_override(arch, dep)
     p = _with_pools(sglang.plan_pools(view, dep, sizer), arch, sizer)
-    notes = (said, _kpool_tail_note(view, p)) if arch.architecture == GLM5_NEXT else ()
-    return replace(p, notes=(*p.notes, *(n for n in notes if n)))
+    return replace(p, notes=(*p.notes, *(n for n in (said, _kpool_tail_note(view, p)) if n)))
 
 
 def _kpool_tail_note(view: ModelArch, p: PoolPlan) -> str:
@@ -175,7 +167,7 @@ def _dsa_page_override(arch: ModelArch, dep: Deployment) -> tuple[Deployment, st
     (``model_overrides/deepseek_v2.py`` ``_deepseek_family_overrides``: "Setting page size to {page_size} for
     DeepSeek DSA.", a model override declared over the flag), so a pooled index key never spans two pages."""
     page = 64 * arch.index_kpool
-    if arch.architecture != GLM5_NEXT or dep.page_size in (None, page) or dep.gpu.vendor != "nvidia":
+    if dep.page_size in (None, page) or dep.gpu.vendor != "nvidia":
         return dep, ""
     said = (f"SGLang sets page_size {page} (64 × index_kpool {arch.index_kpool}) for this DSA model over the "
             f"deployment's page_size {dep.page_size}: \"Setting page size to {page} for DeepSeek DSA.\"")  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.engines.common import Knob
-from kvplan.engines.sglang import SPEC_MAX_RUNNING_REQUESTS as SPEC_MAX_RUNNING_REQUESTS
+from kvplan.engines.sglang_requests import SPEC_MAX_RUNNING_REQUESTS as SPEC_MAX_RUNNING_REQUESTS
 from kvplan.engines.sglang_swa_cap import SwaRequestCap
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
@@ -24,19 +24,10 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 """``--mamba-full-memory-ratio`` when not given (``arg_groups/fields/schedule.py``: ``fallback=0.9``)."""
 MAMBA_BASE_SLOTS = 3
 """``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` (``mem_cache/kv_cache_configurator.py``)."""
-MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
-    {"Qwen3NextForCausalLM", "KimiLinearForCausalLM", "Glm5NextForConditionalGeneration",
-     "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"}
-)  # fmt: skip
-"""The architectures kvplan reads whose radix cache keeps the extra state buffer (``_MAMBA_EXTRA_BUFFER_ARCHS``)."""
 HYBRID_VERSION = (0, 5, 23)
-QWEN3_NEXT = "Qwen3NextForCausalLM"
-"""Qwen3-Next: the one hybrid kvplan plans with speculative decoding (MTP / NEXTN) on SGLang."""
 DRAFT_POOL_LAYERS = 1
 """``_build_hybrid_linear_kv_pool``: a draft worker's HybridLinearKVPool has ``full_attention_layer_ids = [0]``
 ("if draft worker, we only need 1 attention layer's kv pool")."""
-GLM5_NEXT = "Glm5NextForConditionalGeneration"
-"""GLM-5.3-Flash: KDA state + MLA with the pooled DSA indexer (``configs/hybrid_arch.py`` ``glm5_next_config``)."""
 
 
 # The hybrid chain, step by step (SGLang 0.5.23):

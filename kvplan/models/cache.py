@@ -396,6 +396,16 @@ class Layer:
                 return c
         return None
 
+    @property
+    def window(self) -> SlidingWindow | None:
+        """The layer's sliding-window cache, if it has one."""
+        return next((c for c in self.caches if isinstance(c, SlidingWindow)), None)
+
+    @property
+    def compressed(self) -> CompressedAttention | None:
+        """The layer's DeepSeek-V4 compressed attention, if it has one."""
+        return next((c for c in self.caches if isinstance(c, CompressedAttention)), None)
+
 
 def request_bytes(
     cache: CacheKind, ctx_tokens: int, attn_tp: int, engine: str, kv_dtype: str = "bf16",
