@@ -72,19 +72,7 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> 
     req = requests(arch, dep, hybrid, rows.rows, rows.logged, rows.startup_error, budget.state_slots, page, notes)
     if rows.capped:
         notes.append(f"--max-total-tokens {dep.max_total_tokens} caps the profiled pool")
-    knobs += [
-        page_k,
-        budget.chunk,
-        Knob("cuda_graph_max_bs", budget.max_bs, "set" if dep.cuda_graph_max_bs else "default: by GPU memory and tp"),
-        budget.mfs,
-        budget.overhead,
-        budget.pre_load_free,
-        budget.weights,
-        req.context,
-        req.running,
-        given(dep, "dcp", dep.dcp, "1, no decode context parallelism"),
-        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
-    ]
+    knobs += _knobs(dep, page_k, budget, req)
     return PoolPlan(
         engine="sglang",
         engine_version=dep.engine_version,
@@ -117,6 +105,23 @@ def plan_pools(arch: ModelArch, dep: Deployment, hybrid: HybridSteps | None) -> 
         attn_tp=attn_tp,
         extras=_extras(budget, alloc, req, rows, hybrid),
     )
+
+
+def _knobs(dep: Deployment, page_k: Knob, b: _Budget, req: Requests) -> list[Knob]:
+    """The knobs the chain resolved after the layout's, in the order the plan prints them."""
+    return [
+        page_k,
+        b.chunk,
+        Knob("cuda_graph_max_bs", b.max_bs, "set" if dep.cuda_graph_max_bs else "default: by GPU memory and tp"),
+        b.mfs,
+        b.overhead,
+        b.pre_load_free,
+        b.weights,
+        req.context,
+        req.running,
+        given(dep, "dcp", dep.dcp, "1, no decode context parallelism"),
+        given(dep, "speculative_num_draft_tokens", dep.speculative_num_draft_tokens, "0, no speculative decoding"),
+    ]
 
 
 # ---- defaults: the version's refusals, decode context parallel, the page
