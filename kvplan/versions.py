@@ -105,9 +105,15 @@ class _Range:
         return f"{name} {version} -> rules of {self.label} ({self.cite})"
 
 
+SglangMemFraction = Literal["by_tp", "by_tp_0.4.6", "by_tp_0.4.7", "gpu_class", "reserve_0.5.3", "reserve_0.5.23"]
+"""The mem_fraction_static heuristics SGLang has had (``SglangRules.mem_fraction``): a typo is a mypy error."""
+SglangCapacity = Literal["0.4.0", "0.4.7", "0.4.8", "0.5.3", "0.5.5", "0.5.10"]
+"""The chunked_prefill_size / cuda_graph_max_bs tables by GPU memory SGLang has had (``SglangRules.capacity``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class SglangRules(_Range):
-    mem_fraction: str
+    mem_fraction: SglangMemFraction
     """Default mem_fraction_static heuristic (gpu_mem = the smallest GPU's nvidia-smi / amd-smi total in MiB):
     'by_tp' (0.4.0-0.4.5: 0.88 / 0.87 / 0.85 / 0.81 / 0.79 by tp);
     'by_tp_0.4.6' (the tp table up to 81,920 MiB, above it (gpu_mem − 13 GiB) / gpu_mem, unrounded);
@@ -118,7 +124,7 @@ class SglangRules(_Range):
     'reserve_0.5.3' (512 + max(chunk, 2048) × 1.5 + max_bs × 2 + tp × pp / 8 × 1024 MiB, dp-attention terms,
     at least 10 GiB above 60 GiB, + EAGLE; the decode-graph term whether or not graphs are on);
     'reserve_0.5.23' (+ the prefill CUDA graph, decode graph only when on)."""
-    capacity: str = "0.5.10"
+    capacity: SglangCapacity = "0.5.10"
     """Default chunked_prefill_size (and cuda_graph_max_bs) by GPU memory: '0.4.0' (2048 under 25,000 MiB, else
     8192), '0.4.7' (16384 over 180,000 MiB), '0.4.8' (2048 under 35 GiB, 8192 under 160 GiB, else 16384),
     '0.5.3' (the memory table with max_bs 16 / 80 under 35 GiB), '0.5.5' (24 / 80 there), '0.5.10' (4096 and

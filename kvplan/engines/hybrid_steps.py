@@ -1,6 +1,6 @@
 """The hybrid steps SGLang's memory chain (kvplan.engines.sglang.plan_pools) runs for a hybrid model: the state pool
 taken out of the budget first, the SWA pool beside the full pool, running requests capped by the state slots. The
-one implementation is kvplan.engines.sglang_hybrid.HybridSizer, where each step cites SGLang's source."""
+one implementation is kvplan.engines.sglang_hybrid_sizer.HybridSizer, where each step cites SGLang's source."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Demand, Knob, Pool, PoolPlan, Term
-from kvplan.engines.sglang_hybrid import HYBRID_VERSION, SWA_EVICTION_INTERVAL
+from kvplan.engines.sglang_hybrid_sizer import HYBRID_VERSION, SWA_EVICTION_INTERVAL
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.cache import FullAttention, SlidingWindow
@@ -40,7 +40,7 @@ def planned_here(arch: ModelArch) -> bool:
 def all_sliding(arch: ModelArch) -> bool:
     """True when every layer's only cache is a sliding window (SGLang: ``full_attention_layer_ids == []``)."""
     return bool(arch.layers) and all(
-        len(layer.caches) == 1 and isinstance(layer.caches[0], SlidingWindow) for layer in arch.layers
+        layer.window is not None and layer.caches == (layer.window,) for layer in arch.layers
     )
 
 
@@ -82,11 +82,11 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
         raise _refuse(arch, dep, "speculative decoding with an all-sliding-window model (draft SWA pools)")
     if dep.dcp > 1:
         raise _refuse(arch, dep, f"dcp {dep.dcp} with an all-sliding-window model")
-    windows = {c for layer in arch.layers for c in layer.caches}
+    windows = {layer.window for layer in arch.layers}  # planned_here: every layer's one cache is its window
     if len(windows) > 1:
         raise _refuse(arch, dep, "sliding-window layers of different shapes")
     sw = next(iter(windows))
-    assert isinstance(sw, SlidingWindow)
+    assert sw is not None
     # the sliding layers as a uniform model: plan_pools' cell = swa_per_token × swa_layers, rows = SGLang's swa_tokens
     view = replace(arch, num_layers=len(arch.layers), layers=(), num_mtp_layers=0)
     att = view.attention

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import kvplan.engines.sglang as sglang
 from kvplan.engines.common import Knob, PoolPlan, Term
+from kvplan.engines.sglang_reserve import capacity_defaults
 from kvplan.models.deploy import Deployment
 from kvplan.units import MiB, cdiv
 from kvplan.versions import sglang_rules
 
 if TYPE_CHECKING:
-    from kvplan.engines.sglang_hybrid import HybridSizer
+    from kvplan.engines.sglang_hybrid_sizer import HybridSizer
 
 CHUNKS_IN_FLIGHT = 2
 """``compute_swa_request_cap``: ``1 if disable_overlap_schedule else 2``; the overlap scheduler is SGLang's default
@@ -75,14 +75,14 @@ class SwaRequestCap:
 def request_cap_for(dep: Deployment, *, window: int, eviction_interval: int, full_layers: int) -> SwaRequestCap | None:
     """The cap when SGLang would pick SWARequestCapPoolConfigurator for this deployment, else None.
 
-    chunked_prefill_size not given: SGLang's default by GPU memory (kvplan.engines.sglang ``_capacity_defaults``,
+    chunked_prefill_size not given: SGLang's default by GPU memory (kvplan.engines.sglang_reserve ``capacity_defaults``,
     the value ``get_schedule().chunked_prefill_size`` holds when the configurator runs)."""
     if dep.max_running_requests is None:
         return None
     chunk = dep.chunked_prefill_size
     if chunk is None:
         gpu_mib = dep.gpu.nvml_total_bytes // MiB
-        chunk = sglang._capacity_defaults(gpu_mib, dep.tp, sglang_rules(dep.engine_version).capacity)[0]
+        chunk = capacity_defaults(gpu_mib, dep.tp, sglang_rules(dep.engine_version).capacity)[0]
     running = max(1, dep.max_running_requests // max(dep.dp_attention, 1))
     cap = SwaRequestCap(window=window, eviction_interval=eviction_interval, running=running, chunk=chunk)
     return cap if cap.applies(radix_disabled=dep.disable_radix_cache, full_layers=full_layers) else None

@@ -470,17 +470,13 @@ class Layer:
 
     @property
     def window(self) -> SlidingWindow | None:
-        for c in self.caches:
-            if isinstance(c, SlidingWindow):
-                return c
-        return None
+        """The layer's sliding-window cache, if it has one."""
+        return next((c for c in self.caches if isinstance(c, SlidingWindow)), None)
 
     @property
     def compressed(self) -> CompressedAttention | None:
-        for c in self.caches:
-            if isinstance(c, CompressedAttention):
-                return c
-        return None
+        """The layer's DeepSeek-V4 compressed attention, if it has one."""
+        return next((c for c in self.caches if isinstance(c, CompressedAttention)), None)
 
     @property
     def paged_attention(self) -> tuple[FullAttention | MlaLatent, ...]:
