@@ -105,7 +105,7 @@ def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: in
     us = {
         "ttft": _band(1e6 * _pct(ttft, 0.5), e_ttft), "ttft_p90": _band(1e6 * _pct(ttft, 0.9), e_ttft),
         "tpot": _band(1e6 * _pct(tpot, 0.5), e_tpot), "tpot_p90": _band(1e6 * _pct(tpot, 0.9), e_tpot),
-        "itl": _band(1e6 * _pct(tpot, 0.5), e_tpot),
+        "itl": _band(1e6 * t.itl_median, e_tpot),
         "e2e": _band(1e6 * _pct(e2e, 0.5), e_tput), "e2e_p90": _band(1e6 * _pct(e2e, 0.9), e_tput),
     }  # fmt: skip
     gpus = dep.tp * max(dep.pp or 1, 1)
@@ -116,7 +116,7 @@ def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: in
         " request when its last finishes (bench_serving --max-concurrency)",
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
-        "ITL = TPOT: no speculative decoding priced (an MTP / EAGLE deployment's acceptance length is not modelled)",
+        "no speculative decoding priced: MTP / EAGLE draft steps and acceptance length are not modelled",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
     )
     return PerfResult(

@@ -117,6 +117,9 @@ class Timings:
     tpot: tuple[float, ...]
     e2e: tuple[float, ...]
     duration: float
+    itl_median: float
+    """The median gap between two tokens of one request, over every decoded token: a decode step's end less the
+    previous decode step's end (SGLang's prefill batches in between count in the gap)."""
 
 
 def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
@@ -132,4 +135,22 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     ttft = tuple(at(f) - at(a) for a, f in zip(sched.arrived, sched.first, strict=True))
     e2e = tuple(at(f) - at(a) for a, f in zip(sched.arrived, sched.finished, strict=True))
     tpot = tuple((e - t1) / (osl - 1) if osl > 1 else 0.0 for e, t1 in zip(e2e, ttft, strict=True))
-    return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t)
+    gaps: list[tuple[float, int]] = []
+    last = -1
+    for s, b in enumerate(sched.steps):
+        if b.decode_requests:
+            prev = ends[last] if last >= 0 else (ends[s - 1] if s else 0.0)  # first decode: from the first tokens
+            gaps.append((ends[s] - prev, b.decode_requests))
+            last = s
+    return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))
+
+
+def _weighted_median(gaps: list[tuple[float, int]]) -> float:
+    if not gaps:
+        return 0.0
+    half, seen = sum(w for _, w in gaps) / 2, 0
+    for g, w in sorted(gaps):
+        seen += w
+        if seen >= half:
+            return g
+    return sorted(gaps)[-1][0]

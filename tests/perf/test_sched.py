@@ -43,3 +43,16 @@ def test_the_running_cap_queues_the_rest() -> None:
 def test_bad_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         closed_loop(engine="vllm", isl=0, osl=3, concurrency=2, cap=2, budget=12, num_prompts=2)
+
+
+def test_itl_counts_the_prefill_batches_between_two_decode_steps() -> None:
+    # the SGLang schedule of the first test: steps 0 prefill (1 s), 1-2 decode (0.5 s each), 3 prefill (1 s), 4-5
+    # decode. Gaps of 2 tokens each: step 1 = 0.5 (after the prefill's end), step 2 = 0.5, step 4 = 1 + 0.5 = 1.5
+    # (the prefill at step 3 sits between), step 5 = 0.5: the median over 8 tokens is 0.5
+    s = closed_loop(engine="sglang", isl=10, osl=3, concurrency=2, cap=2, budget=100, num_prompts=4)
+    t = timings(s, [1.0, 0.5, 0.5, 1.0, 0.5, 0.5], osl=3)
+    assert t.itl_median == 0.5 and t.ttft == (1.0, 1.0, 1.0, 1.0)
+    # decodes of 2 s around a 1 s prefill: gaps 2, 2, 1 + 2 = 3, 2; the lower weighted median of 8 tokens is 2,
+    # and with the prefill at 5 s step 4's gap is 7: still 2 (a median, not a mean)
+    assert timings(s, [1.0, 2.0, 2.0, 1.0, 2.0, 2.0], osl=3).itl_median == 2.0
+    assert timings(s, [1.0, 2.0, 2.0, 5.0, 2.0, 2.0], osl=3).itl_median == 2.0
