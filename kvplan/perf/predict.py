@@ -1,9 +1,9 @@
 """``kvplan perf``'s question: TTFT, TPOT, end-to-end latency and tokens per second per GPU of a deployment under a
 closed-loop concurrency, from its own plan (pool, running cap, chunk budget), the step model and the coefficients.
 
-Bands: each figure ± 1.5 × the held-out MAPE of the coefficient row it used (TTFT's, TPOT's or throughput's, from
-benchmarks/perf_calibrate.py), doubled when the row was borrowed (a GPU class, engine version or kernel family
-with no measured rows of its own).
+Bands: each figure times and divided by 1 + 1.5 × the held-out MAPE of the coefficient row it used (TTFT's, TPOT's
+or throughput's, from benchmarks/perf_calibrate.py), the MAPE doubled when the row was borrowed (a GPU class, engine
+version or kernel family with no measured rows of its own).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _band(v: float, rel: float) -> Band:
-    return Band(round(v), round(v * max(1 - rel, 0.0)), round(v * (1 + rel)))
+    return Band(round(v), round(v / (1 + rel)), round(v * (1 + rel)))  # multiplicative: a ratio error either way
 
 
 def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: int) -> PerfResult:
