@@ -56,7 +56,7 @@ QUANT = {
 TRAIN_SOURCE = "source_file=2026-03-25.csv"
 BUDGET = 8192  # SGLang chunked_prefill_size / vLLM max_num_batched_tokens on these GPUs (both engines' defaults)
 PROMPTS_PER_CLIENT = 3
-START = {"gemm_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0}
+START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0}
 FIXED = {"link_eff": 0.7, "comm_us": 8.0}
 
 
@@ -81,7 +81,9 @@ def _arrays(shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, 
         got = {p.name: p for p in parts(shape, b, split, quant, moe)}
         for name in ("dense GEMMs", "expert GEMMs", "attention"):
             p = got.get(name)
-            cols[f"{name}:c"].append(p.flops / peaks.flops_per_s(p.dtype) if p else 0.0)
+            pre = p.prefill_ppm / 10**6 if p else 0.0
+            cols[f"{name}:c"].append(p.flops * (1 - pre) / peaks.flops_per_s(p.dtype) if p else 0.0)
+            cols[f"{name}:p"].append(p.flops * pre / peaks.flops_per_s(p.dtype) if p else 0.0)
             cols[f"{name}:m"].append(p.bytes / peaks.hbm_bytes_per_s if p else 0.0)
         ar = got.get("all-reduce")
         cols["ar:link"].append(ar.bytes / peaks.link_bytes_per_s if ar else 0.0)
@@ -132,7 +134,8 @@ def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
         ("expert GEMMs", c["gemm_eff"]),
         ("attention", c["attention_eff"]),
     ):
-        t += np.maximum(a[f"{name}:c"] / eff, a[f"{name}:m"] / c["mem_eff"])
+        pre = a[f"{name}:p"] / (c["prefill_eff"] if name != "attention" else eff)
+        t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / c["mem_eff"])
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
     ends = np.concatenate(([0.0], np.cumsum(t)))
     s = r.sched
@@ -185,6 +188,7 @@ def main() -> int:
     print("\nheld-out MAPE (rows the fit never saw), kvplan | coefficients used")
     print(f"{'model GPU engine version':<42} {'rows':>4} {'TTFT':>6} {'TPOT':>6} {'tok/s':>6}  coefficients")
     by_group: dict[str, list[Row]] = defaultdict(list)
+    per_key: dict[tuple[str, str, str], list[tuple[int, list[float]]]] = defaultdict(list)
     for r in rows:
         if not r.train:
             by_group[r.group].append(r)
@@ -201,6 +205,12 @@ def main() -> int:
         e = [mape([(p[i], m) for p, m in zip(preds, ms, strict=True)]) for i, ms in enumerate(measured)]
         used = "/".join(key) + ("" if own else " (borrowed)")
         print(f"{group:<42} {len(rs):>4} {e[0]:>6.1%} {e[1]:>6.1%} {e[2]:>6.1%}  {used}")
+        if own:
+            per_key[key].append((len(rs), e))
+    print("\nheld-out MAPE per coefficient row (row-weighted over its own groups): TTFT, TPOT, tok/s")
+    for key, ws in sorted(per_key.items()):
+        n = sum(w for w, _ in ws)
+        print(f"# {'/'.join(key)}: " + ", ".join(f"{sum(w * e[i] for w, e in ws) / n:.3f}" for i in range(3)))
     return 0
 
 

@@ -23,6 +23,9 @@ class Coefficients:
     family: str
     """Kernel family: 'mla' (MLA and DSA), 'gqa' (GQA, sliding window, linear state)."""
     gemm_eff: float
+    """GEMMs of decode tokens (small M)."""
+    prefill_eff: float
+    """GEMMs of prefill tokens (large M)."""
     attention_eff: float
     mem_eff: float
     link_eff: float
@@ -44,39 +47,45 @@ class Coefficients:
 TABLE: tuple[Coefficients, ...] = (
     Coefficients(
         gpu_class="hopper", engine="sglang", versions=("0.5.9", "0.5.9"), family="mla",
-        gemm_eff=0.249, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        gemm_eff=0.249,
+        prefill_eff=0.249, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
         fitted_on="30 rows of source_file=2026-03-25.csv: DeepSeek-R1 H200 SGLang 0.5.9 (15), GLM-5 H200 SGLang"
         " glm5-hopper (15)",
         heldout_mape=(0.71, 0.178, 0.23),
     ),
     Coefficients(
         gpu_class="blackwell", engine="sglang", versions=("0.5.6", "0.5.9"), family="mla",
-        gemm_eff=0.124, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        gemm_eff=0.124,
+        prefill_eff=0.124, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
         fitted_on="75 rows of source_file=2026-03-25.csv: DeepSeek-R1 B200 SGLang 0.5.6 / 0.5.9, GLM-5 B200 SGLang"
         " nightly-dev",
         heldout_mape=(0.688, 0.273, 0.491),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.16.0", "0.16.0"), family="mla",
-        gemm_eff=0.347, attention_eff=0.0828, mem_eff=0.487, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        gemm_eff=0.347,
+        prefill_eff=0.347, attention_eff=0.0828, mem_eff=0.487, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
         fitted_on="15 rows of source_file=2026-03-25.csv: Kimi-K2.5 H200 vLLM 0.16.0 (int4)",
         heldout_mape=(0.277, 0.099, 0.093),
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.17.0"), family="mla",
-        gemm_eff=0.105, attention_eff=0.197, mem_eff=0.489, link_eff=0.7, comm_us=8.0, overhead_us=6500.0,
+        gemm_eff=0.105,
+        prefill_eff=0.105, attention_eff=0.197, mem_eff=0.489, link_eff=0.7, comm_us=8.0, overhead_us=6500.0,
         fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 / 0.17.0",
         heldout_mape=(0.477, 0.235, 0.217),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.18.0", "0.18.0"), family="gqa",
-        gemm_eff=0.152, attention_eff=0.246, mem_eff=0.487, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        gemm_eff=0.152,
+        prefill_eff=0.152, attention_eff=0.246, mem_eff=0.487, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
         fitted_on="15 rows of source_file=2026-03-25.csv: gpt-oss-120b H200 vLLM 0.18.0",
         heldout_mape=(1.889, 0.619, 0.267),
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.15.1"), family="gqa",
-        gemm_eff=0.0625, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        gemm_eff=0.0625,
+        prefill_eff=0.0625, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
         fitted_on="18 rows of source_file=2026-03-25.csv: gpt-oss-120b B200 vLLM 0.15.1",
         heldout_mape=(3.917, 0.352, 0.252),
     ),

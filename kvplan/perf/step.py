@@ -55,6 +55,8 @@ class Part:
     dtype: str = "bf16"
     calls: int = 0
     """Collective calls (all-reduce): each pays the coefficients' latency."""
+    prefill_ppm: int = 0
+    """Share of the GEMM FLOPs that prefill tokens bring (ppm): priced at the prefill efficiency (large M)."""
 
 
 def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
@@ -89,14 +91,16 @@ def parts(
     heads, the same share a GPU; latent MLA KV is read whole by each attention-tp rank)."""
     tp = split.tp
     dense_w, routed_w = weight_bytes_per_gpu(shape, split, quant, moe_quant)
+    share = b.prefill_tokens * 10**6 // b.tokens if b.tokens else 0
     gemm = Part(name="dense GEMMs", flops=2 * (b.tokens * shape.dense_params + b.sampled * shape.lm_head_params) // tp,
-                bytes=dense_w, dtype=quant)  # fmt: skip
+                bytes=dense_w, dtype=quant, prefill_ppm=share)  # fmt: skip
     out = [gemm]
     if shape.num_experts:
         k, e = shape.experts_per_token, shape.num_experts
         touched_ppm = 10**6 - int(10**6 * (1 - k / e) ** b.tokens)  # expected share of experts any token routes to
         flops = 2 * b.tokens * shape.routed_params * k // e // split.experts
-        out.append(Part(name="expert GEMMs", flops=flops, bytes=routed_w * touched_ppm // 10**6, dtype=moe_quant))
+        out.append(Part(name="expert GEMMs", flops=flops, bytes=routed_w * touched_ppm // 10**6, dtype=moe_quant,
+                        prefill_ppm=share))  # fmt: skip
     flops = read = 0
     for g in shape.attention:
         f, r = _attention(g, b, kv_bytes)
@@ -117,6 +121,11 @@ def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
         if p.name == "all-reduce":
             t += p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
             continue
-        eff = c.attention_eff if p.name == "attention" else c.gemm_eff
-        t += max(p.flops / (peaks.flops_per_s(p.dtype) * eff), p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
+        peak = peaks.flops_per_s(p.dtype)
+        if p.name == "attention":
+            compute = p.flops / (peak * c.attention_eff)
+        else:  # prefill rows (large M) and decode rows (small M) reach different shares of the peak
+            pre = p.flops * p.prefill_ppm / 10**6
+            compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
+        t += max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
     return t

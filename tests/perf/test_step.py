@@ -77,7 +77,9 @@ def test_dense_gemm_and_expert_reads() -> None:
 
 
 def _coeffs(**kw: float) -> Coefficients:
-    base = dict(gemm_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=0.0, overhead_us=0.0)
+    base = dict(
+        gemm_eff=0.5, prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=0.0, overhead_us=0.0
+    )
     return Coefficients(gpu_class="hopper", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla",
                         fitted_on="test", heldout_mape=(0.1, 0.1, 0.1), **{**base, **kw})  # fmt: skip
 
