@@ -97,3 +97,13 @@ def test_roofline_per_part() -> None:
           Part(name="all-reduce", flops=0, bytes=10**12, calls=10))  # fmt: skip
     t = step_seconds(ps, PEAKS, _coeffs(overhead_us=100.0, comm_us=5.0))
     assert abs(t - (2 + 1 + 5 + 1e-4 + 2 + 5e-5)) < 1e-9
+
+
+def test_prefill_flops_price_at_the_prefill_efficiency() -> None:
+    # half of 10^15 FLOPs from prefill tokens: 0.5·10^15 / (10^15 × 0.25) = 2 s + 0.5·10^15 / (10^15 × 0.5) = 1 s
+    p = Part(name="dense GEMMs", flops=10**15, bytes=0, prefill_ppm=500_000)
+    assert abs(step_seconds((p,), PEAKS, _coeffs(prefill_eff=0.25)) - 3.0) < 1e-9
+    # a mixed vLLM step: 6 prefill tokens of 8 bring 750,000 ppm of the GEMM FLOPs
+    s = {x.name: x for x in parts(step_shape(load_model("llama-3.1-8b")), Batch(prefill_tokens=6, prefill_pairs=21,
+         decode_requests=2, decode_context=20, sampled=2), ONE, "bf16", "bf16")}  # fmt: skip
+    assert s["dense GEMMs"].prefill_ppm == 750_000
