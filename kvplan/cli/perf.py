@@ -7,6 +7,9 @@ import typer
 from kvplan.cli._common import DeployOpt, FormatOpt, ModelOpt, SetOpt, boundary, load_plan
 from kvplan.render import OutputFormat, emit
 
+MAX_CONCURRENCY = 65_536
+MAX_OSL = 262_144
+
 
 def perf(
     isl: Annotated[str, typer.Option("--isl", metavar="TOKENS", help="Input tokens a request: 8K or an exact count.")],
@@ -32,6 +35,8 @@ def perf(
         n_isl, n_osl = tokens("--isl", isl), tokens("--osl", osl)
         if min(n_isl, n_osl, concurrency) < 1:
             raise InputError("--isl, --osl and --concurrency must be at least 1")
+        if concurrency > MAX_CONCURRENCY or n_osl > MAX_OSL:  # the schedule is priced step by step
+            raise InputError(f"perf prices up to --concurrency {MAX_CONCURRENCY:,} and --osl {MAX_OSL:,} tokens")
         plan = load_plan(model, deploy, set_)
         try:
             result = run_perf(plan.arch, plan, isl=n_isl, osl=n_osl, concurrency=concurrency)

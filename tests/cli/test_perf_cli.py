@@ -56,5 +56,7 @@ def test_the_pool_caps_the_running_set() -> None:
 def test_bad_input_is_one_line_exit_2() -> None:
     r = runner.invoke(app, ["perf", "--isl", "1K", "--osl", "0", "--concurrency", "4"])
     assert r.exit_code == 2 and "--osl" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["perf", "--isl", "1K", "--osl", "8", "--concurrency", "1000000"])
+    assert r.exit_code == 2 and "up to --concurrency 65,536" in r.output
     r = runner.invoke(app, ["perf", "--isl", "1K", "--osl", "8", "--concurrency", "4", "--set", "gpu=h100-pcie"])
     assert r.exit_code == 2 and "no datasheet peaks for NVIDIA H100 PCIe" in r.output, r.output
