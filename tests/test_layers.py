@@ -12,9 +12,9 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "kvplan"
-FLOORS = {"models": 1, "engines": 2, "plan": 3, "runbook": 3, "sim": 3, "probes": 4, "render": 4, "cli": 5}
+FLOORS = {"models": 1, "engines": 2, "plan": 3, "perf": 3, "runbook": 3, "sim": 3, "probes": 4, "render": 4, "cli": 5}
 FLOORS["__main__"] = 6
-CLI = ("admit", "budget", "doctor", "fit", "gate", "gpus", "prefix", "presets", "probe", "simulate", "transfer")
+CLI = ("admit", "budget", "doctor", "fit", "gate", "gpus", "perf", "prefix", "presets", "probe", "simulate", "transfer")
 ALLOWED = {  # 'module' (any function in it) or 'module:function' -> why its import waits for the call
     **dict.fromkeys((f"kvplan.cli.{c}" for c in (*CLI, "workspace")), "lazy command table: `--help` builds each"),
     "kvplan.cli:_run": "start-up: the app loads inside the error boundary (Ctrl-C there: one line, exit 130)",

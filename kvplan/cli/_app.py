@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "knobs": ("kvplan.cli.presets", "knobs"),
     "gpus": ("kvplan.cli.gpus", "gpus"),
     "fit": ("kvplan.cli.fit", "fit"),
+    "perf": ("kvplan.cli.perf", "perf"),
     "models": ("kvplan.cli.presets", "models_app"),
     "deployments": ("kvplan.cli.presets", "deployments_app"),
     "schema": ("kvplan.cli.schema", "schema"),

@@ -69,5 +69,11 @@ def cases(tmp: Path) -> list[list[str]]:
     ]
     logs = sorted(p for p in (DATA / "logs").glob("*.log"))
     out += [["doctor", "--log", str(p)] for p in logs]
+    perf = ("--isl", "8K", "--osl", "1K", "--concurrency", "16")
+    out += [
+        ["perf", *perf],
+        ["perf", "--deploy", VL, *perf],
+        ["perf", "--model", "llama-3.1-8b", "--deploy", VL, *perf],
+    ]
     out += [["doctor", "--log", str(DATA / "logs" / "sglang-0.5.23-glm53-match.log"), "--deploy", SG]]
     return [[*c, "--format", "json"] for c in out]

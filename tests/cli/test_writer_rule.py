@@ -118,7 +118,7 @@ def _file_params(name: str) -> list[tuple[str, str]]:
     return out
 
 
-READ_ONLY = {"admit", "budget", "workspace", "transfer", "gate", "diff", "validate"}
+READ_ONLY = {"admit", "budget", "workspace", "transfer", "gate", "diff", "validate", "perf"}
 """Commands that write nothing: their file options are all inputs."""
 OPTION = {
     "TRACE": "trace",

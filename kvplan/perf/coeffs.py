@@ -1,0 +1,121 @@
+"""Efficiency coefficients as data: one row per (GPU class, engine, engine-version range, kernel family), each
+naming the measured rows it was fitted on (benchmarks/perf_calibrate.py refits them and prints the held-out error).
+
+A row's fields: the share of the datasheet peak the GEMMs and the attention kernels reach, the share of HBM
+bandwidth a memory-bound part reaches, of NVLink an all-reduce reaches, the latency of one collective call and a
+fixed per-step overhead (scheduler, launch, sampler). A deployment with no row of its own borrows the nearest
+(same engine and GPU class, else same GPU class, else the first) and says so; its band then widens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.versions import parse_version
+
+
+@dataclass(frozen=True, kw_only=True)
+class Coefficients:
+    gpu_class: str
+    engine: str
+    versions: tuple[str, str]
+    """[first, last] engine versions of the rows it was fitted on (inclusive)."""
+    family: str
+    """Kernel family: 'mla' (MLA and DSA), 'gqa' (GQA, sliding window, linear state)."""
+    gemm_eff: float
+    """GEMMs of decode tokens (small M)."""
+    prefill_eff: float
+    """GEMMs of prefill tokens (large M)."""
+    attention_eff: float
+    mem_eff: float
+    link_eff: float
+    comm_us: float
+    overhead_us: float
+    fitted_on: str
+    heldout_mape: tuple[float, float, float]
+    """Held-out MAPE of TTFT, TPOT and throughput (fractions) on the rows the fit never saw."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.gpu_class} / {self.engine} {self.versions[0]}-{self.versions[1]} / {self.family}"
+
+    def covers(self, version: str) -> bool:
+        lo, hi = (parse_version(v) for v in self.versions)
+        return lo <= parse_version(version) <= hi
+
+
+TABLE: tuple[Coefficients, ...] = (
+    Coefficients(
+        gpu_class="hopper", engine="sglang", versions=("0.5.9", "0.5.9"), family="mla",
+        gemm_eff=0.6,
+        prefill_eff=0.249, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        fitted_on="30 rows of source_file=2026-03-25.csv: DeepSeek-R1 H200 SGLang 0.5.9 (15), GLM-5 H200 SGLang"
+        " glm5-hopper (15)",
+        heldout_mape=(0.71, 0.178, 0.23),
+    ),
+    Coefficients(
+        gpu_class="blackwell", engine="sglang", versions=("0.5.6", "0.5.9"), family="mla",
+        gemm_eff=0.174,
+        prefill_eff=0.124, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        fitted_on="75 rows of source_file=2026-03-25.csv: DeepSeek-R1 B200 SGLang 0.5.6 / 0.5.9, GLM-5 B200 SGLang"
+        " nightly-dev",
+        heldout_mape=(0.688, 0.274, 0.492),
+    ),
+    Coefficients(
+        gpu_class="hopper", engine="vllm", versions=("0.16.0", "0.16.0"), family="mla",
+        gemm_eff=0.412,
+        prefill_eff=0.292, attention_eff=0.192, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=6640.0,
+        fitted_on="15 rows of source_file=2026-03-25.csv: Kimi-K2.5 H200 vLLM 0.16.0 (int4)",
+        heldout_mape=(0.302, 0.043, 0.038),
+    ),
+    Coefficients(
+        gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.17.0"), family="mla",
+        gemm_eff=0.0157,
+        prefill_eff=0.105, attention_eff=0.232, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=7870.0,
+        fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 / 0.17.0",
+        heldout_mape=(0.473, 0.175, 0.208),
+    ),
+    Coefficients(
+        gpu_class="hopper", engine="vllm", versions=("0.18.0", "0.18.0"), family="gqa",
+        gemm_eff=0.0733,
+        prefill_eff=0.152, attention_eff=0.253, mem_eff=0.487, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        fitted_on="15 rows of source_file=2026-03-25.csv: gpt-oss-120b H200 vLLM 0.18.0",
+        heldout_mape=(1.892, 0.663, 0.277),
+    ),
+    Coefficients(
+        gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.15.1"), family="gqa",
+        gemm_eff=0.17,
+        prefill_eff=0.0625, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        fitted_on="18 rows of source_file=2026-03-25.csv: gpt-oss-120b B200 vLLM 0.15.1",
+        heldout_mape=(3.913, 0.316, 0.248),
+    ),
+)  # fmt: skip
+"""benchmarks/perf_calibrate.py's fit (AIConfigurator 0.12.0 silicon_sample.csv, Apache-2.0), on the rows of
+``source_file=2026-03-25.csv`` only. ``heldout_mape`` is the script's "per coefficient row" line: the row-weighted
+mean of its held-out lines that used the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the
+gap-analysis files). The GQA rows' held-out error is dominated by Llama-3.1, a family none of them was fitted on:
+their bands are wide on purpose."""
+
+
+def family_of(kinds: tuple[str, ...]) -> str:
+    """The kernel family a model's attention kinds price under: MLA (and DSA) or the GQA family."""
+    return "mla" if any(k in ("mla", "dsa") for k in kinds) else "gqa"
+
+
+def coefficients_for(gpu_class: str, engine: str, version: str, family: str) -> tuple[Coefficients, str]:
+    """The row fitted for this GPU class, engine, version and family, else the nearest one and what was borrowed
+    ('' when the row is the deployment's own): same class, engine and family at another version, then same class
+    and engine, then same class, then any row."""
+    tiers = (
+        (lambda c: c.gpu_class == gpu_class and c.engine == engine and c.family == family and c.covers(version), ""),
+        (lambda c: c.gpu_class == gpu_class and c.engine == engine and c.family == family, "engine version"),
+        (lambda c: c.gpu_class == gpu_class and c.engine == engine, "kernel family"),
+        (lambda c: c.gpu_class == gpu_class, "engine and kernel family"),
+        (lambda c: True, "GPU class, engine and kernel family"),
+    )
+    for match, what in tiers:
+        for c in TABLE:
+            if match(c):
+                return c, (f"{c.key} for {gpu_class} / {engine} {version} / {family}: no row of its {what}"
+                           if what else "")  # fmt: skip
+    raise ValueError("kvplan.perf.coeffs.TABLE is empty")

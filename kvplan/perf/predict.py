@@ -1,0 +1,128 @@
+"""``kvplan perf``'s question: TTFT, TPOT, end-to-end latency and tokens per second per GPU of a deployment under a
+closed-loop concurrency, from its own plan (pool, running cap, chunk budget), the step model and the coefficients.
+
+Bands: each figure times and divided by 1 + 1.5 × the held-out MAPE of the coefficient row it used (TTFT's, TPOT's
+or throughput's, from benchmarks/perf_calibrate.py), the MAPE doubled when the row was borrowed (a GPU class, engine
+version or kernel family with no measured rows of its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.engines.common import PoolPlan
+from kvplan.models.arch import ModelArch, Split
+from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
+from kvplan.perf.peaks import peaks_of
+from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.shape import step_shape
+from kvplan.perf.step import parts, step_seconds
+
+PROMPTS_PER_CLIENT = 3
+"""Requests per client in the closed loop (num_prompts = 3 × concurrency), as the calibration ran."""
+
+
+@dataclass(frozen=True)
+class Band:
+    value: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class PerfResult:
+    model: str
+    engine: str
+    engine_version: str
+    gpu: str
+    gpus: int
+    isl: int
+    osl: int
+    concurrency: int
+    num_prompts: int
+    running_cap: int
+    running_cap_from: str
+    peak_running: int
+    budget_tokens: int
+    budget_from: str
+    quant: str
+    us: dict[str, Band]
+    """ttft, ttft_p90, tpot, tpot_p90, itl, e2e, e2e_p90: microseconds."""
+    tokens_per_s_per_gpu: dict[str, Band]
+    """output, total."""
+    coefficients: Coefficients
+    borrowed: str
+    peaks_source: str
+    assumptions: tuple[str, ...]
+
+
+def _quant(arch: ModelArch, group: str) -> str:
+    """The GEMM dtype a parameter group's checkpoint bytes imply (2 bytes bf16, 1 fp8, under 1 a 4-bit format)."""
+    g = next((g for g in arch.param_groups if g.name == group), None)
+    if g is None or not g.params:
+        return "bf16"
+    per = g.bytes_per_param_num / g.bytes_per_param_den
+    return "bf16" if per >= 1.9 else "fp8" if per >= 0.9 else "fp4"
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(int(q * len(s)), len(s) - 1)]
+
+
+def _band(v: float, rel: float) -> Band:
+    return Band(round(v), round(v / (1 + rel)), round(v * (1 + rel)))  # multiplicative: a ratio error either way
+
+
+def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: int) -> PerfResult:
+    """ValueError (one line) for a GPU without peaks or a model without a step model."""
+    dep = plan.deployment
+    peaks = peaks_of(dep.gpu)
+    if peaks is None:
+        raise ValueError(f"perf has no datasheet peaks for {dep.gpu.name} (kvplan.perf.peaks: H100, H200, B200, B300)")
+    shape = step_shape(arch)
+    dp = max(dep.dp_attention, 1)
+    split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
+    by_pool = plan.usable_tokens * dp // (isl + osl)
+    cap = max(min(plan.max_running_requests, by_pool), 1)
+    cap_from = (f"max_running_requests {plan.max_running_requests:,}" if cap == plan.max_running_requests else
+                f"pool {plan.usable_tokens:,} tokens × {dp} DP rank(s) // (isl + osl) = {by_pool:,}")  # fmt: skip
+    knob = "chunked_prefill_size" if plan.engine == "sglang" else "max_num_batched_tokens"
+    k = plan.knob(knob)
+    budget = int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192
+    quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
+    family = family_of(tuple(g.kind for g in shape.attention))
+    coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family)
+    n = PROMPTS_PER_CLIENT * concurrency
+    sched = closed_loop(engine=plan.engine, isl=isl, osl=osl, concurrency=concurrency, cap=cap, budget=budget,
+                        num_prompts=n)  # fmt: skip
+    kv_bytes = 1 if plan.is_fp8 else 2
+    secs = [step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs) for b in sched.steps]
+    t = timings(sched, secs, osl)
+    widen = 3.0 if borrowed else 1.5
+    e_ttft, e_tpot, e_tput = (widen * e for e in coeffs.heldout_mape)
+    ttft, tpot, e2e = (list(x) for x in (t.ttft, t.tpot, t.e2e))
+    us = {
+        "ttft": _band(1e6 * _pct(ttft, 0.5), e_ttft), "ttft_p90": _band(1e6 * _pct(ttft, 0.9), e_ttft),
+        "tpot": _band(1e6 * _pct(tpot, 0.5), e_tpot), "tpot_p90": _band(1e6 * _pct(tpot, 0.9), e_tpot),
+        "itl": _band(1e6 * t.itl_median, e_tpot),
+        "e2e": _band(1e6 * _pct(e2e, 0.5), e_tput), "e2e_p90": _band(1e6 * _pct(e2e, 0.9), e_tput),
+    }  # fmt: skip
+    gpus = dep.tp * max(dep.pp or 1, 1)
+    out = n * osl / t.duration / gpus
+    tput = {"output": _band(out, e_tput), "total": _band(out * (isl + osl) / osl, e_tput)}
+    said = (
+        f"closed loop: {concurrency} clients, {n} requests of {isl:,} + {osl:,} tokens, each client sending its next"
+        " request when its last finishes (bench_serving --max-concurrency)",
+        f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
+        f"{'fp8' if kv_bytes == 1 else 'bf16'}",
+        "no speculative decoding priced: MTP / EAGLE draft steps and acceptance length are not modelled",
+        "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
+    )
+    return PerfResult(
+        model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
+        isl=isl, osl=osl, concurrency=concurrency, num_prompts=n, running_cap=cap, running_cap_from=cap_from,
+        peak_running=sched.peak_running, budget_tokens=budget, budget_from=f"{knob} {budget:,} ({k.origin})",
+        quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
+        peaks_source=peaks.source, assumptions=said,
+    )  # fmt: skip

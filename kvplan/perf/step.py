@@ -1,0 +1,131 @@
+"""One forward step's FLOPs and bytes per part on one GPU, and its time under the GPU's peaks and the coefficients.
+
+A part's time is max(FLOPs / (peak × compute efficiency), bytes / (HBM × memory efficiency)): a roofline per part
+(GEMMs by their quant mode's peak, attention at bf16), plus the tp all-reduce over the link and a fixed per-step
+overhead (launch, scheduler, sampler). What each kind reads and multiplies, per layer and per (query, key) pair:
+- GQA / sliding window: QK and PV, 2 × 2 × q_heads × head_dim FLOPs a pair; K and V of each cached token read;
+  a window caps the keys at ``window`` (SGLang / vLLM sliding-window kernels skip the rest);
+- MLA: decode absorbed (FlashMLA / SGLang ``forward_absorb``): 2 × q_heads × (2·kv_lora + rope) FLOPs a pair over
+  the latent; prefill unabsorbed (``forward_normal``): 2 × q_heads × (qk_dim + v_dim) a pair; latent read once;
+- DSA: the indexer scores every key on its layers (2 × index_heads × index_dim a pair, fp8 K + scale read:
+  index_dim + 4 bytes a token), MLA then attends over min(ctx, index_topk) keys (SGLang ``nsa_backend``);
+- linear state: its recurrent + conv state read and written once a request a step, a few FLOPs an element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.models.arch import Split
+from kvplan.perf.coeffs import Coefficients
+from kvplan.perf.peaks import Peaks
+from kvplan.perf.shape import AttentionGroup, StepShape, weight_bytes_per_gpu
+
+KV_BYTES = 2
+"""bf16 KV cache; an fp8 cache halves the reads (``kv_bytes``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """What one step runs (whole batch across the deployment): new prefill tokens and their (query, key) pairs,
+    decode requests with the sum of their context lengths, and the tokens sampled (one per decode request and per
+    finished prefill)."""
+
+    prefill_tokens: int = 0
+    prefill_pairs: int = 0
+    decode_requests: int = 0
+    decode_context: int = 0
+    sampled: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prefill_tokens + self.decode_requests
+
+
+def chunk_pairs(new_tokens: int, prefix_tokens: int) -> int:
+    """Causal (query, key) pairs of a chunk of ``new_tokens`` after ``prefix_tokens`` cached: n·p + n(n+1)/2."""
+    return new_tokens * prefix_tokens + new_tokens * (new_tokens + 1) // 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    name: str
+    flops: int
+    bytes: int
+    dtype: str = "bf16"
+    calls: int = 0
+    """Collective calls (all-reduce): each pays the coefficients' latency."""
+    prefill_ppm: int = 0
+    """Share of the GEMM FLOPs that prefill tokens bring (ppm): priced at the prefill efficiency (large M)."""
+
+
+def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
+    """(FLOPs, bytes) of one group's layers over the whole batch (every GPU together)."""
+    mean_ctx = b.decode_context // b.decode_requests if b.decode_requests else 0
+    if g.kind == "linear":
+        return 4 * g.state_bytes * b.tokens * g.layers // 2, 2 * g.state_bytes * (b.decode_requests + 1) * g.layers
+    if g.kind in ("gqa", "swa"):
+        keys = min(mean_ctx, g.window) if g.window else mean_ctx
+        pairs = min(b.prefill_pairs, b.prefill_tokens * g.window) if g.window else b.prefill_pairs
+        flops = 2 * g.q_heads * (g.qk_dim + g.v_dim) * (pairs + keys * b.decode_requests)
+        read = keys * b.decode_requests * g.kv_heads * (g.qk_dim + g.v_dim) * kv_bytes
+        return flops * g.layers, read * g.layers
+    latent = g.kv_lora_rank + g.rope_dim
+    keys = min(mean_ctx, g.index_topk) if g.index_topk else mean_ctx
+    pre_pairs = min(b.prefill_pairs, b.prefill_tokens * g.index_topk) if g.index_topk else b.prefill_pairs
+    flops = 2 * g.q_heads * ((g.qk_dim + g.v_dim) * pre_pairs + (2 * g.kv_lora_rank + g.rope_dim) * keys
+                             * b.decode_requests)  # fmt: skip
+    read = keys * b.decode_requests * latent * kv_bytes * g.layers
+    flops *= g.layers
+    if g.index_topk:  # the indexer scores all keys on its layers
+        scored = b.prefill_pairs + mean_ctx * b.decode_requests
+        flops += 2 * g.index_heads * g.index_dim * scored * g.indexer_layers
+        read += mean_ctx * b.decode_requests * (g.index_dim + 4) * g.indexer_layers
+    return flops, read
+
+
+def parts(
+    shape: StepShape, b: Batch, split: Split, quant: str, moe_quant: str, *, kv_bytes: int = KV_BYTES
+) -> tuple[Part, ...]:
+    """FLOPs and bytes of each part on one GPU (tp GPUs share the work; DP attention splits the batch instead of the
+    heads, the same share a GPU; latent MLA KV is read whole by each attention-tp rank)."""
+    tp = split.tp
+    dense_w, routed_w = weight_bytes_per_gpu(shape, split, quant, moe_quant)
+    share = b.prefill_tokens * 10**6 // b.tokens if b.tokens else 0
+    gemm = Part(name="dense GEMMs", flops=2 * (b.tokens * shape.dense_params + b.sampled * shape.lm_head_params) // tp,
+                bytes=dense_w, dtype=quant, prefill_ppm=share)  # fmt: skip
+    out = [gemm]
+    if shape.num_experts:
+        k, e = shape.experts_per_token, shape.num_experts
+        touched_ppm = 10**6 - int(10**6 * (1 - k / e) ** b.tokens)  # expected share of experts any token routes to
+        flops = 2 * b.tokens * shape.routed_params * k // e // split.experts
+        out.append(Part(name="expert GEMMs", flops=flops, bytes=routed_w * touched_ppm // 10**6, dtype=moe_quant,
+                        prefill_ppm=share))  # fmt: skip
+    flops = read = 0
+    for g in shape.attention:
+        f, r = _attention(g, b, kv_bytes)
+        flops += f // tp
+        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
+        read += r * split.attention // tp if g.kind in ("mla", "dsa") else r // tp
+    out.append(Part(name="attention", flops=flops, bytes=read))
+    if tp > 1:  # two all-reduces a layer of tokens × hidden bf16, ring: 2(tp-1)/tp of it crosses each link
+        size = 2 * shape.layers * b.tokens * shape.hidden * 2
+        out.append(Part(name="all-reduce", flops=0, bytes=size * 2 * (tp - 1) // tp, calls=2 * shape.layers))
+    return tuple(out)
+
+
+def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
+    """Seconds of one step: each part's roofline time at the coefficients' efficiencies, plus the step overhead."""
+    t = c.overhead_us * 1e-6
+    for p in ps:
+        if p.name == "all-reduce":
+            t += p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
+            continue
+        peak = peaks.flops_per_s(p.dtype)
+        if p.name == "attention":
+            compute = p.flops / (peak * c.attention_eff)
+        else:  # prefill rows (large M) and decode rows (small M) reach different shares of the peak
+            pre = p.flops * p.prefill_ppm / 10**6
+            compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
+        t += max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
+    return t

@@ -1,0 +1,73 @@
+"""`kvplan perf`'s report: latency and throughput of a closed-loop load, each figure with its band and its basis."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kvplan.render import Report, Section
+
+if TYPE_CHECKING:  # the command loads it
+    from kvplan.perf.predict import Band, PerfResult
+
+_LATENCY = (("ttft", "TTFT median"), ("ttft_p90", "TTFT p90"), ("tpot", "TPOT median"), ("tpot_p90", "TPOT p90"),
+            ("itl", "ITL median"), ("e2e", "end-to-end median"), ("e2e_p90", "end-to-end p90"))  # fmt: skip
+
+
+def _ms(us: int) -> float:
+    return round(us / 1000, 3)
+
+
+def _fields(name: str, b: Band, scale: Any) -> dict[str, float]:
+    return {name: scale(b.value), f"{name}_low": scale(b.low), f"{name}_high": scale(b.high)}
+
+
+def perf_data(r: PerfResult) -> dict[str, Any]:
+    c = r.coefficients
+    data: dict[str, Any] = {
+        "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
+        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "num_prompts": r.num_prompts,
+        "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
+        "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
+        "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": c.heldout_mape[0],
+                         "heldout_mape_tpot": c.heldout_mape[1], "heldout_mape_throughput": c.heldout_mape[2],
+                         "gemm_eff": c.gemm_eff, "attention_eff": c.attention_eff, "mem_eff": c.mem_eff,
+                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us},
+        "borrowed": r.borrowed or None, "peaks_source": r.peaks_source, "assumptions": list(r.assumptions),
+    }  # fmt: skip
+    for key, _ in _LATENCY:
+        data |= _fields(f"{key}_ms", r.us[key], _ms)
+    for key in ("output", "total"):
+        data |= _fields(f"{key}_tokens_per_s_per_gpu", r.tokens_per_s_per_gpu[key], int)
+    return data
+
+
+def perf_report(r: PerfResult) -> Report:
+    rows = [(label, f"{r.us[k].value / 1000:,.1f} ms", f"{r.us[k].low / 1000:,.1f} – {r.us[k].high / 1000:,.1f} ms")
+            for k, label in _LATENCY]  # fmt: skip
+    for key, label in (("output", "output tok/s per GPU"), ("total", "total tok/s per GPU")):
+        b = r.tokens_per_s_per_gpu[key]
+        rows.append((label, f"{b.value:,}", f"{b.low:,} – {b.high:,}"))
+    c = r.coefficients
+    basis = (
+        ("running set", f"{r.peak_running:,} at most (cap {r.running_cap:,})", r.running_cap_from),
+        ("prefill budget", f"{r.budget_tokens:,} tokens a step", r.budget_from),
+        ("coefficients", c.key, c.fitted_on),
+        (
+            "held-out MAPE",
+            f"TTFT {c.heldout_mape[0]:.0%}, TPOT {c.heldout_mape[1]:.0%}, tok/s {c.heldout_mape[2]:.0%}",
+            "band: × / ÷ (1 + 1.5 × these), 3 × when borrowed",
+        ),
+        ("peaks", r.gpu, r.peaks_source),
+    )
+    title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
+             f"isl {r.isl:,}, osl {r.osl:,}, concurrency {r.concurrency:,}")  # fmt: skip
+    return Report(
+        command="perf",
+        title=title,
+        sections=(
+            Section("latency and throughput (estimated)", tuple(rows), ("figure", "value", "band")),
+            Section("how it was obtained", basis, ("term", "value", "from")),
+        ),
+        data=perf_data(r),
+        notes=((f"borrowed coefficients: {r.borrowed}",) if r.borrowed else ()) + r.assumptions,
+    )

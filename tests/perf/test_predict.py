@@ -1,0 +1,25 @@
+"""kvplan.perf.predict end to end on a case priced by hand: one client of Llama-3.1-8B on one H200 under vLLM, where
+every step is bound by reading the weights once."""
+
+from __future__ import annotations
+
+from kvplan.cli._common import load_plan
+from kvplan.perf.predict import perf
+
+
+def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
+    plan = load_plan("llama-3.1-8b", "glm-5.3-8xh200-vllm", ["tp=1"])
+    r = perf(plan.arch, plan, isl=16, osl=65, concurrency=1)
+    c = r.coefficients
+    # the row: H200 is Hopper, vLLM 0.33.0 has no row of its own, GQA: the gpt-oss H200 vLLM 0.18.0 row, borrowed
+    assert (c.gpu_class, c.engine, c.family) == ("hopper", "vllm", "gqa") and "engine version" in r.borrowed
+    # bf16 weights read each step: (attention 1,342,177,280 + MLP 5,637,144,576) × 2 B + LM head 128,256 × 4,096 × 2 B
+    # = 15,009,316,864 B at 4.8 TB/s × mem_eff; the GEMM FLOPs of one token (2 × 7,504,658,432) at 989 TFLOPS ×
+    # gemm_eff take under 0.1 ms, the KV of 80 tokens (80 × 8 × 256 × 2 B × 32 = 10.5 MB) 5 µs: a step is the read
+    # plus the per-step overhead, and so is TPOT (one request: every step decodes it) and TTFT (a 16-token prefill)
+    step_s = 15_009_316_864 / (4.8e12 * c.mem_eff) + c.overhead_us * 1e-6
+    assert abs(r.us["tpot"].value * 1e-6 / step_s - 1) < 0.005
+    assert abs(r.us["ttft"].value * 1e-6 / step_s - 1) < 0.005
+    # output tok/s per GPU: one token a step
+    assert abs(r.tokens_per_s_per_gpu["output"].value * step_s - 1) < 0.01
+    assert r.peak_running == 1 and r.running_cap == 1024

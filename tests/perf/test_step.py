@@ -1,0 +1,109 @@
+"""kvplan.perf's step model: FLOPs and bytes each part of a forward step costs, derived here from the models'
+config.json shapes (the presets' ``config:``), and the roofline that turns them into time."""
+
+from __future__ import annotations
+
+from kvplan.models.arch import Split
+from kvplan.models.from_hf import load_model
+from kvplan.perf.coeffs import Coefficients
+from kvplan.perf.peaks import Peaks
+from kvplan.perf.shape import step_shape
+from kvplan.perf.step import Batch, Part, chunk_pairs, parts, step_seconds
+
+ONE = Split.of(tp=1)
+
+
+def _part(name: str, model: str, b: Batch, split: Split = ONE, quant: str = "bf16") -> Part:
+    return {p.name: p for p in parts(step_shape(load_model(model)), b, split, quant, quant)}[name]
+
+
+def test_causal_pairs_of_a_chunk() -> None:
+    # 4 new tokens after 0 cached: 1 + 2 + 3 + 4 = 10 pairs; after 6 cached: 4 × 6 more = 34
+    assert chunk_pairs(4, 0) == 10 and chunk_pairs(4, 6) == 34
+
+
+def test_deepseek_v3_experts_and_active_parameters() -> None:
+    s = step_shape(load_model("deepseek-v3"))
+    # config.json: n_routed_experts 256, num_experts_per_tok 8, first_k_dense_replace 3 of 61 layers
+    assert (s.num_experts, s.experts_per_token) == (256, 8)
+    # active: attention 11,413,422,080 + dense MLP 1,189,085,184 + shared 2,554,331,136 + router 106,445,312
+    # + routed 653,908,770,816 × 8 / 256 = 20,434,649,088 + LM head 129,280 × 7,168 = 926,679,040:
+    # 36,624,611,840, DeepSeek's "37B activated" less the input embedding, which multiplies nothing
+    assert s.active_params() == 36_624_611_840
+
+
+def test_gqa_decode_attention_llama_8b() -> None:
+    # Llama-3.1-8B: 32 layers, 32 q heads, 8 kv heads, head_dim 128. One request decoding at 1,000 tokens:
+    # QK + PV 2 × 32 × (128 + 128) × 1,000 × 32 layers = 524,288,000 FLOPs; K + V read
+    # 1,000 × 8 × 256 × 2 B × 32 = 131,072,000 B
+    p = _part("attention", "llama-3.1-8b", Batch(decode_requests=1, decode_context=1000, sampled=1))
+    assert (p.flops, p.bytes) == (524_288_000, 131_072_000)
+
+
+def test_mla_absorbed_decode_deepseek_v3() -> None:
+    # absorbed MLA (SGLang forward_absorb / FlashMLA): 2 × 128 heads × (2 × 512 + 64) × 1,000 keys × 61 layers =
+    # 16,990,208,000 FLOPs over the latent, read once: 1,000 × 576 × 2 B × 61 = 70,272,000 B
+    p = _part("attention", "deepseek-v3", Batch(decode_requests=1, decode_context=1000, sampled=1))
+    assert (p.flops, p.bytes) == (16_990_208_000, 70_272_000)
+
+
+def test_dsa_decode_reads_top_k_and_scores_everything_glm5() -> None:
+    # GLM-5: 78 layers, 64 heads, kv_lora 512 + rope 64, index_topk 2048, indexer (32 heads × 128) on all 78 layers.
+    # At 10,000 tokens the MLA attends 2,048 keys: 2 × 64 × 1,088 × 2,048 × 78 = 22,246,588,416; the indexer
+    # scores all 10,000: 2 × 32 × 128 × 10,000 × 78 = 6,389,760,000. Reads: 2,048 × 576 × 2 × 78 = 184,025,088
+    # latent + 10,000 × (128 + 4) × 78 = 102,960,000 indexer K (fp8 + an fp32 scale)
+    p = _part("attention", "glm-5", Batch(decode_requests=1, decode_context=10_000, sampled=1))
+    assert (p.flops, p.bytes) == (22_246_588_416 + 6_389_760_000, 184_025_088 + 102_960_000)
+
+
+def test_mla_latent_is_read_whole_by_each_attention_tp_rank() -> None:
+    # TP8 without DP attention: heads split 8 ways (FLOPs / 8) but every rank reads the whole latent
+    b = Batch(decode_requests=1, decode_context=1000, sampled=1)
+    p = _part("attention", "deepseek-v3", b, Split.of(tp=8))
+    assert (p.flops, p.bytes) == (16_990_208_000 // 8, 70_272_000)
+    # DP attention 8: each rank runs its own requests with all heads, 1/8 of the reads on average
+    q = _part("attention", "deepseek-v3", b, Split.of(tp=8, dp_attention=8))
+    assert (q.flops, q.bytes) == (16_990_208_000 // 8, 70_272_000 // 8)
+
+
+def test_dense_gemm_and_expert_reads() -> None:
+    # Llama-3.1-8B decode token: 2 × (attention 1,342,177,280 + MLP 5,637,144,576 + LM head 525,336,576)
+    p = _part("dense GEMMs", "llama-3.1-8b", Batch(decode_requests=1, decode_context=10, sampled=1))
+    assert p.flops == 15_009_316_864
+    # DeepSeek-V3, one token: 8 of 256 experts touched, 1/32 of the routed bytes read (fp8: 1 B a parameter)
+    e = _part("expert GEMMs", "deepseek-v3", Batch(decode_requests=1, decode_context=10, sampled=1), quant="fp8")
+    assert e.bytes == 653_908_770_816 * 31_250 // 10**6
+    assert e.flops == 2 * 653_908_770_816 * 8 // 256
+
+
+def _coeffs(**kw: float) -> Coefficients:
+    base = dict(
+        gemm_eff=0.5, prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=0.0, overhead_us=0.0
+    )
+    return Coefficients(gpu_class="hopper", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla",
+                        fitted_on="test", heldout_mape=(0.1, 0.1, 0.1), **{**base, **kw})  # fmt: skip
+
+
+PEAKS = Peaks(gpu_key="h200", gpu_class="hopper", bf16_flops_per_s=10**15, fp8_flops_per_s=2 * 10**15,
+              fp4_flops_per_s=0, hbm_bytes_per_s=4 * 10**12, link_bytes_per_s=10**12, source="test")  # fmt: skip
+
+
+def test_roofline_per_part() -> None:
+    # 10^15 FLOPs at bf16 peak 10^15 × 0.5 = 2 s, 10^12 B at 4·10^12 × 0.5 = 0.5 s: compute bound, 2 s;
+    # the same at fp8 (2·10^15): 1 s; 10^13 B memory bound: 5 s; + 100 µs overhead; all-reduce 10^12 B at
+    # 10^12 × 0.5 = 2 s + 10 calls × 5 µs
+    ps = (Part(name="dense GEMMs", flops=10**15, bytes=10**12), Part(name="expert GEMMs", flops=10**15, bytes=10**12,
+          dtype="fp8"), Part(name="attention", flops=0, bytes=10**13),
+          Part(name="all-reduce", flops=0, bytes=10**12, calls=10))  # fmt: skip
+    t = step_seconds(ps, PEAKS, _coeffs(overhead_us=100.0, comm_us=5.0))
+    assert abs(t - (2 + 1 + 5 + 1e-4 + 2 + 5e-5)) < 1e-9
+
+
+def test_prefill_flops_price_at_the_prefill_efficiency() -> None:
+    # half of 10^15 FLOPs from prefill tokens: 0.5·10^15 / (10^15 × 0.25) = 2 s + 0.5·10^15 / (10^15 × 0.5) = 1 s
+    p = Part(name="dense GEMMs", flops=10**15, bytes=0, prefill_ppm=500_000)
+    assert abs(step_seconds((p,), PEAKS, _coeffs(prefill_eff=0.25)) - 3.0) < 1e-9
+    # a mixed vLLM step: 6 prefill tokens of 8 bring 750,000 ppm of the GEMM FLOPs
+    s = {x.name: x for x in parts(step_shape(load_model("llama-3.1-8b")), Batch(prefill_tokens=6, prefill_pairs=21,
+         decode_requests=2, decode_context=20, sampled=2), ONE, "bf16", "bf16")}  # fmt: skip
+    assert s["dense GEMMs"].prefill_ppm == 750_000
