@@ -6,9 +6,11 @@ from dataclasses import asdict
 
 from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, dp_ranks
+from kvplan.plan.band_verdict import judge
 from kvplan.plan.budget import pool_needs
 from kvplan.render import Report, Section, count, first_screen, gib, nbytes, pct, size
 from kvplan.render.applies import for_model
+from kvplan.render.band_text import banded_verdict
 from kvplan.render.pipeline_report import stages_section
 from kvplan.render.plan_sections import (
     cell_section,
@@ -174,7 +176,7 @@ def admit_report(a: Admission) -> Report:
         title("admit", p),
         tuple(sections),
         for_model(p.arch, data),
-        verdict=first_screen.verdict(a, est),
+        verdict=banded_verdict(first_screen.verdict(a, est), judge(a), a.usable_tokens),
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kvplan.engines.band import pool_band
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.plan.admit import Remedy
 from kvplan.plan.budget import Footprint, PoolNeed
@@ -131,6 +132,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "usable_pages": p.usable_pages,
         "usable_tokens": p.usable_tokens,
         "logged_tokens": p.logged_tokens,
+        "pool_band": pool_band(p).data(),
         "context_len": p.context_len,
         "max_running_requests": p.max_running_requests,
         "allocated_bytes": p.allocated_bytes,

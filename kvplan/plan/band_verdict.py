@@ -1,0 +1,49 @@
+"""A verdict judged at the point estimate and at both ends of the pool's band (DESIGN §2.5.1): an outcome that
+flips inside the band says so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.engines.band import PoolBand, end_plans, pool_band
+from kvplan.engines.common import PoolPlan
+from kvplan.models.arch import ModelArch
+from kvplan.plan.admit import Admission, Request, admit
+
+
+@dataclass(frozen=True)
+class BandVerdict:
+    band: PoolBand
+    point: bool
+    """Admitted at the point estimate."""
+    low: bool
+    """Admitted with every estimate at the end that shrinks the pool."""
+    high: bool
+
+    @property
+    def flips(self) -> bool:
+        return not (self.point == self.low == self.high)
+
+    def words(self) -> str:
+        """'ADMITTED at the point estimate; rejected at the low end of the band', or '' where nothing flips."""
+        if not self.flips:
+            return ""
+        if self.point:
+            return "ADMITTED at the point estimate; rejected at the low end of the band"
+        return "REJECTED at the point estimate; admitted at the high end of the band"
+
+
+def judge(a: Admission, arch: ModelArch | None = None) -> BandVerdict:
+    """``a`` re-judged on the plans at the band's ends; a pool read from a log has no band."""
+    band = pool_band(a.plan, arch)
+    if a.pool_source != "planned":
+        band = PoolBand(a.plan.logged_tokens, a.plan.logged_tokens, a.plan.logged_tokens, band.terms)
+    ends = end_plans(a.plan, arch) if not band.exact else None
+    if ends is None:
+        return BandVerdict(band, a.admitted, a.admitted, a.admitted)
+    low, high = (_admitted(p, a.request) for p in ends)
+    return BandVerdict(band, a.admitted, low, high)
+
+
+def _admitted(plan: PoolPlan, req: Request) -> bool:
+    return admit(plan, req, remedies=False).admitted
