@@ -47,3 +47,9 @@ def judge(a: Admission, arch: ModelArch | None = None) -> BandVerdict:
 
 def _admitted(plan: PoolPlan, req: Request) -> bool:
     return admit(plan, req, remedies=False).admitted
+
+
+def low_end_plan(plan: PoolPlan, arch: ModelArch | None = None) -> PoolPlan | None:
+    """The plan with every estimate at the end that shrinks the pool; None where nothing is estimated."""
+    ends = end_plans(plan, arch)
+    return ends[0] if ends is not None else None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kvplan.engines.band import PoolBand
+from kvplan.engines.band import PoolBand, pool_band
 from kvplan.plan.band_verdict import BandVerdict
+from kvplan.plan.gate import GateResult
 
 
 def band_clause(band: PoolBand, shown: int) -> str:
@@ -33,13 +34,24 @@ def banded_verdict(verdict: str, bv: BandVerdict, shown: int) -> str:
     if words:
         head, _, rest = verdict.partition(":")
         verdict = f"{words}{head.removeprefix('ADMITTED').removeprefix('REJECTED')}:{rest}"
+    return with_band(verdict, bv.band, shown)
+
+
+def with_band(text: str, band: PoolBand, shown: int) -> str:
+    """'… the pool holds 567,616 …' -> '… the pool holds ≈ 567,616 (band …) …'; text without that phrase gets
+    '; pool ≈ N tokens (band …)' at its end; unchanged where the band is exact."""
+    if band.exact:
+        return text
     said = f"the pool holds {shown:,}"
-    at = verdict.find(said)
+    at = text.find(said)
     if at < 0:
-        return f"{verdict}; pool {pool_words(bv.band, bv.band.point, ' tokens')}"
+        return f"{text}; pool {pool_words(band, band.point, ' tokens')}"
     end = at + len(said)
-    end += len(" tokens") if verdict.startswith(" tokens", end) else 0
-    said_all = verdict[at:end]
-    return (
-        f"{verdict[:at]}{said_all.replace(f'{shown:,}', f'≈ {shown:,}')} {band_clause(bv.band, shown)}{verdict[end:]}"
-    )
+    end += len(" tokens") if text.startswith(" tokens", end) else 0
+    held = text[at:end].replace(f"{shown:,}", f"≈ {shown:,}")
+    return f"{text[:at]}{held} {band_clause(band, shown)}{text[end:]}"
+
+
+def gate_band(r: GateResult) -> str:
+    """'(band …)' beside a gate's pool figure now; '' where exact or not planned."""
+    return band_clause(pool_band(r.plan), r.after.pool_tokens) if r.plan is not None else ""
