@@ -9,6 +9,7 @@ from kvplan.engines.band import PoolBand, end_plans, pool_band
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
 from kvplan.plan.admit import Admission, Request, admit
+from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,32 @@ def low_end_plan(plan: PoolPlan, arch: ModelArch | None = None) -> PoolPlan | No
     """The plan with every estimate at the end that shrinks the pool; None where nothing is estimated."""
     ends = end_plans(plan, arch)
     return ends[0] if ends is not None else None
+
+
+@dataclass(frozen=True)
+class WorkspaceBand:
+    """A workspace question asked again on the plans at the band's ends (the same batch, context and chunk)."""
+
+    fits: tuple[bool, bool, bool]
+    """(low end, point, high end): the workspaces fit in the room."""
+    pool_fits: tuple[bool, bool, bool]
+
+    @staticmethod
+    def words(ends: tuple[bool, bool, bool], yes: str, no: str) -> str:
+        """'' where all three agree; else '<yes|no> at the point estimate; <no|yes> at the <low|high> end of the
+        band'."""
+        low, point, high = ends
+        if low == point == high:
+            return ""
+        other, end = (low, "low") if low != point else (high, "high")
+        return f"{yes if point else no} at the point estimate; {yes if other else no} at the {end} end of the band"
+
+
+def judge_workspace(w: Workspace) -> WorkspaceBand | None:
+    """``w`` on the plans at the band's ends; None where nothing is estimated."""
+    ends = end_plans(w.plan)
+    if ends is None:
+        return None
+    q = WorkspaceQuery(batch=w.batch, draft_tokens=w.draft_tokens, ctx=w.ctx, chunk=w.chunk)
+    low, high = (workspace(p, q) for p in ends)
+    return WorkspaceBand((low.fits, w.fits, high.fits), (low.pool_fits, w.pool_fits, high.pool_fits))

@@ -152,6 +152,7 @@ def report_data(d: Diagnosis, findings: list[str]) -> dict[str, Any]:
             "memory_from_log": c.memory_from_log,
             "available_low_bytes": c.available_low,
             "available_high_bytes": c.available_high,
+            "band": None if c.band is None else dict(zip(("low", "high", "why"), c.band, strict=True)),
         }
     return data
 

@@ -7,7 +7,7 @@ from kvplan.render.applies import carry_line
 from kvplan.render.doctor_chain import chain_section, held_text
 from kvplan.render.doctor_data import report_data
 from kvplan.render.doctor_findings import checks_of, findings_of
-from kvplan.render.doctor_text import logged_gib, pool_value, range_text, where
+from kvplan.render.doctor_text import UNITS, logged_gib, pool_value, range_text, where
 from kvplan.render.plan_sections import deployment_label
 from kvplan.runbook.doctor import MATCH, Comparison, Diagnosis, MemoryTerm, Revealed
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
@@ -195,6 +195,13 @@ def _verdict(d: Diagnosis) -> str:
         else:
             text += s.message
         return text + ("; kvplan's plan predicts it" if s.predicted else "")
+    if h.kind == "band" and c is not None and c.band is not None:
+        low, high, why = c.band
+        return (
+            f"WITHIN THE EXPECTED ERROR of a config-alone plan (band {low:,} – {high:,} {UNITS[c.logged.unit]}: "
+            f"{why}): the log has {pool_value(c.logged, c.logged.value)}, the config's point "
+            f"{pool_value(c.logged, c.config)}"
+        )
     if h.kind == "match":
         text = "MATCH: the log's figures are the ones the config implies"
         if c is not None:

@@ -105,3 +105,22 @@ def test_gpu_classes() -> None:
         "amd",
         "ampere-ada",
     ]
+
+
+def _workspace_verdict(*args: str) -> str:
+    r = runner.invoke(app, ["workspace", *args])
+    head = r.stdout.split("\n\n", 1)[0]
+    at = min(i for i in (head.find("FITS"), head.find("DOES NOT FIT")) if i >= 0)
+    return " ".join(head[at:].split())
+
+
+def test_a_workspace_verdict_that_flips_inside_the_band_says_so() -> None:
+    # SGLang's room for the workspaces is the slack, pre_load_free × (1 − mem_fraction_static): at mfs 0.903,
+    # 149,036,204,032 × 0.097 = 13.46 GiB at the point, 146,720,181,422 × 0.097 = 13.25 GiB at the low end of the
+    # pre-load free band (±2,316,022,610 B, above); the workspaces (13.28 GiB) do not depend on it
+    text = _workspace_verdict("--set", "mem_fraction_static=0.903")
+    assert text.startswith(
+        "FITS at the point estimate; DOES NOT FIT at the low end of the band: 13.28 GiB of workspaces in 13.46 GiB"
+    )
+    # the preset's own 0.886: 15.82 GiB of room, 2.07 GiB left, more than the band moves it (±0.25 GiB)
+    assert _workspace_verdict().startswith("FITS: 13.75 GiB of workspaces in 15.82 GiB, 2.07 GiB left")

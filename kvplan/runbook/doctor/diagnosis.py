@@ -31,11 +31,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment
 from kvplan.plan.admit import Request, admit, with_pool_tokens
 from kvplan.plan.prefix import prefix_hit
+from kvplan.runbook.doctor.band import config_alone_band
 from kvplan.runbook.doctor.causes import (
     _allocated_for_rows,
     _decode,
@@ -56,6 +58,7 @@ from kvplan.runbook.doctor.results import (
     Diagnosis,
     Headline,
     KvSize,
+    LoggedPool,
     PerRank,
 )
 from kvplan.runbook.doctor.startup import _implied_from, _mha_implied, _startup, mha_self_check
@@ -174,6 +177,7 @@ def diagnose(
             memory_from_log=memory.deps is not None,
             available_low=memory.available_low,
             available_high=memory.available_high,
+            band=_band(arch, base, pool) if not within and memory.deps is None else None,
         )
         if not within:
             problems.append("accounting" if memory.deps is not None else "pool")
@@ -195,6 +199,12 @@ def diagnose(
         if cap is not None:
             causes.append(cap)
     causes.sort(key=lambda c: (not c.explains or bool(c.contradicted), c.fitted, "+" in c.key))
+    if comparison is not None and comparison.in_band and not any(_named(c) for c in causes):
+        # inside the band of a config-alone plan and no cause the log names: the expected error, no fitted cause
+        causes = []
+        problems = [p for p in problems if p != "pool"]
+    elif comparison is not None and comparison.in_band:  # a named cause explains it: that cause, not the band
+        comparison = replace(comparison, band=None)
 
     best = base
     for c in causes:
@@ -231,7 +241,12 @@ def diagnose(
         problems.append("startup")
 
     implied = None
-    if comparison is not None and not comparison.within and not any(c.explains for c in causes):
+    if (
+        comparison is not None
+        and not comparison.within
+        and not comparison.in_band
+        and not any(c.explains for c in causes)
+    ):
         implied = _implied_from(run, best, comparison, engine)
 
     # ---- runbook checks 2-4
@@ -299,3 +314,14 @@ def diagnose(
         evidence=gather(run),
         chain=chain,
     )
+
+
+def _band(arch: ModelArch, base: PoolPlan, pool: LoggedPool) -> tuple[int, int, str] | None:
+    """The config-alone plan's band in the log's unit (kvplan.runbook.doctor.band)."""
+    b = config_alone_band(arch, base, pool)
+    return (b.low, b.high, b.why) if b is not None else None
+
+
+def _named(c: Cause) -> bool:
+    """A cause the log's own figures make (not fitted to the gap) that explains it."""
+    return c.explains and not c.contradicted and not c.fitted
