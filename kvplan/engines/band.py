@@ -203,9 +203,23 @@ def _outside_term(plan: PoolPlan, table: Mapping[tuple[str, str], Fitted]) -> Te
     return TermBand(name, "estimate", k.as_int(), fit.ppm, f"{TERM_LABEL[name]}; {why}; worst {fit.worst}")
 
 
+RESERVE = {"sglang": ("slack (non-KV reserve)", "mem_fraction_static"), "vllm": ("requested", "gpu_memory_utilization")}
+"""The chain term the engine's own memory knob sets, and the knob: read from the engine's source (SGLang's reserve
+heuristic, vLLM's default utilization) or taken from the user; exact given the terms above it."""
+
+
+def _reserve_term(plan: PoolPlan) -> TermBand | None:
+    label, knob = RESERVE[plan.engine]
+    term = next((t for t in plan.chain if t.label == label and t.bytes is not None), None)
+    k = _knob(plan, knob)
+    if term is None or term.bytes is None or k is None:
+        return None
+    return TermBand(label, "taken" if not k.defaulted else "read", term.bytes, 0, f"{knob} {k.value}: {k.origin}")
+
+
 def terms_of(plan: PoolPlan, table: Mapping[tuple[str, str], Fitted] | None = None) -> tuple[TermBand, ...]:
-    """Weights and the modelled memory outside the pool, each with its source and error."""
-    found = (_weights_term(plan), _outside_term(plan, ERRORS if table is None else table))
+    """Weights, the modelled memory outside the pool and the engine's reserve, each with its source and error."""
+    found = (_weights_term(plan), _outside_term(plan, ERRORS if table is None else table), _reserve_term(plan))
     return tuple(t for t in found if t is not None)
 
 

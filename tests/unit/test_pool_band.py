@@ -33,7 +33,8 @@ def test_sglang_preset_band_is_the_formula_at_the_pre_load_free_ends() -> None:
     b = pool_band(p)
     assert (b.low, b.point, b.high) == (SGLANG_LOW, SGLANG_POINT, SGLANG_HIGH)
     sources = {t.knob: t.source for t in b.terms}
-    assert sources == {"weights_per_gpu": "taken", "pre_load_free": "estimate"}  # the weights: a measured point
+    # the weights: a measured point; the reserve: SGLang's heuristic (mem_fraction_static 0.886), read
+    assert sources == {"weights_per_gpu": "taken", "pre_load_free": "estimate", "slack (non-KV reserve)": "read"}
 
 
 def test_every_figure_given_makes_the_band_the_point() -> None:
@@ -41,7 +42,11 @@ def test_every_figure_given_makes_the_band_the_point() -> None:
     p = load_plan(None, None, ["weights_per_gpu=101425652695B", "pre_load_free=149036204032B"])
     b = pool_band(p)
     assert b.exact and b.low == b.high == p.logged_tokens == SGLANG_POINT
-    assert {t.source for t in b.terms} == {"taken"}
+    assert {t.knob: t.source for t in b.terms} == {
+        "weights_per_gpu": "taken",
+        "pre_load_free": "taken",
+        "slack (non-KV reserve)": "read",
+    }
 
 
 def test_json_carries_pool_band_as_raw_integers() -> None:
