@@ -14,7 +14,6 @@ prints the three figures of the issue, each case's row, and the fitted table kvp
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,13 +24,22 @@ from kvplan.engines.common import PoolPlan
 from kvplan.runbook.parse import LogError, log_lines, parse_log
 from tests.runbook.config_alone import WITHIN, Case, all_cases, plan
 
-VARIANT = re.compile(r"^(tp\d+|dp\d+|kvfp8|ctx\d+|dt\w+|main|\d+\.\d[\d.]*|post\d+)$")
-"""File-name tokens after the source that name a variant of one sweep, not another source."""
+IDS = frozenset({"pr", "issue", "issues", "pull"})
+"""A number after one of these names the thread (sglang-pr-11309): it is part of the source."""
+
+
+def _variant(tokens: list[str], i: int) -> bool:
+    """A file-name token after the GPU that names a run of one source, not another source: tp8, ctx2048, kvfp8,
+    0.6.4, rhai1, main."""
+    tok = tokens[i]
+    if tok == "main":
+        return True
+    return any(ch.isdigit() for ch in tok) and not (i > 0 and tokens[i - 1] in IDS)
 
 
 def source_of(case: Case) -> str:
     """The case's source: its ``source`` field where it has one, else the file name's tail after the GPU token
-    (``vllm-llama-3.1-8b-h100-llmd-planner-tp1.log`` -> ``llmd-planner``), variant tokens dropped."""
+    (``vllm-llama-3.1-8b-h100-llmd-planner-tp1.log`` -> ``llmd-planner``), the tokens that name a run dropped."""
     own = getattr(case, "source", "")
     if own:
         return str(own)
@@ -39,7 +47,8 @@ def source_of(case: Case) -> str:
     gpu = next(s.split("=", 1)[1] for s in case.sets if s.startswith("gpu="))
     heads = {gpu.split("-")[0].lower(), gpu.replace("-", "").lower()}
     at = next((i for i, tok in enumerate(stem) if tok.lower() in heads), -1)
-    tail = [t for t in stem[at + 1 :] if not VARIANT.match(t)] if at >= 0 else stem
+    rest = stem[at + 1 :] if at >= 0 else stem
+    tail = [t for i, t in enumerate(rest) if not _variant(rest, i)]
     return "-".join(tail) or case.log
 
 
@@ -101,12 +110,15 @@ def measured() -> tuple[Measured, ...]:
         p = plan(case)
         fam = family(p.deployment)
         knob = FAMILY_TERM[fam]
-        modelled = p.knob(knob).as_int()
+        try:
+            modelled = p.knob(knob).as_int()
+        except KeyError:  # a chain without this term (nothing to measure): the case still counts in the figures
+            modelled = 0
         base = p
         weights = logged_weights(case)
-        if weights is not None:
+        if weights is not None and modelled:
             base = plan_at(p.arch, p, "weights_per_gpu", weights)
-        true = _solve(base, knob, modelled, case.logged)
+        true = _solve(base, knob, modelled, case.logged) if modelled else None
         cls = gpu_class(p.deployment.gpu)
         out.append(Measured(case, source_of(case), fam, cls, p.logged_tokens, knob, modelled, true))
     return tuple(out)
