@@ -93,6 +93,7 @@ def admit_report(a: Admission) -> Report:
     # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
     band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
     est = f" (weights estimated {band.percent})" if band else ""
+    bv = judge(a)  # the verdict at the band's ends too
     need = a.need
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
@@ -166,6 +167,7 @@ def admit_report(a: Admission) -> Report:
         "main_only": asdict(mo) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
         "weights_band_ppm": band.ppm if band else None,
+        "band_verdict": {"low": bv.low, "point": bv.point, "high": bv.high},
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
         "workspace": workspace_data(a.workspace),
@@ -176,7 +178,7 @@ def admit_report(a: Admission) -> Report:
         title("admit", p),
         tuple(sections),
         for_model(p.arch, data),
-        verdict=banded_verdict(first_screen.verdict(a, est), judge(a), a.usable_tokens),
+        verdict=banded_verdict(first_screen.verdict(a, est), bv, a.usable_tokens),
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,

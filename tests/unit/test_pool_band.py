@@ -129,3 +129,10 @@ def test_a_workspace_verdict_that_flips_inside_the_band_says_so() -> None:
     )
     # the preset's own 0.886: 15.82 GiB of room, 2.07 GiB left, more than the band moves it (±0.25 GiB)
     assert _workspace_verdict().startswith("FITS: 13.75 GiB of workspaces in 15.82 GiB, 2.07 GiB left")
+
+
+def test_admit_json_carries_the_verdict_at_the_band_ends() -> None:
+    # 563,200 tokens (550K): admitted by the point pool 567,616 and the high end 605,696, not the low end 529,600
+    r = runner.invoke(app, ["admit", "--ctx", "550K", "--format", "json"])
+    d = json.loads(r.stdout)
+    assert d["admitted"] is True and d["band_verdict"] == {"low": False, "point": True, "high": True}
