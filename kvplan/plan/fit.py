@@ -24,6 +24,7 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
 from kvplan.models.deployment import check_model_for_deployment
 from kvplan.plan.admit import memory_remedy
+from kvplan.plan.band_verdict import low_end_plan
 from kvplan.plan.fit_trace import check_trace
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
 from kvplan.plan.transfer import Transfer, transfer
@@ -89,6 +90,8 @@ class Outcome:
     """--trace: the trace replayed through this candidate's pools (only once it meets the requirements)."""
     unreplayed: bool = False
     """--trace: met the requirements, ranked below the GPU count's frontier: not replayed (``TRACE_PASSES``)."""
+    low_checks: tuple[RequirementCheck, ...] | None = None
+    """The requirements checked on the plan at its band's low end (kvplan.plan.band_verdict); None when exact."""
 
     @property
     def gpus(self) -> int:
@@ -110,6 +113,17 @@ class Outcome:
         profile run reserves at need: ``Check.can_bind``), in ppm of what the check has."""
         tight = self._tightest()
         return tight[0] if tight else 0
+
+    @property
+    def low_headroom_ppm(self) -> int:
+        """``headroom_ppm`` at the band's low end: what the frontier ranks by (an estimate may be that far off)."""
+        if self.low_checks is None:
+            return self.headroom_ppm
+        return replace(self, checks=self.low_checks, low_checks=None).headroom_ppm
+
+    @property
+    def ok_at_low_end(self) -> bool:
+        return self.low_checks is None or all(c.admission.admitted for c in self.low_checks)
 
     @property
     def binding(self) -> tuple[str, RequirementCheck] | None:
@@ -179,9 +193,15 @@ class Fit:
 
     @property
     def admitted(self) -> tuple[Outcome, ...]:
-        """The frontier: admitted candidates ranked by GPUs, then headroom (most first)."""
+        """The frontier: admitted candidates ranked by GPUs, then those admitted at the band's low end first, then
+        headroom at the low end, then at the point (most first)."""
         ok = [o for o in self.outcomes if o.ok]
-        return tuple(sorted(ok, key=lambda o: (o.gpus, -o.headroom_ppm, -o.first_concurrency)))
+        return tuple(
+            sorted(
+                ok,
+                key=lambda o: (o.gpus, not o.ok_at_low_end, -o.low_headroom_ppm, -o.headroom_ppm, -o.first_concurrency),
+            )
+        )
 
     @property
     def best(self) -> Outcome | None:
@@ -276,7 +296,7 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
     if plan.startup_error is None:
         out = Outcome(deployment=dep, plan=plan, checks=checks)
         if out.ok:
-            return out
+            return replace(out, low_checks=low_end_checks(arch, plan, req))
     else:
         out = Outcome(deployment=dep, plan=plan, pruned=f"the engine does not start: {plan.startup_error}")
         if not plan.loads_weights or load_refusal(arch, plan.deployment) is not None:
@@ -300,7 +320,12 @@ def evaluate(arch: ModelArch, dep: Deployment, req: Requirements) -> Outcome:
         return out
     checks2 = requirement_admissions(plan2, req)
     out2 = Outcome(deployment=tuned, plan=plan2, checks=checks2, memory=(knob, max(values), default))
-    return out2 if out2.ok else out
+    return replace(out2, low_checks=low_end_checks(arch, plan2, req)) if out2.ok else out
+
+
+def low_end_checks(arch: ModelArch, plan: PoolPlan, req: Requirements) -> tuple[RequirementCheck, ...] | None:
+    low = low_end_plan(plan, arch)  # the same deployment with other memory figures: a startup error, not a refusal
+    return requirement_admissions(low, req) if low is not None else None
 
 
 def fit(arch: ModelArch, q: FitQuery) -> Fit:

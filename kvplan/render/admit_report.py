@@ -7,9 +7,11 @@ from typing import Any
 
 from kvplan.models.weights_band import band_for
 from kvplan.plan.admit import Admission, dp_ranks
+from kvplan.plan.band_verdict import BandVerdict, judge
 from kvplan.plan.budget import pool_needs
 from kvplan.render import Report, Section, count, first_screen, gib, nbytes, pct, size
 from kvplan.render.applies import for_model
+from kvplan.render.band_text import banded_verdict
 from kvplan.render.pipeline_report import stages_section
 from kvplan.render.plan_sections import (
     cell_section,
@@ -92,6 +94,7 @@ def admit_report(a: Admission) -> Report:
     # a pool read from a log (--pool-tokens, doctor) does not rest on the weights
     band = band_for(p.arch, p.knob("weights_per_gpu").origin) if a.pool_source == "planned" else None
     est = f" (weights estimated {band.percent})" if band else ""
+    bv = judge(a)  # the verdict at the band's ends too
     req_rows = _hybrid_need_rows(a) if p.pools else _uniform_need_rows(a)
     checks = tuple((c.name, "ok" if c.ok else "FAIL", _need_have(c.need, c.have, c.unit), c.detail) for c in a.checks)
     sections = [
@@ -121,8 +124,8 @@ def admit_report(a: Admission) -> Report:
         "admit",
         title("admit", p),
         tuple(sections),
-        for_model(p.arch, _admit_data(a, band.ppm if band else None)),
-        verdict=first_screen.verdict(a, est),
+        for_model(p.arch, _admit_data(a, band.ppm if band else None, bv)),
+        verdict=banded_verdict(first_screen.verdict(a, est), bv, a.usable_tokens),
         verdict_ok=a.admitted,
         bar=memory_bar(p),
         notes=p.notes,
@@ -163,7 +166,7 @@ def _main_only_section(a: Admission) -> Section:
     )
 
 
-def _admit_data(a: Admission, band_ppm: int | None) -> dict[str, Any]:
+def _admit_data(a: Admission, band_ppm: int | None, bv: BandVerdict) -> dict[str, Any]:
     p, r = a.plan, a.request
     return {
         "admitted": a.admitted,
@@ -183,6 +186,7 @@ def _admit_data(a: Admission, band_ppm: int | None) -> dict[str, Any]:
         "main_only": asdict(a.main_only) if p.arch.has_indexer else None,
         "pool_source": a.pool_source,
         "weights_band_ppm": band_ppm,
+        "band_verdict": {"low": bv.low, "point": bv.point, "high": bv.high},
         "tail_waste_tokens": a.tail_waste_tokens,
         "tail_waste_bytes": a.tail_waste_bytes,
         "workspace": workspace_data(a.workspace),

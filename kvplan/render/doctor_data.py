@@ -125,6 +125,7 @@ def _pool_data(c: Comparison | None) -> dict[str, Any] | None:
         "memory_from_log": c.memory_from_log,
         "available_low_bytes": c.available_low,
         "available_high_bytes": c.available_high,
+        "band": None if c.band is None else dict(zip(("low", "high", "why"), c.band, strict=True)),
     }
 
 

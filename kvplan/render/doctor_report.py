@@ -7,7 +7,7 @@ from kvplan.render.applies import carry_line
 from kvplan.render.doctor_chain import chain_section, held_text
 from kvplan.render.doctor_data import report_data
 from kvplan.render.doctor_findings import checks_of, findings_of
-from kvplan.render.doctor_text import logged_gib, pool_value, range_text, where
+from kvplan.render.doctor_text import UNITS, logged_gib, pool_value, range_text, where
 from kvplan.render.plan_sections import deployment_label
 from kvplan.runbook.doctor import MATCH, Cause, Comparison, Diagnosis, MemoryTerm, Revealed, StartupCheck
 from kvplan.runbook.evidence import BYTES, TEXT, Evidence, Fact
@@ -175,11 +175,23 @@ def _cause_rows(d: Diagnosis) -> tuple[tuple[str, ...], ...]:
 # --------------------------------------------------------------------------- the report
 
 
+def _band_verdict(c: Comparison) -> str:
+    assert c.band is not None
+    low, high, why = c.band
+    return (
+        f"WITHIN THE EXPECTED ERROR of a config-alone plan (band {low:,} – {high:,} {UNITS[c.logged.unit]}: "
+        f"{why}): the log has {pool_value(c.logged, c.logged.value)}, the config's point "
+        f"{pool_value(c.logged, c.config)}"
+    )
+
+
 def _verdict(d: Diagnosis) -> str:
     """The one line read first: match, the cause, a refusal, another model, or what cannot be told and what to add."""
     h = d.headline
     if h.kind == "refused" and d.startup is not None:
         return _refused_verdict(d.startup)
+    if h.kind == "band" and d.comparison is not None and d.comparison.band is not None:
+        return _band_verdict(d.comparison)
     if h.kind == "match":
         return _match_verdict(d)
     if h.kind == "memory" and d.comparison is not None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from kvplan.engines.band import pool_band
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.log_summary import EngineSummary, SglangSummary, VllmSummary, engine_summary
 from kvplan.plan.admit import LOGGED_POOL, Admission, Check, dp_ranks
 from kvplan.render import Section, gib
+from kvplan.render.band_text import gate_band, with_band
 
 if TYPE_CHECKING:  # only fit, gate and doctor import these (kvplan admit stays light)
     from kvplan.plan.fit import Outcome
@@ -103,7 +105,10 @@ def requirement_rows(checks: tuple[RequirementCheck, ...]) -> tuple[tuple[str, s
         a = c.admission
         state = "ok" if a.admitted else f"FAIL ({a.binding.name})"
         more = f"; {a.max_concurrent:,} fit at once" if c.concurrency else ""
-        rows.append((c.label, f"{state}: {tokens_clause(a)}{more}"))
+        clause = tokens_clause(a)
+        if a.pool_source == "planned":  # a planned pool says its band; a logged one is exact
+            clause = with_band(clause, pool_band(a.plan), a.usable_tokens)
+        rows.append((c.label, f"{state}: {clause}{more}"))
     return tuple(rows)
 
 
@@ -190,7 +195,8 @@ def gate_screen(results: tuple[GateResult, ...]) -> tuple[Section, ...]:
         return ()
     failed = next((x for x in r.rules if not x.ok), None)
     if failed is None:
-        rows = [(f"{r.config}: pool", f"{r.after.pool_tokens:,} tokens" + _was(r)), *requirement_rows(r.checks)]
+        pool = f"{r.after.pool_tokens:,} tokens" + (f" {gate_band(r)}" if gate_band(r) else "") + _was(r)
+        rows = [(f"{r.config}: pool", pool), *requirement_rows(r.checks)]
     else:
         c = next((c for c in r.checks if c.label == failed.name), None)
         if c is not None:

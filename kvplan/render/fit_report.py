@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kvplan.engines.band import pool_band
 from kvplan.fsio import check_target
 from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
@@ -89,9 +90,16 @@ def _row(rank: int, o: Outcome, with_trace: bool = False) -> tuple[str, ...]:
         tokens_short(o.largest_ctx),
         *_conc_cells(o),
         *_trace_cells(o, with_trace),
-        _ppm_pct(o.headroom_ppm),
+        _headroom(o),
         binds(o),
     )
+
+
+def _headroom(o: Outcome) -> str:
+    """'12.5 %', or '12.5 % (low end 4.1 %)' where the pool rests on an estimate: the frontier ranks by the low end."""
+    if o.low_checks is None or o.low_headroom_ppm == o.headroom_ppm:
+        return _ppm_pct(o.headroom_ppm)
+    return f"{_ppm_pct(o.headroom_ppm)} (low end {_ppm_pct(o.low_headroom_ppm)})"
 
 
 def _trace_json(o: Outcome) -> dict[str, Any] | None:
@@ -148,6 +156,8 @@ def _json(o: Outcome) -> dict[str, Any]:
             for c in o.checks
         ],
         "headroom_ppm": o.headroom_ppm,
+        "low_headroom_ppm": o.low_headroom_ppm,
+        "pool_band": pool_band(o.plan).data() if o.plan is not None else None,
         "binds": binds(o),
         "trace": _trace_json(o),
         "admitted": o.ok,
@@ -206,7 +216,7 @@ def _candidate_sections(f: Fit) -> list[Section]:
     if shown:
         sections.append(
             Section(
-                "Frontier: admitted candidates by GPUs, then headroom",
+                "Frontier: admitted candidates by GPUs, then headroom at the low end of the pool's band",
                 tuple(shown),
                 headers,
                 note=f"the best {PER_GPU_COUNT} per GPU count of {len(ranked):,} admitted; headroom: the least share "

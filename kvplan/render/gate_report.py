@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kvplan.engines.band import pool_band
 from kvplan.models.weights_band import percent
 from kvplan.plan.gate import Figures, GateResult, KnobEffect, is_new
 from kvplan.render import Report, Section, count, first_screen, nbytes, size
+from kvplan.render.band_text import gate_band
 
 _ROWS: tuple[tuple[str, str], ...] = (
     ("pool_tokens", "pool tokens (logical)"),
@@ -66,9 +68,11 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
                 ("", "rule", ""),
             )
         )
-        sections.append(
-            Section(f"{r.config}: before / after", _compare_rows(r.before, r.after), ("", "lock", "now", "change"))
-        )
+        rows = _compare_rows(r.before, r.after)
+        band = gate_band(r)
+        if band:  # the points are compared; the band (the same before and after) stands beside the pool
+            rows = ((*rows[0][:2], f"{rows[0][2]} {band}", *rows[0][3:]), *rows[1:])
+        sections.append(Section(f"{r.config}: before / after", rows, ("", "lock", "now", "change")))
     estimated = [r.weights_band_ppm for r in results if r.weights_band_ppm is not None]
     tag = ""
     if len(results) == 1 and estimated:
@@ -91,6 +95,7 @@ def gate_report(results: tuple[GateResult, ...]) -> Report:
                 "after": asdict(r.after),
                 "capacity_change_ppm": r.capacity_change_ppm,
                 "weights_band_ppm": r.weights_band_ppm,
+                "pool_band": pool_band(r.plan).data() if r.plan is not None else None,
                 "engine_log": first_screen.engine_data(r.plan) if r.plan is not None else None,
             }
             for r in results

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kvplan.engines.band import pool_band
 from kvplan.engines.common import PoolPlan, Term
 from kvplan.plan.admit import Remedy
 from kvplan.plan.budget import Footprint, PoolNeed
@@ -75,9 +76,12 @@ def chain_section(p: PoolPlan) -> Section:
     if not p.loads_weights:
         cut = next((i for i, t in enumerate(chain) if t.label == "weights per GPU"), len(chain) - 1)
         chain = (*chain[: cut + 1], Term("does not load", None, p.startup_error or "the weights do not fit"))
-    return Section(
-        f"Memory chain of one GPU ({p.semantics})", tuple(_chain_row(t) for t in chain), ("step", "value", "how")
-    )
+    rows = [_chain_row(t) for t in chain]
+    band = pool_band(p) if p.loads_weights else None
+    if band is not None and not band.exact:  # the pool the chain ends on says it is an estimate, on its own line
+        label, value, how = rows[-1]
+        rows[-1] = (label, value, f"{how}; ≈ {band.phrase()}")
+    return Section(f"Memory chain of one GPU ({p.semantics})", tuple(rows), ("step", "value", "how"))
 
 
 def _chain_row(t: Any) -> tuple[str, str, str]:
@@ -131,6 +135,7 @@ def plan_data(p: PoolPlan) -> dict[str, Any]:
         "usable_pages": p.usable_pages,
         "usable_tokens": p.usable_tokens,
         "logged_tokens": p.logged_tokens,
+        "pool_band": pool_band(p).data(),
         "context_len": p.context_len,
         "max_running_requests": p.max_running_requests,
         "allocated_bytes": p.allocated_bytes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from kvplan.plan.band_verdict import WorkspaceBand, judge_workspace
 from kvplan.plan.budget import pool_needs
 from kvplan.plan.workspace import Wall, Workspace
 from kvplan.render import Report, Section, count, first_screen, gib, size
@@ -25,8 +26,9 @@ def _chunks_text(pre: Any) -> str:
     )
 
 
-def pool_context_section(w: Workspace) -> Section:
-    """Whether the pool holds the batch: context for the workspace verdict, not part of it."""
+def pool_context_section(w: Workspace, band: WorkspaceBand | None = None) -> Section:
+    """Whether the pool holds the batch: context for the workspace verdict, not part of it; where it differs at
+    an end of the pool's band, it says so."""
     p = w.plan
     need = w.batch * p.pages_for(w.ctx)
     pool_rows = (
@@ -47,7 +49,7 @@ def pool_context_section(w: Workspace) -> Section:
         ("running requests", f"{w.batch:,} / {p.max_running_requests:,}", "batch / max_running_requests"),
         (
             "the pool holds them",
-            "yes" if w.pool_fits else "no",
+            (band and band.words(band.pool_fits, "yes", "no")) or ("yes" if w.pool_fits else "no"),
             "engine would not start" if p.startup_error else "not part of the verdict",
         ),
     )
@@ -85,18 +87,22 @@ def workspace_report(w: Workspace, walls: tuple[Wall, ...]) -> Report:
         for wl in walls
     )
     ok = w.fits  # the verdict is about the workspaces; the pool is context (its own section)
+    band = judge_workspace(w)
+    flip = band.words(band.fits, "FITS", "DOES NOT FIT") if band else ""
     verdict = (
         f"FITS: {gib(w.peak_bytes)} of workspaces in {gib(w.room_bytes)}, {gib(w.left_bytes)} left"
         if ok
         else f"DOES NOT FIT: {gib(w.peak_bytes)} of workspaces in {gib(w.room_bytes)}, "
         f"{gib(-w.left_bytes)} over, at batch {w.batch:,}, context {w.ctx:,}"
     )
+    if flip:  # the room rests on an estimate: a verdict that flips inside the band says so
+        verdict = flip + verdict.removeprefix("FITS").removeprefix("DOES NOT FIT")
     return Report(
         "workspace",
         title("workspace", p),
         (
             workspace_section(w),
-            pool_context_section(w),
+            pool_context_section(w, band),
             first_screen.engine_section(p),
             *_chunking_sections(w),
             Section(

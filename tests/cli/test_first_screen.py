@@ -31,8 +31,13 @@ def _head(*args: str) -> tuple[int, str]:
 def test_admit_1m_rejected_first_screen() -> None:
     code, head = _head("admit", "--ctx", "1M")
     assert code == 1
-    lines = head.splitlines()
-    assert lines[1] == "REJECTED: 1,048,576 tokens needed, the pool holds 567,616"  # tokens first, no pages
+    flat = " ".join(head.split())
+    # tokens first, no pages; the pool rests on an assumed 1 GiB CUDA context + NCCL, so it says its band (issue 28:
+    # the pre-load free memory ±1.554 % through SGLang's formula, derived in tests/unit/test_pool_band.py)
+    assert flat.startswith(
+        "kvplan admit: glm-5.3 on glm-5.3-8xh200-sglang, SGLang 0.5.23 REJECTED: 1,048,576 tokens needed, the pool "
+        "holds ≈ 567,616 (band 529,600 – 605,696: pre-load free estimated ±1.6 %)"
+    )
     assert "pool pages: needs 16,384 pages, has 8,869" in head  # the page rounding second
     assert "smallest fix   --set dcp=2 (the pool then holds 1,278,208 tokens)" in head
     assert "SGLang 0.5.23 would log:" in head and "max_total_num_tokens=567616, chunked_prefill_size=8192," in head
@@ -41,7 +46,8 @@ def test_admit_1m_rejected_first_screen() -> None:
 def test_admit_128k_admitted_first_screen() -> None:
     code, head = _head("admit", "--ctx", "128K")
     assert code == 0
-    assert head.splitlines()[1].startswith("ADMITTED: 1 × 131,072-token request(s) fit; the pool holds 567,616 tokens")
+    flat = " ".join(head.split())  # the band as in test_admit_1m_rejected_first_screen
+    assert "ADMITTED: 1 × 131,072-token request(s) fit; the pool holds ≈ 567,616 tokens (band 529,600 – 605,696" in flat
     assert "max_total_num_tokens=567616" in head
 
 
@@ -69,7 +75,7 @@ def test_fit_first_screen_passing() -> None:
     assert code == 0 and head.splitlines()[1].startswith("FITS")
     flat = " ".join(head.split())
     assert "admits 1,048,576 tokens ok: 1,048,576 tokens needed, the pool holds " in flat
-    held = flat.split("the pool holds ")[1].split()[0]
+    held = flat.split("the pool holds ≈ ")[1].split()[0]  # an estimate: '≈ N (band …)' (test_pool_band.py)
     assert "SGLang 0.5.23 would log:" in head and f"max_total_num_tokens={held.replace(',', '')}," in flat
 
 
@@ -98,7 +104,8 @@ def test_gate_first_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     code, head = _head("gate", "prod.yaml")
     assert code == 0 and "GATE PASSED" in head
     flat = " ".join(head.split())
-    assert "admits 1,048,576 tokens ok: 1,048,576 tokens needed, the pool holds 1,278,208" in flat
+    # the pool rests on the assumed 1 GiB CUDA context + NCCL: it says its band (tests/unit/test_pool_band.py)
+    assert "admits 1,048,576 tokens ok: 1,048,576 tokens needed, the pool holds ≈ 1,278,208 (band" in flat
     assert "prod.yaml: SGLang 0.5.23 would log: max_total_num_tokens=1278208," in flat
     shutil.copy(DATA / "gate" / "bf16.yaml", tmp_path / "prod.yaml")
     code, head = _head("gate", "prod.yaml")

@@ -80,7 +80,14 @@ def test_more_indexer_layers_fail_a_2_percent_rule(repo: Path) -> None:
     assert "kvplan lock prod.yaml" in first_screen
     failed = next(s for s in md.split("### ") if s.startswith("Failed rules"))
     assert "pool 1,278,208 -> 1,168,256 tokens (-8.60%)" in failed
-    assert "| pool tokens (logical) | 1,278,208 | 1,168,256 | -8.60% |" in md
+    # the points are compared; the band (issue 28) stands beside the pool now. SGLang 0.5.23 on H200: pre-load
+    # free 149,036,204,032 B (CUDA total − the assumed 1 GiB) ±15,540 ppm (engines/band.ERRORS, SGLang on
+    # Hopper/Blackwell) = ±2,316,022,610 B; available = pre_load_free × 0.897 − 101,425,652,695 (model_runner.py,
+    # GiB floats) = 30,182,350,040 / 34,337,294,602 B; // cell 55,224 // 64 × 64 × dcp 2 = 1,092,992 / 1,243,520
+    assert (
+        "| pool tokens (logical) | 1,278,208 | 1,168,256 (band 1,092,992 – 1,243,520: pre-load free estimated ±1.6 %) "
+        "| -8.60% |" in md
+    )
 
 
 def test_bf16_fails_require_ctx_1m(repo: Path) -> None:

@@ -37,6 +37,7 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import ENGINES, Deployment
 from kvplan.plan.admit import Admission, Request, admit, with_pool_tokens
 from kvplan.plan.prefix import PrefixHit, prefix_hit
+from kvplan.runbook.doctor.band import config_alone_band
 from kvplan.runbook.doctor.causes import (
     _allocated_for_rows,
     _decode,
@@ -113,6 +114,7 @@ def diagnose(
     elif not run.complete:
         problems.append("incomplete")
     causes, byte_fact = _ranked(arch, base, run, memory, pool, comparison, causes)
+    comparison, causes = _band_or_cause(comparison, causes, problems)
     best = next((c.plan for c in causes if c.explains and not c.contradicted and c.plan is not None), base)
     per_rank = _per_rank(engine, run, best, problems)
     kv_size = _kv_size(engine, run, best)
@@ -122,8 +124,9 @@ def diagnose(
     startup = _startup(run, best, memory)
     if startup is not None:
         problems.append("startup")
+    unexplained = comparison is not None and not comparison.within and not comparison.in_band
     implied = None
-    if comparison is not None and not comparison.within and not any(c.explains for c in causes):
+    if comparison is not None and unexplained and not any(c.explains for c in causes):
         implied = _implied_from(run, best, comparison, engine)
     checks = _runbook_checks(run, best, pool, ctx, hit, problems)
     if run.errors and startup is None:
@@ -248,6 +251,7 @@ def _compare(
         memory_from_log=memory.deps is not None,
         available_low=memory.available_low,
         available_high=memory.available_high,
+        band=_band(p.arch, p.base, pool) if not within and memory.deps is None else None,
     )
     if within:
         return comparison, []
@@ -347,3 +351,27 @@ def _runbook_checks(
     decode_ctx = ctx if ctx is not None else min(best.context_len, pool_tokens or best.usable_tokens)
     decode = _decode(best, decode_ctx, weights, "the log" if weights_log else "the config")
     return _Checks(admission, prefix, decode)
+
+
+def _band(arch: ModelArch, base: PoolPlan, pool: LoggedPool) -> tuple[int, int, str] | None:
+    """The config-alone plan's band in the log's unit (kvplan.runbook.doctor.band)."""
+    b = config_alone_band(arch, base, pool)
+    return (b.low, b.high, b.why) if b is not None else None
+
+
+def _named(c: Cause) -> bool:
+    """A cause the log's own figures make (not fitted to the gap) that explains it."""
+    return c.explains and not c.contradicted and not c.fitted
+
+
+def _band_or_cause(
+    comparison: Comparison | None, causes: list[Cause], problems: list[str]
+) -> tuple[Comparison | None, list[Cause]]:
+    """Inside the band of a config-alone plan with no cause the log names: the expected error, no fitted cause;
+    a named cause that explains the gap wins over the band."""
+    if comparison is None or not comparison.in_band:
+        return comparison, causes
+    if any(_named(c) for c in causes):
+        return replace(comparison, band=None), causes
+    problems[:] = [p for p in problems if p != "pool"]
+    return comparison, []

@@ -157,6 +157,8 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
             f"--model for {model.log_class} (the log's model; the config plans {model.arch_class})",
             "--deploy for its deployment",
         ))  # fmt: skip
+    if c is not None and c.in_band and (not problems or set(problems) == {"admission"}):
+        return Headline(kind="band")  # outside the point, inside the band of a config-alone plan: no cause fitted
     if not problems or set(problems) == {"admission"}:
         return Headline(kind="match")  # an asked request the pool rejects is a runbook check, said after the match
     if set(problems) <= {"memory"} and c is not None and c.within and c.memory_from_log:

@@ -118,6 +118,14 @@ class Comparison:
     memory_from_log: bool
     available_low: int | None = None
     available_high: int | None = None
+    band: tuple[int, int, str] | None = None
+    """A config-alone plan (no memory figure from the log): its band in the log's unit (low, high, what it rests
+    on), from each estimate's measured error (kvplan.runbook.doctor.band); None where nothing is estimated."""
+
+    @property
+    def in_band(self) -> bool:
+        """Outside the point, inside the band: within the expected error of a config-alone plan."""
+        return not self.within and self.band is not None and self.band[0] <= self.logged.value <= self.band[1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,10 +174,11 @@ class Headline:
     """The one line a person reads first: what the doctor can say, in evidence order."""
 
     kind: str
-    """'match', 'cause' (one known cause explains the log), 'memory' (the pool is the config's rows in the log's
-    budget: the config's memory figures differ from the log's), 'model' (the log is from another model: its bytes per
-    row disagree), 'refused' (the engine refused to start), 'mismatch' (a gap no known cause explains), or
-    'cannot_tell' (the log lacks what the verdict needs: ``missing`` says what to add)."""
+    """'match', 'band' (outside the point, inside the band of a config-alone plan), 'cause' (one known cause
+    explains the log), 'memory' (the pool is the config's rows in the log's budget: the config's memory figures
+    differ from the log's), 'model' (the log is from another model: its bytes per row disagree), 'refused' (the
+    engine refused to start), 'mismatch' (a gap no known cause explains), or 'cannot_tell' (the log lacks what
+    the verdict needs: ``missing`` says what to add)."""
     cause: Cause | None = None
     missing: tuple[str, ...] = ()
     knob: str = ""

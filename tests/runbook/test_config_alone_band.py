@@ -1,0 +1,65 @@
+"""The band's constants are the corpus' fit, each solved term reproduces its log, and README prints the held-out
+figures the script prints (tests/runbook/config_alone/loso.py; issue 28 items 1 and 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines.band import ERRORS, plan_at
+from tests.runbook.config_alone import all_cases, plan
+from tests.runbook.config_alone.loso import (
+    figures,
+    fit,
+    logged_weights,
+    measured,
+    shipped_is_fitted,
+    source_of,
+    table_literal,
+)
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def test_shipped_errors_are_the_corpus_fit() -> None:
+    # a case added or a figure moved changes the fit: regenerate kvplan/engines/band.ERRORS with
+    # python -m tests.runbook.config_alone --loso --fit
+    assert shipped_is_fitted(), "engines/band.ERRORS is stale:\n" + table_literal(fit(measured()))
+
+
+def test_each_solved_term_gives_back_its_logged_pool() -> None:
+    # the term's true value, set into the plan (with the log's weights where it prints them), plans the pool the
+    # log prints, to within one page or block (the secant lands on a page boundary's near side)
+    for m in measured():
+        if m.true is None:
+            continue
+        p = plan(m.case)
+        weights = logged_weights(m.case)
+        base = plan_at(p.arch, p, "weights_per_gpu", weights) if weights is not None else p
+        got = plan_at(p.arch, base, m.term, m.true).logged_tokens
+        page = p.page_tokens * p.dcp
+        assert abs(got - m.case.logged) <= 2 * page, (m.case.label, got, m.case.logged)
+
+
+def test_the_sources_leave_one_out_groups() -> None:
+    # the llm-d planner sweep is one source however many variants it logged; SGLang PR 4760 and PR 11309 are two
+    sources = {c.log.rsplit("/", 1)[-1]: source_of(c) for c in all_cases()}
+    assert sources["vllm-llama-3.1-8b-h100-llmd-planner-tp1-kvfp8.log"] == "llmd-planner"
+    assert sources["vllm-qwen3-8b-h100-llmd-planner-tp1.log"] == "llmd-planner"
+    assert sources["sglang-llama-3.1-8b-h100-sglang-pr-4760.log"] == "sglang-pr-4760"
+    assert sources["sglang-deepseek-v3.2-exp-b200-sglang-pr-11309-main.log"] == "sglang-pr-11309"
+    assert sources["vllm-v0-rho-1b-h200-grpocredit-0.6.4.log"] == "grpocredit"
+
+
+def test_readme_prints_the_held_out_figures() -> None:
+    text = README.read_text(encoding="utf-8")
+    block = "\n".join(figures().lines())
+    assert block in text, f"README's leave-one-source-out figures are stale; the script prints:\n{block}"
+    assert "python -m tests.runbook.config_alone --loso" in text
+
+
+@pytest.mark.parametrize("key", sorted(ERRORS))
+def test_every_fitted_constant_names_its_data(key: tuple[str, str]) -> None:
+    f = ERRORS[key]
+    assert f.cases >= 1 and f.sources >= 1 and ": " in f.worst and f.ppm > 0
