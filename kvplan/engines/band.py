@@ -53,23 +53,30 @@ class Fitted:
 # rows (weights read as bf16, −48 %: the weights band, not this term), Kimi-K2.5 on MI355X (no other AMD
 # source), vLLM 0.26 on A40 and vLLM 0.8.1 V0 with LoRA (each the only row of its cell).
 ERRORS: Mapping[tuple[str, str], Fitted] = {
-    ("sglang", "*"): Fitted(101245, 9, 8, "SGLang 0.5.8.post1 (ROCm), Kimi-K2.5, MI355X × 8, TP8: −10.1 %"),
-    ("sglang", "amd"): Fitted(101245, 1, 1, "SGLang 0.5.8.post1 (ROCm), Kimi-K2.5, MI355X × 8, TP8: −10.1 %"),
+    ("sglang", "*"): Fitted(101245, 10, 9, "SGLang 0.5.8.post1 (ROCm), Kimi-K2.5, MI355X × 8, TP8: −10.1 %"),
+    ("sglang", "amd"): Fitted(101245, 2, 2, "SGLang 0.5.8.post1 (ROCm), Kimi-K2.5, MI355X × 8, TP8: −10.1 %"),
     ("sglang", "ampere-ada"): Fitted(30255, 2, 2, "SGLang 0.4.3.post4, QwQ-32B bf16, L4 × 4, TP4: +3.0 %"),
     ("sglang", "hopper-blackwell"): Fitted(
         15540, 6, 5, "SGLang (Jul 2025), Qwen3-235B-A22B-FP8, H100 × 4, TP4, mfs 0.93: −1.6 %"
     ),
-    ("vllm-v0", "*"): Fitted(3753819, 3, 3, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"),
+    ("vllm-v0", "*"): Fitted(3753819, 4, 3, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"),
     ("vllm-v0", "consumer"): Fitted(
-        142860, 1, 1, "vLLM 0.6.4 (V0), Llama-3.1-8B bf16, RTX 3090 × 1, TP1, max_model_len 20000: −14.3 %"
+        142860, 2, 1, "vLLM 0.6.4 (V0), Llama-3.1-8B bf16, RTX 3090 × 1, TP1, max_model_len 20000: −14.3 %"
     ),
     ("vllm-v0", "hopper-blackwell"): Fitted(
         3753819, 2, 2, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"
     ),
-    ("vllm-v1", "*"): Fitted(540432, 16, 2, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
-    ("vllm-v1", "ampere-ada"): Fitted(540432, 1, 1, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
+    ("vllm-v1", "*"): Fitted(
+        807415, 48, 5, "vLLM 0.10.1.1, gpt-oss-120b mxfp4, A100 80GB × 4 (one a node), TP4, util 0.8: −80.7 %"
+    ),
+    ("vllm-v1", "amd"): Fitted(
+        226250, 9, 1, "vLLM 0.18.0+rhaiv.0 (record), Llama-3.3-70B-Instruct bf16, MI300X × 1, TP1, util 0.92: −22.6 %"
+    ),
+    ("vllm-v1", "ampere-ada"): Fitted(
+        807415, 2, 2, "vLLM 0.10.1.1, gpt-oss-120b mxfp4, A100 80GB × 4 (one a node), TP4, util 0.8: −80.7 %"
+    ),
     ("vllm-v1", "hopper-blackwell"): Fitted(
-        14184, 15, 1, "vLLM 0.19.0, Llama-3.3-70B fp8-dynamic, H100 × 4, TP4: +1.4 %"
+        487704, 37, 3, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
     ),
 }
 """(family, GPU class) -> the term's error; (family, '*') holds the family's widest, for a class without rows."""
