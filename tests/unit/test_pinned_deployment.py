@@ -81,3 +81,43 @@ def test_weights_under_1_percent_of_the_estimate_are_a_unit_slip() -> None:
     check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=160605225B"]))
     with pytest.raises(InputError, match=r"weights_per_gpu 160,605,224 B is under 1 % of the 16,060,522,496 B"):
         check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=160605224B"]))
+
+
+def test_what_a_file_leaves_out_is_defaulted_and_said(tmp_path: Path) -> None:
+    # one 8-GPU node; tp all 8 GPUs / pp 1 -> 8; engine and version kvplan's defaults: none of them 'set'
+    dep = load_deployment(_file(tmp_path, "model: llama-3.1-70b\n"), [])
+    why = {k: (shown, w) for k, shown, w in dep.defaulted}
+    assert (dep.gpus_per_node, dep.nodes, dep.tp) == (8, 1, 8)
+    assert why["gpus_per_node"] == ("8", "one 8-GPU node") and why["nodes"] == ("1", "one node")
+    assert why["tp"][1].startswith("all 8 GPUs / pp 1 (")
+    assert not {"gpus_per_node", "nodes", "tp", "engine", "engine_version", "model", "gpu"} & dep.explicit
+    dep = load_deployment(_file(tmp_path, "model: llama-3.1-70b\ntp: 4\n"), ["pp=2"])
+    assert {"tp", "pp"} <= dep.explicit and dep.from_file == {"tp"}  # --set's pp is not the file's
+
+
+def test_exactly_the_gpu_limit_is_held(tmp_path: Path) -> None:
+    # 1,024 × 1,024 = 1,048,576 GPUs: the limit itself is allowed
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpus_per_node: 1024\nnodes: 1024\ntp: 8\n")
+    assert load_deployment(path, []).nodes == 1_024
+
+
+def test_a_relative_model_path_is_read_from_the_files_folder(tmp_path: Path) -> None:
+    from kvplan.models.deployment import deployment_model_ref
+
+    (tmp_path / "m").mkdir()
+    dep = load_deployment(_file(tmp_path, "model: m/config.json\nengine: vllm\n"), [])
+    assert deployment_model_ref(dep) == str(tmp_path / "m" / "config.json")
+
+
+def test_a_config_without_weights_asks_for_them(tmp_path: Path) -> None:
+    # no hidden_size: the parameters cannot be counted, so 0 B of weights would be planned
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, '
+                                        '"num_attention_heads": 4, "head_dim": 64, "vocab_size": 100, '
+                                        '"max_position_embeddings": 4096}')  # fmt: skip
+    arch = load_model(str(folder / "config.json"))
+    base = [f"model={folder / 'config.json'}", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    with pytest.raises(InputError, match=r"no weights to plan with .* give --set weights_per_gpu=\.\.\.GiB"):
+        check_model_for_deployment(arch, load_deployment(None, base))
+    check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=1MiB"]))  # any figure is taken
