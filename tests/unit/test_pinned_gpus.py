@@ -19,7 +19,7 @@ from kvplan.units import GiB, MiB
 @pytest.mark.parametrize(
     ("name", "key"),
     [("NVIDIA GeForce RTX 4090", "rtx-4090"), ("AMD Instinct MI300X", "mi300x"), ("H100_SXM", "h100-sxm"),
-     ("NVIDIA", "nvidia"), ("h100 nvidia", "h100-nvidia")],
+     ("NVIDIA", "nvidia"), ("h100 nvidia", "h100-nvidia"), ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3")],
 )  # fmt: skip
 def test_gpu_key_drops_leading_vendor_words_only(name: str, key: str) -> None:
     # a vendor word alone is the name itself; one after the model stays
@@ -86,6 +86,8 @@ def test_a_custom_gpu_says_its_memory_and_default_sm() -> None:
 
 def test_an_unknown_gpu_names_the_three_closest() -> None:
     assert len(close_gpus("h10")) == 3 and len(close_gpus("h10", n=5)) == 5
+    # difflib's 4 × n candidates: h100x's first spellings are all H100 SXM's, the next ones name other GPUs
+    assert close_gpus("h100x") == ["h100-sxm", "h800", "h200"]
     with pytest.raises(InputError, match=r"unknown GPU 'h10' \(closest: h100-sxm, h20, h100-nvl\)"):
         find_gpu("h10")
     # a word of the name that is a catalog spelling is found even where difflib's ratio is low
