@@ -175,3 +175,20 @@ def test_a_block_only_for_fp8() -> None:
 def test_no_heads_no_dims() -> None:
     assert shard_dims({"hidden_size": 2_048}) is None
     assert shard_dims({"num_attention_heads": True}) is None  # a bool is not a count
+
+
+def test_a_step_past_the_layers_leaves_no_moe_layer() -> None:
+    # decoder_sparse_step 3 over 2 layers: (0 + 1) % 3 and (1 + 1) % 3 are not 0, so both layers are dense (their
+    # down_proj in fp8 blocks: the ignore list names only norms, routers and lm_head) and no expert is built;
+    # over 3 layers layer 2 is MoE ((2 + 1) % 3 == 0)
+    cfg = {**_config("qwen3-235b-a22b-fp8"), "decoder_sparse_step": 3, "num_hidden_layers": 2}
+    assert (_dims(cfg).expert_block, _dims(cfg).dense_block) == (None, (128, 128))
+    assert _dims({**cfg, "num_hidden_layers": 3}).expert_block == (128, 128)
+
+
+def test_a_rectangular_block_is_n_by_k() -> None:
+    # weight_block_size [128, 64]: one scale a 128 × 64 tile (n output rows, k input columns)
+    cfg = _config("deepseek-v3")
+    cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [128, 64]}
+    d = _dims(cfg)
+    assert d.attention_block == d.dense_block == d.expert_block == (128, 64)
