@@ -70,3 +70,21 @@ def test_a_partition_is_whole_numbers_from_1(value: object, stages: tuple[int, .
 def test_a_partition_that_is_not_is_refused(value: object) -> None:
     with pytest.raises(ValueError, match=r"expected layers per stage|whole number >= 1"):
         parse_layer_partition(value)
+
+
+def test_without_activation_dims_embeddings_are_taken_as_untied() -> None:
+    # a model whose config gives no vocab / hidden size (a checkpoint read from its headers): embed + LM head are
+    # assumed two matrices, half of the group on each end
+    from dataclasses import replace
+
+    arch = replace(LLAMA, activation=None)
+    g = ParamGroup(name="embeddings", params=1_000, bytes_per_param_num=2)
+    assert stage_group_bytes(arch, g, 3_000, _stage(0, 2, 0, 16)) == 1_500
+    assert stage_group_bytes(arch, g, 3_000, _stage(1, 2, 16, 32)) == 1_500
+
+
+def test_a_group_on_one_layer_is_whole_on_its_stage() -> None:
+    # GLM-4.5-Air's one dense layer (first_k_dense_replace 1: layer_span (0, 1)): all of it on the stage with layer 0
+    dense = ParamGroup(name="dense_mlp", params=1, bytes_per_param_num=2, layer_span=(0, 1))
+    assert stage_group_bytes(LLAMA, dense, 777, _stage(0, 2, 0, 16)) == 777
+    assert stage_group_bytes(LLAMA, dense, 777, _stage(1, 2, 16, 32)) == 0
