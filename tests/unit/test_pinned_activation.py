@@ -122,3 +122,9 @@ def test_a_moe_needs_both_top_k_and_a_width() -> None:
 
     assert [dims(1, 1).is_moe, dims(0, 1).is_moe, dims(1, 0).is_moe] == [True, False, False]
     assert dims(1, 1).dtype_bytes == 2  # bf16 unless said
+
+
+def test_an_expert_width_without_experts_is_dense() -> None:
+    # moe_intermediate_size alone (no expert count, no top-k): no expert is routed, the MLP is intermediate_size
+    cfg = {"hidden_size": 64, "vocab_size": 100, "intermediate_size": 256, "moe_intermediate_size": 128}
+    assert _dims(cfg)[2:5] == (256, 0, 0) and not _dims(cfg)[7]
