@@ -137,3 +137,16 @@ def test_a_4_byte_kv_cache_is_refused_on_sglang_only(engine: str, dtype: str, re
             plan_pool(arch, dep)
     else:
         assert plan_pool(arch, dep).rows > 0
+
+
+@pytest.mark.parametrize("mtp", [{"num_nextn_predict_layers": 0}, {"num_nextn_predict_layers": None}])
+def test_no_mtp_layer_needs_one_ratio_a_decoder_layer(tmp_path: Path, mtp: dict[str, Any]) -> None:
+    # 0 MTP layers (or the key left out): 43 ratios for the 43 decoder layers
+    base = json.loads((HF / "deepseek-v4-flash" / "config.json").read_text())
+    cfg = {k: v for k, v in base.items() if k != "num_nextn_predict_layers"}
+    if mtp["num_nextn_predict_layers"] is not None:
+        cfg.update(mtp)
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**cfg, "compress_ratios": base["compress_ratios"][:43]}))
+    assert load_model(str(folder / "config.json")).num_layers == 43
