@@ -150,3 +150,24 @@ def test_no_mtp_layer_needs_one_ratio_a_decoder_layer(tmp_path: Path, mtp: dict[
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({**cfg, "compress_ratios": base["compress_ratios"][:43]}))
     assert load_model(str(folder / "config.json")).num_layers == 43
+
+
+def test_sglang_refuses_per_layer_kv_heads_only_where_they_differ(tmp_path: Path) -> None:
+    # a DeciLM config whose every layer has 64 // 8 = 8 kv heads is one uniform GQA cache: planned on SGLang; one
+    # whose layers differ (8 and 4) is refused there (kvplan does not plan it yet)
+    def deci(groups: list[int]) -> Any:
+        blocks = [{"attention": {"n_heads_in_group": g, "no_op": False}, "ffn": {"ffn_mult": 2.625}} for g in groups]
+        cfg = {"architectures": ["DeciLMForCausalLM"], "num_hidden_layers": len(groups), "num_attention_heads": 64,
+               "hidden_size": 8192, "vocab_size": 128256, "max_position_embeddings": 131072,
+               "torch_dtype": "bfloat16", "block_configs": blocks}  # fmt: skip
+        folder = tmp_path / f"deci{len(set(groups))}"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(cfg))
+        return str(folder / "config.json")
+
+    sets = ["engine=sglang", "gpu=h100", "tp=1", "gpus_per_node=1", "weights_per_gpu=20GiB", "kv_cache_dtype=auto"]
+    uniform = deci([8, 8, 8])
+    assert plan_pool(load_model(uniform), load_deployment(None, [f"model={uniform}", *sets])).rows > 0
+    mixed = deci([8, 16, 8])
+    with pytest.raises(InputError, match=r"does not yet plan per-layer kv heads .* on SGLang"):
+        plan_pool(load_model(mixed), load_deployment(None, [f"model={mixed}", *sets]))
