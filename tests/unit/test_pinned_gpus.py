@@ -94,8 +94,9 @@ def test_an_unknown_gpu_names_the_three_closest() -> None:
     assert "h200" in close_gpus("my-h200-box")
 
 
-@pytest.mark.parametrize("sm", ["", "  sm: 0\n"])
-def test_an_amd_gpu_has_a_gfx_target_and_sm_0(tmp_path: Path, sm: str) -> None:
-    # an AMD GPU names its ISA (gfx942: MI300X) and no CUDA compute capability: sm 0, given or left out
-    g = _gpu(tmp_path, f"  name: g\n  vendor: amd\n  nvml_total: 192GiB\n  gfx: gfx942\n{sm}")
-    assert (g.sm, g.gfx, g.vendor) == (0, "gfx942", "amd")
+@pytest.mark.parametrize("zeros", ["", "  sm: 0\n  hbm_bandwidth_per_s: 0B\n"])
+def test_an_amd_gpu_has_a_gfx_target_and_sm_0(tmp_path: Path, zeros: str) -> None:
+    # an AMD GPU names its ISA (gfx942: MI300X) and no CUDA compute capability: sm 0, given or left out; a bandwidth
+    # not given is 0 (unknown), and 0 may be given
+    g = _gpu(tmp_path, f"  name: g\n  vendor: amd\n  nvml_total: 192GiB\n  gfx: gfx942\n{zeros}")
+    assert (g.sm, g.gfx, g.vendor, g.hbm_bandwidth_bytes_per_s) == (0, "gfx942", "amd", 0)
