@@ -88,6 +88,8 @@ def test_an_unknown_gpu_names_the_three_closest() -> None:
     assert len(close_gpus("h10")) == 3 and len(close_gpus("h10", n=5)) == 5
     # difflib's 4 × n candidates: h100x's first spellings are all H100 SXM's, the next ones name other GPUs
     assert close_gpus("h100x") == ["h100-sxm", "h800", "h200"]
+    # a cut "RTX PRO 6000 Ser(ver)": its first 9 spellings name two GPUs, the first 12 three
+    assert close_gpus("RTX PRO 6000 Ser") == ["rtx-pro-6000", "rtx-6000-ada", "rtx-5090"]
     with pytest.raises(InputError, match=r"unknown GPU 'h10' \(closest: h100-sxm, h20, h100-nvl\)"):
         find_gpu("h10")
     # a word of the name that is a catalog spelling is found even where difflib's ratio is low
