@@ -1,0 +1,123 @@
+"""A deployment's words and numbers on bad input (kvplan/models/deployment.py), each message read for its figures
+(issue 26 item 5), at the bounds the mutation check moves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import ConfigError, InputError
+from kvplan.models.deployment import check_model_for_deployment, load_deployment
+from kvplan.models.from_hf import load_model
+
+
+def _file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_knob_given_twice_names_both_lines(tmp_path: Path) -> None:
+    # tensor_parallel_size is vLLM's spelling of tp
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ntp: 2\ntensor_parallel_size: 2\n")
+    with pytest.raises(ConfigError, match=r":4: tp: given twice: as 'tp' \(line 3\) and as 'tensor_parallel_size'"):
+        load_deployment(path, [])
+
+
+def test_tp_defaults_to_every_gpu_over_pp(tmp_path: Path) -> None:
+    # 2 nodes × 8 GPUs / pp 2 = tp 8
+    dep = load_deployment(
+        _file(tmp_path, "model: llama-3.1-70b\nengine: vllm\ngpus_per_node: 8\nnodes: 2\npp: 2\n"), []
+    )
+    assert dep.tp == 8
+    why = dict((k, w) for k, _, w in dep.defaulted)["tp"]
+    assert why.startswith("all 16 GPUs / pp 2 (vLLM's own default is 1")
+
+
+def test_nodes_times_gpus_past_the_limit(tmp_path: Path) -> None:
+    # 1,048,576 GPUs at most: 1,025 × 1,024 = 1,049,600 is past it
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpus_per_node: 1024\nnodes: 1025\n")
+    with pytest.raises(ConfigError, match=r"1,025 nodes × 1,024 GPUs is past kvplan's limit of 1,048,576 GPUs"):
+        load_deployment(path, [])
+
+
+def test_the_gpu_count_names_the_nodes_that_would_hold_it() -> None:
+    base = ["model=deepseek-v3", "engine=sglang", "gpu=h200", "gpus_per_node=8", "tp=8"]
+    # ep 12 is wider than tp 8: 12 × pp 1 = 12 GPUs on 1 × 8; ceil(12 / 8) = 2 nodes
+    with pytest.raises(ConfigError, match=r"ep 12 × pp 1 needs 12 GPUs, and 1 node\(s\) × 8 GPUs hold 8: add nodes=2 "
+                                          r"\(--set nodes=2\) for 2 × 8 GPUs, or give gpus_per_node"):  # fmt: skip
+        load_deployment(None, [*base, "nodes=1", "ep=12"])
+    # tp 8 × pp 3 = 24 on 2 × 8 = 16: 3 nodes
+    with pytest.raises(ConfigError, match=r"tp 8 × pp 3 needs 24 GPUs, and 2 node\(s\) × 8 GPUs hold 16: add nodes=3"):
+        load_deployment(None, [*base, "nodes=2", "pp=3"])
+    assert load_deployment(None, [*base, "nodes=3", "pp=3"]).pp == 3  # 24 on 24: held
+
+
+def test_divisors_of_tp_and_one_partition_entry_a_stage() -> None:
+    base = ["model=deepseek-v3", "engine=sglang", "gpu=h200"]
+    with pytest.raises(ConfigError, match=r"dcp 3 must divide tp 8"):
+        load_deployment(None, [*base, "tp=8", "dcp=3"])
+    with pytest.raises(ConfigError, match=r"dp_attention 3 must divide tp 8"):
+        load_deployment(None, [*base, "tp=8", "dp_attention=3"])
+    with pytest.raises(ConfigError, match=r"3 stages given for pp 2 \(one entry per stage\)"):
+        load_deployment(None, [*base, "tp=4", "pp=2", "pp_layer_partition=20,20,21"])
+
+
+def test_a_memory_knob_past_the_whole_gpu() -> None:
+    # H100 SXM: NVML total 85,520,809,984 B = 81,559 MiB (rounded down); the total itself is accepted
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    with pytest.raises(ConfigError, match=r"weights_per_gpu: 85,520,809,985 B is more than the whole GPU \(NVIDIA H100 "
+                                          r"80GB HBM3: 85,520,809,984 B = 81,559 MiB NVML total\)"):  # fmt: skip
+        load_deployment(None, [*base, "weights_per_gpu=85520809985B"])
+    assert load_deployment(None, [*base, "weights_per_gpu=85520809984B"]).weights_per_gpu == 85_520_809_984
+
+
+def test_weights_under_1_percent_of_the_estimate_are_a_unit_slip() -> None:
+    # Llama-3.1-8B at tp 1: 8,030,261,248 parameters × 2 B = 16,060,522,496 B (its index's total_size); 1 % of it
+    # is 160,605,224.96 B, so 160,605,225 B is kept and 160,605,224 B refused
+    arch = load_model("llama-3.1-8b")
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=160605225B"]))
+    with pytest.raises(InputError, match=r"weights_per_gpu 160,605,224 B is under 1 % of the 16,060,522,496 B"):
+        check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=160605224B"]))
+
+
+def test_what_a_file_leaves_out_is_defaulted_and_said(tmp_path: Path) -> None:
+    # one 8-GPU node; tp all 8 GPUs / pp 1 -> 8; engine and version kvplan's defaults: none of them 'set'
+    dep = load_deployment(_file(tmp_path, "model: llama-3.1-70b\n"), [])
+    why = {k: (shown, w) for k, shown, w in dep.defaulted}
+    assert (dep.gpus_per_node, dep.nodes, dep.tp) == (8, 1, 8)
+    assert why["gpus_per_node"] == ("8", "one 8-GPU node") and why["nodes"] == ("1", "one node")
+    assert why["tp"][1].startswith("all 8 GPUs / pp 1 (")
+    assert not {"gpus_per_node", "nodes", "tp", "engine", "engine_version", "model", "gpu"} & dep.explicit
+    dep = load_deployment(_file(tmp_path, "model: llama-3.1-70b\ntp: 4\n"), ["pp=2"])
+    assert {"tp", "pp"} <= dep.explicit and dep.from_file == {"tp"}  # --set's pp is not the file's
+
+
+def test_exactly_the_gpu_limit_is_held(tmp_path: Path) -> None:
+    # 1,024 × 1,024 = 1,048,576 GPUs: the limit itself is allowed
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpus_per_node: 1024\nnodes: 1024\ntp: 8\n")
+    assert load_deployment(path, []).nodes == 1_024
+
+
+def test_a_relative_model_path_is_read_from_the_files_folder(tmp_path: Path) -> None:
+    from kvplan.models.deployment import deployment_model_ref
+
+    (tmp_path / "m").mkdir()
+    dep = load_deployment(_file(tmp_path, "model: m/config.json\nengine: vllm\n"), [])
+    assert deployment_model_ref(dep) == str(tmp_path / "m" / "config.json")
+
+
+def test_a_config_without_weights_asks_for_them(tmp_path: Path) -> None:
+    # no hidden_size: the parameters cannot be counted, so 0 B of weights would be planned
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, '
+                                        '"num_attention_heads": 4, "head_dim": 64, "vocab_size": 100, '
+                                        '"max_position_embeddings": 4096}')  # fmt: skip
+    arch = load_model(str(folder / "config.json"))
+    base = [f"model={folder / 'config.json'}", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    with pytest.raises(InputError, match=r"no weights to plan with .* give --set weights_per_gpu=\.\.\.GiB"):
+        check_model_for_deployment(arch, load_deployment(None, base))
+    check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=1MiB"]))  # any figure is taken
