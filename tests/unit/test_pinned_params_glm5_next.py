@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kvplan.errors import ConfigError
+from kvplan.models.arch import Split
 from kvplan.models.weights import param_groups_from_hf
 
 # 4 layers: KDA on 0, 1, 2 (i % 4 != 3), MLA on 3; h 256; KDA 2 heads × 32 (p 64); MLA 4 heads, q_lora 64,
@@ -125,3 +126,34 @@ def test_vision_patch_embedding_defaults_to_3_channels_and_2_frames() -> None:
     # one channel, one frame: 64 × 1 × 1 × 4 = 256 weights, 1,280 fewer
     single = _params(_without(vision_config={**VISION, "in_channels": 1, "temporal_patch_size": 1}))["vision"]
     assert default - single == 1_536 - 256 == 1_280
+
+
+def test_tied_embeddings_count_once_and_rope_defaults_to_0() -> None:
+    # tie_word_embeddings: one vocab × h matrix, 100 × 256 = 25,600 (untied: 51,200)
+    assert _params(TINY)["embeddings"] == 51_200
+    assert _params(_without(tie_word_embeddings=True))["embeddings"] == 25_600
+    # Glm5NextTextConfig qk_rope_head_dim=0: the same MLA counts as the explicit 0 (57,344, above)
+    assert _params(_without("qk_rope_head_dim"))["attention"] == 57_344
+
+
+def test_no_indexer_without_index_topk() -> None:
+    # the pooled indexer is built on DSA configs only (index_topk set); TINY names index_n_heads nowhere either
+    assert "indexer" not in _params(TINY)
+    assert "indexer" not in _params(_without(index_n_heads=8))
+
+
+def test_mtp_layers_are_numbered_after_the_decoder_layers() -> None:
+    # MTP layer k is checkpoint layer num_hidden_layers + k (SGLang Glm5NextTextConfig.nextn_layer_ids): with 2 MTP
+    # layers on 4, layers 4 and 5. An fp8 (per-tensor) checkpoint that keeps layer 5's eh_proj in bf16 holds
+    # 256 × 512 × 2 B = 262,144 B there instead of 131,072 + 4 (its fp32 scale): 131,068 B more than one naming
+    # layer 3's eh_proj (a decoder layer has none)
+    def mtp_bytes(keep: str) -> int:
+        cfg = _without(
+            num_nextn_predict_layers=2,
+            quantization_config={"quant_method": "fp8", "modules_to_not_convert": [keep]},
+        )
+        (g,) = (g for g in param_groups_from_hf(cfg, "tiny/config.json").groups if g.name == "mtp")
+        return g.bytes_per_gpu(Split(tp=1, attention=1, experts=1))
+
+    layer5 = mtp_bytes("model.language_model.layers.5.eh_proj")
+    assert layer5 - mtp_bytes("model.language_model.layers.3.eh_proj") == 131_068
