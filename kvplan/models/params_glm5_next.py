@@ -112,7 +112,9 @@ def groups(c: Fields, acc: _Groups) -> str:
     moe_inter = c.integer("moe_intermediate_size", 0, minimum=0)
     if experts and not moe_inter:
         raise c.bad((*c.path, "moe_intermediate_size"), "missing (required for a MoE model)")
-    shared = c.integer("n_shared_experts", 0, minimum=0)
+    # Glm5NextTextConfig defaults n_shared_experts to 1; an explicit null builds none (`is None`: no shared_experts)
+    null = "n_shared_experts" in c.data and c.data["n_shared_experts"] is None
+    shared = 0 if null else c.integer("n_shared_experts", 1, minimum=0)
     inter = c.integer("intermediate_size", 0, minimum=0)
     dense_first = c.integer("first_k_dense_replace", 0, minimum=0, maximum=MAX_LAYERS)
     if (dense_first or not experts) and not inter:

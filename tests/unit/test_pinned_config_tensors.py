@@ -1,0 +1,176 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/models/config_tensors.py.
+
+Each tensor's name and shape is derived in a comment from the module vLLM builds and the checkpoint name it loads
+(vllm/model_executor/models/: mixtral.py, qwen3_moe.py, glm4_moe.py and glm4_moe_mtp.py, deepseek_v2.py and
+deepseek_mtp.py), or from a published ``model.safetensors.index.json`` total, never from kvplan's own output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.errors import ConfigError
+from kvplan.models.config_tensors import config_tensors
+
+HF = Path(__file__).parents[1] / "data" / "hf"
+
+
+def _config(name: str) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((HF / name / "config.json").read_text())
+    return config
+
+
+def _layout(config: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    tensors = config_tensors(config)
+    assert tensors is not None
+    return {t.name: (t.dtype, t.shape) for t in tensors}
+
+
+def test_mixtral_8x7b_is_the_published_total_and_w1_w3_w2() -> None:
+    # mistralai/Mixtral-8x7B-v0.1 model.safetensors.index.json "total_size": 93405585408. From the config:
+    # embed + lm_head 2 × 32,000 × 4,096 = 262,144,000; a layer: q, o 2 × 4,096² + k, v 2 × 1,024 × 4,096 =
+    # 41,943,040, experts 8 × 3 × 4,096 × 14,336 = 1,409,286,144, gate 8 × 4,096 = 32,768, 2 norms 8,192 →
+    # 1,451,270,144 × 32 = 46,440,644,608; + final norm 4,096 → 46,702,792,704 params × 2 B = 93,405,585,408 B
+    tensors = config_tensors(_config("mixtral-8x7b"))
+    assert tensors is not None
+    assert sum(t.nbytes for t in tensors) == 93_405_585_408
+    t = _layout(_config("mixtral-8x7b"))
+    # mixtral.py MixtralForCausalLM expert_params_mapping: w1 (gate) and w3 (up) are 14,336 × 4,096, w2 (down)
+    # 4,096 × 14,336
+    e = "model.layers.0.block_sparse_moe.experts.7."
+    assert t[e + "w1.weight"] == t[e + "w3.weight"] == ("BF16", (14_336, 4_096))
+    assert t[e + "w2.weight"] == ("BF16", (4_096, 14_336))
+
+
+def test_qwen3_moe_decoder_sparse_step_2_alternates_dense_and_moe() -> None:
+    # qwen3_moe.py Qwen3MoeDecoderLayer: MoE iff layer_idx not in mlp_only_layers and
+    # (layer_idx + 1) % decoder_sparse_step == 0 — with step 2, layer 1 is MoE and layers 0 and 2 dense
+    t = _layout({**_config("qwen3-30b-a3b"), "decoder_sparse_step": 2})
+    assert t["model.layers.1.mlp.experts.127.gate_proj.weight"] == ("BF16", (768, 2_048))
+    assert t["model.layers.1.mlp.experts.127.up_proj.weight"] == ("BF16", (768, 2_048))
+    assert t["model.layers.1.mlp.experts.127.down_proj.weight"] == ("BF16", (2_048, 768))
+    assert t["model.layers.0.mlp.gate_proj.weight"] == ("BF16", (6_144, 2_048))
+    assert t["model.layers.2.mlp.down_proj.weight"] == ("BF16", (2_048, 6_144))
+    assert "model.layers.0.mlp.experts.0.gate_proj.weight" not in t
+
+
+def test_glm_45_air_shared_expert_and_mtp_layer() -> None:
+    t = _layout(_config("glm-4.5-air"))
+    # glm4_moe.py Glm4MoE: shared_experts = Glm4MoeMLP(intermediate_size=moe_intermediate_size × n_shared_experts)
+    # = 1,408 × 1
+    s = "model.layers.1.mlp.shared_experts."
+    assert t[s + "gate_proj.weight"] == t[s + "up_proj.weight"] == ("BF16", (1_408, 4_096))
+    assert t[s + "down_proj.weight"] == ("BF16", (4_096, 1_408))
+    # 46 decoder layers (0-45) and one MTP layer, checkpoint layer 46 (glm4_moe_mtp.py Glm4MoeMultiTokenPredictor
+    # Layer: enorm, hnorm, eh_proj Linear(2 × hidden, hidden), shared_head.norm)
+    m = "model.layers.46."
+    assert t[m + "eh_proj.weight"] == ("BF16", (4_096, 8_192))
+    assert t[m + "enorm.weight"] == t[m + "hnorm.weight"] == t[m + "shared_head.norm.weight"] == ("BF16", (4_096,))
+    assert "model.layers.45.eh_proj.weight" not in t and "model.layers.45.enorm.weight" not in t
+    # GLM ships no embed or head of the MTP layer's own
+    assert m + "embed_tokens.weight" not in t
+
+
+def test_deepseek_v3_mla_layer_and_mtp_names() -> None:
+    t = _layout(_config("deepseek-v3"))
+    a = "model.layers.0.self_attn."
+    # deepseek_v2.py DeepseekV2MLAAttention (q_lora_rank 1536): q_b_proj 128 heads × (128 + 64) = 24,576 outputs;
+    # kv_a_layernorm of kv_lora_rank 512; o_proj 7,168 × 128 × 128 = 16,384 inputs (fp8, 128 × 128 blocks)
+    assert t[a + "q_b_proj.weight"] == ("F8_E4M3", (24_576, 1_536))
+    assert t[a + "q_b_proj.weight_scale_inv"] == ("F32", (192, 12))
+    assert t[a + "kv_a_layernorm.weight"] == ("BF16", (512,))
+    assert t[a + "o_proj.weight"] == ("F8_E4M3", (7_168, 16_384))
+    assert t["model.layers.0.post_attention_layernorm.weight"] == ("BF16", (7_168,))
+    # the 3 dense layers' MLP (intermediate 18,432), then the MoE layers' router (256 × 7,168, bf16)
+    assert t["model.layers.2.mlp.up_proj.weight"] == ("F8_E4M3", (18_432, 7_168))
+    assert t["model.layers.2.mlp.down_proj.weight"] == ("F8_E4M3", (7_168, 18_432))
+    assert t["model.layers.3.mlp.gate.weight"] == ("BF16", (256, 7_168))
+    # n_shared_experts 1 × moe_intermediate 2,048
+    assert t["model.layers.3.mlp.shared_experts.gate_proj.weight"] == ("F8_E4M3", (2_048, 7_168))
+    # the MTP layer (checkpoint layer 61, deepseek_mtp.py DeepSeekMultiTokenPredictorLayer): hnorm, eh_proj
+    # Linear(2 × 7,168, 7,168) in bf16, and its own embed_tokens and shared_head.head
+    m = "model.layers.61."
+    assert t[m + "hnorm.weight"] == ("BF16", (7_168,))
+    assert t[m + "eh_proj.weight"] == ("BF16", (7_168, 14_336))
+    assert t[m + "shared_head.head.weight"] == ("BF16", (129_280, 7_168))
+
+
+def test_mla_without_v_head_dim_takes_128() -> None:
+    # transformers DeepseekV2Config / DeepseekV3Config default v_head_dim=128: kv_b_proj 128 heads × (128 + 128)
+    # = 32,768 outputs of kv_lora_rank 512; o_proj 128 × 128 = 16,384 inputs
+    config = {k: v for k, v in _config("deepseek-v3").items() if k != "v_head_dim"}
+    t = _layout(config)
+    assert t["model.layers.0.self_attn.kv_b_proj.weight"] == ("F8_E4M3", (32_768, 512))
+    assert t["model.layers.0.self_attn.o_proj.weight"] == ("F8_E4M3", (7_168, 16_384))
+
+
+def test_mla_without_q_lora_has_a_plain_q_proj() -> None:
+    # DeepSeek-V2-Lite (q_lora_rank null): q_proj = Linear(hidden, heads × (nope + rope)) = 128 × 192 = 24,576
+    config = {**_config("deepseek-v3"), "q_lora_rank": None}
+    assert _layout(config)["model.layers.0.self_attn.q_proj.weight"] == ("F8_E4M3", (24_576, 7_168))
+
+
+def test_a_config_past_the_module_bound_is_not_laid_out() -> None:
+    # limits.MAX_CONFIG_MODULES = 100,000 linear modules: 61 layers + 1 MTP = 62, × (536 routed + 1 shared + 1
+    # dense) = 538, × 3 projections = 100,068 > 100,000 — the parameter groups stand (None)
+    config = {**_config("deepseek-v3"), "n_routed_experts": 536}
+    assert config_tensors(config) is None
+
+
+def test_a_field_out_of_range_says_the_range_and_the_value() -> None:
+    # limits.MAX_DIM = 1 << 24 = 16,777,216
+    with pytest.raises(ConfigError) as e:
+        config_tensors({**_config("mixtral-8x7b"), "hidden_size": 16_777_217})
+    assert e.value.key == "hidden_size"
+    assert "expected an integer 0 .. 16,777,216, got 16777217" in str(e.value)
+
+
+def test_shared_experts_are_moe_intermediate_times_n_shared() -> None:
+    # DeepseekV2MoE / Glm4MoE: shared_experts MLP of intermediate_size = moe_intermediate_size × n_shared_experts
+    # (DeepSeek-V2 ships n_shared_experts 2): 2 × 2,048 = 4,096 rows on DeepSeek-V3's dims
+    t = _layout({**_config("deepseek-v3"), "n_shared_experts": 2})
+    assert t["model.layers.3.mlp.shared_experts.up_proj.weight"] == ("F8_E4M3", (4_096, 7_168))
+    assert t["model.layers.3.mlp.shared_experts.down_proj.weight"] == ("F8_E4M3", (7_168, 4_096))
+    # GLM-4.5-Air's dims with 2 shared experts: 2 × 1,408 = 2,816
+    t = _layout({**_config("glm-4.5-air"), "n_shared_experts": 2})
+    s = "model.layers.1.mlp.shared_experts."
+    assert t[s + "gate_proj.weight"] == t[s + "up_proj.weight"] == ("BF16", (2_816, 4_096))
+    assert t[s + "down_proj.weight"] == ("BF16", (4_096, 2_816))
+
+
+def test_nvfp4_and_fp8_per_tensor_layouts() -> None:
+    # modelopt NVFP4 (nvidia/DeepSeek-V3.2-NVFP4): weight U8 (two e2m1 a byte) n_out × n_in / 2, weight_scale
+    # F8_E4M3 one per 16 inputs, weight_scale_2 and input_scale fp32 scalars. An expert's gate_proj 2,048 × 7,168:
+    # weight (2,048, 3,584), weight_scale (2,048, 448)
+    q = json.loads((HF / "deepseek-v3.2-nvfp4" / "hf_quant_config.json").read_text())
+    t = _layout({**_config("deepseek-v3.2-nvfp4"), "quantization_config": q})
+    e = "model.layers.3.mlp.experts.0.gate_proj."
+    assert t[e + "weight"] == ("U8", (2_048, 3_584))
+    assert t[e + "weight_scale"] == ("F8_E4M3", (2_048, 448))
+    assert t[e + "weight_scale_2"] == t[e + "input_scale"] == ("F32", ())
+    # fp8 per tensor (quant_method fp8, no weight_block_size; vLLM fp8.py: a PerTensorScaleParameter fp32):
+    # Mixtral's w1 14,336 × 4,096 e4m3 and one fp32 weight_scale
+    t = _layout({**_config("mixtral-8x7b"), "quantization_config": {"quant_method": "fp8"}})
+    w1 = "model.layers.0.block_sparse_moe.experts.0.w1."
+    assert t[w1 + "weight"] == ("F8_E4M3", (14_336, 4_096))
+    assert t[w1 + "weight_scale"] == ("F32", ())
+
+
+def test_decoder_sparse_step_0_is_read_as_every_layer_and_does_not_raise() -> None:
+    # a 0 would be a modulo by zero in (i + 1) % step (vLLM qwen3_moe.py raises at load); kvplan reads it as
+    # Qwen3MoeConfig's default 1 instead of failing with a traceback: the same layout as step 1
+    step1 = _layout({**_config("qwen3-30b-a3b"), "decoder_sparse_step": 1})
+    assert _layout({**_config("qwen3-30b-a3b"), "decoder_sparse_step": 0}) == step1
+
+
+def test_configs_kvplan_does_not_lay_out() -> None:
+    # no hidden_size, no layers or no vocabulary: nothing to derive; an architecture outside LAID_OUT: the
+    # parameter groups stand
+    mixtral = _config("mixtral-8x7b")
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        assert config_tensors({k: v for k, v in mixtral.items() if k != key}) is None, key
+    assert config_tensors({**mixtral, "architectures": ["GptOssForCausalLM"]}) is None

@@ -1,0 +1,159 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/models/params_glm5_next.py.
+
+A config.json may leave fields out: SGLang fills them from ``Glm5NextTextConfig.__init__``'s defaults
+(``srt/configs/glm5_next.py``: linear_head_dim 128, linear_num_heads 64, linear_conv_kernel_dim 4, v_head_dim 256,
+n_shared_experts 1) and the vision tower from ``GlmOcrVisionConfig`` (vLLM ``transformers_utils/configs``:
+in_channels 3, temporal_patch_size 2). Each expected count is derived in a comment from the modules SGLang builds
+(``srt/models/glm5_next.py``; the layout in kvplan/models/params_glm5_next.py's comment), on a small config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvplan.errors import ConfigError
+from kvplan.models.arch import Split
+from kvplan.models.weights import param_groups_from_hf
+
+# 4 layers: KDA on 0, 1, 2 (i % 4 != 3), MLA on 3; h 256; KDA 2 heads × 32 (p 64); MLA 4 heads, q_lora 64,
+# kv_lora 64, nope 32, rope 0, v 32; 4 routed experts of 64 on every layer; no MTP
+TINY: dict[str, Any] = {
+    "architectures": ["Glm5NextForConditionalGeneration"],
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "q_lora_rank": 64,
+    "kv_lora_rank": 64,
+    "qk_nope_head_dim": 32,
+    "qk_rope_head_dim": 0,
+    "v_head_dim": 32,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 64,
+    "first_k_dense_replace": 0,
+    "intermediate_size": 512,
+    "num_nextn_predict_layers": 0,
+    "vocab_size": 100,
+    "linear_num_heads": 2,
+    "linear_head_dim": 32,
+    "linear_conv_kernel_dim": 4,
+}
+# a KDA layer: q, k, v 3 × 64 × 256 = 49,152; b_proj 2 × 256 = 512; f_b, g_b 2 × 64 × 32 = 4,096; o 256 × 64 =
+# 16,384; conv1d 3 × 64 × 4 = 768, A_log 2, dt_bias 64 → 70,978, × 3 KDA layers
+KDA_P64 = 3 * 70_978
+
+
+def _params(cfg: dict[str, Any]) -> dict[str, int]:
+    return {g.name: g.params for g in param_groups_from_hf(cfg, "tiny/config.json").groups}
+
+
+def _without(*keys: str, **more: Any) -> dict[str, Any]:
+    return {**{k: v for k, v in TINY.items() if k not in keys}, **more}
+
+
+def test_kda_shape_from_the_text_fields_without_linear_attn_config() -> None:
+    assert _params(TINY)["linear_attention"] == KDA_P64 == 212_934
+    # f_a, g_a (ReplicatedLinear) 2 × 32 × 256 = 16,384 a layer
+    assert _params(TINY)["linear_attention_replicated"] == 3 * 16_384
+
+
+def test_a_linear_attn_config_without_the_shape_keys_takes_them_from_the_text_fields() -> None:
+    # SGLang builds linear_attn_config with num_heads, head_dim and short_conv_kernel_size only when the config
+    # has none; kvplan reads the text fields for a key the given one lacks: the same 2 × 32, kernel 4
+    cfg = _without(linear_attn_config={"kda_layers": [0, 1, 2]})
+    assert _params(cfg)["linear_attention"] == KDA_P64
+
+
+def test_linear_head_dim_defaults_to_128() -> None:
+    # Glm5NextTextConfig linear_head_dim=128: p = 2 × 128 = 256. A KDA layer: q, k, v 3 × 256 × 256 = 196,608;
+    # b_proj 512; f_b, g_b 2 × 256 × 128 = 65,536; o 256 × 256 = 65,536; conv1d 3 × 256 × 4 = 3,072, A_log 2,
+    # dt_bias 256 → 331,522 × 3 = 994,566
+    assert _params(_without("linear_head_dim"))["linear_attention"] == 994_566
+
+
+def test_v_head_dim_defaults_to_256() -> None:
+    # Glm5NextTextConfig v_head_dim=256, on the MLA layer 3: q_b 4 × 32 × 64 = 8,192; kv_b 4 × (32 + 256) × 64
+    # = 73,728; o 256 × 4 × 256 = 262,144 → 344,064 (with v 32: 8,192 + 16,384 + 32,768 = 57,344)
+    assert _params(TINY)["attention"] == 57_344
+    assert _params(_without("v_head_dim"))["attention"] == 344_064
+
+
+def test_n_shared_experts_defaults_to_one() -> None:
+    # Glm5NextTextConfig n_shared_experts=1, and the model builds shared_experts unless it is None (vLLM
+    # glm5next Glm5NextMoE `if config.n_shared_experts is None: self.shared_experts = None`): a config that leaves
+    # the key out serves one shared expert of moe_intermediate_size, 3 × 64 × 256 = 49,152 a layer × 4
+    assert _params(TINY)["shared_experts"] == 196_608
+    assert _params(_without("n_shared_experts"))["shared_experts"] == 196_608
+    # an explicit 0 or null serves none
+    assert "shared_experts" not in _params(_without(n_shared_experts=0))
+    assert "shared_experts" not in _params(_without(n_shared_experts=None))
+
+
+def test_missing_mlp_sizes_are_refused_with_the_key() -> None:
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(_without("moe_intermediate_size"), "tiny/config.json")
+    assert (e.value.key, str(e.value).endswith("missing (required for a MoE model)")) == ("moe_intermediate_size", True)
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(_without("intermediate_size", first_k_dense_replace=1), "tiny/config.json")
+    assert e.value.key == "intermediate_size" and "missing (required for the dense MLP layers)" in str(e.value)
+
+
+def test_a_kda_layer_past_the_last_names_the_range() -> None:
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(_without(linear_attn_config={"kda_layers": [0, 4]}), "tiny/config.json")
+    assert e.value.key == "linear_attn_config.kda_layers"
+    assert "expected a list of layer numbers from 0 to 3" in str(e.value)  # 4 layers: 0 .. 3
+
+
+VISION: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "out_hidden_size": 64,
+    "num_heads": 4,
+    "depth": 1,
+    "patch_size": 2,
+}
+
+
+def test_vision_patch_embedding_defaults_to_3_channels_and_2_frames() -> None:
+    # GlmOcrVisionConfig in_channels=3, temporal_patch_size=2: the Conv3d patch embedding holds
+    # hidden × in_channels × temporal × patch² weights: 64 × 3 × 2 × 4 = 1,536 (+ 64 bias)
+    default = _params(_without(vision_config=VISION))["vision"]
+    explicit = _params(_without(vision_config={**VISION, "in_channels": 3, "temporal_patch_size": 2}))["vision"]
+    assert default == explicit
+    # one channel, one frame: 64 × 1 × 1 × 4 = 256 weights, 1,280 fewer
+    single = _params(_without(vision_config={**VISION, "in_channels": 1, "temporal_patch_size": 1}))["vision"]
+    assert default - single == 1_536 - 256 == 1_280
+
+
+def test_tied_embeddings_count_once_and_rope_defaults_to_0() -> None:
+    # tie_word_embeddings: one vocab × h matrix, 100 × 256 = 25,600 (untied: 51,200)
+    assert _params(TINY)["embeddings"] == 51_200
+    assert _params(_without(tie_word_embeddings=True))["embeddings"] == 25_600
+    # Glm5NextTextConfig qk_rope_head_dim=0: the same MLA counts as the explicit 0 (57,344, above)
+    assert _params(_without("qk_rope_head_dim"))["attention"] == 57_344
+
+
+def test_no_indexer_without_index_topk() -> None:
+    # the pooled indexer is built on DSA configs only (index_topk set); TINY names index_n_heads nowhere either
+    assert "indexer" not in _params(TINY)
+    assert "indexer" not in _params(_without(index_n_heads=8))
+
+
+def test_mtp_layers_are_numbered_after_the_decoder_layers() -> None:
+    # MTP layer k is checkpoint layer num_hidden_layers + k (SGLang Glm5NextTextConfig.nextn_layer_ids): with 2 MTP
+    # layers on 4, layers 4 and 5. An fp8 (per-tensor) checkpoint that keeps layer 5's eh_proj in bf16 holds
+    # 256 × 512 × 2 B = 262,144 B there instead of 131,072 + 4 (its fp32 scale): 131,068 B more than one naming
+    # layer 3's eh_proj (a decoder layer has none)
+    def mtp_bytes(keep: str) -> int:
+        cfg = _without(
+            num_nextn_predict_layers=2,
+            quantization_config={"quant_method": "fp8", "modules_to_not_convert": [keep]},
+        )
+        (g,) = (g for g in param_groups_from_hf(cfg, "tiny/config.json").groups if g.name == "mtp")
+        return g.bytes_per_gpu(Split(tp=1, attention=1, experts=1))
+
+    layer5 = mtp_bytes("model.language_model.layers.5.eh_proj")
+    assert layer5 - mtp_bytes("model.language_model.layers.3.eh_proj") == 131_068

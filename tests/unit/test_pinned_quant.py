@@ -1,0 +1,188 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/models/quant.py, seed 56926.
+
+Each expected size is derived in a comment from the checkpoint's tensors as the engine loads them (vLLM
+``model_executor/layers/quantization/``: gptq.py ``GPTQConfig``, awq.py ``AWQConfig.from_config``, fp8.py
+``Fp8LinearMethod.create_weights``, compressed_tensors/), never from kvplan's own output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kvplan.errors import ConfigError
+from kvplan.limits import MAX_MODULE_PATTERN_REPEATS, MAX_MODULE_PATTERNS
+from kvplan.models.quant import NVFP4, resolve
+
+GATE = "model.layers.3.mlp.experts.0.gate_proj"
+Q_PROJ = "model.layers.3.self_attn.q_proj"
+
+
+def _q(q: dict[str, Any], dtype: str = "bfloat16") -> Any:
+    return resolve({"torch_dtype": dtype, "quantization_config": q}, "cfg")
+
+
+def _ct(weights: dict[str, Any], targets: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"targets": targets or ["Linear"], "weights": weights}},
+    }
+
+
+def test_gptq_int3_is_served_and_its_natural_fraction_is_exact() -> None:
+    # vLLM gptq.py GPTQConfig.__init__: `if self.weight_bits not in [2, 3, 4, 8]: raise` — 3 bits load.
+    gptq = {"quant_method": "gptq", "bits": 3, "group_size": 128, "sym": True}
+    s = _q(gptq).scheme_for(Q_PROJ)
+    # 4096 × 4096 int3: 16,777,216 × 3 / 8 = 6,291,456 B of qweight; 32 groups × 4096 rows × 2 B fp16 scales =
+    # 262,144 B; qzeros 32 × 4096 × 3 bits = 49,152 B; g_idx 4096 × 4 B = 16,384 B → 6,619,136 B
+    assert s.bytes_for(4096, 4096) == 6_291_456 + 262_144 + 49_152 + 16_384 == 6_619_136
+    # a group of 128 values holds 128 × 3 + 16 (scale) + 3 (zero) = 403 bits, not a whole number of bytes:
+    # 403 bits over 8 × 128 = 1,024 values-bytes, i.e. 403 / 1,024 B a value
+    assert s.natural == (403, 1024)
+
+
+def test_nvfp4_natural_is_9_bytes_a_16_value_group() -> None:
+    # 16 e2m1 values (4 bits each, 8 B) + one fp8 e4m3 scale (1 B) = 9 B per 16 values
+    assert NVFP4.natural == (9, 16)
+
+
+def test_gptq_and_fp8_tensor_carry_bytes_beyond_the_per_value_ones() -> None:
+    # GPTQ's g_idx (int32 an input column) and fp8's per-tensor fp32 scale are not per value
+    assert _q({"quant_method": "gptq", "bits": 4, "group_size": 128}).scheme_for(Q_PROJ).has_extras
+    assert _q({"quant_method": "fp8"}).scheme_for(Q_PROJ).has_extras
+    assert not _q({"quant_method": "fp8", "weight_block_size": [128, 128]}).scheme_for(Q_PROJ).has_extras
+
+
+def test_fp8_block_of_64_rows_by_128_columns() -> None:
+    # vLLM fp8.py create_weights: weight_scale_inv is (ceil(out / block_n), ceil(in / block_k)) fp32.
+    # 4096 × 4096 in 64 × 128 blocks: 64 × 32 = 2,048 scales × 4 B = 8,192 B + 16,777,216 B of e4m3
+    s = _q({"quant_method": "fp8", "weight_block_size": [64, 128]}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 16_777_216 + 8_192
+    assert s.name == "fp8 e4m3, fp32 scale per 64×128 block"
+
+
+def test_awq_w_bit_alone_takes_group_128() -> None:
+    # AutoAWQ's quant_config spells bits and group w_bit / q_group_size (vLLM awq.py AWQConfig.from_config reads
+    # ["w_bit", "bits"] and ["q_group_size", "group_size"]); AutoAWQ's default q_group_size is 128.
+    # 4096 × 4096: 8,388,608 + 32 groups × 4096 × 2 B = 262,144 + zeros 32 × 4096 × 0.5 B = 65,536 → 8,716,288 B
+    s = _q({"quant_method": "awq", "w_bit": 4}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 8_716_288
+
+
+def test_the_weights_line_names_gptq_g_idx_and_not_awq() -> None:
+    # what `kvplan weights` prints as the checkpoint's storage (Quantization.summary)
+    gptq = _q({"quant_method": "gptq", "bits": 4, "group_size": 128})
+    assert gptq.summary == "gptq: int4 GPTQ group 128 (fp16 scales, zero points, int32 g_idx); bf16 elsewhere"
+    awq = _q({"quant_method": "awq", "bits": 4, "group_size": 64, "zero_point": False})
+    assert awq.summary == "awq: int4 AWQ group 64 (fp16 scales); bf16 elsewhere"
+
+
+def test_compressed_tensors_scale_dtype_fp8_is_one_byte_a_group() -> None:
+    # a config's scale_dtype wins over the model dtype: int4 group 32 with float8_e4m3fn scales, 2048 × 7168:
+    # weight_packed 7,340,032 B + 458,752 groups × 1 B = 7,798,784 B
+    s = _q(_ct({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32, "scale_dtype": "float8_e4m3fn"}))
+    assert s.scheme_for(Q_PROJ).bytes_for(2048, 7168) == 7_340_032 + 458_752 == 7_798_784
+
+
+def test_compressed_tensors_re_targets_match_from_the_start() -> None:
+    # compressed-tensors targets: "re:" + a regex matched from the start of the module name (vLLM
+    # compressed_tensors/utils.py _is_equal_or_regex_match: re.match(target[3:], value))
+    q = _q(_ct({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}, ["re:.*mlp\\.experts.*"]))
+    assert q.scheme_for(GATE).weight_bits == 4
+    assert q.scheme_for(Q_PROJ).weight_bits == 16  # not targeted: the checkpoint dtype
+
+
+def test_compressed_tensors_block_default_and_block_shapes() -> None:
+    fp8 = {"num_bits": 8, "type": "float", "strategy": "block"}
+    # llm-compressor's FP8_BLOCK preset writes block_structure [128, 128]; absent, the same 128 × 128:
+    # 7168 × 2048: 56 × 16 = 896 fp32 scales = 3,584 B + 14,680,064 B
+    assert _q(_ct(fp8)).scheme_for(Q_PROJ).bytes_for(7168, 2048) == 14_680_064 + 3_584
+    # [64, 128]: 4096 × 4096 → 64 × 32 = 2,048 scales × 4 B = 8,192 B + 16,777,216 B
+    s = _q(_ct({**fp8, "block_structure": [64, 128]})).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 16_777_216 + 8_192
+    # one number is a square block: [256] → 16 × 16 = 256 scales × 4 B = 1,024 B
+    s = _q(_ct({**fp8, "block_structure": [256]})).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 16_777_216 + 1_024
+
+
+def test_compressed_tensors_int8_channel_asymmetric_keeps_a_scale_and_zero_a_row() -> None:
+    # per channel, asymmetric int8: one bf16 scale (2 B) and one int8 zero point (1 B) per output row:
+    # 4096 × 4096 → 16,777,216 + 4096 × 3 = 16,789,504 B
+    s = _q(_ct({"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": False})).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 16_777_216 + 12_288 == 16_789_504
+
+
+def test_an_unknown_method_is_shown_up_to_64_characters() -> None:
+    name = "m" * 64
+    assert _q({"quant_method": name}).assumptions == (f"assumed bf16: quant_method {name!r} is not modelled",)
+    longer = _q({"quant_method": name + "tail"}).assumptions
+    assert longer == (f"assumed bf16: quant_method {name!r} is not modelled",)
+
+
+@pytest.mark.parametrize("group", ["128", 0, 1.5])
+def test_a_group_size_that_is_not_a_nonzero_integer_names_its_key(group: object) -> None:
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "gptq", "bits": 4, "group_size": group})
+    assert e.value.key == "quantization_config.group_size"
+    assert "expected an integer from -1 to 16,777,216" in str(e.value)
+
+
+def test_module_lists_hold_up_to_4096_names() -> None:
+    names = [f"model.layers.{i}.mlp.gate" for i in range(MAX_MODULE_PATTERNS)]
+    q = _q({"quant_method": "fp8", "modules_to_not_convert": names})
+    assert len(q.ignore) == 4096
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "fp8", "modules_to_not_convert": [*names, "lm_head"]})
+    assert e.value.key == "quantization_config.modules_to_not_convert"
+    assert "at most 4,096 module names" in str(e.value)
+
+
+def test_the_repeat_limit_reads_the_pattern_after_re() -> None:
+    # r"\*+a*b*c*": the escaped star is a literal, so the repeats are +, *, *, * — 4, the limit, accepted
+    assert MAX_MODULE_PATTERN_REPEATS == 4
+    q = _q({"quant_method": "compressed-tensors", "ignore": ["re:\\*+a*b*c*"]})
+    assert q.ignore == ("re:\\*+a*b*c*",)
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "compressed-tensors", "ignore": ["re:\\*+a*b*c*d*"]})
+    assert e.value.key == "quantization_config.ignore.0"
+    assert "more than 4 repeats" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("q", "key", "words"),
+    [
+        # vLLM gptq.py GPTQConfig: only 2/3/4/8 bits load
+        ({"quant_method": "gptq", "bits": 5}, "quantization_config.bits", "expected 2, 3, 4 or 8 bits, got 5"),
+        # a weight_block_size is one or two block sides, each 1 .. 65,536
+        (
+            {"quant_method": "fp8", "weight_block_size": [128, 65_537]},
+            "quantization_config.weight_block_size",
+            "expected one or two integers from 1 to 65,536, got [128, 65537]",
+        ),
+        # limits.MAX_MODULE_PATTERN_CHARS = 512
+        (
+            {"quant_method": "fp8", "ignored_layers": ["x" * 513]},
+            "quantization_config.ignored_layers.0",
+            "expected a module name of at most 512 characters",
+        ),
+    ],
+)
+def test_refusals_say_their_numbers(q: dict[str, Any], key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        _q(q)
+    assert e.value.key == key and words in str(e.value)
+
+
+def test_too_many_compressed_tensors_patterns_are_counted_in_the_refusal() -> None:
+    # limits.MAX_MODULE_REGEXES = 64 re: patterns for ignore and targets together: 65 refused, each counted
+    ignore = [f"re:model\\.layers\\.{i}\\." for i in range(65)]
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "compressed-tensors", "ignore": ignore})
+    assert "65 module patterns (65 of them re:) are past kvplan's limits of 4,096 (64 re:)" in str(e.value)
+
+
+def test_an_unmodelled_torch_dtype_is_shown_to_40_characters() -> None:
+    q = resolve({"torch_dtype": "float8_e5m2_" + "x" * 40}, "cfg")
+    # the first 40 characters: 'float8_e5m2_' (12) and 28 x
+    assert q.assumptions == ("assumed bf16: torch_dtype 'float8_e5m2_" + "x" * 28 + "' is not modelled",)
