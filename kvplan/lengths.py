@@ -1,25 +1,22 @@
 """Requests the engine refuses, or cuts, for their length, before the scheduler sees them.
 
-- SGLang 0.5.9 / 0.5.23, ``TokenizerManager._validate_one_request`` (managers/tokenizer_manager.py): the input is
-  refused when ``input_len >= context_len``, and the request when ``input_len + max_new_tokens >= context_len``
-  (no auto-truncation: ``--allow-auto-truncate`` is off by default). ``TpModelWorker`` (managers/tp_worker.py)
-  sets ``max_req_len = min(context_len - 1, pool - 1)`` and ``max_req_input_len = max_req_len - 5``; the scheduler
-  refuses ``input_len >= max_req_input_len`` (``validate_input_length``, managers/utils.py) and cuts
-  ``max_new_tokens`` to ``max_req_len - input_len - 1`` (``Scheduler.init_req_max_new_tokens``).
-- vLLM 0.33.0, ``InputProcessor._validate_prompt_len`` (v1/engine/input_processor.py): a prompt of
-  ``max_model_len`` tokens or more is refused (a generate runner needs one output token); the OpenAI server cuts
-  ``max_tokens`` to ``max_model_len - prompt_len`` (``get_max_tokens``, entrypoints/utils.py).
-
 A request of ``ctx`` and ``gen`` tokens (kvplan admit --ctx --gen): with ``gen`` 0, ``ctx`` is a context length
 the engine must run with (a request reaching it: vLLM serves a prompt of ctx - 1 and one token; SGLang cuts the
 output 2 tokens short of it); with ``gen`` > 0, a prompt of ``ctx`` and ``gen`` tokens asked for, which the
-engines refuse or cut by the rules above.
+engines refuse or cut by the rules at ``SGLANG_INPUT_MARGIN`` (SGLang 0.5.9 / 0.5.23) and
+``ContextLimit.refuses`` (vLLM 0.33.0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# SGLang 0.5.9 / 0.5.23, ``TokenizerManager._validate_one_request`` (managers/tokenizer_manager.py): the input is
+# refused when ``input_len >= context_len``, and the request when ``input_len + max_new_tokens >= context_len``
+# (no auto-truncation: ``--allow-auto-truncate`` is off by default). ``TpModelWorker`` (managers/tp_worker.py)
+# sets ``max_req_len = min(context_len - 1, pool - 1)`` and ``max_req_input_len = max_req_len - 5``; the scheduler
+# refuses ``input_len >= max_req_input_len`` (``validate_input_length``, managers/utils.py) and cuts
+# ``max_new_tokens`` to ``max_req_len - input_len - 1`` (``Scheduler.init_req_max_new_tokens``).
 SGLANG_INPUT_MARGIN = 7
 """input <= context_len - 7: refused at ``input >= max_req_input_len = (context_len - 1) - 5``."""
 SGLANG_OUTPUT_MARGIN = 2
@@ -41,6 +38,9 @@ class ContextLimit:
                 input_tokens + output_tokens >= self.context_tokens
                 or input_tokens >= self.context_tokens - SGLANG_INPUT_MARGIN + 1
             )
+        # vLLM 0.33.0, ``InputProcessor._validate_prompt_len`` (v1/engine/input_processor.py): a prompt of
+        # ``max_model_len`` tokens or more is refused (a generate runner needs one output token); the OpenAI server cuts
+        # ``max_tokens`` to ``max_model_len - prompt_len`` (``get_max_tokens``, entrypoints/utils.py).
         return input_tokens >= self.context_tokens
 
     def output_tokens(self, input_tokens: int, output_tokens: int) -> int:

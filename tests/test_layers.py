@@ -120,3 +120,16 @@ def test_no_issue_numbers_in_the_source() -> None:
         if re.search(r"\bissues? \d+\b", line, re.IGNORECASE)
     ]
     assert not found, found
+
+
+MAX_DOCSTRING_LINES = 15
+
+
+def test_module_docstrings_say_what_the_module_owns_in_15_lines() -> None:
+    # a module docstring says what the module owns; the engine citations sit as comments on the rule they justify
+    long = {}
+    for p in sorted(ROOT.rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")), clean=False)
+        if doc and len(doc.splitlines()) > MAX_DOCSTRING_LINES:
+            long[str(p.relative_to(ROOT.parent))] = len(doc.splitlines())
+    assert not long, f"module docstrings over {MAX_DOCSTRING_LINES} lines: {long}"

@@ -1,25 +1,8 @@
 """The summary lines an engine logs at start-up for a plan, as figures; render/ words them.
 
-SGLang, ``managers/scheduler.py`` ``Scheduler.__init__`` ("Print debug info", tp_rank 0)::
-
-    max_total_num_tokens={N}, chunked_prefill_size={C}, max_prefill_tokens={P}, max_running_requests={R},
-    context_len={L}, available_gpu_mem={:.2f} GB
-
-N is ``logical_max_total_num_tokens`` (rows × dcp), C is ``server_args.chunked_prefill_size`` after
-``_handle_data_parallelism`` divides it by dp_size under DP attention, P the ServerArgs default 16384. 0.4.1 prints
-no chunked_prefill_size, 0.4.2 on does, 0.4.4 on adds available_gpu_mem (runbook/parse/lines.py LineForm rows).
-
-vLLM V1, ``v1/core/kv_cache_utils.py``: "GPU KV cache size: {N:,} tokens" and "Maximum concurrency for {L:,}
-tokens per request: {X:.2f}x", X = ``get_max_concurrency_for_kv_cache_config`` = num_blocks (the null block
-included) / blocks one request of max_model_len takes. N = num_blocks // groups × block × dcp up to 0.20.0
-(``_report_kv_cache_config``), int(X × L) from 0.20.1 (``get_kv_cache_capacity``;
-TOKENS_FROM_CONCURRENCY_SINCE).
-Two ``logger.info`` lines (vllm-project/vllm#13596; the 0.24.0 and 0.26.0 field logs); one ``info_once`` line
-"GPU KV cache size: N tokens, Maximum concurrency ..." in ``update_kv_cache_capacity`` (vllm-project/vllm#50462;
-0.33.0, shared/reference/vllm-0.33.0.md §3).
-
-vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# cuda blocks" from 0.8.0) and,
-from 0.6.4, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N × block / L (L unformatted).
+SGLang's "Print debug info" line of ``Scheduler.__init__`` (at ``_sglang``), vLLM V1's "GPU KV cache size" and
+"Maximum concurrency" lines (at ``_vllm``) and vLLM V0's "# GPU blocks" line (at ``_vllm_v0``), each with the
+versions that print each field.
 """
 
 from __future__ import annotations
@@ -124,6 +107,12 @@ def engine_summary(p: PoolPlan) -> EngineSummary | None:
     return _vllm(p)
 
 
+# SGLang, ``managers/scheduler.py`` ``Scheduler.__init__`` ("Print debug info", tp_rank 0):
+#     max_total_num_tokens={N}, chunked_prefill_size={C}, max_prefill_tokens={P}, max_running_requests={R},
+#     context_len={L}, available_gpu_mem={:.2f} GB
+# N is ``logical_max_total_num_tokens`` (rows x dcp), C is ``server_args.chunked_prefill_size`` after
+# ``_handle_data_parallelism`` divides it by dp_size under DP attention, P the ServerArgs default 16384. 0.4.1 prints
+# no chunked_prefill_size, 0.4.2 on does, 0.4.4 on adds available_gpu_mem (runbook/parse/lines.py LineForm rows).
 def _sglang(p: PoolPlan) -> SglangSummary:
     v = parse_version(p.engine_version)
     chunk: int | None = None
@@ -145,6 +134,14 @@ def _sglang(p: PoolPlan) -> SglangSummary:
     )
 
 
+# vLLM V1, ``v1/core/kv_cache_utils.py``: "GPU KV cache size: {N:,} tokens" and "Maximum concurrency for {L:,}
+# tokens per request: {X:.2f}x", X = ``get_max_concurrency_for_kv_cache_config`` = num_blocks (the null block
+# included) / blocks one request of max_model_len takes. N = num_blocks // groups x block x dcp up to 0.20.0
+# (``_report_kv_cache_config``), int(X x L) from 0.20.1 (``get_kv_cache_capacity``;
+# TOKENS_FROM_CONCURRENCY_SINCE).
+# Two ``logger.info`` lines (vllm-project/vllm#13596; the 0.24.0 and 0.26.0 field logs); one ``info_once`` line
+# "GPU KV cache size: N tokens, Maximum concurrency ..." in ``update_kv_cache_capacity`` (vllm-project/vllm#50462;
+# 0.33.0, shared/reference/vllm-0.33.0.md §3).
 def _vllm(p: PoolPlan) -> VllmSummary:
     num_blocks = p.extras.get("num_blocks", p.rows // max(p.page_tokens, 1))
     length = p.context_len
@@ -163,6 +160,8 @@ def _vllm(p: PoolPlan) -> VllmSummary:
     )
 
 
+# vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# cuda blocks" from 0.8.0) and,
+# from 0.6.4, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N x block / L (L unformatted).
 def _vllm_v0(p: PoolPlan) -> VllmV0Summary:
     v = parse_version(p.engine_version)
     return VllmV0Summary(

@@ -67,6 +67,8 @@ def glm5_next_layout(arch: ModelArch, dep: Deployment) -> tuple[MlaLayout, list[
     return layout, knobs
 
 
+# Speculative decoding on GLM-5.3-Flash (num_speculative_tokens S): the MTP layer's MLA, indexer and tail ring join
+# the packed groups, the ring widens to kpool × next_power_of_2(cdiv(kpool + S, kpool)).
 def plan_glm5_next(arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, attn_tp: int) -> HybridBlocks:
     """GLM-5.3-Flash: the block (``_align_hybrid_block_size``), the packed groups (``_get_packed_kv_cache_groups``:
     the KDA, ring and MLA + indexer buckets, the state buckets split to the block the MLA bucket needs), their

@@ -2,37 +2,14 @@
 
 Source: the PyPI wheel vllm-0.33.0 (``vllm/`` paths below). A hybrid model's layers are bucketed by spec and split
 into KV cache groups of equal layer count; every group draws its block ids from one pool, and one block id holds a
-page of every layer of a group, so:
-
-    page          = one layer's page after unification (attention: block × bytes per token per layer;
-                    Mamba: its state, padded to the attention page)
-    group_size    = min(layers per bucket), or the max when max < 1.5 × min
-                    (``v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size``)
-    groups        = cdiv(layers of each bucket, group_size) per bucket (layers[i::groups]; padding layers warned)
-    bytes_per_block = group_size × page   (``_get_kv_cache_bytes_per_block``: the largest group's pages)
-    num_blocks    = available // bytes_per_block            (``get_kv_cache_config_from_groups``)
-    per request   = Σ over groups cdiv(spec.max_memory_usage_bytes, spec.page_size_bytes)
-                    (``v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config``):
-                    full attention  cdiv(max_model_len, block)              (``FullAttentionSpec``)
-                    sliding window  cdiv(min(window - 1 + in_flight, max_model_len), block) + 1
-                                    (``SlidingWindowSpec.max_admission_blocks_per_request``; in_flight =
-                                    ``VllmConfig.max_in_flight_tokens`` = max_concurrent_batches × mnbt)
-                    Mamba / linear  2 + spec + checkpoint blocks ('align'), 1 + spec ('none')
-                                    (``MambaSpec.max_memory_usage_bytes``)
-    Maximum concurrency = num_blocks / per request (the null block included); "GPU KV cache size: N tokens" =
-                    int(concurrency × max_model_len)     (``get_kv_cache_capacity`` / ``update_kv_cache_capacity``)
+page of every layer of a group (the arithmetic, with the engine's functions, at ``plan_blocks``).
 
 Planned here: full attention or MLA beside sliding-window layers (gpt-oss); beside linear-attention state
 (Qwen3-Next Gated DeltaNet, Kimi-Linear KDA) in kvplan.engines.vllm_mamba; DeepSeek-V4 (vllm_dsv4) and GLM-5.3-Flash
 (KDA + MLA with the pooled indexer and its tail ring, vllm_glm5_next) as packed groups; the shared pieces in
-vllm_blocks. Speculative decoding on Qwen3-Next
-(``qwen3_next_mtp``, num_speculative_tokens S): the MTP layer's attention joins the full-attention groups, each GDN
-group keeps S more state blocks a request and a conv state S columns wider (``plan_mamba``); on GLM-5.3-Flash the MTP
-layer's MLA, indexer and tail ring join the packed groups, the ring widens to kpool × next_power_of_2(cdiv(kpool +
-S, kpool)) (``plan_glm5_next``). Refused with one line:
-sliding window and state together, a hybrid with decode context parallel, speculative decoding on the other hybrids
-(their draft groups / blocks are not modelled).
-"""
+vllm_blocks. Speculative decoding: on Qwen3-Next at ``plan_mamba``, on GLM-5.3-Flash at ``plan_glm5_next``. Refused
+with one line: sliding window and state together, a hybrid with decode context parallel, speculative decoding on
+the other hybrids (their draft groups / blocks are not modelled)."""
 
 from __future__ import annotations
 
@@ -71,6 +48,24 @@ __all__ = [  # what vllm.py, plan/prefix.py and the tests take from here (the si
 ]
 
 
+# The pool, from vLLM 0.33.0's source:
+#     page          = one layer's page after unification (attention: block × bytes per token per layer;
+#                     Mamba: its state, padded to the attention page)
+#     group_size    = min(layers per bucket), or the max when max < 1.5 × min
+#                     (``v1/core/kv_cache_planning.py _get_kv_cache_groups_uniform_page_size``)
+#     groups        = cdiv(layers of each bucket, group_size) per bucket (layers[i::groups]; padding layers warned)
+#     bytes_per_block = group_size × page   (``_get_kv_cache_bytes_per_block``: the largest group's pages)
+#     num_blocks    = available // bytes_per_block            (``get_kv_cache_config_from_groups``)
+#     per request   = Σ over groups cdiv(spec.max_memory_usage_bytes, spec.page_size_bytes)
+#                     (``v1/core/kv_cache_utils.py get_max_concurrency_for_kv_cache_config``):
+#                     full attention  cdiv(max_model_len, block)              (``FullAttentionSpec``)
+#                     sliding window  cdiv(min(window - 1 + in_flight, max_model_len), block) + 1
+#                                     (``SlidingWindowSpec.max_admission_blocks_per_request``; in_flight =
+#                                     ``VllmConfig.max_in_flight_tokens`` = max_concurrent_batches × mnbt)
+#                     Mamba / linear  2 + spec + checkpoint blocks ('align'), 1 + spec ('none')
+#                                     (``MambaSpec.max_memory_usage_bytes``)
+#     Maximum concurrency = num_blocks / per request (the null block included); "GPU KV cache size: N tokens" =
+#                     int(concurrency × max_model_len)     (``get_kv_cache_capacity`` / ``update_kv_cache_capacity``)
 def plan_blocks(
     arch: ModelArch,
     dep: Deployment,

@@ -100,6 +100,9 @@ def _config_py_alignment(dep: Deployment, head256: bool, mla: bool, version: tup
     return 1
 
 
+# Speculative decoding on Qwen3-Next (``qwen3_next_mtp``, num_speculative_tokens S): the MTP layer's attention
+# joins the full-attention groups, each GDN group keeps S more state blocks a request and a conv state S columns
+# wider.
 def plan_mamba(
     arch: ModelArch, dep: Deployment, row: int, block_knob: Knob, min_kernel_block: int, attn_tp: int
 ) -> HybridBlocks:

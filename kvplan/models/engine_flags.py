@@ -1,15 +1,7 @@
 """The engines' launch flags as data: one table per engine, rows keyed by the versions that have them.
 
 Each row names the kvplan knob, the engine's own spelling and the versions whose argument parser takes it, read
-from the engine source:
-
-- SGLang: ``python/sglang/srt/server_args.py``. In 0.5.23 every ``ServerArgs`` field is annotated
-  (``A[T, Arg(...)]``) and ``add_cli_args_from_dataclass`` derives the flag from the field name (``tp_size`` ->
-  ``--tp-size``, aliases ``--tensor-parallel-size``); 0.4.x-0.5.9 wrote the same flags by hand in
-  ``ServerArgs.add_cli_args``. argparse's prefix matching makes ``--tp`` and ``--mem-frac`` work too.
-- vLLM: ``vllm/engine/arg_utils.py`` ``EngineArgs.add_cli_args`` (flags derived from the config dataclasses;
-  ``max_model_len`` parsed by ``human_readable_int_or_auto``: ``-1`` or ``auto``), and ``vllm serve MODEL``: the
-  model is ``serve``'s positional ``model_tag`` (``vllm/entrypoints/cli/serve.py``).
+from the engine source (cited at ``SGLANG_FLAGS`` and ``VLLM_FLAGS``).
 
 A knob with no row is one of kvplan's own inputs (the GPU, measured weights, a memory figure), not an engine flag.
 A row with an empty ``knob`` is a companion flag the command needs (``--enable-dp-attention``) and the parser
@@ -56,6 +48,10 @@ VLLM_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", 
 """vLLM ``CacheDType`` (vllm/config/cache.py): ``bf16`` is spelled bfloat16; fp16 has no spelling (auto follows
 --dtype)."""
 
+# SGLang: ``python/sglang/srt/server_args.py``. In 0.5.23 every ``ServerArgs`` field is annotated
+# (``A[T, Arg(...)]``) and ``add_cli_args_from_dataclass`` derives the flag from the field name (``tp_size`` ->
+# ``--tp-size``, aliases ``--tensor-parallel-size``); 0.4.x-0.5.9 wrote the same flags by hand in
+# ``ServerArgs.add_cli_args``. argparse's prefix matching makes ``--tp`` and ``--mem-frac`` work too.
 SGLANG_FLAGS: tuple[Flag, ...] = (
     Flag(knob="model", spelling="--model-path", aliases=("--model",)),
     Flag(knob="tp", spelling="--tp-size", aliases=("--tensor-parallel-size",)),
@@ -132,6 +128,9 @@ SGLANG_FLAGS: tuple[Flag, ...] = (
 )
 """SGLang's launch flags (``python -m sglang.launch_server``), from server_args.py of 0.5.9 and 0.5.23."""
 
+# vLLM: ``vllm/engine/arg_utils.py`` ``EngineArgs.add_cli_args`` (flags derived from the config dataclasses;
+# ``max_model_len`` parsed by ``human_readable_int_or_auto``: ``-1`` or ``auto``), and ``vllm serve MODEL``: the
+# model is ``serve``'s positional ``model_tag`` (``vllm/entrypoints/cli/serve.py``).
 VLLM_FLAGS: tuple[Flag, ...] = (
     Flag(knob="model", spelling=""),  # vllm serve MODEL (positional model_tag)
     Flag(knob="tp", spelling="--tensor-parallel-size", aliases=("-tp",)),

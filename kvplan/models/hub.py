@@ -3,18 +3,13 @@
 Order: Hugging Face's own cache (a snapshot huggingface_hub or an engine downloaded), then kvplan's cache of what
 it fetched before (kvplan.models.hub_cache), then the Hub at ``HF_ENDPOINT`` (default https://huggingface.co),
 unless ``HF_HUB_OFFLINE`` is set. From the Hub kvplan reads config.json, hf_quant_config.json and
-model.safetensors.index.json when present, and of each shard the index names only its first 8 bytes and its JSON
-header (two HTTP range reads; the weights are never fetched), the way huggingface_hub's
-``HfApi.get_safetensors_metadata`` does. Plain urllib, not huggingface_hub: the four reads need no dependency,
-and every response has to be size-capped, every redirect kept on TLS and the token kept off other hosts, which
-urllib lets kvplan do itself. This module is imported only when ``--model`` names a repo id (start-up cost).
-
-The repo id and revision are checked against strict patterns before they become a path or a URL. The token
-(``HF_TOKEN``, or the file ``huggingface-cli login`` writes) goes only in an Authorization header that is not
-carried over redirects, only over https or to a loopback host, and never into a message, a log or a file.
-Exit codes: a bad id, a missing repo, revision or config, a gated or private repo, a response past a limit:
-2, bad input (the user fixes the id or the token); no answer from the Hub (timeout, refused, 5xx, TLS): 3,
-unavailable, as a probe without a GPU (the same command may work later or offline).
+model.safetensors.index.json when present, and of each shard only its header (``_Hub``, as huggingface_hub's
+``HfApi.get_safetensors_metadata`` does; the weights are never fetched). Plain urllib, not huggingface_hub: every
+response is size-capped, every redirect kept on TLS and the token kept off other hosts (``_token``). This module
+is imported only when ``--model`` names a repo id (start-up cost). The repo id and revision are checked against
+strict patterns before they become a path or a URL. Exit codes: a bad id, a missing repo, revision or config, a
+gated or private repo, a response past a limit: 2, bad input (the user fixes the id or the token); no answer from
+the Hub (timeout, refused, 5xx, TLS): 3, unavailable, as a probe without a GPU (``HubUnavailable``).
 """
 
 from __future__ import annotations
@@ -204,6 +199,8 @@ class _NoDowngrade(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
+# Of each shard the index names, only its first 8 bytes and its JSON header: two HTTP range reads, the way
+# huggingface_hub's ``HfApi.get_safetensors_metadata`` does.
 class _Hub:
     """One repo at one endpoint: GETs and range reads, each capped in size and time, errors in one line."""
 
@@ -390,6 +387,8 @@ def _timeout(env: Mapping[str, str]) -> float:
     return value
 
 
+# The token (``HF_TOKEN``, or the file ``huggingface-cli login`` writes) goes only in an Authorization header that
+# is not carried over redirects, only over https or to a loopback host, and never into a message, a log or a file.
 def _token(env: Mapping[str, str]) -> str:
     """HF_TOKEN (or the older HUGGING_FACE_HUB_TOKEN), else the file ``huggingface-cli login`` writes."""
     for key in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):

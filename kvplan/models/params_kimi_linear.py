@@ -4,51 +4,9 @@ Read from the fields the engines read (SGLang 0.5.23 ``srt/models/kimi_linear.py
 vLLM 0.33 ``model_executor/models/kimi_linear.py`` with ``layers/kda.py``); Kimi-K3 is the same decoder with
 five optional parts its ``text_config`` switches on, each counted only when its field is there.
 
-Layer ``i`` (0-based) is KDA iff ``i + 1`` is in ``linear_attn_config.kda_layers`` (SGLang
-``KimiLinearConfig.is_kda_layer``), else MLA. H = ``linear_attn_config.num_heads``, d = ``head_dim``,
-P = H × d, k = ``short_conv_kernel_size``, h = ``hidden_size``:
-
-- KDA (group ``linear_attention``, attention TP, at most H ways): ``self_attn.q_proj``, ``k_proj``, ``v_proj``
-  (P × h each, column parallel), ``b_proj`` (H × h), ``f_b_proj`` (P × d), ``g_b_proj`` (P × d; K3's
-  ``use_full_rank_gate``: ``g_proj`` P × h instead of ``g_a_proj`` + ``g_b_proj``), ``o_proj`` (h × P, row
-  parallel), ``q_conv1d``/``k_conv1d``/``v_conv1d`` (P × k each), ``dt_bias`` (P), ``A_log`` (H); the engines hold
-  the conv weights, ``dt_bias`` and ``A_log`` in fp32 (``params_dtype=torch.float32``), counted here in the
-  checkpoint dtype (under 0.01 % of the weights). Replicated on every rank (group ``replicated_attention``):
-  ``f_a_proj`` and ``g_a_proj`` (d × h each, ``ReplicatedLinear`` in both engines).
-- MLA (group ``attention``, attention TP, at most ``num_attention_heads`` ways; n heads, nope + rope q/k dims,
-  v dims, kv_lora r): ``q_proj`` n·(nope + rope) × h, or with ``q_lora_rank`` q (K3) ``q_b_proj`` n·(nope + rope)
-  × q; ``kv_b_proj`` n·(nope + v) × r; ``o_proj`` h × n·v; K3's ``mla_use_output_gate``: ``g_proj`` n·v × h
-  (``KimiK3MLAAttention``: ``ColumnParallelLinear`` over attention TP). Replicated: ``kv_a_proj_with_mqa``
-  (r + rope) × h and ``q_a_proj`` q × h (SGLang fuses both into the replicated ``fused_qkv_a_proj_with_mqa``;
-  vLLM ``ReplicatedLinear``). Neither engine builds a rotary cache for these layers (SGLang ``skip_rope=True``,
-  vLLM ``rotary_emb=None``: Kimi's MLA is NoPE).
-- MLP: layers before ``first_k_dense_replace`` (and off the ``moe_layer_freq`` cadence) a dense ``mlp.gate_proj``,
-  ``up_proj`` (``intermediate_size`` × h) and ``down_proj`` (``dense_mlp``, TP); the others
-  ``block_sparse_moe``: ``num_experts`` routed experts ``experts.E.w1``/``w3`` (``moe_intermediate_size`` × m)
-  and ``w2`` (m × ``moe_intermediate_size``) with m = h, or K3's latent width ``routed_expert_hidden_size``
-  (``routed_experts``, experts split); ``shared_experts.gate_proj``/``up_proj``/``down_proj`` of
-  ``moe_intermediate_size`` × ``num_shared_experts`` (``shared_experts``, TP: SGLang/vLLM ``KimiMLP`` with
-  ``intermediate_size = moe_intermediate_size * num_shared_experts``); the router ``gate`` (``num_experts`` × h
-  + the ``e_score_correction_bias``, ``router``, replicated, never quantized). K3's latent MoE
-  (``KimiK3MoE``): ``routed_expert_down_proj`` m × h and ``routed_expert_up_proj`` h × m, ``ReplicatedLinear``
-  with ``quant_config=None`` (bf16 whatever the checkpoint's scheme), and the latent RMSNorm when
-  ``latent_moe_use_norm`` (group ``latent_moe``, replicated).
-- ``embed_tokens`` and ``lm_head``: vocab × h each (``embeddings``, vocab parallel; one copy when tied).
-- ``norms`` (replicated): input and post-attention RMSNorm per layer and the final one, ``kv_a_layernorm`` (r)
-  and ``q_a_layernorm`` (q) per MLA layer, KDA ``o_norm`` (d); K3's attention residuals
-  (``attn_res_block_size``, ``KimiK3DecoderLayer``): two RMSNorms (h) and two ``ReplicatedLinear`` h → 1
-  (``self_attention_res_proj``, ``mlp_res_proj``) a layer, plus ``output_attn_res_norm`` and
-  ``output_attn_res_proj`` once.
-
-Not counted: Kimi-K3's vision tower and ``mm_projector`` (the preset and the config.json path plan the text model,
-as vLLM's ``--language-model-only`` serves it). From ``vision_config`` and SGLang ``kimi_k3_vl.py`` they would add
-447,358,976 parameters: patch conv 3 × 1,024 × 14 × 14 = 602,112, position table 64 × 64 × 1,024 = 4,194,304,
-27 layers × (``wqkv`` 4,608 × 1,024 + ``wo`` 1,024 × 1,536 + ``fc0``/``fc1`` 2 × 4,096 × 1,024 + 2 norms × 1,024)
-= 396,417,024, the final norm 1,024, the projector 4,096² + 7,168 × 4,096 + 7,168 = 46,144,512 (bias-free, bf16:
-the ignore list keeps ``vision_tower``/``mm_projector`` unquantized): 0.83 GiB on every rank where the tower runs
-replicated (SGLang ``use_data_parallel = True``), under 0.5 % of K3's 190.97 GiB a GPU at tp 8.
-Module names are the checkpoint's (``model.layers.N.``; Kimi-K3's raw checkpoint prefixes them
-``language_model.``, which its ``re:`` ignore patterns match either way).
+Layer by layer: which layers are KDA at ``_kda_layers``; each group's checkpoint names and shapes, and what is not
+counted (Kimi-K3's vision tower), at ``groups``. Module names are the checkpoint's (``model.layers.N.``; Kimi-K3's
+raw checkpoint prefixes them ``language_model.``, which its ``re:`` ignore patterns match either way).
 """
 
 from __future__ import annotations
@@ -62,6 +20,8 @@ if TYPE_CHECKING:
     from kvplan.models.weights import _Groups
 
 
+# Layer ``i`` (0-based) is KDA iff ``i + 1`` is in ``linear_attn_config.kda_layers`` (SGLang
+# ``KimiLinearConfig.is_kda_layer``), else MLA.
 def _kda_layers(c: Fields, layers: int) -> frozenset[int]:
     """0-based indices of the KDA layers: ``linear_attn_config.kda_layers`` is 1-based."""
     la = c.sub("linear_attn_config")
@@ -74,6 +34,46 @@ def _kda_layers(c: Fields, layers: int) -> frozenset[int]:
     return frozenset(v - 1 for v in raw)
 
 
+# H = ``linear_attn_config.num_heads``, d = ``head_dim``, P = H × d, k = ``short_conv_kernel_size``,
+# h = ``hidden_size``:
+# - KDA (group ``linear_attention``, attention TP, at most H ways): ``self_attn.q_proj``, ``k_proj``, ``v_proj``
+#   (P × h each, column parallel), ``b_proj`` (H × h), ``f_b_proj`` (P × d), ``g_b_proj`` (P × d; K3's
+#   ``use_full_rank_gate``: ``g_proj`` P × h instead of ``g_a_proj`` + ``g_b_proj``), ``o_proj`` (h × P, row
+#   parallel), ``q_conv1d``/``k_conv1d``/``v_conv1d`` (P × k each), ``dt_bias`` (P), ``A_log`` (H); the engines hold
+#   the conv weights, ``dt_bias`` and ``A_log`` in fp32 (``params_dtype=torch.float32``), counted here in the
+#   checkpoint dtype (under 0.01 % of the weights). Replicated on every rank (group ``replicated_attention``):
+#   ``f_a_proj`` and ``g_a_proj`` (d × h each, ``ReplicatedLinear`` in both engines).
+# - MLA (group ``attention``, attention TP, at most ``num_attention_heads`` ways; n heads, nope + rope q/k dims,
+#   v dims, kv_lora r): ``q_proj`` n·(nope + rope) × h, or with ``q_lora_rank`` q (K3) ``q_b_proj`` n·(nope + rope)
+#   × q; ``kv_b_proj`` n·(nope + v) × r; ``o_proj`` h × n·v; K3's ``mla_use_output_gate``: ``g_proj`` n·v × h
+#   (``KimiK3MLAAttention``: ``ColumnParallelLinear`` over attention TP). Replicated: ``kv_a_proj_with_mqa``
+#   (r + rope) × h and ``q_a_proj`` q × h (SGLang fuses both into the replicated ``fused_qkv_a_proj_with_mqa``;
+#   vLLM ``ReplicatedLinear``). Neither engine builds a rotary cache for these layers (SGLang ``skip_rope=True``,
+#   vLLM ``rotary_emb=None``: Kimi's MLA is NoPE).
+# - MLP: layers before ``first_k_dense_replace`` (and off the ``moe_layer_freq`` cadence) a dense ``mlp.gate_proj``,
+#   ``up_proj`` (``intermediate_size`` × h) and ``down_proj`` (``dense_mlp``, TP); the others
+#   ``block_sparse_moe``: ``num_experts`` routed experts ``experts.E.w1``/``w3`` (``moe_intermediate_size`` × m)
+#   and ``w2`` (m × ``moe_intermediate_size``) with m = h, or K3's latent width ``routed_expert_hidden_size``
+#   (``routed_experts``, experts split); ``shared_experts.gate_proj``/``up_proj``/``down_proj`` of
+#   ``moe_intermediate_size`` × ``num_shared_experts`` (``shared_experts``, TP: SGLang/vLLM ``KimiMLP`` with
+#   ``intermediate_size = moe_intermediate_size * num_shared_experts``); the router ``gate`` (``num_experts`` × h
+#   + the ``e_score_correction_bias``, ``router``, replicated, never quantized). K3's latent MoE
+#   (``KimiK3MoE``): ``routed_expert_down_proj`` m × h and ``routed_expert_up_proj`` h × m, ``ReplicatedLinear``
+#   with ``quant_config=None`` (bf16 whatever the checkpoint's scheme), and the latent RMSNorm when
+#   ``latent_moe_use_norm`` (group ``latent_moe``, replicated).
+# - ``embed_tokens`` and ``lm_head``: vocab × h each (``embeddings``, vocab parallel; one copy when tied).
+# - ``norms`` (replicated): input and post-attention RMSNorm per layer and the final one, ``kv_a_layernorm`` (r)
+#   and ``q_a_layernorm`` (q) per MLA layer, KDA ``o_norm`` (d); K3's attention residuals
+#   (``attn_res_block_size``, ``KimiK3DecoderLayer``): two RMSNorms (h) and two ``ReplicatedLinear`` h → 1
+#   (``self_attention_res_proj``, ``mlp_res_proj``) a layer, plus ``output_attn_res_norm`` and
+#   ``output_attn_res_proj`` once.
+# Not counted: Kimi-K3's vision tower and ``mm_projector`` (the preset and the config.json path plan the text model,
+# as vLLM's ``--language-model-only`` serves it). From ``vision_config`` and SGLang ``kimi_k3_vl.py`` they would add
+# 447,358,976 parameters: patch conv 3 × 1,024 × 14 × 14 = 602,112, position table 64 × 64 × 1,024 = 4,194,304,
+# 27 layers × (``wqkv`` 4,608 × 1,024 + ``wo`` 1,024 × 1,536 + ``fc0``/``fc1`` 2 × 4,096 × 1,024 + 2 norms × 1,024)
+# = 396,417,024, the final norm 1,024, the projector 4,096² + 7,168 × 4,096 + 7,168 = 46,144,512 (bias-free, bf16:
+# the ignore list keeps ``vision_tower``/``mm_projector`` unquantized): 0.83 GiB on every rank where the tower runs
+# replicated (SGLang ``use_data_parallel = True``), under 0.5 % of K3's 190.97 GiB a GPU at tp 8.
 def groups(c: Fields, acc: _Groups) -> str:
     """Add every Kimi-Linear / Kimi-K3 text-model module to ``acc``; the family label."""
     h = c.required("hidden_size")

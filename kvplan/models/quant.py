@@ -6,28 +6,7 @@ output row, input column or whole matrix; :meth:`Scheme.bytes_for` sizes ``count
     bytes = (rows·cols·(weight_bits + (scale_bits + zero_bits) / values_per_scale)
              + rows·row_bits + cols·col_bits + tensor_bits) / 8
 
-Per value (what ParamGroup's bytes per parameter carries), and the extras:
-- bf16 / fp16 / fp32: 2 / 2 / 4 (``weight``);
-- fp8 in 128×128 blocks (``quant_method: fp8`` with ``weight_block_size``): 1 + 4/16,384 (``weight`` e4m3 and a
-  ``weight_scale_inv`` fp32 per block); fp8 per tensor: 1, + 4 B a tensor (+ 4 B input scale when static);
-- NVFP4 (modelopt ``quant_algo: NVFP4``): 0.5 + 1/16 (packed e2m1, one fp8 e4m3 scale per 16), + 8 B a tensor
-  (``weight_scale_2`` and ``input_scale``, fp32);
-- MXFP4 (``quant_method: mxfp4``): 0.5 + 1/32 (packed e2m1 ``blocks``, one e8m0 ``scales`` byte per 32);
-- AWQ intN, group g: N/8 + (2 + N/8)/g (``qweight`` packed in int32, fp16 ``scales``, N-bit ``qzeros`` per
-  group; ``zero_point: false`` drops the zeros);
-- GPTQ intN, group g: N/8 + (2 + N/8)/g (``qweight``, fp16 ``scales``, N-bit ``qzeros``, stored even when
-  ``sym``), + 4 B an input column (``g_idx``); group -1: one scale and zero a row instead;
-- compressed-tensors intN, group g: N/8 + (scale + zero)/g (``weight_packed``, ``weight_scale`` in the model
-  dtype, ``weight_zero_point`` N-bit only when asymmetric); fp8 (``type: float``) scales are fp32 as vLLM holds
-  them (per ``channel``: 4 B a row; ``tensor``: 4 B a tensor; ``block``: per block); fp4 has fp8 scales per
-  group and an fp32 global a tensor; a ``scale_dtype`` in the config wins.
-
-Group scales are exact when a matrix's input dim is a multiple of the group (true for every modelled family but
-GLM-4.5-Air's 10,944-wide dense MLP, < 0.01 % off). Which modules stay unquantized follows each method's own list:
-compressed-tensors ``ignore`` (``re:`` patterns matched from the start of the name, else the exact name; ``targets``
-likewise, "Linear" matching every linear layer), modelopt ``exclude_modules`` (glob patterns), and
-``modules_to_not_convert`` / ``ignored_layers`` (a substring of the module name, as transformers matches them;
-``*`` any run of characters, as gpt-oss writes ``model.layers.*.self_attn``).
+Each method's bytes per value are derived at ``resolve``; which modules stay unquantized at ``_matches``.
 Embeddings, the LM head and MoE routers always stay in the checkpoint dtype (the engines load them unquantized).
 An unknown ``quant_method`` is planned as the checkpoint dtype and said as an assumption, never silently.
 """
@@ -206,6 +185,11 @@ class Quantization:
 _LAYER = re.compile(r"layers\.(\d+)\.")
 
 
+# Which modules stay unquantized follows each method's own list: compressed-tensors ``ignore`` (``re:`` patterns
+# matched from the start of the name, else the exact name; ``targets`` likewise, "Linear" matching every linear
+# layer), modelopt ``exclude_modules`` (glob patterns), and ``modules_to_not_convert`` / ``ignored_layers`` (a
+# substring of the module name, as transformers matches them; ``*`` any run of characters, as gpt-oss writes
+# ``model.layers.*.self_attn``).
 def _matches(pattern: str, name: str, style: str) -> bool:
     if style == "glob":
         return fnmatch.fnmatchcase(name, pattern)
@@ -216,6 +200,23 @@ def _matches(pattern: str, name: str, style: str) -> bool:
     return pattern in name
 
 
+# Per value (what ParamGroup's bytes per parameter carries), and the extras:
+# - bf16 / fp16 / fp32: 2 / 2 / 4 (``weight``);
+# - fp8 in 128x128 blocks (``quant_method: fp8`` with ``weight_block_size``): 1 + 4/16,384 (``weight`` e4m3 and a
+#   ``weight_scale_inv`` fp32 per block); fp8 per tensor: 1, + 4 B a tensor (+ 4 B input scale when static);
+# - NVFP4 (modelopt ``quant_algo: NVFP4``): 0.5 + 1/16 (packed e2m1, one fp8 e4m3 scale per 16), + 8 B a tensor
+#   (``weight_scale_2`` and ``input_scale``, fp32);
+# - MXFP4 (``quant_method: mxfp4``): 0.5 + 1/32 (packed e2m1 ``blocks``, one e8m0 ``scales`` byte per 32);
+# - AWQ intN, group g: N/8 + (2 + N/8)/g (``qweight`` packed in int32, fp16 ``scales``, N-bit ``qzeros`` per
+#   group; ``zero_point: false`` drops the zeros);
+# - GPTQ intN, group g: N/8 + (2 + N/8)/g (``qweight``, fp16 ``scales``, N-bit ``qzeros``, stored even when
+#   ``sym``), + 4 B an input column (``g_idx``); group -1: one scale and zero a row instead;
+# - compressed-tensors intN, group g: N/8 + (scale + zero)/g (``weight_packed``, ``weight_scale`` in the model
+#   dtype, ``weight_zero_point`` N-bit only when asymmetric); fp8 (``type: float``) scales are fp32 as vLLM holds
+#   them (per ``channel``: 4 B a row; ``tensor``: 4 B a tensor; ``block``: per block); fp4 has fp8 scales per
+#   group and an fp32 global a tensor; a ``scale_dtype`` in the config wins.
+# Group scales are exact when a matrix's input dim is a multiple of the group (true for every modelled family but
+# GLM-4.5-Air's 10,944-wide dense MLP, < 0.01 % off).
 def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) -> Quantization:
     """The quantization of a Hugging Face ``config.json`` (its ``quantization_config`` and ``torch_dtype``).
 

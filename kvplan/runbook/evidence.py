@@ -4,15 +4,10 @@ The doctor orders what it knows: (1) byte facts the log states (SGLang's 'KV siz
 '#tokens' rows; vLLM's 'Available KV cache memory' over 'GPU KV cache size' or V0's '# GPU blocks') fix the bytes
 of one pool row; (2) its memory figures fix the budget (SGLang 'Load weight begin/end', 'Memory pool end'; vLLM
 'Model loading took', V0's memory profile); (3) only what is left is fitted. This module gathers (1) and (2) and
-derives what the log does not print:
-
-- the pool's bytes from the drop in free memory between 'Load weight end' and 'Memory pool end' when there is no
-  KV line (the drop also holds the request-to-token table and, on SGLang, the allocator's free lists: an upper
-  bound, said so);
-- the weights from the free memory before and after loading (``begin − end``) when 'mem usage' is not printed;
-- bytes per pool row from the pool figures, and for a K/V (GQA) pool the kv heads × head_dim × layers that fit;
-- model candidates among kvplan's presets (and ``--model``), ranked by how far their bytes per row are from the
-  log's.
+derives what the log does not print: the pool's bytes from the drop in free memory when there is no KV line, the
+weights from the free memory before and after loading, bytes per pool row (and the GQA shapes that fit), and
+model candidates among kvplan's presets ranked by how far their bytes per row are from the log's (each rule at
+the function that applies it).
 
 Every size is an int of bytes; a printed GiB figure keeps its rounding (``Gib``: ±half a unit of its last decimal).
 """
@@ -206,6 +201,10 @@ def _sglang_pool(run: Run, t: _Table) -> None:
         t.how += " (a hybrid: the full-attention layers only)"
 
 
+# The pool's bytes from the drop in free memory between 'Load weight end' and 'Memory pool end' when there is no
+# KV line (the drop also holds the request-to-token table and, on SGLang, the allocator's free lists: an upper
+# bound, said so); the weights from the free memory before and after loading (``begin - end``) when 'mem usage' is
+# not printed.
 def _sglang_memory(run: Run, t: _Table) -> None:
     """SGLang's memory lines; the weights from free memory before and after loading, the pool from the drop."""
     begin = smallest(run.load_begin)
@@ -358,6 +357,7 @@ def _sglang_hybrid_facts(run: Run, add: Callable[[Fact | None], None], missing: 
             missing.append("the full pool's 'KV Cache is allocated' line (a rank's second line of a SWA hybrid)")
 
 
+# For a K/V (GQA) pool: the kv heads x head_dim x layers that fit the bytes per pool row.
 def gqa_shapes(low: int, high: int) -> tuple[str, ...]:
     """K+V bytes per token of one rank = layers × kv heads per rank × head_dim × 2 (K and V) × element bytes: the
     common shapes (head_dim 64/128/256, 1-16 kv heads per rank, bf16 or fp8) whose product lies in low..high."""
@@ -372,6 +372,8 @@ def gqa_shapes(low: int, high: int) -> tuple[str, ...]:
     return tuple(out[:8])
 
 
+# Model candidates among kvplan's presets (and ``--model``), ranked by how far their bytes per row are from the
+# log's.
 def rank_candidates(low: int, high: int, sizes: dict[str, int]) -> tuple[Candidate, ...]:
     """Models by how close their bytes per row (``sizes``: name -> bytes, as the log's engine and split would
     allocate them) are to the log's low..high, nearest first."""

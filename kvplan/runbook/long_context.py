@@ -1,18 +1,8 @@
 """A context length above the model's derived one, allowed (a knob) or refused, as a start-up log prints it. (pure)
 
 Both engines refuse a user length above the length they derive from the config unless an env var allows it, and
-print the same sentence either way; only the refusal adds "To allow overriding this maximum":
-
-- vLLM (``config/model.py _get_and_verify_max_len``): "User-specified max_model_len (N) is greater than the derived
-  max_model_len (max_position_embeddings=M or model_max_length=None in model's config.json)." + with
-  ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` set a ``logger.warning`` ("This may lead to incorrect model outputs or CUDA
-  errors. Make sure the value is correct and within the model context size." before vllm#20904, "VLLM_ALLOW_LONG_
-  MAX_MODEL_LEN must be used with extreme caution. ..." after), else ``ValueError(msg + " To allow overriding this
-  maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. ...")``.
-- SGLang (``srt/configs/model_config.py ModelConfig._derive_context_length``): "Warning: User-specified
-  context_length (N) is greater than the derived context_length (M). This may lead to incorrect model outputs or
-  CUDA errors. ..." logged when ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is set, else ``ValueError(msg +
-  " To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")``.
+print the same sentence either way; only the refusal adds "To allow overriding this maximum" (the engines' code
+and sentences at ``VL_LONG_LEN`` and ``SG_LONG_LEN``).
 
 The env var itself (``VAR=1`` in a pasted command or environment dump) is read too, but never inside the refusal's
 "set the env var VAR=1".
@@ -24,7 +14,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+# vLLM (``config/model.py _get_and_verify_max_len``): "User-specified max_model_len (N) is greater than the derived
+# max_model_len (max_position_embeddings=M or model_max_length=None in model's config.json)." + with
+# ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` set a ``logger.warning`` ("This may lead to incorrect model outputs or CUDA
+# errors. Make sure the value is correct and within the model context size." before vllm#20904, "VLLM_ALLOW_LONG_
+# MAX_MODEL_LEN must be used with extreme caution. ..." after), else ``ValueError(msg + " To allow overriding this
+# maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. ...")``.
 VL_LONG_LEN = re.compile(r"User-specified max_model_len \((\d{1,30})\) is greater than the derived max_model_len")
+# SGLang (``srt/configs/model_config.py ModelConfig._derive_context_length``): "Warning: User-specified
+# context_length (N) is greater than the derived context_length (M). This may lead to incorrect model outputs or
+# CUDA errors. ..." logged when ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN`` is set, else ``ValueError(msg +
+# " To allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1")``.
 SG_LONG_LEN = re.compile(r"User-specified context_length \((\d{1,30})\) is greater than the derived context_length")
 LONG_ENV = re.compile(
     r"(VLLM_ALLOW_LONG_MAX_MODEL_LEN|SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN)[ \t]{0,4}[=:][ \t]{0,4}[\"']?"

@@ -10,11 +10,7 @@ after the KV pool and the request tables. With the GPU's total T they split one 
 - the rest: C (what CUDA graphs and activations get).
 
 Each term is set against the plan's own: the config's pre-load free memory, its weights, the pool tensors it
-allocates (``allocated_bytes`` + ``req_to_token_bytes``), and what it leaves. A public case:
-ajith-sirra-amd/Issues GLM-5-FP8-MI355X-SGLANG-ERROR.md, SGLang 0.5.9 on ROCm: 'Load weight begin. avail
-mem=279.48 GB' on a 287.98 GiB MI355X is 8.50 GiB held before loading, where the same file's 0.5.8.post1 image
-prints 283.48 GB (4.50 GiB held); a plan that assumes the usual ~1 GiB overshoots the pool by the difference
-times mem_fraction_static.
+allocates (``allocated_bytes`` + ``req_to_token_bytes``), and what it leaves (a public case at ``sglang_chain``).
 """
 
 from __future__ import annotations
@@ -66,6 +62,10 @@ def _same_rank(items: tuple[At[Gib], ...], rank: str | None) -> At[Gib] | None:
     return next((x for x in items if rank is not None and x.rank == rank), None) or smallest(items)
 
 
+# The held term, a public case: ajith-sirra-amd/Issues GLM-5-FP8-MI355X-SGLANG-ERROR.md, SGLang 0.5.9 on ROCm: 'Load
+# weight begin. avail mem=279.48 GB' on a 287.98 GiB MI355X is 8.50 GiB held before loading, where the same file's
+# 0.5.8.post1 image prints 283.48 GB (4.50 GiB held); a plan that assumes the usual ~1 GiB overshoots the pool by the
+# difference times mem_fraction_static.
 def sglang_chain(run: Run, plan: PoolPlan, log_rows_tables: int | None = None) -> MemoryChain | None:
     """The four terms of the rank whose free memory after the weights is smallest (SGLang sizes the pool from the
     minimum over ranks); None unless the log prints free memory both before and after the weights.

@@ -8,28 +8,8 @@ trace blocks (``k`` pages each, the last one as many as the input has whole page
 runs of ``k`` generated pages, each named by a fresh id (a generated page's key is its own: only the request
 itself can hit it, after a preemption). Pages are kept in *chunks*: pages ``[lo, hi)`` of one segment that came
 from one commit (a *group*, ``gid``) and share their state — free in the queue, or held by the same requests. A
-request then costs its segments, not its pages. The semantics are ``BlockPool``'s (vLLM 0.33.0), unchanged:
-
-- the free queue is ``[unhashed][hashed, least recently freed first]``; unhashed free pages are only counted
-  (their identity never decides a hit), hashed ones are the queue's chunks in order, a chunk's pages ``hi − 1``
-  down to ``lo`` (a release frees a request's pages tail first);
-- eviction takes pages from the queue's head one by one: a chunk at the head loses its top pages (``hi``
-  falls) or, when it has no more than are wanted, leaves whole;
-- a page key may have several holders (two requests computed it, or the ``length − 1`` cap or the EAGLE drop
-  recomputed a cached page); vLLM keeps the first holder in its map and later ones as duplicates, promoted in
-  commit order. Here each segment key has a *chain*: its chunks, free and held, in commit order, so a page's
-  first holder is the first chunk of the chain that covers it, and evicting a holder promotes the next by itself;
-- a hit takes each page's first holder: a free one leaves the queue (its chunk is cut: the taken pages become a
-  held chunk in its place in the chain, the rest stays in the queue where it was), a held one gains a reference
-  (its chunk is cut where the references differ). A request remembers what it holds as ``(key, gid, lo, hi)``
-  ranges, which stay valid however the chunks are cut later;
-- at release the request's whole pages go to the queue's tail as one run, those other requests still hold
-  excepted, and its unhashed pages to the unhashed part.
-
-``tests/sim/test_sim_blockchunks.py`` replays random traces (prefix-chained and not, lengths on page boundaries,
-the EAGLE drop, small pools; order mode, and occupancy mode with shared pages and preemptions) through this pool
-and ``BlockPool`` and compares every result and the final queue, page key by page key with each key's holders
-in order.
+request then costs its segments, not its pages. The semantics are ``BlockPool``'s (vLLM 0.33.0), unchanged
+(how each is kept, and the test that checks it, at ``ChunkPool``).
 """
 
 from __future__ import annotations
@@ -101,6 +81,26 @@ def _runs(xs: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+# BlockPool's semantics, kept per chunk:
+# - the free queue is ``[unhashed][hashed, least recently freed first]``; unhashed free pages are only counted
+#   (their identity never decides a hit), hashed ones are the queue's chunks in order, a chunk's pages ``hi - 1``
+#   down to ``lo`` (a release frees a request's pages tail first);
+# - eviction takes pages from the queue's head one by one: a chunk at the head loses its top pages (``hi``
+#   falls) or, when it has no more than are wanted, leaves whole;
+# - a page key may have several holders (two requests computed it, or the ``length - 1`` cap or the EAGLE drop
+#   recomputed a cached page); vLLM keeps the first holder in its map and later ones as duplicates, promoted in
+#   commit order. Here each segment key has a *chain*: its chunks, free and held, in commit order, so a page's
+#   first holder is the first chunk of the chain that covers it, and evicting a holder promotes the next by itself;
+# - a hit takes each page's first holder: a free one leaves the queue (its chunk is cut: the taken pages become a
+#   held chunk in its place in the chain, the rest stays in the queue where it was), a held one gains a reference
+#   (its chunk is cut where the references differ). A request remembers what it holds as ``(key, gid, lo, hi)``
+#   ranges, which stay valid however the chunks are cut later;
+# - at release the request's whole pages go to the queue's tail as one run, those other requests still hold
+#   excepted, and its unhashed pages to the unhashed part.
+# ``tests/sim/test_sim_blockchunks.py`` replays random traces (prefix-chained and not, lengths on page boundaries,
+# the EAGLE drop, small pools; order mode, and occupancy mode with shared pages and preemptions) through this pool
+# and ``BlockPool`` and compares every result and the final queue, page key by page key with each key's holders
+# in order.
 class ChunkPool:
     semantics = "vllm"
     policy = "lru"

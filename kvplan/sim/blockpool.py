@@ -4,29 +4,10 @@
 - Blocks are named by a hash chain over whole blocks (the trace's prefix-chained page keys stand for it); only
   whole blocks are hashed. A block's hash may map to more than one block (two requests computed it); a lookup
   takes the first.
-- Longest hit: scan the request's block hashes left to right, stop at the first miss, then cap the hit at
-  ``length − 1`` tokens (``(L − 1) // block`` blocks), and with ``eagle_drop`` take one block off a non-empty
-  hit (lookahead hashes off, as with a KV connector or ``disable_lookahead_block_hashes``).
-- Allocation: hit blocks are touched (a block at ref 0 leaves the free queue); new blocks are popped from the
-  queue's head, and a popped block that still had a hash loses it (an eviction). A request is admitted only if
-  the queue can give its new blocks *and* its hit blocks that sit in the queue.
-- Free: the request's blocks in reverse (tail first); a block reaching ref 0 goes to the queue's tail if it has
-  a hash (evicted last: LRU) or to its head if not (reused first).
-
-How it is kept (the same blocks, in the same order, as vLLM's doubly linked free queue over every block):
-unhashed blocks only ever enter the queue at its head and hashed ones at its tail, and a hit takes only hashed
-blocks out of the middle, so the queue is always ``[unhashed …][hashed, least recently freed first]``. The
-unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
-which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
-hashed part is two parallel lists (blocks and their hashes) in queue order, made of runs (one per release); a
-block in the queue is marked with its run's end (one shared int, no position per block), and a block taken out
-of the middle by a hit is only unmarked: its entry is dead, cut out when the head reaches it, and the lists drop
-their consumed front from time to time. Evictions take the head's entries a run at a time (one C-level gather of
-the marks, slices cut around the dead entries), and a commit whose hashes are all new is one ``dict.update``:
-what is left per block is the hash map's insert and delete and a store of its mark. Reference counts are implicit
-(1 for a held block) except for blocks several running requests share. Nothing is done per
-block that the request does not touch: a request costs its hits, its new blocks and the queue entries its
-evictions pass over.
+- Longest hit (``BlockPool.start``): stop at the first miss, cap at ``length - 1`` tokens, ``eagle_drop``.
+- Allocation and free (``start``, ``release``): hit blocks are touched, new ones popped from the queue's head; a
+  freed block goes to the tail if hashed (evicted last: LRU), to the head if not. How the queue is kept is at
+  ``BlockPool``.
 
 Where the trace's blocks are several pages each, ``kvplan.sim.blockchunks.ChunkPool`` replays the same pool per
 trace block instead (``kvplan.sim.registry.engine_pool`` picks it); this one serves pages that are whole trace blocks
@@ -56,6 +37,20 @@ def describe_vllm_pool(page_tokens: int, eagle_drop: bool) -> str:
     )
 
 
+# How it is kept (the same blocks, in the same order, as vLLM's doubly linked free queue over every block):
+# unhashed blocks only ever enter the queue at its head and hashed ones at its tail, and a hit takes only hashed
+# blocks out of the middle, so the queue is always ``[unhashed ...][hashed, least recently freed first]``. The
+# unhashed part is a stack of block ids freed before (its top is the head) followed by the blocks never used yet,
+# which are a range and exist only as a counter: a pool of any size costs nothing until its blocks are used. The
+# hashed part is two parallel lists (blocks and their hashes) in queue order, made of runs (one per release); a
+# block in the queue is marked with its run's end (one shared int, no position per block), and a block taken out
+# of the middle by a hit is only unmarked: its entry is dead, cut out when the head reaches it, and the lists drop
+# their consumed front from time to time. Evictions take the head's entries a run at a time (one C-level gather of
+# the marks, slices cut around the dead entries), and a commit whose hashes are all new is one ``dict.update``:
+# what is left per block is the hash map's insert and delete and a store of its mark. Reference counts are implicit
+# (1 for a held block) except for blocks several running requests share. Nothing is done per
+# block that the request does not touch: a request costs its hits, its new blocks and the queue entries its
+# evictions pass over.
 class BlockPool:
     semantics = "vllm"
     policy = "lru"
@@ -269,6 +264,12 @@ class BlockPool:
             del self.qb[:used], self.qk[:used]
             self.qbase = at
 
+    # Longest hit: scan the request's block hashes left to right, stop at the first miss, then cap the hit at
+    # ``length - 1`` tokens (``(L - 1) // block`` blocks), and with ``eagle_drop`` take one block off a non-empty
+    # hit (lookahead hashes off, as with a KV connector or ``disable_lookahead_block_hashes``).
+    # Allocation: hit blocks are touched (a block at ref 0 leaves the free queue); new blocks are popped from the
+    # queue's head, and a popped block that still had a hash loses it (an eviction). A request is admitted only if
+    # the queue can give its new blocks *and* its hit blocks that sit in the queue.
     def start(self, seq: Seq) -> bool:
         ps = self.page_tokens
         tokens = seq.tokens
@@ -366,6 +367,8 @@ class BlockPool:
             pos[b] = end
         self.nhashed += len(blocks)
 
+    # Free: the request's blocks in reverse (tail first); a block reaching ref 0 goes to the queue's tail if it has
+    # a hash (evicted last: LRU) or to its head if not (reused first).
     def release(self, seq: Seq) -> None:
         self.commit(seq)
         blocks: list[int] = seq.handle

@@ -10,19 +10,8 @@ This is the semantics of the Mooncake paper's Figure 9 and of kvcache.ai's simul
 - ``fifo``: block FIFO. Blocks leave in insertion order, hits do not refresh them, and any block may go, the
   request's own included.
 
-Leaf-LRU is a stack algorithm. Reference each request's blocks deepest first, so that a block is always more
-recent than everything below it: then the least recently used block is always a leaf, insertion stopping at
-``capacity`` keeps the top of the stack, and the cache of ``C`` blocks is the top ``C`` of one LRU stack. A block
-hits at capacity ``C`` iff its stack distance at the start of its request is at most ``C``, and along a request's
-path the distances increase, so the hits form a prefix. One pass over the trace that records each reference's
-stack distance therefore gives the whole hit-rate curve (``lru_curve``). Distances come from a Fenwick tree over
-reference times that marks a time dead when its block is referenced again.
-kvcache-simulator (0.1.3) agrees with this exactly at every capacity of at least the longest request (in
-blocks), and with FIFO at every capacity. Below that its leaf-LRU differs: it protects only the path nodes that
-were cached *before* the request, so when a path does not fit, inserting a block evicts the request's own newest
-block (the new block's parent) and insertion stops, one block short. That is not a stack algorithm, which is why
-kvcache.ai's published LRU curves dip at small capacities (reference-results/README.md); kvplan keeps the path's
-first ``capacity`` blocks, and its curve never falls as the pool grows.
+Leaf-LRU is a stack algorithm, so one pass gives the whole hit-rate curve (``lru_curve``, where the argument and
+where kvcache-simulator 0.1.3 differs below the longest request are).
 """
 
 from __future__ import annotations
@@ -426,6 +415,19 @@ def _renumber(
     return tree, who, size, len(live)
 
 
+# Leaf-LRU is a stack algorithm. Reference each request's blocks deepest first, so that a block is always more
+# recent than everything below it: then the least recently used block is always a leaf, insertion stopping at
+# ``capacity`` keeps the top of the stack, and the cache of ``C`` blocks is the top ``C`` of one LRU stack. A block
+# hits at capacity ``C`` iff its stack distance at the start of its request is at most ``C``, and along a request's
+# path the distances increase, so the hits form a prefix. One pass over the trace that records each reference's
+# stack distance therefore gives the whole hit-rate curve. Distances come from a Fenwick tree over
+# reference times that marks a time dead when its block is referenced again.
+# kvcache-simulator (0.1.3) agrees with this exactly at every capacity of at least the longest request (in
+# blocks), and with FIFO at every capacity. Below that its leaf-LRU differs: it protects only the path nodes that
+# were cached *before* the request, so when a path does not fit, inserting a block evicts the request's own newest
+# block (the new block's parent) and insertion stops, one block short. That is not a stack algorithm, which is why
+# kvcache.ai's published LRU curves dip at small capacities (reference-results/README.md); kvplan keeps the path's
+# first ``capacity`` blocks, and its curve never falls as the pool grows.
 def lru_curve(
     requests: Iterable[Request],
     *,

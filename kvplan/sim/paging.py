@@ -11,9 +11,8 @@ prefix-chained block ids:
 - coarsen (page = k × block): a page is k consecutive blocks, named by its last block's id (prefix-chained,
   so that id names the whole prefix). Blocks beyond the last whole page are not cacheable;
 - a page the trace has no id for (no blocks at all, as in the Azure CSV, or full pages past the listed
-  blocks) gets a key of its own that no other request can match.
-
-Any other ratio is refused: the trace's boundaries would cut pages in two.
+  blocks) gets a key of its own that no other request can match. Any other ratio is refused: the trace's
+  boundaries would cut pages in two.
 """
 
 from __future__ import annotations

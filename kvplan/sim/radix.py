@@ -4,16 +4,12 @@
   by its first page. ``match`` walks the longest cached run of whole pages (so a match is page-aligned), splits
   a node when the match ends inside it, and refreshes ``last_access`` along the path.
 - A running request locks its matched path (``lock_ref`` walks to the root); only unlocked leaves are
-  evictable. ``evict(n)`` pops leaves in policy order until at least ``n`` pages are freed. Eviction is
-  whole-node, so it can overshoot by up to one node; a parent left childless and unlocked becomes a candidate.
+  evictable. ``evict(n)`` pops leaves in policy order (``POLICIES``) until at least ``n`` pages are freed.
+  Eviction is whole-node, so it can overshoot by up to one node; a parent left childless and unlocked becomes a
+  candidate.
 - When a request finishes (or after its prefill, ``commit``), its whole pages are inserted; pages it computed
   that the tree already holds are freed as duplicates, and its trailing partial page is freed.
-- Policies (``--radix-eviction-policy``), smallest key evicted first: lru ``last_access``; lfu ``(hits,
-  last_access)``; fifo ``creation``; mru ``−last_access``; filo ``−creation``; priority ``(priority,
-  last_access)`` (traces carry no priority, so it orders like lru). A node split off another is created at the
-  split, as in SGLang.
-- EAGLE/MTP (``eagle``): keys are bigrams, so a request of L tokens matches and inserts at most (L − 1) // page
-  pages. A divergence exactly at a page boundary, which bigram keys would also catch, is not modelled.
+- EAGLE/MTP (``eagle``): bigram keys (at ``RadixPool._matchable``).
 
 Times are a logical clock: one tick per match or insert, shared by every node it touches.
 """
@@ -25,6 +21,10 @@ import heapq
 from kvplan.sim.pool import Seq
 from kvplan.units import cdiv
 
+# Policies (``--radix-eviction-policy``), smallest key evicted first: lru ``last_access``; lfu ``(hits,
+# last_access)``; fifo ``creation``; mru ``-last_access``; filo ``-creation``; priority ``(priority,
+# last_access)`` (traces carry no priority, so it orders like lru). A node split off another is created at the
+# split, as in SGLang.
 POLICIES = ("lru", "lfu", "fifo", "mru", "filo", "priority")
 _SHIFT = 1 << 44
 
@@ -277,6 +277,8 @@ class RadixPool:
     # ------------------------------------------------------------------ requests
 
     def _matchable(self, tokens: int) -> int:
+        # EAGLE/MTP keys are bigrams, so a request of L tokens matches and inserts at most (L - 1) // page pages. A
+        # divergence exactly at a page boundary, which bigram keys would also catch, is not modelled.
         return (tokens - 1) // self.page_tokens if self.eagle else tokens // self.page_tokens
 
     def start(self, seq: Seq) -> bool:

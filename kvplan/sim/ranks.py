@@ -2,21 +2,9 @@
 
 Under DP attention each rank has its own scheduler and its own KV pool (SGLang ``--enable-dp-attention --dp N``,
 vLLM ``--data-parallel-size N``): a trace replayed through one pool the size of one rank's would hold every
-request in one place, which no rank does. Here each request goes to one rank, chosen by the engine's own router,
-and every rank's pool replays its share in time order (``kvplan.sim.replay``'s occupancy mode, stepped):
-
-- ``round_robin``: SGLang 0.5.23's default. ``load_balance_method`` defaults to ``"auto"``
-  (``srt/arg_groups/fields/parallel.py``), which ``handle_load_balance_method``
-  (``srt/arg_groups/serving_hook.py``) resolves to ``round_robin`` outside PD (``follow_bootstrap_room`` on a PD
-  prefill server); ``DataParallelController.round_robin_scheduler`` (``srt/managers/data_parallel_controller.py``)
-  sends each request to the next active worker in turn: request k of the trace goes to rank k mod N.
-- ``least_unfinished``: vLLM 0.33.0's ``DPLBAsyncMPClient.get_core_engine_for_request``
-  (``v1/engine/core_client.py``): with one API client, the score of an engine is
-  ``max(its requests in flight from this client, the coordinator's waiting + running snapshot)``, the lowest
-  score wins, ties to the lowest rank. Replayed as: the rank with the fewest unfinished requests (waiting or
-  running) at the arrival, ties to the lowest rank. Not replayed: the coordinator's 100 ms snapshot (with one
-  client it can only lag the exact in-flight count) and the KV-pressure penalty on a rank with waiting requests
-  (``+ waiting × 6 × max(0, kv_cache_usage − 0.5)``), which only applies once requests already wait.
+request in one place, which no rank does. Here each request goes to one rank, chosen by the engine's own router
+(``round_robin`` on SGLang, ``least_unfinished`` on vLLM: the engines' code at ``ROUTERS``), and every rank's
+pool replays its share in time order (``kvplan.sim.replay``'s occupancy mode, stepped).
 """
 
 from __future__ import annotations
@@ -32,6 +20,18 @@ from kvplan.sim.replay import Service, _Occupancy
 from kvplan.sim.result import SimResult
 from kvplan.sim.trace import Request
 
+# ``round_robin``: SGLang 0.5.23's default. ``load_balance_method`` defaults to ``"auto"``
+# (``srt/arg_groups/fields/parallel.py``), which ``handle_load_balance_method``
+# (``srt/arg_groups/serving_hook.py``) resolves to ``round_robin`` outside PD (``follow_bootstrap_room`` on a PD
+# prefill server); ``DataParallelController.round_robin_scheduler`` (``srt/managers/data_parallel_controller.py``)
+# sends each request to the next active worker in turn: request k of the trace goes to rank k mod N.
+# ``least_unfinished``: vLLM 0.33.0's ``DPLBAsyncMPClient.get_core_engine_for_request``
+# (``v1/engine/core_client.py``): with one API client, the score of an engine is
+# ``max(its requests in flight from this client, the coordinator's waiting + running snapshot)``, the lowest
+# score wins, ties to the lowest rank. Replayed as: the rank with the fewest unfinished requests (waiting or
+# running) at the arrival, ties to the lowest rank. Not replayed: the coordinator's 100 ms snapshot (with one
+# client it can only lag the exact in-flight count) and the KV-pressure penalty on a rank with waiting requests
+# (``+ waiting x 6 x max(0, kv_cache_usage - 0.5)``), which only applies once requests already wait.
 ROUTERS = ("round_robin", "least_unfinished")
 ENGINE_ROUTER = {"sglang": "round_robin", "vllm": "least_unfinished"}
 ROUTER_TEXT = {

@@ -5,22 +5,9 @@ prefix, takes pages for its whole input, and its whole pages are cached when it 
 replayed (the trace's next turn carries them as input blocks). A request larger than the whole pool cannot run:
 it counts as a miss and as ``too_long``.
 
-Occupancy mode: requests arrive at their trace timestamps and hold their pages while they run, under this
-service-time model (all integers):
-
-- prefill takes ``ceil(uncached tokens × 10⁶ / prefill_tps)`` µs, uncached = length − hit (a request's prefill
-  is independent of the others: no batching contention);
-- decode makes one token every ``tpot_us``; the sequence takes one more page whenever it crosses a page;
-- admission is FCFS with head-of-line blocking, up to ``max_running`` requests: the head is admitted when its
-  pages (hit pages that sit idle in the cache included) can be had from free or evictable pages, and its whole
-  pages are shareable from then on (vLLM caches blocks as it schedules them; SGLang inserts after a prefill);
-- when a running request needs a page and none can be had, the most recently admitted request is preempted
-  (vLLM's recompute preemption; it may be the request itself): its whole pages go to the cache, the rest are
-  freed, and it returns to the head of the queue keeping the tokens it generated, which it recomputes;
-- generated pages get keys of their own: only the request itself can hit them (after a preemption);
-- a request larger than the whole pool is dropped (``too_long``).
-
-Waits are from arrival to first admission; hits are counted at first admission.
+Occupancy mode: requests arrive at their trace timestamps and hold their pages while they run, under the
+service-time model at ``_Occupancy`` (all integers: prefill, decode, FCFS admission, vLLM's recompute
+preemption). Waits are from arrival to first admission; hits are counted at first admission.
 """
 
 from __future__ import annotations
@@ -129,6 +116,18 @@ def replay_order(
 _GROW, _FINISH = 0, 1
 
 
+# The service-time model:
+# - prefill takes ``ceil(uncached tokens x 10^6 / prefill_tps)`` us, uncached = length - hit (a request's prefill
+#   is independent of the others: no batching contention);
+# - decode makes one token every ``tpot_us``; the sequence takes one more page whenever it crosses a page;
+# - admission is FCFS with head-of-line blocking, up to ``max_running`` requests: the head is admitted when its
+#   pages (hit pages that sit idle in the cache included) can be had from free or evictable pages, and its whole
+#   pages are shareable from then on (vLLM caches blocks as it schedules them; SGLang inserts after a prefill);
+# - when a running request needs a page and none can be had, the most recently admitted request is preempted
+#   (vLLM's recompute preemption; it may be the request itself): its whole pages go to the cache, the rest are
+#   freed, and it returns to the head of the queue keeping the tokens it generated, which it recomputes;
+# - generated pages get keys of their own: only the request itself can hit them (after a preemption);
+# - a request larger than the whole pool is dropped (``too_long``).
 class _Occupancy:
     def __init__(self, pool: Pool, paging: Paging, service: Service, window: Window, progress: Progress | None):
         self.pool = pool

@@ -35,6 +35,8 @@ def test_every_case_is_distinct_and_the_table_lists_it() -> None:
     assert len(logs) == len(set(logs))
     shown = table()
     assert all(f"{c.logged:,}" in shown for c in CASES)
+    # each case is planned once in the run (error is cached): the table and README's copy re-plan nothing
+    assert error.cache_info().currsize == len(CASES)
 
 
 def test_readme_shows_the_current_table() -> None:

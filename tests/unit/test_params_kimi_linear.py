@@ -34,7 +34,7 @@ def by_name(arch: ModelArch) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- Kimi-Linear-48B-A3B
 
-# Per group, from the module shapes (params_kimi_linear's docstring), h = 2304, P = 32 × 128 = 4096:
+# Per group, from the module shapes (the comment at params_kimi_linear.groups), h = 2304, P = 32 × 128 = 4096:
 KIMI_LINEAR = {
     # 20 KDA layers × (q, k, v 3 × 4096 × 2304 = 28,311,552 + b_proj 32 × 2304 = 73,728 + f_b_proj and g_b_proj
     # 2 × 4096 × 128 = 1,048,576 + o_proj 2304 × 4096 = 9,437,184 + convs 3 × 4096 × 4 = 49,152 + dt_bias 4096

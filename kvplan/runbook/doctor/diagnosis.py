@@ -5,25 +5,13 @@ It reads the last complete server start of a log (``kvplan.runbook.parse``) and 
 (a) from the config alone: ``plan_pool`` of the deployment. ``(a')`` is the same with the knobs the log reveals
     (tp, dcp, kv dtype and DSA backend, memory fraction, page size, context length, MTP, ...) applied with
     ``dataclasses.replace``; each knob that differs from the config is a finding with its own pool effect.
-(b) from the memory figures the log reports, with (a')'s accounting. SGLang: pre-load free = ``Load weight
-    begin avail mem`` and weights = pre-load free − ``Load weight end avail mem`` (= its ``mem usage``, the
-    minimum over ranks, as SGLang takes it); vLLM: ``Available KV cache memory`` → num_blocks via bytes_per_block.
+(b) from the memory figures the log reports, with (a')'s accounting (SGLang's and vLLM's figures at
+    ``diagnose``).
 
-A gap between (a') and (b) is memory (the log's weights or free memory differ from the config's); a gap
-between (b) and the logged pool is accounting: the doctor re-plans with each known cause (indexer on every
-layer = SGLang 0.5.9 semantics or elision off; a dcp factor; bf16 / fp8_ds_mla / raw-fp8 rows; an MTP draft pool;
-the memory fraction; vLLM's block size; one padding page or the null block) and reports the ones whose pool
-falls within the log's rounding.
-
-Tolerance: every memory figure a log prints is rounded (SGLang ``{:.2f}`` GiB, vLLM ``round(x, 2)`` GiB), so
-it stands for ±half a unit of its last decimal (±0.005 GiB = ±5,368,709 B). (b) is planned at both ends of
-that interval and "matches" means the logged count lies in the resulting range; a config figure matches a
-logged one when it rounds to it. Counts (tokens, rows, blocks) are exact; vLLM's ``GPU KV cache size`` next to
-a concurrency figure is ``int(num_blocks / blocks_per_request × max_model_len)`` and may lose one token to its
-float arithmetic, so one token is allowed there.
-
-Then the runbook checks: admission of ``--ctx`` with the log's pool, what a ``--hit`` cannot save of the indexer
-work, and the per-step indexer K read that makes decode time linear in context.
+A gap between (a') and (b) is memory; a gap between (b) and the logged pool is accounting: the doctor re-plans
+with each known cause and reports the ones whose pool falls within the log's rounding (the tolerance at
+``_compare``). Then the runbook checks: admission of ``--ctx`` with the log's pool, what a ``--hit`` cannot save
+of the indexer work, and the per-step indexer K read that makes decode time linear in context.
 """
 
 from __future__ import annotations
@@ -74,6 +62,9 @@ from kvplan.versions import vllm_rules
 # --------------------------------------------------------------------------- the diagnosis
 
 
+# (b) SGLang: pre-load free = ``Load weight begin avail mem`` and weights = pre-load free - ``Load weight end avail
+# mem`` (= its ``mem usage``, the minimum over ranks, as SGLang takes it); vLLM: ``Available KV cache memory`` ->
+# num_blocks via bytes_per_block.
 def diagnose(
     arch: ModelArch,
     dep: Deployment,
@@ -222,6 +213,14 @@ class _Planned:
     plans: tuple[PoolPlan, ...]
 
 
+# Tolerance: every memory figure a log prints is rounded (SGLang ``{:.2f}`` GiB, vLLM ``round(x, 2)`` GiB), so
+# it stands for +-half a unit of its last decimal (+-0.005 GiB = +-5,368,709 B). (b) is planned at both ends of
+# that interval and "matches" means the logged count lies in the resulting range; a config figure matches a
+# logged one when it rounds to it. Counts (tokens, rows, blocks) are exact; vLLM's ``GPU KV cache size`` next to
+# a concurrency figure is ``int(num_blocks / blocks_per_request x max_model_len)`` and may lose one token to its
+# float arithmetic, so one token is allowed there. The known causes re-planned (``_causes``): indexer on every
+# layer = SGLang 0.5.9 semantics or elision off; a dcp factor; bf16 / fp8_ds_mla / raw-fp8 rows; an MTP draft
+# pool; the memory fraction; vLLM's block size; one padding page or the null block.
 def _compare(
     p: _Planned,
     run: Run,

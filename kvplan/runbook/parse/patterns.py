@@ -6,32 +6,7 @@ figure of more than 30 digits is not an engine's (the line is not recognised), s
 the parse slower than linear or an integer too long to convert.
 
 The lines read are the engines' exact format strings (shared/reference/sglang-0.5.23.md §6 and §10,
-shared/reference/vllm-0.33.0.md §3-4):
-
-SGLang (every "GB" it prints is GiB: ``/ (1 << 30)``):
-  server_args=ServerArgs(model_path='...', tp_size=8, ..., mem_fraction_static=0.886, ...)
-  Load weight begin. avail mem={:.2f} GB
-  Load weight end. elapsed={:.2f} s, type={Class}, [quant=fp8, fmt=e4m3, ]avail mem={:.2f} GB, mem usage={:.2f} GB.
-      (older releases: ``Load weight end. type=..., dtype=..., avail mem=..., mem usage=...``)
-  KV Cache is allocated. dtype: {torch dtype}, #tokens: {S}, KV size: {:.2f} GB       (0.5.9: no ``dtype: ``)
-  KV Cache is allocated. #tokens: {S}, K size: {:.2f} GB, V size: {:.2f} GB             (MHA / GQA models)
-  Memory pool end. avail mem={:.2f} GB
-  max_total_num_tokens={N}, chunked_prefill_size={C}, max_prefill_tokens={P}, max_running_requests={R},
-      context_len={L}[, available_gpu_mem={:.2f} GB]                                     (older: no available_*)
-  Setting page size to 64 for DeepSeek DSA. / Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{n} device.
-  Set DSA backends for {dtype} KV Cache: prefill={p}, decode={d}.                         (0.5.9: NSA)
-vLLM:
-  vLLM API server version {v} / non-default args: {...} /
-  Initializing a V1 LLM engine (v{v}) with config: model='...', ..., max_seq_len=..., tensor_parallel_size=..., ...
-  Setting kv cache block size to {n} for {backends} backend(s). / Using {fmt} KV cache format for {backend} backend.
-  Model loading took {x} GiB memory and {t} seconds            (older: ``Model loading took {x:.4f} GiB and ...``)
-  Available KV cache memory: {x} GiB
-  Overriding num_gpu_blocks={n} with num_gpu_blocks_override={m}
-  Multiplying the GPU KV cache size by the dcp_world_size {d}.
-  GPU KV cache size: {N:,} tokens[, Maximum concurrency for {L:,} tokens per request: {c:.2f}x]
-  To serve at least one request with the model's max seq len ({L}), ({x} GiB KV cache is needed, which is larger
-      than the available KV cache memory ({y} GiB). [Based on the available memory, the estimated maximum model
-      length is {n}. ]Try increasing ...
+shared/reference/vllm-0.33.0.md §3-4), quoted at ``_SG_ARGS`` (SGLang) and ``_VL_VERSION`` (vLLM).
 """
 
 from __future__ import annotations
@@ -61,6 +36,18 @@ _LOAD_TYPE = re.compile(r"type=(\w{1,128})")
 _LOAD_DTYPE = re.compile(r"\bdtype=([\w.]{1,64})")
 _LOAD_QUANT = re.compile(r"\bquant=(\w{1,64})")
 
+# SGLang (every "GB" it prints is GiB: ``/ (1 << 30)``):
+#   server_args=ServerArgs(model_path='...', tp_size=8, ..., mem_fraction_static=0.886, ...)
+#   Load weight begin. avail mem={:.2f} GB
+#   Load weight end. elapsed={:.2f} s, type={Class}, [quant=fp8, fmt=e4m3, ]avail mem={:.2f} GB, mem usage={:.2f} GB.
+#       (older releases: ``Load weight end. type=..., dtype=..., avail mem=..., mem usage=...``)
+#   KV Cache is allocated. dtype: {torch dtype}, #tokens: {S}, KV size: {:.2f} GB       (0.5.9: no ``dtype: ``)
+#   KV Cache is allocated. #tokens: {S}, K size: {:.2f} GB, V size: {:.2f} GB             (MHA / GQA models)
+#   Memory pool end. avail mem={:.2f} GB
+#   max_total_num_tokens={N}, chunked_prefill_size={C}, max_prefill_tokens={P}, max_running_requests={R},
+#       context_len={L}[, available_gpu_mem={:.2f} GB]                                     (older: no available_*)
+#   Setting page size to 64 for DeepSeek DSA. / Setting KV cache dtype to {dtype} for DeepSeek DSA on SM{n} device.
+#   Set DSA backends for {dtype} KV Cache: prefill={p}, decode={d}.                         (0.5.9: NSA)
 _SG_ARGS = re.compile(r"server_args=ServerArgs\(")
 _SG_BASELINE = re.compile(rf"Memory baseline taken\. mem usage={_NUM} GB")
 _SG_LOAD_BEGIN = re.compile(rf"Load weight begin\. avail mem={_NUM} GB")
@@ -94,6 +81,18 @@ _SG_ERROR = re.compile(
     r"|Loaded weights leave no GPU memory for the KV cache"
 )
 
+# vLLM:
+#   vLLM API server version {v} / non-default args: {...} /
+#   Initializing a V1 LLM engine (v{v}) with config: model='...', ..., max_seq_len=..., tensor_parallel_size=..., ...
+#   Setting kv cache block size to {n} for {backends} backend(s). / Using {fmt} KV cache format for {backend} backend.
+#   Model loading took {x} GiB memory and {t} seconds            (older: ``Model loading took {x:.4f} GiB and ...``)
+#   Available KV cache memory: {x} GiB
+#   Overriding num_gpu_blocks={n} with num_gpu_blocks_override={m}
+#   Multiplying the GPU KV cache size by the dcp_world_size {d}.
+#   GPU KV cache size: {N:,} tokens[, Maximum concurrency for {L:,} tokens per request: {c:.2f}x]
+#   To serve at least one request with the model's max seq len ({L}), ({x} GiB KV cache is needed, which is larger
+#       than the available KV cache memory ({y} GiB). [Based on the available memory, the estimated maximum model
+#       length is {n}. ]Try increasing ...
 _VL_VERSION = re.compile(r"vLLM API server version (\S{1,64})")
 _VL_BANNER = re.compile(r"█[ \t]{1,16}version (\d[^\s]{0,63})")
 """vLLM >= 0.11's start-up banner: ``▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.19.0``."""

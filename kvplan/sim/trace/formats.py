@@ -1,31 +1,6 @@
 """The four trace formats' readers (Mooncake JSONL, kv-cache-tester JSON, Azure CSV, kvplan JSONL): records to
-requests, one at a time, every field checked (``records``).
-
-Formats (``--trace-format``, detected when not given):
-
-- ``mooncake``: Mooncake FAST'25 JSON Lines, ``{"timestamp": ms, "input_length": n, "output_length": n,
-  "hash_ids": [..]}``. ``hash_ids`` are prefix-chained ids of 512-token blocks (a line may carry its own
-  ``block_size``, as kvcache-simulator's minimal format does); the last block is partial when the input is not a
-  multiple of the block (ceil listing). ``timestamp`` is optional in order mode.
-- ``kvtester``: kv-cache-tester JSON, one conversation per file (a file or a directory of ``*.json``). Ids are
-  64-token blocks local to each file, so every file gets its own id namespace; only full blocks are listed (floor
-  listing). Sub-agent entries nest their own ``requests`` whose ``t`` counts from the sub-agent's ``t``; they are
-  flattened into the parent conversation (same namespace) and ordered by absolute ``t``. Files are replayed one
-  after another in name order; in occupancy mode each conversation starts when the previous one's last request
-  arrived.
-- ``azure``: Azure LLM inference trace CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``): arrivals and lengths
-  only, no block ids, so no request can reuse another's KV.
-- ``kvplan``: kvplan's own JSON Lines for users' traces. The first line is a header, then one request a line::
-
-      {"kvplan_trace": 1, "block_size": 64, "chained": true}
-      {"arrival_s": 0.0, "input_tokens": 4096, "output_tokens": 256, "blocks": [17, 18, 19, 20]}
-
-  ``blocks`` are ids (integers or strings) of the request's ``block_size``-token blocks in order: the
-  full blocks (floor listing) or also the partial last one (ceil listing). With ``"chained": true`` an id names
-  the block *and everything before it* (Mooncake's convention); with ``"chained": false`` ids name block
-  contents only and kvplan chains them itself (a block is reused only after the same prefix).
-  ``arrival_s`` (seconds, optional, default: the previous request's) and ``output_tokens`` (default 0) are
-  optional. Blank lines are skipped.
+requests, one at a time, every field checked (``records``). Formats (``--trace-format``, detected when not given)
+are described at their readers: ``_read_mooncake``, ``_read_kvtester``, ``_read_azure``, ``_read_kvplan``.
 
 A malformed line stops the read with ``FILE:LINE: what is wrong`` (exit 2); with ``skip_bad`` it is skipped and
 counted instead, in every format: a line that is not UTF-8, longer than ``limits.MAX_LINE_CHARS`` bytes, not JSON,
@@ -85,6 +60,10 @@ _GZIP_ERRORS = GZIP_ERRORS
 # --------------------------------------------------------------------------- Mooncake
 
 
+# ``mooncake``: Mooncake FAST'25 JSON Lines, ``{"timestamp": ms, "input_length": n, "output_length": n,
+# "hash_ids": [..]}``. ``hash_ids`` are prefix-chained ids of 512-token blocks (a line may carry its own
+# ``block_size``, as kvcache-simulator's minimal format does); the last block is partial when the input is not a
+# multiple of the block (ceil listing). ``timestamp`` is optional in order mode.
 def _read_mooncake(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     """Each line through msgspec's typed decoder when it can be sure (``lines.decode_mooncake``), else through
     ``_mooncake_checked``: the same requests and the same errors either way, the first many times faster."""
@@ -231,6 +210,12 @@ def _kvtester_entries(doc: Any) -> list[tuple[int, str, dict[str, Any]]]:
     return out
 
 
+# ``kvtester``: kv-cache-tester JSON, one conversation per file (a file or a directory of ``*.json``). Ids are
+# 64-token blocks local to each file, so every file gets its own id namespace; only full blocks are listed (floor
+# listing). Sub-agent entries nest their own ``requests`` whose ``t`` counts from the sub-agent's ``t``; they are
+# flattened into the parent conversation (same namespace) and ordered by absolute ``t``. Files are replayed one
+# after another in name order; in occupancy mode each conversation starts when the previous one's last request
+# arrived.
 def _read_kvtester(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     bt = trace.block_tokens
     index = 0
@@ -299,6 +284,8 @@ def _azure_count(text: str, key: str) -> int:
     return _int({key: v}, key)
 
 
+# ``azure``: Azure LLM inference trace CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``): arrivals and lengths
+# only, no block ids, so no request can reuse another's KV.
 def _read_azure(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     index = 0
     start: int | None = None
@@ -357,6 +344,15 @@ def _kvplan_header(path: Path) -> dict[str, Any]:
     return head
 
 
+# ``kvplan``: kvplan's own JSON Lines for users' traces. The first line is a header, then one request a line:
+#     {"kvplan_trace": 1, "block_size": 64, "chained": true}
+#     {"arrival_s": 0.0, "input_tokens": 4096, "output_tokens": 256, "blocks": [17, 18, 19, 20]}
+# ``blocks`` are ids (integers or strings) of the request's ``block_size``-token blocks in order: the
+# full blocks (floor listing) or also the partial last one (ceil listing). With ``"chained": true`` an id names
+# the block *and everything before it* (Mooncake's convention); with ``"chained": false`` ids name block
+# contents only and kvplan chains them itself (a block is reused only after the same prefix).
+# ``arrival_s`` (seconds, optional, default: the previous request's) and ``output_tokens`` (default 0) are
+# optional. Blank lines are skipped.
 def _read_kvplan(trace: Trace, stats: ReadStats) -> Iterator[Request]:
     bt = trace.block_tokens
     chained = bool(_kvplan_header(trace.path).get("chained", True))

@@ -14,6 +14,7 @@ written down and whose current error is pinned to its sign and band, so an impro
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from dataclasses import dataclass
@@ -74,6 +75,7 @@ def plan(case: Case) -> PoolPlan:
     return plan_pool(load_model(dep.model), dep)
 
 
+@functools.cache  # one plan a case: the case's test, the table's row and its count, and README's table share it
 def error(case: Case) -> tuple[int, float]:
     """(predicted pool tokens, relative error against the logged pool)."""
     predicted = plan(case).logged_tokens
