@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.models.arch import ModelArch, Split
-from kvplan.models.cache import FullAttention, LinearState, MlaLatent, SlidingWindow
 
 _NOT_GEMM = ("embeddings", "norms", "engine_additions", "rotary_cache", "mtp", "routed_experts")
 QUANT_BYTES = {"bf16": (2, 1), "fp16": (2, 1), "fp8": (1, 1), "fp4": (9, 16), "nvfp4": (9, 16), "int4": (9, 16)}
@@ -72,31 +73,43 @@ def _num_experts(arch: ModelArch) -> int:
     return max(groups["router"] // a.hidden_size // moe_layers, 1)
 
 
+def _mla_group(arch: ModelArch, c: Any, heads: int) -> AttentionGroup:
+    dsa = arch.is_dsa
+    return AttentionGroup(kind="dsa" if dsa else "mla", layers=0, q_heads=heads, kv_lora_rank=c.kv_lora_rank,
+                          rope_dim=c.qk_rope_head_dim, qk_dim=arch.head_dim, v_dim=arch.v_head_dim or 128,
+                          index_heads=arch.index_n_heads if dsa else 0, index_dim=arch.index_head_dim if dsa else 0,
+                          index_topk=arch.index_topk if dsa else 0,
+                          indexer_layers=arch.full_indexer_layers if dsa else 0)  # fmt: skip
+
+
+def _swa_group(arch: ModelArch, c: Any, heads: int) -> AttentionGroup:
+    return AttentionGroup(kind="swa", layers=0, q_heads=c.num_attention_heads or heads, kv_heads=c.num_kv_heads,
+                          qk_dim=c.head_dim, v_dim=c.v_head_dim, window=c.window)  # fmt: skip
+
+
+def _gqa_group(arch: ModelArch, c: Any, heads: int) -> AttentionGroup:
+    return AttentionGroup(kind="gqa", layers=0, q_heads=c.num_attention_heads or heads, kv_heads=c.num_kv_heads,
+                          qk_dim=c.head_dim, v_dim=c.v_head_dim)  # fmt: skip
+
+
+def _linear_group(arch: ModelArch, c: Any, heads: int) -> AttentionGroup:
+    return AttentionGroup(kind="linear", layers=0, q_heads=c.num_heads, state_bytes=c.bytes_per_request(1, "sglang"))
+
+
+_GROUP_OF: dict[str, Callable[[ModelArch, Any, int], AttentionGroup]] = {
+    "mla": _mla_group, "window": _swa_group, "full": _gqa_group, "state": _linear_group,
+}  # fmt: skip
+"""A layer's first cache, by the vLLM spec its kind says it becomes (``CacheKind.spec``), priced as one group."""
+
+
 def _groups(arch: ModelArch) -> tuple[AttentionGroup, ...]:
     counts: dict[AttentionGroup, int] = {}
-    heads = arch.num_attention_heads
     for layer in arch.layers:
         c = layer.caches[0]
-        g: AttentionGroup
-        if isinstance(c, MlaLatent):
-            dsa = arch.is_dsa
-            g = AttentionGroup(kind="dsa" if dsa else "mla", layers=0, q_heads=heads, kv_lora_rank=c.kv_lora_rank,
-                               rope_dim=c.qk_rope_head_dim, qk_dim=arch.head_dim, v_dim=arch.v_head_dim or 128,
-                               index_heads=arch.index_n_heads if dsa else 0,
-                               index_dim=arch.index_head_dim if dsa else 0,
-                               index_topk=arch.index_topk if dsa else 0,
-                               indexer_layers=arch.full_indexer_layers if dsa else 0)  # fmt: skip
-        elif isinstance(c, SlidingWindow):
-            g = AttentionGroup(kind="swa", layers=0, q_heads=c.num_attention_heads or heads, kv_heads=c.num_kv_heads,
-                               qk_dim=c.head_dim, v_dim=c.v_head_dim, window=c.window)  # fmt: skip
-        elif isinstance(c, FullAttention):
-            g = AttentionGroup(kind="gqa", layers=0, q_heads=c.num_attention_heads or heads, kv_heads=c.num_kv_heads,
-                               qk_dim=c.head_dim, v_dim=c.v_head_dim)  # fmt: skip
-        elif isinstance(c, LinearState):
-            g = AttentionGroup(kind="linear", layers=0, q_heads=c.num_heads,
-                               state_bytes=c.bytes_per_request(1, "sglang"))  # fmt: skip
-        else:  # compressed attention (DeepSeek-V4): priced as MLA over its compressed length is not modelled
+        price = _GROUP_OF.get(c.spec)
+        if price is None:  # compressed attention (DeepSeek-V4): its compressed length is not priced yet
             raise ValueError(f"{arch.name}: perf has no step model for {type(c).__name__} layers yet")
+        g = price(arch, c, arch.num_attention_heads)
         counts[g] = counts.get(g, 0) + 1
     return tuple(AttentionGroup(**{**g.__dict__, "layers": n}) for g, n in counts.items())
 
