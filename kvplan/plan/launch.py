@@ -52,13 +52,6 @@ class Launch:
         return shlex.join([f"{k}={v}" for k, v in self.env] + list(self.argv))
 
 
-def _default(dep: Deployment, name: str) -> Any:
-    for f in fields(Deployment):
-        if f.name == name:
-            return f.default
-    return None
-
-
 def _set_knobs(dep: Deployment) -> dict[str, Any]:
     """The knobs whose value is not Deployment's own default (None, False, 1, 'auto'): what the plan relies on."""
     out: dict[str, Any] = {}

@@ -1,0 +1,66 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/launch.py, seed 20539.
+
+Expected spellings are the engines' own: SGLang python/sglang/srt/server_args.py (ServerArgs: --nnodes,
+--node-rank, --dist-init-addr; an EAGLE chain of speculative_eagle_topk 1 needs speculative_num_draft_tokens ==
+speculative_num_steps + 1, which _handle_speculative_decoding enforces), vLLM vllm/engine/arg_utils.py
+(--enable-expert-parallel takes no number: the EP group is tp × dp, FusedMoEParallelConfig.make).
+"""
+
+from __future__ import annotations
+
+from kvplan.engines import plan_pool
+from kvplan.engines.common import PoolPlan
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.plan.launch import launch_command, model_path, parse_command
+
+
+def _plan(deploy: str, *sets: str) -> PoolPlan:
+    dep = load_deployment(deploy, sets)
+    return plan_pool(load_model(dep.model), dep)
+
+
+def _after(argv: tuple[str, ...], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_an_sglang_mtp_chain_of_4_tokens_is_3_steps_of_topk_1() -> None:
+    # server_args.py: topk 1 verifies num_steps + 1 tokens, so 4 draft tokens are 3 steps
+    argv = launch_command(_plan("glm-5.3-8xh200-sglang", "speculative_num_draft_tokens=4"), "glm-5.3").argv
+    assert _after(argv, "--speculative-algorithm") == "EAGLE"
+    assert _after(argv, "--speculative-num-steps") == "3"
+    assert _after(argv, "--speculative-eagle-topk") == "1"
+    assert _after(argv, "--speculative-num-draft-tokens") == "4"
+
+
+def test_two_sglang_nodes_are_16_gpus_each_run_with_its_rank() -> None:
+    # 2 nodes × 8 H200: every node runs the command with --nnodes 2 and its own --node-rank 0..1
+    launch = launch_command(_plan("glm-5.3-8xh200-sglang", "nodes=2", "tp=16", "dcp=16"), "glm-5.3")
+    assert _after(launch.argv, "--nnodes") == "2" and _after(launch.argv, "--tp-size") == "16"
+    assert _after(launch.argv, "--node-rank") == "0" and _after(launch.argv, "--dist-init-addr") == "NODE0_IP:20000"
+    assert launch.notes[0].startswith("planned on 16 x ") and launch.notes[0].endswith("(8 per node)")
+    assert "run on each of the 2 nodes with --node-rank 0..1; NODE0_IP is node 0's address" in launch.notes
+
+
+def test_vllm_on_one_data_parallel_rank_says_nothing_of_replicas() -> None:
+    # dp 1: the one engine holds every weight at tp 8, so no "upper bound" note and tp goes as is
+    launch = launch_command(_plan("glm-5.3-8xh200-vllm"), "glm-5.3")
+    assert _after(launch.argv, "--tensor-parallel-size") == "8"
+    assert not any("data-parallel ranks" in n for n in launch.notes)
+    assert launch.notes[0].startswith("planned on 8 x ") and launch.notes[0].endswith("(8 per node)")
+
+
+def test_vllm_expert_parallel_reads_back_as_tp_times_dp() -> None:
+    # --enable-expert-parallel: EP spans tp × dp GPUs (FusedMoEParallelConfig.make: ep_size = dp_size × tp_size)
+    serve = ["vllm", "serve", "zai-org/GLM-5", "--tensor-parallel-size", "8", "--enable-expert-parallel"]
+    assert parse_command("vllm", "0.33.0", serve, {})["ep"] == "8"
+    dp = ["vllm", "serve", "zai-org/GLM-5", "--tensor-parallel-size", "2", "--data-parallel-size", "4",
+          "--enable-expert-parallel"]  # fmt: skip
+    knobs = parse_command("vllm", "0.33.0", dp, {})
+    assert (knobs["ep"], knobs["tp"]) == ("8", "8")
+
+
+def test_a_snapshot_folder_is_the_model_path_as_given() -> None:
+    # the engines load a folder holding config.json; a config.json path is its folder
+    assert model_path("/models/glm-5/config.json") == "/models/glm-5"
+    assert model_path("/models/glm-5") == "/models/glm-5"
