@@ -1,15 +1,10 @@
 """The pool as a point and a band: which memory terms outside the pool are read, taken or estimated, and how far
 each estimate has missed the engines' own logs (DESIGN §2.5.1).
 
-Every term a plan subtracts before its pool is one of
-- READ: the engine's own arithmetic, exact given its inputs (SGLang's reserve heuristic and
-  ``mem_fraction_static``, vLLM's ``gpu_memory_utilization`` × total, the KV cell and page rounding);
-- TAKEN: a figure the user set (``--set weights_per_gpu=...``, ``pre_load_free``, ``non_kv_other``,
-  ``kv_cache_memory``) or a measured point from a public log;
-- ESTIMATE: weights from config.json (their band is kvplan.models.weights_band), and the memory outside the pool
-  that kvplan models rather than reads: SGLang's pre-load free memory (the catalog's CUDA total less an assumed
-  1 GiB CUDA context + NCCL, ``sglang.DEFAULT_RUNTIME_OVERHEAD``), vLLM's non-KV memory (the modelled profile-run
-  torch peak, the fitted non-torch growth and the assumed CUDA-graph estimate: ``non_kv_other``).
+Every term a plan subtracts before its pool is READ (the engine's own arithmetic: the reserve heuristic,
+``mem_fraction_static`` / ``gpu_memory_utilization``, the cell and page rounding), TAKEN (a figure the user set or a
+measured point from a public log) or an ESTIMATE: weights from config.json (kvplan.models.weights_band), SGLang's
+pre-load free memory (CUDA total less an assumed 1 GiB), vLLM's modelled non-KV memory (``non_kv_other``).
 
 An estimate's band is its largest relative error on the config-alone corpus (tests/runbook/config_alone: public
 start-up logs, each term's true value solved from the pool the log prints), per engine family and GPU class. The

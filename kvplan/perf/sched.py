@@ -1,9 +1,8 @@
 """The engine's scheduler over a closed-loop load, as ``bench_serving`` / ``vllm bench serve --max-concurrency``
 run it: ``concurrency`` clients, each sending its next request the moment its last one finishes.
 
-Which batch each step runs depends on counts only (who waits, who prefills, who decodes), never on how long a step
-took, so the schedule is built once as step indices (``Schedule``) and priced afterwards (``timings``): the
-calibration re-prices the same schedule under each candidate coefficient set.
+Which batch a step runs depends on counts only, never on how long a step took: the schedule is built once as step
+indices (``Schedule``) and priced afterwards (``timings``), so calibration re-prices one schedule per candidate.
 
 - SGLang (``Scheduler.get_next_batch_to_run``): a new prefill batch, when one can be formed, runs before decoding
   (``get_new_batch_prefill`` first; mixed chunks are off by default): up to ``chunked_prefill_size`` tokens of
