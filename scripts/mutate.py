@@ -242,7 +242,13 @@ def covering_tests(module: str, skip: tuple[str, ...] = ("fuzz", "property")) ->
 
 
 def _scratch_copy() -> Path:
-    scratch = Path(tempfile.mkdtemp(prefix="kvplan-mutate-"))
+    """A copy of the project in a folder of its own, with ``../shared`` beside it as beside the checkout (tests
+    read logs and traces there)."""
+    base = Path(tempfile.mkdtemp(prefix="kvplan-mutate-"))
+    scratch = base / ROOT.name
+    scratch.mkdir()
+    if (ROOT.parent / "shared").is_dir():
+        (base / "shared").symlink_to((ROOT.parent / "shared").resolve())
     ignore = shutil.ignore_patterns("__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.pyc")
     for name in ("kvplan", "tests"):
         shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
@@ -349,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             total_bad += _one_module(module, args, seed, tests, equivalent, scratch)
     finally:
         if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(scratch.parent, ignore_errors=True)  # the copy and the link beside it
     return 1 if total_bad else 0
 
 
