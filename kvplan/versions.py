@@ -13,8 +13,8 @@ between two releases, so ``0.5.8.post1`` names the post-release and every dev im
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
 
 from kvplan.errors import InputError
 
@@ -209,339 +209,304 @@ _NSA_0_5_3 = (
     "layer, fp8 rows of a hard-coded 656 B on any backend, page 64, dp attention = tp"
 )
 
+_R = TypeVar("_R", SglangRules, VllmRules)
+
+
+def _after(previous: _R, *, since: Version, until: Version, label: str, reference: str, cite: str, **diff: Any) -> _R:
+    """The next version's row: ``previous`` with its range and what changed (post-releases reset to -1 unless
+    given), so each row reads as its diff from the one before, as the engine's releases did."""
+    return replace(
+        previous,
+        since=since,
+        until=until,
+        label=label,
+        reference=reference,
+        cite=cite,
+        since_post=diff.pop("since_post", -1),
+        until_post=diff.pop("until_post", -1),
+        **diff,
+    )
+
+
+_S040 = SglangRules(
+    engine="sglang",
+    since=(0, 4, 0),
+    until=(0, 4, 6),
+    label="0.4.0-0.4.5",
+    reference="0.4.5",
+    cite="ServerArgs.__post_init__ in the sglang 0.4.0, 0.4.1, 0.4.3.post4, 0.4.4 and 0.4.5 wheels: "
+    "mem_fraction_static by tp_size (0.88 / 0.87 / 0.85 / 0.81 / 0.79), whatever the GPU; chunked_prefill_size "
+    "2048 under 25,000 MiB, else 8192 (sgl-project/sglang#2268)",
+    mem_fraction="by_tp",
+    capacity="0.4.0",
+    dsa=False,
+    dcp=False,
+    prefill_graph=False,
+    mha_trtllm_sm100=False,
+)
+_S046 = _after(
+    _S040,
+    since=(0, 4, 6),
+    until=(0, 4, 7),
+    label="0.4.6",
+    reference="0.4.6",
+    cite="sglang 0.4.6 wheel, ServerArgs.__post_init__: the tp table only up to 81,920 MiB; above it "
+    "(gpu_mem − 1024 × 13) / gpu_mem (replaced by sgl-project/sglang#5893, 'reserve at least 18GB for H200')",
+    mem_fraction="by_tp_0.4.6",
+)
+_S047 = _after(
+    _S046,
+    since=(0, 4, 7),
+    until=(0, 4, 8),
+    label="0.4.7",
+    reference="0.4.7",
+    cite="sglang 0.4.7 wheel, ServerArgs.__post_init__: sgl-project/sglang#5893 (over 96 GiB: min(f + 48 GiB × "
+    "(1 − f) / gpu_mem, (gpu_mem − 18 GiB) / gpu_mem)) and #6718 (over 180,000 MiB on CUDA: 0.79, chunk 16384)",
+    mem_fraction="by_tp_0.4.7",
+    capacity="0.4.7",
+)
+_S048 = _after(
+    _S047,
+    since=(0, 4, 8),
+    until=(0, 5, 3),
+    label="0.4.8-0.5.2",
+    reference="0.4.8",
+    cite="sgl-project/sglang#7054 'Simplify the heuristics for setting --mem-fraction-static' (v0.4.8): "
+    "reserved memory by GPU class, read in the 0.4.8, 0.4.9, 0.4.10, 0.5.1 and 0.5.2 wheels; 0.4.9 on scales "
+    "multimodal models down (#6881; not modelled: kvplan plans text models)",
+    mem_fraction="gpu_class",
+    capacity="0.4.8",
+    mtp_reserve_mib=2048,
+)
+_S053 = _after(
+    _S048,
+    since=(0, 5, 3),
+    until=(0, 5, 4),
+    label="0.5.3",
+    reference="0.5.3",
+    cite="sgl-project/sglang#10975 (v0.5.3): reserved = 512 + chunk × 1.5 + max_bs × 2 + tp × pp / 8 GiB; "
+    + _NSA_0_5_3
+    + "; the budget leaves the index K out and mem_fraction_static is forced to 0.8 for NSA",
+    mem_fraction="reserve_0.5.3",
+    capacity="0.5.3",
+    cell_raw_mla_row=True,
+    indexer_all_layers=True,
+    dsa=True,
+    dsa_archs=_DEEPSEEK_NSA,
+    dsa_indexer_in_budget=False,
+    dsa_mem_fraction=0.8,
+    dsa_forces_dp_attention=True,
+    dsa_fp8_row_any_backend=True,
+)
+_S054 = _after(
+    _S053,
+    since=(0, 5, 4),
+    until=(0, 5, 5),
+    label="0.5.4",
+    reference="0.5.4",
+    cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
+    "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel); sgl-project/sglang#11442 and "
+    "#11702: ModelRunner.check_quantized_moe_compatibility before the model is built",
+    moe_quant_precheck=True,
+    dsa_indexer_in_budget=True,
+    dsa_mem_fraction=None,
+)
+_S055 = _after(
+    _S054,
+    since=(0, 5, 5),
+    until=(0, 5, 6),
+    label="0.5.5",
+    reference="0.5.5",
+    cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
+    "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
+    capacity="0.5.5",
+)
+_S056 = _after(
+    _S055,
+    since=(0, 5, 6),
+    until=(0, 5, 6),
+    until_post=1,
+    label="0.5.6",
+    reference="0.5.6",
+    cite="sglang 0.5.6 wheel: NSA in TP mode allowed (dp attention no longer forced); the reserve heuristic and "
+    "cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, off by default); "
+    "sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check after initialize()",
+    moe_quant_precheck=False,
+    dsa_forces_dp_attention=False,
+)
+_S056P1 = _after(
+    _S056,
+    since=(0, 5, 6),
+    since_post=1,
+    until=(0, 5, 7),
+    label="0.5.6.post1-0.5.6.post2",
+    reference="",  # the 0.5.6 rules with sgl-project/sglang#14291; the post-release wheels not read
+    cite="the rules of 0.5.6; sgl-project/sglang#14291 (merged 2025-12-02; in the 0.5.6.post1 that "
+    "gpustack/gpustack#3839 saw fail on an RTX 5090) makes trtllm_mha the full-attention default on Blackwell, "
+    "SM12x included until #14842",
+    mha_trtllm_sm100=True,
+    mha_sm12x_picks_trtllm=True,
+)
+_S057 = _after(
+    _S056P1,
+    since=(0, 5, 7),
+    until=(0, 5, 8),
+    until_post=1,
+    label="0.5.7-0.5.8",
+    reference="0.5.8",
+    cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; trtllm_mha the full-attention default on SM100 only "
+    "(sgl-project/sglang#14291, #14842); sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check "
+    "after initialize()",
+    mha_sm12x_picks_trtllm=False,
+)
+_S058P1 = _after(
+    _S057,
+    since=(0, 5, 8),
+    since_post=1,
+    until=(0, 5, 10),
+    label="0.5.8.post1-0.5.9",
+    reference="0.5.9",
+    cite="sglang==0.5.9 wheel, shared/reference/sglang-0.5.23.md §10: get_cell_size_per_token charges "
+    "(kv_lora_rank + rope) × kv_size and the indexer on every layer; no dcp; +2 GiB EAGLE reserve; GLM DSA "
+    "(GlmMoeDsa) and raw fp8 rows under trtllm arrive. From 0.5.8.post1: the dated images built from main "
+    "after it carry that version string and this code (rocm/sgl-dev:v0.5.8.post1-rocm720-mi35x-20260219 serves "
+    "GLM-5 FP8 on MI355X, SemiAnalysisAI/InferenceX#1015; GLM-5 CI on MI300X/MI325X/MI35x, "
+    "sgl-project/sglang#18911)",
+    dsa_archs=(),
+    dsa_fp8_row_any_backend=False,
+)
+_S0510 = _after(
+    _S058P1,
+    since=(0, 5, 10),
+    until=(0, 5, 24),
+    label="0.5.10-0.5.23",
+    reference="0.5.23",
+    cite="sglang==0.5.23 wheel, shared/reference/sglang-0.5.23.md §2: indexer on full layers only, cell "
+    "from the allocated row, dcp, memory_hook.reserve_for_graph_mb",
+    mem_fraction="reserve_0.5.23",
+    capacity="0.5.10",
+    cell_raw_mla_row=False,
+    indexer_all_layers=False,
+    dcp=True,
+    mtp_reserve_mib=0,
+    prefill_graph=True,
+)
+
 SGLANG: tuple[SglangRules, ...] = (
-    SglangRules(
-        engine="sglang",
-        since=(0, 4, 0),
-        until=(0, 4, 6),
-        label="0.4.0-0.4.5",
-        reference="0.4.5",
-        cite="ServerArgs.__post_init__ in the sglang 0.4.0, 0.4.1, 0.4.3.post4, 0.4.4 and 0.4.5 wheels: "
-        "mem_fraction_static by tp_size (0.88 / 0.87 / 0.85 / 0.81 / 0.79), whatever the GPU; chunked_prefill_size "
-        "2048 under 25,000 MiB, else 8192 (sgl-project/sglang#2268)",
-        mem_fraction="by_tp",
-        capacity="0.4.0",
-        dsa=False,
-        dcp=False,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 4, 6),
-        until=(0, 4, 7),
-        label="0.4.6",
-        reference="0.4.6",
-        cite="sglang 0.4.6 wheel, ServerArgs.__post_init__: the tp table only up to 81,920 MiB; above it "
-        "(gpu_mem − 1024 × 13) / gpu_mem (replaced by sgl-project/sglang#5893, 'reserve at least 18GB for H200')",
-        mem_fraction="by_tp_0.4.6",
-        capacity="0.4.0",
-        dsa=False,
-        dcp=False,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 4, 7),
-        until=(0, 4, 8),
-        label="0.4.7",
-        reference="0.4.7",
-        cite="sglang 0.4.7 wheel, ServerArgs.__post_init__: sgl-project/sglang#5893 (over 96 GiB: min(f + 48 GiB × "
-        "(1 − f) / gpu_mem, (gpu_mem − 18 GiB) / gpu_mem)) and #6718 (over 180,000 MiB on CUDA: 0.79, chunk 16384)",
-        mem_fraction="by_tp_0.4.7",
-        capacity="0.4.7",
-        dsa=False,
-        dcp=False,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 4, 8),
-        until=(0, 5, 3),
-        label="0.4.8-0.5.2",
-        reference="0.4.8",
-        cite="sgl-project/sglang#7054 'Simplify the heuristics for setting --mem-fraction-static' (v0.4.8): "
-        "reserved memory by GPU class, read in the 0.4.8, 0.4.9, 0.4.10, 0.5.1 and 0.5.2 wheels; 0.4.9 on scales "
-        "multimodal models down (#6881; not modelled: kvplan plans text models)",
-        mem_fraction="gpu_class",
-        capacity="0.4.8",
-        dsa=False,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 3),
-        until=(0, 5, 4),
-        label="0.5.3",
-        reference="0.5.3",
-        cite="sgl-project/sglang#10975 (v0.5.3): reserved = 512 + chunk × 1.5 + max_bs × 2 + tp × pp / 8 GiB; "
-        + _NSA_0_5_3
-        + "; the budget leaves the index K out and mem_fraction_static is forced to 0.8 for NSA",
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.3",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_indexer_in_budget=False,
-        dsa_mem_fraction=0.8,
-        dsa_forces_dp_attention=True,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 4),
-        until=(0, 5, 5),
-        label="0.5.4",
-        reference="0.5.4",
-        cite="sgl-project/sglang#11309 (v0.5.4): the index K on every layer is in profile_max_num_token's cell and "
-        "the forced 0.8 is gone; NSA still forces dp attention = tp (0.5.4 wheel); sgl-project/sglang#11442 and "
-        "#11702: ModelRunner.check_quantized_moe_compatibility before the model is built",
-        moe_quant_precheck=True,
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.3",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_forces_dp_attention=True,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 5),
-        until=(0, 5, 6),
-        label="0.5.5",
-        reference="0.5.5",
-        cite="sglang 0.5.5 wheel: cuda_graph_max_bs 24 (was 16) at tp < 4 under 35 GiB; NSA fp8 rows through "
-        "override_kv_cache_dim (still 656 B on every backend); dp attention still forced for NSA",
-        moe_quant_precheck=True,
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.5",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_forces_dp_attention=True,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 6),
-        until=(0, 5, 6),
-        until_post=1,
-        label="0.5.6",
-        reference="0.5.6",
-        cite="sglang 0.5.6 wheel: NSA in TP mode allowed (dp attention no longer forced); the reserve heuristic and "
-        "cell of 0.5.4 (piecewise CUDA-graph terms only with enable_piecewise_cuda_graph, off by default); "
-        "sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check after initialize()",
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.5",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_trtllm_sm100=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 6),
-        since_post=1,
-        until=(0, 5, 7),
-        label="0.5.6.post1-0.5.6.post2",
-        reference="",  # the 0.5.6 rules with sgl-project/sglang#14291; the post-release wheels not read
-        cite="the rules of 0.5.6; sgl-project/sglang#14291 (merged 2025-12-02; in the 0.5.6.post1 that "
-        "gpustack/gpustack#3839 saw fail on an RTX 5090) makes trtllm_mha the full-attention default on Blackwell, "
-        "SM12x included until #14842",
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.5",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-        mha_sm12x_picks_trtllm=True,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 7),
-        until=(0, 5, 8),
-        until_post=1,
-        label="0.5.7-0.5.8",
-        reference="0.5.8",
-        cite="sglang 0.5.7, 0.5.8 wheels: the rules of 0.5.6; trtllm_mha the full-attention default on SM100 only "
-        "(sgl-project/sglang#14291, #14842); sgl-project/sglang#13876 (after 2025-11-25) runs the MoE pre-check "
-        "after initialize()",
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.5",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dsa_archs=_DEEPSEEK_NSA,
-        dsa_fp8_row_any_backend=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 8),
-        since_post=1,
-        until=(0, 5, 10),
-        label="0.5.8.post1-0.5.9",
-        reference="0.5.9",
-        cite="sglang==0.5.9 wheel, shared/reference/sglang-0.5.23.md §10: get_cell_size_per_token charges "
-        "(kv_lora_rank + rope) × kv_size and the indexer on every layer; no dcp; +2 GiB EAGLE reserve; GLM DSA "
-        "(GlmMoeDsa) and raw fp8 rows under trtllm arrive. From 0.5.8.post1: the dated images built from main "
-        "after it carry that version string and this code (rocm/sgl-dev:v0.5.8.post1-rocm720-mi35x-20260219 serves "
-        "GLM-5 FP8 on MI355X, SemiAnalysisAI/InferenceX#1015; GLM-5 CI on MI300X/MI325X/MI35x, "
-        "sgl-project/sglang#18911)",
-        mem_fraction="reserve_0.5.3",
-        capacity="0.5.5",
-        cell_raw_mla_row=True,
-        indexer_all_layers=True,
-        dcp=False,
-        mtp_reserve_mib=2048,
-        prefill_graph=False,
-    ),
-    SglangRules(
-        engine="sglang",
-        since=(0, 5, 10),
-        until=(0, 5, 24),
-        label="0.5.10-0.5.23",
-        reference="0.5.23",
-        cite="sglang==0.5.23 wheel, shared/reference/sglang-0.5.23.md §2: indexer on full layers only, cell "
-        "from the allocated row, dcp, memory_hook.reserve_for_graph_mb",
-        mem_fraction="reserve_0.5.23",
-    ),
+    _S040,
+    _S046,
+    _S047,
+    _S048,
+    _S053,
+    _S054,
+    _S055,
+    _S056,
+    _S056P1,
+    _S057,
+    _S058P1,
+    _S0510,
 )
 """SGLang rows in version order."""
 
-VLLM: tuple[VllmRules, ...] = (
-    VllmRules(
-        engine="vllm",
-        since=(0, 6, 0),
-        until=(0, 6, 4),
-        label="0.6.0-0.6.3 (V0)",
-        reference="0.6.3",
-        cite="vllm 0.6.0, 0.6.2, 0.6.3 wheels, worker/worker.py determine_num_available_blocks: peak = init free − "
-        "free after profile_run (no empty_cache in between); num_gpu_blocks = (total × util − peak) // block",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (vllm 0.6.x wheels)",
-        v0_budget="init_free",
-        v0_chunked_tokens=512,
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 6, 4),
-        until=(0, 6, 5),
-        label="0.6.4 (V0)",
-        reference="0.6.4",
-        cite="vllm 0.6.4 wheel (vllm-project/vllm#9352): peak = torch allocated_bytes.all.peak + non-torch "
-        "(total − free − torch allocated, after empty_cache); the 'Memory profiling results' line",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (vllm 0.6.4 wheel)",
-        v0_budget="torch_peak",
-        v0_chunked_tokens=512,
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 6, 5),
-        until=(0, 7, 3),
-        label="0.6.5-0.7.2 (V0)",
-        reference="0.7.0",
-        cite="vllm 0.6.5, 0.6.6, 0.7.0 wheels (vllm-project/vllm#10511): utils.memory_profiling, non-KV = weights + "
-        "torch peak increase + non-torch increase since init_device; chunked-prefill default 2048 tokens",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (vllm 0.6.5-0.7.0 wheels)",
-        v0_budget="profiling",
-        v0_chunked_tokens=2048,
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 7, 3),
-        until=(0, 8, 0),
-        label="0.7.3 (V0)",
-        reference="0.7.3",
-        cite="vllm 0.7.3 wheel: memory_profiling as 0.7.0; MLA (DeepSeek) caches one kv_lora_rank + rope latent "
-        "per layer, aligned to 256 B (worker/cache_engine.py _align_cache, VLLM_CUDA_MEM_ALIGN_KV_CACHE=1)",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (vllm 0.7.3 wheel)",
-        v0_budget="profiling",
-        v0_chunked_tokens=2048,
-        v0_mla="aligned",
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 8, 0),
-        until=(0, 9, 0),
-        label="0.8.x (V0 arithmetic; V1 is vLLM's default here)",
-        reference="0.8.5",
-        cite="vllm 0.8.0 and 0.8.5 wheels: V0 worker.py as 0.7.x, MLA latent unaligned; envs.VLLM_USE_V1 defaults to "
-        "1 from 0.8.0 (V0 only on fallback, e.g. LoRA before 0.8.3, or VLLM_USE_V1=0): kvplan plans 0.8.x with "
-        "V0's arithmetic ('# cuda blocks' logs); a V1 start of 0.8.x is planned with engine_version 0.9.0",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (vllm 0.8.x wheels)",
-        v0_budget="profiling",
-        v0_chunked_tokens=2048,
-        v0_mla="latent",
-        v1_by_default=True,
-        v0_flashmla_block64=True,
-        v0_moe_cache13=True,
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 9, 0),
-        until=(0, 21, 0),
-        label="0.9-0.20 (V1, CUDA graphs outside the budget)",
-        reference="",  # the 0.33.0 rules less the CUDA-graph estimate; the profile run read in 0.16.0 and 0.19.0
-        cite="the 0.21.0 log line 'CUDA graph memory profiling is enabled (default since v0.21.0)' "
-        "(v1/worker/gpu_worker.py, shared/reference/vllm-0.33.0.md §4); vLLM 0.19.0 logs: 'Total non KV cache "
-        "memory' = weights + torch peak + non-torch, no graph term (tests/data/logs/field); the torch peak and "
-        "non-torch growth from the profile run of the 0.16.0 / 0.19.0 wheels (kvplan/engines/vllm_profile.py: the "
-        "sampler sorts the logits before 0.17, Triton top-k/top-p from 0.17)",
-        cudagraph_in_budget=False,
-        default_utilization=0.9,
-        utilization_cite="EngineArgs default 0.9 (docs.vllm.ai v0.6.4 engine args, vllm-project/vllm#2162); 0.92 "
-        "by 0.33.0, the release that changed it not pinned: set gpu_memory_utilization from the log's args",
-    ),
-    VllmRules(
-        engine="vllm",
-        since=(0, 21, 0),
-        until=(0, 34, 0),
-        label="0.21-0.33 (V1, CUDA-graph estimate in the budget)",
-        reference="0.33.0",
-        cite="vllm 0.33.0 wheel, shared/reference/vllm-0.33.0.md §4: available = ceil(total × util) − non_kv − "
-        "cudagraph_estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default on since v0.21.0); the profile "
-        "run's torch peak ASSUMED as 0.19.0's (kvplan/engines/vllm_profile.py)",
-        cudagraph_in_budget=True,
-        default_utilization=0.92,
-        utilization_cite="vLLM 0.33.0 default",  # config/cache.py:215
-    ),
+_V060 = VllmRules(
+    engine="vllm",
+    since=(0, 6, 0),
+    until=(0, 6, 4),
+    label="0.6.0-0.6.3 (V0)",
+    reference="0.6.3",
+    cite="vllm 0.6.0, 0.6.2, 0.6.3 wheels, worker/worker.py determine_num_available_blocks: peak = init free − "
+    "free after profile_run (no empty_cache in between); num_gpu_blocks = (total × util − peak) // block",
+    cudagraph_in_budget=False,
+    default_utilization=0.9,
+    utilization_cite="EngineArgs default 0.9 (vllm 0.6.x wheels)",
+    v0_budget="init_free",
+    v0_chunked_tokens=512,
 )
+_V064 = _after(
+    _V060,
+    since=(0, 6, 4),
+    until=(0, 6, 5),
+    label="0.6.4 (V0)",
+    reference="0.6.4",
+    cite="vllm 0.6.4 wheel (vllm-project/vllm#9352): peak = torch allocated_bytes.all.peak + non-torch "
+    "(total − free − torch allocated, after empty_cache); the 'Memory profiling results' line",
+    utilization_cite="EngineArgs default 0.9 (vllm 0.6.4 wheel)",
+    v0_budget="torch_peak",
+)
+_V065 = _after(
+    _V064,
+    since=(0, 6, 5),
+    until=(0, 7, 3),
+    label="0.6.5-0.7.2 (V0)",
+    reference="0.7.0",
+    cite="vllm 0.6.5, 0.6.6, 0.7.0 wheels (vllm-project/vllm#10511): utils.memory_profiling, non-KV = weights + "
+    "torch peak increase + non-torch increase since init_device; chunked-prefill default 2048 tokens",
+    utilization_cite="EngineArgs default 0.9 (vllm 0.6.5-0.7.0 wheels)",
+    v0_budget="profiling",
+    v0_chunked_tokens=2048,
+)
+_V073 = _after(
+    _V065,
+    since=(0, 7, 3),
+    until=(0, 8, 0),
+    label="0.7.3 (V0)",
+    reference="0.7.3",
+    cite="vllm 0.7.3 wheel: memory_profiling as 0.7.0; MLA (DeepSeek) caches one kv_lora_rank + rope latent "
+    "per layer, aligned to 256 B (worker/cache_engine.py _align_cache, VLLM_CUDA_MEM_ALIGN_KV_CACHE=1)",
+    utilization_cite="EngineArgs default 0.9 (vllm 0.7.3 wheel)",
+    v0_mla="aligned",
+)
+_V080 = _after(
+    _V073,
+    since=(0, 8, 0),
+    until=(0, 9, 0),
+    label="0.8.x (V0 arithmetic; V1 is vLLM's default here)",
+    reference="0.8.5",
+    cite="vllm 0.8.0 and 0.8.5 wheels: V0 worker.py as 0.7.x, MLA latent unaligned; envs.VLLM_USE_V1 defaults to "
+    "1 from 0.8.0 (V0 only on fallback, e.g. LoRA before 0.8.3, or VLLM_USE_V1=0): kvplan plans 0.8.x with "
+    "V0's arithmetic ('# cuda blocks' logs); a V1 start of 0.8.x is planned with engine_version 0.9.0",
+    utilization_cite="EngineArgs default 0.9 (vllm 0.8.x wheels)",
+    v0_mla="latent",
+    v1_by_default=True,
+    v0_flashmla_block64=True,
+    v0_moe_cache13=True,
+)
+_V090 = _after(
+    _V080,
+    since=(0, 9, 0),
+    until=(0, 21, 0),
+    label="0.9-0.20 (V1, CUDA graphs outside the budget)",
+    reference="",  # the 0.33.0 rules less the CUDA-graph estimate; the profile run read in 0.16.0 and 0.19.0
+    cite="the 0.21.0 log line 'CUDA graph memory profiling is enabled (default since v0.21.0)' "
+    "(v1/worker/gpu_worker.py, shared/reference/vllm-0.33.0.md §4); vLLM 0.19.0 logs: 'Total non KV cache "
+    "memory' = weights + torch peak + non-torch, no graph term (tests/data/logs/field); the torch peak and "
+    "non-torch growth from the profile run of the 0.16.0 / 0.19.0 wheels (kvplan/engines/vllm_profile.py: the "
+    "sampler sorts the logits before 0.17, Triton top-k/top-p from 0.17)",
+    utilization_cite="EngineArgs default 0.9 (docs.vllm.ai v0.6.4 engine args, vllm-project/vllm#2162); 0.92 "
+    "by 0.33.0, the release that changed it not pinned: set gpu_memory_utilization from the log's args",
+    # the V1 engine: none of the V0 worker's fields apply
+    v0_budget="",
+    v0_chunked_tokens=0,
+    v0_mla="",
+    v1_by_default=False,
+    v0_flashmla_block64=False,
+    v0_moe_cache13=False,
+)
+_V021 = _after(
+    _V090,
+    since=(0, 21, 0),
+    until=(0, 34, 0),
+    label="0.21-0.33 (V1, CUDA-graph estimate in the budget)",
+    reference="0.33.0",
+    cite="vllm 0.33.0 wheel, shared/reference/vllm-0.33.0.md §4: available = ceil(total × util) − non_kv − "
+    "cudagraph_estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default on since v0.21.0); the profile "
+    "run's torch peak ASSUMED as 0.19.0's (kvplan/engines/vllm_profile.py)",
+    cudagraph_in_budget=True,
+    default_utilization=0.92,
+    utilization_cite="vLLM 0.33.0 default",  # config/cache.py:215
+)
+
+VLLM: tuple[VllmRules, ...] = (_V060, _V064, _V065, _V073, _V080, _V090, _V021)
 """vLLM rows in version order."""
 
 
