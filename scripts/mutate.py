@@ -6,7 +6,7 @@ tests that cover the module run against it with `pytest -x`. A mutant is *killed
 out), *survives* when they pass. Survivors are printed with their line; one that cannot change an answer
 is listed, with the reason, in scripts/mutants_equivalent.txt and then counted apart.
 
-    python scripts/mutate.py kvplan/plan/admit.py --sample 40 --seed 7 -- tests/unit/test_admit.py
+    python scripts/mutate.py kvplan/plan/admit.py --sample 40 --seed 7 -- tests/plan/test_admit.py
 
 Without `-- TESTS`, the tests are the files under tests/ that import the module (by dotted name).
 

@@ -11,7 +11,7 @@ from kvplan.models.arch import ModelArch
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 
-# No test reaches the Hugging Face Hub: a repo id not cached is an error naming the caches (tests/unit/test_hub.py
+# No test reaches the Hugging Face Hub: a repo id not cached is an error naming the caches (tests/models/test_hub.py
 # stands a local server in for the Hub and clears this for its own runs).
 os.environ["HF_HUB_OFFLINE"] = "1"
 

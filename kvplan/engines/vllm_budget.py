@@ -20,7 +20,7 @@ from kvplan.versions import VllmRules, parse_version
 DEFAULT_NON_KV_OTHER = 6_070 * MiB
 """Peak activations + non-torch memory + the CUDA-graph estimate, beyond the weights and the DSA buffers, at the
 one published GLM-5.3 figure (vllm-project/recipes PR #893: 94.46 GiB weights leave 25.94 GiB of KV per rank on
-8×H200 TP8 at max_model_len 1,048,576; tests/unit/test_vllm.py derives it). The default non_kv_other is the
+8×H200 TP8 at max_model_len 1,048,576; tests/engines/test_vllm.py derives it). The default non_kv_other is the
 profile model of kvplan.engines.vllm_profile (+ DSA_CALIBRATION_BYTES for DSA models, which lands this figure
 at that point); this constant stays the default only for a config without hidden / vocab size. Override with
 --set non_kv_other=...GiB."""
@@ -44,7 +44,7 @@ cuBLAS) + non-torch 2,330,019,758 B (TP4's 2.17 GiB, assumed at TP8) and the gra
 (1,618 MiB): 8,098,748,334 B, 1,733,892,014 B (1.61 GiB) more than the recipe leaves. Which term over-counts
 there is not known: the FP8 MoE kernel's workspace (DeepGEMM, not the bf16 TritonExperts read from 0.19.0), the
 TP8 non-torch growth (extrapolated from TP4), or a graph estimate below the assumed 1.58 GiB. Applied to DSA
-models only, so that the recipe figure is reproduced (tests/unit/test_vllm.py::test_recipe_893_calibration)."""
+models only, so that the recipe figure is reproduced (tests/engines/test_vllm.py::test_recipe_893_calibration)."""
 
 INDEXER_PREFILL_ENTRIES_PER_TOKEN = 576 * 2 // 132
 """vLLM sizes the indexer prefill gather buffer to fit FlashMLA-sparse's workspace: 8 entries per token × factor."""

@@ -154,7 +154,7 @@ def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int
 #    checkpoint (gpt-oss) runs its experts through the monolithic 'TRITON' Mxfp4 kernel
 #    (``MoEPrepareAndFinalizeNoDPEPMonolithic`` in its start-up log), which takes no such workspace: three vLLM
 #    0.19.0 gpt-oss-20b logs (TP1, TP2, TP2 at 0.95) print a torch peak of 2.87 GiB, the sampler side alone
-#    (tests/unit/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
+#    (tests/engines/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
 #
 # So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
 #

@@ -137,7 +137,7 @@ def _with_modelopt_quantization(doc: Doc) -> Doc:
     checkpoint's quantization, as the engines read it (vLLM ``ModelConfig._parse_quant_hf_config`` falls back to
     ``hf_quant_config.json``; SGLang ``ModelConfig._parse_modelopt_quant_config``). Without it an NVFP4 checkpoint
     would be planned as bf16: nvidia/DeepSeek-V3.2-NVFP4 at tp 8 is 48.83 GiB a GPU, not 160 GiB
-    (tests/unit/test_weights_published.py). Read with the same limits and strict JSON as config.json."""
+    (tests/models/test_weights_published.py). Read with the same limits and strict JSON as config.json."""
     source = Path(doc.source)
     if source.name != "config.json" or not isinstance(doc.data, dict) or "quantization_config" in doc.data:
         return doc

@@ -52,7 +52,7 @@ def _up(n: int, m: int) -> int:
 # Per rank: vLLM ``GptOssModel.load_weights`` gives each of t expert ranks ``cdiv(I / 32, t) × 32`` of the
 # intermediate dimension (whole experts under expert parallelism are not modelled: the split here is always the
 # intermediate one, what both engines do by default). Checked against vLLM's published load lines in
-# tests/unit/test_weights_published.py.
+# tests/models/test_weights_published.py.
 @dataclass(frozen=True)
 class Layout:
     """How one backend pads and repacks the experts of a rank."""

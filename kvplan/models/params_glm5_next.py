@@ -88,7 +88,7 @@ def kda_layers(c: Fields, layers: int) -> tuple[bool, ...]:
 #
 # Checked against the FP8 checkpoint's 62 shard headers as patrickbdevaney/glm-5.3-reap recorded them
 # (``stages/s00_smoke.py``: 321,342,220,638 tensor elements in all, 311,672,586,240 of them the routed experts'
-# weights and block scales): tests/unit/test_params_glm5_next.py.
+# weights and block scales): tests/models/test_params_glm5_next.py.
 def groups(c: Fields, acc: _Groups) -> str:
     """Every GLM-5.3-Flash module into ``acc`` (see the module docstring); the family label."""
     h = c.required("hidden_size")

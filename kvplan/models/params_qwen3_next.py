@@ -80,7 +80,7 @@ def _rotary_factor(c: Fields) -> float:
 #
 # Checked against the Qwen/Qwen3-Next-80B-A3B-Instruct checkpoint's tensor listing: 79,674,391,296 parameters in
 # the 48 layers, embeddings and head, 1,650,471,424 in ``mtp.*``, 81,324,862,720 in all = the shard index's
-# ``metadata.total_size`` 162,649,725,440 B / 2 (tests/unit/test_params_qwen3_next.py).
+# ``metadata.total_size`` 162,649,725,440 B / 2 (tests/models/test_params_qwen3_next.py).
 def groups(c: Fields, acc: _Groups) -> str:
     """Every Qwen3-Next module into ``acc`` (see the module docstring); the family label."""
     h = c.required("hidden_size")

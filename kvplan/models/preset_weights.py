@@ -3,7 +3,7 @@
 A preset's ``config`` section holds the Hugging Face fields of the model's config.json (each preset's ``source``
 names the file). Its weights used to be the MLA parameter groups (no norms, the MTP layer's embed/head, no engine
 additions): DeepSeek-V3 planned 78.54 GiB a GPU at TP8 from its preset and 79.55 GiB from its config.json against
-vLLM's published 79.74 GiB (tests/unit/test_weights_published.py). Now both go through
+vLLM's published 79.74 GiB (tests/models/test_weights_published.py). Now both go through
 :func:`kvplan.models.snapshot.with_checkpoint` (per tensor from the config, + the engine's load-time additions);
 a config kvplan cannot lay out per tensor keeps its parameter groups either way.
 """

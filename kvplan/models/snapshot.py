@@ -31,7 +31,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
     ``*.safetensors`` present: every tensor from their headers. Only ``model.safetensors.index.json``: the
     config-derived tensors, reconciled to its ``metadata.total_size``; bytes the config does not explain are
     kept as one replicated 'unrecognised' block and said. Neither: the config-derived tensors alone (the same
-    figure tests/unit/test_weights_published.py checks against published load lines). A config kvplan cannot
+    figure tests/models/test_weights_published.py checks against published load lines). A config kvplan cannot
     lay out per tensor: ``arch`` unchanged, the parameter-group estimate stands. Every per-tensor path adds the
     engine's load-time additions (kvplan.models.additions.AdditionsGroup: 0 B unless the planner names the
     engine). ``snapshot=False`` (a preset's config section) or a JSON not named config.json: the config alone.

@@ -327,7 +327,7 @@ def param_groups_from_hf(
     (``attention_bias``; Qwen2 always) and the rotary cos/sin cache (:class:`BufferGroup`); the MLA groups stay
     exactly :func:`param_groups`' (every DSA golden keeps its weights). Splits: 'attn' attention, 'tp' dense
     MLP, shared experts and embeddings (vocab parallel), 'experts' routed experts and MTP, 'none' routers.
-    Checked against vLLM's "Model loading took" of eight real startups (tests/unit/test_weights_measured.py).
+    Checked against vLLM's "Model loading took" of eight real startups (tests/models/test_weights_measured.py).
 
     No ``hidden_size``: no groups (the loader then asks for ``weights_per_gpu``). Bad values raise through
     ``fail`` (a key path and a message; reader.Reader.fail fits) or a ConfigError naming ``source``.

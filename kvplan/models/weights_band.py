@@ -3,8 +3,8 @@
 A weights figure is read (set by the user, a measured point, the checkpoint's safetensors headers) or estimated
 (per tensor from config.json, parameter groups). An estimate carries the largest error its path showed against
 published load lines (vLLM ``Model loading took``, SGLang ``Load weight end ... mem usage``), every row of
-tests/unit/test_weights_published.py and tests/unit/test_v4_measured_weights.py, known gaps included, so that a
-verdict resting on it can say how far it could be off (tests/unit/test_weights_band.py recomputes each band from
+tests/models/test_weights_published.py and tests/models/test_v4_measured_weights.py, known gaps included, so that a
+verdict resting on it can say how far it could be off (tests/models/test_weights_band.py recomputes each band from
 those rows).
 """
 

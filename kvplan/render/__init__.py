@@ -431,7 +431,7 @@ def plain_text(r: Report, width: int) -> str:
     """The report as ``_draw`` prints it through rich on a non-terminal, character for character (the layout
     rules of rich's Table with box=None, pad_edge=False, padding (0, 1), and of ``Console.print(Text)``: word
     wrap with rich's own ``divide_line``, folded long words, cell lines padded to the column width).
-    tests/unit/test_render_plain.py checks the equality against rich on every command's reports."""
+    tests/render/test_render_plain.py checks the equality against rich on every command's reports."""
     out: list[str] = []
     text = out.extend
 

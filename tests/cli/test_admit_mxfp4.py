@@ -24,7 +24,7 @@ def test_gpt_oss_120b_one_h100_128k_does_not_start(version: str) -> None:
                             "--set", f"engine_version={version}"])  # fmt: skip
     assert r.exit_code == 1, r.stdout[-800:]
     assert "the engine does not start" in r.stdout
-    # the weights line: 69,077,887,616 B = 64.33 GiB (tests/unit/test_weights_published.py derives it), the
+    # the weights line: 69,077,887,616 B = 64.33 GiB (tests/models/test_weights_published.py derives it), the
     # Triton backend's layout on an SM90 GPU
     assert "64.33 GiB" in r.stdout
     assert "triton MoE backend" in r.stdout

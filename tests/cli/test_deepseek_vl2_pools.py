@@ -1,6 +1,6 @@
 """``kvplan admit --model tests/data/hf/deepseek-vl2/config.json`` on both engines' default deployment (H200 × 8,
 TP8, bf16 KV): the pools derived from the engines' formulas (kvplan/engines/sglang.py and vllm.py docstrings), with
-the language model read from ``language_config`` (tests/unit/test_deepseek_vl2.py derives its shapes and weights).
+the language model read from ``language_config`` (tests/models/test_deepseek_vl2.py derives its shapes and weights).
 
 A token holds one MLA latent a layer, replicated over TP: (512 + 64) × 2 B × 30 layers = 34,560 B. Weights a GPU
 (TP8; the vision tower and projector replicated, 446,585,920 params): 2 B × (956,497,920 + 94,371,840 +

@@ -33,7 +33,7 @@ def test_admit_1m_rejected_first_screen() -> None:
     assert code == 1
     flat = " ".join(head.split())
     # tokens first, no pages; the pool rests on an assumed 1 GiB CUDA context + NCCL, so it says its band (issue 28:
-    # the pre-load free memory ±1.554 % through SGLang's formula, derived in tests/unit/test_pool_band.py)
+    # the pre-load free memory ±1.554 % through SGLang's formula, derived in tests/engines/test_pool_band.py)
     assert flat.startswith(
         "kvplan admit: glm-5.3 on glm-5.3-8xh200-sglang, SGLang 0.5.23 REJECTED: 1,048,576 tokens needed, the pool "
         "holds ≈ 567,616 (band 529,600 – 605,696: pre-load free estimated ±1.6 %)"
@@ -104,7 +104,7 @@ def test_gate_first_screen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     code, head = _head("gate", "prod.yaml")
     assert code == 0 and "GATE PASSED" in head
     flat = " ".join(head.split())
-    # the pool rests on the assumed 1 GiB CUDA context + NCCL: it says its band (tests/unit/test_pool_band.py)
+    # the pool rests on the assumed 1 GiB CUDA context + NCCL: it says its band (tests/engines/test_pool_band.py)
     assert "admits 1,048,576 tokens ok: 1,048,576 tokens needed, the pool holds ≈ 1,278,208 (band" in flat
     assert "prod.yaml: SGLang 0.5.23 would log: max_total_num_tokens=1278208," in flat
     shutil.copy(DATA / "gate" / "bf16.yaml", tmp_path / "prod.yaml")

@@ -1,6 +1,6 @@
 """`kvplan fit` end to end: the verdict's exit codes, bad input, --emit-deploy round-trips through admit.
 
-GLM-5.3 on H200 / SGLang, --max-gpus 8 (figures in tests/unit/test_fit.py): 1M is admitted first at 8 GPUs.
+GLM-5.3 on H200 / SGLang, --max-gpus 8 (figures in tests/plan/test_fit.py): 1M is admitted first at 8 GPUs.
 """
 
 from __future__ import annotations

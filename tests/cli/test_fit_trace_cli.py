@@ -1,8 +1,8 @@
 """`kvplan fit --trace` end to end (issue 16 item 3): exit codes, bad input, the trace's figures in the output.
 
-The trace is tests/unit/test_fit_trace.py's: three requests, 640 prompt tokens, the longest 256 tokens; on one
+The trace is tests/plan/test_fit_trace.py's: three requests, 640 prompt tokens, the longest 256 tokens; on one
 rank the trace's own reuse caps the hit rate at 256 / 640 = 40.0 % (any pool), on two round-robin ranks at 20.0 %.
-GLM-5.3 on 8 × H200 with SGLang (--max-gpus 8; TP4 and below do not start: tests/unit/test_fit.py).
+GLM-5.3 on 8 × H200 with SGLang (--max-gpus 8; TP4 and below do not start: tests/plan/test_fit.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from kvplan.cli import app
-from tests.unit.test_fit_trace import SMALL, write_trace
+from tests.plan.test_fit_trace import SMALL, write_trace
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None, "COLUMNS": "200"})
 GLM = ("--model", "glm-5.3", "--gpu", "h200", "--engine", "sglang", "--max-gpus", "8", "--mtp", "off")

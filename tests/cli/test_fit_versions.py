@@ -1,6 +1,6 @@
 """Issue 16 item 4: `kvplan diff --engine-version OLD NEW CONFIG...` and `kvplan gate --against-version V`.
 
-Figures (derivations in tests/cli/test_gate.py and tests/unit/test_fit.py): the glm-5.3-8xh200-sglang preset at
+Figures (derivations in tests/cli/test_gate.py and tests/plan/test_fit.py): the glm-5.3-8xh200-sglang preset at
 SGLang 0.5.23 holds 567,616 tokens (cell 656 × 78 + 132 × 21 = 53,940 B: the indexer K on the 21 full layers).
 At 0.5.9 (kvplan.versions): the indexer K on every layer and the raw fp8 row, cell 576 × 78 + 132 × 78 =
 55,224 B; no MLA prefill-graph reserve, so the budget is test_gate's 32,259,822,321 B: // 55,224 = 584,163 ->

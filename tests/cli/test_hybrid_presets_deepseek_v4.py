@@ -1,7 +1,7 @@
 """``kvplan admit --ctx 128K`` on the DeepSeek-V4 presets, on both default 8 × H200 deployments (issue 13 "Done
 when"): a verdict (exit 0 or 1), never exit 2 for missing weights, now that kvplan.models.params_deepseek_v4 counts
 the checkpoint; V4-Flash keeps its measured TP8 point, V4-Pro (no published load line) takes the layout's
-109,448,431,916 B a GPU at TP8 (tests/unit/test_params_deepseek_v4.py derives it).
+109,448,431,916 B a GPU at TP8 (tests/models/test_params_deepseek_v4.py derives it).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_admit_128k_gives_a_verdict(model: str, deploy: str) -> None:
 
 
 def test_pro_on_sglang_pools_golden() -> None:
-    """SGLang 0.5.23 DSV4PoolConfigurator (kvplan/engines/sglang_hybrid.py, goldens of tests/unit/test_sglang_v4.py
+    """SGLang 0.5.23 DSV4PoolConfigurator (kvplan/engines/sglang_hybrid.py, goldens of tests/engines/test_sglang_v4.py
     for V4-Pro: bytes_per_full_token 10,115.25, C128 state 4,209,508,352 B), with pre-load free 143,771 MiB and
     mem_fraction_static 0.893 (SGLang's H200 default) and the layout's weights W = 109,448,431,916 B:
     rest = (143,771 MiB − W) / GiB − 143,771 MiB / GiB × 0.107 = 23.44662549880... GiB -> available
@@ -70,7 +70,7 @@ def test_pro_on_sglang_pools_golden() -> None:
 def test_pro_on_vllm_weights_flow_into_the_block_pool() -> None:
     """vLLM 0.33.0: the layout's weights enter the chain one for one. Against weights_per_gpu = 100 GiB
     (107,374,182,400 B) the available KV memory is W − 100 GiB = 2,074,249,516 B smaller; blocks = available //
-    1,435,968 B (V4-Pro's packed block, tests/unit/test_vllm_v4.py); a 128K request takes 7,194 blocks, and the
+    1,435,968 B (V4-Pro's packed block, tests/engines/test_vllm_v4.py); a 128K request takes 7,194 blocks, and the
     null block is not usable: fits = (blocks − 1) // 7,194."""
     _, est = _admit("deepseek-v4-pro", "glm-5.3-8xh200-vllm")
     _, given = _admit("deepseek-v4-pro", "glm-5.3-8xh200-vllm", "weights_per_gpu=100GiB")
@@ -84,7 +84,7 @@ def test_pro_on_vllm_weights_flow_into_the_block_pool() -> None:
 
 @pytest.mark.parametrize("deploy", DEPLOYS)
 def test_flash_plans_at_tp4(deploy: str) -> None:
-    # no measured point at tp 4: the layout's 39,982,577,692 B a GPU (tests/unit/test_params_deepseek_v4.py)
+    # no measured point at tp 4: the layout's 39,982,577,692 B a GPU (tests/models/test_params_deepseek_v4.py)
     code, data = _admit("deepseek-v4-flash", deploy, "tp=4")
     assert _chain(data, "weights per GPU") == 39_982_577_692
     assert data["admitted"] is (code == 0)

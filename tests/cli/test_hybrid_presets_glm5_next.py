@@ -1,7 +1,7 @@
 """The glm-5.3-flash preset through the CLI: ``models show``, and ``admit --ctx 128K`` on both default deployments.
 
-Issue 13's done-when: a verdict (exit 0 or 1) on both engines: SGLang 0.5.23 (tests/unit/test_sglang_glm5_next.py)
-and vLLM 0.33.0 (tests/unit/test_vllm_glm5_next.py) plan GLM-5.3-Flash.
+Issue 13's done-when: a verdict (exit 0 or 1) on both engines: SGLang 0.5.23 (tests/engines/test_sglang_glm5_next.py)
+and vLLM 0.33.0 (tests/engines/test_vllm_glm5_next.py) plan GLM-5.3-Flash.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ runner = CliRunner(env={"KVPLAN_FORMAT": None, "COLUMNS": "200"})
 def test_models_show_lists_the_preset() -> None:
     r = runner.invoke(app, ["models", "show", "glm-5.3-flash"])
     assert r.exit_code == 0, r.output
-    # 321,323,031,390 parameters: tests/unit/test_params_glm5_next.py derives them per module
+    # 321,323,031,390 parameters: tests/models/test_params_glm5_next.py derives them per module
     assert "321,323,031,390" in r.stdout
     assert "34 × KDA state" in r.stdout and "11 × indexer K, head_dim 128, kpool 4" in r.stdout
     r = runner.invoke(app, ["models", "list"])
@@ -45,7 +45,7 @@ def test_admit_128k_on_vllm_is_a_verdict() -> None:
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     # one block id of 6,910,464 B: cdiv(131,072, 1,152) = 114 MLA + indexer blocks, 4 KDA groups × 3, 1 tail ring
-    # block (tests/unit/test_vllm_glm5_next.py); 13,206 usable blocks // 127 = 103 at once
+    # block (tests/engines/test_vllm_glm5_next.py); 13,206 usable blocks // 127 = 103 at once
     (pool,) = d["need_by_pool"]
     assert {k["kind"]: k["units"] for k in pool["by_kind"]} == {"MLA + indexer K": 114, "KDA state": 12,
                                                                 "indexer tail ring": 1}  # fmt: skip
@@ -53,7 +53,7 @@ def test_admit_128k_on_vllm_is_a_verdict() -> None:
 
 
 def test_admit_with_speculative_decoding_on_vllm_is_a_verdict() -> None:
-    # was refused in one line (exit 2); planned now (tests/unit/test_hybrid_spec_glm5_next.py derives the groups)
+    # was refused in one line (exit 2); planned now (tests/engines/test_hybrid_spec_glm5_next.py derives the groups)
     r = runner.invoke(app, ["admit", "--ctx", "128K", "--model", "glm-5.3-flash", "-d", "glm-5.3-8xh200-vllm",
                             "--set", "speculative_num_draft_tokens=3"])  # fmt: skip
     assert r.exit_code == 0, r.output

@@ -49,7 +49,7 @@ def test_kimi_linear_admitted_on_both_engines(deploy: str) -> None:
     result = admit("--model", "kimi-linear-48b-a3b", "-d", deploy)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "ADMITTED" in result.stdout
-    # weights from the parameter groups, not a weights_per_gpu the user must give (tests/unit/
+    # weights from the parameter groups, not a weights_per_gpu the user must give (tests/models/
     # test_params_kimi_linear.py: 12,344,652,448 B at tp 8)
     assert "49,122,681,728 parameters" in result.stdout
 
@@ -83,7 +83,7 @@ def test_kimi_linear_vllm_block_pool() -> None:
 
 @pytest.mark.parametrize("deploy", [SGLANG, VLLM])
 def test_kimi_k3_does_not_load_on_eight_h200(deploy: str) -> None:
-    """190.97 GiB of weights a GPU at tp 8 (tests/unit/test_params_kimi_linear.py) > an H200: a verdict, exit 1;
+    """190.97 GiB of weights a GPU at tp 8 (tests/models/test_params_kimi_linear.py) > an H200: a verdict, exit 1;
     vLLM's recipe likewise runs K3 on H200 only from 16 GPUs."""
     for model in ("kimi-k3", str(K3)):
         result = admit("--model", model, "-d", deploy)

@@ -3,7 +3,7 @@ both default deployments, the pools derived from the engines' formulas as tests/
 derives Qwen3-Next's (the same chains: kvplan/engines/sglang_hybrid.py, vllm_hybrid.py docstrings).
 
 H200 × 8, TP8, fp8 KV (fp8_e4m3), SGLang page 64, set with --set as for Qwen3-Next. Weights a GPU
-(tests/unit/test_qwen3_5_family.py derives the groups): 2 B × (26,727,551,488 / 8 split + kv_proj 167,772,160 / 4
+(tests/models/test_qwen3_5_family.py derives the groups): 2 B × (26,727,551,488 / 8 split + kv_proj 167,772,160 / 4
 [4 kv heads replicated over 8 ranks: 1 a rank] + norms 674,816) + rotary cache 262,144 × 64 × 2 B = 6,800,678,016 B.
 A full layer holds 1 kv head × (256 + 256) × 1 B = 512 B a token and rank; 16 full layers.
 Gated DeltaNet state of one request on one rank, per layer: conv 3 × (10,240 / 8) × 2 B = 7,680 B; recurrent

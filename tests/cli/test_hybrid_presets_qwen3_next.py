@@ -1,6 +1,6 @@
 """``kvplan admit --ctx 128K --model qwen3-next-80b-a3b`` on both default deployments (issue 13's done-when), with
 the per-pool figures derived from the engines' formulas (kvplan/engines/sglang_hybrid.py, vllm_hybrid.py docstrings)
-and the weights of kvplan/models/params_qwen3_next.py (tests/unit/test_params_qwen3_next.py derives them):
+and the weights of kvplan/models/params_qwen3_next.py (tests/models/test_params_qwen3_next.py derives them):
 20,059,645,504 B a GPU at TP8 without the MTP layer.
 
 Both deployments are H200 × 8, TP8, with the fp8 KV cache (fp8_e4m3) and SGLang page 64 the GLM-5.3 presets set,
@@ -70,7 +70,7 @@ def test_admit_128k_is_a_verdict_on_both_engines(deploy: str) -> None:
 def _sglang_pool() -> tuple[int, int, int]:
     """(max_mamba_cache_size K, available bytes, full-pool rows) on the SGLang preset with pre_load_free 143,771 MiB.
 
-    mem_fraction_static 0.893 (tests/unit/test_sglang_hybrid.py: reserved 15,312 MiB at TP8 on an H200);
+    mem_fraction_static 0.893 (tests/engines/test_sglang_hybrid.py: reserved 15,312 MiB at TP8 on an H200);
     rest = (PRE − W) / GiB − PRE / GiB × (1 − 0.893); per_req = 36 × 268,288 = 9,658,368 B;
     K = int((rest × 0.9 / 1.9 × 2^30 − per_req) // per_req); rest −= (K + 1) × per_req / 2^30;
     rows = int(rest × 2^30) // 6,144 // 64 × 64 (cell 12 × 512 B)."""

@@ -30,7 +30,7 @@ def test_workspace_fits_and_names_the_walls() -> None:
     d = as_json("workspace", "--batch", "4", "--ctx", "128K")
     assert d["fits"] is True
     walls = {w["knob"]: w for w in d["walls"]}
-    # 8,869 pages // 2,048 pages a request = 4 (see tests/unit/test_workspace.py)
+    # 8,869 pages // 2,048 pages a request = 4 (see tests/plan/test_workspace.py)
     assert walls["batch"]["largest_fitting"] == 4 and walls["batch"]["breaks"] == "pool pages"
     assert isinstance(d["workspace"]["peak_bytes"], int)
 

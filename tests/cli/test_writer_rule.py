@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 
 from kvplan.cli import app
 from kvplan.cli._app import COMMANDS, build_command
-from tests.unit.test_fit_trace import SMALL, write_trace
+from tests.plan.test_fit_trace import SMALL, write_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "data" / "logs" / "sglang-0.5.23-glm53-match.log"

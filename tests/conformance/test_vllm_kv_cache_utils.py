@@ -372,7 +372,7 @@ SKIPPED = {
     ),
     "test_get_kv_cache_config_balanced_mamba_hybrid": (
         "GLM-5-like specs built by hand (MambaSpec shapes ((2, 512), (3, 32, 32)), MLA block 1024, indexer "
-        "tokens_per_state 16); the real GLM-5.3-Flash config is planned in tests/unit/test_vllm_glm5_next.py"
+        "tokens_per_state 16); the real GLM-5.3-Flash config is planned in tests/engines/test_vllm_glm5_next.py"
     ),
     "test_get_kv_cache_config_kpool_tail_coowns_indexer_tensor": "the same hand-built GLM-5-like specs + a kpool tail",
     "test_get_kv_cache_config_mamba_hybrid_sharing_infeasible": "hand-built MambaSpec (512, 1024) fp32: an error case",

@@ -52,7 +52,7 @@ def test_item2_kimi_linear_on_vllm_0_11_1_aligns_its_mla_block_to_64() -> None:
 
 def test_item2_the_0_27_rule_still_aligns_mla_to_128() -> None:
     # from 0.27.0 platforms/interface.py _align_hybrid_block_size: MLA at least 128: 128 × cdiv(1,085,440, 147,456)
-    # = 128 × 8 = 1,024 (tests/unit/test_vllm_hybrid.py pins the tp 1 case at 1,920)
+    # = 128 × 8 = 1,024 (tests/engines/test_vllm_hybrid.py pins the tp 1 case at 1,920)
     sets = (*tuple(s for s in KIMI_LINEAR_SETS if not s.startswith("engine_version=")), "engine_version=0.28.0")
     p = plan_pool(load_model("kimi-linear-48b-a3b"), load_deployment(VLLM, ("model=kimi-linear-48b-a3b", *sets)))
     assert p.extras["block_size"] == 1_024

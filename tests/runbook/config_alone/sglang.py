@@ -30,7 +30,7 @@ DSV32_GAP = (
     "pools need 1.8-1.9 GiB less free memory after the weights (issue 12: the estimate runs 2.6-6.2 % low for this "
     "model on B200; the PR quotes no load line to split weights from runtime overhead); the "
     "rules themselves check out: the pool ratio of the two runs is 0.6715 planned vs 0.6668 logged, and both KV sizes "
-    "are reproduced to the printed digit (tests/unit/test_engine_versions_sglang.py); weights from the checkpoint "
+    "are reproduced to the printed digit (tests/engines/test_engine_versions_sglang.py); weights from the checkpoint "
     "headers (issue 12 item 1) would close it"
 )
 

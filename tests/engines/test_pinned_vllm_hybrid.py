@@ -1,0 +1,92 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/engines/vllm_hybrid.py, each
+pinned by a figure derived from vLLM's source (vllm/v1/core/kv_cache_utils.py and kv_cache_planning.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines import plan_pool
+from kvplan.engines.vllm_hybrid import group_size_of
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from tests.engines.test_vllm_hybrid import _qwen3_next, plan
+from tests.engines.test_vllm_v4 import plan as v4_plan
+
+
+def test_no_length_fits_estimates_zero() -> None:
+    # kv_cache_utils.py _estimate_max_model_len_from_groups: `if not fits(1): return 0` ("Returns 0 if even 1
+    # token doesn't fit"). gpt-oss-120b TP1: bytes per block 589,824 (test_vllm_hybrid); one token takes a full
+    # block + a window's cdiv(min(127 + 16,384, 1), 16) + 1 = 2 blocks = 3 × 589,824 = 1,769,472 B; the check has
+    # 1 MiB − one block = 1,048,576 − 589,824 = 458,752 B
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072, kv_cache_memory="1MiB")
+    assert p.startup_error is not None
+    assert "the estimated maximum model length is 0." in p.startup_error
+
+
+@pytest.mark.parametrize("blocks", [*range(101, 105), 3_639, *range(5_130, 5_134)])
+def test_estimated_length_is_the_longest_that_fits(blocks: int) -> None:
+    # _estimate_max_model_len_from_groups binary-searches the largest L with bytes_per_block × blocks(L) <= the
+    # check; gpt-oss-120b TP1 (589,824 B a block): blocks(L) = cdiv(L, 16) full + cdiv(min(127 + 16,384, L), 16)
+    # + 1 window. With `blocks` B in the check (kv memory = B + 1 blocks, the null block reserved first):
+    # L <= 16,511: 2 × cdiv(L, 16) + 1 <= B -> L = 16 × ((B - 1) // 2); past it cdiv(L, 16) + 1,033 <= B ->
+    # L = 16 × (B - 1,033). From B = 5,130 (L 65,552) a search that skips mid + 1 stops one token short
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072, kv_cache_memory=f"{(blocks + 1) * 589_824}B")
+    longest = 16 * (blocks - 1_033) if blocks - 1_033 > 16_511 // 16 else 16 * ((blocks - 1) // 2)
+    assert p.startup_error is not None
+    assert f"the estimated maximum model length is {longest}." in p.startup_error
+
+
+def test_group_size_takes_the_largest_only_under_one_and_a_half() -> None:
+    # kv_cache_utils.py _get_kv_cache_groups_uniform_page_size: group_size = min, and `if max_num_layers <
+    # min_num_layers * 1.5: group_size = max_num_layers` (strictly under: 12 sw + 13 full pads to 13)
+    assert group_size_of([12, 17]) == 17
+    assert group_size_of([12, 18]) == 12  # 18 = 1.5 × 12 is not under it
+
+
+def test_qwen3_next_on_sm120_keeps_the_flashinfer_checkpoint_block(tmp_path: Path) -> None:
+    # qwen_gdn_linear_attn._resolve_gdn_prefill_backend ('auto'): FlashInfer on SM90 and on SM10x / SM12x with
+    # head_k_dim 128, which adds one prefill checkpoint block per GDN group. The RTX PRO 6000 Blackwell is SM120,
+    # so its figures are the H200's (test_vllm_hybrid.test_qwen3_next_mamba_alignment_and_groups): block
+    # lcm(16, 64) × 5 = 320 and 820 + 3 groups × (2 + 1 checkpoint) = 829 blocks a request; the A100's Triton
+    # backend has no checkpoint (272, 970)
+    p = plan(_qwen3_next(tmp_path), gpu="rtx-pro-6000", tp=4, context_length=262_144, weights_per_gpu="40GiB")
+    assert (p.extras["block_size"], p.extras["blocks_per_request"]) == (320, 829)
+
+
+def test_sliding_note_counts_the_concurrent_batches() -> None:
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches × max_num_batched_tokens: async scheduling (the
+    # default) keeps 2 batches in flight, so a window holds 128 - 1 + 2 × 8,192 = 16,511 tokens
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072)
+    assert any(
+        "= 128 - 1 + 16,384 (2 concurrent batches × max_num_batched_tokens 8,192), at most max_model_len: 16,511 "
+        "tokens + 1 block" in n
+        for n in p.notes
+    )
+
+
+def test_v4_window_groups_hold_window_minus_one_plus_in_flight() -> None:
+    # SlidingWindowSpec.max_admission_blocks_per_request: cdiv(min(window - 1 + in_flight, L), block) + 1, with
+    # in_flight = 2 batches × 8,193 = 16,386 (an odd max_num_batched_tokens, so that window - 1 lands on a block
+    # edge the off-by-one would cross). DeepSeek-V4-Flash at L = 524,288, its groups (test_vllm_v4):
+    #   2 SWA groups, window 128, block 64: cdiv(127 + 16,386 = 16,513, 64) + 1 = 259 + 1 = 260 each -> 520
+    #   C4 / C128 compressed + C4 indexer K, full, block 256: cdiv(524,288, 256) = 2,048
+    #   C4 compressor states, window 8, block 4: cdiv(7 + 16,386 = 16,393, 4) + 1 = 4,099 + 1 = 4,100
+    #   C128 compressor state, window 128, block 8: cdiv(16,513, 8) + 1 = 2,065 + 1 = 2,066
+    # 520 + 2,048 + 4,100 + 2,066 = 8,734 blocks a request; no MambaSpec, so no state bytes
+    p = v4_plan("deepseek-v4-flash", max_num_batched_tokens=8193)
+    assert p.context_len == 524_288
+    assert (p.extras["blocks_per_request"], p.extras["state_bytes"]) == (8_734, 0)
+
+
+def test_glm5_next_indexer_kernel_block_aligns_the_packed_block() -> None:
+    # GLM-5.3-Flash on vLLM 0.33.0, --block-size 256 with 3 MTP drafts (the MTP layer makes 12 MLA layers,
+    # test_hybrid_spec_glm5_next): _align_hybrid_block_size gives 256 × cdiv(542,720 state B, 256 × 512 B) = 1,280;
+    # the MLA + indexer group packs 12 × (1,280 × 512 + 1,280 / 4 kpool × 132) = 12 × 697,600 = 8,371,200 B.
+    # utils/deep_gemm.get_paged_mqa_page_sizes off SM120 = (32, 64): the indexer's kernel block is kpool × 64 = 256
+    # tokens, not the whole 1,280-token block, so its stride alignment is 256 / 4 × 132 = 8,448 B; lcm with the
+    # 512 B MLA row = 16,896 -> cdiv(8,371,200, 16,896) × 16,896 = 496 × 16,896 = 8,380,416 B a block id
+    dep = load_deployment("glm-5.3-8xh200-vllm", ["page_size=256", "speculative_num_draft_tokens=3"])
+    p = plan_pool(load_model("glm-5.3-flash"), dep)
+    assert (p.extras["block_size"], p.extras["bytes_per_block"]) == (1_280, 8_380_416)

@@ -1,0 +1,44 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/engines/vllm_v0.py, each pinned by
+a figure derived from vLLM V0's source."""
+
+from __future__ import annotations
+
+from kvplan.engines.vllm_v0 import moe_buffers
+from kvplan.models.from_hf import load_model
+from kvplan.versions import vllm_rules
+from tests.engines.test_vllm_v0 import HF, LLAMA3, v0
+
+
+def test_fused_moe_caches_with_expert_parallel_hold_whole_experts() -> None:
+    # fused_experts_impl (0.8.5 wheel): with expert parallelism a rank's w1 holds its experts whole, so N = 2 × the
+    # expert width, not split by tp: Mixtral-8x7B at tp 2 / ep 2, 8,192 tokens, top_k 2: N = 2 × 14,336 = 28,672,
+    # K = 4,096; cache13 max(N, K) = 28,672 + cache2 N / 2 = 14,336 -> 8,192 × 2 × 43,008 × 2 B = 1,409,286,144 B
+    # (tp 2 / ep 1 splits N in two: 704,643,072 B, test_vllm_v0.test_fused_moe_caches)
+    arch = load_model(HF + "mixtral-8x7b/config.json")
+    assert moe_buffers(arch, vllm_rules("0.8.5"), tokens=8192, tp=2, ep=2) == 1_409_286_144
+
+
+def test_each_v0_range_names_its_own_budget_rule() -> None:
+    # worker/worker.py determine_num_available_blocks: 0.6.0-0.6.3 take the peak as init free − free after
+    # profile_run; 0.6.5 on measure with memory_profiling (weights + torch peak increase + non-torch increase)
+    # (kvplan.versions cites the wheels); the available-memory term says which one the figure used
+    said = {
+        version: next(t.detail for t in v0(LLAMA3, version).chain if "non-KV" in (t.detail or ""))
+        for version in ("0.6.3", "0.8.5")
+    }
+    assert said["0.6.3"].endswith("(0.6.0-0.6.3: init free − free after the profile run)")
+    assert said["0.8.5"].endswith("(memory_profiling: weights + torch peak increase + non-torch increase)")
+
+
+def test_pipeline_stages_divide_the_longest_sequence() -> None:
+    # worker/worker.py raise_if_cache_size_invalid (V0): max_seq_len = block_size × (num_gpu_blocks //
+    # pipeline_parallel_size). num_gpu_blocks_override (max_total_tokens 16,000) = cdiv(16,000, 16) = 1,000 blocks:
+    # at pp 2, 16 × 500 = 8,000 tokens < 10,000 refuses; at pp 1, 16,000 holds it
+    p = v0(LLAMA3, "0.8.5", "pp=2", "nodes=2", "max_total_tokens=16000", "context_length=10000")
+    assert p.extras["num_blocks"] == 1_000 and p.startup_error is not None
+    assert "(10000) is larger than the maximum number of tokens that can be stored in KV cache (8000)" in (
+        p.startup_error
+    )
+    assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=10000").startup_error is None
+    # `if max_model_len > max_seq_len`: a length of exactly 16 × 1,000 = 16,000 tokens starts
+    assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=16000").startup_error is None

@@ -1,0 +1,94 @@
+"""Survivors of the sampled mutation check (scripts/mutate.py, issue 26) on kvplan/plan/fit.py: how a candidate that
+meets the flat requirements but not the trace ranks (Outcome.closeness_ppm, kvplan's own ranking rule: just below
+every candidate that holds the trace, in proportion to the hit rate it reached)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from kvplan.models.deploy import Requirements
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.models.gpus import find_gpu
+from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout, pd_staging
+from kvplan.plan.fit_trace import TraceFit
+from kvplan.render.fit_report import PER_GPU_COUNT
+from tests.plan.test_fit_trace import SMALL, spec_for, write_trace
+from tests.plan.test_fit_trace import plan as trace_plan
+
+DEP = load_deployment("glm-5.3-8xh200-sglang")
+
+
+def _trace(**fields: object) -> TraceFit:
+    base: dict[str, object] = {"engine": "sglang", "router": "round-robin", "ranks": 1, "pool_pages": 100,
+                               "page_tokens": 64, "max_running": 8, "eagle": False, "min_hit_ppm": 600_000}  # fmt: skip
+    return TraceFit(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_a_held_trace_short_of_the_hit_rate_ranks_by_its_share() -> None:
+    # held, 50 % hit against --min-hit 60 %: 500,000 × 999,999 // 600,000 = 833,332 (not the 999,999 cap)
+    t = _trace(hit_tokens=500, prompt_tokens=1_000)
+    assert t.holds and not t.ok
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 833_332
+
+
+def test_a_bound_with_no_prompt_tokens_is_zero_not_a_crash() -> None:
+    # reuse_bound on a trace whose prompts hold no tokens: the hit is at most 0 of 0 (the division guarded by
+    # max(prompt_tokens, 1)), so it ranks last
+    t = _trace(bound_tokens=0, prompt_tokens=0)
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 0
+
+
+def test_trace_replays_stop_at_the_frontier_tables_rows() -> None:
+    # --trace replays a GPU count's candidates until TRACE_PASSES hold the trace: as many as the frontier table
+    # shows per GPU count (render/fit_report.py PER_GPU_COUNT); one fewer would leave a row of the table unreplayed
+    assert TRACE_PASSES == PER_GPU_COUNT == 3
+
+
+def test_past_three_holding_replays_the_rest_are_counted_unreplayed(tmp_path: Path) -> None:
+    # five candidates of one GPU count that meet the flat requirements, each a 6-page pool that holds the small
+    # trace (test_fit_trace: 6 pages hold it): the first TRACE_PASSES = 3 are replayed and hold it; the other 2 are
+    # marked unreplayed and counted, so `fit` can say how many it skipped
+    spec = spec_for(write_trace(tmp_path / "t.jsonl", SMALL))
+    group = [Outcome(deployment=DEP, plan=trace_plan(pages=6)) for _ in range(5)]  # type: ignore[arg-type]
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256),
+                 trace=spec)  # fmt: skip
+    assert _replay_group(group, q) == 2
+    assert [(o.trace is not None and o.trace.ok, o.unreplayed) for o in group] == [(True, False)] * 3 + [
+        (False, True)
+    ] * 2
+
+
+def test_a_capped_gpu_count_replays_three_whatever_they_find(tmp_path: Path) -> None:
+    # a GPU count past the first that holds the trace is shown for the table only: at most TRACE_PASSES replays
+    # even when none holds it (5 pages do not: test_fit_trace), the rest counted unreplayed
+    spec = spec_for(write_trace(tmp_path / "t.jsonl", SMALL))
+    group = [Outcome(deployment=DEP, plan=trace_plan(pages=5)) for _ in range(5)]  # type: ignore[arg-type]
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256),
+                 trace=spec)  # fmt: skip
+    assert _replay_group(group, q, capped=True) == 2
+    assert [o.trace is not None for o in group] == [True] * 3 + [False] * 2
+
+
+def test_the_layout_cell_names_every_parallel_axis_above_one() -> None:
+    # fit's retry with ep = tp (whole experts) after an expert-slicing refusal is a different layout: at tp 2 it is
+    # ep 2, and the cell must say so (SGLang --ep-size 2 / vLLM --enable-expert-parallel)
+    assert layout(replace(DEP, tp=2, ep=2, dp_attention=1, dcp=1)) == f"TP2 EP2 · {DEP.kv_cache_dtype}"
+    assert layout(replace(DEP, tp=2, ep=1, dp_attention=2, dcp=2)) == f"TP2 DPA2 DCP2 · {DEP.kv_cache_dtype}"
+
+
+def test_staging_buffers_carry_the_mtp_layers_kv() -> None:
+    # GLM-4.5-Air, SGLang TP2 fp8 on H200 with MTP: 8 kv heads / 2 = 4 × (128 + 128) × 1 B = 1,024 B a layer,
+    # 46 layers = 47,104 B and the NextN layer's 1,024 B. init_staging_buffers sizes each buffer by Σ kv_item_lens,
+    # one page of every registered K and V buffer, the draft's included: 48,128 B a token (page 1);
+    # 4 buffers × 8,192 pages × 48,128 = 1,577,058,304 B
+    arch = load_model("glm-4.5-air")
+    q = FitQuery(model_ref="glm-4.5-air", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=131_072), max_gpus=8, mtp=(True,))  # fmt: skip
+    dep = next(
+        d for d in candidates(arch, q) if (d.tp, d.kv_cache_dtype, d.dcp, d.dp_attention) == (2, "fp8_e4m3", 1, 1)
+    )
+    p = evaluate(arch, dep, q.requirements).plan
+    assert p is not None and (p.cell.main_bytes, p.cell.draft_main_bytes) == (47_104, 1_024)
+    assert pd_staging(p, "prefill", "mooncake", sglang_staging=True).bytes == 1_577_058_304
