@@ -12,8 +12,12 @@ Read from vLLM's DeepSeek-V4 source and now counted (kvplan.engines.vllm_dsv4_me
   (PREFILL_CHUNK_SIZE 4, cdiv(max_model_len, ratio) + window + max_num_batched_tokens, head_dim) bf16 from the
   ``WorkspaceManager`` the MoE workspace shares.
 
-What stays unexplained from the source (about 5 GiB at these knobs) is left to the band: the plan must not be a
-confident ADMITTED where the engine refused.
+After them kvplan plans 11,277,536,938 B (10.50 GiB); at the profile size the log's LLM class really used
+(max_num_batched_tokens 16,384) 10,119,909,034 B (9.42 GiB). The rest, about 4 GiB over the logged 5.44 GiB, is not
+explained from the source kvplan read (candidates, none pinned: the MXFP4 experts' layout on SM90, whose Triton
+path keeps the scales twice, +4.0 GiB at TP2 EP2 but then 0.44 GiB over vllm#41027's TP8 load line; the GH200's CUDA
+total, not seen in any log; V4's attention activations at 16,384 tokens; the graph estimate under
+FULL_AND_PIECEWISE). It is left to the band: the plan must not be a confident ADMITTED where the engine refused.
 """
 
 from __future__ import annotations
@@ -77,7 +81,6 @@ def test_the_gh200_plan_counts_them_beside_the_estimated_weights() -> None:
     given = make_plan(VLLM, "deepseek-v4-flash", **LOG_SETS, weights_per_gpu=f"{checkpoint}B")
     assert given.knob("weights_per_gpu").as_int() == checkpoint
     assert given.available_bytes - est.available_bytes == 285_212_672
-    assert est.available_bytes == 11_562_749_610 - 285_212_672 == 11_277_536_938
 
 
 def test_the_prefill_gather_workspace_shares_the_moe_workspace() -> None:
