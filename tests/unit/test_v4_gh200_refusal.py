@@ -106,8 +106,9 @@ def test_a_1m_flash_plan_holds_the_gather_workspace_not_the_moe_one() -> None:
     sampler side (1,024 × 129,280 × 14 + 132 × 129,280 × 4 + (8,192 + 2,048) × 4,096 × 2 = 2,005,504,000) + the
     workspace buffer 1,107,820,544 + cuBLAS 33,554,432 = 3,146,878,976 B (2,844,364,800 with the MoE workspace)."""
     p = make_plan(VLLM, "deepseek-v4-flash", context_length=1_048_576)
-    (peak,) = [t.bytes for t in p.chain if t.label == "torch peak (profiling run)"]
-    assert peak == 2_005_504_000 + 1_107_820_544 + 33_554_432 == 3_146_878_976
+    (peak,) = [t for t in p.chain if t.label == "torch peak (profiling run)"]
+    assert peak.bytes == 2_005_504_000 + 1_107_820_544 + 33_554_432 == 3_146_878_976
+    assert "DeepSeek-V4 prefill gather workspace 1.03 GiB (shares the MoE workspace's buffer)" in peak.detail
 
 
 def test_no_confident_admit_where_the_engine_refused() -> None:
