@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.engines.common import Knob, Term, check_gpu_memory, resolve, weights_knob
+from kvplan.engines.vllm_dsv4_memory import v4_gather_workspace_bytes, v4_load_buffers
 from kvplan.engines.vllm_families import family_of
 from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
 from kvplan.models.arch import ModelArch
@@ -98,7 +99,7 @@ def budget(
 ) -> Budget:
     """``determine_available_memory``: the requested share of the GPU less the non-KV memory of the profiling run."""
     util_k = resolve(dep, "gpu_memory_utilization", rules.default_utilization, rules.utilization_cite)
-    w_k = weights_knob(arch, dep, with_mtp=dep.mtp)
+    w_k = _with_v4_load_buffers(arch, weights_knob(arch, dep, with_mtp=dep.mtp), mnbt)
     weights = w_k.as_int()
     graphs = rules.cudagraph_in_budget and not dep.disable_cuda_graph
     why_no_graphs = (
@@ -116,6 +117,7 @@ def budget(
             max_num_seqs=max_num_seqs,
             version=parse_version(dep.engine_version),
             samples=arch.pp_stage is None or arch.pp_stage.last,
+            attention_workspace_bytes=v4_gather_workspace_bytes(arch, mnbt=mnbt, max_model_len=max_model_len),
         )
         if arch.activation is not None
         else None
@@ -140,6 +142,20 @@ def budget(
         available = 0
     return Budget(util_k, w_k, other_k, other_terms, buffers, total, requested, non_kv, available, avail_detail,
                    load_error, error)  # fmt: skip
+
+
+def _with_v4_load_buffers(arch: ModelArch, w_k: Knob, mnbt: int) -> Knob:
+    """Estimated weights of a DeepSeek-V4 model plus the buffers its model code builds while loading
+    (kvplan.engines.vllm_dsv4_memory), so the figure is vLLM's "Model loading took"; a set or measured figure is
+    that line already."""
+    if not w_k.origin.startswith("default: estimated"):
+        return w_k
+    bufs = v4_load_buffers(arch, mnbt=mnbt, last_stage=arch.pp_stage is None or arch.pp_stage.last)
+    if not bufs:
+        return w_k
+    said = " + ".join(f"{k.removeprefix('v4_').removesuffix('_bytes')} {v:,} B" for k, v in bufs.items())
+    why = f"{w_k.origin}; + DeepSeek-V4 load buffers (vLLM deepseek_v4.py DeepseekV4Model.__init__): {said}"
+    return Knob("weights_per_gpu", w_k.as_int() + sum(bufs.values()), why)
 
 
 def _non_kv_other(

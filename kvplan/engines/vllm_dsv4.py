@@ -267,8 +267,9 @@ def _notes(
         "(SlidingWindowSpec.max_admission_blocks_per_request): the compressor states, 4- and 8-token blocks, "
         "dominate a request's blocks; a running request holds far fewer once its prefill is done",
         "ASSUMPTION: every V4 spec's block stride alignment resolves to 1 (the backends' kernel block sizes equal "
-        "the spec blocks), so bytes per block is not rounded further; DeepSeek-V4's top-k / prefill workspaces "
-        "are not counted as non-KV memory",
+        "the spec blocks), so bytes per block is not rounded further; of DeepSeek-V4's own non-KV memory the "
+        "top-k and MTP hidden buffers and the prefill gather workspace are counted (vllm_dsv4_memory), its rope "
+        "caches and the attention's forward activations are not",
         "vLLM prefix reuse on DeepSeek-V4: kvplan does not model which groups a hit can reuse (windows and "
         "compressor states are prefix-cacheable window groups in 0.33.0)",
     ]

@@ -80,6 +80,9 @@ class ProfilePeak:
     """T × (3 × dense I/tp + 4 × hidden) × dtype (FITTED shape; 0 without hidden size)."""
     moe_workspace_bytes: int
     """T × top_k × (max(I_e, hidden) + max(2·I_e, hidden)) × dtype, I_e = expert width / tp (TritonExperts)."""
+    attention_workspace_bytes: int = 0
+    """DeepSeek-V4's prefill gather workspace (kvplan.engines.vllm_dsv4_memory): the same ``WorkspaceManager``
+    buffer as the MoE workspace, so the larger of the two is held, not both."""
     cublas_bytes: int = CUBLAS_WORKSPACE_BYTES
     non_torch_bytes: int
     non_torch_origin: str
@@ -93,7 +96,12 @@ class ProfilePeak:
     @property
     def torch_peak_bytes(self) -> int:
         """vLLM's 'torch peak memory increase'."""
-        return max(self.forward_bytes, self.sampler_side_bytes) + self.moe_workspace_bytes + self.cublas_bytes
+        return max(self.forward_bytes, self.sampler_side_bytes) + self.workspace_bytes + self.cublas_bytes
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The worker's one ``WorkspaceManager`` buffer: grown to the largest request (v1/worker/workspace.py)."""
+        return max(self.moe_workspace_bytes, self.attention_workspace_bytes)
 
     @property
     def total_bytes(self) -> int:
@@ -104,6 +112,10 @@ class ProfilePeak:
         """One line for the plan's knob origin and chain: each term, and which are fitted."""
         peak_side = "sampler" if self.sampler_side_bytes >= self.forward_bytes else "forward pass (FITTED shape)"
         moe = f" + MoE workspace {gib(self.moe_workspace_bytes, 'engine')}" if self.moe_workspace_bytes else ""
+        if self.attention_workspace_bytes > self.moe_workspace_bytes:
+            moe = f" + DeepSeek-V4 prefill gather workspace {gib(self.attention_workspace_bytes, 'engine')}" + (
+                " (shares the MoE workspace's buffer)" if self.moe_workspace_bytes else ""
+            )
         sampler = (
             "no sampler: a PP stage before the last" if self.sampler_path == "no" else f"{self.sampler_path} sampler"
         )
@@ -156,7 +168,8 @@ def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int
 #    0.19.0 gpt-oss-20b logs (TP1, TP2, TP2 at 0.95) print a torch peak of 2.87 GiB, the sampler side alone
 #    (tests/engines/test_hybrid_field_logs.py). ASSUMED the same in the other versions and on other GPUs.
 #
-# So ``torch peak = max(forward, sampler + hidden states kept) + MoE workspace + cuBLAS workspace``.
+# So ``torch peak = max(forward, sampler + hidden states kept) + workspace + cuBLAS workspace``, the workspace the
+# larger of the MoE one and DeepSeek-V4's prefill gather (one WorkspaceManager buffer).
 #
 # What is fitted, not read (each term says so in the plan): the forward pass of a dense model
 # (``3 × I/tp + 4 × hidden`` activations per token: gate_up, act and four ``[T, hidden]`` tensors, fitted on two
@@ -174,8 +187,12 @@ def profile_peak(
     max_num_seqs: int,
     version: tuple[int, ...] = (0, 19, 0),
     samples: bool = True,
+    attention_workspace_bytes: int = 0,
 ) -> ProfilePeak:
     """The profiling run's peak terms on one GPU (pure: the model's dimensions, the deployment, the vLLM release).
+
+    ``attention_workspace_bytes``: a model's attention workspace from the same ``WorkspaceManager`` buffer
+    (DeepSeek-V4, kvplan.engines.vllm_dsv4_memory); the buffer holds the larger of it and the MoE workspace.
 
     ``samples`` False: a pipeline stage before the last, where ``profile_run`` skips ``_dummy_sampler_run``
     (``if get_pp_group().is_last_rank``): no sampler side, the forward pass alone.
@@ -210,6 +227,7 @@ def profile_peak(
         hidden_kept_bytes=on * (t + 2 * r) * h * d,
         forward_bytes=forward,
         moe_workspace_bytes=moe,
+        attention_workspace_bytes=attention_workspace_bytes,
         non_torch_bytes=nt,
         non_torch_origin=nt_origin,
         sampler_path=("Triton top-k/top-p" if triton else "sort") if samples else "no",

@@ -33,6 +33,10 @@ class ActivationDims:
     """Experts run by a monolithic kernel that takes no modular fused-MoE workspace: an MXFP4 checkpoint
     (``quantization_config.quant_method`` "mxfp4", gpt-oss) on vLLM's 'TRITON' Mxfp4 backend, whose start-up logs
     print ``MoEPrepareAndFinalizeNoDPEPMonolithic`` (the llm-d-planner gpt-oss-20b logs of vLLM 0.19.0)."""
+    residual_streams: int = 1
+    """Hidden-state streams a token carries between layers: DeepSeek-V4's ``hc_mult`` (hyper-connections, 4),
+    else 1. vLLM's V4 model keeps a [max_num_batched_tokens, hc_mult × hidden] buffer of them
+    (kvplan.engines.vllm_dsv4_memory)."""
 
     @property
     def is_moe(self) -> bool:
@@ -81,4 +85,5 @@ def activation_dims(config: Mapping[str, Any]) -> ActivationDims | None:
         experts_per_token=topk if expert else 0,
         dtype_bytes=4 if dtype == "float32" else 2,
         moe_monolithic=bool(expert) and method == "mxfp4",
+        residual_streams=max(_int(config, "hc_mult"), 1),
     )

@@ -47,9 +47,10 @@ INT32 = Scheme(name="int32", weight_bits=32)
 #
 # Linears are fp8 e4m3 in 128×128 blocks (the config's ``quantization_config``); the checkpoint stores those
 # scales as ue8m0 (1 B) where kvplan counts fp32 (4 B): 3 B per 16,384 values, under 0.02 % of the bytes.
-# Not counted: the engines' load-time buffers (vLLM ``topk_indices_buffer`` and ``_mtp_hidden_buffer``, SGLang's
-# per-rope ``freqs_cis``), SGLang's bf16 ``wo_a`` when ``SGLANG_OPT_FP8_WO_A_GEMM`` is off, and vLLM's attn_sink
-# padding to 64 heads a rank.
+# Not counted here: the engines' load-time buffers (vLLM's ``topk_indices_buffer`` and ``_mtp_hidden_buffer`` depend
+# on max_num_batched_tokens and are added on vLLM by kvplan.engines.vllm_dsv4_memory; SGLang's per-rope
+# ``freqs_cis``), SGLang's bf16 ``wo_a`` when ``SGLANG_OPT_FP8_WO_A_GEMM`` is off, and vLLM's attn_sink padding to
+# 64 heads a rank.
 def groups(c: Fields, acc: _Groups) -> str:
     """Every DeepSeek-V4 tensor of the checkpoint into ``acc``; returns the family label."""
     h = c.required("hidden_size")

@@ -37,7 +37,12 @@ def percent(ppm: int) -> str:
 PER_TENSOR = WeightsBand(8_023, "per tensor from config.json", "SGLang 0.4.4 Llama-3.1-8B, 1×H100: −0.80 %")
 PER_TENSOR_DSA = WeightsBand(59_769, "per tensor from config.json (DSA)", "vLLM 0.28 GLM-5.3 fp8, 8×H200: −5.98 %")
 MXFP4 = WeightsBand(21_974, "MXFP4 experts as the MoE backend holds them", "vLLM 0.19 gpt-oss-20b, 2×H100: −2.20 %")
-GROUPS = WeightsBand(41_513, "parameter groups", "vLLM DeepSeek-V4-Flash, 8×H100 (vllm#41027): −4.15 %")
+GROUPS = WeightsBand(
+    28_272, "parameter groups", "vLLM DeepSeek-V4-Flash, 8×H100 (vllm#41027), its load buffers counted: −2.83 %"
+)
+"""The checkpoint's groups plus what vLLM's DeepSeek-V4 model code allocates while loading (its top-k and MTP
+hidden buffers, kvplan.engines.vllm_dsv4_memory, at the run's max_num_batched_tokens) against "Model loading
+took": TP8 at 8,192 −2.83 %, TP2 EP2 at 32,768 (vllm#40821) −0.71 %; −4.15 % before the buffers were counted."""
 
 READ_SUMMARY = "safetensors headers"
 """What the weights summary says when every tensor was read from the checkpoint (kvplan.models.safetensors)."""

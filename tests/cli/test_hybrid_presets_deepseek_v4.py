@@ -16,6 +16,11 @@ from kvplan.cli import app
 RUNNER = CliRunner(env={"KVPLAN_FORMAT": None})
 DEPLOYS = ("glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm")
 PRO_TP8 = 109_448_431_916
+V4_LOAD_BUFFERS = {"deepseek-v4-flash": 16_777_216 + 268_435_456, "deepseek-v4-pro": 33_554_432 + 469_762_048}
+"""What vLLM's DeepseekV4Model.__init__ allocates beside the checkpoint (deepseek_v4.py; kvplan adds it to an
+estimate on vLLM only, kvplan.engines.vllm_dsv4_memory), at the H200 vLLM deployment's max_num_batched_tokens
+8,192 (engine/arg_utils.py default, >= 70 GiB, API server): topk_indices_buffer 8,192 × index_topk × 4 B (Flash
+512, Pro 1,024) + _mtp_hidden_buffer 8,192 × hc_mult 4 × hidden × 2 B (Flash 4,096, Pro 7,168)."""
 
 
 def _admit(model: str, deploy: str, *sets: str) -> tuple[int, dict[str, object]]:
@@ -42,8 +47,9 @@ def test_admit_128k_gives_a_verdict(model: str, deploy: str) -> None:
     code, data = _admit(model, deploy)
     assert data["admitted"] is (code == 0)
     weights = _chain(data, "weights per GPU")
-    # Flash: the measured point int(20.06 × 2^30); Pro: the parameter layout at tp 8
-    assert weights == (21_539_260_989 if model == "deepseek-v4-flash" else PRO_TP8)
+    # Flash: the measured point int(20.06 × 2^30); Pro: the parameter layout at tp 8 (+ vLLM's load buffers)
+    vllm = V4_LOAD_BUFFERS[model] if deploy.endswith("vllm") else 0
+    assert weights == (21_539_260_989 if model == "deepseek-v4-flash" else PRO_TP8 + vllm)
 
 
 def test_pro_on_sglang_pools_golden() -> None:
@@ -68,15 +74,19 @@ def test_pro_on_sglang_pools_golden() -> None:
 
 
 def test_pro_on_vllm_weights_flow_into_the_block_pool() -> None:
-    """vLLM 0.33.0: the layout's weights enter the chain one for one. Against weights_per_gpu = 100 GiB
-    (107,374,182,400 B) the available KV memory is W − 100 GiB = 2,074,249,516 B smaller; blocks = available //
+    """vLLM 0.33.0: the layout's weights enter the chain one for one, with the load buffers vLLM's model code adds
+    (V4_LOAD_BUFFERS, 503,316,480 B for Pro; a set figure is "Model loading took" and holds them). Against
+    weights_per_gpu = 100 GiB (107,374,182,400 B) the available KV memory is W + 503,316,480 − 100 GiB =
+    2,577,565,996 B smaller (2,074,249,516 B before the buffers were counted); blocks = available //
     1,435,968 B (V4-Pro's packed block, tests/engines/test_vllm_v4.py); a 128K request takes 7,194 blocks, and the
     null block is not usable: fits = (blocks − 1) // 7,194."""
     _, est = _admit("deepseek-v4-pro", "glm-5.3-8xh200-vllm")
     _, given = _admit("deepseek-v4-pro", "glm-5.3-8xh200-vllm", "weights_per_gpu=100GiB")
     plan_est, plan_given = est["plan"], given["plan"]
     assert isinstance(plan_est, dict) and isinstance(plan_given, dict)
-    assert plan_given["available_bytes"] - plan_est["available_bytes"] == PRO_TP8 - 100 * 2**30 == 2_074_249_516
+    buffers = V4_LOAD_BUFFERS["deepseek-v4-pro"]
+    assert plan_given["available_bytes"] - plan_est["available_bytes"] == PRO_TP8 + buffers - 100 * 2**30
+    assert PRO_TP8 + buffers - 100 * 2**30 == 2_577_565_996
     blocks = plan_est["extras"]["num_blocks"]
     assert blocks == plan_est["available_bytes"] // 1_435_968
     assert est["max_concurrent"] == (blocks - 1) // 7_194
@@ -84,7 +94,9 @@ def test_pro_on_vllm_weights_flow_into_the_block_pool() -> None:
 
 @pytest.mark.parametrize("deploy", DEPLOYS)
 def test_flash_plans_at_tp4(deploy: str) -> None:
-    # no measured point at tp 4: the layout's 39,982,577,692 B a GPU (tests/models/test_params_deepseek_v4.py)
+    # no measured point at tp 4: the layout's 39,982,577,692 B a GPU (tests/models/test_params_deepseek_v4.py), on
+    # vLLM + its load buffers 285,212,672 B = 40,267,790,364 B
     code, data = _admit("deepseek-v4-flash", deploy, "tp=4")
-    assert _chain(data, "weights per GPU") == 39_982_577_692
+    vllm = V4_LOAD_BUFFERS["deepseek-v4-flash"] if deploy.endswith("vllm") else 0
+    assert _chain(data, "weights per GPU") == 39_982_577_692 + vllm
     assert data["admitted"] is (code == 0)

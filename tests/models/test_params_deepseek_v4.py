@@ -176,9 +176,10 @@ def test_whole_checkpoint_vs_published(name: str, checkpoint_bytes: int, publish
 )
 def test_weights_per_gpu_vs_vllm_load_line(split: Split, kvplan_bytes: int, logged_gib: str, source: str) -> None:
     # kvplan counts the checkpoint's tensors only: TP8 19.227 GiB vs 20.06 (−4.2 %), TP2 EP2 73.256 GiB vs 74.85
-    # (−2.1 %). vLLM's figure also holds load-time buffers kvplan does not count for V4 (deepseek_v4.py:
+    # (−2.1 %). vLLM's figure also holds load-time buffers the layout does not count (deepseek_v4.py:
     # topk_indices_buffer mnbt × 512 × 4 B, _mtp_hidden_buffer mnbt × 4 × 4,096 × 2 B: 0.27 GiB at mnbt 8,192,
-    # 1.06 GiB at 32,768; the rope caches). The error is pinned, and bounded: under, by less than 5 %.
+    # 1.06 GiB at 32,768, added on vLLM by kvplan.engines.vllm_dsv4_memory, tests/models/test_weights_band.py; the
+    # rope caches). The layout's error is pinned, and bounded: under, by less than 5 %.
     m = load_model("deepseek-v4-flash")
     est = sum(g.bytes_per_gpu(split) for g in m.param_groups if g.name != "mtp")
     assert est == kvplan_bytes == m.estimated_weights_per_gpu(split)
