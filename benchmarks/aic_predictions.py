@@ -1,0 +1,114 @@
+"""AIConfigurator's own predictions for the measured rows kvplan's perf model is checked on, so README can print
+AIConfigurator's error beside kvplan's on the same rows (issue: "the same figures computed for AIConfigurator's own
+predictions on those rows printed beside kvplan's").
+
+Runs in its own environment, never kvplan's (AIConfigurator is Apache-2.0, NVIDIA; kvplan does not depend on it):
+
+    python -m venv /tmp/aicenv
+    /tmp/aicenv/bin/pip install aiconfigurator==0.12.0      # pulls aiconfigurator-core 0.12.0 with its databases
+    /tmp/aicenv/bin/python benchmarks/aic_predictions.py SILICON_SAMPLE_CSV > /tmp/aic_pred.csv
+    PYTHONPATH=. python benchmarks/perf_calibrate.py SILICON_SAMPLE_CSV --aic /tmp/aic_pred.csv
+
+Each kept row (the filter of benchmarks/perf_calibrate.py: mode agg, pp 1, SGLang or vLLM, H200 / B200, a model
+kvplan has a preset for) is estimated with ``aiconfigurator.cli.api.cli_estimate`` in agg mode with the row's own
+system, backend and version, ISL / OSL, batch size (the row's concurrency), tp, attention-dp, MoE tp / ep and
+quantization, AIConfigurator's SILICON database and its defaults for everything else. Output: CSV of the row id
+and AIConfigurator's TTFT / TPOT in ms, or the one-line reason it gave no estimate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import logging
+import sys
+
+MODELS = {
+    "deepseek-ai/DeepSeek-R1",
+    "deepseek-ai/DeepSeek-V3",
+    "zhipuai/GLM-5",
+    "moonshotai/Kimi-K2.5",
+    "Qwen/Qwen3-235B-A22B-FP8",
+    "meta-llama/Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "nvidia/Llama-3.1-8B-Instruct-FP8",
+    "openai/gpt-oss-120b",
+}  # fmt: skip  (perf_calibrate.PRESET's keys)
+
+
+AIC_NAME = {  # the name AIConfigurator's model_configs/ files carry for the same checkpoint (it reads no Hub offline)
+    "zhipuai/GLM-5": "zai-org/GLM-5-FP8",
+    "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "meta-llama/Meta-Llama-3.1-8B",
+}
+TRAIN_SOURCE = "source_file=2026-03-25.csv"  # perf_calibrate.TRAIN_SOURCE: the rows kvplan is fitted on
+PER_GROUP = 8  # rows estimated per held-out (model, GPU, engine, version) group: about 5 s of CPU each
+
+
+def _int(text: str, default: int | None = None) -> int | None:
+    return int(float(text)) if text not in ("", None) else default
+
+
+def kept(row: dict[str, str]) -> bool:
+    return (
+        row["mode"] == "agg"
+        and row["backend"] in ("sglang", "vllm")
+        and row["system"] in ("h200_sxm", "b200_sxm")
+        and row["model_path"] in MODELS
+        and _int(row["pp_size"], 1) == 1
+    )
+
+
+def estimate(row: dict[str, str]) -> tuple[float, float]:
+    from aiconfigurator.cli.api import cli_estimate  # the peer's package, in its own environment only
+
+    tp = _int(row["tp_size"], 1) or 1
+    moe_tp, moe_ep = _int(row["moe_tp_size"]), _int(row["moe_ep_size"])
+    result = cli_estimate(
+        AIC_NAME.get(row["model_path"], row["model_path"]),
+        row["system"],
+        mode="agg",
+        backend_name=row["backend"],
+        backend_version=None,  # its database's version for the system: the measured one is rarely collected
+        isl=int(row["isl"]),
+        osl=int(row["osl"]),
+        batch_size=_int(row["batch_size"], 1) or 1,
+        tp_size=tp,
+        attention_dp_size=_int(row["attention_dp_size"], 1) or 1,
+        moe_tp_size=moe_tp,
+        moe_ep_size=moe_ep,
+        gemm_quant_mode=row["gemm_quant_mode"] or None,
+        moe_quant_mode=row["moe_quant_mode"] or None,
+    )
+    return float(result.ttft), float(result.tpot)
+
+
+def main(argv: list[str]) -> int:
+    logging.disable(logging.WARNING)
+    out = csv.writer(sys.stdout)
+    out.writerow(["id", "aic_ttft_ms", "aic_tpot_ms", "error"])
+    with open(argv[0], newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if kept(r) and not r["silicon_data_source"].startswith(TRAIN_SOURCE)]
+    per_group: dict[tuple[str, ...], int] = {}
+    chosen = []
+    for r in sorted(rows, key=lambda r: r["id"]):  # the first PER_GROUP ids of each group: no choice by result
+        g = (r["model_path"], r["system"], r["backend"], r["backend_version"])
+        if per_group.get(g, 0) < PER_GROUP:
+            per_group[g] = per_group.get(g, 0) + 1
+            chosen.append(r)
+    rows = chosen
+    for row in rows:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                ttft, tpot = estimate(row)
+            out.writerow([row["id"], f"{ttft:.3f}", f"{tpot:.3f}", ""])
+        except Exception as exc:  # the peer's refusal is a row's answer, said in one line
+            out.writerow([row["id"], "", "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"])
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
