@@ -116,6 +116,7 @@ def budget(
             max_num_seqs=max_num_seqs,
             version=parse_version(dep.engine_version),
             samples=arch.pp_stage is None or arch.pp_stage.last,
+            across_nodes=dep.tp > dep.gpus_per_node,
         )
         if arch.activation is not None
         else None
