@@ -8,8 +8,9 @@ vLLM ``Model loading took``, V0 ``model weights take``), so a weights miss is no
 error is (true − modelled) / modelled.
 
 Leave one source out: a case's band uses the errors of the cases from every OTHER source (a source: one issue
-thread, repo, blog or sweep), so no log helps predict its own band. ``python -m tests.runbook.config_alone --loso``
-prints the three figures of the issue, each case's row, and the fitted table kvplan ships (engines/band.ERRORS).
+thread, repo, blog or sweep), so no log helps predict its own band; a thin cell borrows as kvplan.engines.band.fitted
+says. ``python -m tests.runbook.config_alone --loso`` prints the three figures of the issue and each case's row
+(``--fit``: the fitted table kvplan ships, engines/band.ERRORS); ``--write`` rewrites both into band.py and README.
 """
 
 from __future__ import annotations
