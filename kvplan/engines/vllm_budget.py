@@ -118,6 +118,7 @@ def budget(
             version=parse_version(dep.engine_version),
             samples=arch.pp_stage is None or arch.pp_stage.last,
             attention_workspace_bytes=v4_gather_workspace_bytes(arch, mnbt=mnbt, max_model_len=max_model_len),
+            across_nodes=dep.tp > dep.gpus_per_node,
         )
         if arch.activation is not None
         else None

@@ -24,6 +24,17 @@ indices (8) are live (read from the 0.16.0 wheel), plus 20 B of torch.sort's own
 Qwen3-14B 0.15.0 / 0.16.0 figure (a key / value double buffer of 4 + 8 B and an int64 index sequence of 8 B is one
 decomposition); the later top-k / top-p masks and the out-of-place scatter stay below it (28 B)."""
 
+FLASHINFER_SAMPLER_UNTIL = (0, 11, 1)
+"""Before it, V1's TopKTopPSampler samples with FlashInfer wherever FlashInfer is installed (PR #11394; the vLLM
+images ship it): ``flashinfer_sample`` -> ``top_k_top_p_sampling_from_logits``, no sort. vllm-project/vllm#26859
+('Disable FlashInfer sampler by default', merged 2025-10-15, first in 0.11.1) made it opt-in. The 0.10.1.1
+gpt-oss-120b log of the corpus prints 'Using FlashInfer for top-p & top-k sampling'. CUDA only (ROCm sorts)."""
+
+FLASHINFER_SAMPLER_BYTES_PER_LOGIT_BF16 = 2 + 4 + 4 + 4
+"""Live at FlashInfer's peak per (request, vocab entry): the model-dtype logits the dummy run holds, the Sampler's
+float32 copy (temperature applied in place), ``top_k_mask_logits``' float32 output and its float32 softmax, which
+``top_p_sampling_from_probs`` reads (flashinfer sampling.py; no sort, no cached buffer)."""
+
 CUBLAS_WORKSPACE_BYTES = 32 * MiB
 """FITTED: the torch peak every llm-d-planner vLLM 0.19.0 log shows over the read terms: +0.028 .. +0.038 GiB, mean
 0.032 GiB, on the 11 sweep logs that are not config-alone cases (Qwen2.5-7B, gemma-2-2b/9b/27b, phi-2, phi-4,
@@ -87,7 +98,8 @@ class ProfilePeak:
     non_torch_bytes: int
     non_torch_origin: str
     sampler_path: str = "Triton top-k/top-p"
-    """'Triton top-k/top-p' (0.17 and later: 14 B per logit) or 'sort' (before: 38 B per logit, FITTED in part)."""
+    """'Triton top-k/top-p' (0.17 and later: 14 B per logit), 'sort' (0.11.1-0.16 and ROCm: 38 B per logit, FITTED
+    in part) or 'FlashInfer' (before 0.11.1 on CUDA: 14 B per logit, no buffer)."""
 
     @property
     def sampler_side_bytes(self) -> int:
@@ -132,8 +144,14 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0)) -> tuple[int, str]:
-    """(bytes, origin) of the non-torch growth at a tensor-parallel size."""
+def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0), *, across_nodes: bool = False) -> tuple[int, str]:
+    """(bytes, origin) of the non-torch growth at a tensor-parallel size. A TP group spread over nodes builds no
+    custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__: 'Custom
+    allreduce is disabled because this process group spans across nodes') and no NVLS buffers (NVLink SHARP needs
+    the NVSwitch domain of one node): it keeps the TP1 growth, ASSUMED (NCCL over the network stages little)."""
+    if across_nodes and tp > 1:
+        nt, origin = non_torch_bytes(1, version)
+        return nt, f"{origin}, ASSUMED for a TP{tp} group across nodes (no custom all-reduce, no NVLS)"
     if tp == 1 and version < (0, 18, 0):
         return NON_TORCH_TP1_BEFORE_0_18, "FITTED on the Qwen3-14B 0.15-0.17 version sweep"
     if tp in NON_TORCH_BY_TP:
@@ -188,26 +206,31 @@ def profile_peak(
     version: tuple[int, ...] = (0, 19, 0),
     samples: bool = True,
     attention_workspace_bytes: int = 0,
+    across_nodes: bool = False,
 ) -> ProfilePeak:
     """The profiling run's peak terms on one GPU (pure: the model's dimensions, the deployment, the vLLM release).
 
     ``attention_workspace_bytes``: a model's attention workspace from the same ``WorkspaceManager`` buffer
     (DeepSeek-V4, kvplan.engines.vllm_dsv4_memory); the buffer holds the larger of it and the MoE workspace.
-
+    ``across_nodes``: the TP group spans nodes (fewer GPUs a node than tp; non_torch_bytes).
     ``samples`` False: a pipeline stage before the last, where ``profile_run`` skips ``_dummy_sampler_run``
     (``if get_pp_group().is_last_rank``): no sampler side, the forward pass alone.
 
     Experts are split by tp unless expert parallelism is on (then each GPU holds whole experts of full width).
-    Releases before 0.15 are ASSUMED to sort like 0.15 / 0.16; after 0.19 to sample like 0.19 (source not read).
+    Releases 0.11.1-0.14 are ASSUMED to sort like 0.15 / 0.16 (before 0.11.1: FlashInfer, FLASHINFER_SAMPLER_UNTIL);
+    after 0.19 to sample like 0.19 (source not read).
     """
     t = max_num_batched_tokens
     r = min(t, max_num_seqs)
     d = dims.dtype_bytes
     h = dims.hidden_size
     triton = version >= TRITON_TOPK_TOPP_SINCE
+    flashinfer = version < FLASHINFER_SAMPLER_UNTIL and gpu.vendor != "amd"
     if triton:
         per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
-    else:  # a float32 model's logits are their own float32 copy: 2 + 4 B become 4 B
+    elif flashinfer:  # a float32 model's logits are their own float32 copy: 2 + 4 B become 4 B
+        per_logit = FLASHINFER_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else FLASHINFER_SAMPLER_BYTES_PER_LOGIT_BF16 - 2
+    else:
         per_logit = SORT_SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else SORT_SAMPLER_BYTES_PER_LOGIT_BF16 - 2
     sms = SM_COUNT.get(gpu.key, DEFAULT_SM_COUNT)
     rows = min(_next_power_of_2(min(sms, r)), sms) if triton else 0
@@ -217,7 +240,7 @@ def profile_peak(
     if dims.is_moe and not dims.moe_monolithic:  # a monolithic MXFP4 kernel takes no WorkspaceManager workspace
         ie = dims.expert_intermediate // (1 if ep > 1 else tp)
         moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
-    nt, nt_origin = non_torch_bytes(tp, version)
+    nt, nt_origin = non_torch_bytes(tp, version, across_nodes=across_nodes)
     on = int(samples)
     return ProfilePeak(
         tokens=t,
@@ -230,5 +253,5 @@ def profile_peak(
         attention_workspace_bytes=attention_workspace_bytes,
         non_torch_bytes=nt,
         non_torch_origin=nt_origin,
-        sampler_path=("Triton top-k/top-p" if triton else "sort") if samples else "no",
+        sampler_path=("Triton top-k/top-p" if triton else "FlashInfer" if flashinfer else "sort") if samples else "no",
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.engines.band import ERRORS, plan_at
+from kvplan.engines.band import ERRORS, fitted, plan_at
 from tests.runbook.config_alone import all_cases, plan
 from tests.runbook.config_alone.loso import (
     figures,
@@ -18,13 +18,14 @@ from tests.runbook.config_alone.loso import (
     source_of,
     table_literal,
 )
+from tests.runbook.config_alone.regenerate import BAND, ERRORS_BEGIN, ERRORS_END, in_readme
 
 README = Path(__file__).parents[2] / "README.md"
 
 
 def test_shipped_errors_are_the_corpus_fit() -> None:
-    # a case added or a figure moved changes the fit: regenerate kvplan/engines/band.ERRORS with
-    # python -m tests.runbook.config_alone --loso --fit
+    # a case added or a figure moved changes the fit: regenerate kvplan/engines/band.ERRORS (and README's blocks)
+    # with python -m tests.runbook.config_alone --write
     assert shipped_is_fitted(), "engines/band.ERRORS is stale:\n" + table_literal(fit(measured()))
 
 
@@ -56,10 +57,33 @@ def test_readme_prints_the_held_out_figures() -> None:
     text = README.read_text(encoding="utf-8")
     block = "\n".join(figures().lines())
     assert block in text, f"README's leave-one-source-out figures are stale; the script prints:\n{block}"
-    assert "python -m tests.runbook.config_alone --loso" in text
+    assert "python -m tests.runbook.config_alone --write" in text
+    # and every case's held-out band, as the script prints it (regenerate: python -m tests.runbook.config_alone
+    # --write)
+    assert in_readme() == (True, True)
+
+
+def test_the_generated_errors_block_is_ruff_formatted_source() -> None:
+    # --write rewrites band.py between its markers with the literal table_literal gives: it must be what band.py
+    # holds, so a rewrite leaves ruff format clean and the diff empty
+    text = BAND.read_text(encoding="utf-8")
+    assert ERRORS_BEGIN + table_literal(ERRORS) + "\n" + ERRORS_END in text
+
+
+def test_each_held_out_band_leaves_its_own_source_out() -> None:
+    # the vLLM 0.20.0 record (0.17-0.20, Hopper/Blackwell): without its source, its cell and its range hold the
+    # llm-d planner sweep alone (one source), so the band borrows the family's widest over the other sources
+    rows = measured()
+    m = next(r for r in rows if r.source == "vllm-memory-estimator" and "0.20.0 (record), DeepSeek" in r.case.label)
+    table = fit(r for r in rows if r.source != m.source)
+    assert table[("vllm-v1", "0.17-0.20", "hopper-blackwell")].sources == 1
+    fit_, why = fitted(m.family, m.version_range, m.gpu_class, table)
+    others = [r.term_ppm for r in rows if r.family == "vllm-v1" and r.source != m.source and r.term_ppm is not None]
+    assert fit_ is not None and why.startswith("vLLM V1 on any GPU") and fit_.ppm == max(others)
+    assert "(record)" not in fit_.worst
 
 
 @pytest.mark.parametrize("key", sorted(ERRORS))
-def test_every_fitted_constant_names_its_data(key: tuple[str, str]) -> None:
+def test_every_fitted_constant_names_its_data(key: tuple[str, str, str]) -> None:
     f = ERRORS[key]
     assert f.cases >= 1 and f.sources >= 1 and ": " in f.worst and f.ppm > 0

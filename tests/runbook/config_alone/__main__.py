@@ -2,7 +2,12 @@ import sys
 
 from tests.runbook.config_alone import table
 
-if "--loso" in sys.argv[1:]:
+if "--write" in sys.argv[1:]:
+    from tests.runbook.config_alone import regenerate
+
+    changed = regenerate.write()
+    print("rewrote: " + ", ".join(changed) if changed else "everything derived from the corpus is current")
+elif "--loso" in sys.argv[1:]:
     from tests.runbook.config_alone import loso
 
     print(loso.report())

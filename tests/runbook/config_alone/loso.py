@@ -8,18 +8,31 @@ vLLM ``Model loading took``, V0 ``model weights take``), so a weights miss is no
 error is (true − modelled) / modelled.
 
 Leave one source out: a case's band uses the errors of the cases from every OTHER source (a source: one issue
-thread, repo, blog or sweep), so no log helps predict its own band. ``python -m tests.runbook.config_alone --loso``
-prints the three figures of the issue, each case's row, and the fitted table kvplan ships (engines/band.ERRORS).
+thread, repo, blog or sweep), so no log helps predict its own band; a thin cell borrows as kvplan.engines.band.fitted
+says. ``python -m tests.runbook.config_alone --loso`` prints the three figures of the issue and each case's row
+(``--fit``: the fitted table kvplan ships, engines/band.ERRORS); ``--write`` rewrites both into band.py and README.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from kvplan.engines.band import ERRORS, FAMILY_TERM, Fitted, PoolBand, family, gpu_class, plan_at, pool_band
+from kvplan.engines.band import (
+    ERRORS,
+    FAMILY_TERM,
+    Fitted,
+    PoolBand,
+    family,
+    fitted,
+    gpu_class,
+    plan_at,
+    pool_band,
+    version_range,
+)
 from kvplan.engines.common import PoolPlan
 from kvplan.runbook.parse import LogError, log_lines, parse_log
 from tests.runbook.config_alone import WITHIN, Case, all_cases, plan
@@ -70,6 +83,7 @@ class Measured:
     case: Case
     source: str
     family: str
+    version_range: str
     gpu_class: str
     predicted: int
     term: str
@@ -120,18 +134,22 @@ def measured() -> tuple[Measured, ...]:
             base = plan_at(p.arch, p, "weights_per_gpu", weights)
         true = _solve(base, knob, modelled, case.logged) if modelled else None
         cls = gpu_class(p.deployment.gpu)
-        out.append(Measured(case, source_of(case), fam, cls, p.logged_tokens, knob, modelled, true))
+        rng = version_range(fam, p.deployment.engine_version)
+        out.append(Measured(case, source_of(case), fam, rng, cls, p.logged_tokens, knob, modelled, true))
     return tuple(out)
 
 
-def fit(rows: Iterable[Measured]) -> dict[tuple[str, str], Fitted]:
-    """Each cell's widest term error, and each family's widest under (family, '*')."""
-    cells: dict[tuple[str, str], list[Measured]] = {}
+def fit(rows: Iterable[Measured]) -> dict[tuple[str, str, str], Fitted]:
+    """Each (family, version range, GPU class) cell's widest term error, and the wider cells a thin one borrows
+    from (kvplan.engines.band.fitted): (family, range, '*') and (family, '*', '*')."""
+    cells: dict[tuple[str, str, str], list[Measured]] = {}
     for m in rows:
         if m.term_ppm is None:
             continue
-        cells.setdefault((m.family, m.gpu_class), []).append(m)
-        cells.setdefault((m.family, "*"), []).append(m)
+        for key in dict.fromkeys(
+            ((m.family, m.version_range, m.gpu_class), (m.family, m.version_range, "*"), (m.family, "*", "*"))
+        ):
+            cells.setdefault(key, []).append(m)
     table = {}
     for key, ms in sorted(cells.items()):
         worst = max(ms, key=lambda m: m.term_ppm or 0)
@@ -152,6 +170,8 @@ class Held:
 
     m: Measured
     band: PoolBand
+    cell: str
+    """The cell the band came from, fitted without the case's source (kvplan.engines.band.fitted)."""
 
     @property
     def holds(self) -> bool:
@@ -168,7 +188,8 @@ def held_out() -> tuple[Held, ...]:
     out = []
     for m in rows:
         table = fit(r for r in rows if r.source != m.source)
-        out.append(Held(m, pool_band(plan(m.case), table=table)))
+        _, cell = fitted(m.family, m.version_range, m.gpu_class, table)
+        out.append(Held(m, pool_band(plan(m.case), table=table), cell.split(":")[0]))
     return tuple(out)
 
 
@@ -202,18 +223,45 @@ def figures() -> Figures:
 
 
 def report() -> str:
-    lines = [*figures().lines(), "", "| case | source | error | band (held out) | holds |", "|---|---|---|---|---|"]
+    """The three figures and one row a case: its error, its held-out band, the cell that band came from."""
+    lines = [
+        *figures().lines(),
+        "",
+        "| case | source | error | band (held out) | from | holds |",
+        "|---|---|---|---|---|---|",
+    ]
     for h in held_out():
         err = f"{h.m.error * 100:+.2f} %".replace("-", "\u2212")
         band = f"{h.band.low:,} – {h.band.high:,} (±{h.half_width * 100:.1f} %)"
-        lines.append(f"| {h.m.case.label} | {h.m.source} | {err} | {band} | {'yes' if h.holds else 'no'} |")
+        lines.append(
+            f"| {h.m.case.label} | {h.m.source} | {err} | {band} | {h.cell} | {'yes' if h.holds else '**no**'} |"
+        )
     return "\n".join(lines)
 
 
-def table_literal(table: Mapping[tuple[str, str], Fitted]) -> str:
-    """engines/band.ERRORS as Python source."""
-    rows = [f"    {k!r}: Fitted({v.ppm}, {v.cases}, {v.sources}, {v.worst!r})," for k, v in table.items()]
-    return "ERRORS: Mapping[tuple[str, str], Fitted] = {\n" + "\n".join(rows) + "\n}"
+def table_literal(table: Mapping[tuple[str, str, str], Fitted]) -> str:
+    """engines/band.ERRORS as Python source, laid out as ruff formats it (so a rewrite leaves format clean)."""
+    rows = []
+    for k, v in table.items():
+        key = "(" + ", ".join(_q(x) for x in k) + ")"
+        args = [str(v.ppm), str(v.cases), str(v.sources), _q(v.worst)]
+        one = f"    {key}: Fitted({', '.join(args)}),"
+        inner = f"        {', '.join(args)}"
+        if len(one) <= LINE:
+            rows.append(one)
+        elif len(inner) <= LINE:
+            rows.append(f"    {key}: Fitted(\n{inner}\n    ),")
+        else:
+            rows.append(f"    {key}: Fitted(\n" + "".join(f"        {a},\n" for a in args) + "    ),")
+    return "ERRORS: Mapping[tuple[str, str, str], Fitted] = {\n" + "\n".join(rows) + "\n}"
+
+
+LINE = 120
+"""pyproject's ruff line-length."""
+
+
+def _q(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
 
 
 def shipped_is_fitted() -> bool:

@@ -166,29 +166,30 @@ CASES: tuple[Case, ...] = (
         sets=(*LLMD_0_19, *GQA, *_tp(2), "context_length=8192"),
         stated=SWEEP.format(", tensor_parallel_size 2"),
     ),
+    # Llama-3.3-70B fp8-dynamic (tests/data/hf/llama-3.3-70b-fp8-dynamic: the compressed-tensors FP8_dynamic scheme,
+    # fp8 weights with fp32 channel scales, lm_head bf16; tests/models/test_weights_published.py derives the weights).
+    # TP2: requested ceil(85,044,756,480 × 0.95) = 80,792,518,656 B − weights 36,379,115,520 B (33.88 GiB; the log's
+    # 'Model loading took 33.88 GiB') − torch peak 2,107,723,776 − non-torch 2,222,645,575 = 40,083,033,785 B //
+    # block 16 × 80 × 2 × 4 × 128 × 2 B = 2,621,440 B -> 15,290 blocks -> 244,640 tokens (+0.14 %).
+    # TP4: − weights 18,210,275,328 B (16.96 GiB; logged 16.96) − 2,107,723,776 − 2,330,019,758 = 58,144,499,794 B //
+    # 1,310,720 B -> 44,360 blocks -> 709,760 tokens (+0.11 %).
     Case(
         log=FIELD + "vllm-llama-3.3-70b-fp8-h100-llmd-planner-tp2.log",
         line="GPU KV cache size: 244,304 tokens",
         logged=244_304,
         label="vLLM 0.19.0, Llama-3.3-70B fp8-dynamic, H100 × 2, TP2",
-        model=HF + "llama-3.1-70b/config.json",
+        model=HF + "llama-3.3-70b-fp8-dynamic/config.json",
         sets=(*LLMD_0_19, *GQA, *_tp(2), "context_length=8192"),
         stated=SWEEP.format(", tensor_parallel_size 2"),
-        gap="weights: tests/data/hf holds the bf16 Llama-3.1-70B config (the same shape), not the fp8-dynamic "
-        "checkpoint's own config.json, so kvplan loads 65.74 GiB per GPU where the log's 'Model loading took' is "
-        "33.88 GiB; with the log's weights the rest of the chain lands +0.14 %. Closes with the RedHatAI config.",
-        gap_band=(-0.90, -0.80),
     ),
     Case(
         log=FIELD + "vllm-llama-3.3-70b-fp8-h100-llmd-planner-tp4.log",
         line="GPU KV cache size: 708,992 tokens",
         logged=708_992,
         label="vLLM 0.19.0, Llama-3.3-70B fp8-dynamic, H100 × 4, TP4",
-        model=HF + "llama-3.1-70b/config.json",
+        model=HF + "llama-3.3-70b-fp8-dynamic/config.json",
         sets=(*LLMD_0_19, *GQA, *_tp(4), "context_length=8192"),
         stated=SWEEP.format(", tensor_parallel_size 4"),
-        gap="weights, as at TP2: 32.89 GiB (bf16 config) vs the log's 16.96 GiB; with the log's weights +0.11 %",
-        gap_band=(-0.35, -0.25),
     ),
     # 0.21-0.33 row, vLLM 0.26.0 on 1 × A40 (NVML 46,068 MiB; CUDA total derived 44.49 GiB, the log reads 44.43):
     # block 16 × 131,072 B = 2,097,152 B; requested ceil(47,768,928,256 × 0.9) = 42,992,035,431 B − weights
@@ -221,11 +222,14 @@ CASES: tuple[Case, ...] = (
         "the budget, its own profile run) read from the 0.26.0 source",
         gap_band=(-0.07, -0.035),
     ),
-    # 0.9-0.20 row, vLLM 0.10.1.1 on 4 × A100 80GB, one GPU per node (TP4 over Ray, custom all-reduce off): two KV
-    # cache groups of 18 layers (sliding window 128, full), block 18 × 16 × 2 kv heads × 64 × 2 × 2 B = 147,456 B;
-    # requested ceil(84,987,084,800 × 0.8) = 67,989,667,840 B − weights 18,486,854,912 B (the logged 17.2217 GiB) −
-    # profile-run peak 2,004,484,096 B (sampler 256 × vocab, 2,048 batched tokens) − non-torch growth 2,330,019,758 B
-    # = 45,168,309,074 B -> 306,317 blocks -> 306,317 // 2 groups × 16 = 2,450,528 tokens (−7.18 %).
+    # 0.9-0.20 row, vLLM 0.10.1.1 on 4 × A100 80GB, one GPU per node (TP4 over Ray): two KV cache groups of 18
+    # layers (sliding window 128, full), block 18 × 16 × 2 kv heads × 64 × 2 × 2 B = 147,456 B; requested
+    # ceil(84,987,084,800 × 0.8) = 67,989,667,840 B − weights 18,486,854,912 B (the logged 17.2217 GiB) − profile-run
+    # peak 768,999,424 B (FlashInfer sampling before 0.11.1, as the log prints: 256 requests × 201,088 × 14 B =
+    # 720,699,392 + hidden states (2,048 + 2 × 256) × 2,880 × 2 B = 14,745,600 + cuBLAS 33,554,432; vllm_profile.py
+    # FLASHINFER_SAMPLER_UNTIL) − non-torch growth 139,586,437 B (the TP1 figure: a group across nodes builds no
+    # custom all-reduce, 'Custom allreduce is disabled because this process group spans across nodes' in the log)
+    # = 48,594,227,067 B -> 329,550 blocks -> 329,550 // 2 groups × 16 = 2,636,400 tokens (−0.14 %).
     Case(
         log=FIELD + "vllm-hybrid-gpt-oss-120b-a100-tp4-dennislee22-vllm-benchmarking.log",
         line="GPU KV cache size: 2,640,144 tokens",
@@ -239,21 +243,20 @@ CASES: tuple[Case, ...] = (
             "gpu_memory_utilization=0.8",
             "context_length=16384",
             *GQA,
-            *_tp(4),
+            "gpus_per_node=1",
+            "nodes=4",
+            "tp=4",
         ),
         stated="the log's banner (0.10.1.1) and non-default args (max_model_len 16384, tensor_parallel_size 4, "
-        "gpu_memory_utilization 0.8); A100 80GB from the source's README and file name (4gpuA10080GB)",
-        gap="the memory besides the weights: the log's budget is 45.32 GiB where kvplan plans 42.07 GiB; the weights "
-        "match (17.22 GiB planned, 17.2217 logged), so the log's profile peak plus non-torch growth is 0.78 GiB "
-        "(63.32 − 17.22 − 45.32) against kvplan's 4.04 GiB: the 2.17 GiB non-torch term FITTED on H100 TP4 NVLink "
-        "logs of 0.19 does not hold for a TP4 group spread over four nodes without custom all-reduce on 0.10. What "
-        "would close it: non-torch growth by topology (NVLink vs across nodes) and engine generation",
-        gap_band=(-0.09, -0.05),
+        "gpu_memory_utilization 0.8); A100 80GB from the source's README and file name (4gpuA10080GB); one GPU a "
+        "node from its README ('4 GPU pods ... across different nodes') and the log's ray_utils and custom "
+        "all-reduce warnings",
     ),
     # vllm-project/vllm#21348, the vLLM side (July 2025, read at 0.10.0: 0.9.x plans the same): 4 × H100, TP4, the
     # default utilization 0.9; 94 layers × 1 kv head per rank × 256 × 2 B = 48,128 B a token, block 770,048 B;
-    # requested 76,540,280,832 − weights 59,196,971,520 (config estimate) − profile peak 7,103,315,968 − non-torch
-    # 2,330,019,758 = 7,909,973,586 B (7.37 GiB; logged 8.11) -> 10,272 blocks -> 164,352 tokens (−8.12 %).
+    # requested 76,540,280,832 − weights 59,196,971,520 (config estimate) − profile peak 3,369,336,832 (FlashInfer
+    # sampling before 0.11.1: 1,024 × 151,936 × 14 B = 2,178,154,496 + MoE workspace + hidden states + cuBLAS) −
+    # non-torch 2,330,019,758 = 11,643,952,722 B (10.84 GiB; logged 8.11) -> 15,121 blocks -> 241,936 tokens (+35.25 %).
     Case(
         log="tests/data/logs/doctor-vllm-qwen3-235b-fp8-h100-tp4-issue-21348.log",
         line="GPU KV cache size: 178,880 tokens",
@@ -263,12 +266,13 @@ CASES: tuple[Case, ...] = (
         sets=("engine=vllm", "engine_version=0.10.0", "gpu=h100", "gpu_memory_utilization=0.9", *GQA, *_tp(4)),
         stated="vllm-project/vllm#21348: '4xH100', `vllm serve ... --tensor-parallel-size 4` (no utilization: the "
         "default 0.9); the version is not printed (July 2025: 0.9.2 or 0.10.0, the same rule row)",
-        gap="the issue quotes two lines and no weights or profile figure, so the 0.74 GiB the budget lacks (7.37 GiB "
-        "planned, 8.11 logged) cannot be split between kvplan's weight estimate (55.13 GiB a GPU) and its profile "
-        "peak (6.62 GiB, the 1,024 × 151,936 sampler); the LMCache connector's layout (1 % more bytes a token than "
-        "the K/V shape, the issue's own question) is not modelled either. What would close it: the run's 'Model "
-        "loading took' line",
-        gap_band=(-0.10, -0.06),
+        gap="the issue quotes two lines and names neither the version nor the install: planned as 0.10.0 from an image "
+        "that ships FlashInfer (its sampler, no sort: 3.14 GiB of profile peak) the budget is 10.84 GiB where the log "
+        "has 8.11; a pip install without FlashInfer sorts the logits (38 B a logit: 6.62 GiB of peak, 7.37 GiB "
+        "planned, −8.1 %), and the LMCache connector's own GPU buffers and layout (1 % more bytes a token than the K/V "
+        "shape, the issue's own question) are not modelled. What would close it: the run's version, its 'Model "
+        "loading took' and sampler lines",
+        gap_band=(0.30, 0.40),
     ),
     # 0.9-0.20 row, vLLM 0.11.2 on 8 × H200 (ashishkamra/vllm-memory-estimator's validation record: max-model-len
     # 8192, tp 8, utilization 0.92, no prefix caching), DeepSeek-R1-0528 fp8 (R1's config): the MLA latent is

@@ -1,0 +1,67 @@
+"""vLLM V1's profile run before 0.11.1 (FlashInfer sampling, no sort) and a TP group spread over nodes (no custom
+all-reduce, no NVLS): the two terms issue 28 found in the gpt-oss-120b 4 × A100 log of dennislee22/vLLM-benchmarking
+(tests/data/logs/field/vllm-hybrid-gpt-oss-120b-a100-tp4-dennislee22-vllm-benchmarking.log)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.engines.vllm_profile import non_torch_bytes, profile_peak
+from kvplan.models.activation import ActivationDims
+from kvplan.models.deployment import load_deployment
+from kvplan.units import GiB
+
+# gpt-oss-120b: hidden 2,880, vocab 201,088; its MXFP4 experts run the monolithic kernel (no workspace)
+GPT_OSS = ActivationDims(hidden_size=2880, vocab_size=201088, dense_intermediate=0, expert_intermediate=0,
+                         experts_per_token=0)  # fmt: skip
+
+
+def _gpu(key: str):  # type: ignore[no-untyped-def]
+    return load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", f"gpu={key}", "tp=1", "gpus_per_node=1"]).gpu
+
+
+def test_before_0_11_1_flashinfer_samples_14_bytes_a_logit() -> None:
+    # vLLM 0.10.1.1 v1/sample/ops/topk_topp_sampler.py: 'Using FlashInfer for top-p & top-k sampling' (printed by the
+    # log), forward_cuda -> flashinfer_sample -> top_k_top_p_sampling_from_logits: live at the peak the bf16 logits
+    # (2), the Sampler's float32 copy (4), top_k_mask_logits' float32 output (4) and its softmax (4) = 14 B, no sort
+    # and no cached buffer. The A100 API-server defaults: 2,048 batched tokens, 256 sequences. 256 × 201,088 × 14 =
+    # 720,699,392 B; kept hidden states (2,048 + 2 × 256) × 2,880 × 2 = 14,745,600 B; cuBLAS 33,554,432 B.
+    p = profile_peak(GPT_OSS, gpu=_gpu("a100"), tp=4, ep=1, max_num_batched_tokens=2048, max_num_seqs=256,
+                     version=(0, 10, 1))  # fmt: skip
+    assert (p.sampler_path, p.sampler_bytes, p.topk_topp_buffer_bytes) == ("FlashInfer", 720_699_392, 0)
+    assert p.torch_peak_bytes == 720_699_392 + 14_745_600 + 33_554_432 == 768_999_424
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "path", "per_logit"),
+    [
+        ((0, 11, 0), "h100", "FlashInfer", 14),  # the last release before vllm#26859
+        ((0, 11, 1), "h100", "sort", 38),  # vllm#26859 'Disable FlashInfer sampler by default' (2025-10-15)
+        ((0, 10, 1), "mi300x", "sort", 38),  # ROCm has no FlashInfer: PyTorch's sort
+        ((0, 17, 0), "h100", "Triton top-k/top-p", 14),  # TRITON_TOPK_TOPP_SINCE
+    ],
+)
+def test_the_sampler_by_release_and_platform(version: tuple[int, ...], gpu: str, path: str, per_logit: int) -> None:
+    p = profile_peak(GPT_OSS, gpu=_gpu(gpu), tp=1, ep=1, max_num_batched_tokens=16, max_num_seqs=16, version=version)
+    assert (p.sampler_path, p.sampler_bytes) == (path, 16 * 201_088 * per_logit)
+
+
+def test_a_tp_group_across_nodes_keeps_the_tp1_growth() -> None:
+    # custom_all_reduce.py CustomAllreduce.__init__ returns early ('Custom allreduce is disabled because this process
+    # group spans across nodes', printed by the gpt-oss log on every rank) and NVLS needs one node's NVSwitch: the
+    # TP1 figure, 130 × 2^30 // 1000 = 139,586,437 B before 0.18, 268,435,456 B from 0.18; within a node TP4 keeps
+    # the 2.17 GiB fitted on H100 TP4 logs, 2,170 × 2^30 // 1000 = 2,330,019,758 B
+    assert non_torch_bytes(4, (0, 10, 1), across_nodes=True)[0] == 139_586_437
+    assert non_torch_bytes(8, (0, 19, 0), across_nodes=True)[0] == 268_435_456
+    assert non_torch_bytes(4, (0, 10, 1))[0] == 2_330_019_758 == 2170 * GiB // 1000
+    assert non_torch_bytes(1, (0, 10, 1), across_nodes=True) == non_torch_bytes(1, (0, 10, 1))
+
+
+def test_the_plan_places_tp_across_nodes_from_gpus_per_node() -> None:
+    # the gpt-oss case as its log states it (one GPU a node, TP4): non-torch growth is the TP1 figure
+    from tests.runbook.config_alone import all_cases, plan
+
+    case = next(c for c in all_cases() if "gpt-oss-120b" in c.label and "A100" in c.label)
+    p = plan(case)
+    assert p.deployment.gpus_per_node == 1 and p.deployment.tp == 4
+    assert next(t.bytes for t in p.chain if t.label == "non-torch growth") == 139_586_437
