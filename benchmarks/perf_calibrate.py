@@ -56,6 +56,7 @@ QUANT = {
 TRAIN_SOURCE = "source_file=2026-03-25.csv"
 BUDGET = 8192  # SGLang chunked_prefill_size / vLLM max_num_batched_tokens on these GPUs (both engines' defaults)
 PROMPTS_PER_CLIENT = 3
+STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at once (the model before the steady state)
 START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0}
 FIXED = {"link_eff": 0.7, "comm_us": 8.0}
 
@@ -114,7 +115,7 @@ def load(path: str) -> list[Row]:
         peaks = peaks_of(find_gpu(GPU[x["system"]]))
         assert peaks is not None
         sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc, cap=conc, budget=BUDGET,
-                            num_prompts=PROMPTS_PER_CLIENT * conc)  # fmt: skip
+                            num_prompts=PROMPTS_PER_CLIENT * conc, warmup=conc, steady=STEADY)  # fmt: skip
         src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"
         rows.append(Row(key=(peaks.gpu_class, x["backend"], "mla" if mla else "gqa"),
@@ -139,10 +140,11 @@ def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
     ends = np.concatenate(([0.0], np.cumsum(t)))
     s = r.sched
-    arr, first, fin = (np.asarray(v) + 1 for v in (s.arrived, s.first, s.finished))  # type: ignore[attr-defined]
+    ids = list(s.measured_ids)  # type: ignore[attr-defined]
+    arr, first, fin = (np.asarray(v)[ids] + 1 for v in (s.arrived, s.first, s.finished))  # type: ignore[attr-defined]
     ttft = ends[first] - ends[arr]
     tpot = (ends[fin] - ends[first]) / max(r.osl - 1, 1)
-    tput = len(arr) * r.osl / ends[-1] / r.gpus
+    tput = r.concurrency * r.osl / float(np.mean(ends[fin] - ends[arr])) / r.gpus  # Little's law, as measured_tput
     return float(np.median(ttft)) * 1e3, float(np.median(tpot)) * 1e3, tput
 
 
@@ -176,7 +178,8 @@ def mape(pairs: list[tuple[float, float]]) -> float:
 
 
 def main() -> int:
-    rows = load(sys.argv[1] if len(sys.argv) > 1 else "/tmp/aic/aiconfigurator_core/systems/silicon_sample.csv")
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    rows = load(args[0] if args else "/tmp/aic/aiconfigurator_core/systems/silicon_sample.csv")
     fitted: dict[tuple[str, str, str], dict[str, float]] = {}
     for key in sorted({r.key for r in rows}):
         train = [r for r in rows if r.key == key and r.train]

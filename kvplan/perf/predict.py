@@ -14,12 +14,14 @@ from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
 from kvplan.perf.peaks import peaks_of
-from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.sched import TURNAROUND_STEPS, closed_loop, timings
 from kvplan.perf.shape import step_shape
 from kvplan.perf.step import parts, step_seconds
 
 PROMPTS_PER_CLIENT = 3
-"""Requests per client in the closed loop (num_prompts = 3 × concurrency), as the calibration ran."""
+"""Requests per client in the closed loop (num_prompts = 3 × concurrency), as the calibration ran: the first
+``concurrency`` are the warm-up (aiperf's ``--warmup-request-count``, one per client in AIConfigurator's generated
+benchmark, generator/sflow.py), the other two rounds are measured in the steady state (kvplan.perf.sched)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: in
     coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family)
     n = PROMPTS_PER_CLIENT * concurrency
     sched = closed_loop(engine=plan.engine, isl=isl, osl=osl, concurrency=concurrency, cap=cap, budget=budget,
-                        num_prompts=n)  # fmt: skip
+                        num_prompts=n, warmup=concurrency, steady=True)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
     secs = [step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs) for b in sched.steps]
     t = timings(sched, secs, osl)
@@ -109,11 +111,13 @@ def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: in
         "e2e": _band(1e6 * _pct(e2e, 0.5), e_tput), "e2e_p90": _band(1e6 * _pct(e2e, 0.9), e_tput),
     }  # fmt: skip
     gpus = dep.tp * max(dep.pp or 1, 1)
-    out = n * osl / t.duration / gpus
+    out = concurrency * osl / (sum(e2e) / len(e2e)) / gpus  # Little's law: each client one request per e2e
     tput = {"output": _band(out, e_tput), "total": _band(out * (isl + osl) / osl, e_tput)}
     said = (
-        f"closed loop: {concurrency} clients, {n} requests of {isl:,} + {osl:,} tokens, each client sending its next"
-        " request when its last finishes (bench_serving --max-concurrency)",
+        f"closed loop: {concurrency} clients, each sending its next request of {isl:,} + {osl:,} tokens when its last"
+        f" finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency} warm-up"
+        f" requests, {n - concurrency} measured, clients spread over a request's service, a busy engine seeing a"
+        f" new request {TURNAROUND_STEPS[plan.engine]} step(s) late",
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         "no speculative decoding priced: MTP / EAGLE draft steps and acceptance length are not modelled",
