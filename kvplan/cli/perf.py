@@ -17,6 +17,14 @@ def perf(
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Closed-loop clients (bench_serving --max-concurrency).")
     ],
+    acceptance_length: Annotated[
+        float | None,
+        typer.Option(
+            "--acceptance-length",
+            metavar="A",
+            help="MTP / EAGLE: mean tokens a verify step yields (SGLang bench's accept length) [default: per family].",
+        ),
+    ] = None,
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,
@@ -27,6 +35,7 @@ def perf(
     Example: kvplan perf -d glm-5.3-8xh200-sglang --isl 8K --osl 1K --concurrency 64
     """
     with boundary():
+        from kvplan import limits
         from kvplan.errors import InputError
         from kvplan.perf.predict import perf as run_perf
         from kvplan.render.perf_report import perf_report
@@ -35,11 +44,14 @@ def perf(
         n_isl, n_osl = tokens("--isl", isl), tokens("--osl", osl)
         if min(n_isl, n_osl, concurrency) < 1:
             raise InputError("--isl, --osl and --concurrency must be at least 1")
+        if acceptance_length is not None:
+            limits.finite(acceptance_length, name="--acceptance-length")
         if concurrency > MAX_CONCURRENCY or n_osl > MAX_OSL:  # the schedule is priced step by step
             raise InputError(f"perf prices up to --concurrency {MAX_CONCURRENCY:,} and --osl {MAX_OSL:,} tokens")
         plan = load_plan(model, deploy, set_)
         try:
-            result = run_perf(plan.arch, plan, isl=n_isl, osl=n_osl, concurrency=concurrency)
+            result = run_perf(plan.arch, plan, isl=n_isl, osl=n_osl, concurrency=concurrency,
+                              acceptance_length=acceptance_length)  # fmt: skip
         except ValueError as e:
             raise InputError(str(e)) from None
         emit(perf_report(result), fmt)

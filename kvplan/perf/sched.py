@@ -13,14 +13,6 @@ indices (``Schedule``) and priced afterwards (``timings``), so calibration re-pr
   ``max_num_seqs`` run.
 Admission: a request starts when the running set (prefilling + decoding) is below ``cap``: the smaller of the
 engine's running-request limit and the pool's tokens over isl + osl (each running request holds its whole length).
-
-What is measured: the steady state, as the public measurements were taken. AIConfigurator's rows
-(silicon_sample.csv) come from ``aiperf profile --concurrency C`` with ``--warmup-request-count C`` (2C in its
-bench_run.sh), C × rounds measured requests of fixed lengths (ISL / OSL stddev 0, ignore_eos; its generator's
-sflow.py and benchmark/bench_run.sh.j2). After the first wave the clients have drifted apart, so a measured request
-meets the others mid-decode, not in a burst: ``closed_loop(steady=True)`` spreads the clients' first requests over
-one request's service, has a busy engine see a new request ``TURNAROUND_STEPS`` late, and keeps the clients sending
-until the measured requests finish. TTFT, TPOT are per measured request (median and p90 are taken by the caller).
 """
 
 from __future__ import annotations
@@ -29,8 +21,16 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
+from kvplan.perf.spec import Acceptance, steps_for
 from kvplan.perf.step import Batch, chunk_pairs
 
+# What is measured: the steady state, as the public measurements were taken. AIConfigurator's rows
+# (silicon_sample.csv) come from `aiperf profile --concurrency C` with `--warmup-request-count C` (2C in its
+# bench_run.sh), C × rounds measured requests of fixed lengths (ISL / OSL stddev 0, ignore_eos; its generator's
+# sflow.py and benchmark/bench_run.sh.j2). After the first wave the clients have drifted apart, so a measured request
+# meets the others mid-decode, not in a burst: closed_loop(steady=True) spreads the clients' first requests over one
+# request's service, has a busy engine see a new request TURNAROUND_STEPS late, and keeps the clients sending until
+# the measured requests finish. TTFT and TPOT are per measured request (the caller takes median and p90).
 TURNAROUND_STEPS = {"sglang": 2, "vllm": 1}
 """Steps a busy engine runs before it sees a request sent as the previous one's last token reached its client.
 vLLM V1 (``EngineCore.run_busy_loop``): new requests are taken between steps, so one sent while step s + 1 runs
@@ -115,6 +115,7 @@ def closed_loop(
     num_prompts: int,
     warmup: int = 0,
     steady: bool = False,
+    spec: Acceptance | None = None,
 ) -> Schedule:
     """The step-by-step schedule of ``num_prompts`` requests of ``isl`` + ``osl`` tokens from ``concurrency``
     clients; ``budget`` is the chunk (SGLang chunked_prefill_size) or token budget (vLLM max_num_batched_tokens).
@@ -122,24 +123,37 @@ def closed_loop(
     ``steady``: the state a benchmark measures after its warm-up (``warmup`` requests, not measured), not its first
     burst: the clients' first requests spread evenly over one request's service (as they drift apart after the
     first wave), each request seen ``TURNAROUND_STEPS`` late by a busy engine, and the clients sending on until
-    every measured request has finished. Without it every client sends at step -1 and the engine sees it at once."""
+    every measured request has finished. Without it every client sends at step -1 and the engine sees it at once.
+
+    ``spec`` (speculative decoding, kvplan.perf.spec): each decode step runs D tokens a request through the target
+    and the draft and yields the acceptance length A, so a request decodes its osl − 1 tokens in ceil((osl − 1) / A)
+    steps; vLLM counts the D tokens against its budget."""
     if min(isl, osl, concurrency, cap, budget, num_prompts) < 1 or not 0 <= warmup < num_prompts:
         raise ValueError("isl, osl, concurrency, the running cap, the token budget and the prompts must be >= 1")
-    cycle = -(-isl // budget) + osl - 1  # one request's steps when it runs alone
+    cycle = -(-isl // budget) + _decode_steps(osl, spec)  # one request's steps when it runs alone
     n = min(concurrency, num_prompts)
     starts = [i * cycle // n - 1 for i in range(n)] if steady else [-1] * n
     clients = _Clients(num_prompts=num_prompts, sustain=steady, turnaround=TURNAROUND_STEPS[engine] if steady else 0,
                        starts=starts, arrived=[], first=[], finished=[], pending=deque())  # fmt: skip
-    steps, peak = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0)
+    steps, peak = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0, spec)
     c = clients
     return Schedule(steps=tuple(steps), arrived=tuple(c.arrived), first=tuple(c.first), finished=tuple(c.finished),
                     cap=cap, peak_running=peak, warmup=warmup if steady else 0,
                     measured=num_prompts - warmup if steady else 0)  # fmt: skip
 
 
-def _run(engine: str, isl: int, osl: int, cap: int, budget: int, c: _Clients, stop_at: int) -> tuple[list[Batch], int]:
+def _decode_steps(osl: int, spec: Acceptance | None) -> int:
+    return osl - 1 if spec is None else steps_for(osl - 1, spec.milli)
+
+
+def _run(
+    engine: str, isl: int, osl: int, cap: int, budget: int, c: _Clients, stop_at: int, spec: Acceptance | None
+) -> tuple[list[Batch], int]:
     """Step the engine's policy (module doc) until every request (the first ``stop_at``, when given) has finished."""
     mixed = engine == "vllm"
+    width = spec.verify_tokens if spec else 1
+    accept = spec.milli if spec else 1000
+    need, grown = _decode_steps(osl, spec), 0  # decode steps a request; context grown, in thousandths
     waiting: deque[_Req] = deque()
     prefilling: list[_Req] = []
     decoding: list[tuple[int, int]] = []  # heap of (decode count at which it finishes, rid)
@@ -153,7 +167,7 @@ def _run(engine: str, isl: int, osl: int, cap: int, budget: int, c: _Clients, st
             break
         prefill_first = not mixed and (prefilling or (waiting and len(decoding) + len(prefilling) < cap))
         n_dec = 0 if prefill_first else len(decoding)
-        room = budget - n_dec if mixed else (budget if prefill_first else 0)
+        room = budget - n_dec * width if mixed else (budget if prefill_first else 0)
         tokens = pairs = 0
         done_now: list[_Req] = []
         while room > 0:
@@ -171,20 +185,24 @@ def _run(engine: str, isl: int, osl: int, cap: int, budget: int, c: _Clients, st
                 done_now.append(prefilling.pop(0))
         peak = max(peak, len(decoding) + len(prefilling) + len(done_now))
         steps.append(Batch(prefill_tokens=tokens, prefill_pairs=pairs, decode_requests=n_dec,
-                           decode_context=context if n_dec else 0, sampled=n_dec + len(done_now)))  # fmt: skip
+                           decode_context=context if n_dec else 0, sampled=n_dec * width + len(done_now),
+                           verify_tokens=width if n_dec else 1,
+                           draft_tokens=width if spec and n_dec else 0))  # fmt: skip
         ended: list[int] = []
         if n_dec:
             decode_count += 1
-            context += n_dec
+            grown += n_dec * accept
+            context += grown // 1000
+            grown %= 1000
             while decoding and decoding[0][0] <= decode_count:
                 ended.append(heapq.heappop(decoding)[1])
-                context -= isl + osl
+                context = max(context - isl - osl, 0)
         for r in done_now:
             c.first[r.rid] = s
             if osl == 1:
                 ended.append(r.rid)
                 continue
-            heapq.heappush(decoding, (decode_count + osl - 1, r.rid))
+            heapq.heappush(decoding, (decode_count + need, r.rid))
             context += isl + 1
         for rid in ended:
             c.finished[rid] = s

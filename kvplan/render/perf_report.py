@@ -34,11 +34,24 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
                          "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us},
         "borrowed": r.borrowed or None, "peaks_source": r.peaks_source, "assumptions": list(r.assumptions),
     }  # fmt: skip
+    a = r.acceptance
+    data |= {"verify_tokens": a.verify_tokens if a else None, "acceptance_length": a.milli / 1000 if a else None,
+             "acceptance_length_low": a.low_milli / 1000 if a else None,
+             "acceptance_length_high": a.high_milli / 1000 if a else None,
+             "acceptance_from": a.source if a else None}  # fmt: skip
     for key, _ in _LATENCY:
         data |= _fields(f"{key}_ms", r.us[key], _ms)
     for key in ("output", "total"):
         data |= _fields(f"{key}_tokens_per_s_per_gpu", r.tokens_per_s_per_gpu[key], int)
     return data
+
+
+def _acceptance_row(r: PerfResult) -> tuple[str, str, str]:
+    a = r.acceptance
+    if a is None:
+        return ("speculative decoding", "none", "speculative_num_draft_tokens 0")
+    band = "" if a.given else f" (band {a.low_milli / 1000:.2f} – {a.high_milli / 1000:.2f})"
+    return ("acceptance length", f"{a.milli / 1000:.2f} tokens a step{band}, {a.verify_tokens} verified", a.source)
 
 
 def perf_report(r: PerfResult) -> Report:
@@ -58,6 +71,7 @@ def perf_report(r: PerfResult) -> Report:
             "band: × / ÷ (1 + 1.5 × these), 3 × when borrowed",
         ),
         ("peaks", r.gpu, r.peaks_source),
+        _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
              f"isl {r.isl:,}, osl {r.osl:,}, concurrency {r.concurrency:,}")  # fmt: skip
