@@ -275,3 +275,14 @@ def parse_per_s(option: str, text: str, unit: str = "tok/s") -> int:
     if value <= 0:
         raise InputError(f"{option} must be at least 1{unit}, got {text!r}")
     return value
+
+
+_REQ_RATE_RE = re.compile(r"^\s*(\d{1,6}(?:\.\d{1,6})?)\s*(?:req)?/s\s*$")
+
+
+def parse_request_rate(option: str, text: str) -> float:
+    """'2.5/s' or '2.5req/s' -> 2.5 requests a second; above 0 (a float: it only sets the mean of random gaps)."""
+    m = _REQ_RATE_RE.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"{option} {str(text)[:40]!r}: give requests a second above 0, e.g. 2.5/s")
+    return float(m.group(1))

@@ -31,6 +31,9 @@ class Coefficients:
     link_eff: float
     comm_us: float
     overhead_us: float
+    request_us: float = 0.0
+    """Each request's latency outside the steps, paid once before its first token (the HTTP round trip, the chat
+    template and tokenizer, the detokenizer and stream, the client's own clock): fitted, not modelled."""
     fitted_on: str
     heldout_mape: tuple[float, float, float]
     """Held-out MAPE of TTFT, TPOT and throughput (fractions) on the rows the fit never saw."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kvplan.perf.spec import Acceptance, steps_for
 from kvplan.perf.step import Batch, chunk_pairs
@@ -65,6 +66,17 @@ class _Req:
     done: int = 0
 
 
+class Load(Protocol):
+    """Who sends requests: the closed loop's clients (``_Clients``) or an open-loop arrival process (open_loop.py)."""
+
+    first: list[int]
+    finished: list[int]
+
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]: ...
+
+    def send(self, after: int) -> None: ...
+
+
 @dataclass
 class _Clients:
     """The load generator: who has sent what, and when the scheduler sees it."""
@@ -88,8 +100,9 @@ class _Clients:
         self.finished.append(-1)
         self.pending.append((after + 1 + self.turnaround, _Req(len(self.arrived) - 1)))
 
-    def seen(self, s: int, idle: bool) -> list[_Req]:
-        """The requests the scheduler takes at step s: those due, else (an idle engine) the next one sent."""
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+        """The requests the scheduler takes at the next step: those due, else (an idle engine) the next one sent."""
+        s = len(steps)
         while self.starts and self.starts[0] < s:
             self.send(self.starts.pop(0))
         if idle and self.pending and self.pending[0][0] > s:
@@ -147,7 +160,7 @@ def _decode_steps(osl: int, spec: Acceptance | None) -> int:
 
 
 def _run(
-    engine: str, isl: int, osl: int, cap: int, budget: int, c: _Clients, stop_at: int, spec: Acceptance | None
+    engine: str, isl: int, osl: int, cap: int, budget: int, c: Load, stop_at: int, spec: Acceptance | None
 ) -> tuple[list[Batch], int]:
     """Step the engine's policy (module doc) until every request (the first ``stop_at``, when given) has finished."""
     mixed = engine == "vllm"
@@ -162,7 +175,7 @@ def _run(
     unfinished = stop_at
     while len(steps) < 10_000_000:
         s = len(steps)
-        waiting.extend(c.seen(s, idle=not (waiting or prefilling or decoding)))
+        waiting.extend(c.seen(steps, idle=not (waiting or prefilling or decoding)))
         if not (waiting or prefilling or decoding):
             break
         prefill_first = not mixed and (prefilling or (waiting and len(decoding) + len(prefilling) < cap))
@@ -249,6 +262,15 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
             gaps.append((ends[s] - prev, b.decode_requests))
             last = s
     return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))
+
+
+def with_request_latency(t: Timings, seconds: float) -> Timings:
+    """``t`` with a fixed per-request latency outside the steps added before the first token (TTFT, end to end and
+    the run: its last token that much later)."""
+    if not seconds:
+        return t
+    return replace(t, ttft=tuple(x + seconds for x in t.ttft), e2e=tuple(x + seconds for x in t.e2e),
+                   duration=t.duration + seconds)  # fmt: skip
 
 
 def _weighted_median(gaps: list[tuple[float, int]]) -> float:

@@ -25,13 +25,15 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
     c = r.coefficients
     data: dict[str, Any] = {
         "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
-        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "num_prompts": r.num_prompts,
+        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s,
+        "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
         "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": c.heldout_mape[0],
                          "heldout_mape_tpot": c.heldout_mape[1], "heldout_mape_throughput": c.heldout_mape[2],
                          "gemm_eff": c.gemm_eff, "attention_eff": c.attention_eff, "mem_eff": c.mem_eff,
-                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us},
+                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us,
+                         "request_us": c.request_us},
         "borrowed": r.borrowed or None, "peaks_source": r.peaks_source, "assumptions": list(r.assumptions),
     }  # fmt: skip
     a = r.acceptance
@@ -74,7 +76,8 @@ def perf_report(r: PerfResult) -> Report:
         _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
-             f"isl {r.isl:,}, osl {r.osl:,}, concurrency {r.concurrency:,}")  # fmt: skip
+             f"isl {r.isl:,}, osl {r.osl:,}, "
+             + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}"))  # fmt: skip
     return Report(
         command="perf",
         title=title,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.sched import closed_loop, timings, with_request_latency
 from kvplan.perf.step import Batch
 
 
@@ -114,3 +114,11 @@ def test_the_readme_case_prefills_one_request_at_a_time_once_steady() -> None:
     assert len(ids) == 16
     assert {(s.steps[s.first[i]].prefill_tokens, s.steps[s.first[i]].decode_requests) for i in ids} == {(1024, 7)}
     assert {s.first[i] - s.arrived[i] for i in ids} == {2}
+
+
+def test_a_request_latency_outside_the_steps_adds_to_ttft_and_e2e_only() -> None:
+    # the coefficients' request_us (the HTTP round trip, tokenizer, detokenizer: fitted) is paid once before the
+    # first token: TTFT and end to end move by it, TPOT (tokens after the first) does not
+    s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=2, cap=1, budget=100, num_prompts=2)
+    t = with_request_latency(timings(s, [1.0, 0.5, 1.0, 0.5], osl=2), 0.25)
+    assert t.ttft == (1.25, 2.75) and t.tpot == (0.5, 0.5) and t.e2e == (1.75, 3.25) and t.duration == 3.25
