@@ -196,8 +196,12 @@ def perf(
                       given=acceptance_length)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
 
+    priced: dict[Batch, float] = {}  # a batch recurs (one request's prefill chunk, a decode at the same context)
+
     def price(b: Batch) -> float:
-        return step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs)
+        if b not in priced:
+            priced[b] = step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs)
+        return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=cap, budget=budget, spec=spec,
