@@ -248,3 +248,41 @@ def parse_link(text: str) -> int:
     if value <= 0:
         raise InputError(f"--link {s!r} must be positive")
     return value
+
+
+_DURATION_RE = re.compile(r"^\s*(\d{1,9}(?:\.\d{1,6})?)\s*(us|µs|ms|s|min)\s*$")
+_DURATION_US = {"us": 1, "µs": 1, "ms": 1_000, "s": 1_000_000, "min": 60_000_000}
+_RATE_RE = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,6})?)\s*([kKmM]?)\s*(tok/s|tokens/s|/s)\s*$")
+
+
+def parse_duration_us(option: str, text: str) -> int:
+    """'2s' -> 2,000,000 µs, '50ms' -> 50,000, '0.5s'; a unit is required (us, ms, s, min); positive."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise InputError(f"{option} {str(text)[:40]!r}: give a duration with its unit, e.g. 2s, 50ms, 800us")
+    value, rest = _scaled(m.group(1), _DURATION_US[m.group(2)])
+    if value + (rest > 0) <= 0:
+        raise InputError(f"{option} must be positive, got {text!r}")
+    return value + (rest > 0)  # a fraction of a microsecond rounds up
+
+
+def parse_per_s(option: str, text: str, unit: str = "tok/s") -> int:
+    """'20000tok/s' / '20K tok/s' -> 20,000 a second (rounded down); '2.5/s' for a request rate; positive."""
+    m = _RATE_RE.match(str(text))
+    if not m:
+        raise InputError(f"{option} {str(text)[:40]!r}: give a rate such as 20000{unit} or 20K{unit}")
+    value, _ = _scaled(m.group(1), {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()])
+    if value <= 0:
+        raise InputError(f"{option} must be at least 1{unit}, got {text!r}")
+    return value
+
+
+_REQ_RATE_RE = re.compile(r"^\s*(\d{1,6}(?:\.\d{1,6})?)\s*(?:req)?/s\s*$")
+
+
+def parse_request_rate(option: str, text: str) -> float:
+    """'2.5/s' or '2.5req/s' -> 2.5 requests a second; above 0 (a float: it only sets the mean of random gaps)."""
+    m = _REQ_RATE_RE.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise InputError(f"{option} {str(text)[:40]!r}: give requests a second above 0, e.g. 2.5/s")
+    return float(m.group(1))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kvplan import limits
 from kvplan.cli._common import print_launch
+from kvplan.cli._fit_sla import sla_spec
 from kvplan.cli.gate import option_requirements
 from kvplan.errors import EXIT_OK, EXIT_REJECTED, InputError
 from kvplan.fsio import check_outputs, write_atomic
@@ -47,6 +48,14 @@ class FitOptions:
     emit_deploy: Path | None
     plot: Path | None
     emit_command: str | None
+    require_ttft: str | None = None
+    require_tpot: str | None = None
+    require_throughput: str | None = None
+    at: str = "median"
+    isl: str | None = None
+    osl: str | None = None
+    concurrency: int | None = None
+    acceptance_length: float | None = None
 
 
 def run(o: FitOptions, fmt: OutputFormat) -> int:
@@ -77,6 +86,7 @@ def _query(o: FitOptions) -> tuple[FitQuery, list[Path]]:
         raise InputError("--min-hit needs --trace (the hit rate is the trace's, replayed through each pool)")
     if spec is not None:
         req = with_trace(req, spec)
+    sla, req = sla_spec(o, req)
     engines = _names("--engine", o.engine)
     if o.emit_command not in (None, "auto"):  # the launch command of the best candidate of that engine
         if o.emit_command not in engines:
@@ -101,12 +111,15 @@ def _query(o: FitOptions) -> tuple[FitQuery, list[Path]]:
         mtp={"off": (False,), "on": (True,), "both": (False, True)}[o.mtp],
         exhaustive=o.exhaustive,
         trace=spec,
+        sla=sla,
     )
     return q, reads
 
 
 def _run_pd(o: FitOptions, q: FitQuery, fmt: OutputFormat) -> int:
     """A prefill and a decode instance sized separately (no file outputs, no trace replay yet)."""
+    if q.sla is not None:
+        raise InputError("--pd does not price --require-ttft / --require-tpot / --require-throughput yet: drop --pd")
     if o.emit_deploy is not None or o.plot is not None or o.emit_command is not None:
         raise InputError("--pd writes no --emit-deploy, --emit-command or --plot yet: run fit without --pd for those")
     if q.trace is not None:

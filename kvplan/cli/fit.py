@@ -54,6 +54,33 @@ TpotOpt = Annotated[float, typer.Option("--tpot-ms", help="With --trace: decode 
 EmitDeployOpt = Annotated[
     Path | None, typer.Option("--emit-deploy", metavar="FILE", help="Write the best deployment as a YAML.")
 ]
+RequireTtftOpt = Annotated[
+    str | None,
+    typer.Option("--require-ttft", metavar="DURATION", help="Time to first token at most this, e.g. 2s (kvplan perf)."),
+]
+RequireTpotOpt = Annotated[
+    str | None,
+    typer.Option("--require-tpot", metavar="DURATION", help="Time per output token at most this, e.g. 50ms."),
+]
+RequireTputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--require-throughput", metavar="RATE", help="The deployment's output tokens a second, e.g. 20000tok/s."
+    ),
+]
+AtOpt = Annotated[str, typer.Option("--at", help="The statistic the latency requirements hold at: median or p90.")]
+AcceptOpt = Annotated[
+    float | None,
+    typer.Option("--acceptance-length", metavar="A", help="MTP candidates: tokens a verify step yields (SLA pricing)."),
+]
+SlaIslOpt = Annotated[str | None, typer.Option("--isl", metavar="TOKENS", help="SLA load: input tokens a request.")]
+SlaOslOpt = Annotated[str | None, typer.Option("--osl", metavar="TOKENS", help="SLA load: output tokens a request.")]
+SlaConcOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency", help="SLA load: closed-loop clients [default: N of the first --require-concurrency]."
+    ),
+]
 PlotOpt = Annotated[
     Path | None, typer.Option("--plot", metavar="FILE.png", help="GPUs vs concurrency (kvplan-llm[plot]).")
 ]
@@ -79,6 +106,14 @@ def fit(
     min_hit: MinHitOpt = None,
     prefill_tps: PrefillTpsOpt = 10_000,
     tpot_ms: TpotOpt = 40.0,
+    require_ttft: RequireTtftOpt = None,
+    require_tpot: RequireTpotOpt = None,
+    require_throughput: RequireTputOpt = None,
+    at: AtOpt = "median",
+    isl: SlaIslOpt = None,
+    osl: SlaOslOpt = None,
+    concurrency: SlaConcOpt = None,
+    acceptance_length: AcceptOpt = None,
     emit_deploy: EmitDeployOpt = None,
     plot: PlotOpt = None,
     emit_command: EmitCommandOpt = None,
@@ -87,7 +122,8 @@ def fit(
     """The smallest deployment that meets the requirements: search GPUs, engines and layouts; exit 1 if none.
 
     Examples: kvplan fit --model glm-5.3 --require-ctx 1M --require-concurrency 4@128K;
-    kvplan fit --model glm-5.3 --trace conversation_trace.jsonl --min-hit 0.4
+    kvplan fit --model glm-5.3 --trace conversation_trace.jsonl --min-hit 0.4;
+    kvplan fit --model deepseek-v3 --require-ttft 2s --require-tpot 50ms --isl 1K --osl 1K --concurrency 64
     """
     with boundary():
         from kvplan.cli._fit import FitOptions, run
@@ -96,8 +132,14 @@ def fit(
         needs(ctx, "--link", "link", "--pd", pd)  # the PD hand-off speed: nothing else reads it
         for option in ("--trace-format", "--prefill-tps", "--tpot-ms"):  # they describe the trace replay
             needs(ctx, option, option[2:].replace("-", "_"), "--trace", trace is not None)
+        sla = require_ttft or require_tpot or require_throughput
+        for option in ("--at", "--isl", "--osl", "--concurrency", "--acceptance-length"):  # the SLA's load
+            name = option[2:].replace("-", "_")
+            needs(ctx, option, name, "--require-ttft, --require-tpot or --require-throughput", sla)
         opts = FitOptions(model, require_ctx, require_concurrency, gpu, engine, max_gpus, gpus_per_node, mtp, pd,
                           link, pd_backend, pd_staging, exhaustive, trace, trace_format, min_hit, prefill_tps, tpot_ms,
-                          emit_deploy, plot, emit_command)  # fmt: skip
+                          emit_deploy, plot, emit_command, require_ttft=require_ttft, require_tpot=require_tpot,
+                          require_throughput=require_throughput, at=at, isl=isl, osl=osl,
+                          concurrency=concurrency, acceptance_length=acceptance_length)  # fmt: skip
         code = run(opts, fmt)
     raise typer.Exit(code)

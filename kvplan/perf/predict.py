@@ -8,18 +8,25 @@ version or kernel family with no measured rows of its own).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
+from kvplan.perf.open_loop import SEED, open_loop, open_timings
 from kvplan.perf.peaks import peaks_of
-from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, with_request_latency
 from kvplan.perf.shape import step_shape
-from kvplan.perf.step import parts, step_seconds
+from kvplan.perf.spec import Acceptance, acceptance
+from kvplan.perf.step import Batch, parts, step_seconds
 
+RATE_PROMPTS = 256
+"""Requests of an open-loop run (bench_serving's --num-prompts; its default 1,000 priced step by step is slower)."""
 PROMPTS_PER_CLIENT = 3
-"""Requests per client in the closed loop (num_prompts = 3 × concurrency), as the calibration ran."""
+"""Requests per client in the closed loop (num_prompts = 3 × concurrency), as the calibration ran: the first
+``concurrency`` are the warm-up (aiperf's ``--warmup-request-count``, one per client in AIConfigurator's generated
+benchmark, generator/sflow.py), the other two rounds are measured in the steady state (kvplan.perf.sched)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,10 @@ class PerfResult:
     borrowed: str
     peaks_source: str
     assumptions: tuple[str, ...]
+    rate_per_s: float | None = None
+    """--rate: an open loop of Poisson arrivals (concurrency 0); None for the closed loop."""
+    acceptance: Acceptance | None = None
+    """Speculative decoding's acceptance length, given or defaulted (kvplan.perf.spec); None without it."""
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -70,12 +81,105 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(int(q * len(s)), len(s) - 1)]
 
 
-def _band(v: float, rel: float) -> Band:
-    return Band(round(v), round(v / (1 + rel)), round(v * (1 + rel)))  # multiplicative: a ratio error either way
+def _band(v: float, rel: float, up: float = 1.0, down: float = 1.0) -> Band:
+    """Multiplicative: a ratio error either way; ``up`` / ``down`` widen it further (the acceptance length's band)."""
+    return Band(round(v), round(v / ((1 + rel) * down)), round(v * (1 + rel) * up))
 
 
-def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: int) -> PerfResult:
-    """ValueError (one line) for a GPU without peaks or a model without a step model."""
+def _figures(
+    t: Timings,
+    rel: tuple[float, float, float],
+    spec: Acceptance | None,
+    *,
+    out: float,
+    isl: int,
+    osl: int,
+) -> tuple[dict[str, Band], dict[str, Band]]:
+    """(latencies in µs, tokens a second per GPU) with their bands. A defaulted acceptance length widens the decode
+    figures by its band's ratio (TPOT goes as 1 / A: high end at A's low end)."""
+    e_ttft, e_tpot, e_tput = rel
+    slow, fast = (spec.milli / spec.low_milli, spec.high_milli / spec.milli) if spec else (1.0, 1.0)
+    ttft, tpot, e2e = (list(x) for x in (t.ttft, t.tpot, t.e2e))
+    us = {
+        "ttft": _band(1e6 * _pct(ttft, 0.5), e_ttft), "ttft_p90": _band(1e6 * _pct(ttft, 0.9), e_ttft),
+        "tpot": _band(1e6 * _pct(tpot, 0.5), e_tpot, slow, fast),
+        "tpot_p90": _band(1e6 * _pct(tpot, 0.9), e_tpot, slow, fast),
+        "itl": _band(1e6 * t.itl_median, e_tpot, slow, fast),
+        "e2e": _band(1e6 * _pct(e2e, 0.5), e_tput, slow, fast),
+        "e2e_p90": _band(1e6 * _pct(e2e, 0.9), e_tput, slow, fast),
+    }  # fmt: skip
+    tput = {"output": _band(out, e_tput, fast, slow), "total": _band(out * (isl + osl) / osl, e_tput, fast, slow)}
+    return us, tput
+
+
+def running_cap(plan: PoolPlan, isl: int, osl: int) -> tuple[int, str]:
+    """Requests the engine runs at once: its running-request limit, or fewer where the pool cannot hold that many
+    requests of isl + osl tokens (each holds its whole length; per DP rank, times the ranks); and where it came from."""
+    dp = max(plan.deployment.dp_attention, 1)
+    by_pool = plan.usable_tokens * dp // (isl + osl)
+    cap = max(min(plan.max_running_requests, by_pool), 1)
+    return cap, (f"max_running_requests {plan.max_running_requests:,}" if cap == plan.max_running_requests else
+                 f"pool {plan.usable_tokens:,} tokens × {dp} DP rank(s) // (isl + osl) = {by_pool:,}")  # fmt: skip
+
+
+def token_budget(plan: PoolPlan) -> tuple[str, int, str]:
+    """(knob, tokens a step, its origin): SGLang's chunked_prefill_size, vLLM's max_num_batched_tokens."""
+    knob = "chunked_prefill_size" if plan.engine == "sglang" else "max_num_batched_tokens"
+    k = plan.knob(knob)
+    return knob, int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192, k.origin
+
+
+@dataclass(frozen=True, kw_only=True)
+class Load:
+    engine: str
+    isl: int
+    osl: int
+    cap: int
+    budget: int
+    spec: Acceptance | None
+    request_s: float = 0.0
+    """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
+
+
+def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
+    """(timings, output tok/s, peak running, requests, how) of the closed loop in its steady state."""
+    n = PROMPTS_PER_CLIENT * concurrency
+    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap, budget=ld.budget,
+                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec)  # fmt: skip
+    t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
+    out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
+    how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
+           f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
+           f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
+           f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late")  # fmt: skip
+    return t, out, s.peak_running, n, how
+
+
+def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
+    """The same for an open loop: Poisson arrivals at ``rate`` a second, every request measured."""
+    n = RATE_PROMPTS
+    s = open_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, rate_per_s=rate, num_prompts=n, cap=ld.cap,
+                  budget=ld.budget, price=price, spec=ld.spec)  # fmt: skip
+    t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
+    how = (f"open loop: {n} requests of {ld.isl:,} + {ld.osl:,} tokens arriving as a Poisson process at {rate:g}/s"
+           f" (seed {SEED}; bench_serving / vllm bench serve --request-rate {rate:g}, burstiness 1.0), every request"
+           " measured from its arrival; throughput over the whole run, drain included, as bench_serving reports"
+           " it")  # fmt: skip
+    return t, n * ld.osl / t.duration, s.peak_running, n, how
+
+
+def perf(
+    arch: ModelArch,
+    plan: PoolPlan,
+    *,
+    isl: int,
+    osl: int,
+    concurrency: int | None = None,
+    acceptance_length: float | None = None,
+    rate_per_s: float | None = None,
+) -> PerfResult:
+    """ValueError (one line) for a GPU without peaks, a model without a step model, or an acceptance length that
+    does not apply (kvplan.perf.spec)."""
     dep = plan.deployment
     peaks = peaks_of(dep.gpu)
     if peaks is None:
@@ -83,46 +187,45 @@ def perf(arch: ModelArch, plan: PoolPlan, *, isl: int, osl: int, concurrency: in
     shape = step_shape(arch)
     dp = max(dep.dp_attention, 1)
     split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
-    by_pool = plan.usable_tokens * dp // (isl + osl)
-    cap = max(min(plan.max_running_requests, by_pool), 1)
-    cap_from = (f"max_running_requests {plan.max_running_requests:,}" if cap == plan.max_running_requests else
-                f"pool {plan.usable_tokens:,} tokens × {dp} DP rank(s) // (isl + osl) = {by_pool:,}")  # fmt: skip
-    knob = "chunked_prefill_size" if plan.engine == "sglang" else "max_num_batched_tokens"
-    k = plan.knob(knob)
-    budget = int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192
+    cap, cap_from = running_cap(plan, isl, osl)
+    knob, budget, budget_origin = token_budget(plan)
     quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
     family = family_of(tuple(g.kind for g in shape.attention))
     coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family)
-    n = PROMPTS_PER_CLIENT * concurrency
-    sched = closed_loop(engine=plan.engine, isl=isl, osl=osl, concurrency=concurrency, cap=cap, budget=budget,
-                        num_prompts=n)  # fmt: skip
+    spec = acceptance(verify_tokens=dep.speculative_num_draft_tokens, has_mtp_layers=arch.num_mtp_layers > 0,
+                      given=acceptance_length)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
-    secs = [step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs) for b in sched.steps]
-    t = timings(sched, secs, osl)
-    widen = 3.0 if borrowed else 1.5
-    e_ttft, e_tpot, e_tput = (widen * e for e in coeffs.heldout_mape)
-    ttft, tpot, e2e = (list(x) for x in (t.ttft, t.tpot, t.e2e))
-    us = {
-        "ttft": _band(1e6 * _pct(ttft, 0.5), e_ttft), "ttft_p90": _band(1e6 * _pct(ttft, 0.9), e_ttft),
-        "tpot": _band(1e6 * _pct(tpot, 0.5), e_tpot), "tpot_p90": _band(1e6 * _pct(tpot, 0.9), e_tpot),
-        "itl": _band(1e6 * t.itl_median, e_tpot),
-        "e2e": _band(1e6 * _pct(e2e, 0.5), e_tput), "e2e_p90": _band(1e6 * _pct(e2e, 0.9), e_tput),
-    }  # fmt: skip
+
+    priced: dict[Batch, float] = {}  # a batch recurs (one request's prefill chunk, a decode at the same context)
+
+    def price(b: Batch) -> float:
+        if b not in priced:
+            priced[b] = step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs)
+        return priced[b]
+
     gpus = dep.tp * max(dep.pp or 1, 1)
-    out = n * osl / t.duration / gpus
-    tput = {"output": _band(out, e_tput), "total": _band(out * (isl + osl) / osl, e_tput)}
+    ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=cap, budget=budget, spec=spec,
+              request_s=coeffs.request_us / 1e6)  # fmt: skip
+    if rate_per_s is not None:
+        t, out, peak, n, load_line = _open(ld, rate_per_s, price)
+    elif concurrency is not None:
+        t, out, peak, n, load_line = _closed(ld, concurrency, price)
+    else:
+        raise ValueError("perf prices a load: give a concurrency or a rate")
+    widen = 3.0 if borrowed else 1.5
+    rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
+    us, tput = _figures(t, rel, spec, out=out / gpus, isl=isl, osl=osl)
     said = (
-        f"closed loop: {concurrency} clients, {n} requests of {isl:,} + {osl:,} tokens, each client sending its next"
-        " request when its last finishes (bench_serving --max-concurrency)",
+        load_line,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
-        "no speculative decoding priced: MTP / EAGLE draft steps and acceptance length are not modelled",
+        spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
     )
     return PerfResult(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
-        isl=isl, osl=osl, concurrency=concurrency, num_prompts=n, running_cap=cap, running_cap_from=cap_from,
-        peak_running=sched.peak_running, budget_tokens=budget, budget_from=f"{knob} {budget:,} ({k.origin})",
+        isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=n, running_cap=cap, running_cap_from=cap_from,
+        peak_running=peak, budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
-        peaks_source=peaks.source, assumptions=said,
+        peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
     )  # fmt: skip

@@ -19,9 +19,25 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
+from kvplan.perf.spec import Acceptance, steps_for
 from kvplan.perf.step import Batch, chunk_pairs
+
+# What is measured: the steady state, as the public measurements were taken. AIConfigurator's rows
+# (silicon_sample.csv) come from `aiperf profile --concurrency C` with `--warmup-request-count C` (2C in its
+# bench_run.sh), C × rounds measured requests of fixed lengths (ISL / OSL stddev 0, ignore_eos; its generator's
+# sflow.py and benchmark/bench_run.sh.j2). After the first wave the clients have drifted apart, so a measured request
+# meets the others mid-decode, not in a burst: closed_loop(steady=True) spreads the clients' first requests over one
+# request's service, has a busy engine see a new request TURNAROUND_STEPS late, and keeps the clients sending until
+# the measured requests finish. TTFT and TPOT are per measured request (the caller takes median and p90).
+TURNAROUND_STEPS = {"sglang": 2, "vllm": 1}
+"""Steps a busy engine runs before it sees a request sent as the previous one's last token reached its client.
+vLLM V1 (``EngineCore.run_busy_loop``): new requests are taken between steps, so one sent while step s + 1 runs
+(its client got step s's token) is scheduled at s + 2. SGLang (``Scheduler.event_loop_overlap``, overlap on by
+default): step s's results are processed only after step s + 1 is launched and the next loop's ``recv_requests``
+has run, so the request is seen at s + 3. An idle engine takes it at once."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +50,14 @@ class Schedule:
     finished: tuple[int, ...]
     cap: int
     peak_running: int
+    warmup: int = 0
+    """Requests sent first and not measured (aiperf's --warmup-request-count); the measured ones follow."""
+    measured: int = 0
+    """Requests measured after the warm-up (0: every request)."""
+
+    @property
+    def measured_ids(self) -> range:
+        return range(self.warmup, self.warmup + self.measured if self.measured else len(self.arrived))
 
 
 @dataclass
@@ -42,26 +66,121 @@ class _Req:
     done: int = 0
 
 
+class Load(Protocol):
+    """Who sends requests: the closed loop's clients (``_Clients``) or an open-loop arrival process (open_loop.py)."""
+
+    first: list[int]
+    finished: list[int]
+
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]: ...
+
+    def send(self, after: int) -> None: ...
+
+
+@dataclass
+class _Clients:
+    """The load generator: who has sent what, and when the scheduler sees it."""
+
+    num_prompts: int
+    sustain: bool
+    turnaround: int
+    starts: list[int]
+    """Per client not yet started: the step after which it sends its first request."""
+    arrived: list[int]
+    first: list[int]
+    finished: list[int]
+    pending: deque[tuple[int, _Req]]
+    """Sent, not yet seen by the scheduler: (the first step that sees it, request)."""
+
+    def send(self, after: int) -> None:
+        if len(self.arrived) >= self.num_prompts and not self.sustain:
+            return
+        self.arrived.append(after)
+        self.first.append(-1)
+        self.finished.append(-1)
+        self.pending.append((after + 1 + self.turnaround, _Req(len(self.arrived) - 1)))
+
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+        """The requests the scheduler takes at the next step: those due, else (an idle engine) the next one sent."""
+        s = len(steps)
+        while self.starts and self.starts[0] < s:
+            self.send(self.starts.pop(0))
+        if idle and self.pending and self.pending[0][0] > s:
+            self.pending[0] = (s, self.pending[0][1])
+        if idle and not self.pending and self.starts:  # nothing runs until the next client starts: it starts now
+            self.starts.pop(0)
+            self.send(s - 1)
+            self.pending[0] = (s, self.pending[0][1])
+        out = []
+        while self.pending and self.pending[0][0] <= s:
+            out.append(self.pending.popleft()[1])
+        return out
+
+
 def closed_loop(
-    *, engine: str, isl: int, osl: int, concurrency: int, cap: int, budget: int, num_prompts: int
+    *,
+    engine: str,
+    isl: int,
+    osl: int,
+    concurrency: int,
+    cap: int,
+    budget: int,
+    num_prompts: int,
+    warmup: int = 0,
+    steady: bool = False,
+    spec: Acceptance | None = None,
 ) -> Schedule:
     """The step-by-step schedule of ``num_prompts`` requests of ``isl`` + ``osl`` tokens from ``concurrency``
-    clients; ``budget`` is the chunk (SGLang chunked_prefill_size) or token budget (vLLM max_num_batched_tokens)."""
-    if min(isl, osl, concurrency, cap, budget, num_prompts) < 1:
+    clients; ``budget`` is the chunk (SGLang chunked_prefill_size) or token budget (vLLM max_num_batched_tokens).
+
+    ``steady``: the state a benchmark measures after its warm-up (``warmup`` requests, not measured), not its first
+    burst: the clients' first requests spread evenly over one request's service (as they drift apart after the
+    first wave), each request seen ``TURNAROUND_STEPS`` late by a busy engine, and the clients sending on until
+    every measured request has finished. Without it every client sends at step -1 and the engine sees it at once.
+
+    ``spec`` (speculative decoding, kvplan.perf.spec): each decode step runs D tokens a request through the target
+    and the draft and yields the acceptance length A, so a request decodes its osl − 1 tokens in ceil((osl − 1) / A)
+    steps; vLLM counts the D tokens against its budget."""
+    if min(isl, osl, concurrency, cap, budget, num_prompts) < 1 or not 0 <= warmup < num_prompts:
         raise ValueError("isl, osl, concurrency, the running cap, the token budget and the prompts must be >= 1")
+    cycle = -(-isl // budget) + _decode_steps(osl, spec)  # one request's steps when it runs alone
+    n = min(concurrency, num_prompts)
+    starts = [i * cycle // n - 1 for i in range(n)] if steady else [-1] * n
+    clients = _Clients(num_prompts=num_prompts, sustain=steady, turnaround=TURNAROUND_STEPS[engine] if steady else 0,
+                       starts=starts, arrived=[], first=[], finished=[], pending=deque())  # fmt: skip
+    steps, peak = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0, spec)
+    c = clients
+    return Schedule(steps=tuple(steps), arrived=tuple(c.arrived), first=tuple(c.first), finished=tuple(c.finished),
+                    cap=cap, peak_running=peak, warmup=warmup if steady else 0,
+                    measured=num_prompts - warmup if steady else 0)  # fmt: skip
+
+
+def _decode_steps(osl: int, spec: Acceptance | None) -> int:
+    return osl - 1 if spec is None else steps_for(osl - 1, spec.milli)
+
+
+def _run(
+    engine: str, isl: int, osl: int, cap: int, budget: int, c: Load, stop_at: int, spec: Acceptance | None
+) -> tuple[list[Batch], int]:
+    """Step the engine's policy (module doc) until every request (the first ``stop_at``, when given) has finished."""
     mixed = engine == "vllm"
-    arrived, first, finished = [-1] * num_prompts, [0] * num_prompts, [0] * num_prompts
-    waiting: deque[_Req] = deque(_Req(i) for i in range(min(concurrency, num_prompts)))
-    sent = len(waiting)
+    width = spec.verify_tokens if spec else 1
+    accept = spec.milli if spec else 1000
+    need, grown = _decode_steps(osl, spec), 0  # decode steps a request; context grown, in thousandths
+    waiting: deque[_Req] = deque()
     prefilling: list[_Req] = []
     decoding: list[tuple[int, int]] = []  # heap of (decode count at which it finishes, rid)
     decode_count = context = peak = 0
     steps: list[Batch] = []
+    unfinished = stop_at
     while len(steps) < 10_000_000:
         s = len(steps)
+        waiting.extend(c.seen(steps, idle=not (waiting or prefilling or decoding)))
+        if not (waiting or prefilling or decoding):
+            break
         prefill_first = not mixed and (prefilling or (waiting and len(decoding) + len(prefilling) < cap))
         n_dec = 0 if prefill_first else len(decoding)
-        room = budget - n_dec if mixed else (budget if prefill_first else 0)
+        room = budget - n_dec * width if mixed else (budget if prefill_first else 0)
         tokens = pairs = 0
         done_now: list[_Req] = []
         while room > 0:
@@ -70,42 +189,41 @@ def closed_loop(
                     break
                 prefilling.append(waiting.popleft())
             r = prefilling[0]
-            n = min(isl - r.done, room)
-            pairs += chunk_pairs(n, r.done)
-            r.done += n
-            tokens += n
-            room -= n
+            k = min(isl - r.done, room)
+            pairs += chunk_pairs(k, r.done)
+            r.done += k
+            tokens += k
+            room -= k
             if r.done == isl:
                 done_now.append(prefilling.pop(0))
         peak = max(peak, len(decoding) + len(prefilling) + len(done_now))
         steps.append(Batch(prefill_tokens=tokens, prefill_pairs=pairs, decode_requests=n_dec,
-                           decode_context=context if n_dec else 0, sampled=n_dec + len(done_now)))  # fmt: skip
+                           decode_context=context if n_dec else 0, sampled=n_dec * width + len(done_now),
+                           verify_tokens=width if n_dec else 1,
+                           draft_tokens=width if spec and n_dec else 0))  # fmt: skip
+        ended: list[int] = []
         if n_dec:
             decode_count += 1
-            context += n_dec
+            grown += n_dec * accept
+            context += grown // 1000
+            grown %= 1000
             while decoding and decoding[0][0] <= decode_count:
-                _, rid = heapq.heappop(decoding)
-                finished[rid] = s
-                context -= isl + osl
-                if sent < num_prompts:
-                    arrived[sent] = s
-                    waiting.append(_Req(sent))
-                    sent += 1
+                ended.append(heapq.heappop(decoding)[1])
+                context = max(context - isl - osl, 0)
         for r in done_now:
-            first[r.rid] = s
+            c.first[r.rid] = s
             if osl == 1:
-                finished[r.rid] = s
-                if sent < num_prompts:
-                    arrived[sent] = s
-                    waiting.append(_Req(sent))
-                    sent += 1
+                ended.append(r.rid)
                 continue
-            heapq.heappush(decoding, (decode_count + osl - 1, r.rid))
+            heapq.heappush(decoding, (decode_count + need, r.rid))
             context += isl + 1
-        if not (waiting or prefilling or decoding):
+        for rid in ended:
+            c.finished[rid] = s
+            unfinished -= rid < stop_at
+            c.send(s)
+        if stop_at and unfinished == 0:
             break
-    return Schedule(steps=tuple(steps), arrived=tuple(arrived), first=tuple(first), finished=tuple(finished),
-                    cap=cap, peak_running=peak)  # fmt: skip
+    return steps, peak
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,6 +240,7 @@ class Timings:
 
 
 def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
+    """The measured requests' figures (``Schedule.measured_ids``) and the whole run's length and ITL."""
     ends: list[float] = []
     t = 0.0
     for dt in step_seconds:
@@ -131,8 +250,9 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     def at(step: int) -> float:
         return 0.0 if step < 0 else ends[step]
 
-    ttft = tuple(at(f) - at(a) for a, f in zip(sched.arrived, sched.first, strict=True))
-    e2e = tuple(at(f) - at(a) for a, f in zip(sched.arrived, sched.finished, strict=True))
+    ids = sched.measured_ids
+    ttft = tuple(at(sched.first[i]) - at(sched.arrived[i]) for i in ids)
+    e2e = tuple(at(sched.finished[i]) - at(sched.arrived[i]) for i in ids)
     tpot = tuple((e - t1) / (osl - 1) if osl > 1 else 0.0 for e, t1 in zip(e2e, ttft, strict=True))
     gaps: list[tuple[float, int]] = []
     last = -1
@@ -142,6 +262,15 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
             gaps.append((ends[s] - prev, b.decode_requests))
             last = s
     return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))
+
+
+def with_request_latency(t: Timings, seconds: float) -> Timings:
+    """``t`` with a fixed per-request latency outside the steps added before the first token (TTFT, end to end and
+    the run: its last token that much later)."""
+    if not seconds:
+        return t
+    return replace(t, ttft=tuple(x + seconds for x in t.ttft), e2e=tuple(x + seconds for x in t.e2e),
+                   duration=t.duration + seconds)  # fmt: skip
 
 
 def _weighted_median(gaps: list[tuple[float, int]]) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from kvplan.models.arch import ModelArch, Split
@@ -134,6 +135,7 @@ def step_shape(arch: ModelArch) -> StepShape:
     )
 
 
+@lru_cache(maxsize=256)  # asked once a step; the same for every step of a deployment
 def weight_bytes_per_gpu(shape: StepShape, split: Split, quant: str, moe_quant: str) -> tuple[int, int]:
     """(dense + LM head, routed experts) weight bytes on one GPU at their quant modes (the LM head stays bf16)."""
     num, den = QUANT_BYTES[quant]

@@ -36,10 +36,14 @@ class Batch:
     decode_requests: int = 0
     decode_context: int = 0
     sampled: int = 0
+    verify_tokens: int = 1
+    """Tokens each decode request runs through the target model (speculative decoding: the verify width D)."""
+    draft_tokens: int = 0
+    """Tokens each decode request runs through the draft module (MTP / EAGLE: D), one layer and the LM head each."""
 
     @property
     def tokens(self) -> int:
-        return self.prefill_tokens + self.decode_requests
+        return self.prefill_tokens + self.decode_requests * self.verify_tokens
 
 
 def chunk_pairs(new_tokens: int, prefix_tokens: int) -> int:
@@ -62,23 +66,24 @@ class Part:
 def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
     """(FLOPs, bytes) of one group's layers over the whole batch (every GPU together)."""
     mean_ctx = b.decode_context // b.decode_requests if b.decode_requests else 0
+    queries = b.decode_requests * b.verify_tokens  # each verified token attends to the context; the KV is read once
     if g.kind == "linear":
         return 4 * g.state_bytes * b.tokens * g.layers // 2, 2 * g.state_bytes * (b.decode_requests + 1) * g.layers
     if g.kind in ("gqa", "swa"):
         keys = min(mean_ctx, g.window) if g.window else mean_ctx
         pairs = min(b.prefill_pairs, b.prefill_tokens * g.window) if g.window else b.prefill_pairs
-        flops = 2 * g.q_heads * (g.qk_dim + g.v_dim) * (pairs + keys * b.decode_requests)
+        flops = 2 * g.q_heads * (g.qk_dim + g.v_dim) * (pairs + keys * queries)
         read = keys * b.decode_requests * g.kv_heads * (g.qk_dim + g.v_dim) * kv_bytes
         return flops * g.layers, read * g.layers
     latent = g.kv_lora_rank + g.rope_dim
     keys = min(mean_ctx, g.index_topk) if g.index_topk else mean_ctx
     pre_pairs = min(b.prefill_pairs, b.prefill_tokens * g.index_topk) if g.index_topk else b.prefill_pairs
     flops = 2 * g.q_heads * ((g.qk_dim + g.v_dim) * pre_pairs + (2 * g.kv_lora_rank + g.rope_dim) * keys
-                             * b.decode_requests)  # fmt: skip
+                             * queries)  # fmt: skip
     read = keys * b.decode_requests * latent * kv_bytes * g.layers
     flops *= g.layers
     if g.index_topk:  # the indexer scores all keys on its layers
-        scored = b.prefill_pairs + mean_ctx * b.decode_requests
+        scored = b.prefill_pairs + mean_ctx * queries
         flops += 2 * g.index_heads * g.index_dim * scored * g.indexer_layers
         read += mean_ctx * b.decode_requests * (g.index_dim + 4) * g.indexer_layers
     return flops, read
@@ -108,10 +113,25 @@ def parts(
         # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
         read += r * split.attention // tp if g.kind in ("mla", "dsa") else r // tp
     out.append(Part(name="attention", flops=flops, bytes=read))
+    if b.draft_tokens and b.decode_requests:
+        out.append(_draft(shape, b, split, dense_w, routed_w, quant))
     if tp > 1:  # two all-reduces a layer of tokens × hidden bf16, ring: 2(tp-1)/tp of it crosses each link
         size = 2 * shape.layers * b.tokens * shape.hidden * 2
         out.append(Part(name="all-reduce", flops=0, bytes=size * 2 * (tp - 1) // tp, calls=2 * shape.layers))
     return tuple(out)
+
+
+def _draft(shape: StepShape, b: Batch, split: Split, dense_w: int, routed_w: int, quant: str) -> Part:
+    """The draft module (an MTP layer, or an EAGLE head of one layer) run ``draft_tokens`` times a step over one
+    token per decode request: one layer's share of the GEMMs (routed experts by their active share) and the LM head
+    each pass; its weights and the LM head read each pass. Its attention (one layer) is left out."""
+    n, passes, layers = b.decode_requests, b.draft_tokens, max(shape.layers, 1)
+    k, e = shape.experts_per_token, max(shape.num_experts, 1)
+    routed = shape.routed_params * k // e if shape.num_experts else 0
+    flops = 2 * n * passes * ((shape.dense_params + routed) // layers + shape.lm_head_params) // split.tp
+    touched_ppm = 10**6 - int(10**6 * (1 - k / e) ** n) if shape.num_experts else 0
+    per_pass = (dense_w + routed_w * touched_ppm // 10**6) // layers + shape.lm_head_params * 2 // split.tp
+    return Part(name="draft", flops=flops, bytes=per_pass * passes, dtype=quant)
 
 
 def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:

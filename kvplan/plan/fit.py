@@ -25,6 +25,7 @@ from kvplan.models.deploy import ENGINES, Deployment, Gpu, Requirements
 from kvplan.models.deployment import check_model_for_deployment
 from kvplan.plan.admit import memory_remedy
 from kvplan.plan.band_verdict import low_end_plan
+from kvplan.plan.fit_sla import SlaCheck, SlaSpec, check_sla
 from kvplan.plan.fit_trace import check_trace
 from kvplan.plan.gate import RequirementCheck, requirement_admissions
 from kvplan.plan.transfer import Transfer, transfer
@@ -68,6 +69,8 @@ class FitQuery:
     """Plan every candidate up to max_gpus (no skipping past the first admitting GPU count)."""
     trace: TraceSpec | None = None
     """--trace: every candidate that meets the requirements must also hold this trace (kvplan.plan.fit_trace)."""
+    sla: SlaSpec | None = None
+    """--require-ttft / -tpot / -throughput: priced on every candidate meeting the memory ones (plan/fit_sla.py)."""
 
     def __post_init__(self) -> None:
         if self.requirements.min_ctx_tokens is None and not self.requirements.concurrency:
@@ -92,6 +95,7 @@ class Outcome:
     """--trace: met the requirements, ranked below the GPU count's frontier: not replayed (``TRACE_PASSES``)."""
     low_checks: tuple[RequirementCheck, ...] | None = None
     """The requirements checked on the plan at its band's low end (kvplan.plan.band_verdict); None when exact."""
+    sla: SlaCheck | None = None
 
     @property
     def gpus(self) -> int:
@@ -104,6 +108,7 @@ class Outcome:
             and not self.unreplayed
             and all(c.admission.admitted for c in self.checks)
             and (self.trace is None or self.trace.ok)
+            and (self.sla is None or self.sla.ok)
         )
 
     @property
@@ -165,6 +170,7 @@ class Outcome:
             got = t.hit_ppm if t.bound_tokens is None else t.bound_tokens * 1_000_000 // max(t.prompt_tokens, 1)
             hit = got * 999_999 // t.min_hit_ppm if t.min_hit_ppm else 999_999
             parts.append(min(hit, 999_999 if t.holds else 999_998))
+        parts += [self.sla.closeness_ppm] if self.sla is not None else []
         return min(parts) if parts else 0
 
     @property
@@ -178,7 +184,7 @@ class Outcome:
             out.append(f"{c.label}: rejected by {a.binding.name}; {got}")
         if self.trace is not None:
             out.extend(self.trace.lacks)
-        return tuple(out)
+        return tuple(out) + (self.sla.lacks if self.sla is not None else ())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,15 +199,12 @@ class Fit:
 
     @property
     def admitted(self) -> tuple[Outcome, ...]:
-        """The frontier: admitted candidates ranked by GPUs, then those admitted at the band's low end first, then
-        headroom at the low end, then at the point (most first)."""
+        """The frontier: admitted candidates ranked by GPUs, then (with an SLA) its order (SlaCheck.rank), then those
+        admitted at the band's low end first, then headroom at the low end, then at the point (most first)."""
         ok = [o for o in self.outcomes if o.ok]
-        return tuple(
-            sorted(
-                ok,
-                key=lambda o: (o.gpus, not o.ok_at_low_end, -o.low_headroom_ppm, -o.headroom_ppm, -o.first_concurrency),
-            )
-        )
+        return tuple(sorted(ok, key=lambda o: (o.gpus, o.sla.rank if o.sla else (False, 0), not o.ok_at_low_end,
+                                               -o.low_headroom_ppm, -o.headroom_ppm,
+                                               -o.first_concurrency)))  # fmt: skip
 
     @property
     def best(self) -> Outcome | None:
@@ -355,7 +358,8 @@ def fit(arch: ModelArch, q: FitQuery) -> Fit:
         if first_ok is not None and not q.exhaustive and stop_after is not None and g > stop_after:
             skipped += 1
             continue
-        group.append(evaluate(arch, dep, q.requirements))
+        o = evaluate(arch, dep, q.requirements)
+        group.append(replace(o, sla=check_sla(arch, o.plan, q.sla)) if q.sla and o.ok and o.plan else o)
     if group:
         close_group()
     return Fit(query=q, outcomes=tuple(outcomes), skipped=skipped, unreplayed=unreplayed)

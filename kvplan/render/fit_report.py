@@ -15,6 +15,7 @@ from kvplan.models.weights_band import headline_tag
 from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
 from kvplan.plan.prefix import replay_approximation
 from kvplan.render import Report, Section, count, first_screen, size
+from kvplan.render.fit_sla_report import sla_json, sla_section, sla_spec_json, sla_verdict_note
 from kvplan.render.plot import pyplot, save
 from kvplan.sim.ranks import ENGINE_ROUTER, ROUTER_TEXT
 
@@ -161,7 +162,7 @@ def _json(o: Outcome) -> dict[str, Any]:
         "binds": binds(o),
         "trace": _trace_json(o),
         "admitted": o.ok,
-    }
+    } | ({"sla": sla_json(o.sla)} if o.sla is not None else {})
 
 
 def fit_report(f: Fit, emitted: str | None = None) -> Report:
@@ -169,8 +170,11 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
     asked = ", ".join(
         ([f"ctx {q.requirements.min_ctx_tokens:,}"] if q.requirements.min_ctx_tokens else [])
         + [f"{n} × {ctx:,} at once" for n, ctx in q.requirements.concurrency]
+        + ([q.sla.label] if q.sla is not None else [])
     )
     sections = _candidate_sections(f)
+    if (sla := sla_section(f)) is not None:
+        sections.insert(1 if f.admitted else 0, sla)
     if q.trace is not None:
         sections.append(_trace_section(f))
     sections.append(_search_section(f))
@@ -180,7 +184,7 @@ def fit_report(f: Fit, emitted: str | None = None) -> Report:
         sections[:0] = first_screen.fit_screen(shown_one, binds(shown_one) or "nothing", _fix(f))
     if best is not None:
         verdict = f"FITS{_estimated(best)}: {best.gpus} × {best.deployment.gpu.name}, {_engine(best)}, " \
-                  f"{layout(best.deployment)}"  # fmt: skip
+                  f"{layout(best.deployment)}{sla_verdict_note(best)}"  # fmt: skip
     elif closest is not None:
         verdict = f"NOTHING FITS{_estimated(closest)} up to {q.max_gpus} GPUs; closest: {closest.gpus} × " \
                   f"{closest.deployment.gpu.name}, {_engine(closest)}, {layout(closest.deployment)}"  # fmt: skip
@@ -286,6 +290,7 @@ def _fit_data(f: Fit, asked: str) -> dict[str, object]:
         ],
         "planned": len(f.planned),
         "skipped": f.skipped,
+        **({"sla": sla_spec_json(q.sla)} if q.sla is not None else {}),
         "trace": None
         if q.trace is None
         else {

@@ -25,20 +25,35 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
     c = r.coefficients
     data: dict[str, Any] = {
         "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
-        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "num_prompts": r.num_prompts,
+        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s,
+        "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
         "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": c.heldout_mape[0],
                          "heldout_mape_tpot": c.heldout_mape[1], "heldout_mape_throughput": c.heldout_mape[2],
                          "gemm_eff": c.gemm_eff, "attention_eff": c.attention_eff, "mem_eff": c.mem_eff,
-                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us},
+                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us,
+                         "request_us": c.request_us},
         "borrowed": r.borrowed or None, "peaks_source": r.peaks_source, "assumptions": list(r.assumptions),
     }  # fmt: skip
+    a = r.acceptance
+    data |= {"verify_tokens": a.verify_tokens if a else None, "acceptance_length": a.milli / 1000 if a else None,
+             "acceptance_length_low": a.low_milli / 1000 if a else None,
+             "acceptance_length_high": a.high_milli / 1000 if a else None,
+             "acceptance_from": a.source if a else None}  # fmt: skip
     for key, _ in _LATENCY:
         data |= _fields(f"{key}_ms", r.us[key], _ms)
     for key in ("output", "total"):
         data |= _fields(f"{key}_tokens_per_s_per_gpu", r.tokens_per_s_per_gpu[key], int)
     return data
+
+
+def _acceptance_row(r: PerfResult) -> tuple[str, str, str]:
+    a = r.acceptance
+    if a is None:
+        return ("speculative decoding", "none", "speculative_num_draft_tokens 0")
+    band = "" if a.given else f" (band {a.low_milli / 1000:.2f} – {a.high_milli / 1000:.2f})"
+    return ("acceptance length", f"{a.milli / 1000:.2f} tokens a step{band}, {a.verify_tokens} verified", a.source)
 
 
 def perf_report(r: PerfResult) -> Report:
@@ -58,9 +73,11 @@ def perf_report(r: PerfResult) -> Report:
             "band: × / ÷ (1 + 1.5 × these), 3 × when borrowed",
         ),
         ("peaks", r.gpu, r.peaks_source),
+        _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
-             f"isl {r.isl:,}, osl {r.osl:,}, concurrency {r.concurrency:,}")  # fmt: skip
+             f"isl {r.isl:,}, osl {r.osl:,}, "
+             + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}"))  # fmt: skip
     return Report(
         command="perf",
         title=title,

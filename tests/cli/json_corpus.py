@@ -60,6 +60,8 @@ def cases(tmp: Path) -> list[list[str]]:
     out += [["fit", *SMALL_FIT, "--require-ctx", "1M"], ["fit", *SMALL_FIT, "--require-concurrency", "4@128K"]]
     out += [["fit", *SMALL_FIT, "--require-ctx", "1M", "--pd"], ["fit", *SMALL_FIT, "--require-ctx", "4M"]]
     out += [["fit", *SMALL_FIT, "--trace", str(trace)], ["fit", *SMALL_FIT, "--trace", str(trace), "--min-hit", "0.9"]]
+    sla = ("--isl", "1K", "--osl", "1K", "--concurrency", "8", "--require-ttft", "2s")
+    out += [["fit", *SMALL_FIT, *sla, "--require-tpot", "60ms"], ["fit", *SMALL_FIT, *sla, "--require-tpot", "1ms"]]
     out += [["simulate", str(trace), "--trace-format", "mooncake", "--sweep", "1e4..1e6", "--points", "3"]]
     out += [["simulate", str(trace), "--trace-format", "mooncake"]]
     out += [["simulate", str(trace), "--semantics", "sglang", "--deploy", SG, "--occupancy"]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.sched import closed_loop, timings, with_request_latency
 from kvplan.perf.step import Batch
 
 
@@ -56,3 +56,69 @@ def test_itl_counts_the_prefill_batches_between_two_decode_steps() -> None:
     # and with the prefill at 5 s step 4's gap is 7: still 2 (a median, not a mean)
     assert timings(s, [1.0, 2.0, 2.0, 1.0, 2.0, 2.0], osl=3).itl_median == 2.0
     assert timings(s, [1.0, 2.0, 2.0, 5.0, 2.0, 2.0], osl=3).itl_median == 2.0
+
+
+def test_steady_state_staggers_the_clients_and_a_busy_vllm_sees_a_request_a_step_late() -> None:
+    # aiperf --concurrency (AIConfigurator's generated benchmark: --warmup-request-count = concurrency, then the
+    # measured rounds) measures after the first wave, when the clients have drifted apart. 2 clients, 10 + 3 tokens,
+    # budget 100: one request alone takes ceil(10 / 100) + 3 - 1 = 3 steps, so client 1 starts 3 // 2 = 1 step in
+    # (it sends after step 0). vLLM V1 takes new requests between steps (EngineCore.run_busy_loop): one sent after
+    # step s while the engine is busy is scheduled at s + 2; an idle engine takes it at once (client 0 at step 0).
+    # Scheduler.schedule: step 0 prefills r0 alone (not the 20-token burst); step 1 decodes r0; step 2 decodes r0
+    # (its last token) and prefills r1; r0's client sends r2 after step 2, seen at step 4, and so on, each prefill
+    # sharing a step with the other client's decode
+    s = closed_loop(engine="vllm", isl=10, osl=3, concurrency=2, cap=2, budget=100, num_prompts=4, warmup=2,
+                    steady=True)  # fmt: skip
+    assert s.steps[0] == Batch(prefill_tokens=10, prefill_pairs=55, sampled=1)
+    assert s.steps[1] == Batch(decode_requests=1, decode_context=11, sampled=1)
+    assert s.steps[2] == Batch(prefill_tokens=10, prefill_pairs=55, decode_requests=1, decode_context=12, sampled=2)
+    assert s.steps[3] == Batch(decode_requests=1, decode_context=11, sampled=1)
+    # the clients send on past the 4 prompts (r4 after step 6) until the measured r2, r3 have finished (step 8)
+    assert len(s.steps) == 9
+    assert (s.arrived[:4], s.first[:4], s.finished[:4]) == ((-1, 0, 2, 4), (0, 2, 4, 6), (2, 4, 6, 8))
+    assert list(s.measured_ids) == [2, 3]
+    # prefill + decode steps of 1.5 s, decode-only steps of 0.5 s: r2 (sent after step 2) waits out step 3 and gets
+    # its first token at step 4's end, TTFT 0.5 + 1.5 = 2.0 s; its two more tokens at steps 5, 6: TPOT 1.0 s
+    t = timings(s, [1.0, 0.5, 1.5, 0.5, 1.5, 0.5, 1.5, 0.5, 1.5], osl=3)
+    assert t.ttft == (2.0, 2.0) and t.tpot == (1.0, 1.0)
+
+
+def test_steady_sglang_sees_a_request_two_steps_late_unless_idle() -> None:
+    # one client: the engine is idle whenever the client sends, so each request starts at once (no turnaround):
+    # r0 prefills at step 0, decodes at 1 (finishing, osl 2); r1 sent after step 1 is prefilled at step 2
+    s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=1, cap=1, budget=100, num_prompts=2, warmup=1,
+                    steady=True)  # fmt: skip
+    assert (s.arrived[:2], s.first[:2], s.finished[:2]) == ((-1, 1), (0, 2), (1, 3))
+    assert timings(s, [1.0, 0.5, 1.0, 0.5], osl=2).ttft == (1.0,)
+    # two clients, 10 + 5 tokens: a request alone takes 1 + 4 = 5 steps, client 1 sends after step 1 (5 // 2 - 1);
+    # SGLang's overlap loop (Scheduler.event_loop_overlap) processes step s's results after launching s + 1, and
+    # the next loop's recv_requests runs before the new request is back: it is seen at s + 3. r1 is sent after
+    # step 1 and prefilled at step 4 (a prefill batch before decoding, get_next_batch_to_run), after r0's decodes
+    # at steps 1, 2, 3
+    s = closed_loop(engine="sglang", isl=10, osl=5, concurrency=2, cap=2, budget=100, num_prompts=2, warmup=0,
+                    steady=True)  # fmt: skip
+    assert s.arrived[:2] == (-1, 1) and s.first[:2] == (0, 4)
+    assert [b.prefill_tokens for b in s.steps[:5]] == [10, 0, 0, 0, 10]
+
+
+def test_the_readme_case_prefills_one_request_at_a_time_once_steady() -> None:
+    # Llama-3.1-70B on 4×H200 vLLM, 1K / 1K at concurrency 8 (AIConfigurator silicon_sample.csv: TTFT 101 ms
+    # measured): in the burst every client's 1,024 tokens land in step 0 (8,192 = max_num_batched_tokens), which is
+    # what priced TTFT at 998 ms. Staggered over a request's 1 + 1,023 steps, each measured request is prefilled
+    # alone beside the other 7 clients' decodes, two steps after it was sent (the turnaround step, then its own)
+    burst = closed_loop(engine="vllm", isl=1024, osl=1024, concurrency=8, cap=576, budget=8192, num_prompts=24)
+    assert burst.steps[0].prefill_tokens == 8192
+    s = closed_loop(engine="vllm", isl=1024, osl=1024, concurrency=8, cap=576, budget=8192, num_prompts=24, warmup=8,
+                    steady=True)  # fmt: skip
+    ids = s.measured_ids
+    assert len(ids) == 16
+    assert {(s.steps[s.first[i]].prefill_tokens, s.steps[s.first[i]].decode_requests) for i in ids} == {(1024, 7)}
+    assert {s.first[i] - s.arrived[i] for i in ids} == {2}
+
+
+def test_a_request_latency_outside_the_steps_adds_to_ttft_and_e2e_only() -> None:
+    # the coefficients' request_us (the HTTP round trip, tokenizer, detokenizer: fitted) is paid once before the
+    # first token: TTFT and end to end move by it, TPOT (tokens after the first) does not
+    s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=2, cap=1, budget=100, num_prompts=2)
+    t = with_request_latency(timings(s, [1.0, 0.5, 1.0, 0.5], osl=2), 0.25)
+    assert t.ttft == (1.25, 2.75) and t.tpot == (0.5, 0.5) and t.e2e == (1.75, 3.25) and t.duration == 3.25

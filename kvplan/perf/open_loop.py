@@ -1,0 +1,105 @@
+"""An open-loop load (``perf --rate R/s``): requests arrive as a Poisson process whatever the engine's pace, as
+``bench_serving --request-rate R`` (burstiness 1.0) and ``vllm bench serve --request-rate R`` send them. The gaps are
+drawn from a seeded generator, so a rate always gives the same schedule. Unlike the closed loop, when a request
+arrives depends on how long the steps before it took: each step is priced as it is scheduled (``price``); the
+engine's policy is the closed loop's (sched._run)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvplan.perf.sched import Timings, _Req, _run, _weighted_median
+from kvplan.perf.spec import Acceptance
+from kvplan.perf.step import Batch
+
+SEED = 0
+"""The generator's seed (stated on perf's output)."""
+
+
+@dataclass
+class _Arrivals:
+    times: list[float]
+    price: Callable[[Batch], float]
+    first: list[int]
+    finished: list[int]
+    ends: list[float] = field(default_factory=list)
+    """Each step's end, seconds from the first arrival's clock origin (an idle engine waits for the next arrival)."""
+    next: int = 0
+    clock: float = 0.0
+
+    def catch_up(self, steps: list[Batch]) -> None:
+        while len(self.ends) < len(steps):
+            self.clock += self.price(steps[len(self.ends)])
+            self.ends.append(self.clock)
+
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+        self.catch_up(steps)
+        if idle and self.next < len(self.times):
+            self.clock = max(self.clock, self.times[self.next])
+        out = []
+        while self.next < len(self.times) and self.times[self.next] <= self.clock:
+            out.append(_Req(self.next))
+            self.next += 1
+        return out
+
+    def send(self, after: int) -> None:  # open loop: a finished request sends nothing
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenSchedule:
+    steps: tuple[Batch, ...]
+    arrival_s: tuple[float, ...]
+    first: tuple[int, ...]
+    finished: tuple[int, ...]
+    ends: tuple[float, ...]
+    peak_running: int
+
+
+def poisson_times(rate_per_s: float, n: int, seed: int = SEED) -> list[float]:
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    for _ in range(n):
+        t += rng.expovariate(rate_per_s)
+        out.append(t)
+    return out
+
+
+def open_loop(
+    *,
+    engine: str,
+    isl: int,
+    osl: int,
+    rate_per_s: float,
+    num_prompts: int,
+    cap: int,
+    budget: int,
+    price: Callable[[Batch], float],
+    spec: Acceptance | None = None,
+) -> OpenSchedule:
+    if min(isl, osl, num_prompts, cap, budget) < 1 or not rate_per_s > 0:
+        raise ValueError("isl, osl, the prompts, the running cap and the token budget must be >= 1, the rate > 0")
+    a = _Arrivals(times=poisson_times(rate_per_s, num_prompts), price=price, first=[-1] * num_prompts,
+                  finished=[-1] * num_prompts)  # fmt: skip
+    steps, peak = _run(engine, isl, osl, cap, budget, a, num_prompts, spec)
+    a.catch_up(steps)
+    return OpenSchedule(steps=tuple(steps), arrival_s=tuple(a.times), first=tuple(a.first),
+                        finished=tuple(a.finished), ends=tuple(a.ends), peak_running=peak)  # fmt: skip
+
+
+def open_timings(s: OpenSchedule, osl: int) -> Timings:
+    """Every request's figures (bench_serving measures them all), from its arrival; duration: first arrival to the
+    last token."""
+    ttft = tuple(s.ends[f] - a for a, f in zip(s.arrival_s, s.first, strict=True))
+    e2e = tuple(s.ends[f] - a for a, f in zip(s.arrival_s, s.finished, strict=True))
+    tpot = tuple((e - t) / (osl - 1) if osl > 1 else 0.0 for e, t in zip(e2e, ttft, strict=True))
+    gaps: list[tuple[float, int]] = []
+    last = -1
+    for i, b in enumerate(s.steps):
+        if b.decode_requests:
+            gaps.append((s.ends[i] - (s.ends[last] if last >= 0 else s.ends[i - 1] if i else 0.0), b.decode_requests))
+            last = i
+    return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=s.ends[-1] - s.arrival_s[0],
+                   itl_median=_weighted_median(gaps))  # fmt: skip
