@@ -88,3 +88,17 @@ def test_a_context_past_131072_positions_is_rejected_on_both_engines() -> None:
         data = _admit("256K", "--set", f"engine={engine}", code=1)
         check = _check(data, "context length")
         assert (check["need"], check["have"]) == (262_144, 131_072)
+
+
+def test_vllm_online_fp8_weights_on_h100() -> None:
+    # bf16 Grok-2 at TP8 is 62.79 GiB a GPU, too much for an 80 GB H100 to keep a 131,072-token request; with
+    # --quantization fp8 vLLM quantizes every linear layer at load (fp8.py Fp8OnlineLinearMethod, FusedMoE
+    # Fp8MoEMethod) to one byte a weight; grok1.py's gate is ReplicatedLinear(quant_config=None), and the
+    # embeddings, lm_head and norms keep bf16: (8,589,934,592 + 1,073,741,824 + 206,158,430,208 + 51,539,607,552)
+    # / 8 × 1 B + 2,147,483,648 / 8 × 2 B + (4,194,304 + 2,105,344) × 2 B + the rotary cache 33,554,432 B
+    fp8 = 267_361_714_176 // 8 + 2_147_483_648 // 8 * 2 + (4_194_304 + 2_105_344) * 2 + 131_072 * 128 * 2
+    assert fp8 == 34_003_238_912
+    data = _admit("128K", "--set", "engine=vllm", "--set", "gpu=h100", "--set", "quantization=fp8")
+    chain = {c["label"]: c["bytes"] for c in data["plan"]["chain"]}
+    assert chain["weights per GPU"] == fp8
+    assert data["plan"]["cell"]["main_bytes"] == CELL  # kv_cache_dtype auto: still the model's bf16
