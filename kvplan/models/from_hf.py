@@ -40,6 +40,7 @@ _HF_KEYS = {
     "shared_expert_intermediate_size", "partial_rotary_factor",
     "indexer_rope_interleave",  # kvplan.models.additions: the DSA indexer shares the MLA rope cache
     "language_config", "projector_config",  # DeepSeek-VL2 (kvplan.models.vlm)
+    "residual_moe",  # Grok-2: a dense MLP beside the experts (kvplan.models.params_grok)
 }  # fmt: skip
 
 MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
@@ -47,7 +48,7 @@ MLA_ARCHITECTURES = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "Deepseek
 """MLA models (DSA when the config has an indexer): DeepSeek-V2/V3/R1, Kimi-K2, DeepSeek-V3.2, GLM-5.x."""
 FULL_ATTENTION_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                                 "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Glm4MoeForCausalLM",
-                                "DeciLMForCausalLM")  # fmt: skip
+                                "DeciLMForCausalLM", "Grok1ForCausalLM")  # fmt: skip
 """Full-attention (MHA / GQA / MQA) models kvplan plans, every layer the same."""
 HYBRID_ARCHITECTURES = ("GptOssForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "DeepseekV4ForCausalLM",
                         "Glm5NextForConditionalGeneration")  # fmt: skip

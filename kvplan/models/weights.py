@@ -381,6 +381,7 @@ HYBRID_GROUP_MODULES = {
     "DeepseekV4ForCausalLM": "kvplan.models.params_deepseek_v4",
     "Glm5NextForConditionalGeneration": "kvplan.models.params_glm5_next",
     "GptOssForCausalLM": "kvplan.models.params_gpt_oss",
+    "Grok1ForCausalLM": "kvplan.models.params_grok",  # four norms a layer, Grok-2's residual MLP beside the experts
 }
 """Hybrid architectures whose parameters a family module counts: ``groups(c, acc) -> family`` adds every module
 to ``acc`` (linears in the scheme their names resolve to, plain tensors in the checkpoint dtype) and names the

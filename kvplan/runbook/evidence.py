@@ -14,7 +14,7 @@ Every size is an int of bytes; a printed GiB figure keeps its rounding (``Gib``:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kvplan.runbook.parse import At, Gib, Run, largest, smallest
@@ -374,14 +374,19 @@ def gqa_shapes(low: int, high: int) -> tuple[str, ...]:
 
 # Model candidates among kvplan's presets (and ``--model``), ranked by how far their bytes per row are from the
 # log's.
-def rank_candidates(low: int, high: int, sizes: dict[str, int]) -> tuple[Candidate, ...]:
+def rank_candidates(
+    low: int, high: int, sizes: dict[str, int], likeness: Mapping[str, tuple[int, int]] | None = None
+) -> tuple[Candidate, ...]:
     """Models by how close their bytes per row (``sizes``: name -> bytes, as the log's engine and split would
-    allocate them) are to the log's low..high, nearest first."""
+    allocate them) are to the log's low..high, nearest first. Rows alone can tie (Grok-2 at tp 2 has Llama-3.1-8B's
+    131,072 B): among those that fit, ``likeness`` (name -> (not the class the log prints, bytes from the log's
+    weights figure)) ranks the model the log's other lines describe first."""
+    like = likeness or {}
     mid = (low + high) // 2 or 1
     out = [
         Candidate(name=name, bytes_per_row=b, distance_ppm=abs(b - mid) * 1_000_000 // mid, fits=low <= b <= high)
         for name, b in sizes.items()
         if b > 0
     ]
-    out.sort(key=lambda c: (not c.fits, c.distance_ppm, c.name))
+    out.sort(key=lambda c: (not c.fits, like.get(c.name, (1, 0)) if c.fits else (0, 0), c.distance_ppm, c.name))
     return tuple(out)

@@ -81,7 +81,8 @@ def test_stored_layers_of_every_uniform_model_equal_the_old_derivation(ref: str)
 def test_the_uniform_presets_are_the_ten_of_before() -> None:
     # the hybrid presets are new; the ten uniform ones are the presets this change must leave identical, plus
     # deepseek-vl2 (added later: a VLM whose language model is uniform MLA, its layers checked by the test above)
-    assert len(UNIFORM) == 11 and "glm-5.3" in UNIFORM and "deepseek-vl2" in UNIFORM
+    # and grok-2 (added later: 64 uniform GQA layers, SGLang grok.py Grok1Attention on every layer)
+    assert len(UNIFORM) == 12 and "glm-5.3" in UNIFORM and "deepseek-vl2" in UNIFORM and "grok-2" in UNIFORM
 
 
 def test_replace_rebuilds_a_uniform_models_layers() -> None:

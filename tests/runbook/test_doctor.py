@@ -217,12 +217,14 @@ def test_real_sglang_mha_cannot_be_planned(tmp_path: Path) -> None:
     assert d.log_budget is not None and d.log_budget[0] <= 46_611 * 65_536 <= d.log_budget[1]
     # the CLI with no --model/--deploy reads this log alone (issue 14 item 5): it is from Qwen2ForCausalLM, not the
     # default deployment's model; it cannot tell (exit 0), says what to add, and ranks the presets whose rows fit:
-    # qwen3-32b has the same K/V shape (64 layers × 8 kv heads × 128), 65,536 B per row at tp 4
+    # qwen3-32b has the same K/V shape (64 layers × 8 kv heads × 128), 65,536 B per row at tp 4; so has grok-2 at tp 4
+    # (64 layers × 2 kv heads × 128 × 2 × 2 B), named after it: its 125.54 GiB of weights a GPU are further from the
+    # log's 'mem usage=15.54 GB' than qwen3-32b's ~15 GiB
     r = cli(tmp_path, text)
     out = " ".join(r.stdout.split())
     assert r.exit_code == 0
     assert "CANNOT TELL" in out and "the log is from Qwen2ForCausalLM" in out and "--model" in out
-    assert "(the rows of qwen3-32b)" in out
+    assert "(the rows of qwen3-32b, grok-2)" in out
 
 
 def test_real_vllm_kimi_tp8_reproduces_the_collector_arithmetic() -> None:

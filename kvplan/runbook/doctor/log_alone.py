@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from kvplan.engines.common import weights_knob
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
+from kvplan.models.deploy import Deployment
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import gpu_catalog
@@ -49,6 +51,7 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
     if run.cli_args is not None and tp is None:
         tp = run.cli_args.value.integer("tensor_parallel_size")
     sizes: dict[str, int] = {}
+    likeness: dict[str, tuple[int, int]] = {}
     archs: list[tuple[str, ModelArch]] = [(a.name, a) for a in extra]
     for name in preset_names("models"):
         try:
@@ -84,13 +87,26 @@ def rank_presets(run: Run, evidence: Evidence, extra: tuple[ModelArch, ...] = ()
         p = _plan(arch, _with(dep, big))
         if p is None:
             continue
+        likeness[label] = _likeness(run, evidence, arch, dep)
         if evidence.per_row_unit == "B per block":
             sizes[label] = p.extras.get("bytes_per_block", p.cell.total_bytes * p.page_tokens)
         elif p.engine == "sglang":
             sizes[label] = (p.allocated_bytes - _index_outside_kv_size(p, p.rows)) // max(p.rows + p.page_tokens, 1)
         else:  # per logged token: a rank's block holds page_tokens × dcp logged tokens
             sizes[label] = p.extras.get("bytes_per_block", 0) // max(p.page_tokens * p.dcp, 1) or p.cell.total_bytes
-    return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes)[:5]
+    return rank_candidates(evidence.per_row_low, evidence.per_row_high, sizes, likeness)[:5]
+
+
+def _likeness(run: Run, evidence: Evidence, arch: ModelArch, dep: Deployment) -> tuple[int, int]:
+    """How unlike the log a candidate is beyond its rows: not the class the log prints ('Load weight end.
+    type=…'), and how far its weights a GPU at the split are from the log's weights figure (0 without one). Never a
+    filter: a log's GPU may hold only part of the weights (KTransformers keeps the experts on the CPU)."""
+    weights = next((f for f in evidence.facts if f.name.startswith("weights (") and f.low and f.high), None)
+    far = 0
+    if weights is not None and weights.low is not None and weights.high is not None:
+        value = weights_knob(arch, dep, with_mtp=False).value
+        far = abs((value if isinstance(value, int) else 0) - (weights.low + weights.high) // 2)
+    return (int(run.model_class is not None and arch.architecture != run.model_class), far)
 
 
 def examine(log: ParsedLog, *, why: str, arch_class: str = "", extra: tuple[ModelArch, ...] = ()) -> Diagnosis:

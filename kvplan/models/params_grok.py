@@ -1,0 +1,51 @@
+"""Grok-1 / Grok-2's parameters (``Grok1ForCausalLM``), for a weights-per-GPU estimate.
+
+Read from SGLang ``models/grok.py`` (``Grok1DecoderLayer``, ``Grok1MoE``, ``Grok1MLP``). Per layer (h = hidden_size,
+d = ``head_dim``, default 128 as ``Grok1Attention`` reads it): q and o (heads·d × h, attention TP), k and v
+(kv·d × h, at most kv-heads ways), no biases; ``num_local_experts`` experts of w1 / w3 (I × h) and w2, I =
+``moe_intermediate_size`` else ``intermediate_size``, and their gate E × h (replicated); with ``residual_moe``
+(Grok-2) a dense MLP of ``intermediate_size`` beside them (tensor parallel); four RMSNorms. Plus embed_tokens and
+lm_head (vocab × h each: grok.py loads its own ``ParallelLMHead``), the final norm and the rotary cos/sin cache.
+xai-org/grok-2's published total, 269,515,497,472 parameters, is these counts exactly (tests/models/test_grok2.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvplan.limits import MAX_LAYERS
+from kvplan.models.weights import gqa_heads
+
+if TYPE_CHECKING:
+    from kvplan.models.quant import Fields
+    from kvplan.models.weights import _Groups
+
+
+def groups(c: Fields, acc: _Groups) -> str:
+    h = c.required("hidden_size")
+    layers = c.required("num_hidden_layers", maximum=MAX_LAYERS)
+    heads, kv_heads = gqa_heads(c)
+    d = c.integer("head_dim", 128)  # Grok1Attention: getattr(config, "head_dim", 128)
+    experts = c.required("num_local_experts")
+    inter = c.required("intermediate_size")
+    expert_inter = c.integer("moe_intermediate_size", inter)  # grok.py: moe_intermediate_size, else intermediate
+    residual = c.flag("residual_moe", False)
+    vocab = c.integer("vocab_size", 0, minimum=0)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        acc.linear("attention", "attn", f"{p}self_attn.q_proj", heads * d, h)
+        acc.linear("attention", "attn", f"{p}self_attn.o_proj", h, heads * d)
+        acc.linear("kv_proj", "attn", f"{p}self_attn.k_proj", kv_heads * d, h, heads=kv_heads)
+        acc.linear("kv_proj", "attn", f"{p}self_attn.v_proj", kv_heads * d, h, heads=kv_heads)
+        for m, rows, cols in (("w1", expert_inter, h), ("w3", expert_inter, h), ("w2", h, expert_inter)):
+            acc.linear("routed_experts", "experts", f"{p}block_sparse_moe.experts.0.{m}", rows, cols, count=experts)
+        if residual:
+            for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
+                acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
+    acc.plain("router", "none", layers * experts * h)
+    acc.plain("norms", "none", (4 * layers + 1) * h)  # four RMSNorms a layer + the final one
+    acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
+    acc.span(range(layers), "attention", "kv_proj", "routed_experts", "router", *(("dense_mlp",) if residual else ()))
+    positions = c.integer("max_position_embeddings", 0, minimum=0)
+    acc.buffer("rotary_cache", positions * d * acc.quant.plain.bytes_per_param)  # get_rope: rotary_dim = head_dim
+    return "GQA MoE"
