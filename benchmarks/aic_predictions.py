@@ -7,7 +7,7 @@ Runs in its own environment, never kvplan's (AIConfigurator is Apache-2.0, NVIDI
     python -m venv /tmp/aicenv
     /tmp/aicenv/bin/pip install aiconfigurator==0.12.0      # pulls aiconfigurator-core 0.12.0 with its databases
     /tmp/aicenv/bin/python benchmarks/aic_predictions.py SILICON_SAMPLE_CSV > /tmp/aic_pred.csv
-    PYTHONPATH=. python benchmarks/perf_calibrate.py SILICON_SAMPLE_CSV --aic /tmp/aic_pred.csv
+    PYTHONPATH=. python benchmarks/perf_calibrate.py SILICON_SAMPLE_CSV --aic=/tmp/aic_pred.csv
 
 Each kept row (the filter of benchmarks/perf_calibrate.py: mode agg, pp 1, SGLang or vLLM, H200 / B200, a model
 kvplan has a preset for) is estimated with ``aiconfigurator.cli.api.cli_estimate`` in agg mode with the row's own

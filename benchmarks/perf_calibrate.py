@@ -14,8 +14,8 @@ Split: the fit sees only the rows of ``source_file=2026-03-25.csv`` (the first c
 SGLang 0.5.6.post2, vLLM 0.12.0, nightlies) is held out. Rows kept: aggregated serving (``mode=agg``), pp 1, SGLang
 or vLLM, H200 / B200, models kvplan has a preset for. Measured throughput is not in the CSV: it is derived the way
 a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU, for both the rows and kvplan.
-AIConfigurator's own predictions are not in the CSV; producing them needs its per-GPU kernel databases and its
-full install (not --no-deps), which this script does not do: the AIC column is the issue's quoted figures only.
+AIConfigurator's own predictions are not in the CSV: benchmarks/aic_predictions.py makes them in AIConfigurator's
+own environment, and ``--aic=FILE`` prints its error beside kvplan's on the rows it estimated.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ FIXED = {"link_eff": 0.7, "comm_us": 8.0}
 
 @dataclass
 class Row:
+    id: str  # the CSV's row id (benchmarks/aic_predictions.py keys its estimates by it)
     key: tuple[str, str, str]  # (gpu class, engine, family)
     group: str  # the report's (model, GPU, engine, version)
     train: bool
@@ -124,7 +125,7 @@ def load(path: str) -> list[Row]:
         arrays, sched = priced[key]
         src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"
-        rows.append(Row(key=(peaks.gpu_class, x["backend"], "mla" if mla else "gqa"),
+        rows.append(Row(id=x["id"], key=(peaks.gpu_class, x["backend"], "mla" if mla else "gqa"),
                         group=f"{name} {x['system'][:4]} {x['backend']} {ver}", train=src == TRAIN_SOURCE,
                         isl=isl, osl=osl, concurrency=conc, gpus=tp * dp, ttft_ms=float(x["silicon_ttft_ms"]),
                         tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched))  # fmt: skip
@@ -205,11 +206,7 @@ def main() -> int:
     for group, rs in sorted(by_group.items()):
         key = rs[0].key
         own = key in fitted
-        c = (
-            fitted.get(key)
-            or next((v for k, v in fitted.items() if k[:2] == key[:2]), None)
-            or next(iter(fitted.values()))
-        )
+        c = _coefficients(key, fitted)
         preds = [predict(r, c) for r in rs]
         measured = ([r.ttft_ms for r in rs], [r.tpot_ms for r in rs], [measured_tput(r) for r in rs])
         e = [mape([(p[i], m) for p, m in zip(preds, ms, strict=True)]) for i, ms in enumerate(measured)]
@@ -224,7 +221,46 @@ def main() -> int:
         print(f"# {'/'.join(key)}: " + ", ".join(f"{sum(w * e[i] for w, e in ws) / n:.3f}" for i in range(3)))
     print("\nREADME table (model, GPU, engine, version | rows | TTFT | TPOT | tok/s MAPE | coefficients):")
     print("\n".join(table))
+    aic = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--aic=")), None)
+    if aic:
+        beside_aic(by_group, fitted, aic)
     return 0
+
+
+def _coefficients(key: tuple[str, str, str], fitted: dict[tuple[str, str, str], dict[str, float]]) -> dict[str, float]:
+    return (
+        fitted.get(key) or next((v for k, v in fitted.items() if k[:2] == key[:2]), None) or next(iter(fitted.values()))
+    )
+
+
+def beside_aic(by_group: dict[str, list[Row]], fitted: dict[tuple[str, str, str], dict[str, float]], path: str) -> None:
+    """kvplan's and AIConfigurator's MAPE on the same held-out rows: those aic_predictions.py estimated (AIC's
+    throughput derived from its TTFT / TPOT as measured_tput derives the rows')."""
+    with open(path, encoding="utf-8") as f:
+        est = {x["id"]: x for x in csv.DictReader(f)}
+    print("\nREADME table beside AIConfigurator (same rows): model, GPU, engine, version | rows estimated by AIC |")
+    print("TTFT kvplan / AIC | TPOT kvplan / AIC | tok/s kvplan / AIC | AIC's refusals")
+    for group, rs in sorted(by_group.items()):
+        mine = [r for r in rs if r.id in est]
+        done = [r for r in mine if est[r.id]["aic_ttft_ms"]]
+        if not mine:
+            continue
+        if not done:
+            print(f"| {group} | 0 of {len(mine)} | - | - | - | {est[mine[0].id]['error'][:70]} |")
+            continue
+        c = _coefficients(done[0].key, fitted)
+        ours = [predict(r, c) for r in done]
+        theirs = []
+        for r in done:
+            t, p = float(est[r.id]["aic_ttft_ms"]), float(est[r.id]["aic_tpot_ms"])
+            theirs.append((t, p, r.concurrency * r.osl / ((t + (r.osl - 1) * p) / 1e3) / r.gpus))
+        meas = [(r.ttft_ms, r.tpot_ms, measured_tput(r)) for r in done]
+        cells = []
+        for i in range(3):
+            k = mape([(o[i], m[i]) for o, m in zip(ours, meas, strict=True)])
+            a = mape([(t[i], m[i]) for t, m in zip(theirs, meas, strict=True)])
+            cells.append(f"{k:.1%} / {a:.1%}".replace("%", " %"))
+        print(f"| {group} | {len(done)} of {len(mine)} | {' | '.join(cells)} | |")
 
 
 if __name__ == "__main__":
