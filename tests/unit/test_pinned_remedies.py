@@ -1,0 +1,134 @@
+"""plan/remedies.py pinned (issue 26): the figures each remedy's detail prints, read, and derived from the engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines import plan_pool
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.plan.admission import with_pool_tokens
+from kvplan.plan.admit import Request, admit
+from tests.conftest import make_plan
+from tests.unit.test_load_refusals import QWEN_FP8
+from tests.unit.test_load_refusals import _plan as load_plan_for
+
+M = 1 << 20
+
+
+def test_the_dcp_remedy_names_the_row_it_re_planned() -> None:
+    # GLM-5.3 1M on 8xH200 SGLang: 16,384 pages > 8,869. dcp 2 (the smallest divisor of tp 8 above 1): SGLang's
+    # _dsa_dcp_overrides sets the DSA backends to trtllm under dcp > 1, whose fp8 MLA row is 512 + 64 = 576 B a
+    # layer (flashmla's 656 B at dcp 1), × 78 layers = 44,928 B, and the index K is replicated under DCP
+    # (kv_cache_configurator: indexer_cell_size *= dcp_size): 2 × 2,772 B. Cell: 44,928 + 5,544 = 50,472 B
+    (dcp,) = (r for r in admit(make_plan(), Request(ctx_tokens=M)).remedies if r.knob == "dcp")
+    assert (dcp.value, dcp.detail) == (2, "fp8 rows, cell 50,472 B")
+
+
+def test_remedies_under_a_logged_pool_are_scaled_and_say_so() -> None:
+    # --pool-tokens 500,000 where kvplan plans 567,616: a remedy's pool is its planned pool × 500,000 / 567,616,
+    # rounded down to its page (admission.with_pool_tokens / remedies._replan); dcp 2 plans 1,278,208 tokens in
+    # pages of 64 × 2: 1,278,208 × 500,000 // 567,616 = 1,125,943 -> // 128 × 128 = 1,125,888
+    a = admit(with_pool_tokens(make_plan(), 500_000), Request(ctx_tokens=M))
+    (dcp,) = (r for r in a.remedies if r.knob == "dcp")
+    assert dcp.detail == "fp8 rows, cell 50,472 B; pool scaled by logged / planned = 500,000 / 567,616"
+    assert make_plan(dcp=2).logged_tokens == 1_278_208 and dcp.pool_tokens == 1_125_888
+
+
+def test_the_dp_remedy_says_how_the_requests_spread() -> None:
+    # 8 × 128K: one fits the TP8 pool (2,048 pages of 8,869), eight do not; dp 2 gives 2 pools, ceil(8 / 2) = 4 each
+    a = admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=8))
+    (dp,) = (r for r in a.remedies if r.knob == "dp_attention")
+    pool = make_plan(dp_attention=2).logged_tokens
+    assert dp.value == 2 and dp.pool_tokens == pool
+    assert dp.detail == f"2 pools of {pool:,} tokens, at most 4 of the 8 requests each"
+
+
+def test_running_requests_remedies_name_their_count() -> None:
+    # max_running_requests 4 and 8 copies of 1K: 8 at once on one pool; or DP attention 8, where SGLang gives each
+    # rank max(1, 4 // 8) = 1 running request (resolve_max_num_reqs), 1 of the 8 on each of 8 pools
+    a = admit(make_plan(max_running_requests=4), Request(ctx_tokens=1024, concurrent=8))
+    by = {r.knob: r for r in a.remedies}
+    assert (by["max_running_requests"].value, by["max_running_requests"].detail) == (8, "8 at once")
+    assert by["dp_attention"].value == 8 and by["dp_attention"].detail.endswith("at most 1 of the 8 requests each")
+
+
+def test_a_smaller_request_table_reads_both_sizes() -> None:
+    # mem_fraction_static 0.95 leaves too little slack for the workspaces: fewer running requests shrink SGLang's
+    # ReqToTokenPool, (max_running_requests + 1) × (context_len + 4) × 4 B int32 (memory_pool.py ReqToTokenPool,
+    # extra 4 without speculative decoding): 2,049 × 1,048,580 × 4 = 8,594,161,680 B before
+    a = admit(make_plan(mem_fraction_static=0.95), Request(ctx_tokens=1024))
+    (mrr,) = (r for r in a.remedies if r.knob == "max_running_requests")
+    assert mrr.detail == "req_to_token {size:after} instead of {size:before}"
+    assert dict(mrr.sizes) == {"after": (mrr.value + 1) * 1_048_580 * 4, "before": 8_594_161_680}
+
+
+@pytest.mark.parametrize(
+    ("engine", "ep", "detail"),
+    [
+        # SGLang: ep 2 of tp 8 leaves moe_tp 4: 1,536 / 4 = 384 a rank (FusedMoE intermediate_size_per_partition)
+        ("sglang", 2, "experts split 4 ways (384 wide a rank) over ep 2; bf16 rows"),
+        # vLLM --enable-expert-parallel: EP over all 8 ranks, each expert whole: 1,536 wide
+        ("vllm", 8, "whole experts (1536 wide a rank) over ep 8; bf16 rows"),
+    ],
+)
+def test_the_layout_remedies_name_the_split(engine: str, ep: int, detail: str) -> None:
+    # Qwen3-235B-A22B-FP8 at tp 8: 1,536 / 8 = 192 is not a whole 128-row fp8 block (load_checks)
+    a = admit(load_plan_for(engine, QWEN_FP8, tp=8), Request(ctx_tokens=32768))
+    by = {r.knob: r for r in a.remedies}
+    assert (by["ep"].value, by["ep"].detail) == (ep, detail)
+    # the largest smaller tp that loads: 4 GPUs (pp 1), the weights a GPU as a size the render writes
+    assert by["tp"].value == 4 and by["tp"].detail == "4 GPUs: weights {size:weights} a GPU; bf16 rows"
+
+
+def test_sglang_tries_ep_up_to_tp(tmp_path: Path) -> None:
+    # experts 384 wide (Qwen3-235B-A22B-FP8's config with moe_intermediate_size 384): FusedMoE splits each expert
+    # over moe tp = tp / ep ranks, and a split must be whole 128-row fp8 blocks: ep 2 -> 384 / 4 = 96, ep 4 -> 192,
+    # neither whole; ep 8 -> moe tp 1, the expert whole: the smallest ep dividing 8 that loads is tp itself
+    data = json.loads(Path(QWEN_FP8).read_text())
+    data["moe_intermediate_size"] = 384
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    a = admit(load_plan_for("sglang", str(tmp_path / "config.json"), tp=8), Request(ctx_tokens=32768))
+    (ep,) = (r for r in a.remedies if r.knob == "ep")
+    assert (ep.value, ep.detail) == (8, "whole experts (384 wide a rank) over ep 8; bf16 rows")
+
+
+def test_a_layout_remedy_counts_the_pipeline_stages() -> None:
+    # Qwen3-235B-A22B-FP8 at tp 8 × pp 2 (2 nodes): tp 4 loads, and a GPU count is tp × pp = 4 × 2 = 8
+    a = admit(load_plan_for("sglang", QWEN_FP8, tp=8, pp=2, nodes=2), Request(ctx_tokens=32768))
+    (tp,) = (r for r in a.remedies if r.knob == "tp")
+    assert tp.value == 4 and tp.detail.startswith("8 GPUs: weights {size:weights} a GPU")
+
+
+def test_more_gpus_counts_the_pipeline_stages_and_their_nodes() -> None:
+    # Llama-3.1-70B bf16 on H100s, tp 1 × pp 2 on nodes of 2 GPUs: 4 × 100,000 tokens fit no memory fraction;
+    # tp 2 × pp 2 = 4 GPUs, which nodes of 2 hold as 2 (deployment._check_gpu_count: max(tp, ep) × pp <= nodes ×
+    # gpus_per_node), so nodes=2 goes with it
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-70b", gpu="H100", tp=1, pp=2, gpus_per_node=2)
+    (tp,) = admit(p, Request(ctx_tokens=100_000, concurrent=4)).remedies
+    assert (tp.knob, tp.value, tp.also) == ("tp", 2, (("nodes", 2),))
+    assert tp.detail.startswith("4 GPUs on 2 node(s) of 2: weights {size:weights} a GPU (estimated)")
+
+
+def test_dp_attention_up_to_tp() -> None:
+    # max_running_requests 4 split by DP attention: SGLang resolve_max_num_reqs gives each rank max(1, 4 // dp):
+    # dp 2 -> 2 a rank, 4 of 8 needed; dp 4 -> 1, 2 needed; dp 8 -> 1, 1 needed: only dp = tp admits 8 at once
+    a = admit(make_plan(max_running_requests=4), Request(ctx_tokens=1024, concurrent=8))
+    (dp,) = (r for r in a.remedies if r.knob == "dp_attention")
+    assert dp.value == 8
+
+
+def test_a_context_remedy_under_a_logged_pool_says_it_is_scaled(tmp_path: Path) -> None:
+    # Qwen3-32B on vLLM (tests/unit/test_pinned_context_remedy.py): 128K needs the card's YaRN; under --pool-tokens
+    # equal to the planned pool the scale is 1, and the remedy still says how its pool was scaled
+    dep = tmp_path / "q.yaml"
+    dep.write_text("model: qwen3-32b\n")
+    d = load_deployment(str(dep), ["engine=vllm"])
+    p = plan_pool(load_model(d.model), d)
+    n = p.logged_tokens
+    (m,) = admit(with_pool_tokens(p, n), Request(ctx_tokens=128 * 1024)).remedies
+    assert m.sets == ("rope_scaling=yarn",)
+    assert m.detail.endswith(f"; pool scaled by logged / planned = {n:,} / {n:,}")
