@@ -92,3 +92,18 @@ def test_sglang_skips_the_row_check_for_an_attention_tp_below_tp(tmp_path: Path)
     # a rank, not a whole block), 256 // 64 = 4 != 8, so the model loads; the column slices are skipped alike
     p = _plan("sglang", _mla_32_wide_v(tmp_path), "tp=8", "dp_attention=2")
     assert p.startup_error is None
+
+
+def test_sglang_checks_the_dense_mlp_under_dp_attention(tmp_path: Path) -> None:
+    # SGLang DeepseekV2DecoderLayer: a dense layer's DeepseekV2MLP gets tp_size None (the whole TP group, 8) unless
+    # enable_moe_dense_fully_dp() (moe_dense_tp_size == 1, set only by the prefill context-parallel and DWDP modes),
+    # DP attention or not; gate_up_proj's slices are 18,496 / 8 = 2,312 rows, not whole 128-row fp8 blocks
+    # (Fp8LinearMethod.validate_block_quant_shapes). kvplan skipped the check under DP attention: it said the
+    # engine starts (570,075 tokens at dp_attention 2) where SGLang refuses as it does at tp 8 alone
+    data = json.loads((HF / "deepseek-r1" / "config.json").read_text())
+    data["intermediate_size"] = 18_496
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    for sets in (("tp=8",), ("tp=8", "dp_attention=2"), ("tp=8", "dp_attention=8")):
+        err = _plan("sglang", str(tmp_path / "config.json"), *sets).startup_error
+        assert err is not None
+        assert "Weight output_partition_size = 2312 is not divisible by weight quantization block_n = 128." in err
