@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,38 @@ def test_a_context_remedy_under_a_logged_pool_says_it_is_scaled(tmp_path: Path) 
     (m,) = admit(with_pool_tokens(p, n), Request(ctx_tokens=128 * 1024)).remedies
     assert m.sets == ("rope_scaling=yarn",)
     assert m.detail.endswith(f"; pool scaled by logged / planned = {n:,} / {n:,}")
+
+
+def test_dcp_up_to_tp() -> None:
+    # 3 × 1M: dcp 2 and 4 pools (1,278,208 and 2,303,488 tokens) hold fewer than 3 × 1,048,576 = 3,145,728; dcp 8
+    # (3,845,632) holds them, with a cell of 44,928 B (trtllm rows) + 8 × 2,772 B replicated index K = 67,104 B
+    assert [make_plan(dcp=d).logged_tokens for d in (2, 4, 8)] == [1_278_208, 2_303_488, 3_845_632]
+    (dcp,) = (r for r in admit(make_plan(), Request(ctx_tokens=M, concurrent=3)).remedies if r.knob == "dcp")
+    assert (dcp.value, dcp.detail) == (8, "fp8 rows, cell 67,104 B")
+
+
+def test_a_layout_the_engine_refuses_is_no_remedy_under_a_logged_pool() -> None:
+    # Qwen3-235B-A22B-FP8 (fp8 KV) at tp 4 under --pool-tokens: 110 × 32,000 tokens fit no memory fraction; tp 8
+    # would plan 4,296,206 tokens but SGLang refuses to load it (1,536 / 8 = 192 rows, not whole 128-row fp8
+    # blocks), and scaling a logged pool onto it must not hide the refusal: no remedy at all
+    dep = replace(
+        load_deployment("glm-5.3-8xh200-sglang", ["context_length=32768", "tp=4"]),
+        model=QWEN_FP8,
+        kv_cache_dtype="fp8_e4m3",
+        page_size=None,
+    )
+    p = plan_pool(load_model(QWEN_FP8), dep)
+    a = admit(with_pool_tokens(p, p.logged_tokens), Request(ctx_tokens=32_000, concurrent=110))
+    assert not a.admitted and a.remedies == ()
+
+
+def test_a_vllm_refusal_gets_max_model_len_cut_to_the_request() -> None:
+    # vLLM 0.33 check_enough_kv_cache_memory: max_model_len 1,048,576 needs 52.68 GiB of KV cache, more than the
+    # GLM-5.3 8xH200 pool holds, so the engine refuses to start; a 100K request (102,400 tokens) starts with
+    # --max-model-len 102400, which the pool holds
+    p = make_plan("glm-5.3-8xh200-vllm", context_length=1_048_576)
+    assert p.startup_error is not None and p.startup_error.startswith("To serve at least one request")
+    by = {r.knob: r for r in admit(p, Request(ctx_tokens=100 * 1024)).remedies}
+    ctx = by["context_length"]
+    assert (ctx.value, ctx.detail) == (102_400, "max_model_len the pool can start with")
+    assert ctx.pool_tokens >= 102_400
