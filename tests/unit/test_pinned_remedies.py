@@ -168,3 +168,12 @@ def test_a_vllm_refusal_gets_max_model_len_cut_to_the_request() -> None:
     ctx = by["context_length"]
     assert (ctx.value, ctx.detail) == (102_400, "max_model_len the pool can start with")
     assert ctx.pool_tokens >= 102_400
+
+
+def test_no_dp_attention_for_a_gqa_model_even_where_it_would_admit() -> None:
+    # kvplan offers DP attention only as the MLA layout (remedies._dp_remedies; test_admit_dp.py): Llama-3.1-70B
+    # with max_running_requests 4 and 8 × 1K plans dp_attention 8 as admitted, yet the one remedy is 8 at once
+    p = make_plan(model="llama-3.1-70b", kv_cache_dtype="auto", page_size=1, context_length=131072,
+                  max_running_requests=4)  # fmt: skip
+    a = admit(p, Request(ctx_tokens=1024, concurrent=8))
+    assert [(r.knob, r.value) for r in a.remedies] == [("max_running_requests", 8)]
