@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvplan.cli._common import load_plan
 from kvplan.errors import InputError
 from kvplan.plan.admission import Request, largest_admitted, pools_hold, with_pool_tokens
 from kvplan.plan.admit import admit
@@ -113,3 +114,12 @@ def test_the_tail_waste_of_two_copies() -> None:
     # two 1,000-token requests on one pool: each leaves 24 slots of its last page, 2 × 24 × 53,940 B on a GPU
     a = admit(make_plan(), Request(ctx_tokens=1_000, concurrent=2), remedies=False)
     assert (a.per_rank, a.tail_waste_tokens, a.tail_waste_bytes) == (2, 24, 2 * 24 * 53_940)
+
+
+def test_a_hybrid_pool_check_reads_its_pages() -> None:
+    # gpt-oss-120b on SGLang, 64-token pages: 2 × 100,000 tokens; the full-attention pool holds every token's row:
+    # cdiv(100,000, 64) = 1,563 pages a request, 2 × 1,563 = 3,126 of the pool's pages
+    p = load_plan("gpt-oss-120b", None, ["kv_cache_dtype=fp8_e4m3", "page_size=64"])
+    a = admit(p, Request(ctx_tokens=100_000, concurrent=2), remedies=False)
+    (full,) = (c for c in a.checks if c.name == "pool: full attention (18 layers)")
+    assert (full.need, full.unit, full.detail) == (3_126, "pages", "2 × 1,563 pages (1,563 full attention)")

@@ -177,3 +177,18 @@ def test_no_dp_attention_for_a_gqa_model_even_where_it_would_admit() -> None:
                   max_running_requests=4)  # fmt: skip
     a = admit(p, Request(ctx_tokens=1024, concurrent=8))
     assert [(r.knob, r.value) for r in a.remedies] == [("max_running_requests", 8)]
+
+
+def test_a_remedy_past_the_context_length_carries_it(tmp_path: Path) -> None:
+    # Qwen3-32B (max_position_embeddings 40,960) run at context_length 32,768: 110 × 40,000 tokens are over the
+    # context length and, at 40,000, over the bf16 pool (3,811,252 tokens) too: fp8_e4m3 rows (1 B, half the
+    # bytes) with context_length 40,000 (<= 40,960, no override needed) carried along
+    dep = tmp_path / "q.yaml"
+    dep.write_text("model: qwen3-32b\n")
+    d = load_deployment(str(dep), ["context_length=32768"])
+    p = plan_pool(load_model(d.model), d)
+    assert p.logged_tokens == 3_811_252 < 110 * 40_000
+    by = {r.knob: r for r in admit(p, Request(ctx_tokens=40_000, concurrent=110)).remedies}
+    kv = by["kv_cache_dtype"]
+    assert kv.sets == ("kv_cache_dtype=fp8_e4m3", "context_length=40000")
+    assert kv.detail == "fp8_e4m3 rows; with context_length 40,000, up to max_position_embeddings"
