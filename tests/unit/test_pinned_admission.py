@@ -123,3 +123,13 @@ def test_a_hybrid_pool_check_reads_its_pages() -> None:
     a = admit(p, Request(ctx_tokens=100_000, concurrent=2), remedies=False)
     (full,) = (c for c in a.checks if c.name == "pool: full attention (18 layers)")
     assert (full.need, full.unit, full.detail) == (3_126, "pages", "2 × 1,563 pages (1,563 full attention)")
+
+
+def test_the_tightest_check_is_the_least_headroom_relative_to_capacity() -> None:
+    # 1,000 tokens on the preset, all checks passing: context 1,000 of 1,048,576 (99.9 % left), pages 16 of
+    # 8,869 (99.8 %), requests 1 of 2,048 (99.95 %), workspaces 11,290,943,363 of 16,990,127,259 B (33.5 %): the
+    # workspace binds, whatever order the checks are in
+    a = admit(make_plan(), Request(ctx_tokens=1_000), remedies=False)
+    ws = next(c for c in a.checks if c.name == "workspace")
+    assert (ws.need, ws.have) == (11_290_943_363, 16_990_127_259)
+    assert a.admitted and a.binding.name == "workspace"
