@@ -133,3 +133,11 @@ def test_the_tightest_check_is_the_least_headroom_relative_to_capacity() -> None
     ws = next(c for c in a.checks if c.name == "workspace")
     assert (ws.need, ws.have) == (11_290_943_363, 16_990_127_259)
     assert a.admitted and a.binding.name == "workspace"
+
+
+def test_main_kv_only_longest_ctx_under_dcp_reads_the_logical_pool() -> None:
+    # SGLang TpModelWorker: max_req_len = min(context_len − 1, max_total_num_tokens − 1), max_total_num_tokens the
+    # logical pool (5,744,128 main-only tokens at dcp 8, not a rank's 718,016 rows): the context binds, and with
+    # --gen 1000 the longest --ctx is 1,048,576 − (1,000 + 2) = 1,047,574
+    c = admit(make_plan(dcp=8), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx) == (5_744_128, 1_047_574)
