@@ -62,3 +62,10 @@ def test_vllm_v0_0_8_0_names_the_platform() -> None:
     s = engine_summary(p)
     assert isinstance(s, VllmV0Summary) and s.device == "cuda"
     assert log_lines(s)[0] == "# cuda blocks: 4739, # CPU blocks: 859"
+
+
+def test_sglang_dp_attention_2_halves_the_chunk() -> None:
+    # server_args._handle_data_parallelism: chunked_prefill_size //= dp_size under DP attention, from dp 2:
+    # the H200 default 8,192 // 2 = 4,096 in the summary line
+    s = engine_summary(load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=2"]))
+    assert isinstance(s, SglangSummary) and s.chunked_prefill_size == 4_096
