@@ -215,8 +215,10 @@ def _attention_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
 
 
 def _dense_blocks(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
-    """The dense MLP: gate_up_proj (merged column: two slices of intermediate / tp) and down_proj (row)."""
-    if s.dense_block is None or not s.dense_intermediate or (lay.engine == "sglang" and lay.dp_attention > 1):
+    """The dense MLP: gate_up_proj (merged column: two slices of intermediate / tp) and down_proj (row). Under SGLang
+    DP attention too: DeepseekV2DecoderLayer splits the dense MLP over the whole TP group unless moe_dense_tp_size
+    is 1 (enable_moe_dense_fully_dp), which only the prefill context-parallel and DWDP modes set."""
+    if s.dense_block is None or not s.dense_intermediate:
         return
     t = lay.tp
     if s.dense_intermediate % t:

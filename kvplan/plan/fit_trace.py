@@ -44,8 +44,8 @@ class TraceSpec:
     """The longest request's input + output tokens: the context every candidate must admit."""
     min_hit_ppm: int
     """The least hit rate (hit tokens / prompt tokens), in parts per million."""
-    prefill_tps: int = 10_000
-    tpot_us: int = 40_000
+    prefill_tps: int
+    tpot_us: int
     cache: dict[TraceKey, TraceFit] = field(default_factory=dict, compare=False, repr=False)
     bounds: dict[tuple[int, str], int] = field(default_factory=dict, compare=False, repr=False)
     """(DP ranks, router) -> the reuse bound on hit tokens (:func:`reuse_bound`)."""

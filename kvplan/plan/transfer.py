@@ -68,7 +68,8 @@ def hybrid_moves(plan: PoolPlan, ctx: int, moved: int, unit: str) -> tuple[KindM
             if unit == "page":
                 start = max(ctx - k.window, 0) // page * page
                 rows = min(cdiv(ctx - start, page) * page, moved)
-                how = f"the window's pages: from ({ctx:,} − {k.window:,}) // {page} × {page} = {start:,} to {ctx:,}"
+                span = f"max({ctx:,} − {k.window:,}, 0) // {page} × {page} = {start:,}"
+                how = f"the window's pages: from {span} to {ctx:,}"
             else:
                 rows = min(k.window, moved)
                 how = f"the last min(window {k.window:,}, moved) tokens"

@@ -1,0 +1,143 @@
+"""plan/admission.py pinned (issue 26): the request's bad-input lines at their boundaries, the figures the checks'
+details print, a logged pool's pages (vLLM's null block), a refused plan's zeros and the main-KV-only claim."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.cli._common import load_plan
+from kvplan.errors import InputError
+from kvplan.plan.admission import Request, largest_admitted, pools_hold, with_pool_tokens
+from kvplan.plan.admit import admit
+from tests.conftest import make_plan
+
+M = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        ({"ctx_tokens": 0}, "--ctx must be positive, got 0"),
+        ({"ctx_tokens": 1, "gen_tokens": -1}, "--gen must not be negative, got -1"),
+        ({"ctx_tokens": 1, "concurrent": 0}, "--concurrent must be positive, got 0"),
+    ],
+)
+def test_bad_requests_name_the_flag_and_the_value(fields: dict[str, int], line: str) -> None:
+    with pytest.raises(InputError) as e:
+        Request(**fields)
+    assert str(e.value) == line
+
+
+def test_the_smallest_request_is_good() -> None:
+    # 1 token, no output, one copy (the defaults): every bound includes its edge
+    r = Request(ctx_tokens=1)
+    assert (r.total_tokens, r.gen_tokens, r.concurrent) == (1, 0, 1)
+
+
+def test_the_checks_of_a_short_request_as_printed() -> None:
+    # GLM-5.3 on 8xH200 SGLang (glm-5.3-8xh200-sglang): 1,000 tokens take cdiv(1,000, 64) = 16 pages of the
+    # 8,869 usable (567,616 tokens // 64); one request of the 2,048 max_running_requests; no DP attention, so no
+    # "over N DP-attention ranks" and no "per DP rank"; the start check has no need or capacity
+    a = admit(make_plan(), Request(ctx_tokens=1_000), remedies=False)
+    got = {c.name: (c.need, c.have, c.detail) for c in a.checks}
+    assert got["engine starts"] == (0, 0, "SGLang 0.5.23 builds the pool")
+    assert got["pool pages"] == (16, 8_869, "1 × 16 pages of 64 tokens")
+    assert got["running requests"] == (1, 2_048, "max_running_requests")
+    # the last page's unused slots: 16 × 64 − 1,000 = 24 tokens, × 53,940 B a token (51,168 B MLA + 2,772 B index K)
+    assert (a.tail_waste_tokens, a.tail_waste_bytes) == (24, 24 * 53_940)
+    # the pool left after it: 567,616 − 16 × 64 = 566,592 tokens
+    assert a.headroom_tokens == 566_592
+
+
+def test_the_context_detail_reads_the_longest_ctx_for_the_gen() -> None:
+    # SGLang 0.5.23 TokenizerManager._validate_one_request refuses input + max_new_tokens >= context_len, and
+    # Scheduler.init_req_max_new_tokens cuts the output to context_len - 2 - input: 1,000 whole output tokens need
+    # input <= 1,048,576 − 1,002 = 1,047,574
+    a = admit(make_plan(), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False)
+    (ctx,) = (c for c in a.checks if c.name == "context length")
+    assert (ctx.need, ctx.have) == (2_002, 1_048_576)
+    assert ctx.detail.endswith("; the longest --ctx served with --gen 1000: 1,047,574")
+
+
+def test_a_1m_request_is_short_by_the_difference() -> None:
+    # 1,048,576 tokens = 16,384 pages = 1,048,576 tokens against 567,616: headroom −480,960
+    a = admit(make_plan(), Request(ctx_tokens=M), remedies=False)
+    assert a.headroom_tokens == 567_616 - M == -480_960
+
+
+def test_a_logged_pool_in_pages() -> None:
+    # SGLang: max_total_num_tokens 100,000 in pages of 64: 1,562 pages (99,968 rows), every page usable
+    s = with_pool_tokens(make_plan(), 100_000)
+    assert (s.usable_pages, s.rows, s.logged_tokens) == (1_562, 99_968, 100_000)
+    # vLLM: 64,000 tokens = 1,000 blocks of 64, block 0 the null block (v1/core/block_pool.py BlockPool):
+    # 999 usable; the planned pool is remembered to scale remedies
+    v = make_plan("glm-5.3-8xh200-vllm")
+    w = with_pool_tokens(v, 64_000)
+    assert (w.usable_pages, w.rows) == (999, 64_000)
+    assert w.extras["planned_pool_tokens"] == v.logged_tokens == 536_832
+
+
+def test_a_refused_plan_holds_nothing() -> None:
+    # vLLM refuses max_model_len 1,048,576 on 8xH200 (check_enough_kv_cache_memory): no pool, so nothing is
+    # admitted, at once or alone, and a logged pool over it has no planned pool to scale remedies from
+    r = make_plan("glm-5.3-8xh200-vllm", context_length=M)
+    assert r.startup_error is not None
+    assert largest_admitted(r) == 0 and not pools_hold(r, 1, 1)
+    a = admit(r, Request(ctx_tokens=1_000), remedies=False)
+    assert (a.max_concurrent, a.largest_ctx, a.usable_tokens) == (0, 0, 0)
+    assert with_pool_tokens(r, 500_000).extras["planned_pool_tokens"] == 0
+
+
+def test_main_kv_only_claim_on_vllm_keeps_the_null_block() -> None:
+    # vLLM glm-5.3-8xh200-vllm: available 28,959,817,153 B // 51,168 B (the MLA row alone, no index K) = 565,975
+    # rows -> // 64 × 64 = 565,952 tokens = 8,843 blocks, block 0 the null block: 8,842 usable = 565,888 tokens;
+    # the largest context is max_model_len 524,288 (under 565,888); 1M needs 16,384 blocks: not admitted
+    v = make_plan("glm-5.3-8xh200-vllm")
+    assert v.available_bytes == 28_959_817_153
+    c = admit(v, Request(ctx_tokens=M), remedies=False).main_only
+    assert (c.cell_bytes, c.pool_tokens, c.largest_ctx, c.admitted) == (51_168, 565_952, 524_288, False)
+    # 8,842 one-page requests fill the usable blocks; 8,843 would need the null block
+    assert admit(v, Request(ctx_tokens=64, concurrent=8_842), remedies=False).main_only.admitted
+    assert not admit(v, Request(ctx_tokens=64, concurrent=8_843), remedies=False).main_only.admitted
+
+
+def test_main_kv_only_claim_under_dcp_is_logical_tokens() -> None:
+    # SGLang dcp 8: 32,259,822,321 B available // 44,928 B (the trtllm MLA row, no index K) = 718,033 rows,
+    # // 64 × 64 = 718,016 rows a rank; the logical pool is rows × dcp = 5,744,128 tokens (logical_max_total_num_tokens)
+    p = make_plan(dcp=8)
+    assert p.available_bytes == 32_259_822_321
+    c = admit(p, Request(ctx_tokens=M), remedies=False).main_only
+    assert (c.cell_bytes, c.pool_tokens) == (44_928, 718_016 * 8) == (44_928, 5_744_128)
+
+
+def test_the_tail_waste_of_two_copies() -> None:
+    # two 1,000-token requests on one pool: each leaves 24 slots of its last page, 2 × 24 × 53,940 B on a GPU
+    a = admit(make_plan(), Request(ctx_tokens=1_000, concurrent=2), remedies=False)
+    assert (a.per_rank, a.tail_waste_tokens, a.tail_waste_bytes) == (2, 24, 2 * 24 * 53_940)
+
+
+def test_a_hybrid_pool_check_reads_its_pages() -> None:
+    # gpt-oss-120b on SGLang, 64-token pages: 2 × 100,000 tokens; the full-attention pool holds every token's row:
+    # cdiv(100,000, 64) = 1,563 pages a request, 2 × 1,563 = 3,126 of the pool's pages
+    p = load_plan("gpt-oss-120b", None, ["kv_cache_dtype=fp8_e4m3", "page_size=64"])
+    a = admit(p, Request(ctx_tokens=100_000, concurrent=2), remedies=False)
+    (full,) = (c for c in a.checks if c.name == "pool: full attention (18 layers)")
+    assert (full.need, full.unit, full.detail) == (3_126, "pages", "2 × 1,563 pages (1,563 full attention)")
+
+
+def test_the_tightest_check_is_the_least_headroom_relative_to_capacity() -> None:
+    # 1,000 tokens on the preset, all checks passing: context 1,000 of 1,048,576 (99.9 % left), pages 16 of
+    # 8,869 (99.8 %), requests 1 of 2,048 (99.95 %), workspaces 11,290,943,363 of 16,990,127,259 B (33.5 %): the
+    # workspace binds, whatever order the checks are in
+    a = admit(make_plan(), Request(ctx_tokens=1_000), remedies=False)
+    ws = next(c for c in a.checks if c.name == "workspace")
+    assert (ws.need, ws.have) == (11_290_943_363, 16_990_127_259)
+    assert a.admitted and a.binding.name == "workspace"
+
+
+def test_main_kv_only_longest_ctx_under_dcp_reads_the_logical_pool() -> None:
+    # SGLang TpModelWorker: max_req_len = min(context_len − 1, max_total_num_tokens − 1), max_total_num_tokens the
+    # logical pool (5,744,128 main-only tokens at dcp 8, not a rank's 718,016 rows): the context binds, and with
+    # --gen 1000 the longest --ctx is 1,048,576 − (1,000 + 2) = 1,047,574
+    c = admit(make_plan(dcp=8), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx) == (5_744_128, 1_047_574)

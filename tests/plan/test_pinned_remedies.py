@@ -1,0 +1,194 @@
+"""plan/remedies.py pinned (issue 26): the figures each remedy's detail prints, read, and derived from the engine."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.engines import plan_pool
+from kvplan.models.deployment import load_deployment
+from kvplan.models.from_hf import load_model
+from kvplan.plan.admission import with_pool_tokens
+from kvplan.plan.admit import Request, admit
+from tests.conftest import make_plan
+from tests.models.test_load_refusals import QWEN_FP8
+from tests.models.test_load_refusals import _plan as load_plan_for
+
+M = 1 << 20
+
+
+def test_the_dcp_remedy_names_the_row_it_re_planned() -> None:
+    # GLM-5.3 1M on 8xH200 SGLang: 16,384 pages > 8,869. dcp 2 (the smallest divisor of tp 8 above 1): SGLang's
+    # _dsa_dcp_overrides sets the DSA backends to trtllm under dcp > 1, whose fp8 MLA row is 512 + 64 = 576 B a
+    # layer (flashmla's 656 B at dcp 1), × 78 layers = 44,928 B, and the index K is replicated under DCP
+    # (kv_cache_configurator: indexer_cell_size *= dcp_size): 2 × 2,772 B. Cell: 44,928 + 5,544 = 50,472 B
+    (dcp,) = (r for r in admit(make_plan(), Request(ctx_tokens=M)).remedies if r.knob == "dcp")
+    assert (dcp.value, dcp.detail) == (2, "fp8 rows, cell 50,472 B")
+
+
+def test_remedies_under_a_logged_pool_are_scaled_and_say_so() -> None:
+    # --pool-tokens 500,000 where kvplan plans 567,616: a remedy's pool is its planned pool × 500,000 / 567,616,
+    # rounded down to its page (admission.with_pool_tokens / remedies._replan); dcp 2 plans 1,278,208 tokens in
+    # pages of 64 × 2: 1,278,208 × 500,000 // 567,616 = 1,125,943 -> // 128 × 128 = 1,125,888
+    a = admit(with_pool_tokens(make_plan(), 500_000), Request(ctx_tokens=M))
+    (dcp,) = (r for r in a.remedies if r.knob == "dcp")
+    assert dcp.detail == "fp8 rows, cell 50,472 B; pool scaled by logged / planned = 500,000 / 567,616"
+    assert make_plan(dcp=2).logged_tokens == 1_278_208 and dcp.pool_tokens == 1_125_888
+
+
+def test_the_dp_remedy_says_how_the_requests_spread() -> None:
+    # 8 × 128K: one fits the TP8 pool (2,048 pages of 8,869), eight do not; dp 2 gives 2 pools, ceil(8 / 2) = 4 each
+    a = admit(make_plan(), Request(ctx_tokens=128 * 1024, concurrent=8))
+    (dp,) = (r for r in a.remedies if r.knob == "dp_attention")
+    pool = make_plan(dp_attention=2).logged_tokens
+    assert dp.value == 2 and dp.pool_tokens == pool
+    assert dp.detail == f"2 pools of {pool:,} tokens, at most 4 of the 8 requests each"
+
+
+def test_running_requests_remedies_name_their_count() -> None:
+    # max_running_requests 4 and 8 copies of 1K: 8 at once on one pool; or DP attention 8, where SGLang gives each
+    # rank max(1, 4 // 8) = 1 running request (resolve_max_num_reqs), 1 of the 8 on each of 8 pools
+    a = admit(make_plan(max_running_requests=4), Request(ctx_tokens=1024, concurrent=8))
+    by = {r.knob: r for r in a.remedies}
+    assert (by["max_running_requests"].value, by["max_running_requests"].detail) == (8, "8 at once")
+    assert by["dp_attention"].value == 8 and by["dp_attention"].detail.endswith("at most 1 of the 8 requests each")
+
+
+def test_a_smaller_request_table_reads_both_sizes() -> None:
+    # mem_fraction_static 0.95 leaves too little slack for the workspaces: fewer running requests shrink SGLang's
+    # ReqToTokenPool, (max_running_requests + 1) × (context_len + 4) × 4 B int32 (memory_pool.py ReqToTokenPool,
+    # extra 4 without speculative decoding): 2,049 × 1,048,580 × 4 = 8,594,161,680 B before
+    a = admit(make_plan(mem_fraction_static=0.95), Request(ctx_tokens=1024))
+    (mrr,) = (r for r in a.remedies if r.knob == "max_running_requests")
+    assert mrr.detail == "req_to_token {size:after} instead of {size:before}"
+    assert dict(mrr.sizes) == {"after": (mrr.value + 1) * 1_048_580 * 4, "before": 8_594_161_680}
+
+
+@pytest.mark.parametrize(
+    ("engine", "ep", "detail"),
+    [
+        # SGLang: ep 2 of tp 8 leaves moe_tp 4: 1,536 / 4 = 384 a rank (FusedMoE intermediate_size_per_partition)
+        ("sglang", 2, "experts split 4 ways (384 wide a rank) over ep 2; bf16 rows"),
+        # vLLM --enable-expert-parallel: EP over all 8 ranks, each expert whole: 1,536 wide
+        ("vllm", 8, "whole experts (1536 wide a rank) over ep 8; bf16 rows"),
+    ],
+)
+def test_the_layout_remedies_name_the_split(engine: str, ep: int, detail: str) -> None:
+    # Qwen3-235B-A22B-FP8 at tp 8: 1,536 / 8 = 192 is not a whole 128-row fp8 block (load_checks)
+    a = admit(load_plan_for(engine, QWEN_FP8, tp=8), Request(ctx_tokens=32768))
+    by = {r.knob: r for r in a.remedies}
+    assert (by["ep"].value, by["ep"].detail) == (ep, detail)
+    # the largest smaller tp that loads: 4 GPUs (pp 1), the weights a GPU as a size the render writes
+    assert by["tp"].value == 4 and by["tp"].detail == "4 GPUs: weights {size:weights} a GPU; bf16 rows"
+
+
+def test_sglang_tries_ep_up_to_tp(tmp_path: Path) -> None:
+    # experts 384 wide (Qwen3-235B-A22B-FP8's config with moe_intermediate_size 384): FusedMoE splits each expert
+    # over moe tp = tp / ep ranks, and a split must be whole 128-row fp8 blocks: ep 2 -> 384 / 4 = 96, ep 4 -> 192,
+    # neither whole; ep 8 -> moe tp 1, the expert whole: the smallest ep dividing 8 that loads is tp itself
+    data = json.loads(Path(QWEN_FP8).read_text())
+    data["moe_intermediate_size"] = 384
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    a = admit(load_plan_for("sglang", str(tmp_path / "config.json"), tp=8), Request(ctx_tokens=32768))
+    (ep,) = (r for r in a.remedies if r.knob == "ep")
+    assert (ep.value, ep.detail) == (8, "whole experts (384 wide a rank) over ep 8; bf16 rows")
+
+
+def test_a_layout_remedy_counts_the_pipeline_stages() -> None:
+    # Qwen3-235B-A22B-FP8 at tp 8 × pp 2 (2 nodes): tp 4 loads, and a GPU count is tp × pp = 4 × 2 = 8
+    a = admit(load_plan_for("sglang", QWEN_FP8, tp=8, pp=2, nodes=2), Request(ctx_tokens=32768))
+    (tp,) = (r for r in a.remedies if r.knob == "tp")
+    assert tp.value == 4 and tp.detail.startswith("8 GPUs: weights {size:weights} a GPU")
+
+
+def test_more_gpus_counts_the_pipeline_stages_and_their_nodes() -> None:
+    # Llama-3.1-70B bf16 on H100s, tp 1 × pp 2 on nodes of 2 GPUs: 4 × 100,000 tokens fit no memory fraction;
+    # tp 2 × pp 2 = 4 GPUs, which nodes of 2 hold as 2 (deployment._check_gpu_count: max(tp, ep) × pp <= nodes ×
+    # gpus_per_node), so nodes=2 goes with it
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-70b", gpu="H100", tp=1, pp=2, gpus_per_node=2)
+    (tp,) = admit(p, Request(ctx_tokens=100_000, concurrent=4)).remedies
+    assert (tp.knob, tp.value, tp.also) == ("tp", 2, (("nodes", 2),))
+    assert tp.detail.startswith("4 GPUs on 2 node(s) of 2: weights {size:weights} a GPU (estimated)")
+
+
+def test_dp_attention_up_to_tp() -> None:
+    # max_running_requests 4 split by DP attention: SGLang resolve_max_num_reqs gives each rank max(1, 4 // dp):
+    # dp 2 -> 2 a rank, 4 of 8 needed; dp 4 -> 1, 2 needed; dp 8 -> 1, 1 needed: only dp = tp admits 8 at once
+    a = admit(make_plan(max_running_requests=4), Request(ctx_tokens=1024, concurrent=8))
+    (dp,) = (r for r in a.remedies if r.knob == "dp_attention")
+    assert dp.value == 8
+
+
+def test_a_context_remedy_under_a_logged_pool_says_it_is_scaled(tmp_path: Path) -> None:
+    # Qwen3-32B on vLLM (tests/plan/test_pinned_context_remedy.py): 128K needs the card's YaRN; under --pool-tokens
+    # equal to the planned pool the scale is 1, and the remedy still says how its pool was scaled
+    dep = tmp_path / "q.yaml"
+    dep.write_text("model: qwen3-32b\n")
+    d = load_deployment(str(dep), ["engine=vllm"])
+    p = plan_pool(load_model(d.model), d)
+    n = p.logged_tokens
+    (m,) = admit(with_pool_tokens(p, n), Request(ctx_tokens=128 * 1024)).remedies
+    assert m.sets == ("rope_scaling=yarn",)
+    assert m.detail.endswith(f"; pool scaled by logged / planned = {n:,} / {n:,}")
+
+
+def test_dcp_up_to_tp() -> None:
+    # 3 × 1M: dcp 2 and 4 pools (1,278,208 and 2,303,488 tokens) hold fewer than 3 × 1,048,576 = 3,145,728; dcp 8
+    # (3,845,632) holds them, with a cell of 44,928 B (trtllm rows) + 8 × 2,772 B replicated index K = 67,104 B
+    assert [make_plan(dcp=d).logged_tokens for d in (2, 4, 8)] == [1_278_208, 2_303_488, 3_845_632]
+    (dcp,) = (r for r in admit(make_plan(), Request(ctx_tokens=M, concurrent=3)).remedies if r.knob == "dcp")
+    assert (dcp.value, dcp.detail) == (8, "fp8 rows, cell 67,104 B")
+
+
+def test_a_layout_the_engine_refuses_is_no_remedy_under_a_logged_pool() -> None:
+    # Qwen3-235B-A22B-FP8 (fp8 KV) at tp 4 under --pool-tokens: 110 × 32,000 tokens fit no memory fraction; tp 8
+    # would plan 4,296,206 tokens but SGLang refuses to load it (1,536 / 8 = 192 rows, not whole 128-row fp8
+    # blocks), and scaling a logged pool onto it must not hide the refusal: no remedy at all
+    dep = replace(
+        load_deployment("glm-5.3-8xh200-sglang", ["context_length=32768", "tp=4"]),
+        model=QWEN_FP8,
+        kv_cache_dtype="fp8_e4m3",
+        page_size=None,
+    )
+    p = plan_pool(load_model(QWEN_FP8), dep)
+    a = admit(with_pool_tokens(p, p.logged_tokens), Request(ctx_tokens=32_000, concurrent=110))
+    assert not a.admitted and a.remedies == ()
+
+
+def test_a_vllm_refusal_gets_max_model_len_cut_to_the_request() -> None:
+    # vLLM 0.33 check_enough_kv_cache_memory: max_model_len 1,048,576 needs 52.68 GiB of KV cache, more than the
+    # GLM-5.3 8xH200 pool holds, so the engine refuses to start; a 100K request (102,400 tokens) starts with
+    # --max-model-len 102400, which the pool holds
+    p = make_plan("glm-5.3-8xh200-vllm", context_length=1_048_576)
+    assert p.startup_error is not None and p.startup_error.startswith("To serve at least one request")
+    by = {r.knob: r for r in admit(p, Request(ctx_tokens=100 * 1024)).remedies}
+    ctx = by["context_length"]
+    assert (ctx.value, ctx.detail) == (102_400, "max_model_len the pool can start with")
+    assert ctx.pool_tokens >= 102_400
+
+
+def test_no_dp_attention_for_a_gqa_model_even_where_it_would_admit() -> None:
+    # kvplan offers DP attention only as the MLA layout (remedies._dp_remedies; test_admit_dp.py): Llama-3.1-70B
+    # with max_running_requests 4 and 8 × 1K plans dp_attention 8 as admitted, yet the one remedy is 8 at once
+    p = make_plan(model="llama-3.1-70b", kv_cache_dtype="auto", page_size=1, context_length=131072,
+                  max_running_requests=4)  # fmt: skip
+    a = admit(p, Request(ctx_tokens=1024, concurrent=8))
+    assert [(r.knob, r.value) for r in a.remedies] == [("max_running_requests", 8)]
+
+
+def test_a_remedy_past_the_context_length_carries_it(tmp_path: Path) -> None:
+    # Qwen3-32B (max_position_embeddings 40,960) run at context_length 32,768: 110 × 40,000 tokens are over the
+    # context length and, at 40,000, over the bf16 pool (3,811,252 tokens) too: fp8_e4m3 rows (1 B, half the
+    # bytes) with context_length 40,000 (<= 40,960, no override needed) carried along
+    dep = tmp_path / "q.yaml"
+    dep.write_text("model: qwen3-32b\n")
+    d = load_deployment(str(dep), ["context_length=32768"])
+    p = plan_pool(load_model(d.model), d)
+    assert p.logged_tokens == 3_811_252 < 110 * 40_000
+    by = {r.knob: r for r in admit(p, Request(ctx_tokens=40_000, concurrent=110)).remedies}
+    kv = by["kv_cache_dtype"]
+    assert kv.sets == ("kv_cache_dtype=fp8_e4m3", "context_length=40000")
+    assert kv.detail == "fp8_e4m3 rows; with context_length 40,000, up to max_position_embeddings"

@@ -1,0 +1,119 @@
+"""plan/transfer.py pinned at the boundaries its mutants moved (issue 26): a context shorter than the window, a
+1-token hand-off, a state's 0 rows, each kv head's copies under GQA, and the sharding words under dcp per engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli import app
+from kvplan.cli._common import load_plan
+from kvplan.errors import InputError
+from kvplan.plan.transfer import parse_unit, transfer
+from tests.conftest import make_plan
+from tests.engines.test_gqa_goldens import _plan as gqa_plan
+from tests.engines.test_sglang_allswa import _plan as allswa_plan
+from tests.engines.test_sglang_hybrid import _qwen3_next
+
+runner = CliRunner(env={"KVPLAN_FORMAT": None})
+
+
+def test_a_context_shorter_than_the_window_moves_every_token(tmp_path: Path) -> None:
+    # SGLang 0.5.23 disaggregation/prefill.py _swa_payload: window_start = max(0, seq_len − sliding_window_size)
+    # rounded down to a page: a 4-token request under an 8-token window (page 1) sends rows 0..4, all 4 of them,
+    # × 32 layers × 4 kv heads × 64 × 2 (K, V) × 2 B = 32,768 B a row: 131,072 B
+    t = transfer(allswa_plan(tmp_path), 4)
+    (swa,) = t.hybrid
+    assert (swa.tokens, swa.bytes_per_rank) == (4, 131_072)
+    assert swa.how == "the window's pages: from max(4 − 8, 0) // 1 × 1 = 0 to 4: 4 rows × 32,768 B"
+
+
+def test_a_state_moves_no_rows(tmp_path: Path) -> None:
+    # SGLang _mamba_payload: one state slot per request, not rows per token: the JSON's tokens is 0
+    sets = ["tp=4", "kv_cache_dtype=auto", "context_length=32768", "weights_per_gpu=20GiB"]
+    (state,) = transfer(load_plan(_qwen3_next(tmp_path), None, sets), 4_096).hybrid
+    assert (state.per, state.tokens) == ("request", 0)
+    assert state.how == "one state per request over 36 layers"  # 36 Gated DeltaNet layers of 48
+
+
+def test_a_one_token_hand_off_moves_one_page() -> None:
+    # GLM-5.3 on SGLang: pages of 64 tokens; a 1-token request's page moves whole: 64 rows × 53,940 B
+    # (51,168 B MLA + 2,772 B indexer K a token) = 3,452,160 B a rank
+    t = transfer(make_plan(), 1)
+    assert (t.moved_tokens, t.bytes_per_rank) == (64, 3_452_160)
+    with pytest.raises(InputError, match="--ctx must be positive, got 0"):
+        transfer(make_plan(), 0)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_kv_heads_split_evenly_have_one_copy(engine: str) -> None:
+    # Llama-3.1-70B, 8 kv heads at tp 4: 2 heads a rank, each head on one rank (no replication); a row is
+    # 80 layers × 2 heads × 128 × 2 (K, V) × 2 B = 81,920 B; 32,768 rows a rank, × 4 ranks
+    t = transfer(gqa_plan(engine, "llama-3.1-70b", tp=4), 32_768)
+    assert t.copies == 1
+    assert t.sharding == "TP shards the 8 kv heads, 2 per rank at attention tp 4"
+    assert t.total_bytes == 4 * 32_768 * 81_920 == 10_737_418_240
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_kv_heads_fewer_than_ranks_are_replicated(engine: str) -> None:
+    # Qwen3-235B-A22B, 4 kv heads at tp 8: vLLM QKVParallelLinear (num_kv_head_replicas = tp_size //
+    # total_num_kv_heads) and SGLang's QKVParallelLinear put each kv head on 8 / 4 = 2 ranks; a rank's row is
+    # 94 layers × 1 head × 128 × 2 × 2 B = 48,128 B
+    t = transfer(gqa_plan(engine, "qwen3-235b-a22b", tp=8), 32_768)
+    assert t.copies == 2
+    assert t.sharding == "TP shards the 4 kv heads, 1 per rank at attention tp 8, each head on 2 ranks (replicated)"
+    assert t.total_bytes == 8 * 32_768 * 48_128 == 12_616_466_432
+
+
+def test_dcp_on_sglang_keeps_the_whole_indexer_on_each_rank() -> None:
+    # SGLang 0.5.23 kv_cache_configurator: "index-K buffer is replicated under DCP while the latent KV shards"
+    # (indexer_cell_size *= dcp_size): at dcp 8 each rank sends 1/8 of the rows, 1,048,576 / 8 = 131,072, but each
+    # row carries 8 tokens' index K: 131,072 × 8 × 2,772 B = 2,906,652,672 B, the whole request's index K
+    t = transfer(make_plan(dcp=8), 1 << 20)
+    assert t.rows_per_rank == 131_072 and t.indexer_bytes_per_rank == (1 << 20) * 2_772 == 2_906_652_672
+    assert t.copies == 1  # tp 8 / dcp 8
+    assert t.sharding == (
+        "dcp 8 splits the tokens across 8 ranks, each sending 1/8 of the rows, but SGLang keeps the whole indexer K"
+        " on each rank"
+    )
+
+
+def test_dcp_on_vllm_says_nothing_of_sglang() -> None:
+    # vLLM (the glm-5.3-8xh200-vllm preset) at dcp 8: the same split, without SGLang's replicated indexer
+    t = transfer(make_plan("glm-5.3-8xh200-vllm", dcp=8), 1 << 20)
+    assert t.sharding == "dcp 8 splits the tokens across 8 ranks, each sending 1/8 of the rows"
+
+
+def test_dcp_with_copies_names_them() -> None:
+    # tp 8 / dcp 2: every token on 4 ranks
+    t = transfer(make_plan("glm-5.3-8xh200-vllm", dcp=2), 1 << 20)
+    assert t.sharding == (
+        "dcp 2 splits the tokens across 2 ranks, each sending 1/2 of the rows; TP 8 keeps 4 copies of each token"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("page", ("page", 0)), ("Token", ("token", 0)), ("chunk:256", ("chunk", 256)), ("chunk:1K", ("chunk", 1024))],
+)
+def test_units(text: str, expected: tuple[str, int]) -> None:
+    assert parse_unit(text) == expected
+
+
+def test_a_bad_chunk_names_it() -> None:
+    with pytest.raises(InputError, match=r"^--unit 'chunk:0': "):
+        parse_unit("chunk:0")
+
+
+def test_json_reads_the_state_rows(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["transfer", "--ctx", "4", "-f", "json", "--model", _qwen3_next(tmp_path),
+                            "--set", "tp=4", "--set", "kv_cache_dtype=auto", "--set", "context_length=32768",
+                            "--set", "weights_per_gpu=20GiB"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (kind,) = json.loads(r.stdout)["hybrid_kinds"]
+    # 36 GDN layers × 536,576 B at tp 4 (SGLang's MambaPool state for Qwen3-Next): 19,316,736 B, 0 rows
+    assert (kind["tokens"], kind["bytes_per_rank"]) == (0, 19_316_736)
