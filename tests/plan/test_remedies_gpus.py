@@ -102,12 +102,17 @@ def test_glm_on_8xh100_vllm_remedy_brings_the_context_length_to_the_request() ->
     # requested = ceil(85,044,756,480 × 0.92) = 78,241,175,962; available = requested − weights 48,727,406,592 (the
     # checkpoint's 48,735,652,992 B at tp 16 + vLLM's load-time additions, the config.json path; 46,853,200,902 B
     # from the parameter groups before)
-    #   − the DSA buffers and non-KV other of the chain; num_blocks = available // (64 × 53,940 = 3,452,160)
+    #   − the DSA buffers and non-KV other of the chain; num_blocks = available // (64 × 53,940 = 3,452,160).
+    # tp 16 on 2 nodes of 8: the TP group spans nodes, so vLLM builds no custom all-reduce (custom_all_reduce.py
+    # CustomAllreduce.__init__: "spans across nodes") and no NVLS buffers; the non-torch growth is the TP1 figure,
+    # 268,435,456 B, not the TP4-fitted 2,330,019,758 B: 2,061,584,302 B more KV memory, 6,434 -> 7,031 blocks
+    # (411,776 -> 449,984 tokens)
     requested = 78_241_175_962
     non_kv = sum(t.bytes or 0 for t in fixed.chain[3:-4])  # weights, DSA buffers, activations + graphs
     assert fixed.chain[3].bytes == 48_727_406_592
     assert fixed.available_bytes == requested - non_kv
-    assert a.remedies[0].pool_tokens == fixed.logged_tokens == (requested - non_kv) // 3_452_160 * 64 == 411_776
+    assert [t.bytes for t in fixed.chain if t.label == "non-torch growth"] == [268_435_456]
+    assert a.remedies[0].pool_tokens == fixed.logged_tokens == (requested - non_kv) // 3_452_160 * 64 == 449_984
     assert 3_452_160 * cdiv(131_072, 64) <= fixed.available_bytes - 3_452_160  # max-model-len check passes
     assert admit(fixed, Request(ctx_tokens=128 * K), remedies=False).admitted
 
