@@ -109,3 +109,12 @@ def test_req_to_token_extra_cases() -> None:
     # max(8, 2 × 512 + 63) = 1,087
     tree = replace(dep, speculative_num_draft_tokens=4, speculative_eagle_topk=4)
     assert req_to_token_extra(tree, 64) == 1_087
+
+
+def test_a_context_over_the_model_is_sglangs_refusal_with_both_figures() -> None:
+    # configs/model_config.py: refused while the model config is built (GLM-5.3: max_position_embeddings 1,048,576)
+    p = make_plan(context_length=2_000_000, **WORKED)
+    assert p.startup_error is not None
+    assert p.startup_error.startswith(
+        "User-specified context_length (2000000) is greater than the derived context_length (1048576). "
+    )
