@@ -103,12 +103,31 @@ def test_req_to_token_extra_cases() -> None:
     dep = load_deployment("glm-5.3-8xh200-sglang")
     # no speculative decoding: 4 + 0 = 4, whatever the page
     assert req_to_token_extra(dep, 64) == 4
-    # page 1 (no page alignment): 4 + 4 = 8
-    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=4), 1) == 8
+    # page 1 (no page alignment): 4 + 5 = 9 (the reserve rule, 2 × 5 + 1 − 1 = 10, applies only from page 2)
+    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=5), 1) == 9
     # a top-4 tree of 3 steps at page 64: ceil((63 + 3 + 63) / 64) = 2 pages a branch, 2 × 64 × 4 = 512 per decode;
     # max(8, 2 × 512 + 63) = 1,087
     tree = replace(dep, speculative_num_draft_tokens=4, speculative_eagle_topk=4)
     assert req_to_token_extra(tree, 64) == 1_087
+    # a top-2 tree of 1 step (2 draft tokens) at page 64: (63 + 1 + 63) // 64 = 1 page a branch, 1 × 64 × 2 = 128;
+    # max(4 + 2, 2 × 128 + 63) = 319 (one column more in the page count would make it 2 pages, 575)
+    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=2, speculative_eagle_topk=2), 64) == 319
+    # page 2, 4 draft tokens (3 steps), top-2: (1 + 3 + 1) // 2 = 2 pages, 2 × 2 × 2 = 8; max(8, 2 × 8 + 1) = 17
+    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=4, speculative_eagle_topk=2), 2) == 17
+    # 5 draft tokens (4 steps) there: (1 + 4 + 1) // 2 = 3 pages, 3 × 2 × 2 = 12; max(9, 2 × 12 + 1) = 25
+    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=5, speculative_eagle_topk=2), 2) == 25
+    # 3 draft tokens (2 steps), top-2 at page 64: (63 + 2 + 63) // 64 = 2 pages, 2 × 64 × 2 = 256; 2 × 256 + 63 = 575
+    assert req_to_token_extra(replace(dep, speculative_num_draft_tokens=3, speculative_eagle_topk=2), 64) == 575
+
+
+def test_a_hybrid_whose_state_slots_serve_no_request_is_refused() -> None:
+    # resolve_max_num_reqs: --max-mamba-cache-size 4 with 5 state slots a request (_calculate_mamba_ratio: 3 + 2)
+    # -> 4 // 5 = 0 running requests: SGLang's start-up error, with its figures
+    p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", max_mamba_cache_size=4)
+    assert p.startup_error == (
+        "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size=4, "
+        "mamba_ratio=5, resulting max_num_reqs=0."
+    )
 
 
 def test_a_context_over_the_model_is_sglangs_refusal_with_both_figures() -> None:
