@@ -75,3 +75,10 @@ def test_0_4_8_reserve_is_said_with_its_terms() -> None:
         "round((143,771 MiB − 22,528 MiB reserved) / 143,771 MiB, 3); reserved = (12 + tp×pp 8 / 2) × 1024 + "
         "EAGLE/MTP 2048 + dp attention 4096"
     )
+
+
+def test_0_4_7_relaxed_term_binds_on_a_big_rocm_gpu() -> None:
+    # not CUDA, so no 0.79 over 180,000 MiB; 262,144 MiB: min(0.88 + 49,152 × 0.12 / 262,144 = 0.88 + 0.0225,
+    # (262,144 − 18,432) / 262,144 = 0.9297) = 0.9025: the relaxed term binds above ~202,750 MiB
+    amd = replace(DEP, gpu=replace(DEP.gpu, vendor="amd"))
+    assert _mem_fraction_0_4(amd, "by_tp_0.4.7", 262_144)[0] == pytest.approx(0.9025, abs=1e-12)
