@@ -120,7 +120,7 @@ def page_knob(arch: ModelArch, dep: Deployment, backend: str) -> Knob:
         page_why = f"{backend} backend" + (" forces it" if page_default > 1 else " keeps 1")
     page_k = resolve(dep, "page_size", page_default, page_why)
     page = page_k.as_int()
-    forced = PAGE_BY_BACKEND.get(backend) if not (arch.is_dsa and dep.gpu.vendor == "nvidia") else None
+    forced = PAGE_BY_BACKEND.get(backend)  # never a DSA backend: those take 64 × index_kpool on CUDA
     if forced is not None and page != forced and page not in PAGE_ACCEPTED.get(backend, ()):
         page_k = Knob("page_size", forced, f"set {page}; the {backend} backend changes it to {forced}")
         page = forced

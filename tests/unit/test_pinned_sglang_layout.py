@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.engines import plan_pool
+from kvplan.engines.sglang_layout import page_knob
 from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
@@ -90,3 +91,29 @@ def test_dsa_refuses_a_page_other_than_64_rows() -> None:
 )
 def test_auto_kv_dtype(model: str, gpu: str, dtype: str) -> None:
     assert make_plan(model=model, gpu=gpu, kv_cache_dtype="auto").knob("kv_cache_dtype").value == dtype
+
+
+@pytest.mark.parametrize(
+    ("backend", "page", "kept"),
+    [
+        # trtllm_mha keeps 16, 32, 64 and changes 31, 63, 65; trtllm_mla keeps 32 and changes 65
+        ("trtllm_mha", 32, 32),
+        ("trtllm_mha", 31, 64),
+        ("trtllm_mha", 63, 64),
+        ("trtllm_mha", 65, 64),
+        ("trtllm_mla", 32, 32),
+        ("trtllm_mla", 65, 64),
+        ("cutlass_mla", 64, 128),
+    ],
+)
+def test_the_pages_each_backend_keeps(backend: str, page: int, kept: int) -> None:
+    dep = replace(load_deployment("glm-5.3-8xh200-sglang"), page_size=page)
+    assert page_knob(load_model("deepseek-v3"), dep, backend).value == kept
+
+
+def test_auto_kv_dtype_below_sm_10_0_is_bf16() -> None:
+    # major >= 10 for fp8: a (custom) SM 9.9 GPU keeps bf16 for DSA
+    dep = load_deployment("glm-5.3-8xh200-sglang")
+    gpu = replace(dep.gpu, sm=99, name="SM99 GPU")
+    p = plan_pool(load_model("glm-5.3"), replace(dep, gpu=gpu, kv_cache_dtype="auto"))
+    assert p.knob("kv_cache_dtype").value == "bfloat16"
