@@ -21,7 +21,7 @@ from kvplan.engines.sglang_hybrid_sizer import (
     swa_pool_error,
     swa_pool_tokens,
 )
-from kvplan.models.cache import LinearState
+from kvplan.models.cache import LinearState, SlidingWindow
 
 GDN = LinearState("gated_deltanet", 32, 16, 128, 128, 4)
 PER = 77_266_944  # 2,146,304 B × 36 layers
@@ -104,3 +104,21 @@ def test_take_state_with_no_room_says_the_figures() -> None:
         "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=-1 "
         "(total_rest_memory=0.10 GB, mamba_cache_per_req=73.69 MB)"
     )
+
+
+def test_take_state_with_an_explicit_cache_of_zero_and_one() -> None:
+    # --max-mamba-cache-size 0: "Not enough GPU memory ..." (K <= 0); 1 slot is served: 100 − 2 × per GiB left
+    left, k, err = _sizer(max_mamba_cache_size=0).take_state(100.0, 1)
+    assert (k, err is not None and "Computed max_mamba_cache_size=0 " in err) == (0, True)
+    left, k, err = _sizer(max_mamba_cache_size=1).take_state(100.0, 1)
+    assert (k, err) == (1, None)
+    assert left == pytest.approx(100 - 2 * PER / 2**30)
+
+
+def test_swa_cell_over_every_swa_layer() -> None:
+    # SWAKVPool: 8 kv heads × (128 + 128) × 2 B = 4,096 B a token on one SWA layer, × 3 layers = 12,288 B;
+    # its buffers hold swa_tokens + page rows: (1,000 + 64) × 12,288 = 13,074,432 B; no SWA layer: nothing
+    swa = _sizer(swa=SlidingWindow(8, 128, 128, 64, window=4_096), swa_layers=3)
+    assert swa.swa_cell("bfloat16", 1) == 12_288
+    assert swa.swa_alloc_bytes(1_000, "bfloat16", 1, 64) == 13_074_432
+    assert (_sizer().swa_cell("bfloat16", 1), _sizer().swa_alloc_bytes(0, "bfloat16", 1, 64)) == (0, 0)
