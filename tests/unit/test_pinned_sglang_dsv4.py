@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 
@@ -83,3 +86,17 @@ def test_a_pool_of_one_page_halves_the_running_requests() -> None:
         p.knob("max_running_requests").origin == "default: 256 (apply_deepseek_v4_defaults); reduced to rows // 2 = 128"
     )
     assert p.startup_error is not None and p.startup_error.startswith("SWA pool (0 tokens) cannot hold")
+
+
+def test_a_compress_ratio_sglang_does_not_size_is_named() -> None:
+    # DSV4PoolConfigurator sizes ratios 0, 4 and 128 only (collect_sources_by_ratio); a layer of ratio 2 is refused,
+    # the ratio named
+    arch = load_model("deepseek-v4-flash")
+    layer = arch.layers[2]
+    odd = replace(
+        layer, caches=tuple(replace(c, compress_ratio=2) if c is layer.compressed else c for c in layer.caches)
+    )
+    arch = replace(arch, layers=(*arch.layers[:2], odd, *arch.layers[3:]))
+    dep = load_deployment("glm-5.3-8xh200-sglang", ["weights_per_gpu=20GiB"])
+    with pytest.raises(PlanError, match=r"DeepSeek-V4 compress ratios \[2\] \(0, 4, 128 only\)"):
+        plan_pool(arch, replace(dep, model="deepseek-v4-flash"))
