@@ -21,6 +21,7 @@ from kvplan.engines.sglang_dsv4_shape import (
     dsv4_indexer_bytes,
 )
 from kvplan.engines.sglang_hybrid_sizer import HYBRID_VERSION, SWA_EVICTION_INTERVAL, engine_refuses
+from kvplan.engines.sglang_requests import req_to_token_extra
 from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
@@ -137,7 +138,7 @@ def _with_dsv4_pools(p: PoolPlan, arch: ModelArch, dep: Deployment, s: Dsv4Sizer
         "c128_state_alloc_bytes": state_alloc,
         "mla_alloc_bytes": 0,
         # ReqToTokenPool as plan_pools sizes it, with the max_running_requests SGLang really uses (256)
-        "req_to_token_bytes": (mrr + 1) * (p.context_len + 4) * 4,
+        "req_to_token_bytes": (mrr + 1) * (p.context_len + req_to_token_extra(dep, page)) * 4,
         "indexer_alloc_bytes": full_pages * idx_page,
     }
     return replace(

@@ -26,7 +26,12 @@ _MHA_DTYPES = {
 """--kv-cache-dtype for MHATokenToKVPool (``server_args`` choices auto, bf16, fp16, fp8_e4m3, fp8_e5m2)."""
 
 PAGE_BY_BACKEND = {"trtllm_mha": 64, "flashmla": 64, "cutlass_mla": 128, "trtllm_mla": 64}
-"""Backends that force a page size when none is given (docs/engines.md); every other backend keeps 1."""
+"""Backends that force a page size (docs/engines.md); every other backend keeps 1."""
+
+PAGE_ACCEPTED = {"trtllm_mha": (16, 32, 64), "trtllm_mla": (32, 64)}
+"""Set page sizes a forcing backend keeps; any other it changes to its own, and flashmla / cutlass_mla change every
+one (SGLang ``server_args`` ``_mla_backend_page_constraints``: "Cutlass MLA only supports a page_size of 128, change
+page_size to 128."; "TensorRT-LLM MHA only supports page_size of 16, 32 or 64, changing page_size from ... to 64")."""
 
 
 def _mha_layout(arch: ModelArch, dep: Deployment, version: str) -> tuple[str, str, MlaLayout | None, list[Knob]]:
@@ -115,6 +120,10 @@ def page_knob(arch: ModelArch, dep: Deployment, backend: str) -> Knob:
         page_why = f"{backend} backend" + (" forces it" if page_default > 1 else " keeps 1")
     page_k = resolve(dep, "page_size", page_default, page_why)
     page = page_k.as_int()
+    forced = PAGE_BY_BACKEND.get(backend)  # never a DSA backend: those take 64 × index_kpool on CUDA
+    if forced is not None and page != forced and page not in PAGE_ACCEPTED.get(backend, ()):
+        page_k = Knob("page_size", forced, f"set {page}; the {backend} backend changes it to {forced}")
+        page = forced
     if arch.is_dsa and dep.gpu.vendor == "nvidia" and page // arch.index_kpool != 64:
         raise PlanError(
             f"DSA requires 64-token physical pages, got page_size={page} with "

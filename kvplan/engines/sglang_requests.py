@@ -68,13 +68,27 @@ def requests(
         mrr_k, capped_said, cap_error = hybrid.cap_note(mrr_k, mrr, state_cap, state_slots)
         notes += capped_said
         error = error or cap_error
-    draft_tokens = dep.speculative_num_draft_tokens
-    extra = 4 + draft_tokens
-    if draft_tokens and page > 1:
-        extra = max(extra, page * dep.dcp - 1)
+    extra = req_to_token_extra(dep, page)
     if logged and logged < context_len:
         notes.append(f"KV pool holds {logged:,} tokens, fewer than --context-length {context_len:,}.")
     return Requests(ctx_k, context_len, mrr_k, mrr, (mrr + 1) * (context_len + extra) * 4, error)
+
+
+def req_to_token_extra(dep: Deployment, page: int) -> int:
+    """Columns a req_to_token row holds beyond the context length: SGLang 0.5.23 ``mem_cache/allocation_sizing.py
+    get_req_to_token_extra_context_len``: 4 + draft tokens; with speculative decoding and an allocation page
+    (page × dcp, ``get_alloc_page_size``) over 1, at least the decode reserve (``get_alloc_reserve_per_decode``:
+    2 × ``get_alloc_len_per_decode``) + page − 1, as a page-aligned allocation near the limit overshoots."""
+    draft = dep.speculative_num_draft_tokens
+    extra = 4 + draft
+    alloc_page = page * dep.dcp
+    if not draft or alloc_page <= 1:
+        return extra
+    steps, topk = max(draft - 1, 1), dep.speculative_eagle_topk or 1  # kvplan's MTP: a chain of draft − 1 steps
+    per_decode = max(steps * topk, draft)
+    if topk > 1:  # a tree at page > 1: each branch's page-aligned footprint
+        per_decode = max((alloc_page - 1 + steps + alloc_page - 1) // alloc_page * alloc_page * topk, draft)
+    return max(extra, 2 * per_decode + alloc_page - 1)
 
 
 def _running(

@@ -31,10 +31,12 @@ def test_per_dp_worker_and_a_given_value_wins() -> None:
 
 
 def test_req_to_token_follows_the_48() -> None:
-    # req_to_token = (mrr + 1) × (context_len + extra) × 4 B; with MTP 4 at page 64: extra = max(4 + 4, 64 − 1) = 63
+    # req_to_token = (mrr + 1) × (context_len + extra) × 4 B; with MTP 4 (a chain of 3 steps, topk 1) at page 64,
+    # allocation_sizing.py get_req_to_token_extra_context_len: extra = max(4 + 4, 2 × max(3 × 1, 4) + 64 − 1) = 71
+    # (was 63 = max(8, 64 − 1): the decode reserve left out)
     p = make_plan(speculative_num_draft_tokens=4)
     ctx = p.context_len
-    assert p.extras["req_to_token_bytes"] == (48 + 1) * (ctx + 63) * 4
+    assert p.extras["req_to_token_bytes"] == (48 + 1) * (ctx + 71) * 4
 
 
 def test_only_from_sglang_0_4_5() -> None:

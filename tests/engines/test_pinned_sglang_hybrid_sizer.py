@@ -1,0 +1,124 @@
+"""SGLang 0.5.23's hybrid sizing steps (kvplan.engines.sglang_hybrid_sizer), each figure worked by hand (issue 26).
+
+The state: Qwen3-Next's Gated DeltaNet layer (32 value heads, 16 key heads of 128, head_v 128, conv kernel 4):
+conv_dim = 2 × 16 × 128 + 32 × 128 = 8,192; conv state 3 × 8,192 bf16 = 49,152 B; recurrent 32 × 128 × 128 float32
+= 2,097,152 B (``Mamba2StateShape.create``, ``mamba2_state_dtype``): 2,146,304 B a layer, × 36 linear layers =
+77,266,944 B a request on one rank. Sources: ``server_args`` / ``arg_groups`` ``_handle_max_mamba_cache`` (auto-size,
+"Joint solve: main_state + intermediate = mamba_budget"), ``_calculate_mamba_ratio``, ``mem_cache/memory_pool.py``
+``MambaPool`` (intermediate_ssm_state_cache, intermediate_conv_window), ``HybridSWAPoolConfigurator``,
+``MemoryPoolConfigurator.validate_swa_pool_size``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.engines.sglang_hybrid_sizer import (
+    HybridSizer,
+    mamba_cache_size,
+    mamba_cache_size_spec,
+    mamba_slots_per_request,
+    swa_pool_error,
+    swa_pool_tokens,
+)
+from kvplan.models.cache import LinearState, SlidingWindow
+
+GDN = LinearState("gated_deltanet", 32, 16, 128, 128, 4)
+PER = 77_266_944  # 2,146,304 B × 36 layers
+MIB_100 = 100 * 2**20
+
+
+def _sizer(**kw: object) -> HybridSizer:
+    base: dict[str, object] = {"full_layers": 12, "state": GDN, "state_layers": 36, "slots_per_request": 5}
+    return HybridSizer(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_slots_per_request() -> None:
+    # _calculate_mamba_ratio: 3 base slots + 2 tracking (1 without overlap, 0 without the extra buffer); no radix: 1
+    assert (mamba_slots_per_request(), mamba_slots_per_request(overlap=False)) == (5, 4)
+    assert (mamba_slots_per_request(extra_buffer=False), mamba_slots_per_request(radix_cache=False)) == (3, 1)
+
+
+def test_mamba_cache_auto_size() -> None:
+    # 19 GiB × 0.9 / 1.9 = 9 GiB = 9,663,676,416 B; (9,663,676,416 − 104,857,600) // 104,857,600 = 91
+    assert mamba_cache_size(19.0, MIB_100) == 91
+    # with 4 draft tokens, 5 slots a request: (9,663,676,416 − 5 × 104,857,600) // (104,857,600 × 1.8) = 48
+    assert mamba_cache_size_spec(19.0, MIB_100, 4, 5) == 48
+
+
+def test_swa_pool_tokens() -> None:
+    # 10^9 // (36,864 + 0.8 × 36,864 = 66,355.2) = 15,070 full tokens, int(0.8 × 15,070) = 12,056 SWA tokens;
+    # page 64: 15,070 // 64 × 64 = 15,040 and int(12,032) // 64 × 64 = 12,032
+    assert swa_pool_tokens(10**9, full_cell=36_864, swa_cell=36_864, ratio=0.8, page=1) == (15_070, 12_056)
+    assert swa_pool_tokens(10**9, full_cell=36_864, swa_cell=36_864, ratio=0.8, page=64) == (15_040, 12_032)
+
+
+def test_swa_pool_floor() -> None:
+    # the admission floor is window + page: 128 + 64 = 192 SWA tokens do not hold one request, 193 do
+    assert swa_pool_error(193, 128, 64) is None
+    assert swa_pool_error(192, 128, 64) == (
+        "SWA pool (192 tokens) cannot hold even one request: the prefill admission floor is sliding_window_size "
+        "(128) + page_size (64). Increase --swa-full-tokens-ratio or the total KV budget."
+    )
+
+
+def test_speculative_state_buffers() -> None:
+    s = _sizer(draft_tokens=4, spec_running=48)
+    assert s.state_bytes_per_request(1) == PER
+    # capped_reqs = min(max(1, 48), 300 // 5 = 60) = 48; min(48, 100 // 5 = 20) = 20
+    assert (s.spec_requests(300), s.spec_requests(100)) == (48, 20)
+    # reserved: per_req × (48 + 1) × 4 = 15,144,321,024 B
+    assert s.spec_reserved_bytes(300, 1) == 15_144_321_024
+    # MambaPool: rows = 36 layers × 49 = 1,764; ssm 1,764 × 4 × 524,288 × 4 B = 14,797,504,512;
+    # conv window deduplicated: 4 + 3 − 1 = 6 columns × 8,192 × 2 B × 1,764 = 173,408,256 -> 14,970,912,768
+    assert s.spec_alloc_bytes(300, 1) == 14_970_912_768
+    # not deduplicated: 4 × 3 = 12 columns: conv 346,816,512 -> 15,144,321,024
+    assert _sizer(draft_tokens=4, spec_running=48, dedup_conv=False).spec_alloc_bytes(300, 1) == 15_144_321_024
+    # the pool: (300 + 1) × 77,266,944 = 23,257,350,144 + the buffers
+    assert s.state_alloc_bytes(300, 1) == 23_257_350_144 + 14_970_912_768
+
+
+def test_no_speculative_buffers_without_draft_tokens() -> None:
+    s = _sizer()
+    assert (s.spec_reserved_bytes(300, 1), s.spec_alloc_bytes(300, 1)) == (0, 0)
+    assert s.state_alloc_bytes(300, 1) == 301 * PER
+
+
+def test_take_state_with_speculative_decoding() -> None:
+    # budget 100 GiB × 0.9 / 1.9 = 50,861,454,821.05 B; K = (budget − 5 × 77,266,944) // (77,266,944 × 1.8) = 362;
+    # reserved 15,144,321,024 B = 14.104248046875 GiB -> 85.895751953125 GiB; less (362 + 1) × per = 26.12... GiB
+    left, k, err = _sizer(draft_tokens=4, spec_running=48).take_state(100.0, 1)
+    assert (k, err) == (362, None)
+    assert left == pytest.approx(59.77410888671875)
+    # without: K = (budget − per) // per = 657; 100 − 658 × per / 2^30
+    left, k, err = _sizer().take_state(100.0, 1)
+    assert (k, err) == (657, None)
+    assert left == pytest.approx(100 - 658 * PER / 2**30)
+
+
+def test_take_state_with_no_room_says_the_figures() -> None:
+    # 0.1 GiB: K = int((0.1 × 0.9 / 1.9 GiB − per) // per) = int((50,861,454.8 − 77,266,944) // 77,266,944) = -1
+    left, k, err = _sizer().take_state(0.1, 1)
+    assert (left, k) == (0.1, 0)
+    assert err == (
+        "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed max_mamba_cache_size=-1 "
+        "(total_rest_memory=0.10 GB, mamba_cache_per_req=73.69 MB)"
+    )
+
+
+def test_take_state_with_an_explicit_cache_of_zero_and_one() -> None:
+    # --max-mamba-cache-size 0: "Not enough GPU memory ..." (K <= 0); 1 slot is served: 100 − 2 × per GiB left
+    left, k, err = _sizer(max_mamba_cache_size=0).take_state(100.0, 1)
+    assert (k, err is not None and "Computed max_mamba_cache_size=0 " in err) == (0, True)
+    left, k, err = _sizer(max_mamba_cache_size=1).take_state(100.0, 1)
+    assert (k, err) == (1, None)
+    assert left == pytest.approx(100 - 2 * PER / 2**30)
+
+
+def test_swa_cell_over_every_swa_layer() -> None:
+    # SWAKVPool: 8 kv heads × (128 + 128) × 2 B = 4,096 B a token on one SWA layer, × 3 layers = 12,288 B;
+    # its buffers hold swa_tokens + page rows: (1,000 + 64) × 12,288 = 13,074,432 B; no SWA layer: nothing
+    swa = _sizer(swa=SlidingWindow(8, 128, 128, 64, window=4_096), swa_layers=3)
+    assert swa.swa_cell("bfloat16", 1) == 12_288
+    assert swa.swa_alloc_bytes(1_000, "bfloat16", 1, 64) == 13_074_432
+    assert (_sizer().swa_cell("bfloat16", 1), _sizer().swa_alloc_bytes(0, "bfloat16", 1, 64)) == (0, 0)

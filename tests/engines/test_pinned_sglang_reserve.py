@@ -1,0 +1,84 @@
+"""SGLang's mem_fraction_static heuristics before 0.5.3 at their boundaries (kvplan.engines.sglang_reserve; issue 26).
+
+Sources (each cited in the module): ``ServerArgs.__post_init__`` of 0.4.0-0.4.5 (a table by tp: tp >= 16 -> 0.79,
+>= 8 -> 0.81, >= 4 -> 0.85, >= 2 -> 0.87, else 0.88); 0.4.6 (over 81,920 MiB: (gpu_mem − 13 × 1024) / gpu_mem, else the
+table); 0.4.7 (sgl-project/sglang#5893 / #6718: base 0.88 over 81,920 MiB; 0.79 over 180,000 MiB on CUDA; over 96 GiB
+min(base + 48 × 1024 × (1 − base) / gpu_mem, (gpu_mem − 18 GiB) / gpu_mem)); 0.4.8-0.5.2 (sgl-project/sglang#7054:
+reserved MiB by GPU class, under 35 GiB (2.8 + tp × pp / 10) × 1024, under 90 GiB (9.5 + tp × pp / 2) × 1024, under
+160 GiB (12 + tp × pp / 2) × 1024, else 32 × 1024).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvplan.engines.sglang_reserve import _mem_fraction_0_4, _mem_fraction_by_tp, _mem_fraction_gpu_class
+from kvplan.models.deployment import load_deployment
+
+DEP = load_deployment("glm-5.3-8xh200-sglang")
+
+
+@pytest.mark.parametrize(
+    ("tp", "mfs"), [(32, 0.79), (16, 0.79), (15, 0.81), (8, 0.81), (4, 0.85), (3, 0.87), (2, 0.87), (1, 0.88)]
+)
+def test_the_0_4_table_by_tp(tp: int, mfs: float) -> None:
+    assert _mem_fraction_by_tp(tp)[0] == mfs
+
+
+def test_0_4_6_at_81_920_mib_keeps_the_table() -> None:
+    # "gpu_mem <= 81920": exactly 81,920 MiB takes the table (tp 8 -> 0.81); 81,921 reserves 13 GiB
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.6", 81_920)[0] == 0.81
+    mfs, why, reserved = _mem_fraction_0_4(DEP, "by_tp_0.4.6", 81_921)
+    assert (mfs, reserved) == ((81_921 - 13_312) / 81_921, 13_312)
+    assert why == "SGLang 0.4.6: (81,921 − 13,312 MiB) / 81,921 MiB (unrounded)"
+
+
+def test_0_4_7_over_180_000_mib_on_cuda() -> None:
+    # "gpu_mem > 180 * 1000": 180,001 MiB -> 0.79; 180,000 MiB -> min(0.88 + 49,152 × 0.12 / 180,000,
+    # (180,000 − 18,432) / 180,000) = min(0.91277, 0.8976) = 161,568 / 180,000
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 180_001)[0] == 0.79
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 180_000)[0] == (180_000 - 18_432) / 180_000
+
+
+def test_0_4_7_relaxed_term_binds_just_over_96_gib() -> None:
+    # 98,400 MiB: min(0.88 + 49,152 × 0.12 / 98,400, (98,400 − 18,432) / 98,400) = min(0.93994, 0.81268): the cap;
+    # at 0.4.7's 81,920 < gpu_mem <= 96 GiB (90,000 MiB) neither applies: base 0.88
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 98_400)[0] == (98_400 - 18_432) / 98_400
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 90_000)[0] == 0.88
+
+
+@pytest.mark.parametrize(
+    ("gpu_mem", "reserved"),
+    [
+        # tp 8, pp 1: under 35 × 1024 = 35,840 MiB: (2.8 + 0.8) × 1024 = 3,686.4; from 35,840: (9.5 + 4) × 1024
+        (35_839, 3_686),
+        (35_840, 13_824),
+        # under 90 × 1024 = 92,160: 13,824; from 92,160: (12 + 4) × 1024 = 16,384; from 160 × 1024: 32,768
+        (92_159, 13_824),
+        (92_160, 16_384),
+        (163_839, 16_384),
+        (163_840, 32_768),
+    ],
+)
+def test_0_4_8_gpu_classes_at_their_boundaries(gpu_mem: int, reserved: int) -> None:
+    assert _mem_fraction_gpu_class(DEP, gpu_mem, 2048)[2] == reserved
+
+
+def test_0_4_8_reserve_is_said_with_its_terms() -> None:
+    # H200 with MTP and DP attention: 16,384 + 2,048 + 4,096 = 22,528 MiB -> round(121,243 / 143,771, 3) = 0.843
+    dep = replace(DEP, speculative_num_draft_tokens=4, dp_attention=8)
+    mfs, why, reserved = _mem_fraction_gpu_class(dep, 143_771, 2048)
+    assert (mfs, reserved) == (0.843, 22_528)
+    assert why == (
+        "round((143,771 MiB − 22,528 MiB reserved) / 143,771 MiB, 3); reserved = (12 + tp×pp 8 / 2) × 1024 + "
+        "EAGLE/MTP 2048 + dp attention 4096"
+    )
+
+
+def test_0_4_7_relaxed_term_binds_on_a_big_rocm_gpu() -> None:
+    # not CUDA, so no 0.79 over 180,000 MiB; 262,144 MiB: min(0.88 + 49,152 × 0.12 / 262,144 = 0.88 + 0.0225,
+    # (262,144 − 18,432) / 262,144 = 0.9297) = 0.9025: the relaxed term binds above ~202,750 MiB
+    amd = replace(DEP, gpu=replace(DEP.gpu, vendor="amd"))
+    assert _mem_fraction_0_4(amd, "by_tp_0.4.7", 262_144)[0] == pytest.approx(0.9025, abs=1e-12)
