@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from itertools import compress, islice
 from operator import eq, not_
 
+from kvplan.sim.idset import IdSet
 from kvplan.sim.result import HitStats, ReplayCounts, SimResult, Sweep, SweepPoint, ideal_result, ideal_sweep
 from kvplan.sim.result import Window as Window
 from kvplan.sim.trace import Request
@@ -142,21 +143,28 @@ _TREE_BITS = 16
 
 _DENSE_IDS = 1 << 25
 """Block ids below this are remembered as seen in a bytearray (one byte each: trace ids are mostly dense); the
-rest in a set."""
+rest in an ``IdSet`` (about 8 bytes each: hashed ids)."""
 
 
-def _grow_dense(dense: bytearray, top: int) -> None:
-    """Grow the byte map of seen ids to cover ``top`` (doubling, at most ``_DENSE_IDS`` bytes): every id below
-    ``_DENSE_IDS`` gets its byte before it is marked, since one that went to the set would later be read from the
-    map as never seen."""
-    if len(dense) <= top and len(dense) < _DENSE_IDS:
-        dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+def _grow_dense(dense: bytearray, ids: list[int]) -> None:
+    """Grow the byte map of seen ids to cover the request's ids below ``_DENSE_IDS`` (doubling, at most
+    ``_DENSE_IDS`` bytes): every such id gets its byte before it is marked, since one that went to the set would
+    later be read from the map as never seen. Ids past the map do not grow it (hashed ids would fill it at once)."""
+    nd = len(dense)
+    if nd >= _DENSE_IDS:
+        return
+    top = max(ids, default=-1)
+    if top >= _DENSE_IDS:
+        top = max((b for b in ids if b < _DENSE_IDS), default=-1)
+    if top >= nd:
+        dense.extend(bytes(min(max(top + 1, 2 * nd), _DENSE_IDS) - nd))
 
 
-def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
+def _listed_run(ids: list[int], dense: bytearray, sparse: IdSet) -> int:
     """The start of the request's trailing run of blocks that no earlier request listed (no id repeats within the
     run); then marks all the request's blocks listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here
-    as ids come), ``sparse`` holds the larger listed ids; ids are non-negative (the trace readers check).
+    as ids come), ``sparse`` holds the larger listed ids (it may take an id as listed that is not: the run then
+    ends early, which changes no hit); ids are non-negative (the trace readers check).
 
     The run is scanned from the end, each block marked as it joins, so a repeated id ends the run at its later
     copy. A block marked listed that was not is only looked up when it need not be (it is in no cache): so a
@@ -171,21 +179,24 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
         return j
     except IndexError:
         pass
-    top = max(ids)
-    _grow_dense(dense, top)
+    _grow_dense(dense, ids)
     nd = len(dense)
     j = len(ids)
-    while j and not (dense[ids[j - 1]] if ids[j - 1] < nd else ids[j - 1] in sparse):
+    while j:
+        b = ids[j - 1]
+        if b < nd:
+            if dense[b]:
+                break
+            dense[b] = 1
+        elif not sparse.add(b):  # listed before (an add that finds it changes nothing)
+            break
         j -= 1
-        if ids[j] < nd:
-            dense[ids[j]] = 1
-        else:
-            sparse.add(ids[j])
+    big = [b for b in ids[:j] if b >= nd]
     for b in ids[:j]:
         if b < nd:
             dense[b] = 1
-        else:
-            sparse.add(b)
+    if big:
+        sparse.add_all(big)
     return j
 
 
@@ -251,8 +262,8 @@ def fifo_curve(
     displaces one entry.
 
     Work the capacities share is done once per request: the request's trailing run of blocks that no earlier
-    request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
-    blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
+    request listed (``cold``; one byte per id, an ``IdSet`` past ``_DENSE_IDS``) is absent at every capacity, so
+    only the blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
     block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed."""
     fc = _FifoCaches(capacities)
     live, caches, orders, full, filled_before = fc.live, fc.caches, fc.orders, fc.full, fc.filled_before
@@ -263,7 +274,7 @@ def fifo_curve(
     # hits: every measured request's ``warm`` run, less what each capacity missed of it
     warm_units = warm_tokens = 0
     dense = bytearray()
-    sparse: set[int] = set()
+    sparse = IdSet(exact=False)  # a block wrongly taken as listed is only looked up, and missed, in each cache
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -448,7 +459,7 @@ def lru_curve(
     last: dict[int, int] = {}
     get = last.get
     dense = bytearray()
-    sparse: set[int] = set()
+    sparse = IdSet()
     # hits per capacity interval: slot k counts depths in (caps[k - 1], caps[k]]
     slot_tokens = [0] * (len(caps) + 1)
     slot_blocks = [0] * (len(caps) + 1)
@@ -484,13 +495,13 @@ def lru_curve(
                 k = bisect_left(caps, depth)
                 slot_tokens[k] += w
                 slot_blocks[k] += 1
-        top = max(ids, default=-1)
-        _grow_dense(dense, top)
+        _grow_dense(dense, ids)
         nb = len(ids)
         if now + nb > size:  # the tree is full: renumbered (rarely: once per ``size`` references at most)
             tree, who, size, now = _renumber(who, last, now, track, nb, size)
             dead = 0
         nd = len(dense)
+        big: list[int] = []
         # the times this request kills come in runs of consecutive times (the path was last referenced as a
         # whole, deepest first, as it is now): each run [lo, hi] is marked at once below
         runs: list[int] = []
@@ -508,15 +519,16 @@ def lru_curve(
                 if not dense[b]:
                     dense[b] = 1
                     distinct += 1
-            elif b not in sparse:
-                sparse.add(b)
-                distinct += 1
+            else:
+                big.append(b)
             now += 1
             who[now] = b
             last[b] = now
         if hi > 0:
             runs += (lo, hi)
             dead += _mark_runs(tree, size, runs)
+        if big:
+            distinct += sparse.add_all(big)
         n += 1
         if progress is not None and not n % 512:
             progress(n)
