@@ -56,8 +56,19 @@ class IdSet:
         return i < len(got) and got[i] == r
 
     def add(self, b: int) -> bool:
-        """Put ``b`` in; True when it was not in already."""
-        return self.add_all((b,)) == 1
+        """Put ``b`` in; True when it was not in already (``add_all``'s loop for one id, without its call)."""
+        if b > _MASK or not self._buckets:
+            return self.add_all((b,)) == 1
+        x = b * _MULT & _MASK
+        got = self._buckets[x >> _SHIFT]
+        if got is None:
+            got = self._buckets[x >> _SHIFT] = array(self._code)
+        r = (x & _LOW) >> self._drop
+        i = bisect_left(got, r)
+        if i < len(got) and got[i] == r:
+            return False
+        got.insert(i, r)
+        return True
 
     def add_all(self, ids: Iterable[int]) -> int:
         """Put every id in; returns how many were not in already (one call a request: the loop's names are local)."""
