@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from kvplan.sim import ideal
 from kvplan.sim.idset import _MASK, _MULT, IdSet
-from kvplan.sim.trace import Request
+from kvplan.sim.trace import Request, open_trace
 from tests.sim.test_sim_fifo_curve import loose_traces
 from tests.sim.test_sim_properties import chained_traces
 
@@ -126,3 +127,29 @@ def test_fifo_curve_is_the_same_when_many_blocks_are_wrongly_taken_as_listed(
         r = ideal.replay(reqs, block_tokens=4, capacity=p.capacity_units, policy="fifo", window=ideal.Window("all", 0))
         assert (p.hit_tokens, p.hit_units) == (r.stats.hit_tokens, r.stats.hit_units)
         assert p.filled == (r.filled_at is not None)
+
+
+def _rename(r: Request) -> Request:
+    """sim_scale.py's hashed renaming (one to one, every id at least 2**32), as an engine's block hashes would be."""
+    assert r.blocks is not None
+    blocks = [(x * 0x9E3779B97F4A7C15) % (1 << 62) + (1 << 32) for x in r.blocks]
+    return Request(r.index, r.arrival_us, r.input_tokens, r.output_tokens, blocks, r.line, r.file)
+
+
+@pytest.mark.parametrize("name", ["conversation_trace.jsonl", "synthetic_trace.jsonl"])
+def test_curves_on_the_shared_traces_are_the_same_with_hashed_ids(traces: Path, name: str) -> None:
+    # the ids renamed one to one change no hit: every point (hit tokens and blocks, fill verdicts), the unbounded
+    # pool's hits and the distinct blocks before the window, under leaf-LRU and FIFO, last 50 % measured
+    path = traces / "mooncake" / name
+    if not path.is_file():
+        pytest.skip(f"no {path}")
+    trace = open_trace(path)
+    reqs = list(trace.read())
+    window = ideal.Window("last50", len(reqs) // 2)
+    caps = [round(400 * (100_000 / 400) ** (i / 9)) for i in range(10)]  # sim_scale.py's CURVE_BLOCKS
+    for curve_of in (ideal.lru_curve, ideal.fifo_curve):
+        dense = curve_of(iter(reqs), block_tokens=trace.block_tokens, capacities=caps, window=window)
+        hashed = curve_of(map(_rename, reqs), block_tokens=trace.block_tokens, capacities=caps, window=window)
+        assert hashed.points == dense.points, curve_of.__name__
+        assert hashed.unbounded_hit_tokens == dense.unbounded_hit_tokens
+        assert hashed.distinct_before_window == dense.distinct_before_window
