@@ -17,11 +17,13 @@ where kvcache-simulator 0.1.3 differs below the longest request are).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from itertools import compress, islice
-from operator import eq, not_
+from operator import eq
 
+from kvplan.sim.fifo_caches import _fifo_misses, _FifoCaches
+from kvplan.sim.idset import IdSet
 from kvplan.sim.result import HitStats, ReplayCounts, SimResult, Sweep, SweepPoint, ideal_result, ideal_sweep
 from kvplan.sim.result import Window as Window
 from kvplan.sim.trace import Request
@@ -142,21 +144,36 @@ _TREE_BITS = 16
 
 _DENSE_IDS = 1 << 25
 """Block ids below this are remembered as seen in a bytearray (one byte each: trace ids are mostly dense); the
-rest in a set."""
+rest in an ``IdSet`` (about 8 bytes each: hashed ids)."""
 
 
-def _grow_dense(dense: bytearray, top: int) -> None:
-    """Grow the byte map of seen ids to cover ``top`` (doubling, at most ``_DENSE_IDS`` bytes): every id below
-    ``_DENSE_IDS`` gets its byte before it is marked, since one that went to the set would later be read from the
-    map as never seen."""
-    if len(dense) <= top and len(dense) < _DENSE_IDS:
-        dense.extend(bytes(min(max(top + 1, 2 * len(dense)), _DENSE_IDS) - len(dense)))
+def _grow_dense(dense: bytearray, ids: list[int]) -> None:
+    """Grow the byte map of seen ids to cover the request's ids below ``_DENSE_IDS`` (doubling, at most
+    ``_DENSE_IDS`` bytes): every such id gets its byte before it is marked, since one that went to the set would
+    later be read from the map as never seen. Ids past the map do not grow it (hashed ids would fill it at once)."""
+    nd = len(dense)
+    if nd >= _DENSE_IDS:
+        return
+    top = max(ids, default=-1)
+    if top >= _DENSE_IDS:
+        top = max((b for b in ids if b < _DENSE_IDS), default=-1)
+    if top >= nd:
+        dense.extend(bytes(min(max(top + 1, 2 * nd), _DENSE_IDS) - nd))
 
 
-def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
+def _listed_run(ids: list[int], dense: bytearray, sparse: IdSet) -> int:
     """The start of the request's trailing run of blocks that no earlier request listed (no id repeats within the
     run); then marks all the request's blocks listed. ``dense`` has a byte per id below ``_DENSE_IDS`` (grown here
-    as ids come), ``sparse`` holds the larger listed ids; ids are non-negative (the trace readers check).
+    as ids come), ``sparse`` holds the larger listed ids (it may take an id as listed that is not: the run then
+    ends early, which changes no hit); ids are non-negative (the trace readers check)."""
+    j = _cold_run(ids, dense, sparse)
+    _mark_listed(ids[:j], dense, sparse)
+    return j
+
+
+def _cold_run(ids: list[int], dense: bytearray, sparse: IdSet) -> int:
+    """``_listed_run`` less the marking of the blocks before the run (the FIFO curve skips it when a cache holds
+    them all: they were listed).
 
     The run is scanned from the end, each block marked as it joins, so a repeated id ends the run at its later
     copy. A block marked listed that was not is only looked up when it need not be (it is in no cache): so a
@@ -166,69 +183,57 @@ def _listed_run(ids: list[int], dense: bytearray, sparse: set[int]) -> int:
         while j and not dense[ids[j - 1]]:
             j -= 1
             dense[ids[j]] = 1
-        for b in ids[:j]:
-            dense[b] = 1
         return j
     except IndexError:
         pass
-    top = max(ids)
-    _grow_dense(dense, top)
+    _grow_dense(dense, ids)
     nd = len(dense)
     j = len(ids)
-    while j and not (dense[ids[j - 1]] if ids[j - 1] < nd else ids[j - 1] in sparse):
-        j -= 1
-        if ids[j] < nd:
-            dense[ids[j]] = 1
-        else:
-            sparse.add(ids[j])
-    for b in ids[:j]:
+    while j:
+        b = ids[j - 1]
         if b < nd:
+            if dense[b]:
+                break
             dense[b] = 1
-        else:
-            sparse.add(b)
+        elif not sparse.add(b):  # listed before (an add that finds it changes nothing)
+            break
+        j -= 1
     return j
 
 
-def _fifo_each(ids: list[int], cache: set[int], order: deque[int], cap: int) -> None:
-    """Block FIFO block by block (a repeated id, a request over the cache, a displaced block it reaches again)."""
-    for b in ids:
-        if b in cache:
-            continue
-        if len(cache) >= cap:
-            cache.discard(order[0])
-        cache.add(b)
-        order.append(b)
+def _mark_listed(blocks: list[int], dense: bytearray, sparse: IdSet) -> None:
+    """Mark blocks listed: a byte each below ``_DENSE_IDS`` (the map grown to cover them), the rest in the set."""
+    try:
+        for b in blocks:
+            dense[b] = 1
+        return
+    except IndexError:
+        pass
+    _grow_dense(dense, blocks)
+    nd = len(dense)
+    for b in blocks:
+        if b < nd:
+            dense[b] = 1
+    big = [b for b in blocks if b >= nd]
+    if big:
+        sparse.add_all(big)
 
 
-class _FifoCaches:
-    """One FIFO per capacity that can hold a block (a pool of 0 never hits and never fills), side by side; the
-    replay keeps its lists as locals and updates them in place."""
-
-    def __init__(self, capacities: list[int]) -> None:
-        self.caps = sorted(set(capacities))
-        self.live = [c for c in self.caps if c > 0]
-        nl = len(self.live)
-        self.caches: list[set[int]] = [set() for _ in self.live]
-        self.orders = [deque[int](maxlen=c) for c in self.live]
-        """Per capacity: the cached blocks in insertion order, the oldest first (an append to a full one drops it)."""
-        self.lost_units = [0] * nl
-        self.lost_tokens = [0] * nl
-        """What each capacity missed of the measured requests' ``warm`` runs."""
-        self.full = [False] * nl
-        self.filled_before = [False] * nl
-
-    def points(self, warm_tokens: int, warm_units: int) -> list[SweepPoint]:
-        """The curve: every measured ``warm`` run, less what each capacity missed of it."""
-        points = [SweepPoint(c, 0, 0, False, filled=False) for c in self.caps if c <= 0]
-        return points + [
-            SweepPoint(
-                c, warm_tokens - self.lost_tokens[k], warm_units - self.lost_units[k], self.filled_before[k],
-                filled=self.full[k],
-            )
-            for k, c in enumerate(self.live)
-        ]  # fmt: skip
-
-
+# FIFO is not a stack algorithm (a larger pool can hit less), so each capacity needs its own cache; reading the
+# trace once still saves a parse per capacity. A cache is a set of blocks and a deque of the same blocks in
+# insertion order (at most ``C`` long: an append to a full one drops the oldest), and a request's update is
+# whole-request work: its blocks not cached go in together, and the oldest entries they displace leave
+# together. That equals inserting block by block (each insertion evicting the oldest when full) unless a
+# displaced entry is one of the request's cached blocks that comes after one of its insertions (block by block
+# would insert it again; a cached block before the first insertion was passed already, and leaves either way);
+# then, when the request alone overflows the cache, and when an id repeats within the request, the request goes
+# block by block. A full cache stays full (it holds ``C`` blocks from then on), so there each insertion
+# displaces one entry.
+#
+# Work the capacities share is done once per request: the request's trailing run of blocks that no earlier
+# request listed (``cold``; one byte per id, an ``IdSet`` past ``_DENSE_IDS``) is absent at every capacity, so
+# only the blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
+# block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed.
 def fifo_curve(
     requests: Iterable[Request],
     *,
@@ -237,25 +242,10 @@ def fifo_curve(
     window: Window,
     progress: Progress | None = None,
 ) -> Sweep:
-    """Block FIFO at every capacity in one read of the trace: one cache per capacity, updated side by side.
-
-    FIFO is not a stack algorithm (a larger pool can hit less), so each capacity needs its own cache; reading the
-    trace once still saves a parse per capacity. A cache is a set of blocks and a deque of the same blocks in
-    insertion order (at most ``C`` long: an append to a full one drops the oldest), and a request's update is
-    whole-request work: its blocks not cached go in together, and the oldest entries they displace leave
-    together. That equals inserting block by block (each insertion evicting the oldest when full) unless a
-    displaced entry is one of the request's cached blocks that comes after one of its insertions (block by block
-    would insert it again; a cached block before the first insertion was passed already, and leaves either way);
-    then, when the request alone overflows the cache, and when an id repeats within the request, the request goes
-    block by block. A full cache stays full (it holds ``C`` blocks from then on), so there each insertion
-    displaces one entry.
-
-    Work the capacities share is done once per request: the request's trailing run of blocks that no earlier
-    request listed (``cold``; one byte per id, a set past ``_DENSE_IDS``) is absent at every capacity, so only the
-    blocks before it (``warm``) are looked up in each cache. In a prefix-chained trace ``cold`` is every new
-    block. Hits are counted the same way: each measured request's ``warm`` blocks, less what a capacity missed."""
+    """Block FIFO at every capacity in one read of the trace: one cache per capacity, updated side by side
+    (how: the comment above)."""
     fc = _FifoCaches(capacities)
-    live, caches, orders, full, filled_before = fc.live, fc.caches, fc.orders, fc.full, fc.filled_before
+    live, caches, orders, full = fc.live, fc.caches, fc.orders, fc.full
     lost_units, lost_tokens = fc.lost_units, fc.lost_tokens
     nl = len(live)
     low = live[0] if live else 0
@@ -263,7 +253,7 @@ def fifo_curve(
     # hits: every measured request's ``warm`` run, less what each capacity missed of it
     warm_units = warm_tokens = 0
     dense = bytearray()
-    sparse: set[int] = set()
+    sparse = IdSet(exact=False)  # a block wrongly taken as listed is only looked up, and missed, in each cache
     measured_tokens = measured_blocks = input_tokens = n = 0
     start = window.start
     for r in requests:
@@ -272,7 +262,7 @@ def fifo_curve(
         length = r.input_tokens
         input_tokens += length
         nb = len(ids)
-        w = _listed_run(ids, dense, sparse)
+        w = _cold_run(ids, dense, sparse)
         warm = ids[:w]
         cold = ids[w:]
         measured = r.index >= start
@@ -284,19 +274,18 @@ def fifo_curve(
             warm_tokens += wt
         distinct: bool | None = None
         """Whether no id repeats within the request (found when needed: ``cold`` has no repeats)."""
+        covered = False  # whether a cache holds all of ``warm`` (then every block of it was listed and marked)
         for k in range(nl):
             cache = caches[k]
             if not w or cache.issuperset(warm):
+                covered = True
                 new = cold
                 behind = False  # whether a cached block of the request comes after one of its insertions
             else:
-                present = list(map(cache.__contains__, warm))
-                h = present.index(False)
+                h, behind, new = _fifo_misses(cache, ids, warm)
                 if measured:
                     lost_units[k] += w - h
                     lost_tokens[k] += wt - min(h * block_tokens, length)
-                behind = True in present[h:]
-                new = [*compress(warm, map(not_, present)), *cold] if behind else ids[h:]
                 if distinct is None:
                     distinct = len(set(ids)) == nb
             if all_full and not behind and len(new) <= low and (new is cold or distinct):
@@ -312,26 +301,10 @@ def fifo_curve(
                 continue
             if distinct is None:
                 distinct = len(set(ids)) == nb
-            cap = live[k]
-            order = orders[k]
-            size = len(cache)
-            over = size + len(new) - cap
-            if distinct and (
-                over <= 0 or (over <= size and not (behind and not set(warm).isdisjoint(islice(order, over))))
-            ):
-                # the new blocks go in at once, and the ``over`` oldest entries (none of them a cached block the
-                # request reaches after an insertion) leave at once
-                if over > 0:
-                    cache.difference_update(islice(order, over))
-                cache.update(new)
-                order.extend(new)
-            else:
-                _fifo_each(ids, cache, order, cap)
-            if not full[k] and len(cache) >= cap:
-                # a full cache stays full
-                full[k] = True
+            if fc.insert(k, ids, warm, new, behind=behind, distinct=distinct, before_window=r.index < start):
                 all_full = all(full)
-                filled_before[k] = r.index < start
+        if not covered:
+            _mark_listed(warm, dense, sparse)
         n += 1
         if progress is not None and not n % 512:
             progress(n)
@@ -448,7 +421,7 @@ def lru_curve(
     last: dict[int, int] = {}
     get = last.get
     dense = bytearray()
-    sparse: set[int] = set()
+    sparse = IdSet()
     # hits per capacity interval: slot k counts depths in (caps[k - 1], caps[k]]
     slot_tokens = [0] * (len(caps) + 1)
     slot_blocks = [0] * (len(caps) + 1)
@@ -484,13 +457,13 @@ def lru_curve(
                 k = bisect_left(caps, depth)
                 slot_tokens[k] += w
                 slot_blocks[k] += 1
-        top = max(ids, default=-1)
-        _grow_dense(dense, top)
+        _grow_dense(dense, ids)
         nb = len(ids)
         if now + nb > size:  # the tree is full: renumbered (rarely: once per ``size`` references at most)
             tree, who, size, now = _renumber(who, last, now, track, nb, size)
             dead = 0
         nd = len(dense)
+        big: list[int] = []
         # the times this request kills come in runs of consecutive times (the path was last referenced as a
         # whole, deepest first, as it is now): each run [lo, hi] is marked at once below
         runs: list[int] = []
@@ -508,15 +481,16 @@ def lru_curve(
                 if not dense[b]:
                     dense[b] = 1
                     distinct += 1
-            elif b not in sparse:
-                sparse.add(b)
-                distinct += 1
+            else:
+                big.append(b)
             now += 1
             who[now] = b
             last[b] = now
         if hi > 0:
             runs += (lo, hi)
             dead += _mark_runs(tree, size, runs)
+        if big:
+            distinct += sparse.add_all(big)
         n += 1
         if progress is not None and not n % 512:
             progress(n)
