@@ -72,3 +72,28 @@ def test_the_mla_head_dims_are_required(key: str) -> None:
     del cfg[key]
     with pytest.raises(ConfigError, match=f"{key}: missing"):
         param_groups_from_hf(cfg, "config.json")
+
+
+def test_an_unread_moe_intermediate_size_of_0_is_accepted_on_a_dense_config(tmp_path: Path) -> None:
+    # a dense config (no num_experts: KimiLinearConfig.is_moe False) never reads moe_intermediate_size (the
+    # parameter count alone, as Kimi-K3's text config reaches it)
+    cfg = _config(moe_intermediate_size=0)
+    for key in ("num_experts", "num_shared_experts", "num_experts_per_token"):
+        del cfg[key]
+    groups = {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+    assert groups["dense_mlp"] == 1_719_926_784
+
+
+def test_an_ignore_pattern_naming_kv_b_proj_keeps_it_bf16(tmp_path: Path) -> None:
+    # compressed-tensors ignores a layer whose module name matches (vLLM compressed_tensors should_ignore_layer);
+    # with q_proj, kv_b_proj and o_proj ignored by name, the MLA attention group is bf16 throughout: 2 B a
+    # parameter (194,510,848 parameters, test_params_kimi_linear)
+    k3 = json.loads((Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json").read_text())
+    quant = {
+        **k3["text_config"]["quantization_config"],
+        "ignore": [r"re:.*self_attn\.(q_proj|kv_b_proj|o_proj)$", "re:.*lm_head.*"],
+    }
+    (tmp_path / "config.json").write_text(json.dumps(_config(quantization_config=quant)))
+    (att,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "attention"]
+    assert att.params == 194_510_848
+    assert att.bytes_per_param_num == 2 * att.bytes_per_param_den
