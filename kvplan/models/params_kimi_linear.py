@@ -103,7 +103,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     latent = c.integer("routed_expert_hidden_size", 0, minimum=0)
     latent_norm = c.flag("latent_moe_use_norm", False)
     attn_res = c.integer("attn_res_block_size", 0, minimum=0)
-    vocab = c.integer("vocab_size", 0, minimum=0)
+    vocab = c.integer("vocab_size", 163_840)  # KimiLinearConfig(vocab_size=163840), vLLM and SGLang alike
     if not experts and c.data.get("intermediate_size") is None:
         return ""  # the config does not describe the MLP: no groups, the loader asks for weights_per_gpu
     if experts and not moe_inter:

@@ -97,3 +97,28 @@ def test_an_ignore_pattern_naming_kv_b_proj_keeps_it_bf16(tmp_path: Path) -> Non
     (att,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "attention"]
     assert att.params == 194_510_848
     assert att.bytes_per_param_num == 2 * att.bytes_per_param_den
+
+
+def test_the_config_class_defaults_fill_what_the_config_leaves_out() -> None:
+    # vLLM transformers_utils/configs/kimi_linear.py KimiLinearConfig: vocab_size=163840, num_shared_experts=0,
+    # moe_layer_freq=1 (every layer from first_k_dense_replace on is MoE)
+    cfg = _config()
+    for key in ("vocab_size", "num_shared_experts", "moe_layer_freq"):
+        del cfg[key]
+    groups = {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+    assert groups["embeddings"] == 2 * 163_840 * 2_304  # untied: embed_tokens + lm_head
+    assert "shared_experts" not in groups
+    assert groups["routed_experts"] == 47_110_422_528  # 26 MoE layers × 256 × 3 × 1,024 × 2,304
+
+
+def test_rope_0_and_a_kda_last_layer_are_read() -> None:
+    # rope 0 (a NoPE MLA, which KimiLinearConfig allows): q_proj 32 × 128 × 2,304 = 9,437,184, kv_b_proj
+    # 32 × 256 × 512 = 4,194,304, o_proj 2,304 × 4,096 = 9,437,184 -> 7 MLA layers × 23,068,672 = 161,480,704
+    groups = {g.name: g.params for g in param_groups_from_hf(_config(qk_rope_head_dim=0), "config.json").groups}
+    assert groups["attention"] == 161_480_704
+    # KDA on the last layer (1-based 27; layer 26 full instead): still 20 KDA layers × 38,924,320
+    la = {**_config()["linear_attn_config"]}
+    la["kda_layers"] = [n for n in la["kda_layers"] if n != 26] + [27]
+    la["full_attn_layers"] = [4, 8, 12, 16, 20, 24, 26]
+    groups = {g.name: g.params for g in param_groups_from_hf(_config(linear_attn_config=la), "config.json").groups}
+    assert groups["linear_attention"] == 20 * 38_924_320
