@@ -213,7 +213,9 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
     return ModelArch(
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
         num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
-        head_dim=_dim(r, "qk_nope_head_dim", default=128) + rope, v_head_dim=_dim(r, "v_head_dim", default=128),
+        # required: KimiLinearConfig (vLLM / SGLang configs/kimi_linear.py) leaves both None, and the MLA layer
+        # cannot be built without them (KimiMLAAttention: qk_nope_head_dim + qk_rope_head_dim)
+        head_dim=_dim(r, "qk_nope_head_dim", required=True) + rope, v_head_dim=_dim(r, "v_head_dim", required=True),
         layers=layers,
     )  # fmt: skip
 

@@ -89,8 +89,9 @@ def groups(c: Fields, acc: _Groups) -> str:
     heads = c.required("num_attention_heads")
     q_lora = c.integer("q_lora_rank", 0, minimum=0)
     kv_lora = c.required("kv_lora_rank")
-    nope, rope = c.integer("qk_nope_head_dim", 128), c.integer("qk_rope_head_dim", 64, minimum=0)
-    v_dim = c.integer("v_head_dim", 128)
+    # required: KimiLinearConfig (vLLM / SGLang configs/kimi_linear.py) defaults all three to None
+    nope, rope = c.required("qk_nope_head_dim"), c.required("qk_rope_head_dim", minimum=0)
+    v_dim = c.required("v_head_dim")
     output_gate = c.flag("mla_use_output_gate", False)
 
     experts = c.integer("num_experts", 0, minimum=0)
@@ -102,7 +103,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     latent = c.integer("routed_expert_hidden_size", 0, minimum=0)
     latent_norm = c.flag("latent_moe_use_norm", False)
     attn_res = c.integer("attn_res_block_size", 0, minimum=0)
-    vocab = c.integer("vocab_size", 0, minimum=0)
+    vocab = c.integer("vocab_size", 163_840)  # KimiLinearConfig(vocab_size=163840), vLLM and SGLang alike
     if not experts and c.data.get("intermediate_size") is None:
         return ""  # the config does not describe the MLP: no groups, the loader asks for weights_per_gpu
     if experts and not moe_inter:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kvplan.errors import ConfigError
 from kvplan.models.cache import FullAttention, IndexerK, LinearState, MlaLatent
@@ -38,7 +39,8 @@ def test_qwen3_next_builds_one_mtp_layer_when_the_config_names_none(tmp_path: Pa
 def test_kimi_linear_without_mtp_fields_has_no_mtp_layer(tmp_path: Path) -> None:
     # KimiLinearConfig(num_nextn_predict_layers=0) (vLLM transformers_utils/configs/kimi_linear.py): no MTP layer
     cfg = {"architectures": ["KimiLinearForCausalLM"], "num_hidden_layers": 4, "num_attention_heads": 32,
-           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "max_position_embeddings": 1048576,
+           "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+           "max_position_embeddings": 1048576,
            "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4], "num_heads": 32, "head_dim": 128,
                                   "short_conv_kernel_size": 4}}  # fmt: skip
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -78,3 +80,103 @@ def test_glm53_flash_mla_head_is_nope_plus_rope(tmp_path: Path) -> None:
     m = load_model(_glm53_flash_like(tmp_path, qk_rope_head_dim=64))
     assert m.head_dim == 320
     assert m.layers[3].caches[0] == MlaLatent(512, 64)
+
+
+QWEN36 = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3.6-27b" / "config.json"
+V4_FLASH = Path(__file__).resolve().parents[1] / "data" / "hf" / "deepseek-v4-flash" / "config.json"
+
+
+def test_qwen3_5_mtp_num_hidden_layers_0_is_no_mtp_layer(tmp_path: Path) -> None:
+    # vLLM qwen3_5_mtp.py: getattr(config, "mtp_num_hidden_layers", 1) -> range(0) builds no MTP layer; the
+    # published Qwen3.6-27B text_config names 1
+    cfg = json.loads(QWEN36.read_text())
+    assert load_model(str(QWEN36)).num_mtp_layers == 1
+    cfg["text_config"]["mtp_num_hidden_layers"] = 0
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_model(str(tmp_path)).num_mtp_layers == 0
+
+
+def test_deepseek_v4_with_two_kv_heads_is_refused_naming_the_count(tmp_path: Path) -> None:
+    # DeepSeek-V4 attention (vLLM DeepseekV4MultiHeadLatentAttentionWrapper) has one 512-wide KV head a layer
+    cfg = json.loads(V4_FLASH.read_text())
+    cfg["num_key_value_heads"] = 2
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError) as e:
+        load_model(str(tmp_path))
+    assert "num_key_value_heads: 2: DeepSeek-V4 attention has one KV head" in str(e.value)
+
+
+def test_glm53_flash_linear_attn_config_heads_fall_back_to_the_text_fields(tmp_path: Path) -> None:
+    # Glm5NextTextConfig: linear_attn_config's num_heads / head_dim / short_conv_kernel_size default to the
+    # text config's linear_num_heads (64), linear_head_dim (128), linear_conv_kernel_dim (4)
+    la = {"kda_layers": [0, 1, 2, 4, 5, 6], "full_attn_layers": [3, 7]}
+    m = load_model(_glm53_flash_like(tmp_path, linear_attn_config=la))
+    assert m.layers[0].caches == (LinearState("kda", 64, 64, 128, 128, 4),)
+    m = load_model(_glm53_flash_like(tmp_path, linear_attn_config=la, linear_num_heads=32, linear_head_dim=64))
+    assert m.layers[0].caches == (LinearState("kda", 32, 32, 64, 64, 4),)
+
+
+def test_glm53_flash_kv_lora_rank_defaults_to_512(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(kv_lora_rank=512): a config without it holds a 512-wide latent (no rope) on full layers
+    path = _glm53_flash_like(tmp_path)
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    del cfg["text_config"]["kv_lora_rank"]
+    (Path(path) / "config.json").write_text(json.dumps(cfg))
+    m = load_model(path)
+    assert m.kv_lora_rank == 512 and m.layers[3].caches[0] == MlaLatent(512, 0)
+
+
+@pytest.mark.parametrize("freq", [1, 2])
+def test_glm53_flash_index_topk_freq_above_1_is_refused(tmp_path: Path, freq: int) -> None:
+    # freq 1: every full layer owns its indexer (no sharing rule to read); 2 and up: shared indexer layers, whose
+    # count over GLM-5.3-Flash's KDA layers kvplan does not read from the engines yet
+    if freq == 1:
+        assert load_model(_glm53_flash_like(tmp_path, index_topk_freq=1)).full_indexer_layers == 2
+        return
+    with pytest.raises(ConfigError, match=r"text_config\.index_topk_freq: GLM-5\.3-Flash's shared indexer layers"):
+        load_model(_glm53_flash_like(tmp_path, index_topk_freq=freq))
+
+
+def _kimi_linear_config(**changes: object) -> dict[str, object]:
+    preset = Path(__file__).parents[2] / "kvplan" / "configs" / "models" / "kimi-linear-48b-a3b.yaml"
+    cfg: dict[str, object] = yaml.safe_load(preset.read_text())["config"]
+    return {**cfg, **changes}
+
+
+def test_kimi_linear_mla_head_is_nope_plus_rope_and_rope_may_be_0(tmp_path: Path) -> None:
+    # vLLM kimi_linear.py KimiMLAAttention: qk_head_dim = qk_nope_head_dim + qk_rope_head_dim = 128 + 64
+    (tmp_path / "config.json").write_text(json.dumps(_kimi_linear_config()))
+    assert load_model(str(tmp_path)).head_dim == 192
+    # KimiLinearConfig takes any qk_rope_head_dim (its MLA is NoPE, mla_use_nope): 0 leaves a 512-wide latent row
+    (tmp_path / "config.json").write_text(json.dumps(_kimi_linear_config(qk_rope_head_dim=0)))
+    m = load_model(str(tmp_path))
+    assert m.head_dim == 128 and m.layers[3].caches == (MlaLatent(512, 0),)
+
+
+def test_glm53_flash_index_head_dim_defaults_to_128(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(index_head_dim=128): the pooled indexer key of a config without it is 128 fp8 + a 4 B
+    # scale (SGLang NSATokenToKVPool: 132 B a key), one key per index_kpool 4 tokens
+    path = _glm53_flash_like(tmp_path)
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    del cfg["text_config"]["index_head_dim"]
+    (Path(path) / "config.json").write_text(json.dumps(cfg))
+    assert load_model(path).layers[3].caches == (MlaLatent(512, 0), IndexerK(128, 4))
+
+
+def test_glm53_flash_indexer_flags_only_full_layers(tmp_path: Path) -> None:
+    # without indexer_types every layer "owns" an indexer, but only the MLA (non-KDA) layers build one
+    # (Glm5NextTextConfig.is_kda_layer: KDA layers have no attention): layers 3 and 7 of the 8
+    m = load_model(_glm53_flash_like(tmp_path))
+    assert m.indexer_full == (False, False, False, True) * 2
+
+
+@pytest.mark.parametrize("key", ["qk_nope_head_dim", "v_head_dim"])
+def test_kimi_linear_without_its_mla_head_dims_is_refused(tmp_path: Path, key: str) -> None:
+    # vLLM transformers_utils/configs/kimi_linear.py KimiLinearConfig: qk_nope_head_dim=None, v_head_dim=None;
+    # KimiMLAAttention adds qk_nope_head_dim + qk_rope_head_dim: no engine builds the MLA layer without them
+    # (kvplan assumed 128 for each before)
+    cfg = _kimi_linear_config()
+    del cfg[key]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=f"{key}: missing"):
+        load_model(str(tmp_path))

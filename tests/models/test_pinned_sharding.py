@@ -51,3 +51,44 @@ def test_row_parallel_splits_the_input_dim_and_experts_go_whole_under_ep() -> No
     downs = [Tensor(f"model.layers.0.mlp.experts.{e}.down_proj.weight", "BF16", (4_096, 1_408)) for e in range(8)]
     assert shard(downs, Split.of(tp=4, ep=4), num_layers=1, ep=4).bytes == 2 * 11_534_336
     assert shard(downs, Split.of(tp=4), num_layers=1).bytes == 8 * 2_883_584
+
+
+def test_a_column_parallel_bias_splits_with_its_weight() -> None:
+    # Qwen2-7B's q_proj.bias (28 heads × 128 = 3,584, bf16): ColumnParallelLinear creates the bias with
+    # output_size_per_partition rows (vLLM / SGLang layers/linear.py), so at tp 4: 896 × 2 B = 1,792 B
+    bias = [Tensor("model.layers.0.self_attn.q_proj.bias", "BF16", (3_584,))]
+    assert shard(bias, Split.of(tp=4), num_layers=1).bytes == 1_792
+
+
+def test_gptq_qweight_splits_its_last_dim_for_a_column_layer_and_its_first_for_a_row_layer() -> None:
+    # GPTQ stores qweight [in / 8, out] int32 (8 4-bit values a word; vLLM gptq.py GPTQLinearMethod.create_weights
+    # input_dim=0, output_dim=1): q_proj of 4,096 -> 4,096 is 512 × 4,096 × 4 B; at tp 2 the output dim halves:
+    # 512 × 2,048 × 4 = 4,194,304 B
+    q = [Tensor("model.layers.0.self_attn.q_proj.qweight", "I32", (512, 4_096))]
+    assert shard(q, Split.of(tp=2), num_layers=1).bytes == 4_194_304
+    # a row-parallel down_proj [12,288 / 8 = 1,536, 4,096] at tp 3 splits the input rows, which RowParallelLinear
+    # requires to divide (12,288 / 3 = 4,096, a multiple of group 128): 512 × 4,096 × 4 B = 8,388,608 B (the
+    # output dim, 4,096, does not divide by 3 and is not split)
+    down = [Tensor("model.layers.0.mlp.down_proj.qweight", "I32", (1_536, 4_096))]
+    assert shard(down, Split.of(tp=3), num_layers=1).bytes == 8_388_608
+
+
+def test_tensors_without_a_rule_are_named_three_and_counted() -> None:
+    # four tensors no rule places: the note counts 4 and names the first 3, "and 1 more"; three are all named
+    odd = [Tensor(f"model.layers.0.mystery{i}.weight", "BF16", (8,)) for i in range(4)]
+    (note,) = shard(odd, Split.of(tp=2), num_layers=1).assumptions
+    assert note == (
+        "assumed replicated: 4 tensors kvplan has no sharding rule for (model.layers.0.mystery0.weight, "
+        "model.layers.0.mystery1.weight, model.layers.0.mystery2.weight and 1 more)"
+    )
+    (note,) = shard(odd[:3], Split.of(tp=2), num_layers=1).assumptions
+    assert note.endswith("(model.layers.0.mystery0.weight, model.layers.0.mystery1.weight, "
+                         "model.layers.0.mystery2.weight)")  # fmt: skip
+    # replicated: 4 × 8 × 2 B = 64 B on rank 0 whatever tp
+    assert shard(odd, Split.of(tp=2), num_layers=1).unrecognised_bytes == 64
+
+
+def test_the_first_layer_and_expert_index_of_a_name_wins() -> None:
+    # the docstring's rule: the first ``layers.N.`` and the first ``.experts.N.``, even when N is 0 and a nested
+    # module list repeats the word later in the name
+    assert _indices("model.layers.0.block.layers.7.experts.0.mix.experts.5.w1.weight")[1:] == (0, 0)

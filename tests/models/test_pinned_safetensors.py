@@ -1,0 +1,53 @@
+"""safetensors headers (kvplan/models/safetensors.py), pinned where the mutation check moved a figure: each dtype's
+element size, from the format's ``Dtype`` enum (huggingface/safetensors ``Dtype::bitsize``: BOOL, U8, I8 and the
+F8 kinds 8 bits, F4 4, F6 6, 16-bit, 32-bit and 64-bit kinds, C64 a pair of f32: 64), the shape bounds, and the
+indexer layers a checkpoint ships.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan import limits
+from kvplan.errors import InputError
+from kvplan.models.safetensors import Tensor, _dims, indexer_layers_shipped, parse_safetensors_header
+
+BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64,
+    "F64": 64, "C64": 64,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("dtype", "bits"), sorted(BITS.items()))
+def test_each_dtype_holds_its_bits(dtype: str, bits: int) -> None:
+    # 1,024 elements: 1,024 × bits / 8 bytes (F4: 512, F6: 768, BF16: 2,048, C64: 8,192)
+    assert Tensor("w", dtype, (32, 32)).nbytes == 1_024 * bits // 8
+
+
+def test_a_shape_has_at_most_8_dimensions_each_up_to_the_token_limit() -> None:
+    assert _dims([limits.MAX_TOKENS], "s") == (limits.MAX_TOKENS,)
+    assert _dims([1] * 8, "s") == (1,) * 8
+    with pytest.raises(InputError, match="expected a list of at most 8 dimensions"):
+        _dims([1] * 9, "s")
+    with pytest.raises(InputError, match="expected a list of at most 8 dimensions"):
+        _dims((1, 2), "s")
+    with pytest.raises(InputError, match=r"is not a dimension \(0 \.\. 1,099,511,627,776\)"):
+        _dims([limits.MAX_TOKENS + 1], "s")
+
+
+def test_indexer_layers_are_counted_by_their_layer_number() -> None:
+    # DeepSeek-V3.2 names the indexer model.layers.N.self_attn.indexer.*; layer 61 (num_hidden_layers 61) is MTP
+    names = ["model.layers.3.self_attn.indexer.wk.weight", "model.layers.3.self_attn.indexer.wq_b.weight",
+             "model.layers.7.self_attn.indexer.wk.weight", "model.layers.61.self_attn.indexer.wk.weight"]  # fmt: skip
+    assert indexer_layers_shipped([Tensor(n, "BF16", (1,)) for n in names], 61) == 2
+
+
+def test_a_tensor_must_end_inside_the_data_after_the_8_byte_length_and_the_header() -> None:
+    # a safetensors file: 8-byte header length, the JSON header (n bytes), then the data: file_size - 8 - n bytes.
+    # One BF16 element (2 B) at offsets [0, 2] fits a file of 8 + n + 2 bytes, not one of 8 + n + 1
+    header = b'{"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}'
+    (t,) = parse_safetensors_header(header, 8 + len(header) + 2, "f")
+    assert t.nbytes == 2
+    with pytest.raises(InputError, match="inside the file's 1 data bytes"):
+        parse_safetensors_header(header, 8 + len(header) + 1, "f")
