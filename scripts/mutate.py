@@ -386,7 +386,7 @@ def _one_module(
         for m in picked:
             print(f"  {module}:{m.line}  {m.key}")
         return 0
-    killed = survived = 0
+    killed = survived = timeouts = 0
     started = time.monotonic()
     target = scratch / module
     cover = {} if args.no_select else line_coverage(scratch, module, chosen, 10 * args.timeout)
@@ -401,7 +401,7 @@ def _one_module(
         print(f"  forked: {_tally(forked)} ({time.monotonic() - started:.0f} s)", flush=True)
     try:
         for m in scored_mutants:
-            if forked.get(_job_key(m), "").startswith("killed"):  # a failing test is a kill; a pass is checked afresh
+            if forked.get(_job_key(m), "") == "killed":  # a failing test is a kill; a pass or a timeout is run afresh
                 verdict = "killed"
             else:
                 target.write_text(apply(source, m))
@@ -411,14 +411,18 @@ def _one_module(
                 print(f"  SURVIVED {module}:{m.line}  {m.key}", flush=True)
             else:
                 killed += 1
-                if args.verbose:
+                if verdict == "killed (timeout)":  # a loop the mutant made, or a loaded machine: said, not hidden
+                    timeouts += 1
+                    print(f"  TIMEOUT  {module}:{m.line}  {m.key} (counted killed; re-run it with --match)", flush=True)
+                elif args.verbose:
                     print(f"  killed   {module}:{m.line}  {m.key}", flush=True)
     finally:
         target.write_text(source)
     scored = killed + survived
     rate = 100.0 * killed / scored if scored else 100.0
     print(
-        f"{module}: killed {killed}, survived {survived}, equivalent {equiv}; "
+        f"{module}: killed {killed}{f' ({timeouts} by timeout)' if timeouts else ''}, survived {survived}, "
+        f"equivalent {equiv}; "
         f"kill rate {rate:.0f}% ({time.monotonic() - started:.0f} s)",
         flush=True,
     )
@@ -476,8 +480,10 @@ def _tally(verdicts: dict[str, str]) -> str:
 def _verdict(scratch: Path, chosen: list[str], selected: list[str] | None, args: argparse.Namespace) -> str:
     """Killed or survived as every test in `chosen` says; the tests that run the line go first, and a mutant
     they kill needs no other run."""
-    if selected and selected != [""] and run_tests(scratch, selected, args.timeout) != "survived":
-        return "killed"
+    if selected and selected != [""]:
+        first = run_tests(scratch, selected, args.timeout)
+        if first != "survived":
+            return first
     return run_tests(scratch, chosen, args.timeout)
 
 

@@ -202,3 +202,19 @@ def test_a_change_at_import_is_not_swapped_into_a_live_module(tmp_path: Path) ->
     assert fork.swap_in(live, source, source) == "no function changed"
     assert fork.swap_in(live, source, source.replace("x + LIMIT", "x - LIMIT").replace("x * 2", "x * 3")) is None
     assert live.K().g(10) == 6 and live.h(3) == 9  # 10 − 4: the method swapped; 3 × 3: the cache cleared
+
+
+def test_a_timeout_is_told_apart_from_a_failing_test(mutate: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a loaded machine can stop a passing run at --timeout: the verdict keeps the word, so main prints TIMEOUT and
+    # counts it apart ("killed N (T by timeout)") instead of folding it into the kills unseen
+    runs: list[list[str]] = []
+
+    def run_tests(scratch: Path, tests: list[str], timeout_s: float) -> str:
+        runs.append(tests)
+        return "killed (timeout)" if tests == ["t::sel"] else "survived"
+
+    monkeypatch.setattr(mutate, "run_tests", run_tests)
+    args = SimpleNamespace(timeout=1.0)
+    assert mutate._verdict(Path("."), ["t::all"], ["t::sel"], args) == "killed (timeout)"
+    assert runs == [["t::sel"]]  # the selected tests' verdict stands; the whole list is not run after it
+    assert mutate._verdict(Path("."), ["t::all"], ["t::other"], args) == "survived"
