@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.vllm_mamba import gdn_checkpoint_alignment
 from kvplan.errors import InputError
@@ -140,4 +141,36 @@ def test_the_block_knob_shows_its_arithmetic(tmp_path: Path) -> None:
         )
         and "keeps 2 speculative state blocks a request" in n
         for n in spec
+    )
+
+
+@pytest.mark.parametrize(("gpu", "backend"), [("mi300x", "ROCM_AITER_MLA"), ("h200", "FLASH_ATTN_MLA")])
+def test_kimi_linear_block_before_0_27(gpu: str, backend: str) -> None:
+    # HybridAttentionMambaModelConfig.verify_and_update_config (before 0.27): an MLA model aligns to 64 (128 only on
+    # CUTLASS_MLA), whatever the platform; Kimi-Linear at tp 2: KDA state 1,085,440 B, MLA row (512 + 64) × 2 =
+    # 1,152 B -> 64 × cdiv(1,085,440, 73,728) = 64 × 15 = 960 tokens (vllm#28228's 0.11.1 log: 'GPU KV cache size:
+    # 75,840' = 79 × 960). ROCM_AITER_MLA's kernel block 1 leaves it as is; FLASH_ATTN_MLA's 16 divides it
+    sets = [
+        f"gpu={gpu}", "engine_version=0.25.0", "tp=2", "kv_cache_dtype=auto", "mla_layout=default",
+        "attention_backend=default", "page_size=default", "speculative_num_draft_tokens=0", "kv_cache_memory=40GiB",
+    ]  # fmt: skip
+    p = plan_pool(load_model("kimi-linear-48b-a3b"), load_deployment("glm-5.3-8xh200-vllm", sets))
+    assert p.knob("attention_backend").value == backend
+    assert (p.extras["state_bytes"], p.extras["block_size"]) == (1_085_440, 960)
+    assert p.knob("page_size").origin.startswith(
+        "default: vLLM HybridAttentionMambaModelConfig.verify_and_update_config: 64 × cdiv(mamba page 1,085,440 B, 64"
+        " × 1,152 B a token) = 960 tokens"
+    )
+
+
+def test_mtp_in_mode_none(tmp_path: Path) -> None:
+    # vLLM 0.25.0 ('none'): 1 + num_speculative_blocks a GDN group; 2 draft tokens: state 282,624 B (conv 5 columns),
+    # 16 × cdiv(282,624, 16,384) = 16 × 18 = 288; 13 attention layers, 1 + 3 groups; cdiv(262,144, 288) = 911 +
+    # 3 × (1 + 2) = 920
+    p = _plan(tmp_path, engine_version="0.25.0", speculative_num_draft_tokens=2)
+    assert (p.extras["block_size"], p.extras["blocks_per_request"]) == (288, 920)
+    assert any(
+        "a request takes 3 state blocks per Gated DeltaNet state group in mamba_cache_mode 'none' (1 + 2 speculative;"
+        " prefix caching off: the default for hybrids before vLLM 0.26)" in n
+        for n in p.notes
     )
