@@ -57,3 +57,18 @@ def test_the_mtp_note_counts_the_draft_layer() -> None:
         and "the tail ring holds 8 slots (4 × next_power_of_2(cdiv(4 + 1, 4)))" in n
         for n in notes
     )
+
+
+def test_an_mla_layer_without_its_indexer_is_refused() -> None:
+    # vLLM's Glm5Next MLA layers each build a Glm5NextIndexerCache beside the MLA page (models/glm5next/); a config
+    # whose MLA layer has no indexer is not the layout kvplan packs: one line, exit 2
+    from dataclasses import replace
+
+    from kvplan.models.cache import IndexerK
+
+    arch = load_model("glm-5.3-flash")
+    i = next(n for n, layer in enumerate(arch.layers) if layer.indexer is not None)
+    bare = replace(arch.layers[i], caches=tuple(c for c in arch.layers[i].caches if not isinstance(c, IndexerK)))
+    odd = replace(arch, layers=(*arch.layers[:i], bare, *arch.layers[i + 1 :]))
+    with pytest.raises(InputError, match="without one KDA shape and an indexer on every MLA layer"):
+        plan_pool(odd, load_deployment("glm-5.3-8xh200-vllm"))
