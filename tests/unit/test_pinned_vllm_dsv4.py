@@ -8,6 +8,9 @@ indexer K (8,640 B) pages = 786,240 + 34,560 + 181,440 = 1,002,240 B a block id.
 
 from __future__ import annotations
 
+import pytest
+
+from kvplan.errors import InputError
 from tests.unit.test_vllm_v4 import plan
 
 
@@ -27,3 +30,11 @@ def test_the_notes_carry_the_pages_and_groups() -> None:
     ) in notes
     # max_in_flight_tokens: 2 batches (async scheduling at pp 1) × max_num_batched_tokens 8,192 = 16,384
     assert any(n.startswith("vLLM sizes every window group") and "(16,384: max_in_flight_tokens" in n for n in notes)
+
+
+@pytest.mark.parametrize(("gpu", "sm"), [("a100-80gb", 80), ("rtx-pro-6000", 120)])
+def test_off_the_flashmla_path_is_refused(gpu: str, sm: int) -> None:
+    # models/deepseek_v4/nvidia/model.py: SM12x takes FlashInfer, and FlashMLA (the fp8_ds_mla path kvplan read)
+    # runs on SM90 / SM10x only; an SM80 or SM120 GPU is refused in one line naming its SM
+    with pytest.raises(InputError, match=rf"DeepSeek-V4 off the FlashMLA path \(SM{sm}: only SM90 / SM10x planned\)"):
+        plan("deepseek-v4-flash", tp=2, gpu=gpu)
