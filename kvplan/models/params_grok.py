@@ -30,7 +30,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     inter = c.required("intermediate_size")
     expert_inter = c.integer("moe_intermediate_size", inter)  # grok.py: moe_intermediate_size, else intermediate
     residual = c.flag("residual_moe", False)
-    vocab = c.integer("vocab_size", 0, minimum=0)
+    vocab = c.required("vocab_size")  # Grok1Model: VocabParallelEmbedding(config.vocab_size, ...), no default
     for i in range(layers):
         p = f"model.layers.{i}."
         acc.linear("attention", "attn", f"{p}self_attn.q_proj", heads * d, h)
@@ -46,6 +46,6 @@ def groups(c: Fields, acc: _Groups) -> str:
     acc.plain("norms", "none", (4 * layers + 1) * h)  # four RMSNorms a layer + the final one
     acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
     acc.span(range(layers), "attention", "kv_proj", "routed_experts", "router", *(("dense_mlp",) if residual else ()))
-    positions = c.integer("max_position_embeddings", 0, minimum=0)
+    positions = c.required("max_position_embeddings")  # Grok1DecoderLayer: config.max_position_embeddings
     acc.buffer("rotary_cache", positions * d * acc.quant.plain.bytes_per_param)  # get_rope: rotary_dim = head_dim
     return "GQA MoE"

@@ -144,3 +144,23 @@ def test_the_grok2_log_names_grok2_first_by_its_class() -> None:
     r = runner.invoke(app, ["doctor", "--log", str(LOG), "--format", "json"])
     fits = [c["name"] for c in json.loads(r.stdout)["evidence"]["candidates"] if c["fits"]]
     assert fits[0] == "grok-2 at tp 8", fits
+
+
+def test_head_dim_defaults_to_128_as_grok1attention_reads_it() -> None:
+    # SGLang models/grok.py Grok1Attention: self.head_dim = getattr(config, "head_dim", 128); q_proj is
+    # heads × head_dim rows of hidden columns: 64 layers × 64 heads × 128 × 8,192 = 4,294,967,296 q parameters a model
+    # (o_proj the same), whatever the config leaves out
+    cfg = {k: v for k, v in _config().items() if k != "head_dim"}
+    with_key = {g.name: g.params for g in param_groups_from_hf(_config(), "grok-2").groups}
+    without = {g.name: g.params for g in param_groups_from_hf(cfg, "grok-2-no-head-dim").groups}
+    assert without == with_key
+    assert without["attention"] == 2 * L * 64 * 128 * H
+
+
+@pytest.mark.parametrize("key", ["vocab_size", "max_position_embeddings"])
+def test_vocab_and_positions_are_required_as_grok_py_reads_them(key: str) -> None:
+    # grok.py reads config.vocab_size (VocabParallelEmbedding) and config.max_position_embeddings (the rotary
+    # cache's max_position, unless context_len is set) with no default: a config without them cannot start
+    bad = {k: v for k, v in _config().items() if k != key}
+    with pytest.raises(ConfigError, match=key):
+        param_groups_from_hf(bad, "grok-bad")
