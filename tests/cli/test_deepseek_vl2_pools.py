@@ -17,6 +17,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from tests.cli.admit_json import admit_json, check_named
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 GiB, MiB = 1 << 30, 1 << 20
@@ -26,17 +27,10 @@ W = 7_660_869_760
 
 
 def _admit(ctx: str, *args: str, code: int = 0) -> dict[str, Any]:
-    r = runner.invoke(app, ["admit", "--ctx", ctx, "--model", MODEL, *args, "--format", "json"])
-    assert r.exit_code == code, (r.exit_code, r.stdout[-800:], r.stderr)
-    data = json.loads(r.stdout)
-    assert isinstance(data, dict)
-    return data
+    return admit_json(MODEL, ctx, *args, code=code)
 
 
-def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for c in data["checks"] if c["name"] == name]
-    assert len(found) == 1, [c["name"] for c in data["checks"]]
-    return found[0]
+_check = check_named
 
 
 def test_sglang_pool_with_the_vlm_mem_fraction() -> None:

@@ -12,31 +12,20 @@ norms (4,194,304 + 2,105,344) × 2 B = 12,599,296; + the rotary cos/sin cache 13
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from typer.testing import CliRunner
+from tests.cli.admit_json import admit_json, check_named
 
-from kvplan.cli import app
-
-runner = CliRunner(env={"KVPLAN_FORMAT": None})
 GiB, MiB = 1 << 30, 1 << 20
 CELL = 64 * 1 * 128 * 2 * 2  # 32,768 B a token and rank
 W = 269_509_197_824 // 8 * 2 + (4_194_304 + 2_105_344) * 2 + 131_072 * 128 * 2
 
 
 def _admit(ctx: str, *args: str, code: int = 0) -> dict[str, Any]:
-    r = runner.invoke(app, ["admit", "--ctx", ctx, "--model", "grok-2", *args, "--format", "json"])
-    assert r.exit_code == code, (r.exit_code, r.stdout[-800:], r.stderr)
-    data = json.loads(r.stdout)
-    assert isinstance(data, dict)
-    return data
+    return admit_json("grok-2", ctx, *args, code=code)
 
 
-def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for c in data["checks"] if c["name"] == name]
-    assert len(found) == 1, [c["name"] for c in data["checks"]]
-    return found[0]
+_check = check_named
 
 
 def test_sglang_pool_golden() -> None:

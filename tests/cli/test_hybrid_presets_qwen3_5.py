@@ -21,6 +21,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from tests.cli.admit_json import check_named
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 GiB, MiB = 1 << 30, 1 << 20
@@ -39,10 +40,7 @@ def _admit(*args: str) -> dict[str, Any]:
     return data
 
 
-def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for c in data["checks"] if c["name"] == name]
-    assert len(found) == 1, [c["name"] for c in data["checks"]]
-    return found[0]
+_check = check_named
 
 
 def test_sglang_pools_with_the_vlm_mem_fraction() -> None:

@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from tests.cli.admit_json import check_named
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 GiB, MiB = 1 << 30, 1 << 20
@@ -47,10 +48,7 @@ def _admit(*args: str, code: int) -> dict[str, Any]:
     return data
 
 
-def _check(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [c for c in data["checks"] if c["name"] == name]
-    assert len(found) == 1, [c["name"] for c in data["checks"]]
-    return found[0]
+_check = check_named
 
 
 @pytest.mark.parametrize("deploy", ["glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm"])
