@@ -180,34 +180,36 @@ def _kvtester_entries(doc: Any) -> list[tuple[int, str, dict[str, Any]]]:
     out: list[tuple[int, str, dict[str, Any]]] = []
     for i, entry in enumerate(doc["requests"]):
         where = f"requests[{i}]"
-        if not isinstance(entry, dict):
-            out.append((0, where, {"_bad": "not a JSON object"}))
+        t = _kvtester_seconds(entry, where, out)
+        if t is None:
             continue
-        try:
-            t = _time(entry.get("t", 0), "t", "seconds", 1)
-        except _Bad as e:
-            out.append((0, where, {"_bad": str(e)}))
-            continue
-        if entry.get("type") == "subagent":
-            subs = entry.get("requests")
-            if not isinstance(subs, list):
-                out.append((0, where, {"_bad": "sub-agent entry without a 'requests' list"}))
-                continue
-            for j, sub in enumerate(subs):
-                sub_where = f"{where}.requests[{j}]"
-                if not isinstance(sub, dict):
-                    out.append((0, sub_where, {"_bad": "not a JSON object"}))
-                    continue
-                try:
-                    st = _time(sub.get("t", 0), "t", "seconds", 1)
-                except _Bad as e:
-                    out.append((0, sub_where, {"_bad": str(e)}))
-                    continue
-                out.append((round((t + st) * 1_000_000), sub_where, sub))
-        else:
+        if entry.get("type") != "subagent":
             out.append((round(t * 1_000_000), where, entry))
+            continue
+        subs = entry.get("requests")
+        if not isinstance(subs, list):
+            out.append((0, where, {"_bad": "sub-agent entry without a 'requests' list"}))
+            continue
+        for j, sub in enumerate(subs):
+            sub_where = f"{where}.requests[{j}]"
+            st = _kvtester_seconds(sub, sub_where, out)
+            if st is not None:
+                out.append((round((t + st) * 1_000_000), sub_where, sub))
     out.sort(key=lambda e: e[0])
     return out
+
+
+def _kvtester_seconds(entry: Any, where: str, out: list[tuple[int, str, dict[str, Any]]]) -> float | None:
+    """An entry's ``t`` in seconds, or None once the reason it is bad is recorded in ``out`` (the request is then
+    reported, not dropped)."""
+    if not isinstance(entry, dict):
+        out.append((0, where, {"_bad": "not a JSON object"}))
+        return None
+    try:
+        return _time(entry.get("t", 0), "t", "seconds", 1)
+    except _Bad as e:
+        out.append((0, where, {"_bad": str(e)}))
+        return None
 
 
 # ``kvtester``: kv-cache-tester JSON, one conversation per file (a file or a directory of ``*.json``). Ids are
