@@ -1,7 +1,7 @@
 """The layering of DESIGN.md §1, read from kvplan's own source (ast): imports run down the floors only, never in a
 circle, and never from inside a function except where ALLOWED says why.
 
-Floors: 0 the top-level modules (errors, units, limits, fsio, versions, lengths, _interrupt, search; the package's own
+Floors: 0 the top-level modules (errors, units, limits, fsio, versions, lengths, search; the package's own
 __init__), 1 models, 2 engines, 3 plan / runbook / sim, 4 probes / render, 5 cli, 6 __main__. An import inside
 ``if TYPE_CHECKING:`` is no import at run time and is not counted."""
 

@@ -14,21 +14,22 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvplan.cli._app import _OneLineErrors, app
 
-from kvplan import _interrupt, fsio
+import kvplan
+from kvplan import fsio
 from kvplan.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 
 __all__ = ["_OneLineErrors", "app", "main"]
 
 
 def main() -> None:
-    previous = _interrupt.install()  # kvplan/__init__ already did for the command itself; a caller's is restored
+    previous = kvplan.install_interrupt()  # kvplan/__init__ already did for the command itself; a caller's is restored
     try:
         code = _run()
     finally:
         if previous is not None:
             # the command itself: a Ctrl-C once the answer is out leaves its exit code (the interpreter's own
             # shutdown would otherwise die of it, status -2); a caller embedding main gets its handler back
-            own = previous is _interrupt.on_sigint
+            own = previous is kvplan.on_sigint
             signal.signal(signal.SIGINT, signal.SIG_IGN if own else previous)
     sys.exit(code)
 
