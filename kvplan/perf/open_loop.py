@@ -24,6 +24,8 @@ class _Arrivals:
     price: Callable[[Batch], float]
     first: list[int]
     finished: list[int]
+    lengths: list[tuple[int, int]] | None = None
+    """Per request: its own (isl, osl) (a trace's); None: the run's."""
     ends: list[float] = field(default_factory=list)
     """Each step's end, seconds from the first arrival's clock origin (an idle engine waits for the next arrival)."""
     next: int = 0
@@ -40,7 +42,8 @@ class _Arrivals:
             self.clock = max(self.clock, self.times[self.next])
         out = []
         while self.next < len(self.times) and self.times[self.next] <= self.clock:
-            out.append(_Req(self.next))
+            isl, osl = self.lengths[self.next] if self.lengths else (0, 0)
+            out.append(_Req(self.next, isl=isl, osl=osl))
             self.next += 1
         return out
 
@@ -56,6 +59,7 @@ class OpenSchedule:
     finished: tuple[int, ...]
     ends: tuple[float, ...]
     peak_running: int
+    preemptions: int = 0
 
 
 def poisson_times(rate_per_s: float, n: int, seed: int = SEED) -> list[float]:
@@ -78,15 +82,19 @@ def open_loop(
     budget: int,
     price: Callable[[Batch], float],
     spec: Acceptance | None = None,
+    pool: int = 0,
 ) -> OpenSchedule:
     if min(isl, osl, num_prompts, cap, budget) < 1 or not rate_per_s > 0:
         raise ValueError("isl, osl, the prompts, the running cap and the token budget must be >= 1, the rate > 0")
     a = _Arrivals(times=poisson_times(rate_per_s, num_prompts), price=price, first=[-1] * num_prompts,
                   finished=[-1] * num_prompts)  # fmt: skip
-    steps, peak = _run(engine, isl, osl, cap, budget, a, num_prompts, spec)
-    a.catch_up(steps)
-    return OpenSchedule(steps=tuple(steps), arrival_s=tuple(a.times), first=tuple(a.first),
-                        finished=tuple(a.finished), ends=tuple(a.ends), peak_running=peak)  # fmt: skip
+    if pool and isl + osl > pool:
+        raise ValueError(f"a request of {isl:,} + {osl:,} tokens is larger than the whole pool ({pool:,} tokens)")
+    run = _run(engine, isl, osl, cap, budget, a, num_prompts, spec, pool)
+    a.catch_up(run.steps)
+    return OpenSchedule(steps=tuple(run.steps), arrival_s=tuple(a.times), first=tuple(a.first),
+                        finished=tuple(a.finished), ends=tuple(a.ends), peak_running=run.peak_running,
+                        preemptions=run.preemptions)  # fmt: skip
 
 
 def open_timings(s: OpenSchedule, osl: int) -> Timings:
