@@ -8,8 +8,9 @@ preempted when the running set's growth does not fit (kvplan.perf.sched's polici
 - SGLang (``PrefillAdder.add_one_req``): admitted while input + min(max_new_tokens, 4096) × new_token_ratio fits in
   what the running requests' own reservations leave; a decode that does not fit (``check_decode_mem``) retracts
   (``update_running_batch`` → ``retract_decode``), the ratio's rules at ``INIT_RATIO_MILLI`` and ``_retract``.
-A preempted or retracted request keeps its output and is prefilled again over input + output (recompute; a prefix
-cache still holding its blocks would shorten that: not modelled); its first token counts once. ``pool`` 0: no pool.
+A preempted or retracted request keeps its output and is prefilled again over input + output (recompute): vLLM past
+what its prefix cache still holds (``_hit``), SGLang in full (``retract_decode`` releases without inserting into the
+radix tree); its first token counts once. ``pool`` 0: no pool (the count cap alone).
 """
 
 from __future__ import annotations
@@ -157,16 +158,25 @@ class Engine:
         if not self.pool:
             return True
         fill = r.isl + r.out
-        if self.mixed:  # allocate_slots for this step's chunk
-            return min(fill, room) <= self.free()
+        if self.mixed:  # allocate_slots for this step's chunk, past what the prefix cache still holds of it
+            hit = self._hit(r)
+            return min(fill - hit, room) <= self.free() - hit
         need = fill + min(r.osl - r.out, CLIP_MAX_NEW_TOKENS) * self.ratio / 1000
         if need + self.reserved * self.ratio / 1000 <= self.free():  # Σ left unclipped: an upper bound
             return True
         held = sum(min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values())
         return need + held * self.ratio / 1000 <= self.free()
 
+    def _hit(self, r: _Req) -> int:
+        """vLLM: the tokens of a preempted request its prefix cache still holds. Its freed blocks go to the free
+        queue's tail (``KVCacheManager.free``) and others are reused first, so what survives is at most what is free;
+        one token is always computed (a full hit recomputes the last). Whole blocks are not modelled: tokens."""
+        return min(r.cached, self.free(), r.isl + r.out - 1) if self.mixed and self.pool else 0
+
     def _admit(self, r: _Req) -> None:
-        r.fill, r.done, r.start = r.isl + r.out, 0, -1
+        hit = self._hit(r)
+        r.fill, r.done, r.start, r.cached = r.isl + r.out, hit, -1, 0
+        self.filled += hit
         self.running[r.rid] = r
         self.prefilling.append(r)
         r.res = r.osl - r.out
@@ -185,10 +195,12 @@ class Engine:
         if r.start < 0:
             self.prefilling.remove(r)
             self.filled -= r.done
+            r.cached = r.done
         else:
             out = self._output(r)
-            self.context = max(self.context - (r.fill + 1 + out - r.out), 0)
-            r.out = out
+            held = r.fill + 1 + out - r.out
+            self.context = max(self.context - held, 0)
+            r.out, r.cached = out, held - 1  # the last sampled token was never computed
         r.done, r.start, r.epoch = 0, -1, r.epoch + 1
         self.preemptions += 1
         self.preempted_now = True

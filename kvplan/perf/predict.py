@@ -65,6 +65,10 @@ class PerfResult:
     """--rate: an open loop of Poisson arrivals (concurrency 0); None for the closed loop."""
     acceptance: Acceptance | None = None
     """Speculative decoding's acceptance length, given or defaulted (kvplan.perf.spec); None without it."""
+    pool_tokens: int = 0
+    """The KV pool the loop admitted against (tokens, every DP rank's together)."""
+    preemptions: int = 0
+    """vLLM preemptions / SGLang retractions over the whole run (kvplan.perf.engine)."""
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -129,6 +133,24 @@ def token_budget(plan: PoolPlan) -> tuple[str, int, str]:
     return knob, int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192, k.origin
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a loop ran: its peak running set, its requests and the preemptions the pool forced."""
+
+    peak: int
+    requests: int
+    preemptions: int
+
+
+def _pool_line(engine: str, pool: int, dp: int, preemptions: int) -> str:
+    how = ("vLLM V1 preempts the newest running request (Scheduler.schedule → _preempt_request)" if engine == "vllm"
+           else "SGLang retracts decode requests (update_running_batch → retract_decode)")  # fmt: skip
+    return (
+        f"admission against the KV pool, {pool:,} tokens ({dp} DP rank(s) as one pool), as the engine admits;"
+        f" when the running set's growth does not fit, {how} and recomputes it: {preemptions:,} preemption(s)"
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Load:
     engine: str
@@ -137,35 +159,37 @@ class Load:
     cap: int
     budget: int
     spec: Acceptance | None
+    pool: int = 0
+    """The KV pool's tokens (kvplan.perf.engine: admission and preemption against it)."""
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
 
 
-def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
-    """(timings, output tok/s, peak running, requests, how) of the closed loop in its steady state."""
+def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
+    """(timings, output tok/s, what ran, how) of the closed loop in its steady state."""
     n = PROMPTS_PER_CLIENT * concurrency
     s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap, budget=ld.budget,
-                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec)  # fmt: skip
+                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec, pool=ld.pool)  # fmt: skip
     t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
            f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
            f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late")  # fmt: skip
-    return t, out, s.peak_running, n, how
+    return t, out, Ran(s.peak_running, n, s.preemptions), how
 
 
-def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
+def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
     """The same for an open loop: Poisson arrivals at ``rate`` a second, every request measured."""
     n = RATE_PROMPTS
     s = open_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, rate_per_s=rate, num_prompts=n, cap=ld.cap,
-                  budget=ld.budget, price=price, spec=ld.spec)  # fmt: skip
+                  budget=ld.budget, price=price, spec=ld.spec, pool=ld.pool)  # fmt: skip
     t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
     how = (f"open loop: {n} requests of {ld.isl:,} + {ld.osl:,} tokens arriving as a Poisson process at {rate:g}/s"
            f" (seed {SEED}; bench_serving / vllm bench serve --request-rate {rate:g}, burstiness 1.0), every request"
            " measured from its arrival; throughput over the whole run, drain included, as bench_serving reports"
            " it")  # fmt: skip
-    return t, n * ld.osl / t.duration, s.peak_running, n, how
+    return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
 def perf(
@@ -204,12 +228,13 @@ def perf(
         return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
-    ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=cap, budget=budget, spec=spec,
-              request_s=coeffs.request_us / 1e6)  # fmt: skip
+    pool = plan.usable_tokens * dp
+    ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
+              pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
     if rate_per_s is not None:
-        t, out, peak, n, load_line = _open(ld, rate_per_s, price)
+        t, out, ran, load_line = _open(ld, rate_per_s, price)
     elif concurrency is not None:
-        t, out, peak, n, load_line = _closed(ld, concurrency, price)
+        t, out, ran, load_line = _closed(ld, concurrency, price)
     else:
         raise ValueError("perf prices a load: give a concurrency or a rate")
     widen = 3.0 if borrowed else 1.5
@@ -221,11 +246,13 @@ def perf(
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
+        _pool_line(plan.engine, pool, dp, ran.preemptions),
     )
     return PerfResult(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
-        isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=n, running_cap=cap, running_cap_from=cap_from,
-        peak_running=peak, budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
+        isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
+        running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
+        budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
     )  # fmt: skip

@@ -78,6 +78,8 @@ class _Req:
     epoch: int = 0
     res: int = 0
     """Output tokens its admission reserved (SGLang's estimate)."""
+    cached: int = 0
+    """vLLM: its computed tokens left in the prefix cache when it was preempted."""
 
 
 class Load(Protocol):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.perf.predict import Band, PerfResult, perf, running_cap, token_budget
+from kvplan.perf.predict import Band, PerfResult, perf, token_budget
 
 MET, AT_ESTIMATE, INSIDE_BAND, MISSED = "met", "met at the estimate only", "met only inside the band", "missed"
 
@@ -128,9 +128,11 @@ def _shown(v: int, unit: str) -> str:
 def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
     """Price ``plan`` under the SLA's load (cached, module doc) and check each requirement."""
     dep = plan.deployment
-    cap, _ = running_cap(plan, spec.isl, spec.osl)
+    pool = plan.usable_tokens * max(dep.dp_attention, 1)  # the loop admits against it (kvplan.perf.engine)
+    binds = pool if spec.concurrency * (spec.isl + spec.osl) > pool else 0  # a pool holding every client: no matter
     key = (dep.gpu.key, plan.engine, plan.engine_version, dep.tp, dep.dp_attention, dep.ep, dep.pp, plan.is_fp8,
-           dep.speculative_num_draft_tokens, min(cap, spec.concurrency), token_budget(plan)[1])  # fmt: skip
+           dep.speculative_num_draft_tokens, min(plan.max_running_requests, spec.concurrency), binds,
+           token_budget(plan)[1])  # fmt: skip
     r = spec.cache.get(key)
     if r is None:
         try:

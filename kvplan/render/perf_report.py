@@ -28,6 +28,7 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
         "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s,
         "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
+        "pool_tokens": r.pool_tokens, "preemptions": r.preemptions,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
         "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": c.heldout_mape[0],
                          "heldout_mape_tpot": c.heldout_mape[1], "heldout_mape_throughput": c.heldout_mape[2],
@@ -65,6 +66,16 @@ def perf_report(r: PerfResult) -> Report:
     c = r.coefficients
     basis = (
         ("running set", f"{r.peak_running:,} at most (cap {r.running_cap:,})", r.running_cap_from),
+        (
+            "preemptions",
+            f"{r.preemptions:,}",
+            f"KV pool {r.pool_tokens:,} tokens; "
+            + (
+                "vLLM V1: newest running request preempted, recomputed"
+                if r.engine == "vllm"
+                else "SGLang: retract_decode, recomputed"
+            ),
+        ),
         ("prefill budget", f"{r.budget_tokens:,} tokens a step", r.budget_from),
         ("coefficients", c.key, c.fitted_on),
         (
