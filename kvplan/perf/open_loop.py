@@ -103,11 +103,16 @@ def open_timings(s: OpenSchedule, osl: int) -> Timings:
     ttft = tuple(s.ends[f] - a for a, f in zip(s.arrival_s, s.first, strict=True))
     e2e = tuple(s.ends[f] - a for a, f in zip(s.arrival_s, s.finished, strict=True))
     tpot = tuple((e - t) / (osl - 1) if osl > 1 else 0.0 for e, t in zip(e2e, ttft, strict=True))
+    return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=s.ends[-1] - s.arrival_s[0],
+                   itl_median=itl_median(s.steps, s.ends))  # fmt: skip
+
+
+def itl_median(steps: tuple[Batch, ...], ends: tuple[float, ...]) -> float:
+    """The median gap between a request's two tokens, over every decoded token (sched.Timings.itl_median)."""
     gaps: list[tuple[float, int]] = []
     last = -1
-    for i, b in enumerate(s.steps):
+    for i, b in enumerate(steps):
         if b.decode_requests:
-            gaps.append((s.ends[i] - (s.ends[last] if last >= 0 else s.ends[i - 1] if i else 0.0), b.decode_requests))
+            gaps.append((ends[i] - (ends[last] if last >= 0 else ends[i - 1] if i else 0.0), b.decode_requests))
             last = i
-    return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=s.ends[-1] - s.arrival_s[0],
-                   itl_median=_weighted_median(gaps))  # fmt: skip
+    return _weighted_median(gaps)

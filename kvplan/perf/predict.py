@@ -20,6 +20,7 @@ from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, w
 from kvplan.perf.shape import step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import Batch, parts, step_seconds
+from kvplan.perf.trace_loop import TraceLoad, trace_loop, trace_timings
 
 RATE_PROMPTS = 256
 """Requests of an open-loop run (bench_serving's --num-prompts; its default 1,000 priced step by step is slower)."""
@@ -69,6 +70,8 @@ class PerfResult:
     """The KV pool the loop admitted against (tokens, every DP rank's together)."""
     preemptions: int = 0
     """vLLM preemptions / SGLang retractions over the whole run (kvplan.perf.engine)."""
+    trace: str | None = None
+    """--trace: the trace and how it was read (isl / osl are then its means); None for the other loads."""
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -192,6 +195,19 @@ def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timin
     return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
+def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
+    """The same for a trace: its requests at their times and lengths, every request measured."""
+    n = len(trace.arrivals)
+    s = trace_loop(engine=ld.engine, arrivals=trace.arrivals, cap=ld.cap, budget=ld.budget, pool=ld.pool,
+                   price=price, spec=ld.spec)  # fmt: skip
+    t = with_request_latency(trace_timings(s), ld.request_s)
+    how = (
+        f"trace: {trace.source}; {n:,} requests at their arrival times with their own lengths, every request"
+        " measured from its arrival; throughput over the whole run (first arrival to last token)"
+    )
+    return t, trace.osl_sum / t.duration, Ran(s.peak_running, n, s.preemptions), how
+
+
 def perf(
     arch: ModelArch,
     plan: PoolPlan,
@@ -201,9 +217,10 @@ def perf(
     concurrency: int | None = None,
     acceptance_length: float | None = None,
     rate_per_s: float | None = None,
+    trace: TraceLoad | None = None,
 ) -> PerfResult:
     """ValueError (one line) for a GPU without peaks, a model without a step model, or an acceptance length that
-    does not apply (kvplan.perf.spec)."""
+    does not apply (kvplan.perf.spec). With ``trace``, ``isl`` / ``osl`` are its means (the running cap shown)."""
     dep = plan.deployment
     peaks = peaks_of(dep.gpu)
     if peaks is None:
@@ -231,7 +248,9 @@ def perf(
     pool = plan.usable_tokens * dp
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
               pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
-    if rate_per_s is not None:
+    if trace is not None:
+        t, out, ran, load_line = _traced(ld, trace, price)
+    elif rate_per_s is not None:
         t, out, ran, load_line = _open(ld, rate_per_s, price)
     elif concurrency is not None:
         t, out, ran, load_line = _closed(ld, concurrency, price)
@@ -239,7 +258,8 @@ def perf(
         raise ValueError("perf prices a load: give a concurrency or a rate")
     widen = 3.0 if borrowed else 1.5
     rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
-    us, tput = _figures(t, rel, spec, out=out / gpus, isl=isl, osl=osl)
+    sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
+    us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (
         load_line,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
@@ -255,4 +275,5 @@ def perf(
         budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
+        trace=trace.source if trace else None,
     )  # fmt: skip

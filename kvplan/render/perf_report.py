@@ -25,7 +25,7 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
     c = r.coefficients
     data: dict[str, Any] = {
         "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
-        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s,
+        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s, "trace": r.trace,
         "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
         "pool_tokens": r.pool_tokens, "preemptions": r.preemptions,
@@ -87,8 +87,9 @@ def perf_report(r: PerfResult) -> Report:
         _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
-             f"isl {r.isl:,}, osl {r.osl:,}, "
-             + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}"))  # fmt: skip
+             + (f"trace of {r.num_prompts:,} requests, isl mean {r.isl:,}, osl mean {r.osl:,}" if r.trace else
+                f"isl {r.isl:,}, osl {r.osl:,}, "
+                + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}")))  # fmt: skip
     return Report(
         command="perf",
         title=title,

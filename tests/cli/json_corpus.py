@@ -76,6 +76,7 @@ def cases(tmp: Path) -> list[list[str]]:
         ["perf", *perf],
         ["perf", "--deploy", VL, *perf],
         ["perf", "--model", "llama-3.1-8b", "--deploy", VL, *perf],
+        ["perf", "--deploy", VL, "--trace", str(DATA / "traces" / "mooncake_conversation_40.jsonl")],
     ]
     out += [["doctor", "--log", str(DATA / "logs" / "sglang-0.5.23-glm53-match.log"), "--deploy", SG]]
     return [[*c, "--format", "json"] for c in out]
