@@ -203,7 +203,8 @@ def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tupl
     t = with_request_latency(trace_timings(s), ld.request_s)
     how = (
         f"trace: {trace.source}; {n:,} requests at their arrival times with their own lengths, every request"
-        " measured from its arrival; throughput over the whole run (first arrival to last token)"
+        " measured from its arrival; throughput over the whole run (first arrival to last token); every input token"
+        " prefilled: prefix-cache hits between requests are not priced (`kvplan simulate` gives the trace's hit rate)"
     )
     return t, trace.osl_sum / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
