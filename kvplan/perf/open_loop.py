@@ -116,3 +116,54 @@ def itl_median(steps: tuple[Batch, ...], ends: tuple[float, ...]) -> float:
             gaps.append((ends[i] - (ends[last] if last >= 0 else ends[i - 1] if i else 0.0), b.decode_requests))
             last = i
     return _weighted_median(gaps)
+
+
+@dataclass
+class _Thinking(_Arrivals):
+    """Clients that wait ``think_s`` after a request's last token before sending the next (until ``total``)."""
+
+    think_s: float = 0.0
+    total: int = 0
+    sends: list[int] = field(default_factory=list)
+    """Steps after which a client sends, not yet turned into arrival times (a step's end is known once priced)."""
+
+    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+        self.catch_up(steps)
+        for s in self.sends:
+            if len(self.times) < self.total:
+                self.times.append(self.ends[s] + self.think_s)
+                self.first.append(-1)
+                self.finished.append(-1)
+        self.sends.clear()
+        return super().seen(steps, idle)
+
+    def send(self, after: int) -> None:
+        self.sends.append(after)
+
+
+def thinking_loop(
+    *,
+    engine: str,
+    isl: int,
+    osl: int,
+    clients: int,
+    think_s: float,
+    num_prompts: int,
+    cap: int,
+    budget: int,
+    price: Callable[[Batch], float],
+    pool: int = 0,
+) -> OpenSchedule:
+    """A closed loop whose clients think ``think_s`` between a request's last token and their next request (a PD
+    prefill instance's clients: the decode side's time of a request), their first requests spread over one think
+    time; ``num_prompts`` requests in all."""
+    if min(isl, osl, clients, num_prompts, cap, budget) < 1 or think_s < 0:
+        raise ValueError("isl, osl, the clients, the prompts, the running cap and the budget must be >= 1")
+    n = min(clients, num_prompts)
+    a = _Thinking(times=[i * think_s / n for i in range(n)], price=price, first=[-1] * n, finished=[-1] * n,
+                  think_s=think_s, total=num_prompts)  # fmt: skip
+    run = _run(engine, isl, osl, cap, budget, a, num_prompts, None, pool)
+    a.catch_up(run.steps)
+    return OpenSchedule(steps=tuple(run.steps), arrival_s=tuple(a.times), first=tuple(a.first),
+                        finished=tuple(a.finished), ends=tuple(a.ends), peak_running=run.peak_running,
+                        preemptions=run.preemptions)  # fmt: skip

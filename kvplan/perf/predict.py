@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
-from kvplan.perf.open_loop import SEED, open_loop, open_timings
+from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
 from kvplan.perf.peaks import peaks_of
 from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, with_request_latency
 from kvplan.perf.shape import step_shape
@@ -195,6 +195,30 @@ def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timin
     return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
+def _thinking(
+    ld: Load, clients: int, think_s: float, price: Callable[[Batch], float]
+) -> tuple[Timings, float, Ran, str]:
+    """The same for clients that think ``think_s`` between requests, every request measured."""
+    n = PROMPTS_PER_CLIENT * clients
+    s = thinking_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, clients=clients, think_s=think_s, num_prompts=n,
+                      cap=ld.cap, budget=ld.budget, price=price, pool=ld.pool)  # fmt: skip
+    t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
+    how = (f"closed loop with think time: {clients} clients, each sending its next request of {ld.isl:,} + {ld.osl:,}"
+           f" tokens {think_s:,.3f} s after its last finishes, first requests spread over that time; {n} requests,"
+           " every one measured")  # fmt: skip
+    return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
+
+
+def decode_share(b: Batch) -> Batch | None:
+    """What a PD decode instance runs of step ``b``: its decodes alone (the prefill was done on the prefill
+    instance; the KV arrives by the hand-off), None for a step without decodes."""
+    if not b.decode_requests:
+        return None
+    return Batch(decode_requests=b.decode_requests, decode_context=b.decode_context,
+                 sampled=b.decode_requests * b.verify_tokens, verify_tokens=b.verify_tokens,
+                 draft_tokens=b.draft_tokens)  # fmt: skip
+
+
 def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
     """The same for a trace: its requests at their times and lengths, every request measured."""
     n = len(trace.arrivals)
@@ -219,9 +243,14 @@ def perf(
     acceptance_length: float | None = None,
     rate_per_s: float | None = None,
     trace: TraceLoad | None = None,
+    phase: str | None = None,
+    think_s: float | None = None,
 ) -> PerfResult:
     """ValueError (one line) for a GPU without peaks, a model without a step model, or an acceptance length that
-    does not apply (kvplan.perf.spec). With ``trace``, ``isl`` / ``osl`` are its means (the running cap shown)."""
+    does not apply (kvplan.perf.spec). With ``trace``, ``isl`` / ``osl`` are its means (the running cap shown).
+    ``phase`` "decode": a PD decode instance, whose requests arrive prefilled (their KV handed off): the schedule is
+    the same, its prefill tokens cost nothing (``decode_share``). ``think_s`` with ``concurrency``: the clients wait
+    that long after a request's last token before the next (a PD prefill instance: ``_thinking``)."""
     dep = plan.deployment
     peaks = peaks_of(dep.gpu)
     if peaks is None:
@@ -242,7 +271,9 @@ def perf(
 
     def price(b: Batch) -> float:
         if b not in priced:
-            priced[b] = step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs)
+            run = decode_share(b) if phase == "decode" else b
+            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes),
+                                                             peaks, coeffs)  # fmt: skip
         return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
@@ -251,6 +282,8 @@ def perf(
               pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
     if trace is not None:
         t, out, ran, load_line = _traced(ld, trace, price)
+    elif think_s is not None and concurrency is not None:
+        t, out, ran, load_line = _thinking(ld, concurrency, think_s, price)
     elif rate_per_s is not None:
         t, out, ran, load_line = _open(ld, rate_per_s, price)
     elif concurrency is not None:

@@ -77,6 +77,28 @@ def cases(tmp: Path) -> list[list[str]]:
         ["perf", "--deploy", VL, *perf],
         ["perf", "--model", "llama-3.1-8b", "--deploy", VL, *perf],
         ["perf", "--deploy", VL, "--trace", str(DATA / "traces" / "mooncake_conversation_40.jsonl")],
+        [
+            "fit",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h200",
+            "--engine",
+            "vllm",
+            "--max-gpus",
+            "2",
+            "--pd",
+            "--require-ttft",
+            "60s",
+            "--require-tpot",
+            "20ms",
+            "--isl",
+            "32K",
+            "--osl",
+            "1K",
+            "--concurrency",
+            "16",
+        ],
     ]
     out += [["doctor", "--log", str(DATA / "logs" / "sglang-0.5.23-glm53-match.log"), "--deploy", SG]]
     return [[*c, "--format", "json"] for c in out]
