@@ -176,9 +176,11 @@ def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
 
 def hand_off_band(plan: PoolPlan, isl: int, link: str, budget: int) -> Band:
     """µs the KV hand-off of one request of ``isl`` tokens adds to TTFT (kvplan.plan.transfer's pages at ``link``):
-    the estimate, each rank sending its own rows over its own link, line rate, after the prefill; low, only the last
-    chunk's share left after the prefill (SGLang's ``send_kv_chunk`` sends each chunk as it is prefilled); high, every
-    rank's rows over one link."""
+    the estimate, each rank sending its own rows over its own link at line rate once the prefill is done; high, every
+    rank's rows over one link; low, for SGLang only the last chunk's share (``send_kv_chunk`` sends each chunk as it
+    is prefilled), for vLLM the estimate (NixlConnector: the decode side reads the blocks once the request finished
+    its prefill, ``request_finished`` → ``start_load_kv``)."""
     t = transfer(plan, isl, unit="page", link=link)
     per_rank = t.microseconds(t.bytes_per_rank)
-    return Band(per_rank, per_rank * min(budget, isl) // isl, t.microseconds(t.total_bytes))
+    low = per_rank * min(budget, isl) // isl if plan.engine == "sglang" else per_rank
+    return Band(per_rank, low, t.microseconds(t.total_bytes))

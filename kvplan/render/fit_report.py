@@ -442,9 +442,11 @@ def _pd_sla_rows(f: PdFit) -> list[tuple[str, ...]]:
     ]  # fmt: skip
     h = p.sla.hand_off_us if p is not None and p.sla is not None else None
     if h is not None:
-        rows.append(("hand-off in TTFT", f"{h.value / 1000:,.1f} ms ({h.low / 1000:,.1f} – {h.high / 1000:,.1f}) at "
-                     f"{f.link}: each rank's pages over its own link at line rate (low: only the last chunk's left "
-                     "after the prefill, SGLang's send_kv_chunk; high: every rank over one link)"))  # fmt: skip
+        low = ("only the last chunk's left after the prefill, send_kv_chunk" if p is not None and
+               p.deployment.engine == "sglang" else "read once the prefill is done, as the estimate")  # fmt: skip
+        rows.append(("hand-off in TTFT", f"{h.value / 1000:,.1f} ms ({h.low / 1000:,.1f} – {h.high / 1000:,.1f}) for "
+                     f"{sla.isl:,} tokens at {f.link}: each rank's pages over its own link at line rate (low: {low};"
+                     " high: every rank over one link)"))  # fmt: skip
     return rows
 
 

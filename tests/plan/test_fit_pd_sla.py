@@ -19,10 +19,15 @@ def test_the_hand_off_of_one_request_llama_8b_tp2() -> None:
     # Llama-3.1-8B, bf16 KV: 2 (K, V) × 32 layers × 8 kv heads × 128 × 2 bytes = 131,072 B a token, 65,536 on each
     # of 2 TP ranks (4 heads each). 32,768 tokens (whole 16-token pages): 2,147,483,648 B a rank; at 400 Gb/s =
     # 50,000,000,000 B/s that is 42,949.67 µs, rounded up 42,950 (each rank over its own link). High: both ranks'
-    # 4,294,967,296 B over one link, 85,900 µs. Low: only the last 8,192-token chunk's share (vLLM's
-    # max_num_batched_tokens here) is left after the prefill: 42,950 × 8,192 // 32,768 = 10,737
+    # 4,294,967,296 B over one link, 85,900 µs. Low, SGLang: only the last 8,192-token chunk's share
+    # (chunked_prefill_size here) is left after the prefill (send_kv_chunk): 42,950 × 8,192 // 32,768 = 10,737;
+    # vLLM's NixlConnector reads the blocks once the prefill is done: low = the estimate
     plan = load_plan("llama-3.1-8b", "glm-5.3-8xh200-vllm", ["tp=2"])
     b = hand_off_band(plan, 32_768, "400Gbps", 8192)
+    assert (b.value, b.low, b.high) == (42_950, 42_950, 85_900)
+    sglang = load_plan("llama-3.1-8b", "glm-5.3-8xh200-sglang", ["tp=2", "dp_attention=1", "ep=1",
+                                                                 "speculative_num_draft_tokens=0"])  # fmt: skip
+    b = hand_off_band(sglang, 32_768, "400Gbps", 8192)
     assert (b.value, b.low, b.high) == (42_950, 10_737, 85_900)
 
 
