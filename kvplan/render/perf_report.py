@@ -65,7 +65,11 @@ def perf_report(r: PerfResult) -> Report:
         rows.append((label, f"{b.value:,}", f"{b.low:,} – {b.high:,}"))
     c = r.coefficients
     basis = (
-        ("running set", f"{r.peak_running:,} at most (cap {r.running_cap:,})", r.running_cap_from),
+        (
+            "running set",
+            f"{r.peak_running:,} at most ({r.running_cap:,} of whole length fit at once)",
+            r.running_cap_from,
+        ),
         (
             "preemptions",
             f"{r.preemptions:,}",
