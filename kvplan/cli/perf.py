@@ -14,6 +14,7 @@ MAX_TRACE_REQUESTS = 20_000
 
 
 def perf(
+    ctx: typer.Context,
     isl: Annotated[
         str | None, typer.Option("--isl", metavar="TOKENS", help="Input tokens a request: 8K or an exact count.")
     ] = None,
@@ -59,6 +60,7 @@ def perf(
     """
     with boundary():
         from kvplan import limits
+        from kvplan.cli._once import needs
         from kvplan.cli._perf_trace import read_trace
         from kvplan.errors import InputError
         from kvplan.perf.predict import perf as run_perf
@@ -66,6 +68,8 @@ def perf(
         from kvplan.units import parse_option_tokens as tokens
         from kvplan.units import parse_request_rate
 
+        for option in ("--trace-format", "--requests"):  # they describe the trace's read
+            needs(ctx, option, option[2:].replace("-", "_"), "--trace", trace is not None)
         if (concurrency is not None) + (rate is not None) + (trace is not None) != 1:
             raise InputError("perf prices one load: give --concurrency N (closed loop), --rate R/s (open loop) or "
                              "--trace FILE")  # fmt: skip

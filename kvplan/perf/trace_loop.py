@@ -64,10 +64,12 @@ def trace_loop(
     price: Callable[[Batch], float],
     spec: Acceptance | None = None,
 ) -> TraceSchedule:
-    """ValueError (one line) for an empty trace, a request without input or output tokens, or one larger than the
-    whole pool (the engine rejects it)."""
+    """ValueError (one line) for an empty trace, requests out of arrival order, a request without input or output
+    tokens, or one larger than the whole pool (the engine rejects it)."""
     if not arrivals or min(cap, budget) < 1:
         raise ValueError("a trace of at least one request, a running cap and a token budget >= 1")
+    if any(b.arrival_us < a.arrival_us for a, b in zip(arrivals, arrivals[1:], strict=False)):
+        raise ValueError("a trace's requests in arrival order (kvplan.cli._perf_trace sorts them)")
     for a in arrivals:
         if a.isl < 1 or a.osl < 1:
             raise ValueError(f"{a.where}: {a.isl} input and {a.osl} output tokens: perf needs at least 1 of each")

@@ -80,6 +80,8 @@ def test_bad_trace_input_is_one_line_exit_2(tmp_path: Path) -> None:
         (["--trace", str(tmp_path / "none.jsonl")], "no such file or directory"),
         (["--trace", str(SLICE), "--requests", "0"], "--requests"),
         (["--isl", "1K", "--concurrency", "4"], "give --isl and --osl"),
+        (["--isl", "1K", "--osl", "8", "--concurrency", "4", "--requests", "5"], "--requests has no effect without"),
+        (["--isl", "1K", "--osl", "8", "--concurrency", "4", "--trace-format", "azure"], "--trace-format has no"),
     )
     for args, words in cases:
         r = runner.invoke(app, ["perf", "-d", VL, *args])

@@ -81,3 +81,6 @@ def test_bad_requests_are_one_line() -> None:
         trace_loop(engine="vllm", arrivals=(Arrival(0, 30, 5, "x.jsonl:3"),), cap=1, budget=8, pool=20, price=price)
     with pytest.raises(ValueError, match="at least 1 of each"):
         trace_loop(engine="vllm", arrivals=(Arrival(0, 30, 0, "x.jsonl:3"),), cap=1, budget=8, pool=0, price=price)
+    with pytest.raises(ValueError, match="in arrival order"):
+        trace_loop(engine="vllm", arrivals=(Arrival(5, 3, 1, "a"), Arrival(0, 3, 1, "b")), cap=1, budget=8, pool=0,
+                   price=price)  # fmt: skip
