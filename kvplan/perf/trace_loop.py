@@ -6,6 +6,7 @@ output token (bench_serving's ``output_len > 1``)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -68,7 +69,7 @@ def trace_loop(
     tokens, or one larger than the whole pool (the engine rejects it)."""
     if not arrivals or min(cap, budget) < 1:
         raise ValueError("a trace of at least one request, a running cap and a token budget >= 1")
-    if any(b.arrival_us < a.arrival_us for a, b in zip(arrivals, arrivals[1:], strict=False)):
+    if any(b.arrival_us < a.arrival_us for a, b in itertools.pairwise(arrivals)):
         raise ValueError("a trace's requests in arrival order (kvplan.cli._perf_trace sorts them)")
     for a in arrivals:
         if a.isl < 1 or a.osl < 1:
