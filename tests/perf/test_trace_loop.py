@@ -59,6 +59,21 @@ def test_three_requests_by_hand_under_vllm() -> None:
     assert t.itl_median == pytest.approx(2 * ms, abs=1e-12)
 
 
+def test_the_same_three_requests_under_sglang() -> None:
+    # SGLang runs a prefill batch before any decode (Scheduler.get_next_batch_to_run). Step 0 prefills r0 (4.992002
+    # ms, as above); step 1 prefills r1 alone (2,000 tokens, 1 sampled: 2 (2,000 × 499,000 + 1,000) = 1,996,002,000
+    # FLOPs, 1 + 1.996002 ms), ends 7.988004 ms: r1's TTFT 5.488004 ms; step 2 decodes both (2 ms, ends 9.988004):
+    # r0's 2nd and r1's last token; step 3 decodes r0's 3rd (2 ms, ends 11.988004). TPOT r0 (11.988004 − 4.992002)
+    # / 2 = 3.498001 ms, r1 2 ms; r2 alone at 1 s: 2 ms
+    arrivals = (Arrival(0, 4000, 3, "r0"), Arrival(2500, 2000, 2, "r1"), Arrival(1_000_000, 1000, 1, "r2"))
+    t = trace_timings(trace_loop(engine="sglang", arrivals=arrivals, cap=8, budget=8192, pool=0, price=price))
+    ms = 1e-3
+    assert t.ttft == pytest.approx((4.992002 * ms, 5.488004 * ms, 2 * ms), abs=1e-12)
+    assert t.e2e == pytest.approx((11.988004 * ms, 7.488004 * ms, 2 * ms), abs=1e-12)
+    assert t.tpot == pytest.approx((3.498001 * ms, 2 * ms), abs=1e-12)
+    assert t.itl_median == pytest.approx(2 * ms, abs=1e-12)
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_invariants_on_a_busy_trace(engine: str) -> None:
     # 30 requests 1 ms apart of varied lengths, a pool of 40,000 tokens that forces vLLM to preempt: the step that
