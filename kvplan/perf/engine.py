@@ -5,9 +5,10 @@ preempted when the running set's growth does not fit (kvplan.perf.sched's polici
   (``KVCacheManager.allocate_slots``) the newest running request is preempted (``self.running.pop()``,
   ``_preempt_request``: blocks freed, ``num_computed_tokens = 0``, back to the front of the waiting queue); a waiting
   request is admitted while fewer than ``max_num_seqs`` run and its chunk fits, never in a step that preempted.
-- SGLang (``PrefillAdder.add_one_req``): admitted while input + min(max_new_tokens, 4096) × new_token_ratio fits in
-  what the running requests' own reservations leave; a decode that does not fit (``check_decode_mem``) retracts
-  (``update_running_batch`` → ``retract_decode``), the ratio's rules at ``INIT_RATIO_MILLI`` and ``_retract``.
+- SGLang (``PrefillAdder.add_one_req``): admitted while input + min(max_new_tokens − output, 4096) is below the
+  pool's free tokens less each running request's own clipped output left × new_token_ratio and the whole reservation
+  of those admitted in the same batch; a decode that does not fit (``check_decode_mem``) retracts
+  (``update_running_batch`` → ``retract_decode``); the ratio's rules at ``INIT_RATIO_MILLI`` and ``_retract``.
 A preempted or retracted request keeps its output and is prefilled again over input + output (recompute): vLLM past
 what its prefix cache still holds (``_hit``), SGLang in full (``retract_decode`` releases without inserting into the
 radix tree); its first token counts once. ``pool`` 0: no pool (the count cap alone).
@@ -62,6 +63,8 @@ class Engine:
         self.decode_count = self.context = self.grown = self.filled = self.reserved = 0
         self.ratio: float = INIT_RATIO_MILLI
         self.preempted_now = False
+        self.batch: list[_Req] = []
+        """Admitted in this step: SGLang counts their output whole (``_update_prefill_budget``)."""
         self.steps: list[Batch] = []
         self.peak = self.preemptions = 0
         self.unfinished = stop_at
@@ -76,6 +79,7 @@ class Engine:
             if not (self.waiting or self.running):
                 break
             self.preempted_now = False
+            self.batch.clear()
             tokens, pairs, done_now, n_dec = self._vllm_step() if self.mixed else self._sglang_step()
             if not (tokens or n_dec):
                 raise ValueError("the pool cannot hold the next request's step even alone")
@@ -161,11 +165,12 @@ class Engine:
         if self.mixed:  # allocate_slots for this step's chunk, past what the prefix cache still holds of it
             hit = self._hit(r)
             return min(fill - hit, room) <= self.free() - hit
-        need = fill + min(r.osl - r.out, CLIP_MAX_NEW_TOKENS) * self.ratio / 1000
-        if need + self.reserved * self.ratio / 1000 <= self.free():  # Σ left unclipped: an upper bound
+        need = fill + min(r.osl - r.out, CLIP_MAX_NEW_TOKENS)  # its own output counted whole
+        if need < self.free() - self.reserved:  # every reservation whole and unclipped: an upper bound
             return True
-        held = sum(min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values())
-        return need + held * self.ratio / 1000 <= self.free()
+        ours = sum(min(q.osl - q.out, CLIP_MAX_NEW_TOKENS) for q in self.batch)
+        theirs = sum(min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values() if q.start >= 0)
+        return need < self.free() - ours - theirs * self.ratio / 1000
 
     def _hit(self, r: _Req) -> int:
         """vLLM: the tokens of a preempted request its prefix cache still holds. Its freed blocks go to the free
@@ -174,6 +179,7 @@ class Engine:
         return min(r.cached, self.free(), r.isl + r.out - 1) if self.mixed and self.pool else 0
 
     def _admit(self, r: _Req) -> None:
+        self.batch.append(r)
         hit = self._hit(r)
         r.fill, r.done, r.start, r.cached = r.isl + r.out, hit, -1, 0
         self.filled += hit

@@ -34,43 +34,31 @@ def test_vllm_preempts_the_newest_running_request_and_recomputes_it() -> None:
 
 
 def test_sglang_retracts_the_request_with_the_fewest_outputs_and_resets_its_ratio() -> None:
-    # 2 clients of 2 + 10 tokens, pool 20. Admission at new_token_ratio 0.7: r0 needs 2 + 10 × 0.7 = 9 of 20; r1
-    # 9 + r0's 10 × 0.7 = 16 of the 18 left: both prefill at step 0 (4 tokens, 2 × 3 pairs), context 3 + 3. Steps
-    # 1-7 decode both (context 6, 8, …, 18; free 14 − 2k ≥ 2); after step 7 the context is 20: step 8's decode does
-    # not fit (check_decode_mem), retract_decode takes r1 (both 8 out, the later one last in the stable order),
-    # freeing its 10, and the ratio resets to min(1, (8 + 20 × 1) / 10) = 1. Step 9: r1 needs 2 + 8 = 10 tokens plus
-    # min(10 − 8, 4096) × 1 = 12 against 20 − 11 = 9 free: r0 decodes its last token instead (finishes at 9);
-    # step 10 prefills r1's 10 tokens (55 pairs), step 11 decodes its 10th token
-    s = closed_loop(engine="sglang", isl=2, osl=10, concurrency=2, cap=2, budget=100, num_prompts=2, pool=20)
-    assert s.steps[0] == Batch(prefill_tokens=4, prefill_pairs=6, sampled=2)
-    assert [b.decode_context for b in s.steps[1:10]] == [6, 8, 10, 12, 14, 16, 18, 10, 11]
-    assert [b.decode_requests for b in s.steps[1:10]] == [2] * 7 + [1, 1]
-    assert s.steps[10] == Batch(prefill_tokens=10, prefill_pairs=55, sampled=1)
-    assert (s.first, s.finished, s.preemptions, len(s.steps)) == ((0, 0), (9, 11), 1, 12)
-    free = closed_loop(engine="sglang", isl=2, osl=10, concurrency=2, cap=2, budget=100, num_prompts=2)
-    assert (free.finished, free.preemptions) == ((9, 9), 0)
-
-
-def test_a_preempted_partial_prefill_waits_on_its_cached_chunks() -> None:
-    # 3 clients of 8 + 3 tokens, budget 4, pool 14 (one whole request is 11). Steps 0-1 prefill r0 (4 + 4: context
-    # 9); step 2 decodes r0 and prefills 3 of r1 (free 14 − 9 = 5); step 3: r1's next 3 do not fit in 14 − 3 − 10 =
-    # 1: r1, the newest, is preempted (its 3 tokens left in the prefix cache) while r0 decodes its last token
-    # (finishes at 3). Step 4: r1 hits its 3 cached tokens and computes 4 more (4 × 3 + 10 = 22 pairs); step 5 its
-    # last (1 × 7 + 1 = 8 pairs, first token) and 3 of r2 (6 pairs); step 6: r2's next 3 do not fit in 14 − 3 − 9
-    # = 2: preempted; step 7: r2's 5 left need 3 of the 4 − 3 cached = 1 free: it waits, r1 finishes; step 8 hits
-    # 3 and computes 4 (22 pairs), step 9 its last; steps 10-11 decode it. Two preemptions, none re-prefilled
-    s = closed_loop(engine="vllm", isl=8, osl=3, concurrency=3, cap=3, budget=4, num_prompts=3, pool=14)
-    assert s.steps[3] == Batch(decode_requests=1, decode_context=10, sampled=1)
-    assert s.steps[4] == Batch(prefill_tokens=4, prefill_pairs=22)
-    assert s.steps[5] == Batch(prefill_tokens=4, prefill_pairs=14, sampled=1)
-    assert s.steps[7] == Batch(decode_requests=1, decode_context=10, sampled=1)
-    assert s.steps[8] == Batch(prefill_tokens=4, prefill_pairs=22)
-    assert (s.first, s.finished, s.preemptions, len(s.steps)) == ((1, 5, 9), (3, 7, 11), 2, 12)
+    # 2 clients of 2 + 5,000 tokens, pool 8,000. PrefillAdder.add_one_req counts a new request's input and its output
+    # clipped at 4,096 whole, a running one's clipped output left × new_token_ratio. Step 0: r0 needs 2 + 4,096 =
+    # 4,098 of 8,000 (admitted); r1 needs 4,098 of 7,998 − r0's 4,096 (same batch, whole) = 3,902: it waits. Step 1:
+    # r1 needs 4,098 of 7,997 − min(4,999, 4,096) × 0.7 = 5,129.8: admitted, prefilled alone (a prefill batch), the
+    # context 3 + 3. Decode j of both (steps 1 + j) needs 2 free of 8,000 − 6 − 2 (j − 1): j ≤ 3,997 fit; at step
+    # 3,999 (j = 3,998) nothing is free: retract_decode takes r1 (both 3,998 out, the later last in the stable order),
+    # freeing its 4,000, and resets the ratio to min(1, (3,998 + 20 × 1) / 5,000) = 0.8036. r1 then needs 2 + 3,998
+    # + min(1,002, 4,096) = 5,002 while r0 runs (7,998 − o − (5,000 − o) × ~0.8 with o ≥ 3,999 out: at most ~3,200):
+    # it waits until r0 finishes (its 4,999th decode, step 5,000), is prefilled again over 4,000 tokens in 40 chunks
+    # of 100 (steps 5,001-5,040, its 3,999th token) and decodes its last 1,001 (steps 5,041-6,041)
+    s = closed_loop(engine="sglang", isl=2, osl=5000, concurrency=2, cap=2, budget=100, num_prompts=2, pool=8000)
+    assert s.steps[0] == s.steps[1] == Batch(prefill_tokens=2, prefill_pairs=3, sampled=1)
+    assert s.steps[2] == Batch(decode_requests=2, decode_context=6, sampled=2)
+    assert s.steps[3998] == Batch(decode_requests=2, decode_context=6 + 2 * 3996, sampled=2)
+    assert s.steps[3999] == Batch(decode_requests=1, decode_context=4000, sampled=1)
+    assert s.steps[5001] == Batch(prefill_tokens=100, prefill_pairs=100 * 101 // 2)
+    assert (s.first, s.finished, s.preemptions, len(s.steps)) == ((0, 1), (5000, 6041), 1, 6042)
+    free = closed_loop(engine="sglang", isl=2, osl=5000, concurrency=2, cap=2, budget=100, num_prompts=2)
+    assert (free.finished, free.preemptions) == ((4999, 4999), 0)
 
 
 def test_sglang_reserves_the_output_so_it_admits_fewer_than_vllm() -> None:
-    # 4 + 4 tokens, pool 12: r0 reserves 4 + 4 × 0.7 = 6.8, r1 would need 6.8 + 2.8 = 9.6 of 12 − 4 = 8: SGLang
-    # admits one at a time and never retracts; vLLM admits both (above) and preempts
+    # 4 + 4 tokens, pool 12: r0 needs 4 + 4 = 8 (admitted); r1 8 of 12 − 4 − r0's 4 (same batch, whole) = 4, then
+    # of 12 − 5 − 3 × 0.7 = 4.9 while r0 decodes: SGLang runs one at a time and never retracts; vLLM admits both
+    # (above) and preempts
     s = closed_loop(engine="sglang", isl=4, osl=4, concurrency=2, cap=2, budget=100, num_prompts=2, pool=12)
     assert (s.peak_running, s.preemptions) == (1, 0)
 
