@@ -8,7 +8,7 @@ version or kernel family with no measured rows of its own).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
@@ -20,7 +20,7 @@ from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, w
 from kvplan.perf.shape import step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import Batch, parts, step_seconds
-from kvplan.perf.trace_loop import TraceLoad, trace_loop, trace_timings
+from kvplan.perf.trace_loop import Arrival, TraceLoad, trace_loop, trace_timings
 
 RATE_PROMPTS = 256
 """Requests of an open-loop run (bench_serving's --num-prompts; its default 1,000 priced step by step is slower)."""
@@ -209,6 +209,18 @@ def _thinking(
     return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
+def _fits_a_rank(rank_pool: int, dp: int, requests: Iterable[tuple[int, int, str] | Arrival]) -> None:
+    """ValueError (one line) for a request longer than one DP rank's pool: a rank holds each request whole (the
+    DP ranks' pools are admitted as one pool, kvplan.perf.engine, but no request spans two)."""
+    if dp < 2:
+        return  # the loop's own check names it
+    for r in requests:
+        isl, osl, where = (r.isl, r.osl, r.where) if isinstance(r, Arrival) else r
+        if isl + osl > rank_pool:
+            raise ValueError(f"{where}: a request of {isl:,} + {osl:,} tokens is larger than one DP rank's pool "
+                             f"({rank_pool:,} tokens): the engine rejects it")  # fmt: skip
+
+
 def decode_share(b: Batch) -> Batch | None:
     """What a PD decode instance runs of step ``b``: its decodes alone (the prefill was done on the prefill
     instance; the KV arrives by the hand-off), None for a step without decodes."""
@@ -278,6 +290,7 @@ def perf(
 
     gpus = dep.tp * max(dep.pp or 1, 1)
     pool = plan.usable_tokens * dp
+    _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
               pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
     if trace is not None:
