@@ -150,7 +150,8 @@ def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
         try:
             a = spec.acceptance_length if dep.speculative_num_draft_tokens >= 2 else None
             if spec.side == "prefill":  # its requests end at their first token; the clients then wait on the decode
-                r = perf(arch, plan, isl=spec.isl, osl=1, concurrency=spec.concurrency, think_s=spec.think_s)
+                r = perf(arch, plan, isl=spec.isl, osl=1, concurrency=spec.concurrency, think_s=spec.think_s,
+                         acceptance_length=a)  # fmt: skip
             else:
                 r = perf(arch, plan, isl=spec.isl, osl=spec.osl, concurrency=spec.concurrency, acceptance_length=a,
                          phase="decode" if spec.side == "decode" else None)  # fmt: skip
