@@ -16,6 +16,7 @@ from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
 from kvplan.plan.fit import FitQuery, fit_pd
 from kvplan.plan.fit import fit as run_fit
+from kvplan.plan.fit_pd_sla import pd_fits
 from kvplan.plan.fit_trace import TraceSpec, trace_spec, with_trace
 from kvplan.render import OutputFormat, emit
 from kvplan.render.fit_report import deploy_yaml, fit_report, pd_report, plot_fit
@@ -118,14 +119,13 @@ def _query(o: FitOptions) -> tuple[FitQuery, list[Path]]:
 
 def _run_pd(o: FitOptions, q: FitQuery, fmt: OutputFormat) -> int:
     """A prefill and a decode instance sized separately (no file outputs, no trace replay yet)."""
-    if q.sla is not None:
-        raise InputError("--pd does not price --require-ttft / --require-tpot / --require-throughput yet: drop --pd")
     if o.emit_deploy is not None or o.plot is not None or o.emit_command is not None:
         raise InputError("--pd writes no --emit-deploy, --emit-command or --plot yet: run fit without --pd for those")
     if q.trace is not None:
         raise InputError("--pd does not replay a --trace yet: run fit --trace without --pd")
     parse_link(o.link)  # a malformed speed is bad input before the search
-    split = fit_pd(load_model(o.model), q, link=o.link, backend=o.pd_backend, sglang_staging=o.pd_staging)
+    split = fit_pd(load_model(o.model), q, link=o.link, backend=o.pd_backend, sglang_staging=o.pd_staging,
+                   sides=pd_fits if q.sla is not None else None)  # fmt: skip
     emit(pd_report(split), fmt)
     return EXIT_OK if split.prefill.best and split.decode.best else EXIT_REJECTED
 

@@ -8,18 +8,19 @@ version or kernel family with no measured rows of its own).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
-from kvplan.perf.open_loop import SEED, open_loop, open_timings
+from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
 from kvplan.perf.peaks import peaks_of
 from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, with_request_latency
 from kvplan.perf.shape import step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import Batch, parts, step_seconds
+from kvplan.perf.trace_loop import Arrival, TraceLoad, trace_loop, trace_timings
 
 RATE_PROMPTS = 256
 """Requests of an open-loop run (bench_serving's --num-prompts; its default 1,000 priced step by step is slower)."""
@@ -65,6 +66,12 @@ class PerfResult:
     """--rate: an open loop of Poisson arrivals (concurrency 0); None for the closed loop."""
     acceptance: Acceptance | None = None
     """Speculative decoding's acceptance length, given or defaulted (kvplan.perf.spec); None without it."""
+    pool_tokens: int = 0
+    """The KV pool the loop admitted against (tokens, every DP rank's together)."""
+    preemptions: int = 0
+    """vLLM preemptions / SGLang retractions over the whole run (kvplan.perf.engine)."""
+    trace: str | None = None
+    """--trace: the trace and how it was read (isl / osl are then its means); None for the other loads."""
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -129,6 +136,24 @@ def token_budget(plan: PoolPlan) -> tuple[str, int, str]:
     return knob, int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192, k.origin
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a loop ran: its peak running set, its requests and the preemptions the pool forced."""
+
+    peak: int
+    requests: int
+    preemptions: int
+
+
+def _pool_line(engine: str, pool: int, dp: int, preemptions: int) -> str:
+    how = ("vLLM V1 preempts the newest running request (Scheduler.schedule → _preempt_request)" if engine == "vllm"
+           else "SGLang retracts decode requests (update_running_batch → retract_decode)")  # fmt: skip
+    return (
+        f"admission against the KV pool, {pool:,} tokens ({dp} DP rank(s) as one pool), as the engine admits;"
+        f" when the running set's growth does not fit, {how} and recomputes it: {preemptions:,} preemption(s)"
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Load:
     engine: str
@@ -137,35 +162,87 @@ class Load:
     cap: int
     budget: int
     spec: Acceptance | None
+    pool: int = 0
+    """The KV pool's tokens (kvplan.perf.engine: admission and preemption against it)."""
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
 
 
-def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
-    """(timings, output tok/s, peak running, requests, how) of the closed loop in its steady state."""
+def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
+    """(timings, output tok/s, what ran, how) of the closed loop in its steady state."""
     n = PROMPTS_PER_CLIENT * concurrency
     s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap, budget=ld.budget,
-                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec)  # fmt: skip
+                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec, pool=ld.pool)  # fmt: skip
     t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
            f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
            f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late")  # fmt: skip
-    return t, out, s.peak_running, n, how
+    return t, out, Ran(s.peak_running, n, s.preemptions), how
 
 
-def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, int, int, str]:
+def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
     """The same for an open loop: Poisson arrivals at ``rate`` a second, every request measured."""
     n = RATE_PROMPTS
     s = open_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, rate_per_s=rate, num_prompts=n, cap=ld.cap,
-                  budget=ld.budget, price=price, spec=ld.spec)  # fmt: skip
+                  budget=ld.budget, price=price, spec=ld.spec, pool=ld.pool)  # fmt: skip
     t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
     how = (f"open loop: {n} requests of {ld.isl:,} + {ld.osl:,} tokens arriving as a Poisson process at {rate:g}/s"
            f" (seed {SEED}; bench_serving / vllm bench serve --request-rate {rate:g}, burstiness 1.0), every request"
            " measured from its arrival; throughput over the whole run, drain included, as bench_serving reports"
            " it")  # fmt: skip
-    return t, n * ld.osl / t.duration, s.peak_running, n, how
+    return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
+
+
+def _thinking(
+    ld: Load, clients: int, think_s: float, price: Callable[[Batch], float]
+) -> tuple[Timings, float, Ran, str]:
+    """The same for clients that think ``think_s`` between requests, every request measured."""
+    n = PROMPTS_PER_CLIENT * clients
+    s = thinking_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, clients=clients, think_s=think_s, num_prompts=n,
+                      cap=ld.cap, budget=ld.budget, price=price, pool=ld.pool)  # fmt: skip
+    t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
+    how = (f"closed loop with think time: {clients} clients, each sending its next request of {ld.isl:,} + {ld.osl:,}"
+           f" tokens {think_s:,.3f} s after its last finishes, first requests spread over that time; {n} requests,"
+           " every one measured")  # fmt: skip
+    return t, n * ld.osl / t.duration, Ran(s.peak_running, n, s.preemptions), how
+
+
+def _fits_a_rank(rank_pool: int, dp: int, requests: Iterable[tuple[int, int, str] | Arrival]) -> None:
+    """ValueError (one line) for a request longer than one DP rank's pool: a rank holds each request whole (the
+    DP ranks' pools are admitted as one pool, kvplan.perf.engine, but no request spans two)."""
+    if dp < 2:
+        return  # the loop's own check names it
+    for r in requests:
+        isl, osl, where = (r.isl, r.osl, r.where) if isinstance(r, Arrival) else r
+        if isl + osl > rank_pool:
+            raise ValueError(f"{where}: a request of {isl:,} + {osl:,} tokens is larger than one DP rank's pool "
+                             f"({rank_pool:,} tokens): the engine rejects it")  # fmt: skip
+
+
+def decode_share(b: Batch) -> Batch | None:
+    """What a PD decode instance runs of step ``b``: its decodes alone (the prefill was done on the prefill
+    instance; the KV arrives by the hand-off), None for a step without decodes."""
+    if not b.decode_requests:
+        return None
+    return Batch(decode_requests=b.decode_requests, decode_context=b.decode_context,
+                 sampled=b.decode_requests * b.verify_tokens, verify_tokens=b.verify_tokens,
+                 draft_tokens=b.draft_tokens)  # fmt: skip
+
+
+def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
+    """The same for a trace: its requests at their times and lengths, every request measured."""
+    n = len(trace.arrivals)
+    s = trace_loop(engine=ld.engine, arrivals=trace.arrivals, cap=ld.cap, budget=ld.budget, pool=ld.pool,
+                   price=price, spec=ld.spec)  # fmt: skip
+    t = with_request_latency(trace_timings(s), ld.request_s)
+    how = (
+        f"trace: {trace.source}; {n:,} requests at their arrival times with their own lengths, every request"
+        " measured from its arrival; throughput over the whole run (first arrival to last token); every input token"
+        " prefilled: prefix-cache hits between requests are not priced (`kvplan simulate` gives the trace's hit rate)"
+    )
+    return t, trace.osl_sum / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
 def perf(
@@ -177,9 +254,15 @@ def perf(
     concurrency: int | None = None,
     acceptance_length: float | None = None,
     rate_per_s: float | None = None,
+    trace: TraceLoad | None = None,
+    phase: str | None = None,
+    think_s: float | None = None,
 ) -> PerfResult:
     """ValueError (one line) for a GPU without peaks, a model without a step model, or an acceptance length that
-    does not apply (kvplan.perf.spec)."""
+    does not apply (kvplan.perf.spec). With ``trace``, ``isl`` / ``osl`` are its means (the running cap shown).
+    ``phase`` "decode": a PD decode instance, whose requests arrive prefilled (their KV handed off): the schedule is
+    the same, its prefill tokens cost nothing (``decode_share``). ``think_s`` with ``concurrency``: the clients wait
+    that long after a request's last token before the next (a PD prefill instance: ``_thinking``)."""
     dep = plan.deployment
     peaks = peaks_of(dep.gpu)
     if peaks is None:
@@ -200,32 +283,44 @@ def perf(
 
     def price(b: Batch) -> float:
         if b not in priced:
-            priced[b] = step_seconds(parts(shape, b, split, quant, moe, kv_bytes=kv_bytes), peaks, coeffs)
+            run = decode_share(b) if phase == "decode" else b
+            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes),
+                                                             peaks, coeffs)  # fmt: skip
         return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
-    ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=cap, budget=budget, spec=spec,
-              request_s=coeffs.request_us / 1e6)  # fmt: skip
-    if rate_per_s is not None:
-        t, out, peak, n, load_line = _open(ld, rate_per_s, price)
+    pool = plan.usable_tokens * dp
+    _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
+    ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
+              pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
+    if trace is not None:
+        t, out, ran, load_line = _traced(ld, trace, price)
+    elif think_s is not None and concurrency is not None:
+        t, out, ran, load_line = _thinking(ld, concurrency, think_s, price)
+    elif rate_per_s is not None:
+        t, out, ran, load_line = _open(ld, rate_per_s, price)
     elif concurrency is not None:
-        t, out, peak, n, load_line = _closed(ld, concurrency, price)
+        t, out, ran, load_line = _closed(ld, concurrency, price)
     else:
         raise ValueError("perf prices a load: give a concurrency or a rate")
     widen = 3.0 if borrowed else 1.5
     rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
-    us, tput = _figures(t, rel, spec, out=out / gpus, isl=isl, osl=osl)
+    sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
+    us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (
         load_line,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
+        _pool_line(plan.engine, pool, dp, ran.preemptions),
     )
     return PerfResult(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
-        isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=n, running_cap=cap, running_cap_from=cap_from,
-        peak_running=peak, budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
+        isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
+        running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
+        budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
+        trace=trace.source if trace else None,
     )  # fmt: skip

@@ -17,13 +17,13 @@ engine's running-request limit and the pool's tokens over isl + osl (each runnin
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from kvplan.perf.engine import Engine, Stepped
 from kvplan.perf.spec import Acceptance, steps_for
-from kvplan.perf.step import Batch, chunk_pairs
+from kvplan.perf.step import Batch
 
 # What is measured: the steady state, as the public measurements were taken. AIConfigurator's rows
 # (silicon_sample.csv) come from `aiperf profile --concurrency C` with `--warmup-request-count C` (2C in its
@@ -54,6 +54,8 @@ class Schedule:
     """Requests sent first and not measured (aiperf's --warmup-request-count); the measured ones follow."""
     measured: int = 0
     """Requests measured after the warm-up (0: every request)."""
+    preemptions: int = 0
+    """vLLM preemptions / SGLang retractions the pool forced (kvplan.perf.engine)."""
 
     @property
     def measured_ids(self) -> range:
@@ -64,6 +66,20 @@ class Schedule:
 class _Req:
     rid: int
     done: int = 0
+    isl: int = 0
+    """Its own input and output tokens (a trace's); 0: the run's ``isl`` / ``osl``."""
+    osl: int = 0
+    out: int = 0
+    """Output tokens made before its current fill or decode (a preempted request keeps them)."""
+    fill: int = 0
+    """Tokens its current prefill runs over: isl, or isl + out after a preemption (recompute)."""
+    start: int = -1
+    """The engine's decode count when it began decoding; -1 while waiting or prefilling."""
+    epoch: int = 0
+    res: int = 0
+    """Output tokens its admission reserved (SGLang's estimate)."""
+    cached: int = 0
+    """vLLM: its computed tokens left in the prefix cache when it was preempted."""
 
 
 class Load(Protocol):
@@ -129,6 +145,7 @@ def closed_loop(
     warmup: int = 0,
     steady: bool = False,
     spec: Acceptance | None = None,
+    pool: int = 0,
 ) -> Schedule:
     """The step-by-step schedule of ``num_prompts`` requests of ``isl`` + ``osl`` tokens from ``concurrency``
     clients; ``budget`` is the chunk (SGLang chunked_prefill_size) or token budget (vLLM max_num_batched_tokens).
@@ -140,7 +157,10 @@ def closed_loop(
 
     ``spec`` (speculative decoding, kvplan.perf.spec): each decode step runs D tokens a request through the target
     and the draft and yields the acceptance length A, so a request decodes its osl − 1 tokens in ceil((osl − 1) / A)
-    steps; vLLM counts the D tokens against its budget."""
+    steps; vLLM counts the D tokens against its budget.
+
+    ``pool``: the KV pool's tokens (0: none, ``cap`` alone); admission and preemption then follow the engine's own
+    (kvplan.perf.engine)."""
     if min(isl, osl, concurrency, cap, budget, num_prompts) < 1 or not 0 <= warmup < num_prompts:
         raise ValueError("isl, osl, concurrency, the running cap, the token budget and the prompts must be >= 1")
     cycle = -(-isl // budget) + _decode_steps(osl, spec)  # one request's steps when it runs alone
@@ -148,11 +168,14 @@ def closed_loop(
     starts = [i * cycle // n - 1 for i in range(n)] if steady else [-1] * n
     clients = _Clients(num_prompts=num_prompts, sustain=steady, turnaround=TURNAROUND_STEPS[engine] if steady else 0,
                        starts=starts, arrived=[], first=[], finished=[], pending=deque())  # fmt: skip
-    steps, peak = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0, spec)
+    if pool and isl + osl > pool:
+        raise ValueError(f"a request of {isl:,} + {osl:,} tokens is larger than the whole pool ({pool:,} tokens)")
+    run = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0, spec, pool)
     c = clients
-    return Schedule(steps=tuple(steps), arrived=tuple(c.arrived), first=tuple(c.first), finished=tuple(c.finished),
-                    cap=cap, peak_running=peak, warmup=warmup if steady else 0,
-                    measured=num_prompts - warmup if steady else 0)  # fmt: skip
+    return Schedule(steps=tuple(run.steps), arrived=tuple(c.arrived), first=tuple(c.first),
+                    finished=tuple(c.finished), cap=cap, peak_running=run.peak_running,
+                    warmup=warmup if steady else 0, measured=num_prompts - warmup if steady else 0,
+                    preemptions=run.preemptions)  # fmt: skip
 
 
 def _decode_steps(osl: int, spec: Acceptance | None) -> int:
@@ -160,70 +183,21 @@ def _decode_steps(osl: int, spec: Acceptance | None) -> int:
 
 
 def _run(
-    engine: str, isl: int, osl: int, cap: int, budget: int, c: Load, stop_at: int, spec: Acceptance | None
-) -> tuple[list[Batch], int]:
-    """Step the engine's policy (module doc) until every request (the first ``stop_at``, when given) has finished."""
-    mixed = engine == "vllm"
-    width = spec.verify_tokens if spec else 1
-    accept = spec.milli if spec else 1000
-    need, grown = _decode_steps(osl, spec), 0  # decode steps a request; context grown, in thousandths
-    waiting: deque[_Req] = deque()
-    prefilling: list[_Req] = []
-    decoding: list[tuple[int, int]] = []  # heap of (decode count at which it finishes, rid)
-    decode_count = context = peak = 0
-    steps: list[Batch] = []
-    unfinished = stop_at
-    while len(steps) < 10_000_000:
-        s = len(steps)
-        waiting.extend(c.seen(steps, idle=not (waiting or prefilling or decoding)))
-        if not (waiting or prefilling or decoding):
-            break
-        prefill_first = not mixed and (prefilling or (waiting and len(decoding) + len(prefilling) < cap))
-        n_dec = 0 if prefill_first else len(decoding)
-        room = budget - n_dec * width if mixed else (budget if prefill_first else 0)
-        tokens = pairs = 0
-        done_now: list[_Req] = []
-        while room > 0:
-            if not prefilling:
-                if not waiting or len(decoding) + len(prefilling) + len(done_now) >= cap:
-                    break
-                prefilling.append(waiting.popleft())
-            r = prefilling[0]
-            k = min(isl - r.done, room)
-            pairs += chunk_pairs(k, r.done)
-            r.done += k
-            tokens += k
-            room -= k
-            if r.done == isl:
-                done_now.append(prefilling.pop(0))
-        peak = max(peak, len(decoding) + len(prefilling) + len(done_now))
-        steps.append(Batch(prefill_tokens=tokens, prefill_pairs=pairs, decode_requests=n_dec,
-                           decode_context=context if n_dec else 0, sampled=n_dec * width + len(done_now),
-                           verify_tokens=width if n_dec else 1,
-                           draft_tokens=width if spec and n_dec else 0))  # fmt: skip
-        ended: list[int] = []
-        if n_dec:
-            decode_count += 1
-            grown += n_dec * accept
-            context += grown // 1000
-            grown %= 1000
-            while decoding and decoding[0][0] <= decode_count:
-                ended.append(heapq.heappop(decoding)[1])
-                context = max(context - isl - osl, 0)
-        for r in done_now:
-            c.first[r.rid] = s
-            if osl == 1:
-                ended.append(r.rid)
-                continue
-            heapq.heappush(decoding, (decode_count + need, r.rid))
-            context += isl + 1
-        for rid in ended:
-            c.finished[rid] = s
-            unfinished -= rid < stop_at
-            c.send(s)
-        if stop_at and unfinished == 0:
-            break
-    return steps, peak
+    engine: str,
+    isl: int,
+    osl: int,
+    cap: int,
+    budget: int,
+    c: Load,
+    stop_at: int,
+    spec: Acceptance | None,
+    pool: int = 0,
+) -> Stepped:
+    """Step the engine's policy (module doc; the pool's side: kvplan.perf.engine) until every request (the first
+    ``stop_at``, when given) has finished. A request of its own lengths (``_Req.isl`` / ``osl``, a trace's) runs with
+    them; the others with ``isl`` / ``osl``."""
+    return Engine(engine=engine, isl=isl, osl=osl, cap=cap, budget=budget, pool=pool, load=c, stop_at=stop_at,
+                  spec=spec).run()  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ memory knob is re-tried with the smallest memory knob that admits each requireme
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -442,6 +442,9 @@ class PdFit:
     None: each engine's default (``PD_DEFAULT_BACKEND``)."""
     sglang_staging: bool = False
     """SGLang's ``SGLANG_DISAGG_STAGING_BUFFER=1`` (off by default)."""
+    sla_think_s: float | None = None
+    """With SLAs: the prefill side's clients' wait between requests, the decode side's time of one
+    (kvplan.plan.fit_pd_sla); None without."""
 
     @property
     def staging(self) -> tuple[Staging, Staging] | None:
@@ -476,8 +479,17 @@ class PdFit:
         return "decode" if (d.gpus, -d.headroom_ppm) >= (p.gpus, -p.headroom_ppm) else "prefill"
 
 
+PdSides = Callable[[ModelArch, "FitQuery", "FitQuery", str], tuple["Fit", "Fit", float | None]]
+"""(arch, query, the prefill side's query, link) -> (prefill, decode, the prefill clients' think time)."""
+
+
 def fit_pd(
-    arch: ModelArch, q: FitQuery, link: str = "400Gbps", backend: str | None = None, sglang_staging: bool = False
+    arch: ModelArch,
+    q: FitQuery,
+    link: str = "400Gbps",
+    backend: str | None = None,
+    sglang_staging: bool = False,
+    sides: PdSides | None = None,
 ) -> PdFit:
     if backend is not None and backend not in PD_BACKENDS:
         raise InputError(f"--pd-backend {backend!r}: choose from {', '.join(PD_BACKENDS)}")
@@ -488,10 +500,14 @@ def fit_pd(
             raise InputError(f"SGLang refuses SGLANG_DISAGG_STAGING_BUFFER for {arch.name}: {SGLANG_STAGING_MLA}")
     req = q.requirements
     longest = max([c for _, c in req.concurrency] + [req.min_ctx_tokens or 0])
-    prefill_q = replace(q, requirements=Requirements(min_ctx_tokens=longest))
+    prefill_q = replace(q, requirements=Requirements(min_ctx_tokens=longest), sla=None)
+    if sides is not None:  # with SLAs, each side priced against its own (kvplan.plan.fit_pd_sla.pd_fits)
+        prefill, decode, think = sides(arch, q, prefill_q, link)
+    else:
+        prefill, decode, think = fit(arch, prefill_q), fit(arch, q), None
     return PdFit(
-        prefill=fit(arch, prefill_q), decode=fit(arch, q), longest_ctx=longest, link=link, backend=backend,
-        sglang_staging=sglang_staging,
+        prefill=prefill, decode=decode, longest_ctx=longest, link=link, backend=backend,
+        sglang_staging=sglang_staging, sla_think_s=think,
     )  # fmt: skip
 
 

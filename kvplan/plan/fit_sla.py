@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.perf.predict import Band, PerfResult, perf, running_cap, token_budget
+from kvplan.perf.predict import Band, PerfResult, perf, token_budget
+from kvplan.plan.transfer import transfer
 
 MET, AT_ESTIMATE, INSIDE_BAND, MISSED = "met", "met at the estimate only", "met only inside the band", "missed"
 
@@ -39,6 +40,14 @@ class SlaSpec:
     at: str = "median"
     acceptance_length: float | None = None
     """--acceptance-length: applied to the candidates that draft (MTP on); the others have none to apply."""
+    side: str = ""
+    """--pd: 'prefill' (TTFT only: the clients' one-token requests, each client waiting ``think_s`` between them,
+    plus the hand-off) or 'decode' (TPOT and throughput only: the closed loop with the prefill done elsewhere); ''
+    for one instance."""
+    think_s: float = 0.0
+    """The prefill side's clients' wait between requests: the decode side's time of one (kvplan.plan.fit_pd_sla)."""
+    link: str = "400Gbps"
+    """The prefill side's hand-off link (fit --link)."""
     cache: dict[tuple[object, ...], PerfResult] = field(default_factory=dict, compare=False, hash=False, repr=False)
     """perf results by what they depend on (candidates differing only in dcp or a pool that holds every client
     price alike: one closed loop each)."""
@@ -88,6 +97,8 @@ class SlaTerm:
 class SlaCheck:
     terms: tuple[SlaTerm, ...] = ()
     perf: PerfResult | None = None
+    hand_off_us: Band | None = None
+    """--pd, the prefill side: the hand-off's time added to its TTFT (kvplan.plan.fit_pd_sla.hand_off_band)."""
     error: str | None = None
     """perf could not price the candidate (a GPU without datasheet peaks, a model without a step model)."""
 
@@ -128,25 +139,49 @@ def _shown(v: int, unit: str) -> str:
 def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
     """Price ``plan`` under the SLA's load (cached, module doc) and check each requirement."""
     dep = plan.deployment
-    cap, _ = running_cap(plan, spec.isl, spec.osl)
-    key = (dep.gpu.key, plan.engine, plan.engine_version, dep.tp, dep.dp_attention, dep.ep, dep.pp, plan.is_fp8,
-           dep.speculative_num_draft_tokens, min(cap, spec.concurrency), token_budget(plan)[1])  # fmt: skip
+    pool = plan.usable_tokens * max(dep.dp_attention, 1)  # the loop admits against it (kvplan.perf.engine)
+    binds = pool if spec.concurrency * (spec.isl + spec.osl) > pool else 0  # a pool holding every client: no matter
+    key = (spec.side, dep.gpu.key, plan.engine, plan.engine_version, dep.tp, dep.dp_attention, dep.ep, dep.pp,
+           plan.is_fp8,
+           dep.speculative_num_draft_tokens, min(plan.max_running_requests, spec.concurrency), binds,
+           token_budget(plan)[1])  # fmt: skip
     r = spec.cache.get(key)
     if r is None:
         try:
             a = spec.acceptance_length if dep.speculative_num_draft_tokens >= 2 else None
-            r = perf(arch, plan, isl=spec.isl, osl=spec.osl, concurrency=spec.concurrency, acceptance_length=a)
+            if spec.side == "prefill":  # its requests end at their first token; the clients then wait on the decode
+                r = perf(arch, plan, isl=spec.isl, osl=1, concurrency=spec.concurrency, think_s=spec.think_s,
+                         acceptance_length=a)  # fmt: skip
+            else:
+                r = perf(arch, plan, isl=spec.isl, osl=spec.osl, concurrency=spec.concurrency, acceptance_length=a,
+                         phase="decode" if spec.side == "decode" else None)  # fmt: skip
         except ValueError as e:
             return SlaCheck(error=str(e))
         spec.cache[key] = r
     suffix = "_p90" if spec.at == "p90" else ""
     terms = []
-    if spec.ttft_us:
-        terms.append(SlaTerm(name="TTFT", required=spec.ttft_us, got=r.us["ttft" + suffix], unit="us"))
-    if spec.tpot_us:
+    hand = hand_off_band(plan, spec.isl, spec.link, token_budget(plan)[1]) if spec.side == "prefill" else None
+    if spec.ttft_us and spec.side != "decode":
+        got = r.us["ttft" + suffix]
+        if hand is not None:
+            got = Band(got.value + hand.value, got.low + hand.low, got.high + hand.high)
+        terms.append(SlaTerm(name="TTFT", required=spec.ttft_us, got=got, unit="us"))
+    if spec.tpot_us and spec.side != "prefill":
         terms.append(SlaTerm(name="TPOT", required=spec.tpot_us, got=r.us["tpot" + suffix], unit="us"))
-    if spec.output_tokens_per_s:
+    if spec.output_tokens_per_s and spec.side != "prefill":
         per_gpu = r.tokens_per_s_per_gpu["output"]
         got = Band(per_gpu.value * r.gpus, per_gpu.low * r.gpus, per_gpu.high * r.gpus)
         terms.append(SlaTerm(name="throughput", required=spec.output_tokens_per_s, got=got, unit="tok/s"))
-    return SlaCheck(terms=tuple(terms), perf=r)
+    return SlaCheck(terms=tuple(terms), perf=r, hand_off_us=hand)
+
+
+def hand_off_band(plan: PoolPlan, isl: int, link: str, budget: int) -> Band:
+    """µs the KV hand-off of one request of ``isl`` tokens adds to TTFT (kvplan.plan.transfer's pages at ``link``):
+    the estimate, each rank sending its own rows over its own link at line rate once the prefill is done; high, every
+    rank's rows over one link; low, for SGLang only the last chunk's share (``send_kv_chunk`` sends each chunk as it
+    is prefilled), for vLLM the estimate (NixlConnector: the decode side reads the blocks once the request finished
+    its prefill, ``request_finished`` → ``start_load_kv``)."""
+    t = transfer(plan, isl, unit="page", link=link)
+    per_rank = t.microseconds(t.bytes_per_rank)
+    low = per_rank * min(budget, isl) // isl if plan.engine == "sglang" else per_rank
+    return Band(per_rank, low, t.microseconds(t.total_bytes))

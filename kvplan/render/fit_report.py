@@ -425,13 +425,38 @@ def _estimated(o: Outcome) -> str:
     return headline_tag(o.plan.arch, o.plan.knob("weights_per_gpu").origin)
 
 
+def _pd_sla_rows(f: PdFit) -> list[tuple[str, ...]]:
+    """--pd with SLAs: the load each side was priced under and the hand-off in the prefill side's TTFT."""
+    sla, p = f.decode.query.sla, f.prefill.best
+    if sla is None:
+        return []
+    rows: list[tuple[str, ...]]
+    if f.sla_think_s is None:
+        return [("SLA per side", "no decode instance priced: the prefill side is sized by memory alone")]
+    rows = [
+        ("decode side's load", f"{sla.concurrency:,} clients, closed loop; requests arrive prefilled (their steps "
+                               "are their decodes alone): TPOT and throughput checked here"),
+        ("prefill side's load", f"the {sla.concurrency:,} clients' requests of {sla.isl:,} tokens, each client sending "
+                                f"the next {f.sla_think_s:,.2f} s after its first token (the decode side's time of a "
+                                "request; the hand-off not counted): TTFT checked here"),
+    ]  # fmt: skip
+    h = p.sla.hand_off_us if p is not None and p.sla is not None else None
+    if h is not None:
+        low = ("only the last chunk's left after the prefill, send_kv_chunk" if p is not None and
+               p.deployment.engine == "sglang" else "read once the prefill is done, as the estimate")  # fmt: skip
+        rows.append(("hand-off in TTFT", f"{h.value / 1000:,.1f} ms ({h.low / 1000:,.1f} – {h.high / 1000:,.1f}) for "
+                     f"{sla.isl:,} tokens at {f.link}: each rank's pages over its own link at line rate (low: {low};"
+                     " high: every rank over one link)"))  # fmt: skip
+    return rows
+
+
 def pd_report(f: PdFit) -> Report:
     """--pd: the prefill and the decode instance, each the best of its own search, and the hand-off."""
     q = f.decode.query
     sections = []
     for side, result in (("Prefill", f.prefill), ("Decode", f.decode)):
         inner = fit_report(result)
-        frontier = [s for s in inner.sections if s.title.startswith(("Frontier", "Nothing fits"))]
+        frontier = [s for s in inner.sections if s.title.startswith(("Frontier", "Nothing fits", "SLA"))]
         for s in frontier:
             sections.append(Section(f"{side} instance — {s.title}", s.rows, s.headers, s.note))
     p, d, t = f.prefill.best, f.decode.best, f.hand_off
@@ -452,6 +477,7 @@ def pd_report(f: PdFit) -> Report:
                                      f"({count(t.moved_tokens)} tokens in pages; {t.sharding})"),
             (f"time at {f.link}", f"{t.microseconds(t.bytes_per_rank) / 1000:.1f} ms per rank link"),
         ]  # fmt: skip
+    rows += _pd_sla_rows(f)
     st = f.staging
     if st is not None:
         for x in st:
@@ -481,6 +507,7 @@ def pd_report(f: PdFit) -> Report:
         },
         "staging": None if st is None else {x.side: {"bytes_per_gpu": x.bytes, "source": x.text} for x in st},
         "fits": ok,
+        "sla_prefill_think_s": f.sla_think_s,
     }
     return Report(command="fit", title=f"kvplan fit --pd: {q.model_ref}", sections=tuple(sections), data=data,
                   verdict=verdict, verdict_ok=ok)  # fmt: skip

@@ -75,12 +75,14 @@ def sla_json(c: SlaCheck) -> dict[str, Any]:
         "terms": [_term_json(t) for t in c.terms],
         "coefficients": p.coefficients.key if p else None,
         "borrowed": (p.borrowed or None) if p else None,
+        "hand_off_us": _band(c.hand_off_us, "value") if c.hand_off_us else None,
     }
 
 
 def sla_spec_json(s: SlaSpec) -> dict[str, Any]:
     return {"isl": s.isl, "osl": s.osl, "concurrency": s.concurrency, "at": s.at, "ttft_us": s.ttft_us,
-            "tpot_us": s.tpot_us, "output_tokens_per_s": s.output_tokens_per_s}  # fmt: skip
+            "tpot_us": s.tpot_us, "output_tokens_per_s": s.output_tokens_per_s,
+            "side": s.side or None}  # fmt: skip
 
 
 def sla_verdict_note(o: Outcome) -> str:

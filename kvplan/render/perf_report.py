@@ -25,9 +25,10 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
     c = r.coefficients
     data: dict[str, Any] = {
         "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
-        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s,
+        "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s, "trace": r.trace,
         "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
+        "pool_tokens": r.pool_tokens, "preemptions": r.preemptions,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
         "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": c.heldout_mape[0],
                          "heldout_mape_tpot": c.heldout_mape[1], "heldout_mape_throughput": c.heldout_mape[2],
@@ -64,7 +65,21 @@ def perf_report(r: PerfResult) -> Report:
         rows.append((label, f"{b.value:,}", f"{b.low:,} – {b.high:,}"))
     c = r.coefficients
     basis = (
-        ("running set", f"{r.peak_running:,} at most (cap {r.running_cap:,})", r.running_cap_from),
+        (
+            "running set",
+            f"{r.peak_running:,} at most ({r.running_cap:,} of whole length fit at once)",
+            r.running_cap_from,
+        ),
+        (
+            "preemptions",
+            f"{r.preemptions:,}",
+            f"KV pool {r.pool_tokens:,} tokens; "
+            + (
+                "vLLM V1: newest running request preempted, recomputed"
+                if r.engine == "vllm"
+                else "SGLang: retract_decode, recomputed"
+            ),
+        ),
         ("prefill budget", f"{r.budget_tokens:,} tokens a step", r.budget_from),
         ("coefficients", c.key, c.fitted_on),
         (
@@ -76,8 +91,9 @@ def perf_report(r: PerfResult) -> Report:
         _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
-             f"isl {r.isl:,}, osl {r.osl:,}, "
-             + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}"))  # fmt: skip
+             + (f"trace of {r.num_prompts:,} requests, isl mean {r.isl:,}, osl mean {r.osl:,}" if r.trace else
+                f"isl {r.isl:,}, osl {r.osl:,}, "
+                + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}")))  # fmt: skip
     return Report(
         command="perf",
         title=title,

@@ -31,7 +31,7 @@ def test_an_sla_is_priced_on_the_candidates_and_said_how() -> None:
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["sla"] == {"isl": 1024, "osl": 1024, "concurrency": 8, "at": "p90", "ttft_us": None,
-                        "tpot_us": 60_000, "output_tokens_per_s": None}  # fmt: skip
+                        "tpot_us": 60_000, "output_tokens_per_s": None, "side": None}  # fmt: skip
     assert "8 × 2,048 at once" in d["requirements"]
     term = d["best"]["sla"]["terms"][0]
     assert term["name"] == "TPOT" and term["required"] == 60_000
@@ -59,7 +59,7 @@ def test_an_sla_nothing_meets_exits_1_with_the_closest_and_its_shortfall() -> No
         (("--require-tpot", "50ms", "--concurrency", "8"), "give --isl and --osl"),
         (("--require-tpot", "50ms", "--isl", "1K", "--osl", "1K"), "give --concurrency N"),
         (("--at", "p90", "--require-ctx", "1M"), "--at has no effect without --require-ttft"),
-        (("--require-tpot", "50ms", *LOAD, "--pd"), "--pd does not price"),
+        (("--require-tpot", "50ms", *LOAD, "--pd", "--plot", "x.png"), "--pd writes no --emit-deploy"),
         (("--require-tpot", "50ms", *LOAD, "--acceptance-length", "0.5"), "--acceptance-length 0.5: a mean"),
         (("--acceptance-length", "2", "--require-ctx", "1M"), "--acceptance-length has no effect without"),
     ],

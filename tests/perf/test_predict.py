@@ -3,6 +3,8 @@ every step is bound by reading the weights once."""
 
 from __future__ import annotations
 
+import pytest
+
 from kvplan.cli._common import load_plan
 from kvplan.perf.predict import perf
 
@@ -25,3 +27,14 @@ def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
     e2e_s = c.request_us * 1e-6 + 65 * step_s
     assert abs(r.tokens_per_s_per_gpu["output"].value * e2e_s / 65 - 1) < 0.01
     assert r.peak_running == 1 and r.running_cap == 1024
+
+
+def test_a_request_must_fit_one_dp_rank_pool() -> None:
+    # DP attention: each rank holds its requests whole in its own pool (the loop admits the ranks' pools as one, but
+    # no request spans two), so a request one token longer than a rank's pool is refused, one that fills it is priced
+    plan = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8"])
+    rank = plan.usable_tokens
+    r = perf(plan.arch, plan, isl=rank - 64, osl=64, concurrency=1)
+    assert r.peak_running == 1
+    with pytest.raises(ValueError, match=f"larger than one DP rank's pool \\({rank:,} tokens\\)"):
+        perf(plan.arch, plan, isl=rank - 63, osl=64, concurrency=1)
