@@ -14,8 +14,9 @@ from kvplan.fsio import check_outputs, write_atomic
 from kvplan.models.deploy import ENGINES
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
-from kvplan.plan.fit import FitQuery, fit_pd
+from kvplan.plan.fit import FitQuery
 from kvplan.plan.fit import fit as run_fit
+from kvplan.plan.fit_pd import fit_pd
 from kvplan.plan.fit_pd_sla import pd_fits
 from kvplan.plan.fit_trace import TraceSpec, trace_spec, with_trace
 from kvplan.render import OutputFormat, emit

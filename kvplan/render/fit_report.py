@@ -12,7 +12,8 @@ from typing import Any
 from kvplan.engines.band import pool_band
 from kvplan.fsio import check_target
 from kvplan.models.weights_band import headline_tag
-from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, PdFit, layout, pd_setting
+from kvplan.plan.fit import MEMORY_KNOB, Fit, Outcome, layout
+from kvplan.plan.fit_pd import PdFit, pd_setting
 from kvplan.plan.prefix import replay_approximation
 from kvplan.render import Report, Section, count, first_screen, size
 from kvplan.render.fit_sla_report import sla_json, sla_section, sla_spec_json, sla_verdict_note

@@ -232,7 +232,7 @@ def test_pd_prefill_and_decode_sized_separately_and_the_hand_off_is_transfer() -
     whole indexer K on each rank: 576 × 78 + 132 × 21 × 8 = 44,928 + 22,176 = 67,104 B; per rank 131,072 ×
     67,104 = 8,795,455,488 B; × 8 ranks = 70,363,643,904 B; at 400 Gbps = 50,000,000,000 B/s: 175,910 µs a rank.
     """
-    from kvplan.plan.fit import fit_pd
+    from kvplan.plan.fit_pd import fit_pd
     from kvplan.plan.transfer import transfer
 
     arch = load_model("glm-5.3")

@@ -10,7 +10,8 @@ from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
 from kvplan.perf.open_loop import open_timings, thinking_loop
 from kvplan.perf.predict import perf
-from kvplan.plan.fit import FitQuery, fit_pd
+from kvplan.plan.fit import FitQuery
+from kvplan.plan.fit_pd import fit_pd
 from kvplan.plan.fit_pd_sla import pd_fits
 from kvplan.plan.fit_sla import SlaSpec, hand_off_band
 

@@ -22,15 +22,8 @@ from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
-from kvplan.plan.fit import (
-    SGLANG_STAGING_MLA,
-    FitQuery,
-    candidates,
-    evaluate,
-    fit_pd,
-    pd_setting,
-    pd_staging,
-)
+from kvplan.plan.fit import FitQuery, candidates, evaluate
+from kvplan.plan.fit_pd import SGLANG_STAGING_MLA, fit_pd, pd_setting, pd_staging
 
 K128 = 128 * 1024
 runner = CliRunner(env={"KVPLAN_FORMAT": None, "GITHUB_ACTIONS": None, "COLUMNS": "250"})

@@ -11,7 +11,8 @@ from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
-from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout, pd_staging
+from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout
+from kvplan.plan.fit_pd import pd_staging
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
 from tests.plan.test_fit_trace import SMALL, spec_for, write_trace
