@@ -60,6 +60,9 @@ class Case:
     """Non-empty: a known gap — why kvplan misses by more than 2 % (the error is pinned by ``gap_band``)."""
     gap_band: tuple[float, float] = (0.0, 0.0)
     """For a gap: the (low, high) the relative error lies in today, e.g. (-0.05, -0.02)."""
+    source: str = ""
+    """The source (loso.source_of) where the file name alone would name another: two logs of one issue thread or
+    repository filed under different names are one source, so leave-one-source-out leaves both out."""
 
     def path(self) -> Path:
         return SHARED / self.log.removeprefix("shared/") if self.log.startswith("shared/") else ROOT / self.log

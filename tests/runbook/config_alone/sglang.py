@@ -224,6 +224,7 @@ CASES: tuple[Case, ...] = (
     # (89.00 GiB; logged 89.20) − slack 28,351,079,120 B (× 0.092) = 184,246,045,487 B // 55,224 = 3,336,340 (+4.27 %).
     Case(
         log="tests/data/logs/doctor-sglang-0.5.9-glm-5-fp8-mi355x-rocm-preload-usage-ajith-sirra-amd-issues.log",
+        source="ajith-sirra-amd-issues",  # the repository of the Kimi-K2.5 case (ajith-sirra-amd/Issues)
         line="TP0] KV Cache is allocated. #tokens: 3199575",
         logged=3_199_575,
         label="SGLang 0.5.9 (ROCm), GLM-5-FP8, MI355X × 8, TP8, fp8 KV",

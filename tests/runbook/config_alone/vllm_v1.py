@@ -259,6 +259,7 @@ CASES: tuple[Case, ...] = (
     # non-torch 2,330,019,758 = 11,643,952,722 B (10.84 GiB; logged 8.11) -> 15,121 blocks -> 241,936 tokens (+35.25 %).
     Case(
         log="tests/data/logs/doctor-vllm-qwen3-235b-fp8-h100-tp4-issue-21348.log",
+        source="vllm-issue-21348",  # the thread of the SGLang case sglang-qwen3-235b-a22b-fp8-h100-vllm-issue-21348
         line="GPU KV cache size: 178,880 tokens",
         logged=178_880,
         label="vLLM (Jul 2025, V1), Qwen3-235B-A22B-FP8, H100 × 4, TP4 (LMCache connector)",
@@ -302,5 +303,93 @@ CASES: tuple[Case, ...] = (
         "and the 2.17 GiB non-torch growth FITTED at TP4, ASSUMED at TP8); the weights land within 0.24 %. What "
         "would close it: the profile peak and non-torch growth measured at TP8 on Hopper",
         gap_band=(-0.05, -0.02),
+    ),
+    # 0.9-0.20 row, vLLM 0.19.1 on one A100-SXM4-40GB (dariustanrd/tokenkaki's blog draft): block 16 × 8 kv heads ×
+    # (128 + 128) × 2 B × 36 layers = 2,359,296 B; requested ceil(42,412,802,048 × 0.9) = 38,171,521,844 B (NVML
+    # 40,960 MiB less the derived 512 MiB) − weights 16,391,956,480 B (config; logged 15.27 GiB) − profile peak
+    # 664,700,928 B (Triton top-k/top-p sampler, 256 requests × 151,936, 2,048 tokens) − non-torch 268,435,456 B =
+    # 20,846,428,980 B (19.41 GiB; logged 19.36) -> 8,835 blocks -> 141,360 tokens (+0.28 %).
+    Case(
+        log=FIELD + "vllm-qwen3-8b-a100-40gb-tokenkaki-0.19.1.log",
+        line="GPU KV cache size: 140,960 tokens",
+        logged=140_960,
+        label="vLLM 0.19.1, Qwen3-8B bf16, A100-SXM4-40GB × 1, TP1",
+        model=HF + "qwen3-8b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.19.1",
+            "gpu=a100-40gb",
+            "gpu_memory_utilization=0.9",
+            "context_length=40960",
+            "max_num_batched_tokens=2048",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the log's banner (version 0.19.1), non-default args (none that move the pool: utilization the "
+        "default 0.9, as the log's own hint reads it), 'Using max model len 40960', world_size=1 and the compile "
+        "range (1, 2048); the A100-SXM4-40GB from the nvidia-smi table the post prints under the log",
+    ),
+    # The same source on vLLM 0.9.2 (the 0.9-0.20 row): the same block; requested 38,171,521,844 B − weights
+    # 16,391,956,480 B (logged 15.2683 GiB) − non-KV 738,651,013 B (FlashInfer sampler 256 × 151,936 × 14 B + cuBLAS
+    # 32 MiB + non-torch 0.13 GiB) = 21,040,914,351 B (19.60 GiB; logged 18.69) -> 8,918 blocks -> 142,688 (+4.86 %).
+    Case(
+        log=FIELD + "vllm-qwen3-8b-a100-40gb-tokenkaki-0.9.2.log",
+        line="GPU KV cache size: 136,080 tokens",
+        logged=136_080,
+        label="vLLM 0.9.2, Qwen3-8B bf16, A100-SXM4-40GB × 1, TP1 (no FlashInfer)",
+        model=HF + "qwen3-8b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.9.2",
+            "gpu=a100-40gb",
+            "gpu_memory_utilization=0.9",
+            "context_length=40960",
+            "max_num_batched_tokens=2048",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the log's 'vLLM API server version 0.9.2' and engine line (tensor_parallel_size=1, "
+        "kv_cache_dtype=auto), non-default args (none that move the pool: utilization the default 0.9, as the post "
+        "says), 'Using max model len 40960', 'max_num_batched_tokens=2048'; the A100-SXM4-40GB from the nvidia-smi "
+        "table the post prints under the log",
+        gap="the sampler: kvplan plans FlashInfer sampling before 0.11.1 (the vLLM images ship it; "
+        "vllm_profile.FLASHINFER_SAMPLER_UNTIL) where this uv-installed wheel prints 'FlashInfer is not available. "
+        "Falling back to the PyTorch-native implementation' and sorts the logits: 38 B a logit instead of 14 B adds "
+        "256 × 151,936 × 24 B = 0.87 GiB of profile peak and leaves 18.73 GiB against the logged 18.69 GiB. What "
+        "would close it: a deployment knob for an install without FlashInfer",
+        gap_band=(0.04, 0.06),
+    ),
+    # 0.9-0.20 row (ASSUMED to sort the logits like 0.15 for 0.11.1-0.14), vLLM 0.13.0 (NGC 26.01) on one GB10 (DGX
+    # Spark, guardkit/guardkit): block 16 × 4 kv heads × 256 × 1 B (fp8) × 48 layers = 786,432 B; requested
+    # ceil(127,463,129,088 × 0.3) = 38,238,938,727 B (the catalog's derived GB10 total) − weights 31,185,031,168 B
+    # (config; logged 29.0435 GiB) − torch peak 1,656,291,328 B − non-torch 139,586,437 B = 5,258,029,794 B (4.90 GiB;
+    # logged 4.04) -> 6,685 blocks -> 106,960 tokens (+21.30 %).
+    Case(
+        log=FIELD + "vllm-qwen3-30b-a3b-fp8-gb10-guardkit.log",
+        line="GPU KV cache size: 88,176 tokens",
+        logged=88_176,
+        label="vLLM 0.13.0 (NGC 26.01), Qwen3-30B-A3B-FP8, GB10 × 1, TP1, util 0.3, fp8 KV",
+        model=HF + "qwen3-30b-a3b-fp8/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.13.0",
+            "gpu=gb10",
+            "gpu_memory_utilization=0.3",
+            "context_length=32768",
+            "max_num_batched_tokens=2048",
+            "kv_cache_dtype=fp8",
+            *DEFAULTS,
+            *_tp(1),
+        ),
+        stated="the log's 'vLLM API server version 0.13.0+faa43dbf.nv26.01', non-default args (max_model_len 32768, "
+        "gpu_memory_utilization 0.3, kv_cache_dtype fp8), 'max_num_batched_tokens=2048' and world_size=1; the GB10 "
+        "from the host name (promaxgb10) and the fused-MoE config warning ('device_name=NVIDIA_GB10')",
+        gap="the memory besides the weights on a 4 GiB budget: at the catalog's GB10 total the log leaves 2.53 GiB "
+        "for the profile run and non-torch growth where kvplan plans 1.67 GiB, and the same repository's later GB10 "
+        "logs read a larger CUDA total (119.63 and 121.63 GiB against the derived 118.71), which widens it; on a "
+        "unified-memory part cudaMemGetInfo reports the pool the CPU shares (host allocations during the profile "
+        "run may count as non-torch growth: not read from the source). What would close it: the GB10's CUDA total "
+        "and its non-torch growth measured (kvplan probe)",
+        gap_band=(0.18, 0.25),
     ),
 )
