@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from kvplan.engines.common import Knob, Term, check_gpu_memory, resolve, weights_knob
 from kvplan.engines.vllm_dsv4_memory import v4_gather_workspace_bytes, v4_load_buffers
 from kvplan.engines.vllm_families import family_of
-from kvplan.engines.vllm_profile import ProfilePeak, profile_peak
+from kvplan.engines.vllm_profile import TRITON_TOPK_TOPP_SINCE, ProfilePeak, profile_peak
+from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.formats import indexer_bytes_per_token_layer
@@ -107,6 +108,11 @@ def budget(
         if dep.disable_cuda_graph
         else f"vLLM {dep.engine_version} keeps CUDA graphs out of the KV budget (before 0.21)"
     )
+    if dep.flashinfer_sampler and parse_version(dep.engine_version) >= TRITON_TOPK_TOPP_SINCE:
+        raise InputError(
+            f"flashinfer_sampler true: kvplan models vLLM {dep.engine_version}'s sampler as its Triton top-k/top-p "
+            "kernel (from 0.17.0); FlashInfer sampling beside it is not read from the source, so it is not planned"
+        )
     peak = (
         profile_peak(
             arch.activation,
@@ -119,6 +125,7 @@ def budget(
             samples=arch.pp_stage is None or arch.pp_stage.last,
             attention_workspace_bytes=v4_gather_workspace_bytes(arch, mnbt=mnbt, max_model_len=max_model_len),
             across_nodes=dep.tp > dep.gpus_per_node,
+            flashinfer_sampler=dep.flashinfer_sampler,
         )
         if arch.activation is not None
         else None

@@ -52,7 +52,9 @@ def async_scheduling(dep: Deployment) -> Knob:
 
 def refuse_on_v0(dep: Deployment) -> None:
     """The V0 engine (vLLM 0.6-0.8, kvplan/engines/vllm_v0.py) is planned without these knobs: refuse them."""
-    given = [k for k in ("num_gpu_blocks_override", "async_scheduling") if getattr(dep, k) is not None]
+    given = [
+        k for k in ("num_gpu_blocks_override", "async_scheduling", "flashinfer_sampler") if getattr(dep, k) is not None
+    ]
     given += ["dtype float32"] * (dep.dtype in ("float", "float32"))
     given += ["disable_hybrid_kv_cache_manager"] * dep.disable_hybrid_kv_cache_manager
     given += ["context_length -1 (auto-fit)"] * (dep.context_length == AUTO_FIT)
@@ -144,6 +146,8 @@ def shown(dep: Deployment) -> tuple[Knob, ...]:
     ]
     if dep.num_gpu_blocks_override is not None:
         out.append(Knob("num_gpu_blocks_override", dep.num_gpu_blocks_override, "set"))
+    if dep.flashinfer_sampler is not None:
+        out.append(Knob("flashinfer_sampler", dep.flashinfer_sampler, "set"))
     hma = "set" if "disable_hybrid_kv_cache_manager" in explicit else "default: the hybrid KV cache manager is on"
     out.append(Knob("disable_hybrid_kv_cache_manager", dep.disable_hybrid_kv_cache_manager, hma))
     return tuple(out)

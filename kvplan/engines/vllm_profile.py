@@ -207,6 +207,7 @@ def profile_peak(
     samples: bool = True,
     attention_workspace_bytes: int = 0,
     across_nodes: bool = False,
+    flashinfer_sampler: bool | None = None,
 ) -> ProfilePeak:
     """The profiling run's peak terms on one GPU (pure: the model's dimensions, the deployment, the vLLM release).
 
@@ -226,6 +227,8 @@ def profile_peak(
     h = dims.hidden_size
     triton = version >= TRITON_TOPK_TOPP_SINCE
     flashinfer = version < FLASHINFER_SAMPLER_UNTIL and gpu.vendor != "amd"
+    if flashinfer_sampler is not None and not triton:  # the deployment says (VLLM_USE_FLASHINFER_SAMPLER, install)
+        flashinfer = flashinfer_sampler
     if triton:
         per_logit = SAMPLER_BYTES_PER_LOGIT_BF16 if d == 2 else 4 + 4 + 4
     elif flashinfer:  # a float32 model's logits are their own float32 copy: 2 + 4 B become 4 B

@@ -41,6 +41,7 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
     "non_kv_other": ("vllm", "runtime_overhead"),
     "max_num_batched_tokens": ("vllm", "chunked_prefill_size"),
     "async_scheduling": ("vllm", "its overlap scheduler does not size any pool by in-flight tokens"),
+    "flashinfer_sampler": ("vllm", "its sampler's memory is inside the mem_fraction_static reserve"),
     "num_gpu_blocks_override": ("vllm", "max_total_tokens"),
     "disable_hybrid_kv_cache_manager": ("vllm", "its hybrid pools are separate pools, sized by swa_full_tokens_ratio"),
 }
@@ -130,6 +131,10 @@ class Deployment:
     2 bytes (vLLM ``_resolve_auto_dtype``: bf16; SGLang ``_get_and_verify_dtype``: fp16); only float32 is 4 bytes."""
     async_scheduling: bool | None = None
     """vLLM --async-scheduling / --no-async-scheduling (default on: vllm-project/vllm#27614)."""
+    flashinfer_sampler: bool | None = None
+    """vLLM V1's top-k/top-p sampler on FlashInfer (``VLLM_USE_FLASHINFER_SAMPLER``); None: the release's default
+    (FlashInfer where installed before 0.11.1, vllm_profile.FLASHINFER_SAMPLER_UNTIL). False: an install without
+    FlashInfer ('FlashInfer is not available. Falling back to the PyTorch-native implementation'), which sorts."""
     num_gpu_blocks_override: int | None = None
     """vLLM --num-gpu-blocks-override: num_blocks, whatever the memory (``may_override_num_blocks``)."""
     disable_hybrid_kv_cache_manager: bool = False

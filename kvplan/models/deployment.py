@@ -98,6 +98,7 @@ def _knob_values(r: Reader, *, override: bool = False) -> Iterator[tuple[str, An
             "disable_cuda_graph",
             "disable_radix_cache",
             "async_scheduling",
+            "flashinfer_sampler",
             "disable_hybrid_kv_cache_manager",
             "allow_long_context",
         ):

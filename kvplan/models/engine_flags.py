@@ -160,6 +160,8 @@ VLLM_FLAGS: tuple[Flag, ...] = (
     # SchedulerConfig.async_scheduling: a BooleanOptionalAction (--async-scheduling / --no-async-scheduling)
     Flag(knob="async_scheduling", spelling="--async-scheduling", kind="bool", since="0.10.1"),
     Flag(knob="num_gpu_blocks_override", spelling="--num-gpu-blocks-override"),
+    # envs.py VLLM_USE_FLASHINFER_SAMPLER; an install without FlashInfer samples as with 0
+    Flag(knob="flashinfer_sampler", spelling="VLLM_USE_FLASHINFER_SAMPLER", kind="env"),
     Flag(
         knob="disable_hybrid_kv_cache_manager",
         spelling="--disable-hybrid-kv-cache-manager",

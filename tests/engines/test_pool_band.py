@@ -92,18 +92,16 @@ def test_an_exact_plan_prints_as_before() -> None:
 def test_vllm_non_kv_band() -> None:
     # glm-5.3-8xh200-vllm (vLLM 0.33.0): non_kv_other 6,364,856,320 B modelled. No corpus case of vLLM 0.21+ on
     # Hopper/Blackwell, and the 0.21+ range has one source (vLLM 0.26.0 on an A40): the band borrows the family's
-    # widest (band.fitted), ERRORS[("vllm-v1", "*", "*")] = 1,316,582 ppm (a vLLM 0.9.2 wheel without FlashInfer,
-    # whose profile run sorts the logits where kvplan plans FlashInfer's sampler: +131.7 %; 51 cases, 7 sources) ->
-    # delta 6,364,856,320 × 1,316,582 // 10^6 = 8,379,855,263 B, the high end's term clipped at 0 B. vLLM
-    # (gpu_worker.determine_available_memory): available = requested − weights − non_kv = 28,959,817,153 B;
-    # num_blocks = available // 3,452,160 (64 × 53,940 B), × 64 tokens: the low end 20,579,961,890 // 3,452,160 =
-    # 5,961 -> 381,504; the high end (non_kv 0 B) 35,324,673,473 // 3,452,160 = 10,232 -> 654,848 (the point:
-    # 8,388 -> 536,832). Before the 0.9.2 case the widest was the A40 log's −54.0 % (473,088 - 600,640)
+    # widest (band.fitted), ERRORS[("vllm-v1", "*", "*")] = 540,432 ppm (that A40 log, −54.0 %: 48 cases, 5
+    # sources) -> delta 6,364,856,320 × 540,432 // 10^6 = 3,439,772,030 B. vLLM
+    # (gpu_worker.determine_available_memory): available = requested − weights − non_kv = 28,959,817,153 ∓ delta;
+    # num_blocks = available // 3,452,160 (64 × 53,940 B), × 64 tokens: the low end 25,520,045,123 // 3,452,160 =
+    # 7,392 -> 473,088; the high end 32,399,589,183 // 3,452,160 = 9,385 -> 600,640 (the point: 8,388 -> 536,832)
     p = load_plan(None, "glm-5.3-8xh200-vllm", [])
     assert ("vllm-v1", "0.21+", "hopper-blackwell") not in ERRORS and ERRORS[("vllm-v1", "0.21+", "*")].sources == 1
-    assert ERRORS[("vllm-v1", "*", "*")].ppm == 1_316_582
+    assert ERRORS[("vllm-v1", "*", "*")].ppm == 540_432
     b = pool_band(p)
-    assert (b.low, b.point, b.high) == (381_504, 536_832, 654_848)
+    assert (b.low, b.point, b.high) == (473_088, 536_832, 600_640)
 
 
 def test_gpu_classes() -> None:

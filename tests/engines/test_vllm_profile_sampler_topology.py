@@ -65,3 +65,46 @@ def test_the_plan_places_tp_across_nodes_from_gpus_per_node() -> None:
     p = plan(case)
     assert p.deployment.gpus_per_node == 1 and p.deployment.tp == 4
     assert next(t.bytes for t in p.chain if t.label == "non-torch growth") == 139_586_437
+
+
+@pytest.mark.parametrize(
+    ("version", "knob", "path", "per_logit"),
+    [
+        # an install without FlashInfer (topk_topp_sampler.py: 'FlashInfer is not available. Falling back to the
+        # PyTorch-native implementation'), or VLLM_USE_FLASHINFER_SAMPLER=0: apply_top_k_top_p sorts, 38 B a logit
+        ((0, 9, 2), False, "sort", 38),
+        # VLLM_USE_FLASHINFER_SAMPLER=1 after vllm#26859 made FlashInfer opt-in: 14 B, no sort
+        ((0, 12, 0), True, "FlashInfer", 14),
+        # from 0.17 the Triton kernel samples; the knob false changes nothing there
+        ((0, 17, 0), False, "Triton top-k/top-p", 14),
+    ],
+)
+def test_the_flashinfer_sampler_knob(version: tuple[int, ...], knob: bool, path: str, per_logit: int) -> None:
+    p = profile_peak(GPT_OSS, gpu=_gpu("a100"), tp=1, ep=1, max_num_batched_tokens=16, max_num_seqs=16,
+                     version=version, flashinfer_sampler=knob)  # fmt: skip
+    assert (p.sampler_path, p.sampler_bytes) == (path, 16 * 201_088 * per_logit)
+
+
+def test_without_flashinfer_the_plan_leaves_the_sort_bytes_out_of_the_budget() -> None:
+    # vLLM 0.9.2, Llama-3.1-8B (vocab 128,256), one A100-40GB, the A100 API-server defaults max_num_batched_tokens
+    # 2,048 and max_num_seqs 256: the sort path holds 38 − 14 = 24 B a logit more than FlashInfer at the profile peak
+    # (determine_available_memory subtracts the torch peak), 256 × 128,256 × 24 = 788,004,864 B less KV memory
+    from tests.conftest import make_plan
+
+    sets = {"engine_version": "0.9.2", "gpu": "a100-40gb", "tp": 1, "dcp": 1, "kv_cache_dtype": "auto",
+            "max_num_batched_tokens": 2048, "context_length": 8192}  # fmt: skip
+    with_fi = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", **sets)
+    without = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", flashinfer_sampler=False, **sets)
+    assert with_fi.available_bytes - without.available_bytes == 256 * 128_256 * 24 == 788_004_864
+    assert without.knob("flashinfer_sampler").value is False
+
+
+def test_flashinfer_sampler_is_refused_where_kvplan_did_not_read_it() -> None:
+    from kvplan.errors import InputError, KvplanError
+    from tests.conftest import make_plan
+
+    base = {"gpu": "h100", "tp": 1, "dcp": 1, "kv_cache_dtype": "auto", "context_length": 8192}
+    with pytest.raises(InputError, match="flashinfer_sampler true: .*Triton"):
+        make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0", flashinfer_sampler=True, **base)
+    with pytest.raises(KvplanError, match="V0 engine.*flashinfer_sampler"):
+        make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.7.3", flashinfer_sampler=False, **base)

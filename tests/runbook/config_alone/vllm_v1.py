@@ -329,9 +329,13 @@ CASES: tuple[Case, ...] = (
         "default 0.9, as the log's own hint reads it), 'Using max model len 40960', world_size=1 and the compile "
         "range (1, 2048); the A100-SXM4-40GB from the nvidia-smi table the post prints under the log",
     ),
-    # The same source on vLLM 0.9.2 (the 0.9-0.20 row): the same block; requested 38,171,521,844 B − weights
-    # 16,391,956,480 B (logged 15.2683 GiB) − non-KV 738,651,013 B (FlashInfer sampler 256 × 151,936 × 14 B + cuBLAS
-    # 32 MiB + non-torch 0.13 GiB) = 21,040,914,351 B (19.60 GiB; logged 18.69) -> 8,918 blocks -> 142,688 (+4.86 %).
+    # The same source on vLLM 0.9.2 (the 0.9-0.20 row), an install without FlashInfer (the log: 'FlashInfer is not
+    # available. Falling back to the PyTorch-native implementation of top-p & top-k sampling'): flashinfer_sampler
+    # false, so the profile run sorts the logits (topk_topp_sampler.py apply_top_k_top_p; 38 B a logit,
+    # SORT_SAMPLER_BYTES_PER_LOGIT_BF16). The same block; requested 38,171,521,844 B − weights 16,391,956,480 B
+    # (logged 15.2683 GiB) − non-KV 1,672,174,469 B (sort sampler 256 × 151,936 × 38 B = 1,478,078,464 B
+    # + cuBLAS 32 MiB + non-torch 0.13 GiB; 738,651,013 B with FlashInfer's 14 B) = 20,107,390,895 B (18.73 GiB;
+    # logged 18.69) -> 8,522 blocks of 16 -> 136,352 tokens (+0.20 %).
     Case(
         log=FIELD + "vllm-qwen3-8b-a100-40gb-tokenkaki-0.9.2.log",
         line="GPU KV cache size: 136,080 tokens",
@@ -345,19 +349,14 @@ CASES: tuple[Case, ...] = (
             "gpu_memory_utilization=0.9",
             "context_length=40960",
             "max_num_batched_tokens=2048",
+            "flashinfer_sampler=false",
             *GQA,
             *_tp(1),
         ),
         stated="the log's 'vLLM API server version 0.9.2' and engine line (tensor_parallel_size=1, "
         "kv_cache_dtype=auto), non-default args (none that move the pool: utilization the default 0.9, as the post "
         "says), 'Using max model len 40960', 'max_num_batched_tokens=2048'; the A100-SXM4-40GB from the nvidia-smi "
-        "table the post prints under the log",
-        gap="the sampler: kvplan plans FlashInfer sampling before 0.11.1 (the vLLM images ship it; "
-        "vllm_profile.FLASHINFER_SAMPLER_UNTIL) where this uv-installed wheel prints 'FlashInfer is not available. "
-        "Falling back to the PyTorch-native implementation' and sorts the logits: 38 B a logit instead of 14 B adds "
-        "256 × 151,936 × 24 B = 0.87 GiB of profile peak and leaves 18.73 GiB against the logged 18.69 GiB. What "
-        "would close it: a deployment knob for an install without FlashInfer",
-        gap_band=(0.04, 0.06),
+        "table the post prints under the log; FlashInfer absent from its sampler warning",
     ),
     # 0.9-0.20 row (ASSUMED to sort the logits like 0.15 for 0.11.1-0.14), vLLM 0.13.0 (NGC 26.01) on one GB10 (DGX
     # Spark, guardkit/guardkit): block 16 × 4 kv heads × 256 × 1 B (fp8) × 48 layers = 786,432 B; requested
