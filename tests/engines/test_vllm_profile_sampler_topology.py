@@ -104,7 +104,7 @@ def test_flashinfer_sampler_is_refused_where_kvplan_did_not_read_it() -> None:
     from tests.conftest import make_plan
 
     base = {"gpu": "h100", "tp": 1, "dcp": 1, "kv_cache_dtype": "auto", "context_length": 8192}
-    with pytest.raises(InputError, match="flashinfer_sampler true: .*Triton"):
+    with pytest.raises(InputError, match=r"flashinfer_sampler true: .*Triton"):
         make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0", flashinfer_sampler=True, **base)
-    with pytest.raises(KvplanError, match="V0 engine.*flashinfer_sampler"):
+    with pytest.raises(KvplanError, match=r"V0 engine.*flashinfer_sampler"):
         make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.7.3", flashinfer_sampler=False, **base)
