@@ -17,8 +17,8 @@ from kvplan.cli import main
 sys.argv = ["kvplan", *sys.argv[1:]]
 try:
     main()
-except SystemExit as e:
-    code = e.code
+except SystemExit:
+    pass
 sys.stderr.write(json.dumps(sorted(sys.modules)))
 """
 
@@ -65,7 +65,7 @@ def test_an_ideal_replay_loads_no_engine_code(tmp_path: Path, extra: list[str]) 
 
 
 def test_an_engine_replay_still_loads_its_pool(tmp_path: Path) -> None:
-    # the lazy imports are reached: SGLang semantics on a 4-page pool replays through the radix cache
+    # the lazy imports are reached: SGLang semantics (its preset deployment) replays through the radix cache
     out, mods = _run(
         "simulate", str(_trace(tmp_path)), "--format", "json", "--semantics", "sglang", "--capacity", "2048"
     )
