@@ -12,9 +12,6 @@ from kvplan.errors import InputError
 from kvplan.lengths import ContextLimit
 from kvplan.render.sim_report import SimSetting
 from kvplan.sim import published as pub
-from kvplan.sim.paging import Paging
-from kvplan.sim.radix import POLICIES
-from kvplan.sim.replay import Service
 from kvplan.sim.run import (
     CapacityScale,
     SimConfig,
@@ -25,6 +22,7 @@ from kvplan.sim.run import (
     run_sweep,
     semantics_text,
 )
+from kvplan.sim.service import Service
 from kvplan.sim.trace import Trace
 
 if TYPE_CHECKING:  # a replay without a deployment loads no engine (tests/cli/test_lazy_commands.py)
@@ -71,9 +69,11 @@ def run_simulate(
     """The replay of ``tr`` under ``sem`` (on ``plan``'s pool where one is named) and what the report says of it;
     ``hybrid_note``: what the replay of a hybrid's pool approximates ("" for a uniform pool)."""
     unit, unit_tokens = _unit(o, sem, tr, plan)
-    paging_text = Paging(tr.block_tokens, unit_tokens).describe() if sem != "ideal" else (
-        f"none: the trace's own {unit_tokens}-token blocks"
-    )  # fmt: skip
+    paging_text = f"none: the trace's own {unit_tokens}-token blocks"
+    if sem != "ideal":
+        from kvplan.sim.paging import Paging  # an ideal replay loads no engine code
+
+        paging_text = Paging(tr.block_tokens, unit_tokens).describe()
     scale = CapacityScale(unit_tokens, unit)
     if plan is not None:
         scale = CapacityScale(unit_tokens, unit, plan.cell.total_bytes, plan.dcp)
@@ -132,6 +132,8 @@ def _unit(o: SimOptions, sem: str, tr: Trace, plan: PoolPlan | None) -> tuple[st
             raise InputError("--eagle and --page-tokens apply to engine semantics (sglang, vllm)")
         return "block", tr.block_tokens
     assert plan is not None
+    from kvplan.sim.radix import POLICIES
+
     if sem == "vllm" and o.policy != "lru":
         raise InputError("--policy: vLLM's free queue has one order (LRU); only --policy lru applies")
     if sem == "sglang" and o.policy not in POLICIES:

@@ -152,10 +152,12 @@ def _grow_dense(dense: bytearray, ids: list[int]) -> None:
     ``_DENSE_IDS`` bytes): every such id gets its byte before it is marked, since one that went to the set would
     later be read from the map as never seen. Ids past the map do not grow it (hashed ids would fill it at once)."""
     nd = len(dense)
-    if nd >= _DENSE_IDS:
+    if nd >= _DENSE_IDS or not ids:
         return
-    top = max(ids, default=-1)
+    top = max(ids)
     if top >= _DENSE_IDS:
+        if min(ids) >= _DENSE_IDS:  # hashed ids: nothing for the map
+            return
         top = max((b for b in ids if b < _DENSE_IDS), default=-1)
     if top >= nd:
         dense.extend(bytes(min(max(top + 1, 2 * nd), _DENSE_IDS) - nd))
@@ -195,9 +197,12 @@ def _cold_run(ids: list[int], dense: bytearray, sparse: IdSet) -> int:
             if dense[b]:
                 break
             dense[b] = 1
-        elif not sparse.add(b):  # listed before (an add that finds it changes nothing)
-            break
-        j -= 1
+            j -= 1
+            continue
+        k = sparse.add_run(ids, j, nd)  # the ids past the map, down to one listed before or one in the map
+        if not k or ids[k - 1] >= nd:
+            return k
+        j = k
     return j
 
 

@@ -93,3 +93,32 @@ class IdSet:
                 got.insert(i, r)
                 new += 1
         return new
+
+    def add_run(self, ids: list[int], j: int, below: int) -> int:
+        """Put ``ids[j - 1]``, ``ids[j - 2]``, ... in, down to the first that is below ``below`` or was in
+        already (not put in again); returns the index after it (0 when none stopped the run). The trailing run of
+        never-seen ids in one call a request, the loop's names local (``IdSet.add`` a block costs a call each)."""
+        buckets = self._buckets
+        if not buckets:
+            buckets = self._buckets = [None] * (1 << (64 - _SHIFT))
+        code, drop, huge = self._code, self._drop, self._huge
+        while j:
+            b = ids[j - 1]
+            if b < below:
+                return j
+            if b > _MASK:
+                if b in huge:
+                    return j
+                huge.add(b)
+            else:
+                x = b * _MULT & _MASK
+                got = buckets[x >> _SHIFT]
+                if got is None:
+                    got = buckets[x >> _SHIFT] = array(code)
+                r = (x & _LOW) >> drop
+                i = bisect_left(got, r)
+                if i < len(got) and got[i] == r:
+                    return j
+                got.insert(i, r)
+            j -= 1
+        return 0

@@ -119,6 +119,38 @@ def counts(line: RawLine) -> bool:
     return bool(d.problem or d.text.strip())
 
 
+_COUNT_READ = 1 << 20
+"""Bytes a read of ``count_lines`` (tests lower it to put lines across reads)."""
+
+
+def count_lines(path: Path) -> int | None:
+    """``sum(map(counts, raw_lines(path)))`` in reads of 1 MiB, about 3x faster (the ``last50`` window's count
+    before a replay), where every line is ASCII and within ``limits.MAX_LINE_CHARS`` in an uncompressed file
+    within ``limits.TRACE``: a line is then a record iff it is not blank, as ``counts`` says. None otherwise (a
+    ``.gz``, a byte past ASCII, a long line, a file too large, one that cannot be read): the caller counts with
+    ``raw_lines``, which gives the same number or the same error."""
+    if path.suffix == ".gz":
+        return None
+    cap = limits.MAX_LINE_CHARS
+    total_cap = limits.TRACE.effective()
+    n = size = 0
+    rest = b""
+    try:
+        with limits.open_regular(path, "trace") as f:
+            while chunk := f.read(_COUNT_READ):
+                size += len(chunk)
+                if size > total_cap or not chunk.isascii():
+                    return None
+                parts = (rest + chunk).split(b"\n")
+                rest = parts.pop()
+                if len(rest) > cap or max(map(len, parts), default=0) > cap:
+                    return None
+                n += sum(1 for p in parts if p.strip(ASCII_SPACE))
+    except (OSError, InputError):
+        return None
+    return n + bool(rest.strip(ASCII_SPACE))
+
+
 def text_lines(path: Path) -> Generator[Line, None, None]:
     """The lines of a trace file, decoded one by one (``lines.raw_lines`` reads them, bounded)."""
     with closing(raw_lines(path)) as lines:

@@ -16,7 +16,6 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import partial
 
 from kvplan.errors import InputError
@@ -24,31 +23,13 @@ from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Pool, Seq
 from kvplan.sim.result import HitStats, Occupancy, SimResult
+from kvplan.sim.service import Service as Service
 from kvplan.sim.trace import Request
 from kvplan.units import cdiv
 
 Progress = Callable[[int], None]
 
 TIMELINE_POINTS = 400
-
-
-@dataclass(frozen=True)
-class Service:
-    """The occupancy-mode service-time model."""
-
-    prefill_tps: int = 10_000
-    """Prefill tokens per second of one request."""
-    tpot_us: int = 40_000
-    """Decode time per output token, microseconds."""
-    max_running: int | None = None
-    """Running requests at most (None: no limit but memory)."""
-
-    def describe(self) -> str:
-        limit = f"at most {self.max_running:,} running" if self.max_running else "no running-request limit"
-        return (
-            f"prefill {self.prefill_tps:,} tokens/s per request (uncached tokens only), decode "
-            f"{self.tpot_us / 1000:g} ms per token, {limit}; FCFS admission, newest-first recompute preemption"
-        )
 
 
 def _page_keys(pool: Pool, paging: Paging) -> Callable[[Request, int], list[int]]:

@@ -11,10 +11,9 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from multiprocessing import get_context
+from typing import TYPE_CHECKING
 
 from kvplan import limits
 from kvplan.errors import InputError
@@ -22,13 +21,14 @@ from kvplan.lengths import ContextLimit
 from kvplan.sim import ideal
 from kvplan.sim.context import admitted
 from kvplan.sim.ideal import Window
-from kvplan.sim.paging import Paging
-from kvplan.sim.pool import Pool
-from kvplan.sim.registry import engine_pool
-from kvplan.sim.replay import Service, replay_occupancy, replay_order
 from kvplan.sim.result import Refused, SimResult, Sweep, SweepPoint
+from kvplan.sim.service import Service
 from kvplan.sim.trace import CompactTrace, ReadStats, Request, Trace
 from kvplan.units import parse_bytes, parse_tokens
+
+if TYPE_CHECKING:  # an ideal replay or curve loads no engine pool, replay or process pool (about 20 ms)
+    from kvplan.sim.paging import Paging
+    from kvplan.sim.pool import Pool
 
 SEMANTICS = ("ideal", "sglang", "vllm")
 WINDOWS = ("all", "last50")
@@ -55,6 +55,8 @@ class SimConfig:
     """The deployment's context length: longer requests are rejected, not replayed (None: no deployment)."""
 
     def pool(self) -> Pool:
+        from kvplan.sim.registry import engine_pool
+
         cap = self.capacity_units
         assert cap is not None, "engine pools have a size"
         return engine_pool(
@@ -63,6 +65,8 @@ class SimConfig:
         )  # fmt: skip
 
     def paging(self) -> Paging:
+        from kvplan.sim.paging import Paging
+
         return Paging(self.trace.block_tokens, self.unit_tokens)
 
     def admitted(self, requests: Iterator[Request], refused: Refused) -> Iterator[Request]:
@@ -130,6 +134,8 @@ def _run(cfg: SimConfig, requests: Iterator[Request], progress: Progress | None)
             check=cfg.check,
             progress=progress,
         )
+    from kvplan.sim.replay import replay_occupancy, replay_order
+
     if cfg.occupancy:
         return replay_occupancy(
             requests, cfg.pool(), cfg.paging(), service=cfg.service, window=cfg.window, progress=progress
@@ -171,6 +177,9 @@ def run_sweep(cfg: SimConfig, capacities: list[int], *, jobs: int = 0, progress:
         )  # fmt: skip
         curve.bad_records, curve.refused = stats.bad, refused
         return curve
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     configs = [replace(cfg, capacity_units=c) for c in caps]
     workers = min(jobs or os.cpu_count() or 1, len(configs))
     results: list[tuple[SweepPoint, SimResult]] = []

@@ -42,6 +42,26 @@ def test_answers_as_a_set_does(ids: list[int]) -> None:
         assert len(s) == len(ref)
 
 
+@given(
+    st.lists(st.one_of(st.integers(0, 2**70), st.integers(0, 40)), max_size=30),
+    st.lists(st.one_of(st.integers(0, 2**70), st.integers(0, 40)), max_size=30),
+    st.integers(0, 50),
+)
+def test_add_run_is_add_block_by_block_from_the_end(before: list[int], ids: list[int], below: int) -> None:
+    # the reference: a set, ids taken from the end down to one below ``below`` or one already in (returned: the
+    # index after it, 0 when the whole list went in); IdSet.add_run is that loop in one call (_cold_run's hashed ids)
+    ref = set(before)
+    s = IdSet()
+    s.add_all(before)
+    j = len(ids)
+    while j and ids[j - 1] >= below and ids[j - 1] not in ref:
+        ref.add(ids[j - 1])
+        j -= 1
+    assert s.add_run(ids, len(ids), below) == j
+    assert len(s) == len(ref)
+    assert all((b in s) == (b in ref) for b in [*before, *ids])
+
+
 def test_ids_that_share_a_bucket_and_neighbour_each_other() -> None:
     # products 0x1234 << 50 | r: one bucket (the top 14 bits), stored values r next to each other and at the
     # bucket's ends, inserted out of order; an id is found only by its own value

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from kvplan import limits
 from kvplan.errors import InputError
+from kvplan.sim.lines import count_lines, raw_lines
 from kvplan.sim.lines import counts as _counts
-from kvplan.sim.lines import raw_lines
 from kvplan.sim.trace.formats import (
     MOONCAKE_BLOCK_TOKENS,
     _kvplan_header,
@@ -78,7 +78,9 @@ class Trace:
         Line formats without ``skip_bad`` count non-blank lines (a malformed one stops the replay anyway);
         otherwise every record is parsed and checked as ``read`` does."""
         if self.format in ("mooncake", "kvplan", "azure") and not self.skip_bad:
-            n = sum(1 for line in raw_lines(self.path) if _counts(line))
+            n = count_lines(self.path)
+            if n is None:
+                n = sum(1 for line in raw_lines(self.path) if _counts(line))
             return n - (self.format != "mooncake")  # the kvplan header, the CSV header
         n = 0
         for _ in self.read():
