@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
@@ -157,6 +158,20 @@ class ParamGroup:
         """Bytes on one GPU of ``engine`` (a group that differs by engine or by its MoE backend,
         kvplan.models.additions and kvplan.models.mxfp4_moe, overrides it)."""
         return self.bytes_per_gpu(split)
+
+    def layers_owned(self, model_layers: int) -> tuple[int, int]:
+        """The layers [first, end) the group sits on: its ``layer_span``, else every layer (a checkpoint group
+        reads its tensor names: kvplan.models.sharding)."""
+        return self.layer_span if self.layer_span is not None else (0, model_layers)
+
+    def for_stage(self, stage: PipelineStage) -> ParamGroup:
+        """The group as one pipeline stage builds it: itself (the engine's additions, kvplan.models.additions,
+        count the stage's layers)."""
+        return self
+
+    def with_config(self, override: Mapping[str, Any]) -> ParamGroup:
+        """The group under config fields overridden at start-up: itself (the engine's additions re-read them)."""
+        return self
 
 
 QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",

@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan import limits
-from kvplan.models.additions import additions_group
 from kvplan.models.arch import ModelArch, ParamGroup
 from kvplan.models.reader import Reader
 
@@ -44,6 +43,8 @@ class LanguageSection:
     def finish(self, arch: ModelArch) -> ModelArch:
         """``arch`` as the VLM: its class, the vision group, the engines' load-time additions of the language
         model (SGLang's absorbed MLA copies), and SGLang's VLM memory factor (``vision_tower``)."""
+        from kvplan.models.additions import additions_group  # the per-tensor readers: a VLM config only
+
         groups = [g for g in arch.param_groups if g.name != "engine_additions"]
         if groups:  # no hidden_size: no groups, weights_per_gpu asked for
             # replicated: both engines build the tower with timm and the projector unsplit (deepseek_vl2.py)
