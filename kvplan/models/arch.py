@@ -11,6 +11,7 @@ from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
 from kvplan.models.rope import ConfigRope, RopeScaling
 from kvplan.models.shards import ShardDims
+from kvplan.records import record
 
 
 class IndexerRule(str, Enum):
@@ -80,7 +81,7 @@ class Split:
         return f"tp {self.tp}, attention {self.attention}, experts {self.experts}{pp}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class PipelineStage:
     """One pipeline stage: the decoder layers [start, end) of the model's ``model_layers`` it holds.
 
@@ -116,7 +117,7 @@ class PipelineStage:
         return f"stage {self.rank} of {self.size}: {self.held}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WeightPoint:
     """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
 
@@ -132,7 +133,7 @@ class WeightPoint:
         return Split.of(tp=self.tp, dp_attention=self.dp_attention, ep=self.ep, pp=self.pp)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ParamGroup:
     """A group of parameters, how many bytes each takes in the checkpoint, and how it is split."""
 
@@ -180,7 +181,7 @@ QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", 
 qwen3_5_moe.py, SGLang models/qwen3_next.py / qwen3_5.py): one family record for the hybrid chains."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ModelArch:
     """A model as far as memory is concerned, from a preset YAML or a Hugging Face config.json.
 

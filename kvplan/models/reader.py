@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from kvplan import limits
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
+from kvplan.records import record
 from kvplan.units import GiB, MiB, parse_bytes, parse_tokens
 
 T = TypeVar("T")
@@ -23,7 +24,7 @@ Path_ = tuple[str | int, ...]
 # --------------------------------------------------------------------------- documents with lines
 
 
-@dataclass(frozen=True)
+@record
 class Doc:
     """Parsed data plus the line of every key path (1-based), for error messages."""
 

@@ -4,12 +4,13 @@ the vision tower's weights, counted from ``vision_config`` and ``projector_confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from kvplan import limits
 from kvplan.models.arch import ModelArch, ParamGroup
 from kvplan.models.reader import Reader
+from kvplan.records import record
 
 DEEPSEEK_VL2 = "DeepseekVLV2ForCausalLM"
 DEEPSEEK_VL2_ARCHITECTURES = (DEEPSEEK_VL2, "DeepseekVL2ForCausalLM")
@@ -29,7 +30,7 @@ _MLA_ONLY = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_di
 """Read by neither engine's MHA language model (VL2-tiny's 0s here are not widths)."""
 
 
-@dataclass(frozen=True)
+@record
 class LanguageSection:
     """The language model's fields (defaults filled) and how the engines build it."""
 

@@ -20,6 +20,21 @@ sys.stderr.write(json.dumps(sorted(sys.modules)))
 """
 
 
+_COMPILED = """
+import dataclasses, json, sys
+from kvplan.cli import main
+sys.argv = ["kvplan", "admit", "--ctx", "1M"]
+try:
+    main()
+except SystemExit:
+    pass
+out = sorted(f"{n}.{c.__qualname__}" for n, m in list(sys.modules.items()) if n.startswith("kvplan")
+             for c in vars(m).values() if isinstance(c, type) and c.__module__ == n and dataclasses.is_dataclass(c)
+             and c.__dataclass_params__.eq)
+sys.stderr.write(json.dumps(out))
+"""
+
+
 def _modules_after(*argv: str) -> set[str]:
     proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=False)
     return set(json.loads(proc.stderr.strip().splitlines()[-1]))
@@ -47,3 +62,22 @@ def test_admit_on_a_preset_loads_no_stdlib_module_it_does_not_use() -> None:
     # zipfile, tempfile) cost about 3 ms each at start-up; os.urandom and the package's own path do the same work
     mods = _modules_after("admit", "--ctx", "1M")
     assert not mods & {"secrets", "hashlib", "importlib.resources", "zipfile", "tempfile"}, sorted(mods)
+
+
+def test_admit_compiles_few_dataclass_methods_at_import() -> None:
+    # Python 3.11's dataclass compiles __repr__, __eq__ and __hash__ for each class at import (about 0.2 ms of the
+    # 0.5 ms a class costs); a kvplan.records.record compiles them on first use, and admit on the default preset
+    # uses them on one record class (Gpu's ==). Built the stdlib way on admit's path, and why:
+    left = {
+        "kvplan.models.arch.Split",  # order=True, hashed in every memo of a plan
+        "kvplan.engines.band.Fitted",  # engines/band.py and engines/log_summary.py: edited on other branches
+        "kvplan.engines.band.TermBand",
+        "kvplan.engines.band.PoolBand",
+        "kvplan.engines.log_summary.SglangSummary",
+        "kvplan.engines.log_summary.VllmSummary",
+        "kvplan.engines.log_summary.VllmV0Summary",
+        "kvplan.models.from_hf._Indexer",
+    }
+    proc = subprocess.run([sys.executable, "-c", _COMPILED], capture_output=True, text=True, check=False)
+    built = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert built <= left, sorted(built - left)  # 85 classes before records
