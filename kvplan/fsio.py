@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-import secrets
 import stat
 import sys
 import time
@@ -171,7 +170,7 @@ def atomic_file(path: Path, what: str, reads: Iterable[Path] = (), *, merge: boo
     _writing += 1
     # the name is chosen before the file exists, so a signal at any point after creation finds it to remove
     # (tempfile.mkstemp creates, then returns the name: a SIGINT in between left a stray temporary file)
-    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{os.urandom(8).hex()}.tmp")  # secrets.token_hex(8)
     done = False
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)

@@ -9,7 +9,7 @@ engines refuse or cut by the rules at ``SGLANG_INPUT_MARGIN`` (SGLang 0.5.9 / 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from kvplan import record
 
 # SGLang 0.5.9 / 0.5.23, ``TokenizerManager._validate_one_request`` (managers/tokenizer_manager.py): the input is
 # refused when ``input_len >= context_len``, and the request when ``input_len + max_new_tokens >= context_len``
@@ -23,7 +23,7 @@ SGLANG_OUTPUT_MARGIN = 2
 """input + output <= context_len - 2: ``max_new_tokens`` is cut to ``(context_len - 1) - input - 1``."""
 
 
-@dataclass(frozen=True)
+@record
 class ContextLimit:
     """The context length a deployment's engine runs with (SGLang context_len, vLLM max_model_len)."""
 

@@ -14,11 +14,10 @@ import math
 import os
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from kvplan import fsio
+from kvplan import fsio, record
 from kvplan.errors import InputError
 
 MiB_ = 1 << 20
@@ -28,7 +27,7 @@ class LimitError(InputError):
     """Input past one of kvplan's limits on untrusted input."""
 
 
-@dataclass(frozen=True)
+@record
 class FileLimit:
     kind: str
     max_bytes: int

@@ -13,9 +13,10 @@ between two releases, so ``0.5.8.post1`` names the post-release and every dev im
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
+from kvplan import record
 from kvplan.errors import InputError
 
 Version = tuple[int, ...]
@@ -65,7 +66,7 @@ def _show(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class _Range:
     engine: str
     since: Version
@@ -111,7 +112,7 @@ SglangCapacity = Literal["0.4.0", "0.4.7", "0.4.8", "0.5.3", "0.5.5", "0.5.10"]
 """The chunked_prefill_size / cuda_graph_max_bs tables by GPU memory SGLang has had (``SglangRules.capacity``)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class SglangRules(_Range):
     mem_fraction: SglangMemFraction
     """Default mem_fraction_static heuristic (gpu_mem = the smallest GPU's nvidia-smi / amd-smi total in MiB):
@@ -171,7 +172,7 @@ V0Budget = Literal["", "init_free", "torch_peak", "profiling"]
 V0Mla = Literal["", "aligned", "latent"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class VllmRules(_Range):
     cudagraph_in_budget: bool
     """The profiled CUDA-graph estimate is subtracted from the KV budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS

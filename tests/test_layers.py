@@ -28,6 +28,8 @@ ALLOWED = {  # 'module' (any function in it) or 'module:function' -> why its imp
     "kvplan.engines:_engine_plan": "start-up: a plan loads its own engine's chain only (SGLang: no vLLM module)",
     "kvplan.fsio:exclusive": "fcntl is POSIX only; only the lock writer needs it",
     "kvplan.models.reader:_yaml": "yaml: only a YAML file loads it",
+    "kvplan.models.snapshot:with_checkpoint": "start-up: the per-tensor readers load when weights are laid out",
+    "kvplan.models.vlm:finish": "start-up: the engine's additions load for a VLM config only",
     "kvplan.models.from_hf:local_ref": "start-up: the network code (urllib, ssl) loads for a repo id only",
     "kvplan.models.from_hf:_model_from_hf": "start-up: the hybrid readers (36 ms) load for a hybrid config only",
     "kvplan.models.from_hf:_full_attention_from_hf": "start-up, as _model_from_hf",

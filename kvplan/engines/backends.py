@@ -6,8 +6,7 @@ for DSA, the MLA row layout it gives an fp8 cache (sources above ``Backend``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.errors import PlanError
 from kvplan.models.deploy import Gpu
 from kvplan.models.formats import MlaLayout
@@ -58,7 +57,7 @@ def platform_label(gpu: Gpu) -> str:
 #   TRITON_MLA, ROCM_AITER_TRITON_MLA.
 # - no sparse backend accepts SM < 90: upstream vLLM cannot serve a DSA model on an A100 ("No valid attention
 #   backend"), and neither can SGLang, whose DSA indexer runs DeepGEMM's fp8 MQA-logits kernels (SM90+).
-@dataclass(frozen=True)
+@record
 class Backend:
     """One attention backend: where it runs and what an fp8 cache looks like under it."""
 

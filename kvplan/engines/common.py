@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
+from kvplan import record
 from kvplan.errors import PlanError
 from kvplan.models import mxfp4_moe
 from kvplan.models.arch import ModelArch, PipelineStage, Split
@@ -14,7 +15,7 @@ from kvplan.models.pipeline import stage_weights
 from kvplan.units import MiB, cdiv, gib
 
 
-@dataclass(frozen=True)
+@record
 class Knob:
     """A resolved deployment knob and where its value came from."""
 
@@ -43,7 +44,7 @@ def given(dep: Deployment, name: str, value: object, default: str) -> Knob:
     return Knob(name, value, "set" if name in dep.explicit else f"default: {default}")
 
 
-@dataclass(frozen=True)
+@record
 class Term:
     """One step of the memory chain of one GPU."""
 
@@ -52,7 +53,7 @@ class Term:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Segment:
     """One part of the memory map of one GPU; the segments add up to the GPU's NVML total."""
 
@@ -60,7 +61,7 @@ class Segment:
     bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Cell:
     """Bytes of one per-rank pool row (one token at dcp 1), by cache."""
 
@@ -82,7 +83,7 @@ class Cell:
 DemandPer = Literal["token", "window", "request"]
 
 
-@dataclass(frozen=True)
+@record
 class Demand:
     """What ONE request costs in a pool, for one cache kind (one vLLM KV cache group, one SGLang pool's kind).
 
@@ -121,7 +122,7 @@ class Demand:
         return self.units * cdiv(tokens, page_tokens)
 
 
-@dataclass(frozen=True)
+@record
 class Pool:
     """One pool an engine sizes on each GPU, and what one request takes from it.
 
@@ -152,7 +153,7 @@ class Pool:
         return self.capacity * self.unit_bytes
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class StagePool:
     """One pipeline stage's own pool on each of its GPUs, before the engine cuts every stage to the smallest."""
 
@@ -169,7 +170,7 @@ class StagePool:
     binding: bool
 
 
-@dataclass(frozen=True)
+@record
 class StartupRefusal:
     """A start refused because one request of max_model_len does not fit the KV cache, as figures (vLLM's
     ``check_enough_kv_cache_memory``; V0's max seq len check, which compares tokens: no bytes) beside its text."""
@@ -180,7 +181,7 @@ class StartupRefusal:
     available_bytes: int | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class PoolPlan:
     """How one engine turns a deployment into a KV pool on each GPU."""
 

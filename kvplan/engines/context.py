@@ -19,10 +19,9 @@ from dataclasses import replace
 
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
-from kvplan.models.additions import AdditionsGroup
 from kvplan.models.arch import ModelArch, ParamGroup
 from kvplan.models.deploy import Deployment
-from kvplan.models.rope import ConfigRope, RopeScaling
+from kvplan.models.rope import ConfigRope
 from kvplan.models.weights import BufferGroup
 
 
@@ -38,7 +37,8 @@ def with_rope_scaling(arch: ModelArch, dep: Deployment) -> ModelArch:
                 "(a model preset's documented_rope_scaling, with its source)"
             )
         rope = ConfigRope(rs.rope_type, rs.factor, rs.original_max_position_embeddings)
-        groups = tuple(_overridden(g, rs) for g in arch.param_groups)
+        override = json.loads(rs.override_json())  # a snapshot's engine additions re-read it (rotary cache)
+        groups = tuple(g.with_config(override) for g in arch.param_groups)
         arch = replace(arch, config_rope=rope, param_groups=groups)
     yarn = yarn_positions(arch.config_rope)
     if yarn is not None and yarn != arch.max_position_embeddings and arch.max_position_embeddings > 0:
@@ -75,13 +75,6 @@ def _rotary(g: ParamGroup, positions: int, yarn: int) -> ParamGroup:
     """The cos/sin cache (kvplan.models.weights: max_position_embeddings × rotary dim) over YaRN's positions."""
     if isinstance(g, BufferGroup) and g.name == "rotary_cache":
         return replace(g, buffer_bytes=g.buffer_bytes // positions * yarn)
-    return g
-
-
-def _overridden(g: ParamGroup, rs: RopeScaling) -> ParamGroup:
-    """A snapshot's engine additions read the overridden config (they size the rotary cache themselves)."""
-    if isinstance(g, AdditionsGroup):
-        return replace(g, config={**g.config, **json.loads(rs.override_json())}, _memo={})
     return g
 
 

@@ -11,8 +11,8 @@ tp) and fit prunes the candidate with the same message.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
+from kvplan import record
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
 from kvplan.models.shards import Block, ShardDims
@@ -34,7 +34,7 @@ ENGINE = {"sglang": "SGLang", "vllm": "vLLM"}
 # row-parallel check compares with the whole TP size); shared experts; fp8 blocks in compressed-tensors or
 # modelopt checkpoints; hybrid models (kvplan.models.hybrid builds no ShardDims); vLLM releases before
 # vllm-project/vllm#30836, which also checked merged slices (the same verdict, another projection's message).
-@dataclass(frozen=True)
+@record
 class Layout:
     """The split sizes the engine's loader divides by."""
 
@@ -63,7 +63,7 @@ class Layout:
         return cls(dep.engine, world, attn_tp, moe_tp, moe_ep, max(dep.dp_attention, 1), dep.gpu.vendor, precheck)
 
 
-@dataclass(frozen=True)
+@record
 class Refusal:
     rule: str
     """'heads', 'kv heads', 'experts', 'expert width', 'expert blocks', 'attention blocks', 'dense blocks'."""

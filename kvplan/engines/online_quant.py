@@ -13,9 +13,10 @@ refused by vLLM, as its quantization_config and the argument disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from kvplan import record
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch, ParamGroup, Split
 from kvplan.models.deploy import Deployment
@@ -24,7 +25,7 @@ KEPT = frozenset({"embeddings", "router", "norms", "rotary_cache", "engine_addit
 """Groups that are not linear layers vLLM's Fp8Config quantizes (or are no weights at all)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class OnlineFp8Group(ParamGroup):
     """A bf16 / fp16 linear group after Fp8OnlineLinearMethod: one byte a weight instead of two (the per-tensor
     fp32 scale, 4 B a module, is left out: under 1 KiB a layer)."""

@@ -12,10 +12,11 @@ Source facts: shared/reference/sglang-0.5.23.md §1-2, §5, §8-10 and docs/engi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import kvplan.engines.sglang_defaults as sglang_defaults
+from kvplan import record
 from kvplan.engines.common import (
     Cell,
     Knob,
@@ -174,7 +175,7 @@ def _check_dcp(arch: ModelArch, dep: Deployment) -> None:
 # ---- cell: bytes per pool row
 
 
-@dataclass(frozen=True)
+@record
 class _CellRows:
     """One pool row's bytes as SGLang budgets them, and the row figures the allocation uses."""
 
@@ -228,7 +229,7 @@ def _cell(
 # ---- budget: memory before and after the weights, the memory fraction, what is left for the KV pool
 
 
-@dataclass(frozen=True)
+@record
 class _Budget:
     """The memory chain up to the KV budget (``_profile_available_bytes``) and the knobs it resolved."""
 
@@ -304,7 +305,7 @@ def _mem_fraction(arch: ModelArch, dep: Deployment) -> tuple[Knob, int, Knob, in
 # ---- rows: the token pool (a hybrid's SWA pool beside it), capped by --max-total-tokens
 
 
-@dataclass(frozen=True)
+@record
 class _Rows:
     rows: int
     swa_rows: int
@@ -339,7 +340,7 @@ def _rows(
 # ---- what is really allocated (padding rows and pages are outside cell_size)
 
 
-@dataclass(frozen=True)
+@record
 class _Allocated:
     index_buf_size: int
     index_pages: int

@@ -5,9 +5,9 @@ the req_to_token table they size (pure).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvplan import record
 from kvplan.engines.common import Knob, resolve
 from kvplan.engines.context import long_context_note
 from kvplan.models.arch import ModelArch
@@ -28,7 +28,7 @@ SPEC_RUNNING_SINCE = (0, 4, 5)
 # ---- requests: the context length, the running requests (a hybrid's state slots cap them), req_to_token
 
 
-@dataclass(frozen=True)
+@record
 class Requests:
     context: Knob
     context_len: int

@@ -9,14 +9,13 @@ read; a field that is missing or not a plain non-negative integer counts as 0 he
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from kvplan import limits
+from kvplan import limits, record
 from kvplan.models.quant import method_of
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ActivationDims:
     hidden_size: int
     vocab_size: int

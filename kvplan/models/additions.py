@@ -13,12 +13,12 @@ printed, expert-layout shuffles that replace (not copy) the checkpoint tensors.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan import limits
 from kvplan.errors import ConfigError
-from kvplan.models.arch import ParamGroup, Split
+from kvplan.models.arch import ParamGroup, PipelineStage, Split
 from kvplan.models.config_tensors import FP8_BLOCK, config_int, config_tensors, mtp_ships_embed_head
 from kvplan.models.quant import resolve
 from kvplan.models.sharding import VOCAB_PADDING, shard
@@ -337,6 +337,22 @@ class AdditionsGroup(ParamGroup):
             )
             self._memo[key] = sum(a.bytes for a in engine_additions(self.config, knobs))
         return self._memo[key]
+
+    def for_stage(self, stage: PipelineStage) -> AdditionsGroup:
+        """The engine's additions of the stage's layers (the per-MLA-layer absorbed copies, the indexer terms);
+        the rotary cache stays one a process."""
+        config = {**self.config, "num_hidden_layers": stage.layers}
+        pattern = config.get("index_topk_pattern")
+        if isinstance(pattern, str):
+            config["index_topk_pattern"] = pattern[stage.start : stage.end]
+        shipped = self.indexer_layers_shipped
+        if shipped is not None:
+            shipped = -(-shipped * stage.layers // max(stage.model_layers, 1))
+        return replace(self, config=config, indexer_layers_shipped=shipped, _memo={})
+
+    def with_config(self, override: Mapping[str, Any]) -> AdditionsGroup:
+        """A snapshot's engine additions read the overridden config (they size the rotary cache themselves)."""
+        return replace(self, config={**self.config, **override}, _memo={})
 
 
 def additions_group(config: Mapping[str, Any], *, indexer_layers_shipped: int | None = None) -> AdditionsGroup:

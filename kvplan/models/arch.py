@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
+from kvplan import record
 from kvplan.models.activation import ActivationDims
 from kvplan.models.cache import HYBRID_KINDS, FullAttention, IndexerK, Layer, MlaLatent
 from kvplan.models.rope import ConfigRope, RopeScaling
@@ -79,7 +81,7 @@ class Split:
         return f"tp {self.tp}, attention {self.attention}, experts {self.experts}{pp}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class PipelineStage:
     """One pipeline stage: the decoder layers [start, end) of the model's ``model_layers`` it holds.
 
@@ -115,7 +117,7 @@ class PipelineStage:
         return f"stage {self.rank} of {self.size}: {self.held}"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WeightPoint:
     """A measured weights-per-GPU figure for one parallel layout, with where it was published."""
 
@@ -131,7 +133,7 @@ class WeightPoint:
         return Split.of(tp=self.tp, dp_attention=self.dp_attention, ep=self.ep, pp=self.pp)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ParamGroup:
     """A group of parameters, how many bytes each takes in the checkpoint, and how it is split."""
 
@@ -158,6 +160,20 @@ class ParamGroup:
         kvplan.models.additions and kvplan.models.mxfp4_moe, overrides it)."""
         return self.bytes_per_gpu(split)
 
+    def layers_owned(self, model_layers: int) -> tuple[int, int]:
+        """The layers [first, end) the group sits on: its ``layer_span``, else every layer (a checkpoint group
+        reads its tensor names: kvplan.models.sharding)."""
+        return self.layer_span if self.layer_span is not None else (0, model_layers)
+
+    def for_stage(self, stage: PipelineStage) -> ParamGroup:
+        """The group as one pipeline stage builds it: itself (the engine's additions, kvplan.models.additions,
+        count the stage's layers)."""
+        return self
+
+    def with_config(self, override: Mapping[str, Any]) -> ParamGroup:
+        """The group under config fields overridden at start-up: itself (the engine's additions re-read them)."""
+        return self
+
 
 QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
                      "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM")  # fmt: skip
@@ -165,7 +181,7 @@ QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", 
 qwen3_5_moe.py, SGLang models/qwen3_next.py / qwen3_5.py): one family record for the hybrid chains."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ModelArch:
     """A model as far as memory is concerned, from a preset YAML or a Hugging Face config.json.
 

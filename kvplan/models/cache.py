@@ -8,9 +8,9 @@ window, Mamba state, compressed attention) is a new kind here, not a new branch 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from kvplan import record
 from kvplan.errors import PlanError
 from kvplan.models.costs import CostBasis, KindCost, KvHeads
 from kvplan.models.formats import BF16_BYTES, FP32_BYTES, MlaLayout, indexer_bytes_per_token_layer
@@ -63,7 +63,7 @@ SpecKind = Literal["full", "mla", "window", "state", "indexer", "compressed"]
 #
 # Hybrid kinds (sliding window, linear state, compressed attention) are read from the model's config here and
 # pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid).
-@dataclass(frozen=True)
+@record
 class FullAttention:
     """Full (causal) attention with its own K and V per kv head: MHA, GQA or MQA.
 
@@ -136,7 +136,7 @@ class FullAttention:
         return (KindCost(kind=self.label, layers=layers, per="token", bytes_per_token=bpt),)
 
 
-@dataclass(frozen=True)
+@record
 class MlaLatent:
     """Multi-head latent attention: one compressed latent + rope key per token, replicated on every TP rank."""
 
@@ -186,7 +186,7 @@ class MlaLatent:
         return (KindCost(kind="MLA", layers=layers, per="token", bytes_per_token=bpt),)
 
 
-@dataclass(frozen=True)
+@record
 class IndexerK:
     """The DSA indexer's K cache (fp8 + an fp32 scale per 128), on the indexer-owning ("full") layers only."""
 
@@ -232,7 +232,7 @@ class IndexerK:
         return (KindCost(kind="indexer K", layers=layers, per="token", bytes_per_token=layers * self.bytes_per_token),)
 
 
-@dataclass(frozen=True)
+@record
 class SlidingWindow(FullAttention):
     """Full attention over the last ``window`` tokens only (gpt-oss ``sliding_attention`` layers).
 
@@ -277,7 +277,7 @@ StateFamily = Literal["gated_deltanet", "kda"]
 _DTYPE_BYTES = {"float32": FP32_BYTES, "bfloat16": BF16_BYTES, "float16": BF16_BYTES}
 
 
-@dataclass(frozen=True)
+@record
 class LinearState:
     """A linear-attention layer's fixed state per request: a short-convolution window and a recurrent matrix.
 
@@ -373,7 +373,7 @@ V4_KV_ENTRY_BYTES = 584
 × 2 + 448 / 64 scale bytes + 1 pad (vLLM ``DeepseekV4MultiHeadLatentAttentionWrapper``: ``head_bytes``)."""
 
 
-@dataclass(frozen=True)
+@record
 class CompressedAttention:
     """DeepSeek-V4 attention: one 512-wide KV head, a sliding window, and (``compress_ratio`` 4 or 128) a
     compressed KV of one state per ``compress_ratio`` tokens (config ``compress_ratios``, ``sliding_window``).
@@ -440,7 +440,7 @@ HYBRID_KINDS: tuple[type, ...] = (SlidingWindow, LinearState, CompressedAttentio
 """Kinds pooled by the engines' hybrid chains (kvplan.engines.sglang_hybrid, kvplan.engines.vllm_hybrid)."""
 
 
-@dataclass(frozen=True)
+@record
 class Layer:
     """One decoder layer and the caches it owns."""
 

@@ -3,12 +3,11 @@ dtypes (``KindCost``, asked with a ``CostBasis``) and how TP splits its kv heads
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.models.formats import MlaLayout
 
 
-@dataclass(frozen=True)
+@record
 class CostBasis:
     """What a kind's cost on one GPU depends on: the attention split, the KV dtype, the engine (a state's element
     sizes) and the MLA row layout the engine picked (None: no MLA row)."""
@@ -19,7 +18,7 @@ class CostBasis:
     mla_layout: MlaLayout | None
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class KindCost:
     """One cache kind of a hybrid model on ONE GPU, model-level (before any pool's page rounding).
 
@@ -37,7 +36,7 @@ class KindCost:
     """The most one request holds of this kind: window × bytes per token, or the state's bytes; 0 = unbounded."""
 
 
-@dataclass(frozen=True)
+@record
 class KvHeads:
     """How tensor parallelism splits an attention kind's kv heads: of ``num_kv_heads``, ``per_rank`` on each
     attention rank (at least one: replicated when there are fewer heads than ranks), each K ``head_dim`` and V

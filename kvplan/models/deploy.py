@@ -6,7 +6,9 @@ the engine module records which knobs were defaulted and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
+
+from kvplan import record
 
 ENGINES = {"sglang": ("0.5.23", "0.5.9"), "vllm": ("0.33.0",)}
 """The versions whose source kvplan read; the first of each is the default. Any other version is accepted and
@@ -49,7 +51,7 @@ ENGINE_KNOBS: dict[str, tuple[str, str]] = {
 Every other knob is read by both."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Gpu:
     key: str
     name: str
@@ -76,7 +78,7 @@ class Gpu:
         return "GPU total (amd-smi)" if self.vendor == "amd" else "GPU total (NVML)"
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Deployment:
     name: str
     source: str
@@ -174,7 +176,7 @@ class Deployment:
         return self.source.endswith("(built-in)")
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Carry:
     """A deployment file written for one model, planned with another: which of its knobs apply.
 
@@ -191,7 +193,7 @@ class Carry:
     builtin: bool = True
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Requirements:
     """What a service promises, checked by `kvplan gate` (from the config's `requirements:` or the CLI)."""
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+
+from kvplan import record
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Flag:
     knob: str
     """kvplan's knob ('' for a companion flag)."""

@@ -9,8 +9,8 @@ SGLang ``Load weight end ... mem usage``) depends on the MoE backend, read from 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from kvplan import record
 from kvplan.models.arch import ParamGroup, Split
 from kvplan.models.deploy import Gpu
 
@@ -53,7 +53,7 @@ def _up(n: int, m: int) -> int:
 # intermediate dimension (whole experts under expert parallelism are not modelled: the split here is always the
 # intermediate one, what both engines do by default). Checked against vLLM's published load lines in
 # tests/models/test_weights_published.py.
-@dataclass(frozen=True)
+@record
 class Layout:
     """How one backend pads and repacks the experts of a rank."""
 
@@ -114,7 +114,7 @@ def layer_bytes(*, experts: int, hidden: int, intermediate: int, layout: Layout)
     return experts * (values + scales + biases + 4 * layout.fp32_vectors)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Mxfp4Experts(ParamGroup):
     """The routed experts of an MXFP4 MoE model: the checkpoint layout without an engine, the backend's with one."""
 

@@ -8,16 +8,11 @@ stage's KV cell counts its own layers and its weights are its share (what that s
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from kvplan import limits
 from kvplan.errors import InputError
-from kvplan.models.additions import AdditionsGroup
 from kvplan.models.arch import ModelArch, ParamGroup, PipelineStage, Split
-from kvplan.models.sharding import TensorGroup
-
-_LAYER = re.compile(r"layers\.(\d+)\.")
 
 
 def parse_layer_partition(value: object) -> tuple[int, ...]:
@@ -71,17 +66,6 @@ def stage_arch(arch: ModelArch, stage: PipelineStage) -> ModelArch:
     )
 
 
-def _span(g: ParamGroup, model_layers: int) -> tuple[int, int]:
-    """The layers a group sits on: its ``layer_span``, a checkpoint group's tensor names, else every layer."""
-    if g.layer_span is not None:
-        return g.layer_span
-    if isinstance(g, TensorGroup):
-        ids = [int(m.group(1)) for p in g.placed if (m := _LAYER.search(p.name)) and int(m.group(1)) < model_layers]
-        if ids:
-            return min(ids), max(ids) + 1
-    return 0, model_layers
-
-
 def _embedding_copies(arch: ModelArch, g: ParamGroup) -> int:
     """2 for an untied embed + LM head, 1 for a tied one (vocab × hidden parameters each)."""
     dims = arch.activation
@@ -97,7 +81,7 @@ def stage_group_bytes(arch: ModelArch, g: ParamGroup, whole: int, stage: Pipelin
         return -(-whole * ends // _embedding_copies(arch, g))
     if g.params == 0:  # a buffer each process builds once (rotary cache), the engine's additions
         return whole
-    first, end = _span(g, stage.model_layers)
+    first, end = g.layers_owned(stage.model_layers)
     owned = max(min(end, stage.end) - max(first, stage.start), 0)
     return -(-whole * owned // max(end - first, 1))
 
@@ -114,22 +98,8 @@ def stage_weights(
     for g in arch.param_groups:
         if g.name == "mtp" and not with_mtp:
             continue
-        if isinstance(g, AdditionsGroup):
-            g = _stage_additions(g, stage)
+        g = g.for_stage(stage)
         total += stage_group_bytes(
             arch, g, g.bytes_on(flat, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend), stage
         )
     return total
-
-
-def _stage_additions(g: AdditionsGroup, stage: PipelineStage) -> AdditionsGroup:
-    """The engine's additions of the stage's layers (the per-MLA-layer absorbed copies, the indexer terms);
-    the rotary cache stays one a process."""
-    config = {**g.config, "num_hidden_layers": stage.layers}
-    pattern = config.get("index_topk_pattern")
-    if isinstance(pattern, str):
-        config["index_topk_pattern"] = pattern[stage.start : stage.end]
-    shipped = g.indexer_layers_shipped
-    if shipped is not None:
-        shipped = -(-shipped * stage.layers // max(stage.model_layers, 1))
-    return replace(g, config=config, indexer_layers_shipped=shipped, _memo={})

@@ -7,9 +7,7 @@ Every error names the file, the key path and, for YAML and JSON, the line:
 from __future__ import annotations
 
 import re
-from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from kvplan.errors import InputError
 from kvplan.models.preset_repos import PRESET_ALIASES, canonical_preset
@@ -22,8 +20,10 @@ DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
 _PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9._+-]{0,99}$")
 
 
-def configs_root() -> Any:
-    return resources.files("kvplan") / "configs"
+def configs_root() -> Path:
+    """The shipped presets' folder: what ``importlib.resources.files("kvplan") / "configs"`` names for kvplan's
+    regular package, without importing importlib.resources (zipfile, tempfile: ~3 ms of every start)."""
+    return Path(__file__).parent.parent / "configs"
 
 
 def preset_names(kind: str) -> list[str]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
+from kvplan import record
 from kvplan.errors import ConfigError
 from kvplan.limits import (
     MAX_DIM,
@@ -34,7 +35,7 @@ Fail = Callable[[tuple[str | int, ...], str], object]
 """Raises a located error for a key path under the config (reader.Reader.fail fits); must not return."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Scheme:
     """One storage format of a linear weight: bits per value plus a scale (and a zero point) per group."""
 
@@ -109,7 +110,7 @@ _DTYPES = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Quantization:
     """A checkpoint's ``quantization_config`` resolved: which scheme each linear module is stored in."""
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kvplan import limits
+from kvplan import limits, record
 from kvplan.errors import ConfigError, InputError
 from kvplan.limits import LimitError
 from kvplan.units import GiB, MiB, parse_bytes, parse_tokens
@@ -23,7 +23,7 @@ Path_ = tuple[str | int, ...]
 # --------------------------------------------------------------------------- documents with lines
 
 
-@dataclass(frozen=True)
+@record
 class Doc:
     """Parsed data plus the line of every key path (1-based), for error messages."""
 

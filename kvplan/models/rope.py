@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kvplan import limits
+from kvplan import limits, record
 
 if TYPE_CHECKING:
     from kvplan.models.reader import Reader
@@ -22,7 +21,7 @@ ROPE_TYPES = ("yarn",)
 """The scalings a deployment can turn on: YaRN, the one the model cards document (Qwen3, QwQ, Qwen2.5)."""
 
 
-@dataclass(frozen=True)
+@record
 class RopeScaling:
     rope_type: str
     factor: float
@@ -65,7 +64,7 @@ def read_documented(r: Reader) -> RopeScaling | None:
     )
 
 
-@dataclass(frozen=True)
+@record
 class ConfigRope:
     """The ``rope_scaling`` (or ``rope_parameters``) a config.json ships: the engines derive their context length
     from it (kvplan.engines.context), each its own way."""

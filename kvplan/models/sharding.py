@@ -312,6 +312,9 @@ def shard(
     )
 
 
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TensorGroup(ParamGroup):
     """A parameter group made of real tensors: bytes per GPU by the per-tensor rules for any split.
@@ -341,6 +344,15 @@ class TensorGroup(ParamGroup):
         if kinds is None:
             kinds = self._kinds[0] = _unique(self.placed, self.n_experts)
         return kinds
+
+    def layers_owned(self, model_layers: int) -> tuple[int, int]:
+        """Its ``layer_span``, else the decoder layers its tensor names hold (``layers.N.``), else every layer."""
+        if self.layer_span is not None:
+            return self.layer_span
+        ids = [int(m.group(1)) for p in self.placed if (m := _LAYER.search(p.name)) and int(m.group(1)) < model_layers]
+        if ids:
+            return min(ids), max(ids) + 1
+        return 0, model_layers
 
 
 _SCALES = ("weight_scale_inv", "weight_scale", "weight_scale_2", "input_scale", "k_scale", "v_scale", "scales",

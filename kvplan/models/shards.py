@@ -13,17 +13,16 @@ families (attention, dense MLP, routed experts) the checkpoint stores in fp8 blo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from kvplan import limits
+from kvplan import limits, record
 from kvplan.models.quant import resolve
 
 Block = tuple[int, int]
 """(block_n, block_k): output rows and input columns of one fp8 scale block."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class ShardDims:
     num_attention_heads: int
     num_kv_heads: int

@@ -9,19 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kvplan.models.additions import additions_group
 from kvplan.models.arch import ModelArch
-from kvplan.models.config_tensors import config_int, config_tensors
-from kvplan.models.safetensors import (
-    INDEX_NAME,
-    Tensor,
-    has_shards,
-    indexer_layers_shipped,
-    read_index,
-    reconcile,
-    snapshot_tensors,
-)
-from kvplan.models.sharding import param_groups_from_tensors
 from kvplan.models.weights import as_parameter_groups
 
 
@@ -36,6 +24,21 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
     engine's load-time additions (kvplan.models.additions.AdditionsGroup: 0 B unless the planner names the
     engine). ``snapshot=False`` (a preset's config section) or a JSON not named config.json: the config alone.
     """
+    # The per-tensor readers (13 record classes, ~10 ms) load when weights are first laid out: a preset's plan
+    # defers that (kvplan.models.preset_weights.DeferredGroups) and one with a measured point never does it.
+    from kvplan.models.additions import additions_group
+    from kvplan.models.config_tensors import config_int, config_tensors
+    from kvplan.models.safetensors import (
+        INDEX_NAME,
+        Tensor,
+        has_shards,
+        indexer_layers_shipped,
+        read_index,
+        reconcile,
+        snapshot_tensors,
+    )
+    from kvplan.models.sharding import param_groups_from_tensors
+
     src = Path(source)
     folder = src.parent if snapshot and src.name == "config.json" else None
     num_kv_heads = config_int(config, "num_key_value_heads")

@@ -4,11 +4,10 @@ the vision tower's weights, counted from ``vision_config`` and ``projector_confi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from kvplan import limits
-from kvplan.models.additions import additions_group
+from kvplan import limits, record
 from kvplan.models.arch import ModelArch, ParamGroup
 from kvplan.models.reader import Reader
 
@@ -30,7 +29,7 @@ _MLA_ONLY = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_di
 """Read by neither engine's MHA language model (VL2-tiny's 0s here are not widths)."""
 
 
-@dataclass(frozen=True)
+@record
 class LanguageSection:
     """The language model's fields (defaults filled) and how the engines build it."""
 
@@ -44,6 +43,8 @@ class LanguageSection:
     def finish(self, arch: ModelArch) -> ModelArch:
         """``arch`` as the VLM: its class, the vision group, the engines' load-time additions of the language
         model (SGLang's absorbed MLA copies), and SGLang's VLM memory factor (``vision_tower``)."""
+        from kvplan.models.additions import additions_group  # the per-tensor readers: a VLM config only
+
         groups = [g for g in arch.param_groups if g.name != "engine_additions"]
         if groups:  # no hidden_size: no groups, weights_per_gpu asked for
             # replicated: both engines build the tower with timm and the projector unsplit (deepseek_vl2.py)

@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from kvplan import record
 from kvplan.errors import ConfigError
 from kvplan.limits import MAX_LAYERS, MAX_PATTERN_LAYERS
 from kvplan.models.arch import ModelArch, ParamGroup, Split
@@ -33,7 +34,7 @@ FP8_BLOCK_ELEMS = 128 * 128
 """fp8 block quantization: one fp32 scale per 128×128 block."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class MoeShape:
     hidden_size: int
     num_layers: int
@@ -152,7 +153,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
 # --------------------------------------------------------------------------- any family, any quantization
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class HeadsGroup(ParamGroup):
     """An attention group split by heads, so over at most ``heads`` ranks.
 
@@ -168,7 +169,7 @@ class HeadsGroup(ParamGroup):
         return super().bytes_per_gpu(split)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class BufferGroup(ParamGroup):
     """A buffer the engine builds on every GPU as it loads the model: not a checkpoint parameter (``params`` 0).
 
@@ -183,7 +184,7 @@ class BufferGroup(ParamGroup):
         return self.buffer_bytes
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WeightsModel:
     """The parameter groups of a checkpoint, the quantization they were counted in, and what was assumed."""
 

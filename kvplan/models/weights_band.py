@@ -10,13 +10,12 @@ those rows).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.models.arch import ModelArch
 from kvplan.models.mxfp4_moe import Mxfp4Experts
 
 
-@dataclass(frozen=True)
+@record
 class WeightsBand:
     ppm: int
     """The largest |predicted − published| / published of the path, parts per million."""

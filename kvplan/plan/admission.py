@@ -3,8 +3,9 @@ the checks themselves, in the engine's order (``kvplan.plan.admit``); the remedi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kvplan import record
 from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.lengths import ContextLimit
@@ -13,7 +14,7 @@ from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 from kvplan.search import largest_true
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Request:
     ctx_tokens: int
     gen_tokens: int = 0
@@ -36,7 +37,7 @@ class Request:
         return ContextLimit(plan.engine, plan.context_len).needs(self.ctx_tokens, self.gen_tokens)
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     name: str
     ok: bool
@@ -56,7 +57,7 @@ class Check:
         return bool(self.unit) and not self.reserved
 
 
-@dataclass(frozen=True)
+@record
 class Remedy:
     """A deployment change (``--set knob=value``, with ``also`` the knobs that go with it, e.g. ``tp=16`` with
     ``nodes=2``; each a knob the loader accepts) that admits the request as asked, verified by re-planning the
@@ -85,7 +86,7 @@ class Remedy:
         return " ".join(f"--set {s}" for s in self.sets)
 
 
-@dataclass(frozen=True)
+@record
 class MainOnlyClaim:
     """What a plan that counted the main MLA KV only (no indexer) would have claimed."""
 
@@ -95,7 +96,7 @@ class MainOnlyClaim:
     admitted: bool
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Admission:
     plan: PoolPlan
     request: Request

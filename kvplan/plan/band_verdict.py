@@ -3,8 +3,7 @@ flips inside the band says so."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.engines.band import PoolBand, end_plans, pool_band
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
@@ -12,7 +11,7 @@ from kvplan.plan.admit import Admission, Request, admit
 from kvplan.plan.workspace import Workspace, WorkspaceQuery, workspace
 
 
-@dataclass(frozen=True)
+@record
 class BandVerdict:
     band: PoolBand
     point: bool
@@ -56,7 +55,7 @@ def low_end_plan(plan: PoolPlan, arch: ModelArch | None = None) -> PoolPlan | No
     return ends[0] if ends is not None else None
 
 
-@dataclass(frozen=True)
+@record
 class WorkspaceBand:
     """A workspace question asked again on the plans at the band's ends (the same batch, context and chunk)."""
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.engines.common import Pool, PoolPlan
 from kvplan.models.cache import CacheKind
 from kvplan.models.costs import CostBasis
 from kvplan.models.costs import KindCost as KindCost
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Footprint:
     """What one request of ``tokens`` tokens holds on ONE GPU, page-rounded as the engine allocates."""
 
@@ -40,7 +39,7 @@ def footprint(plan: PoolPlan, tokens: int) -> Footprint:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Budget:
     plan: PoolPlan
     per_row: Footprint
@@ -109,7 +108,7 @@ def kind_costs(plan: PoolPlan) -> tuple[KindCost, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class DemandNeed:
     """What one request takes for one kind (one Demand) of a pool: units and their bytes on one GPU."""
 
@@ -119,7 +118,7 @@ class DemandNeed:
     bytes: int
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class PoolNeed:
     """What one request of ``tokens`` takes from one pool on ONE GPU: Pool.need units × the pool's unit bytes."""
 

@@ -15,8 +15,8 @@ Each is re-planned by the caller (``attempt``) and offered only if the re-planne
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from kvplan import record
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import model_positions, yarn_positions
 
@@ -24,7 +24,7 @@ Attempt = Callable[..., PoolPlan | None]
 """Re-plan with ``--set`` changes; the new plan if it admits the request, else None."""
 
 
-@dataclass(frozen=True)
+@record
 class ContextChange:
     sets: tuple[tuple[str, object], ...]
     """The knobs, the first one the remedy's own."""

@@ -11,8 +11,9 @@ model, so vLLM's profile counts them as non-KV memory before it sizes the pool; 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from kvplan import record
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import model_positions
@@ -50,7 +51,7 @@ def sglang_static_budget(total_bytes: int, mem_fraction_static: float | None) ->
     return max(1, min(int(static_free * LOGITS_FREE_MEM_FRACTION), cap))
 
 
-@dataclass(frozen=True)
+@record
 class PrefillChunking:
     """How SGLang's ragged prefill path scores ``rows`` query tokens against ``cols`` keys."""
 
@@ -89,7 +90,7 @@ def sglang_prefill_chunking(rows: int, cols: int, budget: int) -> PrefillChunkin
     return PrefillChunking(rows, cols, full, budget, checked, per, cdiv(rows, per))
 
 
-@dataclass(frozen=True)
+@record
 class Item:
     name: str
     bytes: int
@@ -100,7 +101,7 @@ class Item:
     """False where the engine does not budget it (SGLang decode logits)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class WorkspaceQuery:
     batch: int = 1
     draft_tokens: int | None = None
@@ -121,7 +122,7 @@ class WorkspaceQuery:
                 bounded_int(v, name=option, low=0, high=MAX_TOKENS)
 
 
-@dataclass(frozen=True, kw_only=True)
+@record(kw_only=True)
 class Workspace:
     plan: PoolPlan
     batch: int
@@ -308,7 +309,7 @@ def workspace(plan: PoolPlan, q: WorkspaceQuery) -> Workspace:
 # --------------------------------------------------------------------------- walls
 
 
-@dataclass(frozen=True)
+@record
 class Wall:
     """Growing ``knob`` from the query's value: the largest value that still fits and what breaks next.
 

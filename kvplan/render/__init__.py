@@ -12,10 +12,11 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any, TextIO
 
+from kvplan import record
 from kvplan.fsio import quiet_closed_stdout, stdout_failed
 from kvplan.units import GB, MB, GiB, MiB
 from kvplan.units import gib as gib  # the report style, kept importable here
@@ -64,7 +65,7 @@ def fraction(x: object) -> str:
     return f"{x}"
 
 
-@dataclass(frozen=True)
+@record
 class Section:
     title: str
     rows: tuple[tuple[str, ...], ...]
@@ -72,7 +73,7 @@ class Section:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Bar:
     """A one-line memory map: (label, bytes) parts of a whole."""
 
@@ -80,7 +81,7 @@ class Bar:
     parts: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     command: str
     title: str

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvplan.engines.band import PoolBand, pool_band
 from kvplan.plan.band_verdict import BandVerdict
-from kvplan.plan.gate import GateResult
+
+if TYPE_CHECKING:  # a type only: admit's report never loads the gate (its 5 record classes)
+    from kvplan.plan.gate import GateResult
 
 
 def band_clause(band: PoolBand, shown: int) -> str:

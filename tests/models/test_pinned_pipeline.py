@@ -95,14 +95,10 @@ def test_a_stage_ships_its_share_of_the_indexer_layers() -> None:
     # layers.yaml): a stage of 40 layers holds ceil(39 × 40 / 78) = 20 of them, one of 38 ceil(39 × 38 / 78) = 19;
     # the config's layer count becomes the stage's
     from kvplan.models.additions import additions_group
-    from kvplan.models.pipeline import _stage_additions
 
     g = additions_group({"num_hidden_layers": 78}, indexer_layers_shipped=39)
-    first = _stage_additions(g, _stage(0, 2, 0, 40, layers=78))
-    last = _stage_additions(g, _stage(1, 2, 40, 78, layers=78))
+    first = g.for_stage(_stage(0, 2, 0, 40, layers=78))
+    last = g.for_stage(_stage(1, 2, 40, 78, layers=78))
     assert (first.indexer_layers_shipped, last.indexer_layers_shipped) == (20, 19)
     assert (first.config["num_hidden_layers"], last.config["num_hidden_layers"]) == (40, 38)
-    assert (
-        _stage_additions(additions_group({"num_hidden_layers": 78}), _stage(0, 2, 0, 40, 78)).indexer_layers_shipped
-        is None
-    )
+    assert additions_group({"num_hidden_layers": 78}).for_stage(_stage(0, 2, 0, 40, 78)).indexer_layers_shipped is None
