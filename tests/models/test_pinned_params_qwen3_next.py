@@ -51,3 +51,37 @@ def test_a_moe_config_without_its_expert_width_is_refused() -> None:
     del cfg["moe_intermediate_size"]
     with pytest.raises(ConfigError, match="moe_intermediate_size: missing"):
         param_groups_from_hf(cfg, "config.json")
+
+
+def test_a_config_without_vocab_size_takes_transformers_default() -> None:
+    # vLLM and SGLang read hf_config.vocab_size from transformers' config object, whose Qwen3NextConfig declares
+    # vocab_size: int = 151936 (configuration_qwen3_next.py): embeddings + LM head 2 × 151,936 × 2,048 =
+    # 622,329,856, as with the key written (was 0: no embeddings counted)
+    cfg = dict(resolve_preset("models", "qwen3-next-80b-a3b").data["config"])
+    del cfg["vocab_size"]
+    (emb,) = [g for g in param_groups_from_hf(cfg, "config.json").groups if g.name == "embeddings"]
+    assert emb.params == 2 * 151_936 * 2_048 == 622_329_856
+
+
+def test_a_qwen3_5_config_without_vocab_size_takes_248320(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # transformers Qwen3_5TextConfig (configuration_qwen3_5.py): vocab_size: int = 248320; Qwen3.6-27B's
+    # text_config without it: embeddings + head 2 × 248,320 × 5,120 = 2,542,796,800 (the published figure)
+    import json
+    from pathlib import Path
+
+    from kvplan.models.from_hf import load_model
+
+    src = Path(__file__).resolve().parents[1] / "data" / "hf" / "qwen3.6-27b" / "config.json"
+    cfg = json.loads(src.read_text())
+    del cfg["text_config"]["vocab_size"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    groups = {g.name: g.params for g in load_model(str(tmp_path)).param_groups}
+    assert groups["embeddings"] == 2 * 248_320 * 5_120 == 2_542_796_800
+
+
+def test_an_all_moe_config_may_write_intermediate_size_0() -> None:
+    # every Qwen3-Next layer is sparse (decoder_sparse_step 1, no mlp_only_layers): vLLM's Qwen3NextDecoderLayer
+    # builds Qwen3NextMLP(intermediate_size) only on a dense layer, so 0 is never read; transformers' strict
+    # `intermediate_size: int` takes 0. The count is the published one without a dense group.
+    groups = _groups(intermediate_size=0)
+    assert "dense_mlp" not in groups and groups == _groups()
