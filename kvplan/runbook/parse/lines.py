@@ -115,7 +115,7 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "max_running_requests=2049, context_len=131072",
              _F + "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
              _SUMMARY),
-    LineForm("summary", P._SG_SUMMARY, "0.4.2 - 0.5.x (chunked_prefill_size; available_gpu_mem from 0.4.4)",
+    LineForm("summary", P._SG_SUMMARY, "0.4.2 - 0.5.x (chunked_prefill_size; available_gpu_mem from 0.4.7)",
              "[2025-07-14 05:49:02] max_total_num_tokens=38141, chunked_prefill_size=2048, max_prefill_tokens=16384, "
              "max_running_requests=2048, context_len=131072, available_gpu_mem=0.83 GB",
              _F + "sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log",
