@@ -43,3 +43,20 @@ def test_a_tied_grok_counts_one_vocab_matrix_on_vllm_and_two_on_sglang(tmp_path:
     assert (for_vllm, for_sglang) == (HEAD_PER_GPU, 0)
     # without an engine: the checkpoint's bytes, one matrix
     assert untied.estimated_weights_per_gpu(split) - tied.estimated_weights_per_gpu(split) == HEAD_PER_GPU
+
+
+def test_the_sglang_lm_head_sits_on_the_last_pipeline_stage_only(tmp_path: Path) -> None:
+    # the LM head is built on the last stage (PipelineStage: "the last the final norm and the LM head"); at pp 2
+    # the first stage of a tied Grok-2 holds no SGLang head, the last one 268,435,456 B of it at tp 8
+    from dataclasses import replace
+
+    from kvplan.models.arch import PipelineStage
+    from kvplan.models.pipeline import stage_group_bytes
+
+    tied = _grok2(tmp_path, True)
+    (head,) = [g for g in tied.param_groups if g.name == "lm_head"]
+    whole = head.bytes_on(Split.of(tp=8), engine="sglang", with_mtp=False)
+    assert whole == HEAD_PER_GPU
+    first, last = (PipelineStage(rank=r, size=2, start=32 * r, end=32 * (r + 1), model_layers=64) for r in (0, 1))
+    assert [stage_group_bytes(tied, head, whole, s) for s in (first, last)] == [0, HEAD_PER_GPU]
+    assert replace(head).bytes_per_gpu(Split.of(tp=8)) == 0  # no checkpoint bytes: the engine's allocation only
