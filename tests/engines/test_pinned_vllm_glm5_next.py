@@ -61,6 +61,23 @@ def test_the_mtp_note_counts_the_draft_layer() -> None:
     )
 
 
+def test_the_notes_name_the_pooled_keys_and_the_speculative_state_blocks() -> None:
+    # Glm5NextIndexerCache (tokens_per_state = index_kpool 4): a 1,152-token block holds 1,152 / 4 = 288 pooled
+    # keys of 132 B = 38,016 B; MambaSpec 'align' with num_speculative_tokens 1: 2 + 1 checkpoint + 1 = 4 blocks
+    assert any("(589,824 + 38,016 B: 288 pooled keys of 132 B)" in n for n in _plan().notes)
+    assert any(
+        "4 blocks per KDA group (mamba_cache_mode 'align': 2 + one FlashKDA prefill checkpoint + 1 speculative;" in n
+        for n in _plan("speculative_num_draft_tokens=1").notes
+    )
+
+
+def test_the_kv_dtype_knob_says_whether_it_was_set() -> None:
+    # the deployment sets kv_cache_dtype fp8 (--kv-cache-dtype fp8); without it vLLM's 'auto' is the model dtype
+    assert _plan().knob("kv_cache_dtype").origin == "set"
+    k = _plan("kv_cache_dtype=auto").knob("kv_cache_dtype")
+    assert (k.value, k.origin) == ("auto", "default: auto = the model dtype (bf16)")
+
+
 def test_an_mla_layer_without_its_indexer_is_refused() -> None:
     # vLLM's Glm5Next MLA layers each build a Glm5NextIndexerCache beside the MLA page (models/glm5next/); a config
     # whose MLA layer has no indexer is not the layout kvplan packs: one line, exit 2
