@@ -85,3 +85,33 @@ def test_an_all_moe_config_may_write_intermediate_size_0() -> None:
     # `intermediate_size: int` takes 0. The count is the published one without a dense group.
     groups = _groups(intermediate_size=0)
     assert "dense_mlp" not in groups and groups == _groups()
+
+
+def _without(*keys: str, **changes: Any) -> dict[str, int]:
+    cfg = {**resolve_preset("models", "qwen3-next-80b-a3b").data["config"], **changes}
+    for k in keys:
+        del cfg[k]
+    return {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+
+
+def test_without_layer_types_or_interval_every_4th_layer_is_full() -> None:
+    # transformers Qwen3NextConfig.__post_init__: kwargs.pop("full_attention_interval", 4): of 48 layers, 12 full
+    # (gated attention: 2 × 16 × 256 × 2,048 q+gate + 2,048 × 4,096 o = 25,165,824 a layer), 36 Gated DeltaNet
+    assert _without("full_attention_interval")["attention"] == 12 * 25_165_824 == 301_989_888
+
+
+def test_moe_layers_are_every_step_th_from_layer_step_minus_1() -> None:
+    # vLLM qwen3_next.py Qwen3NextDecoderLayer: MoE iff layer_idx not in mlp_only_layers and (layer_idx + 1) %
+    # decoder_sparse_step == 0: step 3 -> layers 2, 5, ..., 47 (16), less mlp_only_layers [2]: 15 MoE layers of
+    # 512 experts × 3 × 512 × 2,048 = 1,610,612,736; 33 dense layers of 3 × 5,120 × 2,048 = 31,457,280
+    groups = _without(decoder_sparse_step=3, mlp_only_layers=[2])
+    assert groups["routed_experts"] == 15 * 1_610_612_736 == 24_159_191_040
+    assert groups["dense_mlp"] == 33 * 31_457_280
+
+
+def test_a_dense_config_may_write_moe_width_0_and_no_mtp_layers() -> None:
+    # transformers' strict ints take 0; vLLM reads moe_intermediate_size only for a MoE layer (num_experts 0: none)
+    # and builds range(num_nextn_predict_layers) MTP layers (qwen3_next_mtp.py): 0 -> no mtp group
+    dense = _without(num_experts=0, moe_intermediate_size=0)
+    assert "routed_experts" not in dense and dense["dense_mlp"] == 48 * 31_457_280
+    assert "mtp" not in _without(num_nextn_predict_layers=0) and "mtp" in _without()
