@@ -50,9 +50,9 @@ def groups(c: Fields, acc: _Groups) -> str:
     tied = c.flag("tie_word_embeddings", False)
     acc.plain("embeddings", "tp", vocab * h * (1 if tied else 2))
     if tied:  # one matrix in the checkpoint and on vLLM; SGLang still allocates its own LM head
-        plain = acc.quant.plain.bytes_for(vocab, h, 1)
-        acc.extra(SglangLmHead(name="lm_head", params=0, bytes_per_param_num=0, head_num=plain.numerator,
-                               head_den=plain.denominator))  # fmt: skip
+        per = acc.quant.plain.bytes_for(vocab, h, 1) / (vocab * h)
+        acc.extra(SglangLmHead(name="lm_head", params=0, bytes_per_param_num=per.numerator,
+                               bytes_per_param_den=per.denominator, head_params=vocab * h))  # fmt: skip
     acc.span(range(layers), "attention", "kv_proj", "routed_experts", "router", *(("dense_mlp",) if residual else ()))
     positions = c.required("max_position_embeddings")  # Grok1DecoderLayer: config.max_position_embeddings
     acc.buffer("rotary_cache", positions * d * acc.quant.plain.bytes_per_param)  # get_rope: rotary_dim = head_dim
@@ -64,10 +64,9 @@ class SglangLmHead(ParamGroup):
     """A tied Grok config's LM head on SGLang: ``Grok1ForCausalLM`` builds its own ``ParallelLMHead(vocab_size,
     hidden_size)`` whatever ``tie_word_embeddings`` says (SGLang 0.5.23 ``models/grok.py``), vocab parallel, while
     vLLM's ``grok1.py`` points ``lm_head.weight`` at ``embed_tokens.weight`` (one copy). No parameters of the
-    checkpoint; ``head_num / head_den`` bytes of the whole head."""
+    checkpoint: ``head_params`` (vocab × hidden) at the checkpoint dtype's bytes per parameter."""
 
-    head_num: int
-    head_den: int
+    head_params: int
 
     def bytes_per_gpu(self, split: Split) -> int:
         return 0
@@ -75,4 +74,5 @@ class SglangLmHead(ParamGroup):
     def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
         if engine != "sglang":
             return 0
-        return -(-self.head_num // (self.head_den * split.ways("tp")))
+        total = self.head_params * self.bytes_per_param_num
+        return -(-total // (self.bytes_per_param_den * split.ways("tp")))

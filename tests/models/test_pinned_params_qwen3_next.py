@@ -115,3 +115,12 @@ def test_a_dense_config_may_write_moe_width_0_and_no_mtp_layers() -> None:
     dense = _without(num_experts=0, moe_intermediate_size=0)
     assert "routed_experts" not in dense and dense["dense_mlp"] == 48 * 31_457_280
     assert "mtp" not in _without(num_nextn_predict_layers=0) and "mtp" in _without()
+
+
+def test_a_second_mtp_layer_adds_one_decoder_layer_not_the_shared_norms() -> None:
+    # the published mtp.* count, 1,650,471,424 (module comment) = one MTP decoder layer + mtp.fc (2,048 × 4,096 =
+    # 8,388,608) + pre_fc_norm_embedding, pre_fc_norm_hidden, mtp.norm (3 × 2,048): the layer is 1,642,076,672
+    # (q+gate 16,777,216, o 8,388,608, k/v 2,097,152, 512 experts 1,610,612,736, shared expert 3,145,728, gate and
+    # shared gate 1,050,624, q/k norms and two layer norms 4,608). num_nextn_predict_layers 2: one more layer only
+    assert _without()["mtp"] == 1_642_076_672 + 8_388_608 + 3 * 2_048 == 1_650_471_424
+    assert _without(num_nextn_predict_layers=2)["mtp"] == 1_650_471_424 + 1_642_076_672

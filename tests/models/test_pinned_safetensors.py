@@ -106,3 +106,16 @@ def test_no_bytes_of_no_bytes_are_unexplained() -> None:
         return r.unexplained_ppm
 
     assert (ppm(0, 0), ppm(3_000_000, 2_999_997), ppm(3_000_000, 2_999_998)) == (0, 1, 0)
+
+
+def test_the_length_field_is_8_bytes_and_n_must_fit_after_it() -> None:
+    # the format's first 8 bytes are N (u64 little-endian); 7 bytes are not a safetensors file. N = 10 needs a file
+    # of 8 + 10 = 18 bytes at least: 18 holds it (no data), 17 has only 9 after the length
+    from kvplan.models.safetensors import header_length
+
+    with pytest.raises(InputError, match="f: shorter than the 8-byte header length"):
+        header_length(b"\x0a" + b"\0" * 6, 100, "f")
+    ten = (10).to_bytes(8, "little")
+    assert header_length(ten, 18, "f") == 10
+    with pytest.raises(InputError, match="f: the header claims 10 bytes but only 9 follow its 8-byte length"):
+        header_length(ten, 17, "f")
