@@ -40,8 +40,9 @@ maximum-concurrency messages into one startup log line", ``update_kv_cache_capac
 22df3a3 by 2026-09-01, vllm-project/vllm#54662). 0.26.0 still logs two lines (tests/data/logs/field, 2026-09-04),
 0.33.0 one (shared/reference/vllm-0.33.0.md §3). ASSUMPTION: 0.27.0, the first release after 0.26.0, has it."""
 
-VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 4)
-"""V0 logs 'Maximum concurrency' from 0.6.4 (runbook/parse/lines.py LineForm 'concurrency')."""
+VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 3)
+"""V0 logs 'Maximum concurrency' from 0.6.3: the 0.6.3 wheel's ``executor/gpu_executor.py`` initialize_cache logs it
+after "# GPU blocks", 0.6.2's does not (runbook/parse/lines.py LineForm 'concurrency')."""
 
 VLLM_V0_DISPATCH_KEY_SINCE: Version = (0, 7, 0)
 """The 0.7.0 wheel's ``executor_base.initialize_cache`` logs "# %s blocks" with ``current_platform.dispatch_key``:
@@ -170,7 +171,7 @@ def _vllm(p: PoolPlan) -> VllmSummary:
 
 # vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# CUDA blocks" in 0.7.0-0.7.2,
 # "# cuda blocks" from 0.7.3) and,
-# from 0.6.4, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N x block / L (L unformatted).
+# from 0.6.3, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N x block / L (L unformatted).
 def _vllm_v0(p: PoolPlan) -> VllmV0Summary:
     v = parse_version(p.engine_version)
     return VllmV0Summary(

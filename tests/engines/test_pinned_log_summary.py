@@ -112,3 +112,20 @@ def test_vllm_v0_names_gpu_then_the_dispatch_key_then_the_device() -> None:
 
     got = {v: device(v) for v in ("0.6.6.post1", "0.7.0", "0.7.2", "0.7.3")}
     assert got == {"0.6.6.post1": "GPU", "0.7.0": "CUDA", "0.7.2": "CUDA", "0.7.3": "cuda"}
+
+
+def test_vllm_v0_logs_the_concurrency_from_0_6_3() -> None:
+    # the 0.6.3 wheel's executor/gpu_executor.py initialize_cache: "# GPU blocks: %d, # CPU blocks: %d", then
+    # "Maximum concurrency for %s tokens per request: %.2fx" (num_gpu_blocks × block_size / max_model_len); 0.6.2's
+    # logs the blocks only. 1,478 blocks of 16 at 29,000: 0.82x
+    def lines(version: str) -> tuple[str, ...]:
+        p = _vllm(version, num_blocks=1_478, block=16, max_model_len=29_000)
+        s = engine_summary(replace(p, startup_error=None, extras={**p.extras, "num_cpu_blocks": 2_048}))
+        assert isinstance(s, VllmV0Summary)
+        return log_lines(s)
+
+    assert lines("0.6.2") == ("# GPU blocks: 1478, # CPU blocks: 2048",)
+    assert lines("0.6.3") == (
+        "# GPU blocks: 1478, # CPU blocks: 2048",
+        "Maximum concurrency for 29000 tokens per request: 0.82x",
+    )

@@ -282,7 +282,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "format: vllm/v1/core/kv_cache_utils.py (verbatim in ../shared/logs/vllm-kimi-k2-thinking-h200-vllm-"
              "recipes-tp8-dcp8.log, a folder a checkout may lack)",
              F.one("dcp", F.integer)),
-    LineForm("concurrency", P._VL_CONCURRENCY, "V0 0.6.4 - V1 0.33",
+    LineForm("concurrency", P._VL_CONCURRENCY, "V0 0.6.3 - V1 0.33",
              "Maximum concurrency for 8,192 tokens per request: 51.11x",
              _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log",
              _CONCURRENCY),
