@@ -50,7 +50,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     tied = c.flag("tie_word_embeddings", False)
     acc.plain("embeddings", "tp", vocab * h * (1 if tied else 2))
     if tied:  # one matrix in the checkpoint and on vLLM; SGLang still allocates its own LM head
-        per = acc.quant.plain.bytes_for(vocab, h, 1) / (vocab * h)
+        per = acc.quant.plain.bytes_per_param  # the checkpoint dtype, as the embeddings
         acc.extra(SglangLmHead(name="lm_head", params=0, bytes_per_param_num=per.numerator,
                                bytes_per_param_den=per.denominator, head_params=vocab * h))  # fmt: skip
     acc.span(range(layers), "attention", "kv_proj", "routed_experts", "router", *(("dense_mlp",) if residual else ()))

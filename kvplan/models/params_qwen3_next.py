@@ -173,7 +173,7 @@ def groups(c: Fields, acc: _Groups) -> str:
         acc.plain("mtp", "experts", 2 * head_dim + 2 * h + (3 * h if k == 0 else 0))
         if k == 0:
             acc.linear("mtp", "experts", "mtp.fc", h, 2 * h)
-    positions = c.integer("max_position_embeddings", 0, minimum=0)
+    positions = c.integer("max_position_embeddings", 32_768)  # transformers' default (Qwen3Next / Qwen3_5 configs)
     rotary_dim = int(head_dim * _rotary_factor(c))
     acc.buffer("rotary_cache", positions * rotary_dim * acc.quant.plain.bytes_per_param)
     return "hybrid GDN MoE" if experts else "hybrid GDN"

@@ -124,3 +124,12 @@ def test_a_second_mtp_layer_adds_one_decoder_layer_not_the_shared_norms() -> Non
     # shared gate 1,050,624, q/k norms and two layer norms 4,608). num_nextn_predict_layers 2: one more layer only
     assert _without()["mtp"] == 1_642_076_672 + 8_388_608 + 3 * 2_048 == 1_650_471_424
     assert _without(num_nextn_predict_layers=2)["mtp"] == 1_650_471_424 + 1_642_076_672
+
+
+def test_a_config_without_max_position_embeddings_takes_32768() -> None:
+    # transformers Qwen3NextConfig (and Qwen3_5TextConfig): max_position_embeddings: int = 32768; the rotary cache
+    # both engines build (get_rope, rotary_dim 256 × 0.25 = 64) is 32,768 × 64 × 2 B = 4,194,304 B on each GPU
+    cfg = dict(resolve_preset("models", "qwen3-next-80b-a3b").data["config"])
+    del cfg["max_position_embeddings"]
+    (rotary,) = [g for g in param_groups_from_hf(cfg, "config.json").groups if g.name == "rotary_cache"]
+    assert rotary.bytes_per_gpu(Split.of(tp=1)) == 32_768 * 64 * 2 == 4_194_304
