@@ -18,18 +18,21 @@ SGLANG_MAX_PREFILL_TOKENS = 16_384
 0.4.1 and 0.5.x field logs print 16384)."""
 
 SGLANG_CHUNK_PRINTED_SINCE: Version = (0, 4, 2)
-"""0.4.1's summary has no chunked_prefill_size (tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping)."""
+"""0.4.1's summary has no chunked_prefill_size (tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping);
+the 0.4.2 wheel's ``Scheduler.__init__`` prints ``chunked_prefill_size={server_args.chunked_prefill_size}``."""
 
-SGLANG_AVAILABLE_MEM_SINCE: Version = (0, 4, 4)
-"""The summary ends with available_gpu_mem from 0.4.4 (runbook/parse/lines.py LineForm 'summary')."""
+SGLANG_AVAILABLE_MEM_SINCE: Version = (0, 4, 7)
+"""The summary ends with ``available_gpu_mem={avail_mem:.2f} GB`` from the 0.4.7 wheel's ``Scheduler.__init__``; the
+0.4.4, 0.4.5, 0.4.6 and 0.4.6.post5 wheels end it at ``context_len``."""
 
-SGLANG_RUNNING_IS_POOL_SIZE: tuple[Version, Version] = ((0, 4, 1), (0, 4, 4))
+SGLANG_RUNNING_IS_POOL_SIZE: tuple[Version, Version] = ((0, 4, 0), (0, 4, 7))
 """Releases whose summary prints max_running_requests = min(rows // 2, req_to_token_pool.size), the pool holding
 max_num_reqs + 1 slots (tp_worker / model_runner ``ReqToTokenPool(size=max_num_reqs + 1)``): 2049 for a default
-2048. Seen in 0.4.1 (tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping.log: 444,500 rows, 2049)
-and 0.4.3.post4 (shared/logs/sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log: 46,611 rows, 2049); a July 2025
-image prints 2048 (tests/data/logs/field/sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log). The releases between are
-not read: kvplan keeps its plan's figure there."""
+2048. Read in the wheels: 0.4.0 (kvplan's oldest SGLang) to 0.4.6.post5 build the pool of max_num_reqs + 1; 0.4.7's
+``ModelRunner.init_memory_pool`` builds ``ReqToTokenPool(size=max_num_reqs)``. Seen in 0.4.1
+(tests/data/logs/doctor-sglang-0.4.1-llama-3.1-8b-h100-docs-clipping.log: 444,500 rows, 2049) and 0.4.3.post4
+(shared/logs/sglang-qwq-32b-l4-didier-durand-llms-in-clouds.log: 46,611 rows, 2049); a July 2025 image prints 2048
+(tests/data/logs/field/sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log)."""
 
 VLLM_ONE_LINE_SINCE: Version = (0, 27, 0)
 """vLLM logs the two figures on one line from here: vllm-project/vllm#50462 ("combines the capacity and
@@ -37,11 +40,17 @@ maximum-concurrency messages into one startup log line", ``update_kv_cache_capac
 22df3a3 by 2026-09-01, vllm-project/vllm#54662). 0.26.0 still logs two lines (tests/data/logs/field, 2026-09-04),
 0.33.0 one (shared/reference/vllm-0.33.0.md §3). ASSUMPTION: 0.27.0, the first release after 0.26.0, has it."""
 
-VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 4)
-"""V0 logs 'Maximum concurrency' from 0.6.4 (runbook/parse/lines.py LineForm 'concurrency')."""
+VLLM_V0_CONCURRENCY_SINCE: Version = (0, 6, 3)
+"""V0 logs 'Maximum concurrency' from 0.6.3: the 0.6.3 wheel's ``executor/gpu_executor.py`` initialize_cache logs it
+after "# GPU blocks", 0.6.2's does not (runbook/parse/lines.py LineForm 'concurrency')."""
 
-VLLM_V0_DEVICE_BLOCKS_SINCE: Version = (0, 8, 0)
-"""V0 0.8 names the platform: '# cuda blocks' (runbook/parse/lines.py LineForm 'v0_blocks')."""
+VLLM_V0_DISPATCH_KEY_SINCE: Version = (0, 7, 0)
+"""The 0.7.0 wheel's ``executor_base.initialize_cache`` logs "# %s blocks" with ``current_platform.dispatch_key``:
+'CUDA' on CUDA and on ROCm (``platforms/rocm.py``); 0.6.6.post1's ``gpu_executor`` still logs "# GPU blocks"."""
+
+VLLM_V0_DEVICE_BLOCKS_SINCE: Version = (0, 7, 3)
+"""The 0.7.3 wheel logs ``current_platform.device_name`` there: '# cuda blocks', 'rocm' on AMD (0.7.2: the
+dispatch key; runbook/parse/lines.py LineForm 'v0_blocks')."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +121,7 @@ def engine_summary(p: PoolPlan) -> EngineSummary | None:
 #     context_len={L}, available_gpu_mem={:.2f} GB
 # N is ``logical_max_total_num_tokens`` (rows x dcp), C is ``server_args.chunked_prefill_size`` after
 # ``_handle_data_parallelism`` divides it by dp_size under DP attention, P the ServerArgs default 16384. 0.4.1 prints
-# no chunked_prefill_size, 0.4.2 on does, 0.4.4 on adds available_gpu_mem (runbook/parse/lines.py LineForm rows).
+# no chunked_prefill_size, 0.4.2 on does, 0.4.7 on adds available_gpu_mem (runbook/parse/lines.py LineForm rows).
 def _sglang(p: PoolPlan) -> SglangSummary:
     v = parse_version(p.engine_version)
     chunk: int | None = None
@@ -160,8 +169,9 @@ def _vllm(p: PoolPlan) -> VllmSummary:
     )
 
 
-# vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# cuda blocks" from 0.8.0) and,
-# from 0.6.4, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N x block / L (L unformatted).
+# vLLM V0, ``executor_base.initialize_cache``: "# GPU blocks: N, # CPU blocks: M" ("# CUDA blocks" in 0.7.0-0.7.2,
+# "# cuda blocks" from 0.7.3) and,
+# from 0.6.3, "Maximum concurrency for {L} tokens per request: {X:.2f}x", X = N x block / L (L unformatted).
 def _vllm_v0(p: PoolPlan) -> VllmV0Summary:
     v = parse_version(p.engine_version)
     return VllmV0Summary(
@@ -175,9 +185,12 @@ def _vllm_v0(p: PoolPlan) -> VllmV0Summary:
 
 
 def _v0_device(p: PoolPlan, v: Version) -> str:
-    """'GPU' before 0.8.0; from it ``current_platform.device_name``: 'cuda', 'rocm' on AMD GPUs."""
-    if v < VLLM_V0_DEVICE_BLOCKS_SINCE:
+    """'GPU' before 0.7.0; the dispatch key 'CUDA' to 0.7.2; from 0.7.3 ``current_platform.device_name``: 'cuda',
+    'rocm' on AMD GPUs."""
+    if v < VLLM_V0_DISPATCH_KEY_SINCE:
         return "GPU"
+    if v < VLLM_V0_DEVICE_BLOCKS_SINCE:
+        return "CUDA"
     return "rocm" if p.deployment.gpu.vendor == "amd" else "cuda"
 
 

@@ -189,11 +189,15 @@ def _pack(b: _Buckets, row: int, block: int, ring: int) -> _Packed:
     # _get_packed_kv_cache_groups: balanced buckets' largest page-size counts: KDA n_state, MLA + indexer n_mla
     # (mixed: it stays whole, so at least n_mla repeats a group), ring n_mla
     repeats = approximate_gcd([n_state, n_mla, n_mla], n_mla)
-    anchor = cdiv(n_mla, cdiv(n_mla, repeats)) * (mla_page + idx_page)  # the MLA + indexer group's pages
-    state_groups = max(cdiv(n_state, repeats), cdiv(n_state, max(anchor // mla_page, 1)))
-    ring_groups = max(1, cdiv(n_mla, max(anchor // ring_page, 1)))
-    attn_groups = cdiv(n_mla, repeats)
-    widest = max(anchor, cdiv(n_state, state_groups) * mla_page, cdiv(n_mla, ring_groups) * ring_page)
+    # num_groups_for: the ring (CircularBufferSpec, an AttentionSpec, not a MambaSpec: never capped by the block)
+    # splits by the repeats like the MLA + indexer bucket
+    attn_groups = ring_groups = cdiv(n_mla, repeats)
+    # anchor_bytes: every bucket's widest group (a KDA group of one state, padded to mla_page, is never the widest)
+    anchor = max(cdiv(n_mla, attn_groups) * (mla_page + idx_page), cdiv(n_mla, ring_groups) * ring_page)
+    # the KDA groups, capped at the states one block fits (the anchor holds at least one MLA page, so vLLM's
+    # max(…, 1) never binds), are never wider than the anchor
+    state_groups = max(cdiv(n_state, repeats), cdiv(n_state, anchor // mla_page))
+    widest = anchor
     # block stride alignments: MLA rows (align_blocks_to_rows: one row), the indexer's whole kernel blocks
     # (MultipleOf(kpool × 64) → a 128-token page when gcd(256, block) < block), 1 for the KDA state and the ring
     kernel = math.gcd(kpool * max(GLM5_NEXT_INDEXER_PAGES), block)

@@ -5,15 +5,18 @@ d = ``head_dim``, default 128 as ``Grok1Attention`` reads it): q and o (heads·d
 (kv·d × h, at most kv-heads ways), no biases; ``num_local_experts`` experts of w1 / w3 (I × h) and w2, I =
 ``moe_intermediate_size`` else ``intermediate_size``, and their gate E × h (replicated); with ``residual_moe``
 (Grok-2) a dense MLP of ``intermediate_size`` beside them (tensor parallel); four RMSNorms. Plus embed_tokens and
-lm_head (vocab × h each: grok.py loads its own ``ParallelLMHead``), the final norm and the rotary cos/sin cache.
+lm_head (vocab × h each: grok.py loads its own ``ParallelLMHead``; one copy in a tied checkpoint, where SGLang still
+allocates the head and vLLM shares the embedding: ``SglangLmHead``), the final norm and the rotary cos/sin cache.
 xai-org/grok-2's published total, 269,515,497,472 parameters, is these counts exactly (tests/models/test_grok2.py).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.limits import MAX_LAYERS
+from kvplan.models.arch import ParamGroup, Split
 from kvplan.models.weights import gqa_heads
 
 if TYPE_CHECKING:
@@ -44,8 +47,32 @@ def groups(c: Fields, acc: _Groups) -> str:
                 acc.linear("dense_mlp", "tp", f"{p}mlp.{m}", rows, cols)
     acc.plain("router", "none", layers * experts * h)
     acc.plain("norms", "none", (4 * layers + 1) * h)  # four RMSNorms a layer + the final one
-    acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
+    tied = c.flag("tie_word_embeddings", False)
+    acc.plain("embeddings", "tp", vocab * h * (1 if tied else 2))
+    if tied:  # one matrix in the checkpoint and on vLLM; SGLang still allocates its own LM head
+        per = acc.quant.plain.bytes_per_param  # the checkpoint dtype, as the embeddings
+        acc.extra(SglangLmHead(name="lm_head", params=0, bytes_per_param_num=per.numerator,
+                               bytes_per_param_den=per.denominator, head_params=vocab * h))  # fmt: skip
     acc.span(range(layers), "attention", "kv_proj", "routed_experts", "router", *(("dense_mlp",) if residual else ()))
     positions = c.required("max_position_embeddings")  # Grok1DecoderLayer: config.max_position_embeddings
     acc.buffer("rotary_cache", positions * d * acc.quant.plain.bytes_per_param)  # get_rope: rotary_dim = head_dim
     return "GQA MoE"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SglangLmHead(ParamGroup):
+    """A tied Grok config's LM head on SGLang: ``Grok1ForCausalLM`` builds its own ``ParallelLMHead(vocab_size,
+    hidden_size)`` whatever ``tie_word_embeddings`` says (SGLang 0.5.23 ``models/grok.py``), vocab parallel, while
+    vLLM's ``grok1.py`` points ``lm_head.weight`` at ``embed_tokens.weight`` (one copy). No parameters of the
+    checkpoint: ``head_params`` (vocab × hidden) at the checkpoint dtype's bytes per parameter."""
+
+    head_params: int
+
+    def bytes_per_gpu(self, split: Split) -> int:
+        return 0
+
+    def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
+        if engine != "sglang":
+            return 0
+        total = self.head_params * self.bytes_per_param_num
+        return -(-total // (self.bytes_per_param_den * split.ways("tp")))

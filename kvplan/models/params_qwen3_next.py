@@ -43,6 +43,14 @@ def _rotary_factor(c: Fields) -> float:
     return 0.25
 
 
+def _vocab_default(c: Fields) -> int:
+    """transformers' ``vocab_size`` default, which both engines read through the config object: ``Qwen3NextConfig``
+    151,936; ``Qwen3_5TextConfig`` and ``Qwen3_5MoeTextConfig`` 248,320."""
+    archs = c.data.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs else archs
+    return 248_320 if isinstance(first, str) and first.startswith("Qwen3_5") else 151_936
+
+
 # The groups, as the checkpoint names them:
 #
 # - GDN, group ``linear_attention``, split over attention TP: ``linear_attn.in_proj_qkvz`` (2·nk·dk + 2·nv·dv) × h,
@@ -68,7 +76,8 @@ def _rotary_factor(c: Fields) -> float:
 #   (``router``: ReplicatedLinear with ``quant_config=None`` in both engines, replicated); a dense layer:
 #   ``mlp.{gate,up,down}_proj`` of ``intermediate_size`` (``dense_mlp``, TP).
 # - norms: input and post-attention RMSNorm a layer and the final norm (replicated).
-# - embeddings and LM head: vocab × h each (one when tied), vocab parallel.
+# - embeddings and LM head: vocab × h each (one when tied), vocab parallel; a config without ``vocab_size`` takes
+#   transformers' default (``_vocab_default``).
 # - MTP, group ``mtp`` (counted only when speculative decoding loads it: SGLang ``load_weights`` skips every name
 #   with "mtp" unless ``is_mtp``; vLLM loads ``mtp.*`` in ``Qwen3NextMTP`` only): ``num_nextn_predict_layers``
 #   layers, default 1 (vLLM ``qwen3_next_mtp.py``: ``getattr(config, "num_nextn_predict_layers", 1)``; the
@@ -149,7 +158,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     acc.plain(
         "embeddings",
         "tp",
-        c.integer("vocab_size", 0, minimum=0) * h * (1 if c.flag("tie_word_embeddings", False) else 2),
+        c.integer("vocab_size", _vocab_default(c)) * h * (1 if c.flag("tie_word_embeddings", False) else 2),
     )
     acc.plain("norms", "none", norms)
     for k in range(mtp if experts or c.data.get("mtp_num_hidden_layers") else 0):
@@ -164,7 +173,7 @@ def groups(c: Fields, acc: _Groups) -> str:
         acc.plain("mtp", "experts", 2 * head_dim + 2 * h + (3 * h if k == 0 else 0))
         if k == 0:
             acc.linear("mtp", "experts", "mtp.fc", h, 2 * h)
-    positions = c.integer("max_position_embeddings", 0, minimum=0)
+    positions = c.integer("max_position_embeddings", 32_768)  # transformers' default (Qwen3Next / Qwen3_5 configs)
     rotary_dim = int(head_dim * _rotary_factor(c))
     acc.buffer("rotary_cache", positions * rotary_dim * acc.quant.plain.bytes_per_param)
     return "hybrid GDN MoE" if experts else "hybrid GDN"

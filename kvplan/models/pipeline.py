@@ -79,6 +79,8 @@ def stage_group_bytes(arch: ModelArch, g: ParamGroup, whole: int, stage: Pipelin
     if g.name == "embeddings":
         ends = int(stage.first) + int(stage.last)
         return -(-whole * ends // _embedding_copies(arch, g))
+    if g.name == "lm_head":  # an LM head apart from the embeddings (params_grok.SglangLmHead): the last stage's
+        return whole if stage.last else 0
     if g.params == 0:  # a buffer each process builds once (rotary cache), the engine's additions
         return whole
     first, end = g.layers_owned(stage.model_layers)

@@ -131,8 +131,11 @@ def test_sglang_dp_attention_divides_the_chunk() -> None:
         # 0.4.2 adds chunked_prefill_size (runbook/parse/lines.py LineForm 'summary')
         ("0.4.3", "max_total_num_tokens=N, chunked_prefill_size=C, max_prefill_tokens=16384, max_running_requests=R, "
                   "context_len=L"),
-        # 0.4.4 on ends with available_gpu_mem
+        # the 0.4.4 - 0.4.6.post5 wheels' Scheduler.__init__ still end at context_len
         ("0.4.4", "max_total_num_tokens=N, chunked_prefill_size=C, max_prefill_tokens=16384, max_running_requests=R, "
+                  "context_len=L"),
+        # the 0.4.7 wheel's Scheduler.__init__ ends with f"available_gpu_mem={avail_mem:.2f} GB"
+        ("0.4.7", "max_total_num_tokens=N, chunked_prefill_size=C, max_prefill_tokens=16384, max_running_requests=R, "
                   "context_len=L, available_gpu_mem=? GB"),
     ],
 )  # fmt: skip

@@ -69,3 +69,63 @@ def test_sglang_dp_attention_2_halves_the_chunk() -> None:
     # the H200 default 8,192 // 2 = 4,096 in the summary line
     s = engine_summary(load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=2"]))
     assert isinstance(s, SglangSummary) and s.chunked_prefill_size == 4_096
+
+
+# The version boundaries, read in the released wheels (pip download sglang==V / vllm==V --no-deps):
+# - SGLang ``managers/tp_worker.py`` TpModelWorker.__init__: max_running_requests = min(max_total_num_tokens // 2,
+#   req_to_token_pool.size) in every wheel read (0.4.0 - 0.4.10); ``model_executor/model_runner.py``
+#   init_memory_pool builds ReqToTokenPool(size=max_num_reqs + 1) in 0.4.0, 0.4.1, ..., 0.4.6.post5 and
+#   ReqToTokenPool(size=max_num_reqs) from 0.4.7; ``managers/scheduler.py``'s summary prints chunked_prefill_size
+#   from 0.4.2 (not in 0.4.0, 0.4.1) and available_gpu_mem from 0.4.7 (not in 0.4.4, 0.4.5, 0.4.6, 0.4.6.post5).
+# - vLLM V0: "# GPU blocks" in 0.6.6.post1's ``executor/gpu_executor.py``; ``executor/executor_base.py``
+#   initialize_cache logs current_platform.dispatch_key ('CUDA': ``platforms/cuda.py`` and ``platforms/rocm.py``)
+#   in 0.7.0, 0.7.1 and 0.7.2, current_platform.device_name ('cuda') in 0.7.3 and 0.8.0.
+def _sglang_at(version: str) -> SglangSummary:
+    # a 3,000-token pool, the plan's default 2,048 requests: min(3,000 // 2, 2,048 + 1) = 1,500 where the pool
+    # has the extra slot; 4,098 rows: min(2,049, 2,049) = 2,049 there, the plan's 2,048 elsewhere
+    p = load_plan(None, "glm-5.3-8xh200-sglang", [])
+    p = replace(p, engine_version=version, rows=4_098, logged_tokens=4_098, max_running_requests=2_048)
+    s = engine_summary(p)
+    assert isinstance(s, SglangSummary)
+    return s
+
+
+def test_sglang_0_4_0_to_0_4_6_count_the_request_pools_padding_slot() -> None:
+    for version in ("0.4.0", "0.4.6", "0.4.6.post5"):
+        assert _sglang_at(version).max_running_requests == 2_049, version
+    for version in ("0.4.7", "0.4.8"):
+        assert _sglang_at(version).max_running_requests == 2_048, version
+
+
+def test_sglang_prints_the_chunk_from_0_4_2_and_the_free_memory_from_0_4_7() -> None:
+    assert _sglang_at("0.4.1").chunked_prefill_size is None
+    assert _sglang_at("0.4.2").chunked_prefill_size == 8_192  # the H200 default, as at 0.4.3.post4 above
+    assert [_sglang_at(v).available_mem for v in ("0.4.4", "0.4.6.post5", "0.4.7")] == [False, False, True]
+
+
+def test_vllm_v0_names_gpu_then_the_dispatch_key_then_the_device() -> None:
+    def device(version: str) -> str:
+        p = _vllm(version, num_blocks=4_739, block=64, max_model_len=163_840)
+        s = engine_summary(replace(p, startup_error=None, extras={**p.extras, "num_cpu_blocks": 859}))
+        assert isinstance(s, VllmV0Summary)
+        return s.device
+
+    got = {v: device(v) for v in ("0.6.6.post1", "0.7.0", "0.7.2", "0.7.3")}
+    assert got == {"0.6.6.post1": "GPU", "0.7.0": "CUDA", "0.7.2": "CUDA", "0.7.3": "cuda"}
+
+
+def test_vllm_v0_logs_the_concurrency_from_0_6_3() -> None:
+    # the 0.6.3 wheel's executor/gpu_executor.py initialize_cache: "# GPU blocks: %d, # CPU blocks: %d", then
+    # "Maximum concurrency for %s tokens per request: %.2fx" (num_gpu_blocks × block_size / max_model_len); 0.6.2's
+    # logs the blocks only. 1,478 blocks of 16 at 29,000: 0.82x
+    def lines(version: str) -> tuple[str, ...]:
+        p = _vllm(version, num_blocks=1_478, block=16, max_model_len=29_000)
+        s = engine_summary(replace(p, startup_error=None, extras={**p.extras, "num_cpu_blocks": 2_048}))
+        assert isinstance(s, VllmV0Summary)
+        return log_lines(s)
+
+    assert lines("0.6.2") == ("# GPU blocks: 1478, # CPU blocks: 2048",)
+    assert lines("0.6.3") == (
+        "# GPU blocks: 1478, # CPU blocks: 2048",
+        "Maximum concurrency for 29000 tokens per request: 0.82x",
+    )

@@ -8,6 +8,8 @@ rings in 1 group of 1 block; block 1,152 tokens; one block id 6,906,240 B rounde
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan.engines import plan_pool
@@ -59,6 +61,23 @@ def test_the_mtp_note_counts_the_draft_layer() -> None:
     )
 
 
+def test_the_notes_name_the_pooled_keys_and_the_speculative_state_blocks() -> None:
+    # Glm5NextIndexerCache (tokens_per_state = index_kpool 4): a 1,152-token block holds 1,152 / 4 = 288 pooled
+    # keys of 132 B = 38,016 B; MambaSpec 'align' with num_speculative_tokens 1: 2 + 1 checkpoint + 1 = 4 blocks
+    assert any("(589,824 + 38,016 B: 288 pooled keys of 132 B)" in n for n in _plan().notes)
+    assert any(
+        "4 blocks per KDA group (mamba_cache_mode 'align': 2 + one FlashKDA prefill checkpoint + 1 speculative;" in n
+        for n in _plan("speculative_num_draft_tokens=1").notes
+    )
+
+
+def test_the_kv_dtype_knob_says_whether_it_was_set() -> None:
+    # the deployment sets kv_cache_dtype fp8 (--kv-cache-dtype fp8); without it vLLM's 'auto' is the model dtype
+    assert _plan().knob("kv_cache_dtype").origin == "set"
+    k = _plan("kv_cache_dtype=auto").knob("kv_cache_dtype")
+    assert (k.value, k.origin) == ("auto", "default: auto = the model dtype (bf16)")
+
+
 def test_an_mla_layer_without_its_indexer_is_refused() -> None:
     # vLLM's Glm5Next MLA layers each build a Glm5NextIndexerCache beside the MLA page (models/glm5next/); a config
     # whose MLA layer has no indexer is not the layout kvplan packs: one line, exit 2
@@ -72,3 +91,58 @@ def test_an_mla_layer_without_its_indexer_is_refused() -> None:
     odd = replace(arch, layers=(*arch.layers[:i], bare, *arch.layers[i + 1 :]))
     with pytest.raises(InputError, match="without one KDA shape and an indexer on every MLA layer"):
         plan_pool(odd, load_deployment("glm-5.3-8xh200-vllm"))
+
+
+# A second Glm5Next config: GLM-5.3-Flash's preset with index_kpool 8 (tp 8, fp8 rows of 512 B, KDA page 542,720 B
+# at tp 8, 34 KDA + 11 MLA layers as above). By hand from vLLM 0.33.0:
+# - block (``_align_hybrid_block_size``): 128 × cdiv(542,720, 128 × 512) = 1,152 tokens, then a multiple of the
+#   backends' smallest kernel blocks: lcm(64, the Glm5NextIndexerBackend's smallest kpool × 32 = 256
+#   (``get_supported_kernel_block_sizes``: [index_kpool × n for n in get_paged_mqa_page_sizes() = (32, 64)]), ring 1)
+#   = 256 → 256 × cdiv(1,152, 256) = 1,280 tokens (a preliminary block of 256, the smallest size every backend
+#   accepts, gives lcm(256, 16) × cdiv(542,720, 256 × 512) = 256 × 5 = 1,280 as well); the ring is 8 slots;
+# - pages: MLA 1,280 × 512 = 655,360 B; indexer 1,280 / 8 × 132 = 21,120 B; ring 8 × 2 × 128 × 2 = 4,096 B;
+# - ``_get_packed_kv_cache_groups``: repeats _approximate_gcd([34, 11, 11], 11) = 12 (as above); the MLA + indexer
+#   bucket one group of 11 × (655,360 + 21,120) = 7,441,280 B (the anchor); KDA max(cdiv(34, 12),
+#   cdiv(34, 7,441,280 // 655,360 = 11)) = 4 groups; the ring cdiv(11, 12) = 1 group;
+# - ``_get_kv_cache_bytes_per_block`` (block-outermost): round_up(7,441,280, lcm(512 (one row), the indexer's kernel
+#   block gcd(8 × 64, 1,280) = 256 tokens < 1,280: 256 / 8 × 132 = 4,224 B) = 16,896) = 441 × 16,896 = 7,451,136 B.
+def _kpool_8(tmp_path):  # type: ignore[no-untyped-def]
+    import yaml
+
+    doc = yaml.safe_load(Path("kvplan/configs/models/glm-5.3-flash.yaml").read_text())
+    doc["name"] = "glm-5.3-flash-kpool8"
+    doc["config"]["text_config"]["index_kpool"] = 8
+    path = tmp_path / "glm-5.3-flash-kpool8.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_model(str(path))
+
+
+def test_a_kpool_of_8_raises_the_block_to_a_multiple_of_256(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = plan_pool(_kpool_8(tmp_path), load_deployment("glm-5.3-8xh200-vllm"))
+    assert p.page_tokens == 1_280
+    assert p.extras["kv_cache_groups"] == 1 + 4 + 1
+    assert p.extras["bytes_per_block"] == 7_451_136
+    assert any("(a state page 542,720 B padded to 655,360 B)" in n for n in p.notes)
+
+
+def test_the_ring_bucket_splits_by_the_repeats_and_can_be_the_widest() -> None:
+    # vLLM's packer on synthetic pages (no served GLM-5.3-Flash config reaches them: a 256 B row, a 128-slot ring):
+    # block 128, row 256 → MLA page 32,768 B; indexer (kpool 4) 128 / 4 × 132 = 4,224 B; ring 128 × 2 × 128 × 2 =
+    # 65,536 B; 2 MLA layers, 6 KDA layers. ``_get_packed_kv_cache_groups``: repeats _approximate_gcd([6, 2, 2], 2)
+    # = 2 (padding 0); the ring bucket (CircularBufferSpec, an AttentionSpec: ``num_groups_for``, no mamba cap) is
+    # cdiv(2, 2) = 1 group of 2 × 65,536 = 131,072 B, the widest of all buckets, so anchor_bytes = 131,072; KDA
+    # max(cdiv(6, 2), cdiv(6, 131,072 // 32,768 = 4)) = 3 groups of 2 states (65,536 B); MLA + indexer 1 group of
+    # 2 × 36,992 = 73,984 B. ``_get_kv_cache_bytes_per_block``: the widest group 131,072 B, round_up to lcm(256, 1
+    # (the indexer's kernel block gcd(256, 128) = 128 is the whole block)) = 131,072 B.
+    from kvplan.engines.vllm_glm5_next import _Buckets, _pack
+    from kvplan.models.cache import IndexerK, LinearState
+
+    state = LinearState("kda", 8, 8, 128, 128, 4)
+    p = _pack(_Buckets(state, IndexerK(128, 4), n_state=6, n_mla=2, n_draft=0, spec=0, mamba_page=0), 256, 128, 128)
+    assert (p.mla_page, p.idx_page, p.ring_page) == (32_768, 4_224, 65_536)
+    assert (p.attn_groups, p.state_groups, p.ring_groups) == (1, 3, 1)
+    assert (p.widest, p.idx_align, p.bytes_per_block) == (131_072, 1, 131_072)
+    # one MLA layer, three KDA layers: repeats 1, the anchor the lone ring page 65,536 B (> 32,768 + 4,224), KDA
+    # max(cdiv(3, 1), cdiv(3, 65,536 // 32,768 = 2)) = 3 groups of one state
+    p = _pack(_Buckets(state, IndexerK(128, 4), n_state=3, n_mla=1, n_draft=0, spec=0, mamba_page=0), 256, 128, 128)
+    assert (p.attn_groups, p.state_groups, p.ring_groups, p.bytes_per_block) == (1, 3, 1, 65_536)

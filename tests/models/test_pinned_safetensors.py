@@ -51,3 +51,71 @@ def test_a_tensor_must_end_inside_the_data_after_the_8_byte_length_and_the_heade
     assert t.nbytes == 2
     with pytest.raises(InputError, match="inside the file's 1 data bytes"):
         parse_safetensors_header(header, 8 + len(header) + 1, "f")
+
+
+# kvplan's header cache (kvplan.models.hub_cache): each shard's first 8 + n bytes under headers/, beside
+# kvplan-headers.json naming the shard and its full size. The safetensors format (huggingface/safetensors README,
+# "Format"): 8 bytes, N, an unsigned little-endian 64-bit integer, the size of the header; then N bytes of UTF-8
+# JSON; then the data. One BF16 element [0, 2]: a shard of 8 + N + 2 bytes.
+_JSON = b'{"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}'
+
+
+def _cached(tmp_path, body: bytes):  # type: ignore[no-untyped-def]
+    import json
+
+    from kvplan.models import hub_cache
+
+    folder = tmp_path / "snap"
+    (folder / hub_cache.HEADERS_DIR).mkdir(parents=True)
+    size = 8 + len(_JSON) + 2
+    shards = [{"file": "model.safetensors", "size": size}]
+    (folder / hub_cache.HEADERS_NAME).write_text(json.dumps({"repo": "org/tiny", "revision": "main", "shards": shards}))
+    (folder / hub_cache.HEADERS_DIR / "model.safetensors").write_bytes(body)
+    return folder
+
+
+def test_a_cached_header_of_8_plus_n_bytes_is_read(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kvplan.models.safetensors import snapshot_tensors
+
+    n = len(_JSON)
+    (t,) = snapshot_tensors(_cached(tmp_path, n.to_bytes(8, "little") + _JSON))
+    assert (t.name, t.dtype, t.shape, t.nbytes) == ("w", "BF16", (1,), 2)
+
+
+@pytest.mark.parametrize("cut", [-1, 1])
+def test_a_cached_header_one_byte_short_or_long_is_refused(tmp_path, cut: int) -> None:  # type: ignore[no-untyped-def]
+    # the length field says N = 62 bytes follow; a cache holding 61 or 63 of them is not that header
+    from kvplan.models.safetensors import snapshot_tensors
+
+    n = len(_JSON)
+    assert n == 62
+    body = n.to_bytes(8, "little") + (_JSON[:cut] if cut < 0 else _JSON + b" ")
+    with pytest.raises(
+        InputError, match=rf"headers/model\.safetensors: {n + cut} header bytes cached, 62 expected; remove it"
+    ):
+        snapshot_tensors(_cached(tmp_path, body))
+
+
+def test_no_bytes_of_no_bytes_are_unexplained() -> None:
+    # an index whose metadata.total_size is 0 (a checkpoint of no tensors): nothing unexplained, 0 ppm; and
+    # 3 bytes of 3,000,000 are 1 ppm (3 × 1,000,000 // 3,000,000), 2 bytes 0 (rounded toward zero)
+    from kvplan.models.safetensors import Reconciliation
+
+    def ppm(total: int, explained: int) -> int:
+        r = Reconciliation(total_size=total, explained_bytes=explained, unknown_names=(), missing_names=())
+        return r.unexplained_ppm
+
+    assert (ppm(0, 0), ppm(3_000_000, 2_999_997), ppm(3_000_000, 2_999_998)) == (0, 1, 0)
+
+
+def test_the_length_field_is_8_bytes_and_n_must_fit_after_it() -> None:
+    # the format's first 8 bytes are N (u64 little-endian); 7 bytes are not a safetensors file. N = 10 needs a file
+    # of 8 + 10 = 18 bytes at least: 18 holds it (no data), 17 has only 9 after the length
+    from kvplan.models.safetensors import header_length
+
+    with pytest.raises(InputError, match="f: shorter than the 8-byte header length"):
+        header_length(b"\x0a" + b"\0" * 6, 100, "f")
+    ten = (10).to_bytes(8, "little")
+    assert header_length(ten, 18, "f") == 10
+    with pytest.raises(InputError, match="f: the header claims 10 bytes but only 9 follow its 8-byte length"):
+        header_length(ten, 17, "f")

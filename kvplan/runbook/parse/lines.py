@@ -115,7 +115,7 @@ SGLANG_LINES: tuple[LineForm, ...] = (
              "max_running_requests=2049, context_len=131072",
              _F + "sglang-llama-3.1-8b-h100-sgl-docs-notebook.log",
              _SUMMARY),
-    LineForm("summary", P._SG_SUMMARY, "0.4.2 - 0.5.x (chunked_prefill_size; available_gpu_mem from 0.4.4)",
+    LineForm("summary", P._SG_SUMMARY, "0.4.2 - 0.5.x (chunked_prefill_size; available_gpu_mem from 0.4.7)",
              "[2025-07-14 05:49:02] max_total_num_tokens=38141, chunked_prefill_size=2048, max_prefill_tokens=16384, "
              "max_running_requests=2048, context_len=131072, available_gpu_mem=0.83 GB",
              _F + "sglang-llama-3.1-8b-24gb-maxuhl98-thesis.log",
@@ -282,7 +282,7 @@ VLLM_LINES: tuple[LineForm, ...] = (
              "format: vllm/v1/core/kv_cache_utils.py (verbatim in ../shared/logs/vllm-kimi-k2-thinking-h200-vllm-"
              "recipes-tp8-dcp8.log, a folder a checkout may lack)",
              F.one("dcp", F.integer)),
-    LineForm("concurrency", P._VL_CONCURRENCY, "V0 0.6.4 - V1 0.33",
+    LineForm("concurrency", P._VL_CONCURRENCY, "V0 0.6.3 - V1 0.33",
              "Maximum concurrency for 8,192 tokens per request: 51.11x",
              _F + "vllm-qwen3-8b-h100-llmd-planner-tp1-profiling-override.log",
              _CONCURRENCY),
