@@ -8,17 +8,7 @@ import json
 import subprocess
 import sys
 
-_PROBE = """
-import json, sys
-from kvplan.cli import main
-sys.argv = ["kvplan", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted(sys.modules)))
-"""
-
+from tests.cli.modules_probe import modules_after
 
 _COMPILED = """
 import dataclasses, json, sys
@@ -35,16 +25,11 @@ sys.stderr.write(json.dumps(out))
 """
 
 
-def _modules_after(*argv: str) -> set[str]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=False)
-    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
-
-
 def test_admit_on_a_preset_loads_no_per_tensor_reader_and_no_gate() -> None:
     # The default preset (glm-5.3 on glm-5.3-8xh200-sglang) plans from its measured weights point: its per-tensor
     # groups stay unlaid (kvplan.models.preset_weights.DeferredGroups), so the checkpoint readers and the engine's
     # load-time additions are never called; the report draws no gate verdict.
-    mods = _modules_after("admit", "--ctx", "1M")
+    mods = modules_after("admit", "--ctx", "1M")
     assert "kvplan.plan.admit" in mods and "kvplan.models.snapshot" in mods
     unused = {
         "kvplan.models.additions",
@@ -60,7 +45,7 @@ def test_admit_on_a_preset_loads_no_per_tensor_reader_and_no_gate() -> None:
 def test_admit_on_a_preset_loads_no_stdlib_module_it_does_not_use() -> None:
     # secrets (for a temporary file's name: hmac, hashlib, base64) and importlib.resources (for the presets' folder:
     # zipfile, tempfile) cost about 3 ms each at start-up; os.urandom and the package's own path do the same work
-    mods = _modules_after("admit", "--ctx", "1M")
+    mods = modules_after("admit", "--ctx", "1M")
     assert not mods & {"secrets", "hashlib", "importlib.resources", "zipfile", "tempfile"}, sorted(mods)
 
 

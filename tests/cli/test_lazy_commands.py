@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.cli._app import COMMANDS
+from tests.cli.modules_probe import modules_after
 
 runner = CliRunner(env={"KVPLAN_FORMAT": None})
 
-_PROBE = """
-import json, sys
-from kvplan.cli import main
-sys.argv = ["kvplan", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted(m for m in sys.modules if m.startswith(("kvplan", "rich", "torch", "pynvml")))))
-"""
-
-
-def _modules_after(*argv: str) -> set[str]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=False)
-    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
-
 
 def test_admit_imports_no_other_command() -> None:
-    mods = _modules_after("admit", "--ctx", "1M")
+    mods = modules_after("admit", "--ctx", "1M")
     assert "kvplan.cli.admit" in mods
     others = {module for name, (module, _) in COMMANDS.items() if module != "kvplan.cli.admit"}
     assert not mods & others, sorted(mods & others)
@@ -64,6 +45,6 @@ def test_simulate_without_a_deployment_loads_no_engine(tmp_path) -> None:  # typ
     # kvplan simulate's start-up on the development machine); the trace reader and the simulator are all it needs.
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]}\n')
-    mods = _modules_after("simulate", str(trace), "--format", "json")
+    mods = modules_after("simulate", str(trace), "--format", "json")
     assert "kvplan.sim.ideal" in mods
     assert not {m for m in mods if m.startswith(("kvplan.engines", "kvplan.models"))}, sorted(mods)

@@ -5,22 +5,11 @@ per-capacity sweeps (kvplan/sim/run.py). About 20 ms of a 0.4 s FIFO curve at 12
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-_PROBE = """
-import json, sys
-from kvplan.cli import main
-sys.argv = ["kvplan", *sys.argv[1:]]
-try:
-    main()
-except SystemExit:
-    pass
-sys.stderr.write(json.dumps(sorted(sys.modules)))
-"""
+from tests.cli.modules_probe import run_probe
 
 ENGINE_ONLY = {
     "kvplan.sim.replay",
@@ -46,8 +35,8 @@ def _trace(tmp_path: Path) -> Path:
 
 
 def _run(*argv: str) -> tuple[dict[str, object], set[str]]:
-    proc = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True, check=False)
-    return json.loads(proc.stdout), set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    out, mods = run_probe(*argv)
+    return json.loads(out), mods
 
 
 @pytest.mark.parametrize(
