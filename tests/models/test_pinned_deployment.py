@@ -121,3 +121,11 @@ def test_a_config_without_weights_asks_for_them(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"no weights to plan with .* give --set weights_per_gpu=\.\.\.GiB"):
         check_model_for_deployment(arch, load_deployment(None, base))
     check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=1MiB"]))  # any figure is taken
+
+
+def test_a_version_yaml_read_as_a_number_is_shown_as_read(tmp_path: Path) -> None:
+    # YAML 1.1 reads 0.10 as the float 0.1: the version the user meant is lost, so kvplan shows what YAML read
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nengine_version: 0.10\n")
+    with pytest.raises(ConfigError, match=r':3: engine_version: write the version as a string, e\.g\. engine_version: '
+                                          r'"0\.1" \(YAML read 0\.1\)'):  # fmt: skip
+        load_deployment(path, [])

@@ -332,3 +332,14 @@ def test_five_redirects_are_followed_and_a_sixth_is_refused(tmp_path: Path, hops
         assert resp.status == 200
     with pytest.raises(InputError, match=rf"--model org/tiny: {hops} answered 302 for config.json"):
         h._request(f"{hops}/hop/6", "config.json")
+
+
+def test_the_index_names_1_to_10000_shard_files() -> None:
+    # hub_cache.MAX_SHARDS 10,000 (DeepSeek-V3 ships 163); an index naming none is refused with its count
+    r = hub.RepoRef("org/tiny", "main")
+    two = b'{"weight_map": {"a": "m-2.safetensors", "b": "m-1.safetensors", "c": "m-1.safetensors"}}'
+    assert hub._shard_names(two, r) == ("m-1.safetensors", "m-2.safetensors")
+    with pytest.raises(limits.LimitError, match=r"index\.json: 0 shards; kvplan reads 1 to 10,000$"):
+        hub._shard_names(b'{"weight_map": {}}', r)
+    with pytest.raises(InputError, match=r"weight_map names '\.\./x\.safetensors', not a shard file name"):
+        hub._shard_names(b'{"weight_map": {"a": "../x.safetensors"}}', r)
