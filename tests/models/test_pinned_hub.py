@@ -343,3 +343,20 @@ def test_the_index_names_1_to_10000_shard_files() -> None:
         hub._shard_names(b'{"weight_map": {}}', r)
     with pytest.raises(InputError, match=r"weight_map names '\.\./x\.safetensors', not a shard file name"):
         hub._shard_names(b'{"weight_map": {"a": "../x.safetensors"}}', r)
+
+
+def test_an_answer_that_trickles_in_is_read_to_its_cap_and_no_further(tmp_path: Path) -> None:
+    # a socket gives what has arrived, fewer bytes than asked: each read asks only for what is still wanted
+    class Trickle(_Resp):
+        def read(self, n: int) -> bytes:
+            return self._body.read(min(n, 3))
+
+    h = _hub(tmp_path)
+    assert h._read(Trickle(200, b"x" * 100, {}), 10, 1e18, strict=False) == b"x" * 10
+    assert h._read(Trickle(200, b"x" * 10, {}), 10, 1e18, strict=True) == b"x" * 10
+
+
+def test_a_long_timeout_value_is_shown_up_to_40_characters() -> None:
+    raw = "9" * 30 + "s" * 30
+    with pytest.raises(InputError, match=rf"^HF_HUB_DOWNLOAD_TIMEOUT={raw[:40]}: expected seconds"):
+        hub._timeout({"HF_HUB_DOWNLOAD_TIMEOUT": raw})
