@@ -147,6 +147,10 @@ def test_an_engine_spelling_keeps_its_line(tmp_path: Path) -> None:
     path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\n\nblock_size: -16\n")
     with pytest.raises(ConfigError, match=r":4: page_size"):
         load_deployment(path, [])
+    # vLLM's VLLM_PP_LAYER_PARTITION as a block list: the knob's own line, not its entries' lines 4 and 5
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nvllm_pp_layer_partition:\n  - 20\n  - abc\npp: 2\n")
+    with pytest.raises(ConfigError, match=r":3: pp_layer_partition: each stage's layer count must be a whole number"):
+        load_deployment(path, [])
 
 
 def test_tp_defaults_to_at_least_one_gpu(tmp_path: Path) -> None:
