@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvplan.models.additions import Knobs, additions_group, engine_additions, rotary_cache_bytes
+from kvplan.models.additions import Knobs, additions_group, engine_additions, load_figure, rotary_cache_bytes
 from kvplan.models.arch import Split
 
 HF = Path(__file__).parents[1] / "data" / "hf"
@@ -43,6 +43,8 @@ def test_a_partial_rope_caches_its_rotary_dim() -> None:
     # "if partial_rotary_factor < 1.0: rotary_dim = int(rotary_dim * partial_rotary_factor)"); 131,072 positions × 64
     # × 2 B
     assert rotary_cache_bytes(config("glm-4.5-air")) == 131_072 * 64 * 2 == 16_777_216
+    # a factor of 1 or more leaves rotary_dim whole there (the guard is "< 1.0"): Qwen3-8B 40,960 × 128 × 2 B
+    assert rotary_cache_bytes(dict(config("qwen3-8b"), partial_rotary_factor=1.5)) == 40_960 * 128 * 2
 
 
 def test_sglang_absorbs_every_head_at_tp1_and_under_dp_attention() -> None:
@@ -88,3 +90,52 @@ def test_the_group_adds_the_additions_only_for_a_named_engine() -> None:
     assert group.bytes_on(split, engine=None, with_mtp=False) == 0
     # SGLang at tp 8: rotary 163,840 × 64 × 2 B + absorbed 255,852,544 B (test_weights_additions)
     assert group.bytes_on(split, engine="sglang", with_mtp=False) == 163_840 * 64 * 2 + 255_852_544
+
+
+def _glm7(**changes: Any) -> dict[str, Any]:
+    """GLM-5.3's config cut to 7 layers: freq 4, offset 3 build indexers on layers 0, 1, 2 and 6; 3 are not built."""
+    cfg = dict(config("glm-5.3"), num_hidden_layers=7)
+    cfg.update(changes)
+    return cfg
+
+
+# One layer's indexer in the checkpoint (config_tensors' layout): wq_b index_n_heads 32 × index_head_dim 128 = 4,096
+# rows × q_lora_rank 2,048; wk 128 × hidden 6,144; weights_proj 32 × 6,144 and k_norm's weight and bias (2 × 128) in
+# the checkpoint dtype.
+
+
+def test_an_indexer_without_index_head_dim_is_128_wide() -> None:
+    # transformers GlmMoeDsaConfig: index_head_dim: int = 128 (the default vLLM's config object carries);
+    # fp8 128×128 blocks: wq_b 8,388,608 + 32 × 16 × 4, wk 786,432 + 1 × 48 × 4, weights_proj 393,216, k_norm 512
+    cfg = {k: v for k, v in _glm7().items() if k != "index_head_dim"}
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_388_608 + 2_048 + 786_432 + 192 + 393_216 + 512) == -28_713_024
+    assert got["indexer_wk_bf16"] == 4 * (128 * 6144 * 2 - 786_624)
+
+
+def test_a_per_tensor_fp8_indexer_has_one_scale_a_tensor() -> None:
+    # vLLM quantization/fp8.py without weight_block_size: one fp32 weight_scale a tensor (PerTensorScaleParameter),
+    # not one a 128×128 block: wq_b 8,388,608 + 4, wk 786,432 + 4, weights_proj 393,216, k_norm 512
+    cfg = _glm7(quantization_config={"quant_method": "fp8", "activation_scheme": "dynamic"})
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_388_612 + 786_436 + 393_216 + 512) == -28_706_328
+
+
+def test_a_float32_checkpoints_indexer_norms_are_four_bytes() -> None:
+    # weights_proj 32 × 6,144 × 4 B and k_norm 2 × 128 × 4 B in a float32 checkpoint; wq_b and wk fp8 as above
+    got = terms(_glm7(torch_dtype="float32"), engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_390_656 + 786_624 + 786_432 + 1_024) == -29_894_208
+
+
+def test_the_load_figure_splits_every_expert_unless_ep_is_given() -> None:
+    # the engines' default is no expert parallelism (vLLM enable_expert_parallel False, SGLang ep_size 1): at tp 2
+    # rank 0 holds every expert, each split 2 ways (FusedMoE moe_tp_size = tp). A 1-layer Mixtral, hidden 64, 4 heads
+    # (16 wide), 2 KV heads, 3 experts of 128, vocab 128, per rank: embed + lm_head 2 × 64 × 64, q + o 2 × 32 × 64,
+    # k + v 2 × 16 × 64, router 3 × 64 and norms 3 × 64 whole, experts 3 × 3 × 64 × 64 = 51,584 parameters × 2 B
+    cfg = dict(config("mixtral-8x7b"), hidden_size=64, num_hidden_layers=1, num_attention_heads=4)
+    cfg.update(num_key_value_heads=2, intermediate_size=128, num_local_experts=3, vocab_size=128)
+    assert load_figure(cfg, Knobs(engine="vllm", split=Split.of(tp=2))).checkpoint_bytes == 51_584 * 2 == 103_168
+    # ep 2: rank 0 holds 2 of the 3 experts whole (vLLM determine_expert_map: the first E % ep ranks take one more),
+    # 2 × 3 × 128 × 64 in place of 3 × 3 × 64 × 64
+    two = Knobs(engine="vllm", split=Split.of(tp=2, ep=2))
+    assert load_figure(cfg, two, ep=2).checkpoint_bytes == (51_584 - 36_864 + 49_152) * 2 == 127_744
