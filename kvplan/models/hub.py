@@ -36,7 +36,8 @@ from kvplan.models.hf_cache import hf_cache_dir, resolve_repo_id
 from kvplan.models.safetensors import INDEX_NAME, header_length, parse_safetensors_header
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
-"""ORG/NAME as the Hub allows them (letters, digits, '.', '_', '-'; 96 characters each); '..' is refused apart."""
+"""ORG/NAME as the Hub allows them (letters, digits, '.', '_', '-'; 96 characters each); '..' and '--' are refused
+apart, as huggingface_hub's ``validate_repo_id`` does ('--' would make two ids one cache folder models--ORG--NAME)."""
 REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A branch, tag or commit: one path component (a branch with '/' in its name is given by its commit)."""
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -70,10 +71,10 @@ class RepoRef:
 def parse_ref(ref: str) -> RepoRef:
     """``ORG/NAME[@REVISION]``, validated before it becomes a path or a URL (exit 2 naming what is wrong)."""
     repo, at, rev = ref.partition("@")
-    if not REPO_ID.match(repo) or ".." in repo:
+    if not REPO_ID.match(repo) or ".." in repo or "--" in repo:
         raise InputError(
             f"--model {ascii(ref)[1:-1][:120]}: not a preset, a file, or a Hugging Face repo id ORG/NAME[@REVISION]"
-            " (letters, digits, '.', '_', '-'; one '/')"
+            " (letters, digits, '.', '_', '-'; one '/'; no '..' or '--')"
         )
     if at and (not REVISION.match(rev) or ".." in rev):
         raise InputError(
@@ -357,7 +358,8 @@ def _full_size(resp: Any, where: str) -> int:
     """A shard's full size: Content-Range's total after a range read, else Content-Length of a whole answer."""
     rng = resp.headers.get("Content-Range", "")
     m = re.fullmatch(r"bytes\s+\d{1,20}-\d{1,20}/(\d{1,20})", rng.strip())
-    raw = m.group(1) if resp.status == 206 and m else resp.headers.get("Content-Length", "")
+    # a 206's Content-Length is the part's (8 bytes), never the file's
+    raw = (m.group(1) if m else "") if resp.status == 206 else resp.headers.get("Content-Length", "")
     if not raw.isdigit():
         raise InputError(f"{where}: the Hub did not say the file's size (Content-Range); not a Hub")
     return limits.bounded_int(int(raw), name=f"{where}: size", low=8, high=limits.MAX_GPU_BYTES)

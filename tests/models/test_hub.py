@@ -292,11 +292,9 @@ def test_hostile_repo_ids_never_reach_a_path_or_url(hub: Hub, ref: str, tmp_path
 
 def test_a_slow_hub_times_out_in_one_line(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_DOWNLOAD_TIMEOUT", "0.3")
-    hub.delay_s = 2.0
-    t0 = time.monotonic()
+    hub.delay_s = 2.0  # the message comes only from a TimeoutError: the 0.3 s limit fired (no wall-clock assert)
     r = runner.invoke(app, ["budget", "--model", "org/tiny"])
     one_line(r, 3, "no answer within 0.3 s (HF_HUB_DOWNLOAD_TIMEOUT); HF_HUB_OFFLINE=1 plans from the caches")
-    assert time.monotonic() - t0 < 1.5
 
 
 def test_planning_without_a_repo_id_never_imports_the_hub_code() -> None:

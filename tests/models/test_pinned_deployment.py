@@ -121,3 +121,57 @@ def test_a_config_without_weights_asks_for_them(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"no weights to plan with .* give --set weights_per_gpu=\.\.\.GiB"):
         check_model_for_deployment(arch, load_deployment(None, base))
     check_model_for_deployment(arch, load_deployment(None, [*base, "weights_per_gpu=1MiB"]))  # any figure is taken
+
+
+def test_a_version_yaml_read_as_a_number_is_shown_as_read(tmp_path: Path) -> None:
+    # YAML 1.1 reads 0.10 as the float 0.1: the version the user meant is lost, so kvplan shows what YAML read
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nengine_version: 0.10\n")
+    with pytest.raises(ConfigError, match=r':3: engine_version: write the version as a string, e\.g\. engine_version: '
+                                          r'"0\.1" \(YAML read 0\.1\)'):  # fmt: skip
+        load_deployment(path, [])
+
+
+def test_a_custom_gpus_sm_is_at_most_1000() -> None:
+    # compute capability major × 10 + minor (Hopper 90, Blackwell 100, GB10 121); 1,000 is kvplan's bound
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=custom", "gpu_memory=80GiB", "tp=1", "gpus_per_node=1"]
+    assert load_deployment(None, [*base, "gpu_sm=1000"]).gpu.sm == 1000
+    with pytest.raises(InputError, match=r"gpu_sm: 1001 is above the largest value kvplan accepts here \(1,000\)"):
+        load_deployment(None, [*base, "gpu_sm=1001"])
+
+
+def test_an_engine_spelling_keeps_its_line(tmp_path: Path) -> None:
+    # max_model_len (vLLM) and block_size are kvplan's context_length and page_size: a bad value names the line
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nmax_model_len: lots\n")
+    with pytest.raises(ConfigError, match=r":3: context_length"):
+        load_deployment(path, [])
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\n\nblock_size: -16\n")
+    with pytest.raises(ConfigError, match=r":4: page_size"):
+        load_deployment(path, [])
+    # vLLM's VLLM_PP_LAYER_PARTITION as a block list: the knob's own line, not its entries' lines 4 and 5
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nvllm_pp_layer_partition:\n  - 20\n  - abc\npp: 2\n")
+    with pytest.raises(ConfigError, match=r":3: pp_layer_partition: each stage's layer count must be a whole number"):
+        load_deployment(path, [])
+
+
+def test_tp_defaults_to_at_least_one_gpu(tmp_path: Path) -> None:
+    # 1 GPU over pp 2: tp max(1 // 2, 1) = 1, and tp 1 × pp 2 then needs 2 GPUs (never a tp 0 plan)
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpu: h100\ngpus_per_node: 1\npp: 2\n")
+    with pytest.raises(ConfigError, match=r"tp 1 × pp 2 needs 2 GPUs, and 1 node\(s\) × 1 GPUs hold 1: add nodes=2"):
+        load_deployment(path, [])
+
+
+def test_the_gpu_count_names_tp_when_ep_is_as_wide() -> None:
+    # ep 16 = tp 16: the layout is tp's (ep is named only when wider than tp)
+    base = ["model=deepseek-v3", "engine=sglang", "gpu=h200", "gpus_per_node=8", "nodes=1"]
+    with pytest.raises(ConfigError, match=r"tp 16 × pp 1 needs 16 GPUs, and 1 node\(s\) × 8 GPUs hold 8: add nodes=2"):
+        load_deployment(None, [*base, "tp=16", "ep=16"])
+
+
+def test_switching_engines_takes_the_new_engines_newest_version(tmp_path: Path) -> None:
+    # a vLLM file planned with --set engine=sglang: SGLang's first version (deploy.ENGINES: 0.5.23), not the file's
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nengine_version: '0.33.0'\n")
+    dep = load_deployment(path, ["engine=sglang"])
+    assert (dep.engine, dep.engine_version) == ("sglang", "0.5.23")
+    assert "engine_version" not in dep.from_file
+    dep = load_deployment(_file(tmp_path, "model: llama-3.1-8b\nengine: sglang\n"), ["engine=vllm"])
+    assert dep.engine_version == "0.33.0"

@@ -1,0 +1,141 @@
+"""The engine's additions to the checkpoint (kvplan/models/additions.py), pinned where the mutation check moves them:
+the rope cache of each kind of rope and dtype, the absorbed MLA copies at the attention width, the DSA indexer
+schedule's default offset and a bf16 indexer. Each figure is derived in its comment from the engine's source
+(tests/models/test_weights_additions.py derives the GLM-5.3 and DeepSeek-V3 terms at tp 8)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from kvplan.models.additions import Knobs, additions_group, engine_additions, load_figure, rotary_cache_bytes
+from kvplan.models.arch import Split
+
+HF = Path(__file__).parents[1] / "data" / "hf"
+
+
+def config(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((HF / name / "config.json").read_text())
+    return data
+
+
+def terms(cfg: dict[str, Any], **kw: Any) -> dict[str, int]:
+    return {a.name: a.bytes for a in engine_additions(cfg, Knobs(**kw))}
+
+
+def test_a_float32_rope_is_four_bytes_a_value() -> None:
+    # vLLM models/gpt_oss.py OAIAttention: get_rope(..., dtype=torch.float32) (params_gpt_oss passes float32):
+    # yarn, original 4,096 × factor 32 = 131,072 positions × head_dim 64 × 4 B
+    assert rotary_cache_bytes(dict(config("gpt-oss-120b"), torch_dtype="float32")) == 131_072 * 64 * 4 == 33_554_432
+    assert rotary_cache_bytes(dict(config("gpt-oss-120b"), torch_dtype="bfloat16")) == 131_072 * 64 * 2
+
+
+def test_a_llama3_rope_caches_max_position_embeddings() -> None:
+    # Llama-3.1's rope_scaling is llama3 (factor 8, original 8,192): vLLM get_rope -> Llama3RotaryEmbedding with
+    # max_position = max_position_embeddings, whose cos_sin_cache is max_position × rotary_dim; only yarn caches
+    # original × factor. 131,072 positions × head_dim 4,096 / 32 = 128 × 2 B
+    assert rotary_cache_bytes(config("llama-3.1-8b")) == 131_072 * 128 * 2 == 33_554_432
+
+
+def test_a_partial_rope_caches_its_rotary_dim() -> None:
+    # GLM-4.5-Air: partial_rotary_factor 0.5, head_dim 128: rotary_dim 64 (vLLM layers/rotary_embedding get_rope:
+    # "if partial_rotary_factor < 1.0: rotary_dim = int(rotary_dim * partial_rotary_factor)"); 131,072 positions × 64
+    # × 2 B
+    assert rotary_cache_bytes(config("glm-4.5-air")) == 131_072 * 64 * 2 == 16_777_216
+    # a factor of 1 or more leaves rotary_dim whole there (the guard is "< 1.0"): Qwen3-8B 40,960 × 128 × 2 B
+    assert rotary_cache_bytes(dict(config("qwen3-8b"), partial_rotary_factor=1.5)) == 40_960 * 128 * 2
+
+
+def test_sglang_absorbs_every_head_at_tp1_and_under_dp_attention() -> None:
+    # SGLang DeepseekV2AttentionMLA: num_local_heads = num_heads // attn_tp_size; at tp 1, and at tp 8 with
+    # dp_attention 8 (attn_tp_size 1), a rank holds all 128 heads: w_kc + w_vc = 512 × 128 × (128 + 128) × 2 B a
+    # layer, 61 layers
+    full = 61 * 512 * 128 * 256 * 2
+    assert full == 2_046_820_352
+    assert terms(config("deepseek-v3"), engine="sglang", split=Split.of(tp=1))["mla_absorbed"] == full
+    dp = Split.of(tp=8, dp_attention=8)
+    assert terms(config("deepseek-v3"), engine="sglang", split=dp)["mla_absorbed"] == full
+    assert terms(config("deepseek-v3"), engine="sglang", split=Split.of(tp=8))["mla_absorbed"] == full // 8
+
+
+def test_the_indexer_schedules_offset_defaults_to_two() -> None:
+    # vLLM deepseek_v2.py / deepseek_v32/attention.py: index_skip_topk_offset = getattr(config, ..., 2); skip_topk =
+    # max(layer - offset + 1, 0) % freq != 0 (reference/vllm-0.33.0.md). GLM-5.3 with 7 layers, freq 4, no offset:
+    # layers 0, 1 and 5 build an indexer (offset 3 would be 0, 1, 2 and 6)
+    cfg = {k: v for k, v in config("glm-5.3").items() if k != "index_skip_topk_offset"}
+    cfg["num_hidden_layers"] = 7
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    # 3 index groups × (min(8,192, 1,024) + 1) rows × index_topk 2,048 × 4 B
+    assert got["physical_topk_indices"] == 3 * 1025 * 2048 * 4 == 25_190_400
+    # the 4 other layers' shipped indexers, 9,571,008 B each (test_weights_additions derives it), not built
+    assert got["indexer_not_built"] == -4 * 9_571_008
+    assert got["indexer_wk_bf16"] == 3 * (1_572_864 - 786_624)
+
+
+def test_a_bf16_indexer_is_loaded_as_shipped() -> None:
+    # DeepSeek-V3.2 without its fp8 quantization_config: wk is already bf16, Indexer.wk_weights_proj holds the same
+    # 128 × 7,168 × 2 B (no indexer_wk_bf16 term); kv_b_proj bf16 is viewed, not copied (no mla_absorbed)
+    cfg = {k: v for k, v in config("deepseek-v3.2").items() if k != "quantization_config"}
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    assert set(got) == {"rotary_cache", "topk_indices_buffer", "physical_topk_indices"}
+    # every one of the 61 layers builds an indexer (index_topk_freq 1): 61 × 1,025 × 2,048 × 4 B
+    assert got["physical_topk_indices"] == 61 * 1025 * 2048 * 4
+
+
+def test_the_group_adds_the_additions_only_for_a_named_engine() -> None:
+    group = additions_group(config("deepseek-v3"))
+    split = Split.of(tp=8)
+    assert group.bytes_per_gpu(split) == 0
+    assert group.bytes_on(split, engine=None, with_mtp=False) == 0
+    # SGLang at tp 8: rotary 163,840 × 64 × 2 B + absorbed 255,852,544 B (test_weights_additions)
+    assert group.bytes_on(split, engine="sglang", with_mtp=False) == 163_840 * 64 * 2 + 255_852_544
+
+
+def _glm7(**changes: Any) -> dict[str, Any]:
+    """GLM-5.3's config cut to 7 layers: freq 4, offset 3 build indexers on layers 0, 1, 2 and 6; 3 are not built."""
+    cfg = dict(config("glm-5.3"), num_hidden_layers=7)
+    cfg.update(changes)
+    return cfg
+
+
+# One layer's indexer in the checkpoint (config_tensors' layout): wq_b index_n_heads 32 × index_head_dim 128 = 4,096
+# rows × q_lora_rank 2,048; wk 128 × hidden 6,144; weights_proj 32 × 6,144 and k_norm's weight and bias (2 × 128) in
+# the checkpoint dtype.
+
+
+def test_an_indexer_without_index_head_dim_is_128_wide() -> None:
+    # transformers GlmMoeDsaConfig: index_head_dim: int = 128 (the default vLLM's config object carries);
+    # fp8 128×128 blocks: wq_b 8,388,608 + 32 × 16 × 4, wk 786,432 + 1 × 48 × 4, weights_proj 393,216, k_norm 512
+    cfg = {k: v for k, v in _glm7().items() if k != "index_head_dim"}
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_388_608 + 2_048 + 786_432 + 192 + 393_216 + 512) == -28_713_024
+    assert got["indexer_wk_bf16"] == 4 * (128 * 6144 * 2 - 786_624)
+
+
+def test_a_per_tensor_fp8_indexer_has_one_scale_a_tensor() -> None:
+    # vLLM quantization/fp8.py without weight_block_size: one fp32 weight_scale a tensor (PerTensorScaleParameter),
+    # not one a 128×128 block: wq_b 8,388,608 + 4, wk 786,432 + 4, weights_proj 393,216, k_norm 512
+    cfg = _glm7(quantization_config={"quant_method": "fp8", "activation_scheme": "dynamic"})
+    got = terms(cfg, engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_388_612 + 786_436 + 393_216 + 512) == -28_706_328
+
+
+def test_a_float32_checkpoints_indexer_norms_are_four_bytes() -> None:
+    # weights_proj 32 × 6,144 × 4 B and k_norm 2 × 128 × 4 B in a float32 checkpoint; wq_b and wk fp8 as above
+    got = terms(_glm7(torch_dtype="float32"), engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (8_390_656 + 786_624 + 786_432 + 1_024) == -29_894_208
+
+
+def test_the_load_figure_splits_every_expert_unless_ep_is_given() -> None:
+    # the engines' default is no expert parallelism (vLLM enable_expert_parallel False, SGLang ep_size 1): at tp 2
+    # rank 0 holds every expert, each split 2 ways (FusedMoE moe_tp_size = tp). A 1-layer Mixtral, hidden 64, 4 heads
+    # (16 wide), 2 KV heads, 3 experts of 128, vocab 128, per rank: embed + lm_head 2 × 64 × 64, q + o 2 × 32 × 64,
+    # k + v 2 × 16 × 64, router 3 × 64 and norms 3 × 64 whole, experts 3 × 3 × 64 × 64 = 51,584 parameters × 2 B
+    cfg = dict(config("mixtral-8x7b"), hidden_size=64, num_hidden_layers=1, num_attention_heads=4)
+    cfg.update(num_key_value_heads=2, intermediate_size=128, num_local_experts=3, vocab_size=128)
+    assert load_figure(cfg, Knobs(engine="vllm", split=Split.of(tp=2))).checkpoint_bytes == 51_584 * 2 == 103_168
+    # ep 2: rank 0 holds 2 of the 3 experts whole (vLLM determine_expert_map: the first E % ep ranks take one more),
+    # 2 × 3 × 128 × 64 in place of 3 × 3 × 64 × 64
+    two = Knobs(engine="vllm", split=Split.of(tp=2, ep=2))
+    assert load_figure(cfg, two, ep=2).checkpoint_bytes == (51_584 - 36_864 + 49_152) * 2 == 127_744
