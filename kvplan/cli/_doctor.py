@@ -86,6 +86,12 @@ def _diagnosed(
     if not explicit and result.model.kind == "mha":
         why = f"the log's pool is K/V rows, the default deployment {dep.name} serves an MLA model ({arch.name})"
         return examine(parsed, why=why, arch_class=arch.architecture)
+    if not explicit and result.chain is not None and not result.chain.fits_gpu:
+        why = (
+            f"the log's free memory before loading (line {result.chain.held.line}) is more than the default "
+            f"deployment {dep.name}'s {result.chain.gpu} has: the log is from another GPU"
+        )
+        return examine(parsed, why=why, arch_class=arch.architecture)
     if not explicit and fact is not None and not fact.agrees and not _rows_explained(result):
         why = (
             f"the log's rows ({fact.what}, line {fact.line}) are not those of {arch.name}, the default "

@@ -153,6 +153,24 @@ EXPECT: dict[str, Expect] = {
     "doctor-vllm-maxlen-above-derived-refused-longvt-9.log": Expect("refused"),
     # DeepSeek-V4-Flash on 2 x GH200 refused at start-up (max_model_len 30,000): the refusal line alone, no bytes
     "vllm-hybrid-deepseek-v4-flash-gh200-tp2-vllm-issue-44376.log": Expect("refused"),
+    # GLM-5-FP8 on 8 x MI355X (SGLang 0.5.9 ROCm): the log's free memory before loading (279.48 GiB) is more than the
+    # default deployment's H200 has, so the log is read alone; its rows: fp8_ds_mla 656 B (512 fp8 + 4 fp32 scales +
+    # 64 bf16 rope) + the indexer's 132 B (128 fp8 + a 4 B scale), both on all 78 layers = 61,464 B: glm-5's
+    "doctor-sglang-0.5.9-glm-5-fp8-mi355x-rocm-preload-usage-ajith-sirra-amd-issues.log": Expect(
+        "cannot_tell", 78 * (656 + 132), "glm-5"
+    ),
+    # Grok-2 on 16 Ascend NPUs (sglang#29853): K + V of one rank, 64 layers x max(1, 8 // 16) kv head x 128 x 2 x 2 B
+    # = 32,768 B, as grok-2 at tp 8 (one kv head a rank there too)
+    "doctor-sglang-npu-grok-2-tp16-sglang-pr-29853.log": Expect("cannot_tell", 64 * 1 * 128 * 2 * 2, "grok-2 at tp 8"),
+    # Qwen3-8B bf16 on one A100-40GB (dariustanrd/tokenkaki, vLLM 0.19.1 and 0.9.2): no preset of it, so cannot tell;
+    # its rows: 36 layers x 8 kv heads x 128 x 2 (K, V) x 2 B = 147,456 B a token
+    **{
+        f"vllm-qwen3-8b-a100-40gb-tokenkaki-{v}.log": Expect("cannot_tell", 36 * 8 * 128 * 2 * 2)
+        for v in ("0.19.1", "0.9.2")
+    },
+    # Qwen3-30B-A3B-FP8 on a GB10 with an fp8 KV cache (guardkit/guardkit, vLLM 0.13.0): 48 layers x 4 kv heads x
+    # 128 x 2 x 1 B = 49,152 B a token
+    "vllm-qwen3-30b-a3b-fp8-gb10-guardkit.log": Expect("cannot_tell", 48 * 4 * 128 * 2 * 1),
     **{
         f"{engine}-llama-3.1-8b-a40-vireshkoli-llm-inference-optimization.log": Expect(
             "cannot_tell", L8, "llama-3.1-8b at tp 1"
