@@ -118,3 +118,23 @@ def test_gpt_oss_keeps_its_float32_rotary_cache() -> None:
     assert after.bytes_per_gpu(Split.of(tp=1)) == before.bytes_per_gpu(Split.of(tp=1)) > 0
     (embed,) = [g for g in cast.param_groups if g.name == "embeddings"]
     assert embed.bytes_per_param_num == 4
+
+
+def test_sglang_float32_checkpoint_is_built_in_fp16(tmp_path: Path) -> None:
+    # SGLang model_config.py _get_and_verify_dtype: auto on a float32 config is float16 ("Following the common
+    # practice, we use float16 for float32 models"): weights 16,094,076,928 as the bf16 checkpoint's (was
+    # 32,188,153,856); the chain (kvplan/engines/sglang.py, reference/sglang-0.5.23.md):
+    #   free after weights 83,971,014,656 − 16,094,076,928 = 67,876,937,728; − the reserve (pre-load free ×
+    #   (1 − mem_fraction_static), the same for both checkpoints) = 53,601,865,236 for the pool;
+    #   // cell 131,072 B = 408,949 tokens (page 1) (was 286,161)
+    sets = [*H100_VLLM, "engine=sglang", "gpu=h100"]
+    sets.remove("engine=vllm")
+    plan = plan_pool(load_model(_float32_llama(tmp_path)), load_deployment("glm-5.3-8xh200-sglang", sets))
+    terms = _terms(plan)
+    assert terms["weights per GPU"] == PARAMS_8B * 2 + ROPE_POSITIONS_X_DIM * 2 == 16_094_076_928
+    assert terms["free after weights"] == 83_971_014_656 - 16_094_076_928 == 67_876_937_728
+    assert terms["available for the KV pool"] == 53_601_865_236
+    assert plan.logged_tokens == 53_601_865_236 // 131_072 == 408_949
+    dep = load_deployment("glm-5.3-8xh200-sglang", sets)
+    bf16 = plan_pool(load_model(str(HF / "llama-3.1-8b" / "config.json")), dep)
+    assert terms == _terms(bf16)
