@@ -138,3 +138,22 @@ def test_sglang_float32_checkpoint_is_built_in_fp16(tmp_path: Path) -> None:
     dep = load_deployment("glm-5.3-8xh200-sglang", sets)
     bf16 = plan_pool(load_model(str(HF / "llama-3.1-8b" / "config.json")), dep)
     assert terms == _terms(bf16)
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "dtype", "weights"),
+    [
+        # vLLM --quantization fp8 (Fp8OnlineLinearMethod): linears 1 B a weight whatever the model dtype;
+        # linears 1,342,177,280 + 5,637,144,576 = 6,979,321,856 params × 1 B; the rest in the model dtype:
+        # embed + head 1,050,673,152 + norms 266,240 params, rope 131,072 × 128
+        ("fp32", "auto", 6_979_321_856 + (1_050_673_152 + 266_240 + 131_072 * 128) * 2),  # 9,114,755,072
+        ("bf16", "float32", 6_979_321_856 + (1_050_673_152 + 266_240 + 131_072 * 128) * 4),  # 11,250,188,288
+    ],
+)
+def test_online_fp8_takes_one_byte_a_linear_weight_in_any_model_dtype(
+    tmp_path: Path, checkpoint: str, dtype: str, weights: int
+) -> None:
+    model = _float32_llama(tmp_path) if checkpoint == "fp32" else str(HF / "llama-3.1-8b" / "config.json")
+    plan = _plan(model, "quantization=fp8", f"dtype={dtype}")
+    assert _terms(plan)["weights per GPU"] == weights
+    assert weights in (9_114_755_072, 11_250_188_288)
