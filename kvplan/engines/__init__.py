@@ -8,6 +8,7 @@ from kvplan.engines import pipeline
 from kvplan.engines.common import PoolPlan
 from kvplan.engines.context import with_rope_scaling
 from kvplan.engines.load_checks import load_refusal, refusal_text
+from kvplan.engines.model_dtype import with_model_dtype
 from kvplan.engines.online_quant import with_online_quant
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
@@ -21,6 +22,7 @@ def plan_pool(arch: ModelArch, dep: Deployment) -> PoolPlan:
     build, with the engine's message as its startup error (that refusal comes before any memory is profiled, so it
     wins over a memory one)."""
     refuse_unplanned(arch, dep)
+    arch = with_model_dtype(arch, dep)  # --dtype: unquantized weights in the model dtype, not torch_dtype
     arch = with_online_quant(arch, dep)  # vLLM --quantization fp8: the weights as loaded
     read = with_rope_scaling(arch, dep)  # the model as the engine reads it; the plan keeps it as given
     plan = pipeline.plan_stages(read, dep, _plan_one)

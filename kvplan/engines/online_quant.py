@@ -27,16 +27,20 @@ KEPT = frozenset({"embeddings", "router", "norms", "rotary_cache", "engine_addit
 
 @record(kw_only=True)
 class OnlineFp8Group(ParamGroup):
-    """A bf16 / fp16 linear group after Fp8OnlineLinearMethod: one byte a weight instead of two (the per-tensor
+    """A bf16 / fp16 (or float32) linear group after Fp8OnlineLinearMethod: one byte a weight (the per-tensor
     fp32 scale, 4 B a module, is left out: under 1 KiB a layer)."""
 
     inner: ParamGroup
 
     def bytes_per_gpu(self, split: Split) -> int:
-        return -(-self.inner.bytes_per_gpu(split) // 2)
+        return self._one_byte(self.inner.bytes_per_gpu(split))
 
     def bytes_on(self, split: Split, *, engine: str | None, with_mtp: bool, moe_backend: str | None = None) -> int:
-        return -(-self.inner.bytes_on(split, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend) // 2)
+        return self._one_byte(self.inner.bytes_on(split, engine=engine, with_mtp=with_mtp, moe_backend=moe_backend))
+
+    def _one_byte(self, inner_bytes: int) -> int:
+        """The inner group's bytes over its bytes a parameter (2 in bf16 / fp16, 4 under --dtype float32)."""
+        return -(-inner_bytes * self.inner.bytes_per_param_den // self.inner.bytes_per_param_num)
 
 
 _WHOLE = Split.of(tp=1)
@@ -75,8 +79,7 @@ def _fp8(g: ParamGroup) -> OnlineFp8Group:
     return OnlineFp8Group(
         name=g.name,
         params=g.params,
-        bytes_per_param_num=g.bytes_per_param_num,
-        bytes_per_param_den=g.bytes_per_param_den * 2,
+        bytes_per_param_num=1,
         split=g.split,
         layer_span=g.layer_span,
         inner=g,

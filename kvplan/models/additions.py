@@ -350,6 +350,11 @@ class AdditionsGroup(ParamGroup):
             shipped = -(-shipped * stage.layers // max(stage.model_layers, 1))
         return replace(self, config=config, indexer_layers_shipped=shipped, _memo={})
 
+    def in_dtype(self, stored: int, loaded: int) -> AdditionsGroup:
+        """Built in the model dtype: ``get_rope`` takes torch's default dtype, which the loaders set to it (vLLM
+        ``initialize_model`` / SGLang ``DefaultModelLoader.load_model``: ``set_default_torch_dtype``)."""
+        return self.with_config({"torch_dtype": "float32" if loaded == 4 else "bfloat16"})
+
     def with_config(self, override: Mapping[str, Any]) -> AdditionsGroup:
         """A snapshot's engine additions read the overridden config (they size the rotary cache themselves)."""
         return replace(self, config={**self.config, **override}, _memo={})

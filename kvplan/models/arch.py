@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -174,6 +174,14 @@ class ParamGroup:
         """The group under config fields overridden at start-up: itself (the engine's additions re-read them)."""
         return self
 
+    def in_dtype(self, stored: int, loaded: int) -> ParamGroup:
+        """The group as the engine builds it in a model dtype of ``loaded`` bytes, from a checkpoint whose
+        torch_dtype is ``stored`` bytes (kvplan.engines.model_dtype): a group at exactly ``stored`` bytes a
+        parameter is unquantized and is cast on load; a quantized or mixed one keeps its bytes."""
+        if self.bytes_per_param_num != stored * self.bytes_per_param_den:
+            return self
+        return replace(self, bytes_per_param_num=loaded, bytes_per_param_den=1)
+
 
 QWEN3_NEXT_FAMILY = ("Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM",
                      "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM")  # fmt: skip
@@ -220,6 +228,9 @@ class ModelArch:
     param_groups: Sequence[ParamGroup] = ()
     """A tuple, or a preset's groups laid out on first use (kvplan.models.preset_weights.DeferredGroups)."""
     measured_weights: tuple[WeightPoint, ...] = field(default=())
+    checkpoint_dtype_bytes: int = 2
+    """Bytes of the config's torch_dtype (4 for float32): what the checkpoint stores unquantized tensors in; the
+    engine casts them to the model dtype on load (kvplan.engines.model_dtype)."""
     documented_rope_scaling: RopeScaling | None = None
     """A RoPE scaling the model card documents and config.json leaves off (kvplan.models.rope)."""
     config_rope: ConfigRope | None = None

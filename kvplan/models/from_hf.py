@@ -90,6 +90,7 @@ def load_model(ref: str) -> ModelArch:
         arch = replace(
             _model_from_hf(r, name=stem, source=doc.source, strict=False, checkpoint_dtype=None),
             config_rope=config_rope(r.data),
+            checkpoint_dtype_bytes=quant.stored_dtype_bytes(r.data),
         )
 
         return with_checkpoint(arch, doc.source, r.data)
@@ -124,8 +125,9 @@ def load_model(ref: str) -> ModelArch:
     dtype = r.data.get("checkpoint_dtype")
     rope = read_documented(r)
     arch = replace(
-        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"])
-    )
+        arch, measured_weights=tuple(points), documented_rope_scaling=rope, config_rope=config_rope(r.data["config"]),
+        checkpoint_dtype_bytes=quant.stored_dtype_bytes(r.data["config"]),
+    )  # fmt: skip
     return preset_weights(arch, doc.source, r.data["config"], dtype)
 
 

@@ -7,14 +7,23 @@ checkpoint's own names (openai/gpt-oss-120b ``model.safetensors.index.json``); t
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from kvplan import record
 from kvplan.limits import MAX_LAYERS
 from kvplan.models.additions import rotary_cache_bytes
 from kvplan.models.mxfp4_moe import Mxfp4Experts
 from kvplan.models.quant import method_of
-from kvplan.models.weights import gqa_heads
+from kvplan.models.weights import BufferGroup, gqa_heads
+
+
+@record(kw_only=True)
+class Fp32RotaryCache(BufferGroup):
+    """gpt-oss's cos/sin cache: float32 whatever the model dtype (``OAIAttention``: ``get_rope(dtype=float32)``)."""
+
+    def in_dtype(self, stored: int, loaded: int) -> Fp32RotaryCache:
+        return self
+
 
 if TYPE_CHECKING:
     from kvplan.models.quant import Fields
@@ -74,5 +83,5 @@ def groups(c: Fields, acc: _Groups) -> str:
             acc.linear("routed_experts", "experts", f"{p}down_proj", h, inter, count=experts)
             acc.plain("routed_experts", "experts", experts * (2 * inter + h))
     rope = rotary_cache_bytes(dict(c.data, torch_dtype="float32"))  # OAIAttention: get_rope(dtype=float32)
-    acc.buffer("rotary_cache", Fraction(rope))
+    acc.extra(Fp32RotaryCache(name="rotary_cache", params=0, bytes_per_param_num=0, buffer_bytes=rope, split="none"))
     return "GQA MoE"

@@ -339,6 +339,11 @@ def checkpoint_dtype(config: Mapping[str, Any], source: str) -> str:
     return linear_format(resolve(config, source))
 
 
+def stored_dtype_bytes(config: Mapping[str, Any]) -> int:
+    """Bytes a parameter of the config's torch_dtype (2 where it names none or one kvplan does not model)."""
+    return _plain(config)[0].weight_bits // 8
+
+
 def _plain(config: Mapping[str, Any]) -> tuple[Scheme, tuple[str, ...]]:
     raw = config.get("torch_dtype", config.get("dtype"))
     if raw is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -181,6 +181,8 @@ class Placed(NamedTuple):
     known: bool
     skip: bool = False
     """A buffer no engine loads (``rotary_emb.inv_freq``)."""
+    dtype: str = ""
+    """The safetensors dtype ('BF16', 'F8_E4M3', 'I32', ...)."""
 
     @property
     def nbytes(self) -> int:
@@ -211,6 +213,7 @@ def place(tensors: Iterable[Tensor], *, num_layers: int) -> tuple[Placed, ...]:
                 mtp=layer >= num_layers,
                 known=rule is not None,
                 skip=module.endswith(_SKIP),
+                dtype=t.dtype,
             )
         )
     return tuple(out)
@@ -345,6 +348,19 @@ class TensorGroup(ParamGroup):
             kinds = self._kinds[0] = _unique(self.placed, self.n_experts)
         return kinds
 
+    def in_dtype(self, stored: int, loaded: int) -> TensorGroup:
+        """Float tensors in the checkpoint's torch_dtype cast to the model dtype (the engine builds its parameters
+        in it and copies the checkpoint in); quantized tensors, their scales and tensors the checkpoint keeps in
+        another dtype on purpose (DeepSeek's fp32 ``e_score_correction_bias`` in a bf16 checkpoint) keep theirs."""
+        cast = tuple(
+            p._replace(bits=loaded * 8) if p.bits == stored * 8 and p.dtype in _FLOAT and not _is_scale(p.name) else p
+            for p in self.placed
+        )
+        if cast == self.placed:
+            return self
+        nbytes = sum(p.nbytes for p in cast)
+        return replace(self, placed=cast, bytes_per_param_num=nbytes, _memo={}, _kinds={})
+
     def layers_owned(self, model_layers: int) -> tuple[int, int]:
         """Its ``layer_span``, else the decoder layers its tensor names hold (``layers.N.``), else every layer."""
         if self.layer_span is not None:
@@ -357,6 +373,10 @@ class TensorGroup(ParamGroup):
 
 _SCALES = ("weight_scale_inv", "weight_scale", "weight_scale_2", "input_scale", "k_scale", "v_scale", "scales",
            "qzeros", "g_idx", "weight_zero_point", "weight_shape")  # fmt: skip
+
+
+_FLOAT = ("F16", "BF16", "F32")
+"""Safetensors dtypes of unquantized parameters (fp8, fp4 and the integer packings are quantized storage)."""
 
 
 def _is_scale(name: str) -> bool:

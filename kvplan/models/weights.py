@@ -183,6 +183,10 @@ class BufferGroup(ParamGroup):
     def bytes_per_gpu(self, split: Split) -> int:
         return self.buffer_bytes
 
+    def in_dtype(self, stored: int, loaded: int) -> BufferGroup:
+        """Built in the model dtype (``get_rope``: dtype None is torch's default, the model dtype at load)."""
+        return replace(self, buffer_bytes=self.buffer_bytes * loaded // stored)
+
 
 @record(kw_only=True)
 class WeightsModel:

@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 from kvplan.engines.common import weights_knob
+from kvplan.engines.model_dtype import with_model_dtype
 from kvplan.errors import InputError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment
@@ -104,7 +105,7 @@ def _likeness(run: Run, evidence: Evidence, arch: ModelArch, dep: Deployment) ->
     weights = next((f for f in evidence.facts if f.name.startswith("weights (") and f.low and f.high), None)
     far = 0
     if weights is not None and weights.low is not None and weights.high is not None:
-        value = weights_knob(arch, dep, with_mtp=False).value
+        value = weights_knob(with_model_dtype(arch, dep), dep, with_mtp=False).value  # as the engine builds it
         far = abs((value if isinstance(value, int) else 0) - (weights.low + weights.high) // 2)
     return (int(run.model_class is not None and arch.architecture != run.model_class), far)
 
