@@ -157,3 +157,13 @@ def test_online_fp8_takes_one_byte_a_linear_weight_in_any_model_dtype(
     plan = _plan(model, "quantization=fp8", f"dtype={dtype}")
     assert _terms(plan)["weights per GPU"] == weights
     assert weights in (9_114_755_072, 11_250_188_288)
+
+
+def test_a_measured_weights_point_stands_only_in_the_dtype_it_was_measured_in() -> None:
+    # glm-5.3's measured point (vLLM recipes PR #893, 94.46 GiB a rank) was taken under --dtype auto, the bf16
+    # checkpoint's 2-byte parameters: --dtype float32 builds 4-byte ones (set_default_torch_dtype), so the point no
+    # longer describes them and is dropped; under auto a float32 checkpoint is downcast to 2 bytes, so it would stand
+    arch = load_model("glm-5.3")
+    assert arch.measured_weights and arch.checkpoint_dtype_bytes == 2
+    f32 = load_deployment("glm-5.3-8xh200-vllm", ["dtype=float32"])
+    assert with_model_dtype(arch, f32).measured_weights == ()

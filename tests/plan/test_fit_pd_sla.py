@@ -4,6 +4,9 @@ decode side's time of a request, plus the KV hand-off)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace as NS
+from typing import Any
+
 from kvplan.cli._common import load_plan
 from kvplan.models.deploy import Requirements
 from kvplan.models.from_hf import load_model
@@ -12,7 +15,7 @@ from kvplan.perf.open_loop import open_timings, thinking_loop
 from kvplan.perf.predict import perf
 from kvplan.plan.fit import FitQuery
 from kvplan.plan.fit_pd import fit_pd
-from kvplan.plan.fit_pd_sla import pd_fits
+from kvplan.plan.fit_pd_sla import decode_time_s, pd_fits
 from kvplan.plan.fit_sla import SlaSpec, hand_off_band
 
 
@@ -64,3 +67,16 @@ def test_each_side_is_priced_against_its_own_requirements() -> None:
     # below the same instance's serving both phases
     both = perf(load_model("llama-3.1-8b"), d.plan, isl=32_768, osl=1024, concurrency=16)  # type: ignore[arg-type]
     assert d.sla.perf.us["tpot"].value < both.us["tpot"].value
+
+
+def test_the_decode_time_of_a_request() -> None:
+    # kvplan.plan.fit_pd_sla: the prefill side's clients wait the decode side's median end to end less its median
+    # TTFT; no decode instance priced -> None; a one-token output ends at its first token (e2e == TTFT): 0 s, not 1 µs
+    def priced(e2e_us: int, ttft_us: int) -> Any:
+        us = {"e2e": NS(value=e2e_us), "ttft": NS(value=ttft_us)}
+        return NS(best=NS(sla=NS(perf=NS(us=us))))
+
+    assert decode_time_s(NS(best=None)) is None  # type: ignore[arg-type]
+    assert decode_time_s(NS(best=NS(sla=None))) is None  # type: ignore[arg-type]
+    assert decode_time_s(priced(5_000, 5_000)) == 0.0
+    assert decode_time_s(priced(2_500_000, 500_000)) == 2.0

@@ -118,3 +118,28 @@ def test_cli_pd_reports_the_staging_and_bad_options_exit_2() -> None:
     mla = runner.invoke(app, ["fit", "--model", "glm-5.3", "--gpu", "h200", "--engine", "sglang", "--max-gpus", "8",
                               "--require-ctx", "128K", "--pd", "--pd-staging"])  # fmt: skip
     assert mla.exit_code == 2 and "MLA models should not set this flag" in mla.output
+
+
+def test_sglang_staging_at_a_page_of_64_tokens() -> None:
+    """The same Llama-3.1-70B TP2 fp8 rows (81,920 B a token) at page_size 64: init_staging_buffers takes
+    max(1, 8,192 // 64) = 128 pages of 64 tokens, 8,192 tokens again, so 4 × 8,192 × 81,920 B = 2,684,354,560 B;
+    and a chunk of one token at page 1 is positive and a whole page (SGLang starts): 4 × 1 page × 81,920 B."""
+    plan = _plan("llama-3.1-70b", "sglang", 2, "fp8_e4m3", page_size=64)
+    assert plan.page_tokens == 64
+    pre = pd_staging(plan, "prefill", None, sglang_staging=True)
+    assert pre.bytes == 4 * (8_192 // 64) * 64 * 81_920 == 2_684_354_560
+    assert "= 128 pages × 64 tokens" in pre.text
+    one = _plan("llama-3.1-70b", "sglang", 2, "fp8_e4m3", chunked_prefill_size=1)
+    assert pd_staging(one, "prefill", None, sglang_staging=True).bytes == 4 * 1 * 81_920
+
+
+def test_no_prefill_instance_holds_no_request() -> None:
+    # PdFit.prefill_in_flight: nothing admitted on the prefill side (an empty search) holds 0 requests in flight
+    from kvplan.plan.fit import Fit
+    from kvplan.plan.fit_pd import PdFit
+
+    q = FitQuery(model_ref="llama-3.1-8b", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=K128), max_gpus=8, mtp=(False,))  # fmt: skip
+    empty = Fit(query=q, outcomes=(), skipped=0)
+    pd = PdFit(prefill=empty, decode=empty, longest_ctx=K128, link="400Gbps")
+    assert pd.prefill_in_flight == 0 and pd.hand_off is None and pd.binds is None
