@@ -136,3 +136,13 @@ def test_a_measured_weight_point_without_ep_is_ep_1() -> None:
     assert (point.tp, point.dp_attention, point.ep) == (8, 1, 1)
     assert arch.measured_weights_for(Split.of(tp=8)) is point
     assert arch.measured_weights_for(Split.of(tp=4)) is None
+
+
+def test_a_wrapped_decoder_is_read_from_its_text_config() -> None:
+    # SGLang KimiK3Config.text_config: models/kimi_k3.py builds KimiK3LinearForCausalLM(config.text_config), a
+    # Kimi-Linear decoder of the text_config's 93 layers (tests/data/hf/kimi-k3: its config.json)
+    k3 = load_model(str(HF / "kimi-k3" / "config.json"))
+    assert (k3.architecture, k3.num_layers) == ("KimiLinearForCausalLM", 93)
+    # SGLang Glm5NextConfig.text_config: GLM-5.3-Flash's decoder has the text_config's 45 layers
+    flash = load_model("glm-5.3-flash")
+    assert (flash.architecture, flash.num_layers) == ("Glm5NextForConditionalGeneration", 45)
