@@ -146,3 +146,15 @@ def test_a_wrapped_decoder_is_read_from_its_text_config() -> None:
     # SGLang Glm5NextConfig.text_config: GLM-5.3-Flash's decoder has the text_config's 45 layers
     flash = load_model("glm-5.3-flash")
     assert (flash.architecture, flash.num_layers) == ("Glm5NextForConditionalGeneration", 45)
+
+
+def test_no_shared_expert_is_read_not_refused(tmp_path: Path) -> None:
+    # SGLang DeepseekV2MoE sizes the shared experts moe_intermediate_size × n_shared_experts: 0 builds none, so a
+    # config writing 0 is read (not refused) and weighs less than DeepSeek-V3's own 1 (its config.json)
+    full = load_model(_preset(tmp_path, "full", ()))
+    path = Path(_preset(tmp_path, "zero", ()))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["config"]["n_shared_experts"] = 0
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    zero = load_model(str(path))
+    assert zero.estimated_weights_per_gpu(Split.of(tp=8)) < full.estimated_weights_per_gpu(Split.of(tp=8))
