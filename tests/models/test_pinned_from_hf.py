@@ -158,3 +158,12 @@ def test_no_shared_expert_is_read_not_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc), encoding="utf-8")
     zero = load_model(str(path))
     assert zero.estimated_weights_per_gpu(Split.of(tp=8)) < full.estimated_weights_per_gpu(Split.of(tp=8))
+
+
+def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None:
+    # Llama's MLP is intermediate_size wide (transformers LlamaConfig); a config.json without it would be planned
+    # with no MLP weights (a pool too large by 3 × 4,096 × 14,336 × 2 B a layer on Llama-3.1-8B), so kvplan refuses
+    # it in one line naming the key rather than guess (transformers' own default, 11,008, is Llama-2-7B's width)
+    cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "intermediate_size"}
+    with pytest.raises(ConfigError, match=r"intermediate_size: missing \(required for the dense MLP layers\)"):
+        load_model(_write(tmp_path, "nomlp", cfg))
