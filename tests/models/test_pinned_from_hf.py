@@ -1,0 +1,169 @@
+"""kvplan.models.from_hf pinned at the boundaries its mutants move (scripts/mutate.py, seed 44480).
+
+Each expected figure comes from the engine's source or the config the model publishes, cited beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kvplan.errors import ConfigError
+from kvplan.models.arch import Split
+from kvplan.models.from_hf import load_model, local_ref
+
+HF = Path(__file__).resolve().parent.parent / "data" / "hf"
+CONFIGS = Path(__file__).resolve().parents[2] / "kvplan" / "configs" / "models"
+
+
+def _raw(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((HF / name / "config.json").read_text(encoding="utf-8"))
+    return data
+
+
+def _write(tmp_path: Path, name: str, config: dict[str, Any]) -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    path = folder / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return str(path)
+
+
+def test_a_path_of_two_folders_is_never_a_repo_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # huggingface_hub's validate_repo_id: a repo id is "name" or "namespace/name", one "/" at most; "a/b/c" is a
+    # path (missing here), passed on as given so the reader names the file, never looked up in the Hub caches
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    assert local_ref("runs/llama/snapshot") == "runs/llama/snapshot"
+    assert local_ref("llama-3.1-8b") == "llama-3.1-8b"  # a preset name: no "/" at all
+
+
+def test_mla_head_dim_is_nope_plus_rope() -> None:
+    # SGLang DeepseekV2AttentionMLA: qk_head_dim = qk_nope_head_dim + qk_rope_head_dim; DeepSeek-V3's config.json
+    # 128 + 64 = 192 (the prefill FLOPs per query head), values v_head_dim 128
+    arch = load_model(str(HF / "deepseek-v3" / "config.json"))
+    assert (arch.head_dim, arch.v_head_dim) == (192, 128)
+
+
+def _preset(tmp_path: Path, name: str, drop: tuple[str, ...], dtype: str = "nvfp4") -> str:
+    """DeepSeek-V3's config as an nvfp4 model YAML: a preset naming no per-tensor layout keeps the parameter groups
+    from_hf reads (kvplan.models.preset_weights), the path a config.json laid out per tensor never takes."""
+    preset = yaml.safe_load((CONFIGS / "deepseek-v3.yaml").read_text(encoding="utf-8"))
+    config = {k: v for k, v in preset["config"].items() if k not in ("quantization_config", *drop)}
+    doc = {"schema_version": 1, "name": name, "checkpoint_dtype": dtype, "config": config}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(json.dumps(doc), encoding="utf-8")  # JSON is YAML
+    return str(path)
+
+
+def test_mla_head_dims_default_to_deepseek_v3s(tmp_path: Path) -> None:
+    # transformers DeepseekV3Config: qk_nope_head_dim=128 and v_head_dim=128 when the config omits them (DeepSeek-V3
+    # names 128 and 128), so its weights without the two keys are its weights with them
+    given = load_model(_preset(tmp_path, "given", ()))
+    bare = load_model(_preset(tmp_path, "bare", ("qk_nope_head_dim", "v_head_dim")))
+    assert "per tensor" not in given.weights_summary  # the parameter groups, not config_tensors
+    for tp in (1, 8):
+        assert bare.estimated_weights_per_gpu(Split.of(tp=tp)) == given.estimated_weights_per_gpu(Split.of(tp=tp))
+    assert (bare.head_dim, bare.v_head_dim) == (192, 128)
+    # and its linears are NVFP4 (4-bit values and an fp8 scale per 16: 4.5 bits, against bf16's 16): the routed
+    # experts, most of DeepSeek-V3's 671 B parameters, under 0.3 of their bf16 bytes, so the whole under half
+    bf16 = load_model(_preset(tmp_path, "bf16", (), dtype="bf16"))
+    assert 2 * given.estimated_weights_per_gpu(Split.of(tp=8)) < bf16.estimated_weights_per_gpu(Split.of(tp=8))
+
+
+def test_mla_without_an_indexer_has_no_indexer_heads() -> None:
+    # DeepSeek-V3 has no index_* keys (no DSA indexer): 0 heads, top-k 0; DeepSeek-V3.2 names 64 heads of 128
+    # and top-k 2,048 (its config.json; SGLang Indexer(n_heads=config.index_n_heads))
+    v3 = load_model(str(HF / "deepseek-v3" / "config.json"))
+    assert (v3.index_n_heads, v3.index_topk, v3.index_head_dim) == (0, 0, 0)
+    v32 = load_model(str(HF / "deepseek-v3.2" / "config.json"))
+    assert (v32.index_n_heads, v32.index_topk, v32.index_head_dim) == (64, 2048, 128)
+
+
+def test_mtp_layers_as_the_config_names_them(tmp_path: Path) -> None:
+    # moonshotai/Kimi-K2-Instruct config.json: "num_nextn_predict_layers": 0, a valid 0 (no MTP head), read as 0
+    assert load_model(str(HF / "kimi-k2" / "config.json")).num_mtp_layers == 0
+    assert load_model(str(HF / "deepseek-v3" / "config.json")).num_mtp_layers == 1  # its config: 1
+    # without the key there is none: vLLM SpeculativeConfig.hf_config_override reads
+    # getattr(hf_config, "num_nextn_predict_layers", None) as the MTP layers a deepseek_mtp drafter has
+    bare = {k: v for k, v in _raw("deepseek-v3").items() if k != "num_nextn_predict_layers"}
+    assert load_model(_write(tmp_path, "nomtp", bare)).num_mtp_layers == 0
+    # a full-attention MTP family written without its MTP layer: GLM-4.5-Air names 1; 0 is a model with none (the
+    # same hf_config_override takes it as n_predict 0), read, not refused
+    glm = {**_raw("glm-4.5-air"), "num_nextn_predict_layers": 0}
+    assert load_model(_write(tmp_path, "glm", glm)).num_mtp_layers == 0
+    llama = _raw("llama-3.1-8b")
+    assert "num_nextn_predict_layers" not in llama and load_model(_write(tmp_path, "llama", llama)).num_mtp_layers == 0
+
+
+def test_a_config_without_architectures_but_with_kv_lora_rank_is_mla(tmp_path: Path) -> None:
+    # kv_lora_rank is MLA's compressed KV (DeepseekV2AttentionMLA): without "architectures" it is still read as MLA
+    cfg = {k: v for k, v in _raw("deepseek-v3").items() if k != "architectures"}
+    arch = load_model(_write(tmp_path, "noarch", cfg))
+    assert (arch.architecture, arch.kv_lora_rank, arch.qk_rope_head_dim) == ("unknown", 512, 64)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [("FFS", "3 letters for 8 layers"), ("FFSFSSFX", "X is neither F nor S")],
+)
+def test_index_topk_pattern_must_name_each_layer(tmp_path: Path, pattern: str, why: str) -> None:
+    # SGLang dsa_layer_skips_topk reads pattern[layer_id] for every layer: a short pattern fails at start
+    # (IndexError), another letter is silently "full"; kvplan refuses both, naming the key and the 8 layers
+    cfg = {"architectures": ["GlmMoeDsaForCausalLM"], "num_hidden_layers": 8, "kv_lora_rank": 512,
+           "qk_rope_head_dim": 64, "index_n_heads": 32, "index_head_dim": 128, "index_topk": 2048,
+           "max_position_embeddings": 65536, "index_topk_pattern": pattern}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"index_topk_pattern.*expected 8 letters F or S"):
+        load_model(_write(tmp_path, "bad", cfg))
+
+
+def test_a_model_yaml_without_config_names_the_section(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("schema_version: 1\nname: m\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config.*a model YAML has a 'config' section of Hugging Face fields"):
+        load_model(str(path))
+
+
+def test_a_measured_weight_point_without_ep_is_ep_1() -> None:
+    # deepseek-v4-flash's measured point: vllm-project/vllm#41027, TP8 without --enable-expert-parallel (vLLM's
+    # default), so ep 1 (SGLang's --ep-size default is 1 too), as `kvplan models --json` prints it
+    arch = load_model("deepseek-v4-flash")
+    (point,) = arch.measured_weights
+    assert (point.tp, point.dp_attention, point.ep) == (8, 1, 1)
+    assert arch.measured_weights_for(Split.of(tp=8)) is point
+    assert arch.measured_weights_for(Split.of(tp=4)) is None
+
+
+def test_a_wrapped_decoder_is_read_from_its_text_config() -> None:
+    # SGLang KimiK3Config.text_config: models/kimi_k3.py builds KimiK3LinearForCausalLM(config.text_config), a
+    # Kimi-Linear decoder of the text_config's 93 layers (tests/data/hf/kimi-k3: its config.json)
+    k3 = load_model(str(HF / "kimi-k3" / "config.json"))
+    assert (k3.architecture, k3.num_layers) == ("KimiLinearForCausalLM", 93)
+    # SGLang Glm5NextConfig.text_config: GLM-5.3-Flash's decoder has the text_config's 45 layers
+    flash = load_model("glm-5.3-flash")
+    assert (flash.architecture, flash.num_layers) == ("Glm5NextForConditionalGeneration", 45)
+
+
+def test_no_shared_expert_is_read_not_refused(tmp_path: Path) -> None:
+    # SGLang DeepseekV2MoE sizes the shared experts moe_intermediate_size × n_shared_experts: 0 builds none, so a
+    # config writing 0 is read (not refused) and weighs less than DeepSeek-V3's own 1 (its config.json)
+    full = load_model(_preset(tmp_path, "full", ()))
+    path = Path(_preset(tmp_path, "zero", ()))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["config"]["n_shared_experts"] = 0
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    zero = load_model(str(path))
+    assert zero.estimated_weights_per_gpu(Split.of(tp=8)) < full.estimated_weights_per_gpu(Split.of(tp=8))
+
+
+def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None:
+    # Llama's MLP is intermediate_size wide (transformers LlamaConfig); a config.json without it would be planned
+    # with no MLP weights (a pool too large by 3 × 4,096 × 14,336 × 2 B a layer on Llama-3.1-8B), so kvplan refuses
+    # it in one line naming the key rather than guess (transformers' own default, 11,008, is Llama-2-7B's width)
+    cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "intermediate_size"}
+    with pytest.raises(ConfigError, match=r"intermediate_size: missing \(required for the dense MLP layers\)"):
+        load_model(_write(tmp_path, "nomlp", cfg))
