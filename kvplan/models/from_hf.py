@@ -300,9 +300,11 @@ def _mla_weights(
             index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
             index_head_dim=ix.head_dim,
             first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0, maximum=limits.MAX_DIM),
-            intermediate_size=r.get_int("intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
-            n_routed_experts=r.get_int("n_routed_experts", default=0, minimum=0, maximum=limits.MAX_DIM),
-            n_shared_experts=r.get_int("n_shared_experts", default=0, minimum=0, maximum=limits.MAX_DIM),
+            # required: DeepseekV2Config and DeepseekV3Config default them differently (11,008 / None / None and
+            # 18,432 / 256 / 1), and every published MLA config names them; 0 would drop those weights silently
+            intermediate_size=r.get_int("intermediate_size", required=True, minimum=0, maximum=limits.MAX_DIM),
+            n_routed_experts=r.get_int("n_routed_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
+            n_shared_experts=r.get_int("n_shared_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
             moe_intermediate_size=r.get_int("moe_intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
             vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),

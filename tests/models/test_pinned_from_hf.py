@@ -167,3 +167,12 @@ def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None
     cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "intermediate_size"}
     with pytest.raises(ConfigError, match=r"intermediate_size: missing \(required for the dense MLP layers\)"):
         load_model(_write(tmp_path, "nomlp", cfg))
+
+
+@pytest.mark.parametrize("key", ["intermediate_size", "n_routed_experts", "n_shared_experts"])
+def test_an_mla_config_without_its_expert_widths_is_refused(tmp_path: Path, key: str) -> None:
+    # transformers DeepseekV3Config fills intermediate_size 18,432, n_routed_experts 256, n_shared_experts 1 where
+    # the config omits them, DeepseekV2Config 11,008 / None / None: kvplan read 0 (no dense MLP, no experts, weights
+    # silently left out) and now refuses the config in one line naming the key, as for a dense config above
+    with pytest.raises(ConfigError, match=rf"{key}: missing"):
+        load_model(_preset(tmp_path, "bare", (key,)))
