@@ -75,8 +75,8 @@ if is_the_command():
 # frozen ``__setattr__`` / ``__delattr__`` are two shared functions (they only raise, or pass to the parent), and the
 # docstring is written from the fields (_doc). Each method is set only where ``dataclass`` would set it: not over one
 # the class body defines; ``__hash__`` also over the ``None`` Python puts in its place when the body defines
-# ``__eq__``. A record with a dataclass parent, or a ClassVar or InitVar pseudo-field, is built by ``dataclass``
-# itself (frozen, with the lazy repr, == and hash: the few such classes are not worth a second path).
+# ``__eq__``. A record with an InitVar pseudo-field, or a parent that is another kind of dataclass, is
+# built by ``dataclass`` itself (frozen, with the lazy repr, == and hash: no such record is on admit's path).
 # tests/core/test_records.py checks records against ``dataclass`` itself.
 
 import dataclasses  # noqa: E402 (after the handler is installed)
@@ -191,20 +191,36 @@ def _hash(self: Any) -> int:
     return value
 
 
+def _names(owner: type) -> set[str]:
+    """The fields a plain subclass of a record may not set (not its ClassVars: ``dataclasses`` leaves those out)."""
+    return {f.name for f in dataclasses.fields(owner)}
+
+
+def _frozen_run(obj: Any, generic: Callable[..., Any], name: str) -> tuple[type, type]:
+    """The nearest class whose ``name`` is the shared ``generic``, and the last class of the run that follows it
+    without a ``name`` of its own or with the same one: a parent record's check is the child's on fewer fields, and
+    calling it through ``super()`` would find the child again."""
+    mro = type(obj).__mro__
+    first = last = next(i for i, k in enumerate(mro) if vars(k).get(name) is generic)
+    while vars(mro[last + 1]).get(name, generic) is generic:  # object defines both: the run ends there
+        last += 1
+    return mro[first], mro[last]
+
+
 def _setattr(self: Any, name: str, value: Any) -> None:
     """``dataclasses._frozen_get_del_attr``: no field of a record is set, nor anything on the record class itself;
     a plain subclass may set its own attributes."""
-    owner: type = _owner(self, _setattr, "__setattr__")
-    if owner is self.__class__ or name in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+    owner, last = _frozen_run(self, _setattr, "__setattr__")
+    if owner is self.__class__ or name in _names(owner):
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-    super(owner, self).__setattr__(name, value)  # type: ignore[arg-type]  # (mypy: super outside a class)
+    super(last, self).__setattr__(name, value)  # type: ignore[arg-type]  # (mypy: super outside a class)
 
 
 def _delattr(self: Any, name: str) -> None:
-    owner: type = _owner(self, _delattr, "__delattr__")
-    if owner is self.__class__ or name in owner.__dataclass_fields__:  # type: ignore[attr-defined]
+    owner, last = _frozen_run(self, _delattr, "__delattr__")
+    if owner is self.__class__ or name in _names(owner):
         raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-    super(owner, self).__delattr__(name)  # type: ignore[arg-type]  # (mypy: super outside a class)
+    super(last, self).__delattr__(name)  # type: ignore[arg-type]  # (mypy: super outside a class)
 
 
 for _f, _n in ((_init, "__init__"), (_repr, "__repr__"), (_eq, "__eq__"), (_hash, "__hash__")):
@@ -243,11 +259,13 @@ def _check_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
 
 
 def _plain(cls: type) -> bool:
-    """No dataclass parent and no ClassVar or InitVar annotation (read as text: kvplan's annotations are strings)."""
-    if any(hasattr(base, "__dataclass_fields__") for base in cls.__mro__[1:]):
+    """Every dataclass parent is a record built here, and no InitVar annotation (read as text: kvplan's annotations
+    are strings): every field ``__init__`` takes is a regular one (a ClassVar is in no method)."""
+    parents = (base for base in cls.__mro__[1:] if "__dataclass_fields__" in vars(base))
+    if any(vars(base).get("__setattr__") is not _setattr for base in parents):
         return False
     notes = vars(cls).get("__annotations__", {}).values()
-    return not any("ClassVar" in str(a) or "InitVar" in str(a) for a in notes)
+    return not any("InitVar" in str(a) for a in notes)
 
 
 def _lazy(cls: type[T], kw_only: bool) -> type[T]:
@@ -259,7 +277,14 @@ def _lazy(cls: type[T], kw_only: bool) -> type[T]:
     documented = bool(cls.__doc__)
     if not documented:
         cls.__doc__ = "(record)"  # dataclass would call inspect.signature for it
-    out = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
+    parents = [vars(b)["__dataclass_params__"] for b in cls.__mro__[1:] if "__dataclass_params__" in vars(b)]
+    for params in parents:  # dataclass refuses a non-frozen child of a frozen parent: this one is frozen by _setattr
+        params.frozen = False
+    try:
+        out = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
+    finally:
+        for params in parents:
+            params.frozen = True
     fields = dataclasses.fields(out)  # type: ignore[arg-type]
     _check_order(out, fields)
     params = out.__dataclass_params__  # type: ignore[attr-defined]

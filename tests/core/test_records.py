@@ -8,7 +8,7 @@ import dataclasses
 import inspect
 import pickle
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any
+from typing import Any, ClassVar  # noqa: F401 (dataclasses reads "ClassVar[str]" through this module)
 
 import pytest
 
@@ -204,3 +204,60 @@ def test_records_pickle_copy_and_replace() -> None:
         with pytest.raises(FrozenInstanceError, match="cannot assign to field 'a'"):
             y.a = 2  # type: ignore[misc]
     assert dataclasses.replace(x, b=(4,)) == Pickled(1, (4,))
+
+
+def test_classvars_and_record_children_answer_as_dataclass() -> None:
+    # dataclasses leaves a ClassVar out of every method; a child's __init__ takes the parent's fields first
+    # (_process_class collects the bases' fields in reverse MRO order)
+    made: dict[str, type] = {}
+    for label, deco, child_deco in (("std", dataclass(frozen=True), dataclass(frozen=True)), ("rec", record, record)):
+        ns = {"__annotations__": {"a": "int", "kind": "ClassVar[str]"}, "__module__": __name__, "kind": "base"}
+        base = deco(type("Base", (), ns))
+        child_ns = {"__annotations__": {"b": "int", "kind": "ClassVar[str]"}, "__module__": __name__, "kind": "kid"}
+        child = child_deco(type("Kid", (base,), dict(child_ns, b=2)))
+        made[label], made[label + "_base"] = child, base
+    std, rec = made["std"], made["rec"]
+    assert _built(rec, 1) == _built(std, 1) and _built(rec, 1, 3) == _built(std, 1, 3)
+    assert _answers_child(rec) == _answers_child(std)
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        dataclass(type("Loose", (made["rec_base"],), {"__annotations__": {"c": "int"}}))
+    assert made["rec_base"].__dataclass_params__.frozen  # type: ignore[attr-defined]  # restored after the child
+    assert vars(rec)["__setattr__"] is vars(made["rec_base"])["__setattr__"]  # the child is built lazily too
+
+
+def _answers_child(cls: type) -> list[object]:
+    x = cls(1)
+    out: list[object] = [x.kind, repr(x), x == cls(1), x != cls(1, 3), [f.name for f in dataclasses.fields(cls)]]
+    for attempt in (lambda: setattr(x, "a", 2), lambda: setattr(x, "kind", "k"), lambda: delattr(x, "b")):
+        with pytest.raises(FrozenInstanceError) as e:
+            attempt()
+        out.append(str(e.value))
+
+    class Plain(cls):  # type: ignore[valid-type,misc]  # not a dataclass: may set a ClassVar's name, not a field
+        pass
+
+    p = Plain(1)
+    p.kind = "mine"
+    out.append(p.kind)
+    with pytest.raises(FrozenInstanceError):
+        p.b = 5
+    return out
+
+
+def test_initvar_and_a_plain_dataclass_parent_go_through_dataclass() -> None:
+    def post(self: Any, scale: int) -> None:
+        object.__setattr__(self, "a", self.a * scale)
+
+    body = {"__post_init__": post}
+    std, rec = _pair(body, {"a": "int", "scale": "dataclasses.InitVar[int]"})
+    assert _built(rec, 2, 3) == _built(std, 2, 3)
+
+    @dataclass(frozen=True)
+    class Parent:
+        a: int
+
+    @record
+    class Child(Parent):
+        b: int = 0
+
+    assert repr(Child(1, 2)).endswith("Child(a=1, b=2)") and Child(1) == Child(1, 0)
