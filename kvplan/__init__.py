@@ -7,9 +7,10 @@ any other moment nothing is half-written, so the process says "kvplan: interrupt
 it was importing: a KeyboardInterrupt raised inside import frames printed a traceback in 12 of 150 tries.
 
 Then ``@record``, the frozen dataclass of every kvplan record (after the handler: ``dataclasses`` imports
-``inspect``), whose ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of them, not at
-import: Python 3.11's ``dataclass`` writes and compiles each method per class (about 0.5 ms a class, a third of
-``kvplan admit --ctx 1M``'s start-up), for records most of which are never printed, compared or hashed.
+``inspect``), whose ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of
+them, not at import, and whose frozen ``__setattr__`` / ``__delattr__`` are shared: Python 3.11's ``dataclass``
+writes and compiles each method per class (about 0.4 ms a class, a sixth of ``kvplan admit --ctx 1M``'s start-up),
+for records most of which are never built, printed, compared or hashed on one command's path.
 """
 
 from __future__ import annotations
@@ -65,52 +66,115 @@ if is_the_command():
 
 
 # --------------------------------------------------------------------------- records
-# ``__init__`` and the frozen ``__setattr__`` / ``__delattr__`` stay generated at import (``frozen=True`` as
-# ``dataclasses`` knows it, so a ``@dataclass(frozen=True)`` subclass of a record is allowed). ``__repr__``, ``__eq__``
-# and ``__hash__`` start as the three shared functions below; the first call on a class compiles the source
-# ``dataclass`` would have compiled (_source) and puts it in their place, so a record hashed a million times runs the
-# generated code. Each is set only where ``dataclass`` would set it: not over a method the class body defines;
-# ``__hash__`` also over the ``None`` Python puts in its place when the body defines ``__eq__``.
+# A record is ``dataclass(frozen=True)`` as ``dataclasses`` knows it (fields, ``__dataclass_params__`` frozen, so a
+# ``@dataclass(frozen=True)`` subclass is allowed), but Python 3.11's ``dataclass`` writes and compiles six methods
+# per class at import, and builds a docstring with ``inspect.signature``. Here ``dataclass`` only collects the fields
+# (init, repr, eq and frozen off, a placeholder docstring); ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__``
+# start as the shared functions below: the first call on a class compiles the source ``dataclass`` would have compiled
+# (_source) and puts it in their place, so a record built or hashed a million times runs the generated code. The
+# frozen ``__setattr__`` / ``__delattr__`` are two shared functions (they only raise, or pass to the parent), and the
+# docstring is written from the fields (_doc). Each method is set only where ``dataclass`` would set it: not over one
+# the class body defines; ``__hash__`` also over the ``None`` Python puts in its place when the body defines
+# ``__eq__``. A record with an InitVar pseudo-field, or a parent that is another kind of dataclass, is
+# built by ``dataclass`` itself (frozen, with the lazy repr, == and hash: no such record is on admit's path).
 # tests/core/test_records.py checks records against ``dataclass`` itself.
 
 import dataclasses  # noqa: E402 (after the handler is installed)
+import inspect  # noqa: E402 (after the handler is installed; dataclasses imports it)
 from collections.abc import Callable  # noqa: E402 (after the handler is installed)
 from reprlib import recursive_repr  # noqa: E402 (after the handler is installed)
 from typing import TypeVar, dataclass_transform, overload  # noqa: E402 (after the handler is installed)
 
 T = TypeVar("T")
+_MISSING = dataclasses.MISSING
 
 
-def _source(name: str, fields: tuple[dataclasses.Field[Any], ...]) -> str:
-    """The method's source as Python 3.11's ``dataclasses`` writes it (_repr_fn, _cmp_fn, _hash_fn)."""
+class _Factory:
+    """The marker of a default_factory argument left out (``dataclasses._HAS_DEFAULT_FACTORY``, repr included)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY = _Factory()
+
+
+def _init_source(fields: list[dataclasses.Field[Any]], names: dict[str, Any], has_post_init: bool) -> str:
+    """``__init__`` as Python 3.11's ``dataclasses._init_fn`` writes it for a frozen class (every field is a regular
+    one here); ``names`` receives the defaults, factories and annotations it refers to."""
+    self_name = "__dataclass_self__" if any(f.name == "self" for f in fields) else "self"
+    params: list[str] = []
+    kw_params: list[str] = []
+    body: list[str] = []
+    for f in fields:
+        names[f"_type_{f.name}"] = f.type
+        value = f.name
+        if f.default_factory is not _MISSING:
+            names[f"_dflt_{f.name}"] = f.default_factory
+            value = (
+                f"_dflt_{f.name}() if {f.name} is _HAS_DEFAULT_FACTORY else {f.name}" if f.init else f"_dflt_{f.name}()"
+            )
+        elif f.default is not _MISSING and f.init:
+            names[f"_dflt_{f.name}"] = f.default
+        elif not f.init:
+            continue  # the class attribute holds the default
+        body.append(f"__dataclass_builtins_object__.__setattr__({self_name},{f.name!r},{value})")
+        if f.init:
+            default = "" if f.default is _MISSING and f.default_factory is _MISSING else f"=_dflt_{f.name}"
+            default = "=_HAS_DEFAULT_FACTORY" if f.default_factory is not _MISSING and f.init else default
+            (kw_params if f.kw_only else params).append(f"{f.name}:_type_{f.name}{default}")
+    if has_post_init:
+        body.append(f"{self_name}.__post_init__()")
+    signature = ",".join([self_name, *params, *(["*", *kw_params] if kw_params else [])])
+    lines = "\n".join(f" {line}" for line in body or ["pass"])
+    return f"def __init__({signature}) -> _return_type:\n{lines}\n"
+
+
+def _source(name: str, owner: type, names: dict[str, Any]) -> str:
+    """The method's source as Python 3.11's ``dataclasses`` writes it (_init_fn, _repr_fn, _cmp_fn, _hash_fn)."""
+    fields = dataclasses.fields(owner)
+    if name == "__init__":
+        names.update(_HAS_DEFAULT_FACTORY=_FACTORY, __dataclass_builtins_object__=object, _return_type=None)
+        return _init_source(list(fields), names, hasattr(owner, "__post_init__"))
     if name == "__repr__":
         shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in fields if f.repr)
         return f'def __repr__(self):\n return self.__class__.__qualname__ + f"({shown})"\n'
     if name == "__eq__":
-        names = [f.name for f in fields if f.compare]
-        mine, theirs = ("".join(f"{who}.{n}," for n in names) for who in ("self", "other"))
+        names_ = [f.name for f in fields if f.compare]
+        mine, theirs = ("".join(f"{who}.{n}," for n in names_) for who in ("self", "other"))
         return (
             f"def __eq__(self, other):\n if other.__class__ is self.__class__:\n  return ({mine})==({theirs})\n"
             " return NotImplemented\n"
         )
-    names = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-    return f"def __hash__(self):\n return hash(({''.join(f'self.{n},' for n in names)}))\n"
+    hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
+    return f"def __hash__(self):\n return hash(({''.join(f'self.{n},' for n in hashed)}))\n"
+
+
+def _owner(obj: Any, generic: Callable[..., Any], name: str) -> type:
+    """The class whose ``name`` is the shared ``generic`` running now: the nearest in the MRO that holds it."""
+    return next(k for k in type(obj).__mro__ if vars(k).get(name) is generic)
 
 
 def _compiled(obj: Any, generic: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """On a class's first repr, ``==`` or ``hash``: the method ``dataclass`` would have generated (the same
+    """On a class's first instance, repr, ``==`` or ``hash``: the method ``dataclass`` would have generated (the same
     source, for the class that holds the generic one, with its fields), put in the generic one's place. A record
-    that is never printed, compared or hashed never compiles it; one hashed a million times (a plan's layers, in
+    that is never printed, compared or hashed never compiles those; one hashed a million times (a plan's layers, in
     ``kvplan fit``) runs the generated code."""
-    owner = next(k for k in type(obj).__mro__ if vars(k).get(name) is generic)
+    owner = _owner(obj, generic, name)
+    names: dict[str, Any] = {}
+    source = _source(name, owner, names)
     space: dict[str, Any] = {}
-    exec(compile(_source(name, dataclasses.fields(owner)), f"<record {owner.__qualname__}>", "exec"), {}, space)
+    exec(compile(source, f"<record {owner.__qualname__}>", "exec", dont_inherit=True), names, space)  # no __future__
     method: Callable[..., Any] = space[name]
     method.__qualname__ = f"{owner.__qualname__}.{name}"
     if name == "__repr__":
         method = recursive_repr()(method)
     setattr(owner, name, method)
     return method
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    _compiled(self, _init, "__init__")(self, *args, **kwargs)
 
 
 def _repr(self: Any) -> str:
@@ -127,12 +191,118 @@ def _hash(self: Any) -> int:
     return value
 
 
-_repr.__name__, _eq.__name__, _hash.__name__ = "__repr__", "__eq__", "__hash__"
+def _names(owner: type) -> set[str]:
+    """The fields a plain subclass of a record may not set (not its ClassVars: ``dataclasses`` leaves those out)."""
+    return {f.name for f in dataclasses.fields(owner)}
+
+
+def _frozen_run(obj: Any, generic: Callable[..., Any], name: str) -> tuple[type, type]:
+    """The nearest class whose ``name`` is the shared ``generic``, and the last class of the run that follows it
+    without a ``name`` of its own or with the same one: a parent record's check is the child's on fewer fields, and
+    calling it through ``super()`` would find the child again."""
+    mro = type(obj).__mro__
+    first = last = next(i for i, k in enumerate(mro) if vars(k).get(name) is generic)
+    while vars(mro[last + 1]).get(name, generic) is generic:  # object defines both: the run ends there
+        last += 1
+    return mro[first], mro[last]
+
+
+def _setattr(self: Any, name: str, value: Any) -> None:
+    """``dataclasses._frozen_get_del_attr``: no field of a record is set, nor anything on the record class itself;
+    a plain subclass may set its own attributes."""
+    owner, last = _frozen_run(self, _setattr, "__setattr__")
+    if owner is self.__class__ or name in _names(owner):
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+    super(last, self).__setattr__(name, value)  # type: ignore[arg-type]  # (mypy: super outside a class)
+
+
+def _delattr(self: Any, name: str) -> None:
+    owner, last = _frozen_run(self, _delattr, "__delattr__")
+    if owner is self.__class__ or name in _names(owner):
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+    super(last, self).__delattr__(name)  # type: ignore[arg-type]  # (mypy: super outside a class)
+
+
+for _f, _n in ((_init, "__init__"), (_repr, "__repr__"), (_eq, "__eq__"), (_hash, "__hash__")):
+    _f.__name__ = _n
+for _f, _n in ((_setattr, "__setattr__"), (_delattr, "__delattr__")):
+    _f.__name__ = _n
+
+
+def _doc(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> str:
+    """The docstring ``dataclass`` gives an undocumented class: its name and ``inspect.signature`` of the class."""
+    shown = [f for f in fields if f.init]
+    parts: list[str] = []
+    for kw in (False, True):
+        chosen = [f for f in shown if f.kw_only is kw]
+        parts += ["*"] if kw and chosen else []
+        for f in chosen:
+            text = f"{f.name}: {inspect.formatannotation(f.type)}"
+            if f.default is not _MISSING:
+                text += f" = {f.default!r}"
+            elif f.default_factory is not _MISSING:
+                text += " = <factory>"
+            parts.append(text)
+    return f"{cls.__name__}({', '.join(parts)})"
+
+
+def _check_order(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+    """The error ``dataclass`` raises when the class is defined (``_init_fn``), not at its first instance."""
+    seen_default = False
+    for f in fields:
+        if not f.init or f.kw_only:
+            continue
+        if f.default is not _MISSING or f.default_factory is not _MISSING:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+
+
+def _plain(cls: type) -> bool:
+    """Every dataclass parent is a record built here, and no InitVar annotation (read as text: kvplan's annotations
+    are strings): every field ``__init__`` takes is a regular one (a ClassVar is in no method)."""
+    parents = (base for base in cls.__mro__[1:] if "__dataclass_fields__" in vars(base))
+    if any(vars(base).get("__setattr__") is not _setattr for base in parents):
+        return False
+    notes = vars(cls).get("__annotations__", {}).values()
+    return not any("InitVar" in str(a) for a in notes)
+
+
+def _lazy(cls: type[T], kw_only: bool) -> type[T]:
+    """The record built with ``dataclass`` collecting its fields only (a ``_plain`` class)."""
+    body = dict(cls.__dict__)
+    for name in ("__setattr__", "__delattr__"):
+        if name in body:
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    documented = bool(cls.__doc__)
+    if not documented:
+        cls.__doc__ = "(record)"  # dataclass would call inspect.signature for it
+    parents = [vars(b)["__dataclass_params__"] for b in cls.__mro__[1:] if "__dataclass_params__" in vars(b)]
+    for params in parents:  # dataclass refuses a non-frozen child of a frozen parent: this one is frozen by _setattr
+        params.frozen = False
+    try:
+        out = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=kw_only)(cls)
+    finally:
+        for params in parents:
+            params.frozen = True
+    fields = dataclasses.fields(out)  # type: ignore[arg-type]
+    _check_order(out, fields)
+    params = out.__dataclass_params__  # type: ignore[attr-defined]
+    params.init = params.frozen = True
+    if not documented:
+        out.__doc__ = _doc(out, fields)
+    for name, method in (("__init__", _init), ("__setattr__", _setattr), ("__delattr__", _delattr)):
+        if name not in body:
+            setattr(out, name, method)
+    return out
 
 
 def _build(cls: type[T], kw_only: bool) -> type[T]:
     body = dict(cls.__dict__)
-    out = dataclasses.dataclass(frozen=True, repr=False, eq=False, kw_only=kw_only)(cls)
+    if _plain(cls):
+        out = _lazy(cls, kw_only)
+    else:
+        out = dataclasses.dataclass(frozen=True, repr=False, eq=False, kw_only=kw_only)(cls)
     explicit_hash = body.get("__hash__", dataclasses.MISSING)
     wanted = {
         "__repr__": "__repr__" not in body,

@@ -28,6 +28,8 @@ ALLOWED = {  # 'module' (any function in it) or 'module:function' -> why its imp
     "kvplan.engines:_engine_plan": "start-up: a plan loads its own engine's chain only (SGLang: no vLLM module)",
     "kvplan.fsio:exclusive": "fcntl is POSIX only; only the lock writer needs it",
     "kvplan.models.reader:_yaml": "yaml: only a YAML file loads it",
+    "kvplan.models.quant:bytes_per_param": "start-up: fractions (with decimal) only where a checkpoint's bytes count",
+    "kvplan.models.quant:bytes_for": "start-up: fractions, as bytes_per_param",
     "kvplan.models.snapshot:with_checkpoint": "start-up: the per-tensor readers load when weights are laid out",
     "kvplan.models.vlm:finish": "start-up: the engine's additions load for a VLM config only",
     "kvplan.models.from_hf:local_ref": "start-up: the network code (urllib, ssl) loads for a repo id only",

@@ -17,9 +17,8 @@ import fnmatch
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan import record
 from kvplan.errors import ConfigError
@@ -30,6 +29,9 @@ from kvplan.limits import (
     MAX_MODULE_PATTERNS,
     MAX_MODULE_REGEXES,
 )
+
+if TYPE_CHECKING:  # fractions (with decimal) loads where bytes are first counted: a preset's plan never does
+    from fractions import Fraction
 
 Fail = Callable[[tuple[str | int, ...], str], object]
 """Raises a located error for a key path under the config (reader.Reader.fail fits); must not return."""
@@ -56,6 +58,8 @@ class Scheme:
     @property
     def bytes_per_param(self) -> Fraction:
         """The per-value part: weight bits plus the group scales and zeros, in bytes."""
+        from fractions import Fraction
+
         bits = Fraction(self.weight_bits)
         if self.values_per_scale:
             bits += Fraction(self.scale_bits + self.zero_bits, self.values_per_scale)
@@ -75,6 +79,8 @@ class Scheme:
 
     def bytes_for(self, rows: int, cols: int, count: int = 1) -> Fraction:
         """Bytes of ``count`` matrices of ``rows`` outputs × ``cols`` inputs (exact when groups divide ``cols``)."""
+        from fractions import Fraction
+
         per_matrix = self.bytes_per_param * rows * cols + Fraction(
             rows * self.row_bits + cols * self.col_bits + self.tensor_bits, 8
         )

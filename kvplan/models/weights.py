@@ -18,7 +18,6 @@ import importlib
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from kvplan import record
@@ -28,6 +27,8 @@ from kvplan.models.arch import ModelArch, ParamGroup, Split
 from kvplan.models.quant import Fields, resolve
 
 if TYPE_CHECKING:  # the quantization reader is imported where a config is read (presets do not need it)
+    from fractions import Fraction  # loaded where weights are first laid out: a preset's plan never does
+
     from kvplan.models.quant import Fail, Fields, Quantization, Scheme
 
 FP8_BLOCK_ELEMS = 128 * 128
@@ -248,7 +249,7 @@ class _Groups:
     def buffer(self, group: str, size: Fraction) -> None:
         """A load-time buffer of ``size`` bytes on every GPU (no parameters)."""
         if size > 0:
-            self.buffers[group] = self.buffers.get(group, Fraction(0)) + size
+            self.buffers[group] = self.buffers.get(group, 0) + size
 
     def extra(self, group: ParamGroup) -> None:
         """A group the family sizes itself (its bytes depend on more than its parameters)."""
@@ -274,7 +275,7 @@ class _Groups:
         for (group, scheme, rows, cols), n in self.counts.items():
             s = scheme or self.quant.plain
             params[group] = params.get(group, 0) + rows * cols * n
-            total[group] = total.get(group, Fraction(0)) + s.bytes_for(rows, cols, n)
+            total[group] = total.get(group, 0) + s.bytes_for(rows, cols, n)
             nat = None if scheme is not None and s.has_extras else s.natural
             if natural.setdefault(group, nat) != nat:
                 natural[group] = None

@@ -3,9 +3,12 @@ alike (repr, ==, hash, frozen errors, replace, fields, kw_only, inheritance eith
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
+import pickle
 from dataclasses import FrozenInstanceError, dataclass, field
-from typing import Any
+from typing import Any, ClassVar  # noqa: F401 (dataclasses reads "ClassVar[str]" through this module)
 
 import pytest
 
@@ -100,3 +103,161 @@ def test_inheritance_either_way_and_a_recursive_repr() -> None:
     with pytest.raises(FrozenInstanceError):
         p.a = 2  # type: ignore[misc]
     assert p == Plain(1)
+
+
+INIT_FIELDS = {"a": "int", "b": "str", "c": "list[int]", "d": "int", "e": "int", "f": "list[int]", "g": "int"}
+
+
+def _init_body(post_init: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "b": "x",
+        "c": field(default_factory=list),
+        "d": field(default=3, init=False),
+        "e": field(default_factory=lambda: 9, init=False),
+        "f": field(default_factory=lambda: [1], kw_only=True),
+        "g": field(kw_only=True),
+    }
+    if post_init:
+
+        def __post_init__(self: Any) -> None:
+            object.__setattr__(self, "d", self.a + self.g)
+
+        body["__post_init__"] = __post_init__
+    return body
+
+
+def _built(cls: type, *args: Any, **kwargs: Any) -> list[object]:
+    try:
+        x = cls(*args, **kwargs)
+    except TypeError as e:  # the generated __init__'s own message, class name included
+        return [str(e)]
+    return [vars(x), repr(x), x == cls(*args, **kwargs), str(inspect.signature(cls)), cls.__doc__, cls.__match_args__]
+
+
+@pytest.mark.parametrize("post_init", [False, True])
+def test_init_defaults_factories_kw_only_and_post_init_answer_as_dataclass(post_init: bool) -> None:
+    # dataclasses._init_fn (Python 3.11): positional then keyword-only parameters, `=_dflt_b`, factories behind the
+    # `_HAS_DEFAULT_FACTORY` marker, init=False fields from the class default or their factory, then __post_init__
+    std, rec = _pair(_init_body(post_init), INIT_FIELDS)
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((1,), {"g": 2}),
+        ((1, "y", [5]), {"f": [], "g": 2}),
+        ((), {"a": 1, "g": 2, "c": [7]}),
+        ((1,), {}),  # missing keyword-only argument: 'g'
+        ((1, "y", [5], 4), {"g": 2}),  # too many positional arguments
+        ((1,), {"g": 2, "d": 4}),  # d is init=False: unexpected keyword argument
+    ]
+    for args, kwargs in calls:
+        assert _built(rec, *args, **kwargs) == _built(std, *args, **kwargs), (args, kwargs)
+    assert rec(1, g=2).c is not rec(1, g=2).c  # a fresh list each time, as dataclass's factory gives
+
+
+def test_a_record_compiles_its_init_and_frozen_methods_on_first_use_only() -> None:
+    # what saves admit's start-up: no __init__, __setattr__ or __delattr__ written per class at import (issue 31 item 4)
+    import kvplan
+
+    @record
+    class Rec:
+        a: int
+
+    assert vars(Rec)["__init__"] is kvplan._init
+    assert vars(Rec)["__setattr__"] is kvplan._setattr and vars(Rec)["__delattr__"] is kvplan._delattr
+    assert Rec(1).a == 1 and vars(Rec)["__init__"] is not kvplan._init  # compiled, in the stub's place
+    assert vars(Rec)["__init__"].__qualname__.endswith("Rec.__init__")
+    assert Rec.__dataclass_params__.init and Rec.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_docstrings_signatures_and_definition_errors_follow_dataclass() -> None:
+    documented = {"__doc__": "Mine."}
+    for body, notes in ((documented, {"a": "int"}), ({"a": field(default=(1, "x"))}, {"a": "tuple[int, str]"})):
+        std, rec = _pair(dict(body), notes)
+        assert rec.__doc__ == std.__doc__
+    std, rec = _pair({"b": 1}, {"a": "int", "b": "int"}, kw_only=True)
+    assert rec.__doc__ == std.__doc__ == "Rec(*, a: 'int', b: 'int' = 1)"
+    std, rec = _pair({}, {"self": "int", "x": "int"})  # a field named self: dataclass names the instance otherwise
+    assert _built(rec, 1, 2) == _built(std, 1, 2)
+    for deco in (dataclass(frozen=True), record):  # the order error comes when the class is defined, both ways
+        with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+            deco(type("Bad", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1}))
+    for deco in (dataclass(frozen=True), record):
+        with pytest.raises(TypeError, match="Cannot overwrite attribute __setattr__ in class Own"):
+            deco(type("Own", (), {"__annotations__": {"a": "int"}, "__setattr__": lambda s, n, v: None}))
+
+    def own_init(self: Any, a: int) -> None:
+        object.__setattr__(self, "a", a * 2)
+
+    std, rec = _pair({"__init__": own_init}, {"a": "int"})
+    assert rec(2).a == std(2).a == 4
+
+
+@record
+class Pickled:
+    a: int
+    b: tuple[int, ...] = ()
+
+
+def test_records_pickle_copy_and_replace() -> None:
+    # simulate --jobs forks workers and may send records between processes: pickle by value, frozen after loading
+    x = Pickled(1, (2, 3))
+    for y in (pickle.loads(pickle.dumps(x)), copy.copy(x), copy.deepcopy(x), dataclasses.replace(x)):
+        assert y == x and y is not x and repr(y) == "Pickled(a=1, b=(2, 3))"
+        with pytest.raises(FrozenInstanceError, match="cannot assign to field 'a'"):
+            y.a = 2  # type: ignore[misc]
+    assert dataclasses.replace(x, b=(4,)) == Pickled(1, (4,))
+
+
+def test_classvars_and_record_children_answer_as_dataclass() -> None:
+    # dataclasses leaves a ClassVar out of every method; a child's __init__ takes the parent's fields first
+    # (_process_class collects the bases' fields in reverse MRO order)
+    made: dict[str, type] = {}
+    for label, deco, child_deco in (("std", dataclass(frozen=True), dataclass(frozen=True)), ("rec", record, record)):
+        ns = {"__annotations__": {"a": "int", "kind": "ClassVar[str]"}, "__module__": __name__, "kind": "base"}
+        base = deco(type("Base", (), ns))
+        child_ns = {"__annotations__": {"b": "int", "kind": "ClassVar[str]"}, "__module__": __name__, "kind": "kid"}
+        child = child_deco(type("Kid", (base,), dict(child_ns, b=2)))
+        made[label], made[label + "_base"] = child, base
+    std, rec = made["std"], made["rec"]
+    assert _built(rec, 1) == _built(std, 1) and _built(rec, 1, 3) == _built(std, 1, 3)
+    assert _answers_child(rec) == _answers_child(std)
+    with pytest.raises(TypeError, match="cannot inherit non-frozen dataclass from a frozen one"):
+        dataclass(type("Loose", (made["rec_base"],), {"__annotations__": {"c": "int"}}))
+    assert made["rec_base"].__dataclass_params__.frozen  # type: ignore[attr-defined]  # restored after the child
+    assert vars(rec)["__setattr__"] is vars(made["rec_base"])["__setattr__"]  # the child is built lazily too
+
+
+def _answers_child(cls: type) -> list[object]:
+    x = cls(1)
+    out: list[object] = [x.kind, repr(x), x == cls(1), x != cls(1, 3), [f.name for f in dataclasses.fields(cls)]]
+    for attempt in (lambda: setattr(x, "a", 2), lambda: setattr(x, "kind", "k"), lambda: delattr(x, "b")):
+        with pytest.raises(FrozenInstanceError) as e:
+            attempt()
+        out.append(str(e.value))
+
+    class Plain(cls):  # type: ignore[valid-type,misc]  # not a dataclass: may set a ClassVar's name, not a field
+        pass
+
+    p = Plain(1)
+    p.kind = "mine"
+    out.append(p.kind)
+    with pytest.raises(FrozenInstanceError):
+        p.b = 5
+    return out
+
+
+def test_initvar_and_a_plain_dataclass_parent_go_through_dataclass() -> None:
+    def post(self: Any, scale: int) -> None:
+        object.__setattr__(self, "a", self.a * scale)
+
+    body = {"__post_init__": post}
+    std, rec = _pair(body, {"a": "int", "scale": "dataclasses.InitVar[int]"})
+    assert _built(rec, 2, 3) == _built(std, 2, 3)
+
+    @dataclass(frozen=True)
+    class Parent:
+        a: int
+
+    @record
+    class Child(Parent):
+        b: int = 0
+
+    assert repr(Child(1, 2)).endswith("Child(a=1, b=2)") and Child(1) == Child(1, 0)
