@@ -63,7 +63,7 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
         3753819, 2, 2, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"
     ),
     ("vllm-v1", "*", "*"): Fitted(
-        815178, 53, 8, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+        815178, 54, 9, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),
     ("vllm-v1", "0.17-0.20", "*"): Fitted(
         487704, 29, 3, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
@@ -78,9 +78,11 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
         487704, 26, 2, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
     ),
     ("vllm-v1", "0.21+", "*"): Fitted(
-        815178, 3, 2, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+        815178, 4, 3, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),
-    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(540432, 1, 1, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
+    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(
+        575040, 2, 2, "vLLM 0.24.0, Qwen3-Coder-30B-A3B bf16, L40S × 4, TP4 (PCIe, no FlashInfer sampler): −57.5 %"
+    ),
     ("vllm-v1", "0.21+", "consumer"): Fitted(
         815178, 2, 1, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),

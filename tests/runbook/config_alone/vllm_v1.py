@@ -450,4 +450,36 @@ CASES: tuple[Case, ...] = (
         "CUDA-graph term measured for the model (kvplan probe) rather than one assumed figure",
         gap_band=(-0.11, -0.08),
     ),
+    # 0.21-0.33 row, vLLM 0.24.0 on 4 × L40S, TP4 over PCIe (aws-samples/sample-claude-code-multi-model, a README
+    # quoting its start-up lines), Qwen3-Coder-30B-A3B (its verbatim config): block 16 × 1 kv head per rank ×
+    # (128 + 128) × 2 B × 48 layers = 393,216 B; requested ceil(47,663,022,080 × 0.9) = 42,896,719,872 B − weights
+    # 15,352,360,960 B − torch peak 809,096,192 B − non-torch 2,330,019,758 B (FITTED on NVLink H100 TP4) − CUDA-graph
+    # estimate 1,696,595,968 B (ASSUMED) = 22,708,646,994 B (21.15 GiB; logged 23.74) -> 57,751 blocks -> 924,016
+    # tokens (−10.91 %).
+    Case(
+        log=FIELD + "vllm-qwen3-coder-30b-a3b-l40s-tp4-aws-samples-claude-code-multi-model.log",
+        line="1,037,152 tokens",
+        logged=1_037_152,
+        label="vLLM 0.24.0, Qwen3-Coder-30B-A3B bf16, L40S × 4, TP4 (PCIe, no FlashInfer sampler)",
+        model=HF + "qwen3-coder-30b-a3b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.24.0",
+            "gpu=l40s",
+            "gpu_memory_utilization=0.9",
+            "context_length=32768",
+            "flashinfer_sampler=false",
+            *GQA,
+            *_tp(4),
+        ),
+        stated="the README's serve command (--tensor-parallel-size 4 --max-model-len 32768 --gpu-memory-utilization "
+        "0.90, VLLM_USE_FLASHINFER_SAMPLER=0), its node table (g6e.12xlarge, 4 × L40S) and dependency table "
+        "(vllm 0.24.0)",
+        gap="the memory besides the weights at TP4 over PCIe: the log leaves 39.95 − 14.30 − 23.74 = 1.91 GiB for the "
+        "profile run, non-torch growth and CUDA graphs where kvplan plans 4.50 GiB, 2.17 of it the non-torch growth "
+        "FITTED on NVLink H100 TP4, where custom all-reduce and its buffers are built; the README says this node "
+        "builds none (PCIe-only, PYNCCL). What would close it: the non-torch growth of a TP group without custom "
+        "all-reduce inside one node, read or measured (kvplan models it only for a group across nodes)",
+        gap_band=(-0.13, -0.09),
+    ),
 )
