@@ -482,4 +482,30 @@ CASES: tuple[Case, ...] = (
         "all-reduce inside one node, read or measured (kvplan models it only for a group across nodes)",
         gap_band=(-0.13, -0.09),
     ),
+    # 0.9-0.20 row (ASSUMED to sort the logits like 0.15), vLLM 0.15.1 on one A100 40GB (ilseokoh/vllm-gce, a
+    # course note on GCE a2-highgpu-1g; the offline LLM class, enforce_eager): block 16 × 8 kv heads × (128 + 128)
+    # × 2 B × 32 layers = 2,097,152 B; requested ceil(42,412,802,048 × 0.9) = 38,171,521,844 B − weights
+    # 16,094,076,928 B (logged 14.99 GiB) − torch peak 1,352,531,968 B (sort sampler, 8,192 tokens) − non-torch
+    # 139,586,437 B = 20,585,326,511 B (19.17 GiB; logged 19.28) -> 9,815 blocks -> 157,040 tokens (−0.57 %).
+    Case(
+        log=FIELD + "vllm-llama-3.1-8b-a100-40gb-ilseokoh-vllm-gce.log",
+        line="GPU KV cache size: 157,936 tokens",
+        logged=157_936,
+        label="vLLM 0.15.1, Llama-3.1-8B bf16, A100 40GB × 1, TP1 (offline LLM, eager)",
+        model=LLAMA,
+        sets=(
+            "engine=vllm",
+            "engine_version=0.15.1",
+            "gpu=a100-40gb",
+            "gpu_memory_utilization=0.9",
+            "context_length=131072",
+            "max_num_batched_tokens=8192",
+            "enforce_eager=true",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the log's engine line (v0.15.1, tensor_parallel_size=1, enforce_eager=True), non-default args "
+        "(utilization the default 0.9), 'Using max model len 131072' and 'max_num_batched_tokens=8192'; the A100 "
+        "40GB from the note's machine type (a2-highgpu-1g)",
+    ),
 )
