@@ -62,7 +62,9 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
     ("vllm-v0", "*", "hopper-blackwell"): Fitted(
         3753819, 2, 2, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"
     ),
-    ("vllm-v1", "*", "*"): Fitted(540432, 51, 7, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
+    ("vllm-v1", "*", "*"): Fitted(
+        815178, 55, 10, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+    ),
     ("vllm-v1", "0.17-0.20", "*"): Fitted(
         487704, 29, 3, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
     ),
@@ -75,16 +77,23 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
     ("vllm-v1", "0.17-0.20", "hopper-blackwell"): Fitted(
         487704, 26, 2, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
     ),
-    ("vllm-v1", "0.21+", "*"): Fitted(540432, 1, 1, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
-    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(540432, 1, 1, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
+    ("vllm-v1", "0.21+", "*"): Fitted(
+        815178, 4, 3, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+    ),
+    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(
+        575040, 2, 2, "vLLM 0.24.0, Qwen3-Coder-30B-A3B bf16, L40S × 4, TP4 (PCIe, no FlashInfer sampler): −57.5 %"
+    ),
+    ("vllm-v1", "0.21+", "consumer"): Fitted(
+        815178, 2, 1, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+    ),
     ("vllm-v1", "0.9-0.16", "*"): Fitted(
-        532414, 21, 5, "vLLM (Jul 2025, V1), Qwen3-235B-A22B-FP8, H100 × 4, TP4 (LMCache connector): +53.2 %"
+        532414, 22, 6, "vLLM (Jul 2025, V1), Qwen3-235B-A22B-FP8, H100 × 4, TP4 (LMCache connector): +53.2 %"
     ),
     ("vllm-v1", "0.9-0.16", "amd"): Fitted(
         145192, 7, 1, "vLLM 0.11.2+rhai1 (record), Llama-3.3-70B-Instruct bf16, MI300X × 1, TP1, util 0.92: +14.5 %"
     ),
     ("vllm-v1", "0.9-0.16", "ampere-ada"): Fitted(
-        81401, 2, 2, "vLLM 0.10.1.1, gpt-oss-120b mxfp4, A100 80GB × 4 (one a node), TP4, util 0.8: −8.1 %"
+        81401, 3, 3, "vLLM 0.10.1.1, gpt-oss-120b mxfp4, A100 80GB × 4 (one a node), TP4, util 0.8: −8.1 %"
     ),
     ("vllm-v1", "0.9-0.16", "consumer"): Fitted(
         514010, 1, 1, "vLLM 0.13.0 (NGC 26.01), Qwen3-30B-A3B-FP8, GB10 × 1, TP1, util 0.3, fp8 KV: +51.4 %"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 POSITIVE = (
     "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-    "moe_intermediate_size", "shared_expert_intermediate_size", "routed_expert_hidden_size", "vocab_size",
+    "moe_intermediate_size", "routed_expert_hidden_size", "vocab_size",
     "num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "num_experts_per_token",
     "n_group", "topk_group", "moe_layer_freq", "decoder_sparse_step", "kv_lora_rank", "q_lora_rank",
     "qk_nope_head_dim", "v_head_dim", "index_head_dim", "index_n_heads", "index_kpool", "index_topk_freq",
@@ -37,6 +37,10 @@ POSITIVE = (
 NON_NEGATIVE = ("qk_rope_head_dim", "n_shared_experts", "num_shared_experts", "first_k_dense_replace",
                 "num_nextn_predict_layers", "index_skip_topk_offset", "num_hash_layers")  # fmt: skip
 """May be 0 by design: Kimi-Linear / GLM-5.3-Flash MLA without rope, no shared experts, no dense or MTP layers."""
+
+WIDTHS_MAY_BE_ZERO = ("shared_expert_intermediate_size",)
+"""Widths where 0 means 'none': vLLM and SGLang qwen2_moe.py / qwen3_next.py build the shared expert only
+``if config.shared_expert_intermediate_size > 0`` (Qwen3-Coder-30B-A3B's config carries 0)."""
 
 TOKENS = ("index_topk", "sliding_window")
 """Token counts >= 1 when given: a DSA model keeps ``index_topk`` tokens (SGLang ``is_deepseek_nsa`` needs only
@@ -79,6 +83,8 @@ def check_fields(r: Reader) -> None:
         r.get_int(key, minimum=1, maximum=limits.MAX_DIM)
     for key in NON_NEGATIVE:
         r.get_int(key, minimum=0, maximum=limits.MAX_LAYERS if key != "qk_rope_head_dim" else limits.MAX_DIM)
+    for key in WIDTHS_MAY_BE_ZERO:
+        r.get_int(key, minimum=0, maximum=limits.MAX_DIM)
     for key in TOKENS:
         r.get_int(key, minimum=1, maximum=limits.MAX_TOKENS)
     for key in BOOLEANS:

@@ -91,17 +91,19 @@ def test_an_exact_plan_prints_as_before() -> None:
 
 def test_vllm_non_kv_band() -> None:
     # glm-5.3-8xh200-vllm (vLLM 0.33.0): non_kv_other 6,364,856,320 B modelled. No corpus case of vLLM 0.21+ on
-    # Hopper/Blackwell, and the 0.21+ range has one source (vLLM 0.26.0 on an A40): the band borrows the family's
-    # widest (band.fitted), ERRORS[("vllm-v1", "*", "*")] = 540,432 ppm (that A40 log, −54.0 %: 48 cases, 5
-    # sources) -> delta 6,364,856,320 × 540,432 // 10^6 = 3,439,772,030 B. vLLM
-    # (gpu_worker.determine_available_memory): available = requested − weights − non_kv = 28,959,817,153 ∓ delta;
-    # num_blocks = available // 3,452,160 (64 × 53,940 B), × 64 tokens: the low end 25,520,045,123 // 3,452,160 =
-    # 7,392 -> 473,088; the high end 32,399,589,183 // 3,452,160 = 9,385 -> 600,640 (the point: 8,388 -> 536,832)
+    # Hopper/Blackwell; the 0.21+ range has three sources (vLLM 0.26.0 on an A40; vLLM 0.24.0 on an RTX 4090 and an
+    # RTX 5090, kthxo/distserving; vLLM 0.24.0 on 4 × L40S, aws-samples), so band.fitted takes
+    # ERRORS[("vllm-v1", "0.21+", "*")] = 815,178 ppm (the RTX 4090 log, −81.5 %: 4 cases, 3 sources; 540,432 ppm,
+    # the A40, before kthxo/distserving) -> delta
+    # 6,364,856,320 × 815,178 // 10^6 = 5,188,490,845 B. vLLM (gpu_worker.determine_available_memory): available =
+    # requested − weights − non_kv = 28,959,817,153 ∓ delta; num_blocks = available // 3,452,160 (64 × 53,940 B),
+    # × 64 tokens: the low end 23,771,326,308 // 3,452,160 = 6,885 -> 440,640; the high end 34,148,307,998 //
+    # 3,452,160 = 9,891 -> 633,024 (the point: 8,388 -> 536,832)
     p = load_plan(None, "glm-5.3-8xh200-vllm", [])
-    assert ("vllm-v1", "0.21+", "hopper-blackwell") not in ERRORS and ERRORS[("vllm-v1", "0.21+", "*")].sources == 1
-    assert ERRORS[("vllm-v1", "*", "*")].ppm == 540_432
+    assert ("vllm-v1", "0.21+", "hopper-blackwell") not in ERRORS and ERRORS[("vllm-v1", "0.21+", "*")].sources == 3
+    assert ERRORS[("vllm-v1", "0.21+", "*")].ppm == 815_178
     b = pool_band(p)
-    assert (b.low, b.point, b.high) == (473_088, 536_832, 600_640)
+    assert (b.low, b.point, b.high) == (440_640, 536_832, 633_024)
 
 
 def test_gpu_classes() -> None:

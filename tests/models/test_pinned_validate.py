@@ -171,3 +171,15 @@ def test_sglang_refuses_per_layer_kv_heads_only_where_they_differ(tmp_path: Path
     mixed = deci([8, 16, 8])
     with pytest.raises(InputError, match=r"does not yet plan per-layer kv heads .* on SGLang"):
         plan_pool(load_model(mixed), load_deployment(None, [f"model={mixed}", *sets]))
+
+
+def test_a_shared_expert_width_of_0_is_no_shared_expert(tmp_path: Path) -> None:
+    # Qwen/Qwen3-Coder-30B-A3B-Instruct's verbatim config.json carries "shared_expert_intermediate_size": 0; vLLM
+    # and SGLang (qwen2_moe.py, qwen3_next.py) build the shared expert only "if config.shared_expert_intermediate_size
+    # > 0", and Qwen3-MoE has none: the config loads, with Qwen3-30B-A3B's parameters (the same 48 sparse layers,
+    # 128 experts × 768, hidden 2048, vocab 151,936; its intermediate_size 5,472 is unused, no dense layer)
+    coder = load_model(str(HF / "qwen3-coder-30b-a3b" / "config.json"))
+    base = load_model(str(HF / "qwen3-30b-a3b" / "config.json"))
+    assert coder.total_params == base.total_params and coder.max_position_embeddings == 262_144
+    with pytest.raises(ConfigError, match=r"shared_expert_intermediate_size: expected an integer >= 0"):
+        _load(tmp_path, "qwen3-coder-30b-a3b", shared_expert_intermediate_size=-1)

@@ -68,6 +68,13 @@ def test_one_thread_or_repository_is_one_source_under_any_file_name() -> None:
     )
     assert sources["vllm-qwen3-8b-a100-40gb-tokenkaki-0.9.2.log"] == "tokenkaki"
     assert sources["vllm-qwen3-8b-a100-40gb-tokenkaki-0.19.1.log"] == "tokenkaki"
+    # kthxo/distserving's RTX 4090 and RTX 5090 journals: one repository, one source
+    assert sources["vllm-qwen3-8b-rtx-4090-kthxo-distserving.log"] == "kthxo-distserving"
+    assert sources["vllm-qwen3-8b-rtx-5090-kthxo-distserving.log"] == "kthxo-distserving"
+    # the GPU token's tail drops the run token (tp4): the repository's name is the source
+    assert sources["vllm-qwen3-coder-30b-a3b-l40s-tp4-aws-samples-claude-code-multi-model.log"] == (
+        "aws-samples-claude-code-multi-model"
+    )
 
 
 def test_readme_prints_the_held_out_figures() -> None:

@@ -205,8 +205,8 @@ class Figures:
         n = self.cases
         return [
             f"Over {n} config-alone cases from {self.sources} sources, leave one source out:",
-            f"- within 2 % from the config alone: {self.within} of {n} ({self.within / n:.0%})",
-            f"- the band holds: {self.holds} of {n} ({self.holds / n:.0%})",
+            f"- within 2 % from the config alone: {self.within} of {n} ({self.within / n:.1%})",
+            f"- the band holds: {self.holds} of {n} ({self.holds / n:.1%})",
             f"- median band half-width: {self.median_half_width * 100:.1f} %",
         ]
 

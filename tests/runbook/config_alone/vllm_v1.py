@@ -391,4 +391,121 @@ CASES: tuple[Case, ...] = (
         "and its non-torch growth measured (kvplan probe)",
         gap_band=(0.18, 0.25),
     ),
+    # 0.21-0.33 row, vLLM 0.24.0 on one RTX 4090 (kthxo/distserving, a research journal quoting its start-up
+    # lines): block 16 × 8 kv heads × (128 + 128) × 2 B × 36 layers = 2,359,296 B; requested
+    # ceil(25,382,879,232 × 0.92) = 23,352,248,894 B − weights 16,391,956,480 B − torch peak 676,855,808 B (Triton
+    # top-k/top-p sampler, 256 requests × 151,936, + cuBLAS 32 MiB) − non-torch 268,435,456 B (FITTED) − CUDA-graph
+    # estimate 1,696,595,968 B (ASSUMED) = 4,318,405,182 B (4.02 GiB; logged 6.03) -> 1,830 blocks -> 29,280 tokens
+    # (−33.28 %).
+    Case(
+        log=FIELD + "vllm-qwen3-8b-rtx-4090-kthxo-distserving.log",
+        line="GPU KV cache size: 43,888 tokens",
+        logged=43_888,
+        label="vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler)",
+        model=HF + "qwen3-8b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.24.0",
+            "gpu=rtx-4090",
+            "gpu_memory_utilization=0.92",
+            "context_length=32768",
+            "flashinfer_sampler=false",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the journal's serve command (--max-model-len 32768 --gpu-memory-utilization 0.92, one GPU), its stack "
+        "table (vLLM 0.24.0, VLLM_USE_FLASHINFER_SAMPLER=0) and its server (mango1, RTX 4090s)",
+        gap="the memory besides the weights on a 6 GiB budget: the log leaves 21.75 − 15.27 − 6.03 = 0.45 GiB for "
+        "the profile run, non-torch growth and CUDA graphs where kvplan plans 2.46 GiB (1.58 of it the assumed graph "
+        "estimate), and the first start of the same command left 1.40 GiB (36,992 tokens): a run-to-run spread of "
+        "0.95 GiB in one source. What would close it: the 0.24 profile run and CUDA-graph term read for a 24 GB "
+        "consumer card (the journal quotes no 'Estimated CUDA graph memory' line)",
+        gap_band=(-0.36, -0.30),
+    ),
+    # The same source on one RTX 5090 (its later journal, same command and stack): requested
+    # ceil(33,654,046,720 × 0.92) = 30,961,722,983 B − weights 16,391,956,480 B (logged 15.27 GiB) − torch peak
+    # 702,381,056 B − non-torch 268,435,456 B − CUDA-graph estimate 1,696,595,968 B = 11,902,354,023 B (11.08 GiB;
+    # logged 12.23) -> 5,044 blocks -> 80,704 tokens (−9.36 %).
+    Case(
+        log=FIELD + "vllm-qwen3-8b-rtx-5090-kthxo-distserving.log",
+        line="GPU KV cache size: 89,040 tokens",
+        logged=89_040,
+        label="vLLM 0.24.0, Qwen3-8B bf16, RTX 5090 × 1, TP1 (no FlashInfer sampler)",
+        model=HF + "qwen3-8b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.24.0",
+            "gpu=rtx-5090",
+            "gpu_memory_utilization=0.92",
+            "context_length=32768",
+            "flashinfer_sampler=false",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the journal's serve command (CUDA_VISIBLE_DEVICES=0, --max-model-len 32768 --gpu-memory-utilization "
+        "0.92) and its environment table (vLLM 0.24.0, 2 × RTX5090 of 32,607 MiB, VLLM_USE_FLASHINFER_SAMPLER=0)",
+        gap="the memory besides the weights: the log leaves 28.84 − 15.27 − 12.23 = 1.34 GiB for the profile run, "
+        "non-torch growth and CUDA graphs where kvplan plans 2.48 GiB (1.58 of it the assumed graph estimate); the "
+        "second start of the same command read 95,936 tokens (0.40 GiB left). What would close it: the 0.24 "
+        "CUDA-graph term measured for the model (kvplan probe) rather than one assumed figure",
+        gap_band=(-0.11, -0.08),
+    ),
+    # 0.21-0.33 row, vLLM 0.24.0 on 4 × L40S, TP4 over PCIe (aws-samples/sample-claude-code-multi-model, a README
+    # quoting its start-up lines), Qwen3-Coder-30B-A3B (its verbatim config): block 16 × 1 kv head per rank ×
+    # (128 + 128) × 2 B × 48 layers = 393,216 B; requested ceil(47,663,022,080 × 0.9) = 42,896,719,872 B − weights
+    # 15,352,360,960 B − torch peak 809,096,192 B − non-torch 2,330,019,758 B (FITTED on NVLink H100 TP4) − CUDA-graph
+    # estimate 1,696,595,968 B (ASSUMED) = 22,708,646,994 B (21.15 GiB; logged 23.74) -> 57,751 blocks -> 924,016
+    # tokens (−10.91 %).
+    Case(
+        log=FIELD + "vllm-qwen3-coder-30b-a3b-l40s-tp4-aws-samples-claude-code-multi-model.log",
+        line="1,037,152 tokens",
+        logged=1_037_152,
+        label="vLLM 0.24.0, Qwen3-Coder-30B-A3B bf16, L40S × 4, TP4 (PCIe, no FlashInfer sampler)",
+        model=HF + "qwen3-coder-30b-a3b/config.json",
+        sets=(
+            "engine=vllm",
+            "engine_version=0.24.0",
+            "gpu=l40s",
+            "gpu_memory_utilization=0.9",
+            "context_length=32768",
+            "flashinfer_sampler=false",
+            *GQA,
+            *_tp(4),
+        ),
+        stated="the README's serve command (--tensor-parallel-size 4 --max-model-len 32768 --gpu-memory-utilization "
+        "0.90, VLLM_USE_FLASHINFER_SAMPLER=0), its node table (g6e.12xlarge, 4 × L40S) and dependency table "
+        "(vllm 0.24.0)",
+        gap="the memory besides the weights at TP4 over PCIe: the log leaves 39.95 − 14.30 − 23.74 = 1.91 GiB for the "
+        "profile run, non-torch growth and CUDA graphs where kvplan plans 4.50 GiB, 2.17 of it the non-torch growth "
+        "FITTED on NVLink H100 TP4, where custom all-reduce and its buffers are built; the README says this node "
+        "builds none (PCIe-only, PYNCCL). What would close it: the non-torch growth of a TP group without custom "
+        "all-reduce inside one node, read or measured (kvplan models it only for a group across nodes)",
+        gap_band=(-0.13, -0.09),
+    ),
+    # 0.9-0.20 row (ASSUMED to sort the logits like 0.15), vLLM 0.15.1 on one A100 40GB (ilseokoh/vllm-gce, a
+    # course note on GCE a2-highgpu-1g; the offline LLM class, enforce_eager): block 16 × 8 kv heads × (128 + 128)
+    # × 2 B × 32 layers = 2,097,152 B; requested ceil(42,412,802,048 × 0.9) = 38,171,521,844 B − weights
+    # 16,094,076,928 B (logged 14.99 GiB) − torch peak 1,352,531,968 B (sort sampler, 8,192 tokens) − non-torch
+    # 139,586,437 B = 20,585,326,511 B (19.17 GiB; logged 19.28) -> 9,815 blocks -> 157,040 tokens (−0.57 %).
+    Case(
+        log=FIELD + "vllm-llama-3.1-8b-a100-40gb-ilseokoh-vllm-gce.log",
+        line="GPU KV cache size: 157,936 tokens",
+        logged=157_936,
+        label="vLLM 0.15.1, Llama-3.1-8B bf16, A100 40GB × 1, TP1 (offline LLM, eager)",
+        model=LLAMA,
+        sets=(
+            "engine=vllm",
+            "engine_version=0.15.1",
+            "gpu=a100-40gb",
+            "gpu_memory_utilization=0.9",
+            "context_length=131072",
+            "max_num_batched_tokens=8192",
+            "enforce_eager=true",
+            *GQA,
+            *_tp(1),
+        ),
+        stated="the log's engine line (v0.15.1, tensor_parallel_size=1, enforce_eager=True), non-default args "
+        "(utilization the default 0.9), 'Using max model len 131072' and 'max_num_batched_tokens=8192'; the A100 "
+        "40GB from the note's machine type (a2-highgpu-1g)",
+    ),
 )
