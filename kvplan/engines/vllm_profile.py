@@ -144,14 +144,21 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def non_torch_bytes(tp: int, version: tuple[int, ...] = (0, 19, 0), *, across_nodes: bool = False) -> tuple[int, str]:
+def non_torch_bytes(
+    tp: int, version: tuple[int, ...] = (0, 19, 0), *, across_nodes: bool = False, pcie_only: bool = False
+) -> tuple[int, str]:
     """(bytes, origin) of the non-torch growth at a tensor-parallel size. A TP group spread over nodes builds no
     custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py CustomAllreduce.__init__: 'Custom
     allreduce is disabled because this process group spans across nodes') and no NVLS buffers (NVLink SHARP needs
-    the NVSwitch domain of one node): it keeps the TP1 growth, ASSUMED (NCCL over the network stages little)."""
+    the NVSwitch domain of one node): it keeps the TP1 growth, ASSUMED (NCCL over the network stages little). So does
+    a group of more than two GPUs that are not fully NVLink-connected (``pcie_only``: the same __init__, 'not
+    supported on more than two PCIe-only GPUs'; no NVSwitch, so no NVLS either)."""
     if across_nodes and tp > 1:
         nt, origin = non_torch_bytes(1, version)
         return nt, f"{origin}, ASSUMED for a TP{tp} group across nodes (no custom all-reduce, no NVLS)"
+    if pcie_only and tp > 2:
+        nt, origin = non_torch_bytes(1, version)
+        return nt, f"{origin}, ASSUMED for a TP{tp} group without full NVLink (no custom all-reduce, no NVLS)"
     if tp == 1 and version < (0, 18, 0):
         return NON_TORCH_TP1_BEFORE_0_18, "FITTED on the Qwen3-14B 0.15-0.17 version sweep"
     if tp in NON_TORCH_BY_TP:
@@ -243,7 +250,7 @@ def profile_peak(
     if dims.is_moe and not dims.moe_monolithic:  # a monolithic MXFP4 kernel takes no WorkspaceManager workspace
         ie = dims.expert_intermediate // (1 if ep > 1 else tp)
         moe = t * dims.experts_per_token * (max(ie, h) + max(2 * ie, h)) * d
-    nt, nt_origin = non_torch_bytes(tp, version, across_nodes=across_nodes)
+    nt, nt_origin = non_torch_bytes(tp, version, across_nodes=across_nodes, pcie_only=gpu.nvlink != "full")
     on = int(samples)
     return ProfilePeak(
         tokens=t,

@@ -71,6 +71,10 @@ class Gpu:
     derived: tuple[str, ...] = ()
     """Figures not read from a public nvidia-smi / amd-smi / torch output: ``nvml_total`` from the datasheet,
     ``cuda_total`` from kvplan's reserve rule (kvplan.models.gpus.DERIVED_CUDA_RESERVE_BYTES)."""
+    nvlink: str = "full"
+    """How a node's GPUs connect: 'full' (NVLink / NVSwitch or XGMI between every pair), 'pairs' (two-way NVLink
+    bridges), 'none' (PCIe only). vLLM builds no custom all-reduce over more than two GPUs that are not fully
+    connected (custom_all_reduce.py CustomAllreduce.__init__)."""
 
     @property
     def total_label(self) -> str:

@@ -16,6 +16,7 @@ from kvplan.units import GiB, MiB
 
 _GPU_KEYS = {
     "name", "nvml_total", "cuda_total", "sm", "gfx", "vendor", "hbm_bandwidth_per_s", "source", "aliases", "derived",
+    "nvlink",
 }  # fmt: skip
 _GPU_DERIVABLE = ("nvml_total", "cuda_total")
 _GPU_VENDOR_WORDS = ("nvidia", "amd", "geforce", "instinct", "radeon")
@@ -88,6 +89,7 @@ def gpu_of(r: Reader, key: str) -> Gpu:
         source=r.get_str("source", default=""),
         aliases=tuple(str(a) for a in aliases),
         derived=tuple(d for d in _GPU_DERIVABLE if d in derived),
+        nvlink=r.get_choice("nvlink", ("full", "pairs", "none"), default="full"),
     )
     if gpu.sm and gpu.gfx:  # one vendor's architecture: an SM (NVIDIA) or a gfx target (AMD), never both
         r.fail("gfx", f"{gpu.gfx!r} beside sm {gpu.sm}: give sm for an NVIDIA GPU or gfx for an AMD one")

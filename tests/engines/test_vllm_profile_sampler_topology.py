@@ -108,3 +108,20 @@ def test_flashinfer_sampler_is_refused_where_kvplan_did_not_read_it() -> None:
         make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0", flashinfer_sampler=True, **base)
     with pytest.raises(KvplanError, match=r"V0 engine.*flashinfer_sampler"):
         make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.7.3", flashinfer_sampler=False, **base)
+
+
+def test_more_than_two_gpus_without_full_nvlink_keep_the_tp1_growth() -> None:
+    # custom_all_reduce.py CustomAllreduce.__init__: 'if world_size > 2 and not fully_connected: Custom allreduce is
+    # disabled because it's not supported on more than two PCIe-only GPUs' (printed by 4 x RTX 4090 and 4 x A10 logs);
+    # no NVSwitch either, so no NVLS: the TP1 figure, 268,435,456 B from 0.18. Two GPUs keep the fitted TP2 growth
+    # (custom all-reduce is still tried there, over P2P)
+    assert non_torch_bytes(4, (0, 24, 0), pcie_only=True)[0] == 268_435_456 == non_torch_bytes(1, (0, 24, 0))[0]
+    assert non_torch_bytes(2, (0, 24, 0), pcie_only=True) == non_torch_bytes(2, (0, 24, 0))
+    assert "without full NVLink" in non_torch_bytes(8, (0, 24, 0), pcie_only=True)[1]
+
+
+def test_the_catalog_says_which_gpus_lack_nvlink() -> None:
+    # datasheets: L4 / L40S / RTX 4090 have no NVLink; H100 PCIe and A40 take two-way bridges; H100 SXM is NVSwitched
+    assert [_gpu(k).nvlink for k in ("l40s", "l4", "rtx-4090", "h100-pcie", "a40", "h100")] == [
+        "none", "none", "none", "pairs", "pairs", "full"
+    ]  # fmt: skip

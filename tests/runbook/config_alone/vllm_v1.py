@@ -453,9 +453,11 @@ CASES: tuple[Case, ...] = (
     # 0.21-0.33 row, vLLM 0.24.0 on 4 × L40S, TP4 over PCIe (aws-samples/sample-claude-code-multi-model, a README
     # quoting its start-up lines), Qwen3-Coder-30B-A3B (its verbatim config): block 16 × 1 kv head per rank ×
     # (128 + 128) × 2 B × 48 layers = 393,216 B; requested ceil(47,663,022,080 × 0.9) = 42,896,719,872 B − weights
-    # 15,352,360,960 B − torch peak 809,096,192 B − non-torch 2,330,019,758 B (FITTED on NVLink H100 TP4) − CUDA-graph
-    # estimate 1,696,595,968 B (ASSUMED) = 22,708,646,994 B (21.15 GiB; logged 23.74) -> 57,751 blocks -> 924,016
-    # tokens (−10.91 %).
+    # 15,352,360,960 B − torch peak 809,096,192 B − non-torch 268,435,456 B (the TP1 growth from 0.18: four L40S
+    # without NVLink build no custom all-reduce, custom_all_reduce.py 'not supported on more than two PCIe-only
+    # GPUs'; 2,330,019,758 B FITTED on NVLink H100 TP4 before the catalog said so: −10.91 %) − CUDA-graph estimate
+    # 1,696,595,968 B (ASSUMED) = 24,770,231,296 B (23.07 GiB; logged 23.74) -> 62,993 blocks -> 1,007,888 tokens
+    # (−2.82 %).
     Case(
         log=FIELD + "vllm-qwen3-coder-30b-a3b-l40s-tp4-aws-samples-claude-code-multi-model.log",
         line="1,037,152 tokens",
@@ -475,12 +477,11 @@ CASES: tuple[Case, ...] = (
         stated="the README's serve command (--tensor-parallel-size 4 --max-model-len 32768 --gpu-memory-utilization "
         "0.90, VLLM_USE_FLASHINFER_SAMPLER=0), its node table (g6e.12xlarge, 4 × L40S) and dependency table "
         "(vllm 0.24.0)",
-        gap="the memory besides the weights at TP4 over PCIe: the log leaves 39.95 − 14.30 − 23.74 = 1.91 GiB for the "
-        "profile run, non-torch growth and CUDA graphs where kvplan plans 4.50 GiB, 2.17 of it the non-torch growth "
-        "FITTED on NVLink H100 TP4, where custom all-reduce and its buffers are built; the README says this node "
-        "builds none (PCIe-only, PYNCCL). What would close it: the non-torch growth of a TP group without custom "
-        "all-reduce inside one node, read or measured (kvplan models it only for a group across nodes)",
-        gap_band=(-0.13, -0.09),
+        gap="the memory besides the weights: the log leaves 39.95 − 14.30 − 23.74 = 1.91 GiB for the profile run, "
+        "non-torch growth and CUDA graphs where kvplan plans 2.59 GiB, 1.58 of it the ASSUMED 0.21+ CUDA-graph "
+        "estimate (the non-torch growth is the TP1 figure: the catalog's L40S has no NVLink, so vLLM builds no custom "
+        "all-reduce at TP4). What would close it: the CUDA-graph term measured for the model (kvplan probe)",
+        gap_band=(-0.04, -0.02),
     ),
     # 0.9-0.20 row (ASSUMED to sort the logits like 0.15), vLLM 0.15.1 on one A100 40GB (ilseokoh/vllm-gce, a
     # course note on GCE a2-highgpu-1g; the offline LLM class, enforce_eager): block 16 × 8 kv heads × (128 + 128)
