@@ -35,6 +35,11 @@ HF: dict[str, Any] = {
     "hidden_size": 6144,
     "num_attention_heads": 64,
     "vocab_size": 154880,
+    # GLM-5.3's widths (kvplan/configs/models/glm-5.3.yaml): an MLA config must name them (from_hf)
+    "intermediate_size": 12288,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 2048,
 }
 
 

@@ -168,7 +168,11 @@ def _headline(model: ModelCheck, c: Comparison | None, causes: list[Cause], fact
     toward = [r for r in revealed if r.drift and _toward(r, c)]
     if toward:
         return Headline(kind="cause", knob=toward[0].knob)
-    if c is not None and not c.within and not c.memory_from_log:
+    if c is None:  # no pool read from the log: nothing to hold a knob or a mismatch against
+        return Headline(kind="cannot_tell", missing=(
+            "the pool line (SGLang: 'KV Cache is allocated'; vLLM: 'GPU KV cache size', V0: '# GPU blocks')",
+        ))  # fmt: skip
+    if not c.within and not c.memory_from_log:
         return Headline(kind="cannot_tell", missing=(
             "the log's memory lines (SGLang: 'Load weight begin' and 'Load weight end'; vLLM: 'Available KV cache "
             "memory')",
@@ -181,8 +185,8 @@ def _toward(r: Revealed, c: Comparison | None) -> bool:
     the direction of the gap). A knob whose value takes the pool further away is no cause: a GPTQ Qwen3-30B-A3B
     log of 12,079 tokens with chunked_prefill_size 4096 (kvcache-ai/ktransformers#1928) moved GLM-5.3's planned
     567,616 to 686,464, and was read as that drift."""
-    if c is None:
-        return True
+    if c is None:  # no logged pool: a knob's drift explains no gap
+        return False
     # more than half the gap: max_model_len 1,000,000 moved a pool 3.8x off the log's by 0.36 %
     return closes_gap(r.config_pool, r.pool_after, c.logged.value)
 
