@@ -299,13 +299,14 @@ def _mla_weights(
             v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
             index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
             index_head_dim=ix.head_dim,
-            first_k_dense_replace=r.get_int("first_k_dense_replace", default=0, minimum=0, maximum=limits.MAX_DIM),
-            # required: DeepseekV2Config and DeepseekV3Config default them differently (11,008 / None / None and
-            # 18,432 / 256 / 1), and every published MLA config names them; 0 would drop those weights silently
+            # required: DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0 / 3,
+            # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, n_shared_experts None / 1,
+            # moe_intermediate_size 1,407 / 2,048), and every published MLA config names them; kvplan read 0
+            first_k_dense_replace=r.get_int("first_k_dense_replace", required=True, minimum=0, maximum=limits.MAX_DIM),
             intermediate_size=r.get_int("intermediate_size", required=True, minimum=0, maximum=limits.MAX_DIM),
             n_routed_experts=r.get_int("n_routed_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
             n_shared_experts=r.get_int("n_shared_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
-            moe_intermediate_size=r.get_int("moe_intermediate_size", default=0, minimum=0, maximum=limits.MAX_DIM),
+            moe_intermediate_size=r.get_int("moe_intermediate_size", required=True, minimum=0, maximum=limits.MAX_DIM),
             vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )

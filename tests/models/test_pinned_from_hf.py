@@ -169,10 +169,27 @@ def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None
         load_model(_write(tmp_path, "nomlp", cfg))
 
 
-@pytest.mark.parametrize("key", ["intermediate_size", "n_routed_experts", "n_shared_experts"])
+@pytest.mark.parametrize(
+    "key",
+    ["intermediate_size", "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_intermediate_size"],
+)
 def test_an_mla_config_without_its_expert_widths_is_refused(tmp_path: Path, key: str) -> None:
-    # transformers DeepseekV3Config fills intermediate_size 18,432, n_routed_experts 256, n_shared_experts 1 where
-    # the config omits them, DeepseekV2Config 11,008 / None / None: kvplan read 0 (no dense MLP, no experts, weights
-    # silently left out) and now refuses the config in one line naming the key, as for a dense config above
+    # transformers DeepseekV3Config fills intermediate_size 18,432, n_routed_experts 256, n_shared_experts 1,
+    # first_k_dense_replace 3, moe_intermediate_size 2,048 where the config omits them, DeepseekV2Config 11,008 /
+    # None / None / 0 / 1,407: kvplan read 0 (no dense MLP, no experts, weights silently left out) and now refuses the
+    # config in one line naming the key, as for a dense config above
     with pytest.raises(ConfigError, match=rf"{key}: missing"):
         load_model(_preset(tmp_path, "bare", (key,)))
+
+
+def test_an_mla_preset_without_mtp_layers_has_none(tmp_path: Path) -> None:
+    # num_nextn_predict_layers absent: no MTP layer (SGLang / vLLM read getattr(config, "num_nextn_predict_layers", 0)
+    # in their DeepSeek MTP paths; transformers' DeepseekV3Config has no such field), the same weights as writing 0
+    path = Path(_preset(tmp_path, "zero", ()))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["config"]["num_nextn_predict_layers"] = 0
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    bare = load_model(_preset(tmp_path, "bare", ("num_nextn_predict_layers",)))
+    zero = load_model(str(path))
+    assert bare.estimated_weights_per_gpu(Split.of(tp=8)) == zero.estimated_weights_per_gpu(Split.of(tp=8))
+    assert bare.num_mtp_layers == zero.num_mtp_layers == 0
