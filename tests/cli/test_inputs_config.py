@@ -40,6 +40,7 @@ HF: dict[str, Any] = {
     "n_routed_experts": 256,
     "n_shared_experts": 1,
     "moe_intermediate_size": 2048,
+    "first_k_dense_replace": 3,
 }
 
 
