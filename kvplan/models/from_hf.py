@@ -297,7 +297,11 @@ def _mla_weights(
             qk_nope_head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM),
             qk_rope_head_dim=rope,
             v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
-            index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
+            # a DSA indexer's heads are required (vLLM's and SGLang's indexers read config.index_n_heads with no
+            # default); without index_topk there is no indexer and index_head_dim is 0, so no head is counted
+            index_n_heads=r.get_int(
+                "index_n_heads", required=bool(ix.topk), default=0, minimum=0, maximum=limits.MAX_DIM
+            ),
             index_head_dim=ix.head_dim,
             # required: DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0 / 3,
             # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, n_shared_experts None / 1,

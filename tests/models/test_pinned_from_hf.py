@@ -193,3 +193,11 @@ def test_an_mla_preset_without_mtp_layers_has_none(tmp_path: Path) -> None:
     zero = load_model(str(path))
     assert bare.estimated_weights_per_gpu(Split.of(tp=8)) == zero.estimated_weights_per_gpu(Split.of(tp=8))
     assert bare.num_mtp_layers == zero.num_mtp_layers == 0
+
+
+def test_a_dsa_config_without_its_indexer_heads_is_refused(tmp_path: Path) -> None:
+    # vLLM's and SGLang's DSA indexers read config.index_n_heads with no default (an engine cannot build the model);
+    # kvplan read 0 and planned no indexer weights (wq_b, weights_proj): now one line naming the key
+    cfg = {k: v for k, v in _raw("deepseek-v3.2").items() if k != "index_n_heads"}
+    with pytest.raises(ConfigError, match=r"index_n_heads: missing"):
+        load_model(_write(tmp_path, "noheads", cfg))
