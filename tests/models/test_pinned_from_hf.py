@@ -201,3 +201,11 @@ def test_a_dsa_config_without_its_indexer_heads_is_refused(tmp_path: Path) -> No
     cfg = {k: v for k, v in _raw("deepseek-v3.2").items() if k != "index_n_heads"}
     with pytest.raises(ConfigError, match=r"index_n_heads: missing"):
         load_model(_write(tmp_path, "noheads", cfg))
+
+
+def test_a_hidden_size_under_the_head_count_gives_no_head_dim(tmp_path: Path) -> None:
+    # transformers LlamaConfig: head_dim = hidden_size // num_attention_heads when the config names none; 16 // 32 = 0
+    # is no head at all: refused naming hidden_size, not planned with 0-byte rows
+    cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "head_dim"} | {"hidden_size": 16}
+    with pytest.raises(ConfigError, match=r"hidden_size: 16 is smaller than num_attention_heads 32: no head_dim"):
+        load_model(_write(tmp_path, "tiny", cfg))
