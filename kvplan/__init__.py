@@ -83,7 +83,16 @@ import dataclasses  # noqa: E402 (after the handler is installed)
 import inspect  # noqa: E402 (after the handler is installed; dataclasses imports it)
 from collections.abc import Callable  # noqa: E402 (after the handler is installed)
 from reprlib import recursive_repr  # noqa: E402 (after the handler is installed)
-from typing import TypeVar, dataclass_transform, overload  # noqa: E402 (after the handler is installed)
+from typing import TypeVar, overload  # noqa: E402 (after the handler is installed)
+
+if sys.version_info >= (3, 11):
+    from typing import dataclass_transform
+else:  # requires-python >= 3.10
+    from typing_extensions import dataclass_transform
+
+_LAZY = sys.version_info[:2] == (3, 11)
+"""The lazy methods write the sources Python 3.11's ``dataclasses`` writes and set its ``__dataclass_params__``:
+on any other Python a record is a plain ``dataclass(frozen=True)``."""
 
 T = TypeVar("T")
 _MISSING = dataclasses.MISSING
@@ -298,6 +307,8 @@ def _lazy(cls: type[T], kw_only: bool) -> type[T]:
 
 
 def _build(cls: type[T], kw_only: bool) -> type[T]:
+    if not _LAZY:
+        return dataclasses.dataclass(frozen=True, kw_only=kw_only)(cls)
     body = dict(cls.__dict__)
     if _plain(cls):
         out = _lazy(cls, kw_only)

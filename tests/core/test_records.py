@@ -261,3 +261,27 @@ def test_initvar_and_a_plain_dataclass_parent_go_through_dataclass() -> None:
         b: int = 0
 
     assert repr(Child(1, 2)).endswith("Child(a=1, b=2)") and Child(1) == Child(1, 0)
+
+
+def test_off_python_3_11_a_record_is_a_plain_frozen_dataclass(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lazy methods copy Python 3.11's dataclasses sources; elsewhere @record is dataclass(frozen=True) itself
+    import dataclasses as dc
+
+    import kvplan
+
+    monkeypatch.setattr(kvplan, "_LAZY", False)
+
+    @kvplan.record(kw_only=True)
+    class Point:
+        x: int
+        y: int = 2
+
+    p = Point(x=1)
+    assert (p, repr(p), hash(p) == hash(Point(x=1, y=2))) == (
+        Point(x=1, y=2),
+        "test_off_python_3_11_a_record_is_a_plain_frozen_dataclass.<locals>.Point(x=1, y=2)",
+        True,
+    )
+    with pytest.raises(dc.FrozenInstanceError):
+        p.x = 3  # type: ignore[misc]
+    assert Point.__init__.__qualname__.endswith("Point.__init__")
