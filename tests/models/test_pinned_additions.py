@@ -5,23 +5,14 @@ schedule's default offset and a bf16 indexer. Each figure is derived in its comm
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from kvplan.models.additions import Knobs, additions_group, engine_additions, load_figure, rotary_cache_bytes
+from kvplan.models.additions import Knobs, additions_group, load_figure, rotary_cache_bytes
 from kvplan.models.arch import Split
+from tests.models.test_weights_additions import config, terms
 
 HF = Path(__file__).parents[1] / "data" / "hf"
-
-
-def config(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((HF / name / "config.json").read_text())
-    return data
-
-
-def terms(cfg: dict[str, Any], **kw: Any) -> dict[str, int]:
-    return {a.name: a.bytes for a in engine_additions(cfg, Knobs(**kw))}
 
 
 def test_a_float32_rope_is_four_bytes_a_value() -> None:

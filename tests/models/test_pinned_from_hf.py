@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -15,22 +14,10 @@ import yaml
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
 from kvplan.models.from_hf import load_model, local_ref
+from tests.models.test_hf_config import raw, write_config
 
 HF = Path(__file__).resolve().parent.parent / "data" / "hf"
 CONFIGS = Path(__file__).resolve().parents[2] / "kvplan" / "configs" / "models"
-
-
-def _raw(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((HF / name / "config.json").read_text(encoding="utf-8"))
-    return data
-
-
-def _write(tmp_path: Path, name: str, config: dict[str, Any]) -> str:
-    folder = tmp_path / name
-    folder.mkdir()
-    path = folder / "config.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    return str(path)
 
 
 def test_a_path_of_two_folders_is_never_a_repo_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,20 +77,23 @@ def test_mtp_layers_as_the_config_names_them(tmp_path: Path) -> None:
     assert load_model(str(HF / "deepseek-v3" / "config.json")).num_mtp_layers == 1  # its config: 1
     # without the key there is none: vLLM SpeculativeConfig.hf_config_override reads
     # getattr(hf_config, "num_nextn_predict_layers", None) as the MTP layers a deepseek_mtp drafter has
-    bare = {k: v for k, v in _raw("deepseek-v3").items() if k != "num_nextn_predict_layers"}
-    assert load_model(_write(tmp_path, "nomtp", bare)).num_mtp_layers == 0
+    bare = {k: v for k, v in raw("deepseek-v3").items() if k != "num_nextn_predict_layers"}
+    assert load_model(write_config(tmp_path, "nomtp", bare)).num_mtp_layers == 0
     # a full-attention MTP family written without its MTP layer: GLM-4.5-Air names 1; 0 is a model with none (the
     # same hf_config_override takes it as n_predict 0), read, not refused
-    glm = {**_raw("glm-4.5-air"), "num_nextn_predict_layers": 0}
-    assert load_model(_write(tmp_path, "glm", glm)).num_mtp_layers == 0
-    llama = _raw("llama-3.1-8b")
-    assert "num_nextn_predict_layers" not in llama and load_model(_write(tmp_path, "llama", llama)).num_mtp_layers == 0
+    glm = {**raw("glm-4.5-air"), "num_nextn_predict_layers": 0}
+    assert load_model(write_config(tmp_path, "glm", glm)).num_mtp_layers == 0
+    llama = raw("llama-3.1-8b")
+    assert (
+        "num_nextn_predict_layers" not in llama
+        and load_model(write_config(tmp_path, "llama", llama)).num_mtp_layers == 0
+    )
 
 
 def test_a_config_without_architectures_but_with_kv_lora_rank_is_mla(tmp_path: Path) -> None:
     # kv_lora_rank is MLA's compressed KV (DeepseekV2AttentionMLA): without "architectures" it is still read as MLA
-    cfg = {k: v for k, v in _raw("deepseek-v3").items() if k != "architectures"}
-    arch = load_model(_write(tmp_path, "noarch", cfg))
+    cfg = {k: v for k, v in raw("deepseek-v3").items() if k != "architectures"}
+    arch = load_model(write_config(tmp_path, "noarch", cfg))
     assert (arch.architecture, arch.kv_lora_rank, arch.qk_rope_head_dim) == ("unknown", 512, 64)
 
 
@@ -118,7 +108,7 @@ def test_index_topk_pattern_must_name_each_layer(tmp_path: Path, pattern: str, w
            "qk_rope_head_dim": 64, "index_n_heads": 32, "index_head_dim": 128, "index_topk": 2048,
            "max_position_embeddings": 65536, "index_topk_pattern": pattern}  # fmt: skip
     with pytest.raises(ConfigError, match=r"index_topk_pattern.*expected 8 letters F or S"):
-        load_model(_write(tmp_path, "bad", cfg))
+        load_model(write_config(tmp_path, "bad", cfg))
 
 
 def test_a_model_yaml_without_config_names_the_section(tmp_path: Path) -> None:
@@ -164,9 +154,9 @@ def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None
     # Llama's MLP is intermediate_size wide (transformers LlamaConfig); a config.json without it would be planned
     # with no MLP weights (a pool too large by 3 × 4,096 × 14,336 × 2 B a layer on Llama-3.1-8B), so kvplan refuses
     # it in one line naming the key rather than guess (transformers' own default, 11,008, is Llama-2-7B's width)
-    cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "intermediate_size"}
+    cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k != "intermediate_size"}
     with pytest.raises(ConfigError, match=r"intermediate_size: missing \(required for the dense MLP layers\)"):
-        load_model(_write(tmp_path, "nomlp", cfg))
+        load_model(write_config(tmp_path, "nomlp", cfg))
 
 
 @pytest.mark.parametrize(
@@ -198,14 +188,14 @@ def test_an_mla_preset_without_mtp_layers_has_none(tmp_path: Path) -> None:
 def test_a_dsa_config_without_its_indexer_heads_is_refused(tmp_path: Path) -> None:
     # vLLM's and SGLang's DSA indexers read config.index_n_heads with no default (an engine cannot build the model);
     # kvplan read 0 and planned no indexer weights (wq_b, weights_proj): now one line naming the key
-    cfg = {k: v for k, v in _raw("deepseek-v3.2").items() if k != "index_n_heads"}
+    cfg = {k: v for k, v in raw("deepseek-v3.2").items() if k != "index_n_heads"}
     with pytest.raises(ConfigError, match=r"index_n_heads: missing"):
-        load_model(_write(tmp_path, "noheads", cfg))
+        load_model(write_config(tmp_path, "noheads", cfg))
 
 
 def test_a_hidden_size_under_the_head_count_gives_no_head_dim(tmp_path: Path) -> None:
     # transformers LlamaConfig: head_dim = hidden_size // num_attention_heads when the config names none; 16 // 32 = 0
     # is no head at all: refused naming hidden_size, not planned with 0-byte rows
-    cfg = {k: v for k, v in _raw("llama-3.1-8b").items() if k != "head_dim"} | {"hidden_size": 16}
+    cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k != "head_dim"} | {"hidden_size": 16}
     with pytest.raises(ConfigError, match=r"hidden_size: 16 is smaller than num_attention_heads 32: no head_dim"):
-        load_model(_write(tmp_path, "tiny", cfg))
+        load_model(write_config(tmp_path, "tiny", cfg))
