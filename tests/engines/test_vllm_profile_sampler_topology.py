@@ -125,3 +125,28 @@ def test_the_catalog_says_which_gpus_lack_nvlink() -> None:
     assert [_gpu(k).nvlink for k in ("l40s", "l4", "rtx-4090", "h100-pcie", "a40", "h100")] == [
         "none", "none", "none", "pairs", "pairs", "full"
     ]  # fmt: skip
+
+
+def test_the_profile_run_reads_the_gpus_nvlink() -> None:
+    # TP4 on four L40S (no NVLink): no custom all-reduce, the TP1 growth 268,435,456 B from 0.18; on four NVSwitched
+    # H100s the TP4 growth FITTED on H100 TP4 logs, 2,170 × 2^30 // 1000 = 2,330,019,758 B. Three GPUs without full
+    # NVLink are 'more than two PCIe-only GPUs' too
+    args = {"tp": 4, "ep": 1, "max_num_batched_tokens": 16, "max_num_seqs": 16, "version": (0, 24, 0)}
+    assert profile_peak(GPT_OSS, gpu=_gpu("l40s"), **args).non_torch_bytes == 268_435_456  # type: ignore[arg-type]
+    assert profile_peak(GPT_OSS, gpu=_gpu("h100"), **args).non_torch_bytes == 2_330_019_758  # type: ignore[arg-type]
+    assert non_torch_bytes(3, (0, 24, 0), pcie_only=True)[0] == 268_435_456
+
+
+def test_flashinfer_sampler_false_is_planned_after_0_17_and_true_refused_from_0_17_0() -> None:
+    from kvplan.errors import InputError
+    from tests.conftest import make_plan
+
+    base = {"gpu": "h100", "tp": 1, "dcp": 1, "kv_cache_dtype": "auto", "context_length": 8192}
+    # false from 0.17 changes nothing (the Triton kernel samples): the plan is the default's
+    off = make_plan(
+        "glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0", flashinfer_sampler=False, **base
+    )
+    assert off.available_bytes == make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0",
+                                            **base).available_bytes  # fmt: skip
+    with pytest.raises(InputError, match=r"flashinfer_sampler true: kvplan models vLLM 0\.17\.0"):
+        make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.17.0", flashinfer_sampler=True, **base)
