@@ -298,17 +298,16 @@ def _mla_weights(
             qk_rope_head_dim=rope,
             v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
             # a DSA indexer's heads are required (vLLM's and SGLang's indexers read config.index_n_heads with no
-            # default); without index_topk there is no indexer and index_head_dim is 0, so no head is counted
-            index_n_heads=r.get_int(
-                "index_n_heads", required=bool(ix.topk), default=0, minimum=0, maximum=limits.MAX_DIM
-            ),
+            # default) and at least one; without index_topk there is no indexer, and the key is not read
+            index_n_heads=r.get_int("index_n_heads", required=True, maximum=limits.MAX_DIM) if ix.topk else 0,
             index_head_dim=ix.head_dim,
             # required: DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0 / 3,
             # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, n_shared_experts None / 1,
             # moe_intermediate_size 1,407 / 2,048), and every published MLA config names them; kvplan read 0
             first_k_dense_replace=r.get_int("first_k_dense_replace", required=True, minimum=0, maximum=limits.MAX_DIM),
             intermediate_size=r.get_int("intermediate_size", required=True, minimum=0, maximum=limits.MAX_DIM),
-            n_routed_experts=r.get_int("n_routed_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
+            # at least one: vLLM's DeepseekV2MoE raises when tp_size > n_routed_experts, so 0 starts at no tp
+            n_routed_experts=r.get_int("n_routed_experts", required=True, maximum=limits.MAX_DIM),
             n_shared_experts=r.get_int("n_shared_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
             moe_intermediate_size=r.get_int("moe_intermediate_size", required=True, minimum=0, maximum=limits.MAX_DIM),
             vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),

@@ -142,11 +142,7 @@ def test_no_shared_expert_is_read_not_refused(tmp_path: Path) -> None:
     # SGLang DeepseekV2MoE sizes the shared experts moe_intermediate_size × n_shared_experts: 0 builds none, so a
     # config writing 0 is read (not refused) and weighs less than DeepSeek-V3's own 1 (its config.json)
     full = load_model(_preset(tmp_path, "full", ()))
-    path = Path(_preset(tmp_path, "zero", ()))
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    doc["config"]["n_shared_experts"] = 0
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    zero = load_model(str(path))
+    zero = load_model(_with(tmp_path, "zero", n_shared_experts=0))
     assert zero.estimated_weights_per_gpu(Split.of(tp=8)) < full.estimated_weights_per_gpu(Split.of(tp=8))
 
 
@@ -175,12 +171,8 @@ def test_an_mla_config_without_its_expert_widths_is_refused(tmp_path: Path, key:
 def test_an_mla_preset_without_mtp_layers_has_none(tmp_path: Path) -> None:
     # num_nextn_predict_layers absent: no MTP layer (SGLang / vLLM read getattr(config, "num_nextn_predict_layers", 0)
     # in their DeepSeek MTP paths; transformers' DeepseekV3Config has no such field), the same weights as writing 0
-    path = Path(_preset(tmp_path, "zero", ()))
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    doc["config"]["num_nextn_predict_layers"] = 0
-    path.write_text(json.dumps(doc), encoding="utf-8")
     bare = load_model(_preset(tmp_path, "bare", ("num_nextn_predict_layers",)))
-    zero = load_model(str(path))
+    zero = load_model(_with(tmp_path, "zero", num_nextn_predict_layers=0))
     assert bare.estimated_weights_per_gpu(Split.of(tp=8)) == zero.estimated_weights_per_gpu(Split.of(tp=8))
     assert bare.num_mtp_layers == zero.num_mtp_layers == 0
 
@@ -199,3 +191,34 @@ def test_a_hidden_size_under_the_head_count_gives_no_head_dim(tmp_path: Path) ->
     cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k != "head_dim"} | {"hidden_size": 16}
     with pytest.raises(ConfigError, match=r"hidden_size: 16 is smaller than num_attention_heads 32: no head_dim"):
         load_model(write_config(tmp_path, "tiny", cfg))
+
+
+def test_a_dsa_config_with_no_indexer_head_is_refused_and_one_head_is_read(tmp_path: Path) -> None:
+    # vLLM's and SGLang's DSA Indexer build wq_b of index_n_heads × index_head_dim rows and weights_proj of
+    # index_n_heads: 0 heads is no indexer beside an index_topk, so it is refused; 1 head is an indexer of one head
+    # (DeepSeek-V3.2's config.json names 64), read as such
+    cfg = raw("deepseek-v3.2")
+    with pytest.raises(ConfigError, match=r"index_n_heads: "):
+        load_model(write_config(tmp_path, "zero", cfg | {"index_n_heads": 0}))
+    one = load_model(write_config(tmp_path, "one", cfg | {"index_n_heads": 1}))
+    full = load_model(write_config(tmp_path, "full", cfg))
+    assert one.estimated_weights_per_gpu(Split.of(tp=8)) < full.estimated_weights_per_gpu(Split.of(tp=8))
+
+
+def test_an_mla_config_of_no_routed_expert_is_refused_and_one_is_read(tmp_path: Path) -> None:
+    # vLLM's DeepseekV2MoE raises "Tensor parallel size … is greater than the number of experts" when
+    # tp_size > n_routed_experts, so a config writing 0 starts at no tp and is refused; 1 expert starts at tp 1
+    with pytest.raises(ConfigError, match=r"n_routed_experts: "):
+        load_model(_with(tmp_path, "zero", n_routed_experts=0))
+    one = load_model(_with(tmp_path, "one", n_routed_experts=1))
+    full = load_model(_preset(tmp_path, "full", ()))
+    assert one.estimated_weights_per_gpu(Split.of(tp=1)) < full.estimated_weights_per_gpu(Split.of(tp=1))
+
+
+def _with(tmp_path: Path, name: str, **config: int) -> str:
+    """DeepSeek-V3's preset (_preset) with some config keys overwritten."""
+    path = Path(_preset(tmp_path, name, ()))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["config"].update(config)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return str(path)
