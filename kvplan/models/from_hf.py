@@ -171,11 +171,13 @@ def _model_from_hf(
     nested = vlm.language_section(r, architecture)
     if nested is not None:  # DeepSeek-VL2: the language model's fields in language_config, MLA or MHA
         return nested.finish(_language_model(nested, name=name, source=source, description=description))
-    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
-    validate.check_config(r, num_layers)
+    # the architecture first: a VLM kvplan does not plan keeps its fields in text_config, and "num_hidden_layers:
+    # missing" would read as a broken file (Mistral-Small-4, Qwen3.8-Flash-Next: docs/families.md)
     supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES)
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
+    num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    validate.check_config(r, num_layers)
     if architecture in (*HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES) and architecture != "GptOssForCausalLM":
         from kvplan.models import hybrid
 
