@@ -5,8 +5,8 @@ No verbatim config.json of either was found, so these are not copies. Each is th
 source agrees on: the architecture and ``model_type`` at the top, the decoder's fields (``num_hidden_layers`` among
 them) only inside ``text_config``. Sources: transformers ``Mistral4Config`` (``model_type = "mistral4"``,
 ``@auto_docstring(checkpoint="mistralai/Mistral-Small-4-119B-2603")``) inside ``Mistral3ForConditionalGeneration``
-(transformers' Mistral4 model doc loads that checkpoint with it); transformers ``Qwen4ExpConfig`` / ``Qwen4ExpTextConfig`` (``qwen4_exp`` /
-``qwen4_exp_text``) and ``Qwen4ExpForConditionalGeneration``."""
+(transformers' Mistral4 model doc loads that checkpoint with it); transformers ``Qwen4ExpConfig`` /
+``Qwen4ExpTextConfig`` (``qwen4_exp`` / ``qwen4_exp_text``) and ``Qwen4ExpForConditionalGeneration``."""
 
 from __future__ import annotations
 
