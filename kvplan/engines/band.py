@@ -63,7 +63,7 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
         3753819, 2, 2, "vLLM 0.8.1 (V0 with LoRA), Llama-2-7b fp16, H100 × 1, TP1: +375.4 %"
     ),
     ("vllm-v1", "*", "*"): Fitted(
-        815178, 55, 10, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
+        815178, 57, 11, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),
     ("vllm-v1", "0.17-0.20", "*"): Fitted(
         487704, 29, 3, "vLLM 0.20.0 (record), DeepSeek-R1-0528 fp8, H200 × 8, TP8, util 0.92: +48.8 %"
@@ -85,7 +85,7 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
         815178, 2, 1, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),
     ("vllm-v1", "0.9-0.16", "*"): Fitted(
-        532414, 22, 6, "vLLM (Jul 2025, V1), Qwen3-235B-A22B-FP8, H100 × 4, TP4 (LMCache connector): +53.2 %"
+        678835, 24, 7, "vLLM (Oct 2025, V1; table), Qwen3-32B bf16, H100 × 2, TP2: +67.9 %"
     ),
     ("vllm-v1", "0.9-0.16", "amd"): Fitted(
         145192, 7, 1, "vLLM 0.11.2+rhai1 (record), Llama-3.3-70B-Instruct bf16, MI300X × 1, TP1, util 0.92: +14.5 %"
@@ -97,7 +97,7 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
         514010, 1, 1, "vLLM 0.13.0 (NGC 26.01), Qwen3-30B-A3B-FP8, GB10 × 1, TP1, util 0.3, fp8 KV: +51.4 %"
     ),
     ("vllm-v1", "0.9-0.16", "hopper-blackwell"): Fitted(
-        532414, 11, 2, "vLLM (Jul 2025, V1), Qwen3-235B-A22B-FP8, H100 × 4, TP4 (LMCache connector): +53.2 %"
+        678835, 13, 3, "vLLM (Oct 2025, V1; table), Qwen3-32B bf16, H100 × 2, TP2: +67.9 %"
     ),
 }
 # END ERRORS (generated)

@@ -75,6 +75,10 @@ def test_one_thread_or_repository_is_one_source_under_any_file_name() -> None:
     assert sources["vllm-qwen3-coder-30b-a3b-l40s-tp4-aws-samples-claude-code-multi-model.log"] == (
         "aws-samples-claude-code-multi-model"
     )
+    # LMCache's docs FAQ (LMCache/LMCache#1769): two rows of one table, one source, the corpus's twentieth
+    faq = [source_of(c) for c in all_cases() if c.log.endswith("-lmcache-faq.log")]
+    assert faq == ["lmcache-faq", "lmcache-faq"]
+    assert len({source_of(c) for c in all_cases()}) >= 20
 
 
 def test_readme_prints_the_held_out_figures() -> None:
