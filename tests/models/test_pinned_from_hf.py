@@ -222,3 +222,38 @@ def _with(tmp_path: Path, name: str, **config: int) -> str:
     doc["config"].update(config)
     path.write_text(json.dumps(doc), encoding="utf-8")
     return str(path)
+
+
+def test_a_dsa_config_without_index_kpool_pools_nothing(tmp_path: Path) -> None:
+    # SGLang's IndexerKPool and vLLM's DSA backends read getattr(hf_config, "index_kpool", 1): DeepSeek-V3.2's
+    # config.json names none, so one indexer key a token; SGLang pages DSA by 64 × index_kpool = 64 tokens
+    v32 = load_model(str(HF / "deepseek-v3.2" / "config.json"))
+    assert "index_kpool" not in raw("deepseek-v3.2")
+    assert v32.index_kpool == 1
+
+
+def test_a_dsa_config_without_index_head_dim_reads_128(tmp_path: Path) -> None:
+    # transformers' GlmMoeDsaConfig.__init__ defaults index_head_dim to 128 (GLM-5's and DeepSeek-V3.2's config.json
+    # write 128): a DSA config without the key has the indexer rows of one writing it
+    cfg = raw("deepseek-v3.2")
+    bare = load_model(write_config(tmp_path, "bare", {k: v for k, v in cfg.items() if k != "index_head_dim"}))
+    given = load_model(write_config(tmp_path, "given", cfg))
+    assert bare.index_head_dim == given.index_head_dim == 128
+
+
+def test_an_index_skip_topk_offset_of_0_is_read(tmp_path: Path) -> None:
+    # SGLang dsa_layer_skips_topk: with an offset a layer i owns the indexer iff max(i - offset + 1, 0) % freq == 0.
+    # GLM-5.2 (78 layers, freq 4): offset 3 (its config.json) gives i = 0, 1, 2 and 6, 10, ..., 74: 3 + 18 = 21;
+    # offset 0 gives (i + 1) % 4 == 0, i = 3, 7, ..., 75: 19 (0 is a valid offset, validate.NON_NEGATIVE)
+    cfg = raw("glm-5.2-freq-only")
+    assert load_model(write_config(tmp_path, "three", cfg)).full_indexer_layers == 21
+    assert load_model(write_config(tmp_path, "zero", cfg | {"index_skip_topk_offset": 0})).full_indexer_layers == 19
+
+
+def test_an_mla_config_of_no_dense_layer_is_read(tmp_path: Path) -> None:
+    # DeepseekV2DecoderLayer (vLLM and SGLang) builds a dense MLP for layer_idx < first_k_dense_replace and the MoE
+    # after: 0 makes every layer MoE (257 experts of 3 × 7,168 × 2,048 against one MLP of 3 × 7,168 × 18,432), so
+    # DeepSeek-V3 with 0 weighs more than with its config.json's 3
+    zero = load_model(_with(tmp_path, "zero", first_k_dense_replace=0))
+    three = load_model(_preset(tmp_path, "three", ()))
+    assert zero.estimated_weights_per_gpu(Split.of(tp=8)) > three.estimated_weights_per_gpu(Split.of(tp=8))
