@@ -305,7 +305,8 @@ def _mla_weights(
             index_head_dim=ix.head_dim,
             # required: DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0 / 3,
             # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, n_shared_experts None / 1,
-            # moe_intermediate_size 1,407 / 2,048), and every published MLA config names them; kvplan read 0
+            # moe_intermediate_size 1,407 / 2,048, vocab_size 102,400 / 129,280; GlmMoeDsaConfig's 154,880), and every
+            # published MLA config names them; kvplan read 0
             # widths and the expert count at least 1, as validate.POSITIVE refuses 0 first (vLLM's DeepseekV2MoE raises
             # when tp_size > n_routed_experts: 0 experts start at no tp)
             first_k_dense_replace=r.get_int("first_k_dense_replace", required=True, minimum=0, maximum=limits.MAX_DIM),
@@ -313,7 +314,7 @@ def _mla_weights(
             n_routed_experts=r.get_int("n_routed_experts", required=True, maximum=limits.MAX_DIM),
             n_shared_experts=r.get_int("n_shared_experts", required=True, minimum=0, maximum=limits.MAX_DIM),
             moe_intermediate_size=r.get_int("moe_intermediate_size", required=True, maximum=limits.MAX_DIM),
-            vocab_size=r.get_int("vocab_size", default=0, maximum=limits.MAX_DIM),
+            vocab_size=r.get_int("vocab_size", required=True, maximum=limits.MAX_DIM),
             tie_word_embeddings=r.get_bool("tie_word_embeddings", default=False),
         )
         if explicit_dtype or ix.topk:  # a preset, or DSA: one checkpoint dtype (the DSA goldens' groups)

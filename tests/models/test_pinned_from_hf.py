@@ -157,13 +157,21 @@ def test_a_dense_config_without_its_mlp_width_is_refused(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     "key",
-    ["intermediate_size", "n_routed_experts", "n_shared_experts", "first_k_dense_replace", "moe_intermediate_size"],
+    [
+        "intermediate_size",
+        "n_routed_experts",
+        "n_shared_experts",
+        "first_k_dense_replace",
+        "moe_intermediate_size",
+        "vocab_size",
+    ],
 )
 def test_an_mla_config_without_its_expert_widths_is_refused(tmp_path: Path, key: str) -> None:
     # transformers DeepseekV3Config fills intermediate_size 18,432, n_routed_experts 256, n_shared_experts 1,
-    # first_k_dense_replace 3, moe_intermediate_size 2,048 where the config omits them, DeepseekV2Config 11,008 /
-    # None / None / 0 / 1,407: kvplan read 0 (no dense MLP, no experts, weights silently left out) and now refuses the
-    # config in one line naming the key, as for a dense config above
+    # first_k_dense_replace 3, moe_intermediate_size 2,048, vocab_size 129,280 where the config omits them,
+    # DeepseekV2Config 11,008 / None / None / 0 / 1,407 / 102,400: kvplan read 0 (no dense MLP, no experts, no
+    # embeddings: weights silently left out) and now refuses the config in one line naming the key, as for a dense
+    # config above
     with pytest.raises(ConfigError, match=rf"{key}: missing"):
         load_model(_preset(tmp_path, "bare", (key,)))
 
@@ -257,3 +265,12 @@ def test_an_mla_config_of_no_dense_layer_is_read(tmp_path: Path) -> None:
     zero = load_model(_with(tmp_path, "zero", first_k_dense_replace=0))
     three = load_model(_preset(tmp_path, "three", ()))
     assert zero.estimated_weights_per_gpu(Split.of(tp=8)) > three.estimated_weights_per_gpu(Split.of(tp=8))
+
+
+@pytest.mark.parametrize("name", ["Llama ForCausalLM", "Llama\x07ForCausalLM", "   "])
+def test_an_architecture_that_is_not_one_printable_word_is_refused(tmp_path: Path, name: str) -> None:
+    # the first of architectures is echoed in kvplan's one-line errors: a name with a space or a control character
+    # (or nothing) is no class transformers or the engines could register, refused naming the entry
+    cfg = raw("llama-3.1-8b") | {"architectures": [name]}
+    with pytest.raises(ConfigError, match=r"architectures\[0\]: expected a class name"):
+        load_model(write_config(tmp_path, "odd", cfg))
