@@ -41,8 +41,11 @@ def _expand_tabs(line: str) -> str:
 def _pieces(line: str, width: int) -> list[tuple[int, str]]:
     """One line word-wrapped as rich's ``Text.wrap`` does (``divide_line`` then ``rstrip_end``): each piece with
     the offset it starts at."""
-    from rich._wrap import divide_line
     from rich.cells import cell_len
+
+    if cell_len(line) <= width:  # divide_line breaks nothing in a line that fits (every word fits what is left)
+        return [(0, line)]
+    from rich._wrap import divide_line
 
     offsets = divide_line(line, width, fold=True)
     out = []
