@@ -61,9 +61,8 @@ def test_admit_compiles_few_dataclass_methods_at_import() -> None:
     # 0.5 ms a class costs); a kvplan.record compiles them on first use, and admit on the default preset
     # uses them on one record class (Gpu's ==). Built the stdlib way on admit's path, and why:
     left = {
-        "kvplan.models.arch.Split",  # order=True, hashed in every memo of a plan
         "kvplan.models.from_hf._Indexer",  # not a record yet (about 0.5 ms a dataclass: band's and log_summary's
-        # six cost 3 ms of admit's CPU)
+        # six cost 3 ms of admit's CPU; arch.Split, ordered, compiled ten methods)
     }
     proc = subprocess.run([sys.executable, "-c", _COMPILED], capture_output=True, text=True, check=False)
     built = set(json.loads(proc.stderr.strip().splitlines()[-1]))
