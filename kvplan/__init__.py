@@ -7,10 +7,11 @@ any other moment nothing is half-written, so the process says "kvplan: interrupt
 it was importing: a KeyboardInterrupt raised inside import frames printed a traceback in 12 of 150 tries.
 
 Then ``@record``, the frozen dataclass of every kvplan record (after the handler: ``dataclasses`` imports
-``inspect``), whose ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of
-them, not at import, and whose frozen ``__setattr__`` / ``__delattr__`` are shared: Python 3.11's ``dataclass``
-writes and compiles each method per class (about 0.4 ms a class, a sixth of ``kvplan admit --ctx 1M``'s start-up),
-for records most of which are never built, printed, compared or hashed on one command's path.
+``inspect``), whose ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of them, not at
+import, whose ``__init__`` is compiled once the class has been built ``COMPILE_AFTER`` times (a shared one binds the
+first), and whose frozen ``__setattr__`` / ``__delattr__`` are shared: Python 3.11's ``dataclass`` writes and
+compiles each method per class (about 0.4 ms a class, a sixth of ``kvplan admit --ctx 1M``'s start-up), for
+records most of which are never built, printed, compared or hashed on one command's path, or built a few times.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ if is_the_command():
 # ``@dataclass(frozen=True)`` subclass is allowed), but Python 3.11's ``dataclass`` writes and compiles six methods
 # per class at import, and builds a docstring with ``inspect.signature``. Here ``dataclass`` only collects the fields
 # (init, repr, eq and frozen off, a placeholder docstring); ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__``
-# start as the shared functions below: the first call on a class compiles the source ``dataclass`` would have compiled
-# (_source) and puts it in their place, so a record built or hashed a million times runs the generated code. The
+# start as the shared functions below: the first call on a class (for ``__init__``, the first past COMPILE_AFTER, or
+# inspect.signature) compiles the source ``dataclass`` would have compiled (_source) and puts it in their place, so a
+# record built or hashed a million times runs the generated code. The
 # frozen ``__setattr__`` / ``__delattr__`` are two shared functions (they only raise, or pass to the parent), and the
 # docstring is written from the fields (_doc). Each method is set only where ``dataclass`` would set it: not over one
 # the class body defines; ``__hash__`` also over the ``None`` Python puts in its place when the body defines
