@@ -7,10 +7,11 @@ any other moment nothing is half-written, so the process says "kvplan: interrupt
 it was importing: a KeyboardInterrupt raised inside import frames printed a traceback in 12 of 150 tries.
 
 Then ``@record``, the frozen dataclass of every kvplan record (after the handler: ``dataclasses`` imports
-``inspect``), whose ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of
-them, not at import, and whose frozen ``__setattr__`` / ``__delattr__`` are shared: Python 3.11's ``dataclass``
-writes and compiles each method per class (about 0.4 ms a class, a sixth of ``kvplan admit --ctx 1M``'s start-up),
-for records most of which are never built, printed, compared or hashed on one command's path.
+``inspect``), whose ``__repr__``, ``__eq__`` and ``__hash__`` are compiled on a class's first use of them, not at
+import, whose ``__init__`` is compiled once the class has been built ``COMPILE_AFTER`` times (a shared one binds the
+first), and whose frozen ``__setattr__`` / ``__delattr__`` are shared: Python 3.11's ``dataclass`` writes and
+compiles each method per class (about 0.4 ms a class, a sixth of ``kvplan admit --ctx 1M``'s start-up), for
+records most of which are never built, printed, compared or hashed on one command's path, or built a few times.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ if is_the_command():
 # ``@dataclass(frozen=True)`` subclass is allowed), but Python 3.11's ``dataclass`` writes and compiles six methods
 # per class at import, and builds a docstring with ``inspect.signature``. Here ``dataclass`` only collects the fields
 # (init, repr, eq and frozen off, a placeholder docstring); ``__init__``, ``__repr__``, ``__eq__`` and ``__hash__``
-# start as the shared functions below: the first call on a class compiles the source ``dataclass`` would have compiled
-# (_source) and puts it in their place, so a record built or hashed a million times runs the generated code. The
+# start as the shared functions below: the first call on a class (for ``__init__``, the first past COMPILE_AFTER, or
+# inspect.signature) compiles the source ``dataclass`` would have compiled (_source) and puts it in their place, so a
+# record built or hashed a million times runs the generated code. The
 # frozen ``__setattr__`` / ``__delattr__`` are two shared functions (they only raise, or pass to the parent), and the
 # docstring is written from the fields (_doc). Each method is set only where ``dataclass`` would set it: not over one
 # the class body defines; ``__hash__`` also over the ``None`` Python puts in its place when the body defines
@@ -165,11 +167,14 @@ def _owner(obj: Any, generic: Callable[..., Any], name: str) -> type:
 
 
 def _compiled(obj: Any, generic: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """On a class's first instance, repr, ``==`` or ``hash``: the method ``dataclass`` would have generated (the same
-    source, for the class that holds the generic one, with its fields), put in the generic one's place. A record
-    that is never printed, compared or hashed never compiles those; one hashed a million times (a plan's layers, in
-    ``kvplan fit``) runs the generated code."""
-    owner = _owner(obj, generic, name)
+    """On a class's first repr, ``==`` or ``hash`` (for ``__init__``, past its ``COMPILE_AFTER``-th instance): the
+    method ``dataclass`` would have generated (the same source, for the class that holds the generic one, with its
+    fields), put in the generic one's place. A record that is never printed, compared or hashed never compiles
+    those; one hashed a million times (a plan's layers, in ``kvplan fit``) runs the generated code."""
+    return _compile(_owner(obj, generic, name), name)
+
+
+def _compile(owner: type, name: str) -> Callable[..., Any]:
     names: dict[str, Any] = {}
     source = _source(name, owner, names)
     space: dict[str, Any] = {}
@@ -182,8 +187,72 @@ def _compiled(obj: Any, generic: Callable[..., Any], name: str) -> Callable[...,
     return method
 
 
-def _init(self: Any, *args: Any, **kwargs: Any) -> None:
-    _compiled(self, _init, "__init__")(self, *args, **kwargs)
+COMPILE_AFTER = 32
+"""Instances of a record class the shared ``__init__`` builds before the class's own is compiled (0.14 ms a class):
+`kvplan admit --ctx 1M` builds 51 record classes, 43 of them fewer times than this (a few us an instance here,
+0.6 us compiled); a class built more often (a plan's layers, knobs, terms) runs dataclass's code from then on."""
+
+
+class _Binder:
+    """``__init__``'s arguments bound to one record class's fields as the generated ``__init__`` binds them
+    (dataclasses._init_fn): a call it cannot bind (a missing, unknown or repeated argument) goes to the compiled
+    method, which raises Python's own TypeError."""
+
+    __slots__ = ("calls", "fields", "names", "positional", "post_init")
+
+    def __init__(self, owner: type) -> None:
+        fields = dataclasses.fields(owner)
+        self.calls = 0
+        self.fields = [(f.name, f.init, f.default, f.default_factory) for f in fields]
+        self.names = {f.name for f in fields if f.init}
+        self.positional = [f.name for f in fields if f.init and not f.kw_only]
+        self.post_init = hasattr(owner, "__post_init__")
+
+    def bind(self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        if len(args) > len(self.positional):
+            return False
+        values = dict(zip(self.positional, args, strict=False))
+        for key, value in kwargs.items():
+            if key in values or key not in self.names:
+                return False
+            values[key] = value
+        if any(init and n not in values and d is _MISSING and f is _MISSING for n, init, d, f in self.fields):
+            return False
+        for name, init, default, factory in self.fields:
+            if name in values:
+                object.__setattr__(obj, name, values[name])
+            elif factory is not _MISSING:
+                object.__setattr__(obj, name, factory())
+            elif init:
+                object.__setattr__(obj, name, default)
+        if self.post_init:
+            obj.__post_init__()
+        return True
+
+
+_binders: dict[type, _Binder] = {}
+
+
+def _init(self: Any, /, *args: Any, **kwargs: Any) -> None:
+    owner = _owner(self, _init, "__init__")
+    binder = _binders.get(owner) or _binders.setdefault(owner, _Binder(owner))
+    binder.calls += 1
+    if binder.calls > COMPILE_AFTER or not binder.bind(self, args, kwargs):
+        _compile(owner, "__init__")(self, *args, **kwargs)
+
+
+class _Signature:
+    """A record class's ``__signature__``: asked for (``inspect.signature``), it compiles the class's ``__init__``
+    where the shared one still stands in for it, and answers None, so that inspect reads that ``__init__`` as it
+    reads dataclass's."""
+
+    def __get__(self, obj: object, owner: type) -> None:
+        holder = next((k for k in owner.__mro__ if "__init__" in vars(k)), None)
+        if holder is not None and vars(holder)["__init__"] is _init:
+            _compile(holder, "__init__")
+
+
+_SIGNATURE = _Signature()
 
 
 def _repr(self: Any) -> str:
@@ -303,6 +372,8 @@ def _lazy(cls: type[T], kw_only: bool) -> type[T]:
     for name, method in (("__init__", _init), ("__setattr__", _setattr), ("__delattr__", _delattr)):
         if name not in body:
             setattr(out, name, method)
+    if "__init__" not in body and "__signature__" not in body:
+        out.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
     return out
 
 

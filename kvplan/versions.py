@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import cache
 from typing import Any, Literal, TypeVar
 
 from kvplan import record
@@ -538,12 +539,14 @@ def modelled_ranges(engine: str) -> str:
     return f"{_name(engine)} " + ", ".join(r.label for r in rows if r.modelled) + f"; source read: {read}"
 
 
+@cache  # a plan asks about 100 times (every stage of both engines' chains): a version string is parsed once
 def sglang_rules(version: str) -> SglangRules:
     row = _lookup(SGLANG, "sglang", version)
     assert isinstance(row, SglangRules)
     return row
 
 
+@cache
 def vllm_rules(version: str) -> VllmRules:
     row = _lookup(VLLM, "vllm", version)
     assert isinstance(row, VllmRules)

@@ -45,6 +45,7 @@ ALLOWED = {  # 'module' (any function in it) or 'module:function' -> why its imp
     "kvplan.probes.validate": "torch, torch.distributed and pynvml (probes only); numpy, the probe's extra",
     "kvplan.render.plot:pyplot": "matplotlib, the optional plot extra",
     "kvplan.render": "rich (76 ms for rich.table): JSON and Markdown never load it, a table the parts it draws",
+    "kvplan.render.lines": "rich.cells and rich._wrap, as kvplan.render: only a table or a terminal loads them",
 }
 
 

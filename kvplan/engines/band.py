@@ -16,9 +16,10 @@ and the shifts are added (the pool is monotone in each term): the engine's formu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
+from kvplan import record
 from kvplan.engines import plan_pool
 from kvplan.engines.common import Knob, PoolPlan
 from kvplan.models.arch import ModelArch
@@ -30,7 +31,7 @@ Source = Literal["read", "taken", "estimate"]
 PPM = 1_000_000
 
 
-@dataclass(frozen=True)
+@record
 class Fitted:
     """The largest |term error| of one (engine family, version range, GPU class) cell of the corpus."""
 
@@ -124,7 +125,7 @@ FAMILY_LABEL = {"sglang": "SGLang", "vllm-v1": "vLLM V1", "vllm-v0": "vLLM V0"}
 CLASS_LABEL = {"hopper-blackwell": "Hopper/Blackwell", "ampere-ada": "Ampere/Ada", "consumer": "RTX", "amd": "AMD"}
 
 
-@dataclass(frozen=True)
+@record
 class TermBand:
     """One term of the memory outside the pool, where its figure came from, and its relative error."""
 
@@ -144,7 +145,7 @@ class TermBand:
         return f"±{self.ppm / 10_000:.1f} %"
 
 
-@dataclass(frozen=True)
+@record
 class PoolBand:
     """The pool the engine logs (``logged_tokens``) as a point and the band its estimates span."""
 

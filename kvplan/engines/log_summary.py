@@ -7,8 +7,7 @@ versions that print each field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from kvplan import record
 from kvplan.engines.common import PoolPlan
 from kvplan.units import cdiv
 from kvplan.versions import TOKENS_FROM_CONCURRENCY_SINCE, Version, parse_version, vllm_rules
@@ -53,7 +52,7 @@ VLLM_V0_DEVICE_BLOCKS_SINCE: Version = (0, 7, 3)
 dispatch key; runbook/parse/lines.py LineForm 'v0_blocks')."""
 
 
-@dataclass(frozen=True)
+@record
 class SglangSummary:
     """The figures of SGLang's scheduler summary line."""
 
@@ -67,7 +66,7 @@ class SglangSummary:
     """The line ends with available_gpu_mem (measured after the pool; kvplan does not predict it)."""
 
 
-@dataclass(frozen=True)
+@record
 class VllmSummary:
     """The figures of vLLM V1's 'GPU KV cache size' and 'Maximum concurrency' lines."""
 
@@ -83,7 +82,7 @@ class VllmSummary:
         return self.num_blocks, self.blocks_per_request
 
 
-@dataclass(frozen=True)
+@record
 class VllmV0Summary:
     """The figures of vLLM V0's '# GPU blocks' and 'Maximum concurrency' lines."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import Enum
 from typing import Any
 
@@ -52,7 +52,7 @@ def full_indexer_layers(
     return flags, IndexerRule.FREQ
 
 
-@dataclass(frozen=True, order=True)
+@record
 class Split:
     """How many ways each part of the weights is split on one GPU (the key a measured point matches on).
 
@@ -79,6 +79,23 @@ class Split:
     def __str__(self) -> str:
         pp = f", pp {self.pp}" if self.pp > 1 else ""
         return f"tp {self.tp}, attention {self.attention}, experts {self.experts}{pp}"
+
+    # dataclass(order=True)'s four comparisons, written once here rather than compiled at import (start-up)
+    def __lt__(self, other: object) -> bool:
+        return _fields(self) < _fields(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __le__(self, other: object) -> bool:
+        return _fields(self) <= _fields(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __gt__(self, other: object) -> bool:
+        return _fields(self) > _fields(other) if other.__class__ is self.__class__ else NotImplemented
+
+    def __ge__(self, other: object) -> bool:
+        return _fields(self) >= _fields(other) if other.__class__ is self.__class__ else NotImplemented
+
+
+def _fields(split: Any) -> tuple[int, int, int, int]:
+    return split.tp, split.attention, split.experts, split.pp
 
 
 @record(kw_only=True)

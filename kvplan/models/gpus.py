@@ -10,8 +10,9 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import InputError
 from kvplan.models.deploy import Gpu
+from kvplan.models.preset_cache import builtin_doc
 from kvplan.models.presets import check_schema, configs_root
-from kvplan.models.reader import Doc, Reader, _kind, _show, parse_text
+from kvplan.models.reader import Doc, Reader, _kind, _show
 from kvplan.units import GiB, MiB
 
 _GPU_KEYS = {
@@ -42,7 +43,7 @@ def gpu_key(name: str) -> str:
 @lru_cache(maxsize=1)
 def _gpu_table() -> tuple[dict[str, Gpu], dict[str, str]]:
     """The catalog, and every spelling (key, alias, marketing name) -> catalog key; one spelling names one GPU."""
-    doc = parse_text((configs_root() / "gpus.yaml").read_text(encoding="utf-8"), "gpus.yaml (built-in)")
+    doc = builtin_doc(configs_root(), "gpus.yaml", "gpus.yaml (built-in)")
     r = Reader(doc)
     check_schema(r)
     gpus = r.sub("gpus")

@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 from kvplan.errors import InputError
+from kvplan.models.preset_cache import builtin_doc
 from kvplan.models.preset_repos import PRESET_ALIASES, canonical_preset
-from kvplan.models.reader import Doc, Reader, _show, parse_text, read_file
+from kvplan.models.reader import Doc, Reader, _show, read_file
 
 SCHEMA_VERSION = 1
 DEFAULT_DEPLOYMENT = "glm-5.3-8xh200-sglang"
@@ -35,8 +36,7 @@ def _preset_doc(kind: str, name: str) -> Doc:
     """A built-in preset by name, case-insensitively (``GLM-5.3`` is ``glm-5.3``)."""
     key = canonical_preset(name) if kind == "models" else name.strip().lower()
     if _PRESET_NAME.match(key) and key in preset_names(kind):
-        item = configs_root() / kind / f"{key}.yaml"
-        return parse_text(item.read_text(encoding="utf-8"), f"{kind}/{key}.yaml (built-in)")
+        return builtin_doc(configs_root(), f"{kind}/{key}.yaml", f"{kind}/{key}.yaml (built-in)")
     names = ", ".join(sorted([*preset_names(kind), *(PRESET_ALIASES if kind == "models" else ())]))
     raise InputError(f"unknown {kind[:-1]} preset {_show(name)}: choose one of {names}, or give a file path")
 

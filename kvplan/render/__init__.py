@@ -11,13 +11,15 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from enum import Enum
 from typing import Any, TextIO
 
 from kvplan import record
 from kvplan.fsio import quiet_closed_stdout, stdout_failed
+from kvplan.render import ansi
+from kvplan.render.lines import NotLaidOut, Segment, cell_lines, wrap_runs, wrap_styled
 from kvplan.units import GB, MB, GiB, MiB
 from kvplan.units import gib as gib  # the report style, kept importable here
 
@@ -259,18 +261,34 @@ def console_width(stream: TextIO) -> int:
 
 
 def _rich(r: Report, stream: TextIO) -> None:
-    """Draw the report at the stream's width in the stream's encoding: with rich (colour) on a terminal, else as
-    plain text laid out exactly as rich lays it out (``plain_text``), without importing rich's console."""
+    """Draw the report at the stream's width in the stream's encoding: plain text laid out exactly as rich lays it
+    out (``plain_text``), and on a terminal painted exactly as rich paints it (kvplan.render.ansi), without
+    importing rich's console; through rich itself on Windows (its console API) or for text kvplan does not lay out."""
     tty = bool(getattr(stream, "isatty", lambda: False)())
+    width = console_width(stream)
     if not tty:
-        stream.write(_encodable(plain_text(r, console_width(stream)), stream))
+        stream.write(_encodable(plain_text(r, width), stream))
         return
+    if sys.platform != "win32":
+        try:
+            stream.write(_encodable(terminal_text(r, width, os.environ), stream))
+            return
+        except NotLaidOut:
+            pass
     from rich.console import Console
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=console_width(stream), force_terminal=tty, highlight=False, soft_wrap=False)
+    console = Console(file=buffer, width=width, force_terminal=tty, highlight=False, soft_wrap=False)
     _draw(r, console)
     stream.write(_encodable(buffer.getvalue(), stream))
+
+
+def terminal_text(r: Report, width: int, environ: Mapping[str, str]) -> str:
+    """The report as rich's ``Console(force_terminal=True)`` writes it under ``environ`` (NotLaidOut where kvplan
+    leaves it to rich): on a dumb terminal rich draws 80 columns whatever the width (``Console.size``)."""
+    if ansi.color_system(environ) is None:
+        width = ansi.DUMB_WIDTH
+    return ansi.paint(styled_lines(r, width), environ)
 
 
 _FIGURE = re.compile(r"^[-+−~≈<>≤≥]?\(?\d")
@@ -433,120 +451,97 @@ def plain_text(r: Report, width: int) -> str:
     rules of rich's Table with box=None, pad_edge=False, padding (0, 1), and of ``Console.print(Text)``: word
     wrap with rich's own ``divide_line``, folded long words, cell lines padded to the column width).
     tests/render/test_render_plain.py checks the equality against rich on every command's reports."""
-    out: list[str] = []
-    text = out.extend
+    return "".join("".join(text for text, _ in line) + "\n" for line in styled_lines(r, width, styled=False))
 
-    text(_wrap_text(r.title, width))
+
+def styled_lines(r: Report, width: int, *, styled: bool = True) -> list[list[Segment]]:
+    """The report's lines as ``_draw`` prints them through rich, each cut into rich's segments with their styles
+    (kvplan.render.lines): joined, the plain text (``styled`` False: no style, never NotLaidOut); painted
+    (kvplan.render.ansi), a terminal's bytes."""
+    out: list[list[Segment]] = []
+
+    def text(line: str, style: str = "") -> None:
+        out.extend(wrap_styled(line, style if styled else "", width))
+
+    text(r.title, "bold")
     if r.startup_error:
-        text(_wrap_text(startup_line(r.startup_error), width))
+        text(startup_line(r.startup_error), "bold red")
     if r.verdict:
-        text(_wrap_text(r.verdict, width))
+        text(r.verdict, "bold green" if r.verdict_ok else "bold red")
     for s in r.sections:
-        out.append("")
+        out.append([])
         if s.title:
-            text(_wrap_text(s.title, width))
+            text(s.title, "bold")
         widths = _column_plan(s, width)
         if widths is None:
             headers = _headers(s)
             for row in s.rows:
                 if not row:
                     continue
-                text(_wrap_text(row[0], width))
+                text(row[0], "bold")
                 for j, cell in enumerate(row[1:], start=1):
                     if cell:
                         head = headers[j] if j < len(headers) else ""
-                        text(_wrap_text(f"  {head}: {cell}" if head else f"  {cell}", width))
+                        text(f"  {head}: {cell}" if head else f"  {cell}")
         else:
-            text(_table_lines(s, widths))
+            out.extend(_table_segments(s, widths))
         if s.note:
-            text(_wrap_text(s.note, width))
+            text(s.note, "dim")
     if r.bar:
-        out.append("")
-        text(_wrap_text(r.bar.title, width))
-        parts = [(label, b) for label, b in r.bar.parts if b > 0]
-        total = sum(b for _, b in parts) or 1
-        bar_width = min(64, width)
-        line = "".join(_BAR_CHARS.get(label, label[:1] or "?") * max(1, round(bar_width * b / total))
-                       for label, b in parts)  # fmt: skip
-        legend = "  ".join(f"{_BAR_CHARS.get(label, label[:1] or '?')} {label} {gib(b)} ({pct(b, total)})"
-                           for label, b in parts)  # fmt: skip
-        text(_wrap_text(line, width))
-        text(_wrap_text(legend, width))
+        out.append([])
+        text(r.bar.title, "bold")
+        out.extend(_bar_segments(r.bar, width, styled))
     for note in r.notes:
-        text(_wrap_text(f"note: {note}", width))
-    return "".join(line + "\n" for line in out)
-
-
-_CONTROL = {ord(c): None for c in "\x07\x08\x0b\x0c\x0d"}
-"""What rich's Text drops from its input (rich.control.strip_control_codes)."""
-
-
-def _lines_of(text: str) -> list[str]:
-    """rich's ``Text.split('\\n', allow_blank=True)`` after its control-code strip, tabs expanded to 8."""
-    parts = text.translate(_CONTROL).split("\n")  # a trailing newline opens a blank line, as in rich
-    return [_expand_tabs(p) if "\t" in p else p for p in parts]
-
-
-def _expand_tabs(line: str) -> str:
-    """Tabs to the next multiple of 8 cells, counting wide characters as two (rich's ``Text.expand_tabs``)."""
-    from rich.cells import cell_len
-
-    out: list[str] = []
-    position = 0
-    *heads, last = line.split("\t")
-    for part in heads:
-        position += cell_len(part)
-        spaces = 8 - position % 8
-        out.append(part + " " * spaces)
-        position += spaces
-    return "".join(out) + last
-
-
-def _divide(line: str, width: int) -> list[str]:
-    """One line word-wrapped as rich's ``Text.wrap`` does (``divide_line`` then ``rstrip_end``)."""
-    from rich._wrap import divide_line
-    from rich.cells import cell_len
-
-    offsets = divide_line(line, width, fold=True)
-    pieces = [line[a:b] for a, b in zip([0, *offsets], [*offsets, len(line)], strict=True)]
-    out = []
-    for piece in pieces:
-        excess = cell_len(piece) - width
-        if excess > 0:  # rstrip_end: drop trailing whitespace past the width, no more
-            stripped = piece.rstrip()
-            piece = piece[: max(len(stripped), len(piece) - excess)]
-        out.append(piece)
+        text(f"note: {note}", "yellow")
     return out
 
 
-def _crop(line: str, width: int) -> str:
-    from rich.cells import cell_len, set_cell_size
-
-    return set_cell_size(line, width) if cell_len(line) > width else line
-
-
-def _wrap_text(text: str, width: int) -> list[str]:
-    """``Console.print(Text(text))`` on a non-terminal: wrapped, cropped to the width, not padded."""
-    return [_crop(piece, width) for line in _lines_of(text) for piece in _divide(line, width)]
-
-
-def _cell_lines(text: str, width: int, *, right: bool, no_wrap: bool) -> list[str]:
-    """One table cell as rich renders it in a column of ``width``: each line exactly ``width`` cells."""
-    from rich.cells import cell_len, set_cell_size
-
-    out = []
-    for line in _lines_of(text):
-        for piece in [line] if no_wrap else _divide(line, width):
-            if right:
-                piece = _crop(piece.rstrip(), width)
-                out.append(" " * (width - cell_len(piece)) + piece)
-            else:
-                out.append(set_cell_size(piece, width))
-    return out or [" " * width]
+def _bar_segments(bar: Bar, width: int, styled: bool) -> list[list[Segment]]:
+    """The memory map's two lines as ``_draw_bar`` appends them: coloured glyph runs, then the legend."""
+    parts = [(label, b) for label, b in bar.parts if b > 0]
+    total = sum(b for _, b in parts) or 1
+    bar_width = min(64, width)
+    line: list[Segment] = []
+    legend: list[Segment] = []
+    for label, b in parts:
+        glyph = _BAR_CHARS.get(label, label[:1] or "?")
+        color = _COLORS.get(label, "white")
+        line.append((glyph * max(1, round(bar_width * b / total)), color))
+        legend += [("  ", "")] if legend else []
+        legend += [(glyph, f"bold {color}"), (f" {label} {gib(b)} ({pct(b, total)})", "")]
+    if not styled:
+        return [out for runs in (line, legend) for out in wrap_styled("".join(t for t, _ in runs), "", width)]
+    return wrap_runs(line, width) + wrap_runs(legend, width)
 
 
-def _table_lines(s: Section, widths: list[int]) -> list[str]:
-    """A section as rich's Table draws it with kvplan's column plan (box None, two spaces between columns)."""
+def _table_segments(s: Section, widths: list[int]) -> list[list[Segment]]:
+    """A table's lines: a header line is each cell in the header's bold (rich's 'table.header'), as rich's Table
+    writes it: the left padding, the text and the right padding, three segments, or one where the cell is blank
+    above a shorter header (its vertical-alignment filler); a body line is unstyled."""
+    header_lines, fills, rows = _table_rows(s, widths)
+    last = len(widths) - 1
+    out: list[list[Segment]] = []
+    for n, cells in enumerate(rows):
+        if n >= header_lines:
+            out.append([("  ".join(cells), "")])
+            continue
+        line: list[Segment] = []
+        for j, cell in enumerate(cells):
+            left, right = (" " if j else ""), (" " if j < last else "")
+            if n < fills[j]:
+                line.append((left + cell + right, "bold"))
+                continue
+            line += [(left, "bold")] if left else []
+            line.append((cell, "bold"))
+            line += [(right, "bold")] if right else []
+        out.append(line)
+    return out
+
+
+def _table_rows(s: Section, widths: list[int]) -> tuple[int, list[int], list[list[str]]]:
+    """A section as rich's Table draws it with kvplan's column plan (box None, two spaces between columns): the
+    header's lines (0 without one) and the blank lines above each header cell, then each line's cells, each its
+    column's width."""
     headers = _headers(s)
     numeric = [all(_is_figure(row[j]) for row in s.rows if j < len(row)) for j in range(len(widths))]
     right = [bool(numeric[j] and j) for j in range(len(widths))]
@@ -554,19 +549,20 @@ def _table_lines(s: Section, widths: list[int]) -> list[str]:
     if headers:
         rows.append([headers[j] if j < len(headers) else "" for j in range(len(widths))])
     body = [[_fit_figure(c, widths[j]) if numeric[j] else c for j, c in enumerate(row)] for row in s.rows]
-    out: list[str] = []
+    out: list[list[str]] = []
+    fills: list[int] = []
+    header_lines = 0
     for n, row in enumerate([*rows, *body]):
         cells = [row[j] if j < len(row) else "" for j in range(len(widths))]
         is_header = n < len(rows)
         rendered = [
-            _cell_lines(c, w, right=right[j], no_wrap=numeric[j]) for j, (c, w) in enumerate(
+            cell_lines(c, w, right=right[j], no_wrap=numeric[j]) for j, (c, w) in enumerate(
                 zip(cells, widths, strict=True))
         ]  # fmt: skip
         height = max(len(lines) for lines in rendered)
         if is_header:  # rich aligns header cells to the bottom of the header row
+            header_lines, fills = height, [height - len(lines) for lines in rendered]
             rendered = [[" " * w] * (height - len(lines)) + lines for lines, w in zip(rendered, widths, strict=True)]
         for i in range(height):
-            out.append(
-                "  ".join(lines[i] if i < len(lines) else " " * w for lines, w in zip(rendered, widths, strict=True))
-            )
-    return out
+            out.append([lines[i] if i < len(lines) else " " * w for lines, w in zip(rendered, widths, strict=True)])
+    return header_lines, fills, out
