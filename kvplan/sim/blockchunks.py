@@ -21,7 +21,6 @@ from kvplan.sim.blockpool import describe_vllm_pool
 from kvplan.sim.paging import Paging
 from kvplan.sim.pool import Seq, cached_prefix
 from kvplan.sim.trace import Request
-from kvplan.units import cdiv
 
 Chunk = list[Any]
 """``[segment key, lo, hi, next chunk of the key's chain or None, gid, references]``: references 0 = free, in
@@ -139,7 +138,7 @@ class ChunkPool:
         return self.pages - self.free - self.nhashed
 
     def can_ever_fit(self, tokens: int) -> bool:
-        return cdiv(tokens, self.page_tokens) <= self.pages
+        return -(-tokens // self.page_tokens) <= self.pages
 
     def describe(self) -> str:
         return describe_vllm_pool(self.page_tokens, self.eagle_drop)
@@ -150,7 +149,7 @@ class ChunkPool:
         """Segment keys of the request's first ``pages`` whole input pages: its trace blocks (a fresh id for a
         block the trace does not list)."""
         ids = r.blocks
-        n = cdiv(pages, self.k)
+        n = -(-pages // self.k)
         keys = ids[:n] if ids is not None else []
         while len(keys) < n:
             keys.append(paging.unique())
@@ -161,7 +160,7 @@ class ChunkPool:
         k = self.k
         f_in = seq.req.input_tokens // self.page_tokens
         full = seq.tokens // self.page_tokens
-        need = cdiv(f_in, k) + cdiv(max(full - f_in, 0), k)
+        need = -(-f_in // k) + (-(-(full - f_in) // k) if full > f_in else 0)
         keys = seq.keys
         while len(keys) < need:
             keys.append(paging.unique())
@@ -171,11 +170,11 @@ class ChunkPool:
     def start(self, seq: Seq) -> bool:
         ps, k = self.page_tokens, self.k
         tokens = seq.tokens
-        total = cdiv(tokens, ps)
+        total = -(-tokens // ps)
         full = tokens // ps
         f_in = seq.req.input_tokens // ps
-        nb_in = cdiv(f_in, k)
-        nseg = cdiv(full, k) if full <= f_in else nb_in + cdiv(full - f_in, k)
+        nb_in = -(-f_in // k)
+        nseg = -(-full // k) if full <= f_in else nb_in - (-(full - f_in) // k)
         keys: list[int] = seq.keys
         heads = cached_prefix(self.chains.get, keys, nseg)
         # pages hit: whole segments while their chain holds all the pages the request has in them
@@ -379,7 +378,7 @@ class ChunkPool:
         gid = self.gids
         if p % k == 0 and full <= f_in:
             # input pages from a segment's start (the usual commit): whole segments, the last one up to ``full``
-            i0, i1 = p // k, cdiv(full, k)
+            i0, i1 = p // k, -(-full // k)
             seg = keys[i0:i1]
             if chains.keys().isdisjoint(seg):
                 n = len(seg)
@@ -398,7 +397,7 @@ class ChunkPool:
                 pieces += zip(new, seg, repeat(gid, n), repeat(0, n), repeat(k, n), strict=True)
                 pieces[-1] = (last, last[0], gid, 0, last[2])
                 return
-        nb_in = cdiv(f_in, k)
+        nb_in = -(-f_in // k)
         tails = self.tails
         while p < full:
             if p < f_in:
@@ -421,12 +420,22 @@ class ChunkPool:
             p = end
 
     def grow(self, seq: Seq, pages: int) -> bool:
-        if pages > self.free + self.nhashed:
+        free = self.free
+        if pages <= free:
+            self.free = free - pages
+        elif pages > free + self.nhashed:
             return False
-        take = min(pages, self.free)
-        self.free -= take
-        if pages > take:
-            self._evict(pages - take)
+        else:
+            self.free = 0
+            rest = pages - free
+            c = self.queue[self.qhead]
+            if c[2] - c[1] > rest:
+                # ``_evict``'s usual step, inline (a decoding request's next page): the head chunk keeps pages
+                c[2] -= rest
+                self.evictions += rest
+                self.nhashed -= rest
+            else:
+                self._evict(rest)
         seq.handle[1] += pages
         return True
 

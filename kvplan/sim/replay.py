@@ -199,7 +199,7 @@ class _Occupancy:
         now = self.now
         uncached = seq.tokens - seq.hit_pages * self.ps
         self.occ.prefill_tokens += uncached
-        prefill = cdiv(uncached * 1_000_000, self.service.prefill_tps)
+        prefill = -(-uncached * 1_000_000 // self.service.prefill_tps)
         seq.decode_start_us = now + prefill
         seq.generated_at_admit = seq.generated
         if seq.first_admit_us < 0:
@@ -208,7 +208,7 @@ class _Occupancy:
                 r = seq.req
                 self.occ.waits_us.append(now - seq.arrival_us)
                 self.stats.add(r.input_tokens, min(seq.hit_pages * self.ps, r.input_tokens),
-                               cdiv(r.input_tokens, self.ps), seq.hit_pages)  # fmt: skip
+                               -(-r.input_tokens // self.ps), seq.hit_pages)  # fmt: skip
         self.running[seq.req.index] = seq
         self._next_event(seq)
         return True
@@ -216,7 +216,7 @@ class _Occupancy:
     def _next_event(self, seq: Seq) -> None:
         """The next page this sequence needs during decode, or its finish."""
         out = seq.req.output_tokens
-        held_tokens = cdiv(seq.tokens, self.ps) * self.ps
+        held_tokens = -(-seq.tokens // self.ps) * self.ps
         k = held_tokens - seq.req.input_tokens + 1  # the first generated token that needs a new page
         if k <= out:
             t = seq.decode_start_us + (k - seq.generated_at_admit) * self.service.tpot_us

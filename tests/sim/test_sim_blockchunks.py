@@ -19,9 +19,10 @@ from kvplan.sim.blockchunks import ChunkPool
 from kvplan.sim.blockpool import BlockPool
 from kvplan.sim.ideal import Window
 from kvplan.sim.paging import Paging
+from kvplan.sim.pool import Seq
 from kvplan.sim.radix import RadixPool
 from kvplan.sim.registry import engine_pool
-from kvplan.sim.replay import Service, replay_occupancy, replay_order
+from kvplan.sim.replay import Service, _page_keys, replay_occupancy, replay_order
 from kvplan.sim.result import SimResult
 from kvplan.sim.run import SimConfig
 from kvplan.sim.trace import Request, Trace
@@ -148,3 +149,47 @@ def test_a_pool_that_never_evicts_keeps_a_queue_the_size_of_what_it_caches() -> 
     assert r.stats.hit_units == 7 * 19_999
     assert len(pool.queue) - pool.qhead <= 2 * pool.cached_pages() + 4096
     pool.verify()
+
+
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=12), st.integers(0, 3), st.integers(0, 2))
+def test_a_decoding_request_grows_as_in_the_block_pool(grows: list[int], unhashed: int, hit: int) -> None:
+    # ChunkPool.grow takes the queue head's top pages inline when the head chunk keeps pages (issue 31's third
+    # pass) and leaves the rest to _evict (a dead head, a head used up, more pages than it holds): after each grow
+    # (refused when the pool has too few pages) the counts and the free queue, page key by page key, must be
+    # BlockPool's (the holders too once the request is released). 1-token pages, 4 a block: three released
+    # requests leave 24 cached pages in 4-page chunks, and the growing request hits ``hit`` of the first one's
+    # blocks (their chunks, at the queue's head, are then dead entries there)
+    ps, k = 1, 4
+    pages = 24 + 4 + unhashed
+    warm = [Request(i, i, 8, 0, [10 * i, 10 * i + 1], i + 1) for i in range(3)]
+    ids = [0, 1][:hit] + [99, 98][: 2 - hit]
+    r = Request(3, 3, 8, 50, ids, 4)
+    ref = BlockPool(pages, ps, check=True)
+    chunked = ChunkPool(pages, ps, k, check=True)
+    seqs = []
+    for pool in (ref, chunked):
+        replay_order(warm, pool, Paging(ps * k, ps), window=ALL)
+        keys = _page_keys(pool, Paging(ps * k, ps))(r, 8)
+        seq = Seq(r, keys, True)
+        assert pool.start(seq)
+        pool.commit(seq)
+        seqs.append(seq)
+    for g in grows:
+        got = [ref.grow(seqs[0], g), chunked.grow(seqs[1], g)]
+        assert got[0] == got[1]
+        if got[0]:
+            for seq in seqs:
+                seq.tokens += g
+        counts = (ref.free_pages(), ref.cached_pages(), ref.evictions)
+        assert counts == (chunked.free_pages(), chunked.cached_pages(), chunked.evictions)
+        queued = [key for _, key in ref._hashed_free()]
+        assert _canonical(queued, {})[0] == _canonical(chunked.queue_keys(), {})[0]
+        chunked.verify()
+    # the replay's _finish: fresh keys for the generated pages, then the release
+    paging = Paging(ps * k, ps)
+    while len(seqs[0].keys) < seqs[0].tokens // ps:
+        seqs[0].keys.append(paging.unique())
+    chunked.extend_keys(seqs[1], paging)
+    ref.release(seqs[0])
+    chunked.release(seqs[1])
+    assert _queue_and_holders(ref) == _canonical(chunked.queue_keys(), chunked.holders())
