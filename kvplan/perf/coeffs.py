@@ -34,6 +34,9 @@ class Coefficients:
     request_us: float = 0.0
     """Each request's latency outside the steps, paid once before its first token (the HTTP round trip, the chat
     template and tokenizer, the detokenizer and stream, the client's own clock): fitted, not modelled."""
+    indexer_us: float = 0.0
+    """The DSA indexer's fixed latency per indexer layer per step (its chain of small kernels, kvplan.perf.step):
+    fitted on the DSA rows the row was fitted on; 0 for a row fitted without any."""
     fitted_on: str
     heldout_mape: tuple[float, float, float]
     """Held-out MAPE of TTFT, TPOT and throughput (fractions) on the rows the fit never saw."""

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from kvplan.models.deploy import Gpu
 
 TERA = 10**12
+NET_BYTES_PER_S = 50 * 10**9
+"""400 Gb/s: one ConnectX-7 NIC per GPU (NVIDIA DGX H200 and DGX B200 datasheets: 8 × single-port ConnectX-7,
+up to 400 Gb/s InfiniBand / Ethernet, for the compute fabric)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +31,8 @@ class Peaks:
     hbm_bytes_per_s: int
     link_bytes_per_s: int
     source: str
+    net_bytes_per_s: int = NET_BYTES_PER_S
+    """Each GPU's own network link to other nodes (a tp group larger than a node all-reduces over it)."""
 
     def flops_per_s(self, dtype: str) -> int:
         """Peak for a GEMM in ``dtype`` ('bf16', 'fp8', 'fp4', 'int4'); a dtype the GPU lacks runs at the next wider."""

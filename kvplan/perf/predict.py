@@ -166,20 +166,26 @@ class Load:
     """The KV pool's tokens (kvplan.perf.engine: admission and preemption against it)."""
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
+    ranks: int = 1
+    """DP-attention ranks: each schedules its share of a closed loop's clients (``Batch.across``)."""
 
 
 def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
-    """(timings, output tok/s, what ran, how) of the closed loop in its steady state."""
-    n = PROMPTS_PER_CLIENT * concurrency
-    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap, budget=ld.budget,
-                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec, pool=ld.pool)  # fmt: skip
-    t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
+    """(timings, output tok/s, what ran, how) of the closed loop in its steady state; under DP attention one rank's
+    scheduler runs its share of the clients (the most any rank gets) and every step runs that batch on each rank."""
+    per = -(-concurrency // ld.ranks)
+    busy = -(-concurrency // per)  # ranks with clients (fewer clients than ranks: the others idle)
+    n = PROMPTS_PER_CLIENT * per
+    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=per, cap=ld.cap, budget=ld.budget,
+                    num_prompts=n, warmup=per, steady=True, spec=ld.spec, pool=ld.pool // ld.ranks)  # fmt: skip
+    t = with_request_latency(timings(s, [price(b.across(busy)) for b in s.steps], ld.osl), ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
+    ranks = f"; DP attention: each of {busy} of {ld.ranks} ranks schedules {per} of them" if ld.ranks > 1 else ""
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
-           f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
-           f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late")  # fmt: skip
-    return t, out, Ran(s.peak_running, n, s.preemptions), how
+           f" warm-up requests, {(n - per) * busy} measured, clients spread over a request's service, a busy"
+           f" engine seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late{ranks}")  # fmt: skip
+    return t, out, Ran(s.peak_running * busy, n * busy, s.preemptions * busy), how
 
 
 def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
@@ -279,20 +285,21 @@ def perf(
                       given=acceptance_length)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
 
+    tp_nodes = -(-dep.tp // max(dep.gpus_per_node, 1))  # the nodes one tp group spans
     priced: dict[Batch, float] = {}  # a batch recurs (one request's prefill chunk, a decode at the same context)
 
     def price(b: Batch) -> float:
         if b not in priced:
             run = decode_share(b) if phase == "decode" else b
-            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes),
-                                                             peaks, coeffs)  # fmt: skip
+            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes,
+                                                                   nodes=tp_nodes), peaks, coeffs)  # fmt: skip
         return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
-              pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
+              pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp)  # fmt: skip
     if trace is not None:
         t, out, ran, load_line = _traced(ld, trace, price)
     elif think_s is not None and concurrency is not None:
@@ -312,7 +319,8 @@ def perf(
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
-        "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
+        "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
+        + (f", across {tp_nodes} nodes over each GPU's 400 Gb/s NIC at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),
     )
     return PerfResult(
