@@ -84,11 +84,11 @@ class Row:
 
 
 def _arrays(
-    shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, sched: object, nodes: int, ranks: int
+    shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, sched: object, nodes: int
 ) -> dict[str, np.ndarray]:
     cols: dict[str, list[float]] = defaultdict(list)
     for b in sched.steps:  # type: ignore[attr-defined]
-        got = {p.name: p for p in parts(shape, b.across(ranks), split, quant, moe, nodes=nodes)}
+        got = {p.name: p for p in parts(shape, b, split, quant, moe, nodes=nodes)}
         for name in ("dense GEMMs", "expert GEMMs", "attention"):
             p = got.get(name)
             pre = p.prefill_ppm / 10**6 if p else 0.0
@@ -133,13 +133,12 @@ def load(path: str) -> list[Row]:
         if key not in priced:
             cap, pool, budget = engine_plan(x, name, split, quant, moe)
             pool, budget = pool if POOL else 0, BUDGET if FIXED_BUDGET else budget
-            per = -(-conc // dp)  # DP attention: each rank's scheduler runs its share of the clients (Batch.across)
-            pool = pool // dp if isl + osl <= pool // dp else 0
-            sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=per, cap=max(min(cap, per), 1),
-                                budget=budget, num_prompts=PROMPTS_PER_CLIENT * per, warmup=per, steady=STEADY,
-                                pool=pool)  # fmt: skip
+            pool = pool if isl + osl <= pool // dp else 0  # DP attention: a rank's scheduler, budget and pool each
+            sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc,
+                                cap=max(min(cap * dp, conc), 1), budget=budget * dp, num_prompts=PROMPTS_PER_CLIENT
+                                * conc, warmup=conc, steady=STEADY, pool=pool)  # fmt: skip
             nodes = -(-tp * dp // 8)  # 8 GPUs a node (DGX / HGX H200 and B200)
-            priced[key] = (_arrays(shape, split, quant, moe, peaks, sched, nodes, -(-conc // per)), sched)
+            priced[key] = (_arrays(shape, split, quant, moe, peaks, sched, nodes), sched)
         arrays, sched = priced[key]
         src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"

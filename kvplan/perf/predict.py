@@ -167,25 +167,26 @@ class Load:
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
     ranks: int = 1
-    """DP-attention ranks: each schedules its share of a closed loop's clients (``Batch.across``)."""
+    """DP-attention ranks: each schedules its own requests with its own running cap and token budget."""
 
 
 def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
-    """(timings, output tok/s, what ran, how) of the closed loop in its steady state; under DP attention one rank's
-    scheduler runs its share of the clients (the most any rank gets) and every step runs that batch on each rank."""
-    per = -(-concurrency // ld.ranks)
-    busy = -(-concurrency // per)  # ranks with clients (fewer clients than ranks: the others idle)
-    n = PROMPTS_PER_CLIENT * per
-    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=per, cap=ld.cap, budget=ld.budget,
-                    num_prompts=n, warmup=per, steady=True, spec=ld.spec, pool=ld.pool // ld.ranks)  # fmt: skip
-    t = with_request_latency(timings(s, [price(b.across(busy)) for b in s.steps], ld.osl), ld.request_s)
+    """(timings, output tok/s, what ran, how) of the closed loop in its steady state. Under DP attention every rank
+    schedules its own requests with its own token budget (SGLang ``DataParallelController`` → one ``Scheduler`` a
+    rank; vLLM one ``EngineCore`` a rank): the loop's step takes ``ranks`` × the budget."""
+    n = PROMPTS_PER_CLIENT * concurrency
+    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap * ld.ranks,
+                    budget=ld.budget * ld.ranks, num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec,
+                    pool=ld.pool)  # fmt: skip
+    t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
-    ranks = f"; DP attention: each of {busy} of {ld.ranks} ranks schedules {per} of them" if ld.ranks > 1 else ""
+    ranks = (f"; DP attention: {ld.ranks} ranks, each its own scheduler and budget of {ld.budget:,} tokens a step"
+             f" ({ld.budget * ld.ranks:,} in all)" if ld.ranks > 1 else "")  # fmt: skip
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
-           f" warm-up requests, {(n - per) * busy} measured, clients spread over a request's service, a busy"
-           f" engine seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late{ranks}")  # fmt: skip
-    return t, out, Ran(s.peak_running * busy, n * busy, s.preemptions * busy), how
+           f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
+           f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late{ranks}")  # fmt: skip
+    return t, out, Ran(s.peak_running, n, s.preemptions), how
 
 
 def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
@@ -320,7 +321,7 @@ def perf(
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
-        + (f", across {tp_nodes} nodes over each GPU's 400 Gb/s NIC at NCCL's latency" if tp_nodes > 1 else ""),
+        + (f", across {tp_nodes} nodes over the nodes' 8 × 400 Gb/s NICs at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),
     )
     return PerfResult(

@@ -16,7 +16,7 @@ A tp group wider than a node all-reduces over each GPU's NIC at NCCL's latency (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kvplan.models.arch import Split
 from kvplan.perf.coeffs import Coefficients
@@ -46,18 +46,6 @@ class Batch:
     @property
     def tokens(self) -> int:
         return self.prefill_tokens + self.decode_requests * self.verify_tokens
-
-    def across(self, ranks: int) -> Batch:
-        """The deployment's step when each of ``ranks`` DP-attention ranks runs this batch at once: every rank has
-        its own scheduler (SGLang ``DataParallelController`` hands requests round robin to one ``Scheduler`` a rank;
-        vLLM ``DPEngineCoreProc``, one ``EngineCore`` a rank) and the MoE layers run all ranks' tokens in lockstep
-        (vLLM runs a dummy batch on an idle rank, ``execute_dummy_batch``), so a closed loop split evenly over the
-        ranks steps as ``ranks`` copies of one rank's batch."""
-        if ranks <= 1:
-            return self
-        return replace(self, prefill_tokens=self.prefill_tokens * ranks, prefill_pairs=self.prefill_pairs * ranks,
-                       decode_requests=self.decode_requests * ranks, decode_context=self.decode_context * ranks,
-                       sampled=self.sampled * ranks)  # fmt: skip
 
 
 def chunk_pairs(new_tokens: int, prefix_tokens: int) -> int:
@@ -147,8 +135,8 @@ def parts(
     if tp > 1:  # two all-reduces a layer of tokens × hidden bf16, ring: 2(tp-1)/tp of it crosses each link
         size = 2 * shape.layers * b.tokens * shape.hidden * 2
         # across nodes the engines' intra-node custom all-reduce (SGLang custom_all_reduce, vLLM CustomAllreduce) is
-        # off: NCCL runs it, its ring bus bandwidth each GPU's NIC (one NIC a GPU, a ring a NIC), at its own latency
-        if nodes > 1:
+        # off: NCCL runs it, one ring a NIC, at the nodes' NIC bandwidth (peaks.NET_BYTES_PER_S) and its own latency
+        if nodes > 1 and split.attention == tp:  # DP attention: its all-reduce stays in the attention-tp group
             lat = 2 * shape.layers * round(nccl_allreduce_us(tp, nodes) * 1000)
             out.append(Part(name="all-reduce net", flops=0, bytes=size * 2 * (tp - 1) // tp, latency_ns=lat))
         else:

@@ -1,4 +1,4 @@
-"""kvplan.perf.step across nodes: a tp group wider than a node all-reduces through NCCL over each GPU's NIC, at
+"""kvplan.perf.step across nodes: a tp group wider than a node all-reduces through NCCL over the nodes' NICs, at
 NCCL's own latency model (src/graph/tuning.cc ``ncclTopoTuneModel``), not the intra-node custom all-reduce's."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_nccl_latency_two_and_eight_nodes_is_the_tree() -> None:
 
 def test_a_tp_group_over_two_nodes_all_reduces_over_the_network() -> None:
     # DeepSeek-V3 (61 layers, hidden 7,168) TP16 on 2 nodes, 4 decode tokens: 2 all-reduces a layer of
-    # 4 × 7,168 × 2 B; 2 × 61 × 57,344 = 6,995,968 B, ring share 2 × 15 / 16: 13,117,440 B over the NIC;
+    # 4 × 7,168 × 2 B; 2 × 61 × 57,344 = 6,995,968 B, ring share 2 × 15 / 16: 13,117,440 B over the network;
     # latency 122 calls × 31.92 µs = 3,894,240 ns
     shape = step_shape(load_model("deepseek-v3"))
     b = Batch(decode_requests=4, decode_context=4000, sampled=4)
@@ -40,12 +40,12 @@ def test_a_tp_group_over_two_nodes_all_reduces_over_the_network() -> None:
 
 
 def test_the_network_all_reduce_is_priced_at_the_nic() -> None:
-    # 10^9 B over the 400 Gb/s NIC (5·10^10 B/s) at link efficiency 0.5: 0.04 s, + 3,894,240 ns of latency
+    # 10^9 B over a node's 8 × 400 Gb/s NICs (4·10^11 B/s) at link efficiency 0.5: 0.005 s, + 3,894,240 ns
     c = Coefficients(gpu_class="blackwell", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla", gemm_eff=0.5,
                      prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=8.0, overhead_us=0.0,
                      fitted_on="test", heldout_mape=(0.1, 0.1, 0.1))  # fmt: skip
     peaks = Peaks(gpu_key="b200", gpu_class="blackwell", bf16_flops_per_s=10**15, fp8_flops_per_s=10**15,
                   fp4_flops_per_s=0, hbm_bytes_per_s=8 * 10**12, link_bytes_per_s=10**12, source="test")  # fmt: skip
-    assert NET_BYTES_PER_S == 50 * 10**9
+    assert NET_BYTES_PER_S == 400 * 10**9
     p = Part(name="all-reduce net", flops=0, bytes=10**9, latency_ns=3_894_240)
-    assert abs(step_seconds((p,), peaks, c) - (0.04 + 0.00389424)) < 1e-12
+    assert abs(step_seconds((p,), peaks, c) - (0.005 + 0.00389424)) < 1e-12
