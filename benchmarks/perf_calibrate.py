@@ -25,16 +25,19 @@ import math
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from kvplan.models.arch import Split
+from kvplan.engines import plan_pool
+from kvplan.models.arch import ModelArch, Split
+from kvplan.models.deploy import Deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
 from kvplan.perf.peaks import Peaks, peaks_of
+from kvplan.perf.predict import _quant, token_budget
 from kvplan.perf.sched import closed_loop
-from kvplan.perf.shape import StepShape, step_shape
+from kvplan.perf.shape import StepShape, step_shape, weight_bytes_per_gpu
 from kvplan.perf.step import parts
 
 PRESET = {
@@ -54,11 +57,13 @@ QUANT = {
     "bf16": "bf16",
 }
 TRAIN_SOURCE = "source_file=2026-03-25.csv"
-BUDGET = 8192  # SGLang chunked_prefill_size / vLLM max_num_batched_tokens on these GPUs (both engines' defaults)
+BUDGET = 8192  # --fixed-budget: the token budget every row ran under before the engine's own defaults were used
+FIXED_BUDGET = "--fixed-budget" in sys.argv
+POOL = "--pool" in sys.argv  # --pool: admit against the pool kvplan plans for the row (held-out error: README)
 PROMPTS_PER_CLIENT = 3
 STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at once (the model before the steady state)
 START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0,
-         "request_us": 50_000.0}  # fmt: skip
+         "request_us": 50_000.0, "indexer_us": 20.0}  # fmt: skip
 FIXED = {"link_eff": 0.7, "comm_us": 8.0}
 
 
@@ -78,10 +83,12 @@ class Row:
     sched: object
 
 
-def _arrays(shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, sched: object) -> dict[str, np.ndarray]:
+def _arrays(
+    shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, sched: object, nodes: int
+) -> dict[str, np.ndarray]:
     cols: dict[str, list[float]] = defaultdict(list)
     for b in sched.steps:  # type: ignore[attr-defined]
-        got = {p.name: p for p in parts(shape, b, split, quant, moe)}
+        got = {p.name: p for p in parts(shape, b, split, quant, moe, nodes=nodes)}
         for name in ("dense GEMMs", "expert GEMMs", "attention"):
             p = got.get(name)
             pre = p.prefill_ppm / 10**6 if p else 0.0
@@ -91,6 +98,11 @@ def _arrays(shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, 
         ar = got.get("all-reduce")
         cols["ar:link"].append(ar.bytes / peaks.link_bytes_per_s if ar else 0.0)
         cols["ar:calls"].append(ar.calls if ar else 0)
+        idx = got.get("indexer")
+        cols["idx:calls"].append(idx.calls if idx else 0)
+        net = got.get("all-reduce net")  # a tp group over several nodes: NCCL over the NIC, its own latency
+        cols["ar:net"].append(net.bytes / peaks.net_bytes_per_s if net else 0.0)
+        cols["ar:lat"].append(net.latency_ns * 1e-9 if net else 0.0)
     return {k: np.asarray(v) for k, v in cols.items()}
 
 
@@ -119,9 +131,14 @@ def load(path: str) -> list[Row]:
         assert peaks is not None
         key = (name, tp, dp, ep, quant, moe, peaks.gpu_key, x["backend"], isl, osl, conc)
         if key not in priced:
-            sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc, cap=conc, budget=BUDGET,
-                                num_prompts=PROMPTS_PER_CLIENT * conc, warmup=conc, steady=STEADY)  # fmt: skip
-            priced[key] = (_arrays(shape, split, quant, moe, peaks, sched), sched)
+            cap, pool, budget = engine_plan(x, name, split, quant, moe)
+            pool, budget = pool if POOL else 0, BUDGET if FIXED_BUDGET else budget
+            pool = pool if isl + osl <= pool // dp else 0  # DP attention: a rank's scheduler, budget and pool each
+            sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc,
+                                cap=max(min(cap * dp, conc), 1), budget=budget * dp, num_prompts=PROMPTS_PER_CLIENT
+                                * conc, warmup=conc, steady=STEADY, pool=pool)  # fmt: skip
+            nodes = -(-tp * dp // 8)  # 8 GPUs a node (DGX / HGX H200 and B200)
+            priced[key] = (_arrays(shape, split, quant, moe, peaks, sched, nodes), sched)
         arrays, sched = priced[key]
         src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"
@@ -130,6 +147,47 @@ def load(path: str) -> list[Row]:
                         isl=isl, osl=osl, concurrency=conc, gpus=tp * dp, ttft_ms=float(x["silicon_ttft_ms"]),
                         tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched))  # fmt: skip
     return rows
+
+
+ENGINE_VERSION = {"sglang": "0.5.9", "vllm": "0.33.0"}
+"""A row whose SGLang version is not a release (nightly-dev, glm5-hopper, unversioned) is planned as 0.5.9, the
+release the other SGLang rows ran (and one whose source kvplan read); an unversioned vLLM row as 0.33.0."""
+_PLANS: dict[tuple[object, ...], tuple[int, int, int]] = {}
+
+
+def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str) -> tuple[int, int, int]:
+    """(running cap, KV pool tokens, token budget) the engine builds for the row's deployment, as `kvplan perf`
+    prices a deployment (kvplan.perf.predict.perf): ``max_running_requests`` / ``max_num_seqs``, the pool of every
+    DP-attention rank together, ``chunked_prefill_size`` / ``max_num_batched_tokens`` (SGLang's default is 16,384
+    on a GPU of more than 160 GiB: B200). The preset's weights are rescaled to the row's GEMM quant modes (an NVFP4
+    or int4 checkpoint leaves more of the GPU to the pool). A deployment kvplan's plan refuses (a quant check of the
+    preset's checkpoint the row's does not have) keeps the pool the plan computed; none: no pool, cap at the
+    concurrency."""
+    dp = int(x["attention_dp_size"] or 1)
+    tp = int(x["tp_size"]) * dp
+    key = (name, x["backend"], x["backend_version"], x["system"], tp, dp, int(x["moe_ep_size"] or 1), quant, moe)
+    if key not in _PLANS:
+        arch = load_model(name)
+        ver = x["backend_version"] if x["backend"] == "vllm" and x["backend_version"] else ENGINE_VERSION[x["backend"]]
+        dep = Deployment(name="calibration", source="perf_calibrate", model=name, engine=x["backend"],
+                         engine_version=ver, gpu=find_gpu(GPU[x["system"]]), nodes=-(-tp // 8), tp=tp,
+                         dp_attention=dp, ep=int(x["moe_ep_size"] or 1),
+                         explicit=frozenset({"tp", "nodes", "dp_attention", "ep"}))  # fmt: skip
+        dep = replace(dep, weights_per_gpu=_row_weights(arch, dep, split, quant, moe))
+        plan = plan_pool(arch, dep)
+        pool = plan.usable_tokens * max(plan.deployment.dp_attention, 1)
+        cap = plan.max_running_requests if pool else 1 << 30  # no pool: the concurrency caps the running set
+        _PLANS[key] = (max(cap, 1), pool, token_budget(plan)[1])
+    return _PLANS[key]
+
+
+def _row_weights(arch: ModelArch, dep: Deployment, split: Split, quant: str, moe: str) -> int:
+    """The weights on one GPU at the row's quant modes: the plan's at the checkpoint's, its GEMMs re-priced."""
+    planned = plan_pool(arch, dep).knob("weights_per_gpu").as_int()
+    shape = step_shape(arch)
+    own = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
+    was, now = sum(weight_bytes_per_gpu(shape, split, *own)), sum(weight_bytes_per_gpu(shape, split, quant, moe))
+    return max(planned - was + now, 1)
 
 
 def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
@@ -144,6 +202,7 @@ def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
         pre = a[f"{name}:p"] / (c["prefill_eff"] if name != "attention" else eff)
         t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / c["mem_eff"])
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
+    t += a["ar:net"] / c["link_eff"] + a["ar:lat"] + a["idx:calls"] * c["indexer_us"] * 1e-6
     ends = np.concatenate(([0.0], np.cumsum(t)))
     s = r.sched
     ids = list(s.measured_ids)  # type: ignore[attr-defined]

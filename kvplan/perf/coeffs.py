@@ -34,6 +34,9 @@ class Coefficients:
     request_us: float = 0.0
     """Each request's latency outside the steps, paid once before its first token (the HTTP round trip, the chat
     template and tokenizer, the detokenizer and stream, the client's own clock): fitted, not modelled."""
+    indexer_us: float = 0.0
+    """The DSA indexer's fixed latency per indexer layer per step (its chain of small kernels, kvplan.perf.step):
+    fitted on the DSA rows the row was fitted on; 0 for a row fitted without any."""
     fitted_on: str
     heldout_mape: tuple[float, float, float]
     """Held-out MAPE of TTFT, TPOT and throughput (fractions) on the rows the fit never saw."""
@@ -51,20 +54,20 @@ TABLE: tuple[Coefficients, ...] = (
     Coefficients(
         gpu_class="hopper", engine="sglang", versions=("0.5.9", "0.5.9"), family="mla",
         gemm_eff=0.6,
-        prefill_eff=0.0737, attention_eff=1.0, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
-        request_us=195000.0,
+        prefill_eff=0.0761, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=2380.0,
+        request_us=195000.0, indexer_us=129.0,
         fitted_on="30 rows of source_file=2026-03-25.csv: DeepSeek-R1 H200 SGLang 0.5.9 (15), GLM-5 H200 SGLang"
         " glm5-hopper (15)",
-        heldout_mape=(0.268, 0.245, 0.227),
+        heldout_mape=(0.253, 0.127, 0.123),
     ),
     Coefficients(
         gpu_class="blackwell", engine="sglang", versions=("0.5.6", "0.5.9"), family="mla",
-        gemm_eff=0.122,
-        prefill_eff=0.0873, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
-        request_us=448000.0,
+        gemm_eff=0.207,
+        prefill_eff=0.0898, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=3320.0,
+        request_us=383000.0, indexer_us=129.0,
         fitted_on="75 rows of source_file=2026-03-25.csv: DeepSeek-R1 B200 SGLang 0.5.6 / 0.5.9, GLM-5 B200 SGLang"
         " nightly-dev",
-        heldout_mape=(0.631, 0.272, 0.491),
+        heldout_mape=(0.597, 0.17, 0.285),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.16.0", "0.16.0"), family="mla",
@@ -77,10 +80,10 @@ TABLE: tuple[Coefficients, ...] = (
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.17.0"), family="mla",
         gemm_eff=0.0522,
-        prefill_eff=0.0873, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=7870.0,
+        prefill_eff=0.0733, attention_eff=1.0, mem_eff=0.785, link_eff=0.7, comm_us=8.0, overhead_us=6640.0,
         request_us=137000.0,
         fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 / 0.17.0",
-        heldout_mape=(0.307, 0.192, 0.239),
+        heldout_mape=(0.312, 0.203, 0.258),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.18.0", "0.18.0"), family="gqa",
@@ -92,19 +95,20 @@ TABLE: tuple[Coefficients, ...] = (
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.15.1"), family="gqa",
-        gemm_eff=0.17,
-        prefill_eff=0.211, attention_eff=0.119, mem_eff=0.945, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        gemm_eff=0.175,
+        prefill_eff=0.147, attention_eff=0.166, mem_eff=0.945, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
         request_us=50000.0,
         fitted_on="18 rows of source_file=2026-03-25.csv: gpt-oss-120b B200 vLLM 0.15.1",
-        heldout_mape=(0.374, 0.191, 0.227),
+        heldout_mape=(0.408, 0.204, 0.224),
     ),
 )  # fmt: skip
 """benchmarks/perf_calibrate.py's fit (AIConfigurator 0.12.0 silicon_sample.csv, Apache-2.0), on the rows of
 ``source_file=2026-03-25.csv`` only, the closed loop priced in its steady state (kvplan.perf.sched) with
-``request_us`` fitted beside the efficiencies. ``heldout_mape`` is the script's "per coefficient row" line: the
-row-weighted mean of its held-out lines that used the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the
-gap-analysis files). The GQA rows' held-out error is dominated by Llama-3.1, a family none of them was fitted on:
-their bands are wide on purpose."""
+``request_us`` and the DSA rows' ``indexer_us`` fitted beside the efficiencies, each row's steps priced with the
+token budget and running cap of kvplan's own plan for the row's deployment. ``heldout_mape`` is the script's "per
+coefficient row" line: the row-weighted mean of its held-out lines that used the row (every other source:
+2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files). The GQA rows' held-out error is dominated by
+Llama-3.1, a family none of them was fitted on: their bands are wide on purpose."""
 
 
 def family_of(kinds: tuple[str, ...]) -> str:

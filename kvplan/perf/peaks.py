@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from kvplan.models.deploy import Gpu
 
 TERA = 10**12
+NET_BYTES_PER_S = 8 * 50 * 10**9
+"""NCCL's bus bandwidth of an all-reduce across nodes: 8 × 400 Gb/s. A node has one ConnectX-7 NIC a GPU (NVIDIA
+DGX H200 and DGX B200 datasheets: 8 × single-port ConnectX-7, up to 400 Gb/s InfiniBand / Ethernet) and NCCL runs
+one ring a NIC, each carrying an eighth of the data over its own NIC (nccl-tests doc/PERFORMANCE.md: bus bandwidth
+is what the slowest link sees), so the rings together cross nodes at the node's 8 NICs."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +33,8 @@ class Peaks:
     hbm_bytes_per_s: int
     link_bytes_per_s: int
     source: str
+    net_bytes_per_s: int = NET_BYTES_PER_S
+    """An all-reduce's bus bandwidth between nodes (a tp group larger than a node all-reduces over it)."""
 
     def flops_per_s(self, dtype: str) -> int:
         """Peak for a GEMM in ``dtype`` ('bf16', 'fp8', 'fp4', 'int4'); a dtype the GPU lacks runs at the next wider."""

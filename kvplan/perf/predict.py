@@ -166,19 +166,26 @@ class Load:
     """The KV pool's tokens (kvplan.perf.engine: admission and preemption against it)."""
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
+    ranks: int = 1
+    """DP-attention ranks: each schedules its own requests with its own running cap and token budget."""
 
 
 def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
-    """(timings, output tok/s, what ran, how) of the closed loop in its steady state."""
+    """(timings, output tok/s, what ran, how) of the closed loop in its steady state. Under DP attention every rank
+    schedules its own requests with its own token budget (SGLang ``DataParallelController`` → one ``Scheduler`` a
+    rank; vLLM one ``EngineCore`` a rank): the loop's step takes ``ranks`` × the budget."""
     n = PROMPTS_PER_CLIENT * concurrency
-    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap, budget=ld.budget,
-                    num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec, pool=ld.pool)  # fmt: skip
+    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap * ld.ranks,
+                    budget=ld.budget * ld.ranks, num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec,
+                    pool=ld.pool)  # fmt: skip
     t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
+    ranks = (f"; DP attention: {ld.ranks} ranks, each its own scheduler and budget of {ld.budget:,} tokens a step"
+             f" ({ld.budget * ld.ranks:,} in all)" if ld.ranks > 1 else "")  # fmt: skip
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
            f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
-           f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late")  # fmt: skip
+           f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late{ranks}")  # fmt: skip
     return t, out, Ran(s.peak_running, n, s.preemptions), how
 
 
@@ -279,20 +286,21 @@ def perf(
                       given=acceptance_length)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
 
+    tp_nodes = -(-dep.tp // max(dep.gpus_per_node, 1))  # the nodes one tp group spans
     priced: dict[Batch, float] = {}  # a batch recurs (one request's prefill chunk, a decode at the same context)
 
     def price(b: Batch) -> float:
         if b not in priced:
             run = decode_share(b) if phase == "decode" else b
-            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes),
-                                                             peaks, coeffs)  # fmt: skip
+            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes,
+                                                                   nodes=tp_nodes), peaks, coeffs)  # fmt: skip
         return priced[b]
 
     gpus = dep.tp * max(dep.pp or 1, 1)
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
-              pool=pool, request_s=coeffs.request_us / 1e6)  # fmt: skip
+              pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp)  # fmt: skip
     if trace is not None:
         t, out, ran, load_line = _traced(ld, trace, price)
     elif think_s is not None and concurrency is not None:
@@ -312,7 +320,8 @@ def perf(
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
-        "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink",
+        "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
+        + (f", across {tp_nodes} nodes over the nodes' 8 × 400 Gb/s NICs at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),
     )
     return PerfResult(

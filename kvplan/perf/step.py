@@ -8,8 +8,10 @@ overhead (launch, scheduler, sampler). What each kind reads and multiplies, per 
 - MLA: decode absorbed (FlashMLA / SGLang ``forward_absorb``): 2 × q_heads × (2·kv_lora + rope) FLOPs a pair over
   the latent; prefill unabsorbed (``forward_normal``): 2 × q_heads × (qk_dim + v_dim) a pair; latent read once;
 - DSA: the indexer scores every key on its layers (2 × index_heads × index_dim a pair, fp8 K + scale read:
-  index_dim + 4 bytes a token), MLA then attends over min(ctx, index_topk) keys (SGLang ``nsa_backend``);
+  index_dim + 4 bytes a token), MLA then attends over min(ctx, index_topk) keys (SGLang ``nsa_backend``), and
+  each indexer layer's small kernels cost a fixed ``indexer_us`` a step (``Part`` "indexer");
 - linear state: its recurrent + conv state read and written once a request a step, a few FLOPs an element.
+A tp group wider than a node all-reduces over each GPU's NIC at NCCL's latency (``nccl_allreduce_us``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Part:
     """Collective calls (all-reduce): each pays the coefficients' latency."""
     prefill_ppm: int = 0
     """Share of the GEMM FLOPs that prefill tokens bring (ppm): priced at the prefill efficiency (large M)."""
+    latency_ns: int = 0
+    """A fixed latency the part pays whatever its size (NCCL's latency of its calls across nodes)."""
 
 
 def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
@@ -90,10 +94,18 @@ def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
 
 
 def parts(
-    shape: StepShape, b: Batch, split: Split, quant: str, moe_quant: str, *, kv_bytes: int = KV_BYTES
+    shape: StepShape,
+    b: Batch,
+    split: Split,
+    quant: str,
+    moe_quant: str,
+    *,
+    kv_bytes: int = KV_BYTES,
+    nodes: int = 1,
 ) -> tuple[Part, ...]:
     """FLOPs and bytes of each part on one GPU (tp GPUs share the work; DP attention splits the batch instead of the
-    heads, the same share a GPU; latent MLA KV is read whole by each attention-tp rank)."""
+    heads, the same share a GPU; latent MLA KV is read whole by each attention-tp rank). ``nodes``: the nodes the tp
+    group spans (more than one: its all-reduce crosses the network)."""
     tp = split.tp
     dense_w, routed_w = weight_bytes_per_gpu(shape, split, quant, moe_quant)
     share = b.prefill_tokens * 10**6 // b.tokens if b.tokens else 0
@@ -113,12 +125,42 @@ def parts(
         # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
         read += r * split.attention // tp if g.kind in ("mla", "dsa") else r // tp
     out.append(Part(name="attention", flops=flops, bytes=read))
+    # each DSA indexer layer runs its own chain of small kernels every step (SGLang nsa/nsa_indexer.py Indexer: q / k
+    # projections and rotary, fp8 quantization, paged MQA logits, top-k): a fixed latency a layer at decode sizes
+    indexers = sum(g.indexer_layers for g in shape.attention if g.index_topk)
+    if indexers and b.tokens:
+        out.append(Part(name="indexer", flops=0, bytes=0, calls=indexers))
     if b.draft_tokens and b.decode_requests:
         out.append(_draft(shape, b, split, dense_w, routed_w, quant))
     if tp > 1:  # two all-reduces a layer of tokens × hidden bf16, ring: 2(tp-1)/tp of it crosses each link
         size = 2 * shape.layers * b.tokens * shape.hidden * 2
-        out.append(Part(name="all-reduce", flops=0, bytes=size * 2 * (tp - 1) // tp, calls=2 * shape.layers))
+        # across nodes the engines' intra-node custom all-reduce (SGLang custom_all_reduce, vLLM CustomAllreduce) is
+        # off: NCCL runs it, one ring a NIC, at the nodes' NIC bandwidth (peaks.NET_BYTES_PER_S) and its own latency
+        if nodes > 1 and split.attention == tp:  # DP attention: its all-reduce stays in the attention-tp group
+            lat = 2 * shape.layers * round(nccl_allreduce_us(tp, nodes) * 1000)
+            out.append(Part(name="all-reduce net", flops=0, bytes=size * 2 * (tp - 1) // tp, latency_ns=lat))
+        else:
+            out.append(Part(name="all-reduce", flops=0, bytes=size * 2 * (tp - 1) // tp, calls=2 * shape.layers))
     return tuple(out)
+
+
+_NCCL_LL = {"base": {"tree": 6.8, "ring": 6.6}, "nvlink": {"tree": 0.6, "ring": 0.6}, "net": {"tree": 5.0, "ring": 2.7}}
+"""NCCL's latency table (µs) for its LL protocol, the one it picks for the small messages of a decode step
+(src/graph/tuning.cc: ``baseLat``, ``hwLat[NVLINK]``, ``hwLat[NET]``, Tree / Ring columns, LL row)."""
+
+
+def nccl_allreduce_us(ranks: int, nodes: int) -> float:
+    """NCCL's modelled latency of one all-reduce over ``ranks`` GPUs on ``nodes`` nodes, the smaller of its ring and
+    tree (src/graph/tuning.cc ``ncclTopoTuneModel``): ring base + (2(n−1) − 2(nodes−1)) × intra + 2(nodes−1) ×
+    inter; tree base + 2((n/nodes − 1) × intra + log2(nodes) × inter); the intra-node LL latency × 1.8 when it
+    spans nodes."""
+    t = _NCCL_LL
+    intra = (t["nvlink"]["ring"] * 1.8) if nodes > 1 else t["nvlink"]["ring"]
+    steps, inter = 2 * (ranks - 1), 2 * (nodes - 1)
+    ring = t["base"]["ring"] + (steps - inter) * intra + inter * t["net"]["ring"]
+    per_node = ranks // max(nodes, 1)
+    tree = t["base"]["tree"] + 2 * ((per_node - 1) * intra + (nodes.bit_length() - 1) * t["net"]["tree"])
+    return min(ring, tree)
 
 
 def _draft(shape: StepShape, b: Batch, split: Split, dense_w: int, routed_w: int, quant: str) -> Part:
@@ -140,6 +182,12 @@ def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
     for p in ps:
         if p.name == "all-reduce":
             t += p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
+            continue
+        if p.name == "indexer":
+            t += p.calls * c.indexer_us * 1e-6
+            continue
+        if p.name == "all-reduce net":
+            t += p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
             continue
         peak = peaks.flops_per_s(p.dtype)
         if p.name == "attention":

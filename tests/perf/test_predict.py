@@ -30,11 +30,13 @@ def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
 
 
 def test_a_request_must_fit_one_dp_rank_pool() -> None:
-    # DP attention: each rank holds its requests whole in its own pool (the loop admits the ranks' pools as one, but
-    # no request spans two), so a request one token longer than a rank's pool is refused, one that fills it is priced
+    # DP attention: each rank holds its requests whole in its own pool and its own scheduler admits against it
+    # (Batch.across), so a request one token longer than a rank's pool is refused; one a token short of it is
+    # priced (SGLang PrefillAdder.add_one_req admits only while input + output < the free pool: a request that
+    # fills the rank's pool exactly is never admitted)
     plan = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8"])
     rank = plan.usable_tokens
-    r = perf(plan.arch, plan, isl=rank - 64, osl=64, concurrency=1)
-    assert r.peak_running == 1
+    r = perf(plan.arch, plan, isl=rank - 65, osl=64, concurrency=1)
+    assert r.peak_running == 1  # one client: one rank runs it, the other seven idle
     with pytest.raises(ValueError, match=f"larger than one DP rank's pool \\({rank:,} tokens\\)"):
         perf(plan.arch, plan, isl=rank - 63, osl=64, concurrency=1)
