@@ -207,7 +207,7 @@ def _model_from_hf(
         v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
         max_position_embeddings=r.get_tokens("max_position_embeddings", required=True),
         index_head_dim=ix.head_dim,
-        index_n_heads=r.get_int("index_n_heads", default=0, minimum=0, maximum=limits.MAX_DIM),
+        index_n_heads=_index_heads(r, ix),
         index_topk=ix.topk,
         index_kpool=r.get_int("index_kpool", default=1, maximum=limits.MAX_DIM),
         indexer_full=ix.flags,
@@ -249,6 +249,12 @@ class _Indexer:
     offset: int | None
     flags: tuple[bool, ...] = ()
     rule: IndexerRule = IndexerRule.NONE
+
+
+def _index_heads(r: Reader, ix: _Indexer) -> int:
+    """A DSA indexer's heads, required (vLLM's and SGLang's indexers read config.index_n_heads with no default) and
+    at least one; without index_topk there is no indexer, and the key is not read."""
+    return int(r.get_int("index_n_heads", required=True, maximum=limits.MAX_DIM)) if ix.topk else 0
 
 
 def _indexer(r: Reader, num_layers: int) -> _Indexer:
@@ -299,9 +305,7 @@ def _mla_weights(
             qk_nope_head_dim=r.get_int("qk_nope_head_dim", default=128, maximum=limits.MAX_DIM),
             qk_rope_head_dim=rope,
             v_head_dim=r.get_int("v_head_dim", default=128, maximum=limits.MAX_DIM),
-            # a DSA indexer's heads are required (vLLM's and SGLang's indexers read config.index_n_heads with no
-            # default) and at least one; without index_topk there is no indexer, and the key is not read
-            index_n_heads=r.get_int("index_n_heads", required=True, maximum=limits.MAX_DIM) if ix.topk else 0,
+            index_n_heads=_index_heads(r, ix),
             index_head_dim=ix.head_dim,
             # required: DeepseekV2Config and DeepseekV3Config default them differently (first_k_dense_replace 0 / 3,
             # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, n_shared_experts None / 1,

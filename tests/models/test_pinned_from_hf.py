@@ -97,6 +97,14 @@ def test_a_config_without_architectures_but_with_kv_lora_rank_is_mla(tmp_path: P
     assert (arch.architecture, arch.kv_lora_rank, arch.qk_rope_head_dim) == ("unknown", 512, 64)
 
 
+def test_a_config_without_architectures_or_kv_lora_rank_is_full_attention(tmp_path: Path) -> None:
+    # no kv_lora_rank: the K and V heads of transformers' LlamaAttention, num_key_value_heads × head_dim each;
+    # Llama-3.1-8B's config.json: 8 kv heads × 128, no MLA latent (kv_lora_rank 0), read as full attention
+    cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k != "architectures"}
+    arch = load_model(write_config(tmp_path, "noarch", cfg))
+    assert (arch.architecture, arch.num_kv_heads, arch.head_dim, arch.kv_lora_rank) == ("unknown", 8, 128, 0)
+
+
 @pytest.mark.parametrize(
     ("pattern", "why"),
     [("FFS", "3 letters for 8 layers"), ("FFSFSSFX", "X is neither F nor S")],
