@@ -357,7 +357,7 @@ def _full_attention_from_hf(
             "num_key_value_heads",
             f"{kv_heads} does not divide num_attention_heads {heads}: each kv head serves a whole group of query heads",
         )
-    hidden = r.get_int("hidden_size", default=0, minimum=0, maximum=limits.MAX_DIM)
+    hidden = r.get_int("hidden_size", default=0, maximum=limits.MAX_DIM)  # 0 given: refused by validate.POSITIVE
     if r.has("head_dim"):
         head_dim = r.get_int("head_dim", required=True, maximum=limits.MAX_DIM)
     elif hidden:

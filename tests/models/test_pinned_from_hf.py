@@ -282,3 +282,11 @@ def test_an_architecture_that_is_not_one_printable_word_is_refused(tmp_path: Pat
     cfg = raw("llama-3.1-8b") | {"architectures": [name]}
     with pytest.raises(ConfigError, match=r"architectures\[0\]: expected a class name"):
         load_model(write_config(tmp_path, "odd", cfg))
+
+
+def test_a_config_without_head_dim_or_hidden_size_is_refused(tmp_path: Path) -> None:
+    # transformers LlamaConfig derives head_dim from hidden_size // num_attention_heads; with neither there is no
+    # head width to size a K or V row by: one line naming head_dim, not a guess
+    cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k not in ("head_dim", "hidden_size")}
+    with pytest.raises(ConfigError, match=r"head_dim: missing \(required\): neither head_dim nor hidden_size"):
+        load_model(write_config(tmp_path, "nowidth", cfg))
