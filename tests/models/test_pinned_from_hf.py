@@ -290,3 +290,12 @@ def test_a_config_without_head_dim_or_hidden_size_is_refused(tmp_path: Path) -> 
     cfg = {k: v for k, v in raw("llama-3.1-8b").items() if k not in ("head_dim", "hidden_size")}
     with pytest.raises(ConfigError, match=r"head_dim: missing \(required\): neither head_dim nor hidden_size"):
         load_model(write_config(tmp_path, "nowidth", cfg))
+
+
+@pytest.mark.parametrize(("value", "kind"), [([], "a list"), (5, "an integer")])
+def test_architectures_that_is_no_list_of_names_is_refused(tmp_path: Path, value: object, kind: str) -> None:
+    # transformers' PretrainedConfig.architectures is a list of class names (the engines take architectures[0]): an
+    # empty list or a number names no class, refused in one line naming the key rather than an IndexError/TypeError
+    cfg = raw("llama-3.1-8b") | {"architectures": value}
+    with pytest.raises(ConfigError, match=rf"architectures: expected a list of class names, got {kind}"):
+        load_model(write_config(tmp_path, "odd", cfg))
