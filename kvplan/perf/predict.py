@@ -252,6 +252,27 @@ def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tupl
     return t, trace.osl_sum / t.duration, Ran(s.peak_running, n, s.preemptions), how
 
 
+def _run(
+    ld: Load,
+    price: Callable[[Batch], float],
+    *,
+    trace: TraceLoad | None,
+    concurrency: int | None,
+    think_s: float | None,
+    rate: float | None,
+) -> tuple[Timings, float, Ran, str]:
+    """The load ``perf`` was given, replayed: a trace, thinking clients (a PD prefill side), a rate or a closed loop."""
+    if trace is not None:
+        return _traced(ld, trace, price)
+    if think_s is not None and concurrency is not None:
+        return _thinking(ld, concurrency, think_s, price)
+    if rate is not None:
+        return _open(ld, rate, price)
+    if concurrency is not None:
+        return _closed(ld, concurrency, price)
+    raise ValueError("perf prices a load: give a concurrency or a rate")
+
+
 def perf(
     arch: ModelArch,
     plan: PoolPlan,
@@ -301,16 +322,7 @@ def perf(
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
               pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp)  # fmt: skip
-    if trace is not None:
-        t, out, ran, load_line = _traced(ld, trace, price)
-    elif think_s is not None and concurrency is not None:
-        t, out, ran, load_line = _thinking(ld, concurrency, think_s, price)
-    elif rate_per_s is not None:
-        t, out, ran, load_line = _open(ld, rate_per_s, price)
-    elif concurrency is not None:
-        t, out, ran, load_line = _closed(ld, concurrency, price)
-    else:
-        raise ValueError("perf prices a load: give a concurrency or a rate")
+    t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     widen = 3.0 if borrowed else 1.5
     rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
