@@ -202,7 +202,9 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
     if not full:
         _no_attention(la, "full_attn_layers", num_layers)
     heads, head_dim = _dim(la, "num_heads", required=True), _dim(la, "head_dim", required=True)
-    state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", default=4))
+    # required: SGLang KimiLinearConfig.mamba2_cache_params and vLLM's get_mamba_state_shape_from_config subscript
+    # linear_attn_config["short_conv_kernel_size"] (no default; kvplan assumed 4)
+    state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", required=True))
     kv_lora_rank = _dim(r, "kv_lora_rank", required=True)
     rope = _dim(r, "qk_rope_head_dim", required=True, minimum=0)
     mla = MlaLatent(kv_lora_rank, rope)
