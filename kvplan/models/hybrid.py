@@ -202,7 +202,9 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
     if not full:
         _no_attention(la, "full_attn_layers", num_layers)
     heads, head_dim = _dim(la, "num_heads", required=True), _dim(la, "head_dim", required=True)
-    state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", default=4))
+    # required: SGLang KimiLinearConfig.mamba2_cache_params and vLLM's get_mamba_state_shape_from_config subscript
+    # linear_attn_config["short_conv_kernel_size"] (no default; kvplan assumed 4)
+    state = LinearState("kda", heads, heads, head_dim, head_dim, _dim(la, "short_conv_kernel_size", required=True))
     kv_lora_rank = _dim(r, "kv_lora_rank", required=True)
     rope = _dim(r, "qk_rope_head_dim", required=True, minimum=0)
     mla = MlaLatent(kv_lora_rank, rope)
@@ -250,7 +252,8 @@ def _deepseek_v4(r: Reader, *, name: str, source: str, description: str, num_lay
     head_dim, rope = _dim(r, "head_dim", required=True), _dim(r, "qk_rope_head_dim", required=True)
     window = r.get_int("sliding_window", required=True, maximum=limits.MAX_TOKENS)
     ratios = validate.compress_ratios(r, num_layers)
-    index_head_dim = _dim(r, "index_head_dim", default=128)
+    # required: no engine default found for DeepSeek-V4 (every published config names it, 128); kvplan assumed 128
+    index_head_dim = _dim(r, "index_head_dim", required=True)
     indexer = IndexerK(index_head_dim, compress_ratio=4)
     layers = []
     for i in range(num_layers):
@@ -262,8 +265,9 @@ def _deepseek_v4(r: Reader, *, name: str, source: str, description: str, num_lay
     return ModelArch(
         **common, qk_rope_head_dim=rope, num_attention_heads=_dim(r, "num_attention_heads", required=True),
         num_kv_heads=1, head_dim=head_dim, v_head_dim=head_dim, index_head_dim=index_head_dim,
-        index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
-        index_topk=r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS), layers=tuple(layers),
+        # the ratio-4 layers' indexer reads both with no default (as from_hf's DSA models): required, at least 1
+        index_n_heads=_dim(r, "index_n_heads", required=True),
+        index_topk=r.get_int("index_topk", required=True, maximum=limits.MAX_TOKENS), layers=tuple(layers),
     )  # fmt: skip
 
 
@@ -301,7 +305,9 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
     kv_lora_rank = _dim(r, "kv_lora_rank", default=512)
     rope = _dim(r, "qk_rope_head_dim", default=0, minimum=0)
     mla = MlaLatent(kv_lora_rank, rope)
-    index_topk = r.get_int("index_topk", default=0, minimum=0, maximum=limits.MAX_TOKENS)
+    # SGLang model_config.is_deepseek_nsa: an indexer only where index_topk is not None (Glm5NextTextConfig's
+    # default); a top-k of 0 selects nothing, so 0 is refused rather than read as "no indexer"
+    index_topk = r.get_int("index_topk", default=0, maximum=limits.MAX_TOKENS)
     index_head_dim = _dim(r, "index_head_dim", default=128)
     kpool = _dim(r, "index_kpool", default=1)
     owners = _glm5_next_indexer_layers(r, num_layers) if index_topk else set()
@@ -315,7 +321,8 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
         num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
         head_dim=_dim(r, "qk_nope_head_dim", default=256) + rope, v_head_dim=_dim(r, "v_head_dim", default=256),
-        index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", default=0, minimum=0),
+        # Glm5NextTextConfig(index_n_heads=None), and the indexer asserts it is set: read beside index_topk only
+        index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", required=True) if index_topk else 0,
         index_topk=index_topk, index_kpool=kpool, layers=layers,
         # the same owners as flags: a config without KDA layers is uniform, and its layers are rebuilt from these
         indexer_full=tuple(i in owners and i not in kda for i in range(num_layers)) if index_topk else (),

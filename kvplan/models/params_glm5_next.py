@@ -106,7 +106,8 @@ def groups(c: Fields, acc: _Groups) -> str:
     kv_lora = c.integer("kv_lora_rank", 512)
     nope, rope = c.integer("qk_nope_head_dim", 256), c.integer("qk_rope_head_dim", 0, minimum=0)
     v = c.integer("v_head_dim", 256)
-    ih = c.integer("index_n_heads", 0, minimum=0) if c.data.get("index_topk") is not None else 0
+    # Glm5NextTextConfig(index_n_heads=None): the indexer needs it, read beside index_topk only (at least 1)
+    ih = c.required("index_n_heads") if c.data.get("index_topk") is not None else 0
     idim, kpool = c.integer("index_head_dim", 128), c.integer("index_kpool", 1)
     experts = c.integer("n_routed_experts", 0, minimum=0)
     moe_inter = c.integer("moe_intermediate_size", 0, minimum=0)

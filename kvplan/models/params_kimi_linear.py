@@ -82,7 +82,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     la = c.sub("linear_attn_config")
     assert la is not None  # _kda_layers read it
     kda_heads, d = la.required("num_heads"), la.required("head_dim")
-    kernel = la.integer("short_conv_kernel_size", 4)
+    kernel = la.required("short_conv_kernel_size")  # both engines subscript linear_attn_config for it: no default
     full_rank_gate = la.flag("use_full_rank_gate", False)
     proj = kda_heads * d
 
@@ -94,15 +94,18 @@ def groups(c: Fields, acc: _Groups) -> str:
     v_dim = c.required("v_head_dim")
     output_gate = c.flag("mla_use_output_gate", False)
 
-    experts = c.integer("num_experts", 0, minimum=0)
+    # KimiLinearConfig.is_moe is `num_experts is not None` and KimiK3MoE's latent `routed_expert_hidden_size is not
+    # None` (SGLang configs/kimi_linear.py, models/kimi_k3.py): a 0 there builds a MoE of no experts or of width 0,
+    # which no engine serves, so 0 is refused rather than read as "none"
+    experts = c.integer("num_experts", 0)
     shared = c.integer("num_shared_experts", 0, minimum=0)
     moe_inter = c.integer("moe_intermediate_size", 0, minimum=0)
     inter = c.integer("intermediate_size", 0, minimum=0)
     dense_first = c.integer("first_k_dense_replace", 0, minimum=0)
     freq = c.integer("moe_layer_freq", 1)
-    latent = c.integer("routed_expert_hidden_size", 0, minimum=0)
+    latent = c.integer("routed_expert_hidden_size", 0)
     latent_norm = c.flag("latent_moe_use_norm", False)
-    attn_res = c.integer("attn_res_block_size", 0, minimum=0)
+    attn_res = c.integer("attn_res_block_size", 0)  # vLLM KimiLinearModel: cdiv(end_layer, block size) when not None
     vocab = c.integer("vocab_size", 163_840)  # KimiLinearConfig(vocab_size=163840), vLLM and SGLang alike
     if not experts and c.data.get("intermediate_size") is None:
         return ""  # the config does not describe the MLP: no groups, the loader asks for weights_per_gpu

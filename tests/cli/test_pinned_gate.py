@@ -11,8 +11,9 @@ from kvplan.engines import plan_pool
 from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
-from kvplan.plan.gate import GateResult, _printable, check, parse_lock_untrusted
+from kvplan.plan.gate import GateResult, _printable, check, figures, lock_text, parse_lock_untrusted
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
+from tests.conftest import make_plan
 
 __all__ = ["repo"]  # the fixture, imported for the tests below
 
@@ -103,3 +104,19 @@ def test_no_pool_before_and_after_is_no_change(repo: Path) -> None:
     (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
     none = replace(locked, pool_tokens=0)
     assert GateResult(config="prod.yaml", before=none, after=none, rules=()).capacity_change_ppm == 0
+
+
+def test_the_draft_row_holds_the_mtp_layer_and_its_indexer() -> None:
+    # GLM-5.3 with MTP (speculative_num_draft_tokens 4) on SGLang: the draft worker's pool holds the NextN layer's
+    # fp8_ds_mla latent (656 B: 512 fp8 nope + 4 × 4 B scales + 64 bf16 rope) and, the layer being DSA, its
+    # indexer key (128 fp8 + a 4 B scale = 132 B): 788 B a row; the cell is 78 × 656 + 21 × 132 + 788 = 54,728 B
+    f = figures(make_plan(speculative_num_draft_tokens=4), ())
+    assert (f.draft_bytes_per_row, f.cell_bytes) == (788, 54_728)
+
+
+def test_the_lock_is_two_space_json() -> None:
+    # the lock's bytes do not change between kvplan versions for unchanged figures (lock_text: re-locking gives
+    # the same file), so the indentation every lock was written with, 2 spaces, is the format
+    f = figures(make_plan(), ())
+    lines = lock_text({"prod": f}).splitlines()
+    assert lines[:3] == ["{", '  "configs": {', '    "prod": {']

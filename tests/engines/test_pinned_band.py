@@ -4,7 +4,9 @@ corpus error (ERRORS, pinned by tests/runbook/test_config_alone_band.py against 
 
 from __future__ import annotations
 
-from kvplan.engines.band import plan_at, pool_band, terms_of
+from dataclasses import replace
+
+from kvplan.engines.band import _pool_at, plan_at, pool_band, terms_of, version_range
 from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 
@@ -43,3 +45,32 @@ def test_a_pipeline_stage_band_without_the_whole_model_tracks_the_formula() -> N
         assert scaled.low < scaled.point == exact.point < scaled.high
         assert abs(scaled.low - exact.low) <= tolerance * exact.point
         assert abs(scaled.high - exact.high) <= tolerance * exact.point
+
+
+def test_the_vllm_v1_version_ranges_split_where_the_profile_run_changes() -> None:
+    # vLLM V1's non-KV term changes shape at 0.17.0 (vllm_profile.TRITON_TOPK_TOPP_SINCE: the Triton top-k/top-p
+    # kernel, in the 0.19.0 wheel and not in 0.16.0's) and at 0.21.0 (versions.py: the CUDA-graph estimate in the
+    # budget): 0.16.1 is still the first range, 0.17.0 and 0.20.2 the second, 0.21.0 the third
+    got = [version_range("vllm-v1", v) for v in ("0.16.1", "0.17.0", "0.20.2", "0.21.0")]
+    assert got == ["0.9-0.16", "0.17-0.20", "0.17-0.20", "0.21+"]
+
+
+def test_a_stage_s_pre_load_free_shift_moves_its_budget_by_mem_fraction_static() -> None:
+    # SGLang profile_max_num_token: the KV budget is pre-load free × mem_fraction_static − weights − ..., so a
+    # pre-load free memory 20 GiB lower moves a pp stage's budget by 20 GiB × 0.89, not 20 GiB: the scaled path
+    # (no whole model given) lands within one 64-token page of the engine's formula (2,385,152 tokens), where an
+    # unscaled shift would say about 88,000 tokens fewer
+    arch = load_model("glm-5.3")
+    p = make_plan("glm-5.3-8xh200-sglang", nodes=2, pp=2)
+    low = p.knob("pre_load_free").as_int() - (20 << 30)
+    exact = plan_at(arch, p, "pre_load_free", low).logged_tokens
+    assert exact == 2_385_152
+    assert abs(_pool_at(p, None, "pre_load_free", low) - exact) < 64
+
+
+def test_a_stage_without_a_kv_budget_holds_no_tokens_at_either_end() -> None:
+    # a binding stage whose KV budget is 0 B (the engine starts no cache there) stays at 0 tokens whatever a term
+    # moves: the scaled path never divides by that budget
+    p = make_plan("glm-5.3-8xh200-sglang", nodes=2, pp=2)
+    empty = replace(p, available_bytes=0)
+    assert _pool_at(empty, None, "pre_load_free", p.knob("pre_load_free").as_int() + (1 << 30)) == 0

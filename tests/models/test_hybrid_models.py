@@ -369,7 +369,8 @@ def _glm53_flash_like(tmp_path: Path, **text: object) -> str:
     was found, see tests/data/hf/README.md): the text_config fields SGLang's Glm5NextTextConfig reads, 8 layers,
     its default dims (KDA 64 heads × 128, kernel 4; MLA 512 with no rope) and index_kpool 4."""
     cfg = {"num_hidden_layers": 8, "num_attention_heads": 64, "kv_lora_rank": 512, "qk_rope_head_dim": 0,
-           "max_position_embeddings": 1013760, "index_topk": 512, "index_head_dim": 128, "index_kpool": 4,
+           "max_position_embeddings": 1013760, "index_topk": 512, "index_n_heads": 32, "index_head_dim": 128,
+           "index_kpool": 4,
            "linear_attn_config": {"kda_layers": [0, 1, 2, 4, 5, 6], "full_attn_layers": [3, 7], "num_heads": 64,
                                   "head_dim": 128, "short_conv_kernel_size": 4}, **text}  # fmt: skip
     (tmp_path / "config.json").write_text(

@@ -180,3 +180,98 @@ def test_kimi_linear_without_its_mla_head_dims_is_refused(tmp_path: Path, key: s
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match=f"{key}: missing"):
         load_model(str(tmp_path))
+
+
+def test_a_qwen3_5_vision_config_without_num_hidden_layers_reads_sglang_s_24(tmp_path: Path) -> None:
+    # SGLang 0.5.23 memory_hook.adjust_mem_fraction_for_vlm reads the vision tower by getattr(vision_config,
+    # "num_hidden_layers", 24) and (…, "hidden_size", 1024): Qwen3.6-35B-A3B's vision_config writes depth 27 and
+    # hidden_size 1,152, so SGLang sizes a tower of 24 layers × 1,152; without hidden_size, 24 × 1,024
+    src = Path(__file__).parents[1] / "data" / "hf" / "qwen3.6-35b-a3b" / "config.json"
+    cfg = json.loads(src.read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_model(str(tmp_path)).vision_tower == (24, 1_152)
+    del cfg["vision_config"]["hidden_size"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert load_model(str(tmp_path)).vision_tower == (24, 1_024)
+
+
+def test_deepseek_v4_without_index_head_dim_is_refused(tmp_path: Path) -> None:
+    # the ratio-4 layers' indexer key is index_head_dim fp8 + its scales (vLLM DeepseekV4Indexer); no engine
+    # default for it was found, and every published V4 config names it (Flash and Pro: 128), so a config without
+    # it is refused rather than planned on a guess (kvplan assumed 128)
+    cfg = json.loads(V4_FLASH.read_text())
+    del cfg["index_head_dim"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=r"index_head_dim"):
+        load_model(str(tmp_path))
+
+
+def test_a_deepseek_v4_compress_ratio_of_1_is_a_window_only_layer(tmp_path: Path) -> None:
+    # vLLM DeepseekV4MultiHeadLatentAttentionWrapper builds a compressor only for compress_ratio > 1: a layer of
+    # ratio 1 keeps the sliding window alone, as a ratio-0 layer does (V4-Flash's layers 0 and 1)
+    cfg = json.loads(V4_FLASH.read_text())
+    cfg["compress_ratios"][0] = 1
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m = load_model(str(tmp_path))
+    assert m.layers[0].caches == m.layers[1].caches
+
+
+@pytest.mark.parametrize("key", ["index_n_heads", "index_topk"])
+def test_deepseek_v4_indexer_heads_and_top_k_are_required(tmp_path: Path, key: str) -> None:
+    # the ratio-4 layers' indexer reads index_n_heads and index_topk with no default (as the DSA models from_hf
+    # refuses without them); kvplan read a missing one as 0, and a top-k or head count of 0 builds no indexer
+    cfg = json.loads(V4_FLASH.read_text())
+    for value in (None, 0):
+        cfg[key] = value
+        (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if v is not None}))
+        with pytest.raises(ConfigError, match=key):
+            load_model(str(tmp_path))
+
+
+def test_glm53_flash_indexer_only_with_a_top_k(tmp_path: Path) -> None:
+    # SGLang configs/model_config.py is_deepseek_nsa: the DSA indexer only where index_topk is not None
+    # (Glm5NextTextConfig's default None): without it the full layers hold the 512-wide latent alone
+    path = _glm53_flash_like(tmp_path)
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    del cfg["text_config"]["index_topk"]
+    (Path(path) / "config.json").write_text(json.dumps(cfg))
+    m = load_model(path)
+    assert m.layers[3].caches == (MlaLatent(512, 0),) and m.index_topk == 0 and m.index_n_heads == 0
+    # a top-k of 0 selects nothing: refused, as is a top-k without index_n_heads (Glm5NextTextConfig
+    # index_n_heads=None; the indexer asserts it is set)
+    with pytest.raises(ConfigError, match="index_topk"):
+        load_model(_glm53_flash_like(tmp_path, index_topk=0))
+    with pytest.raises(ConfigError, match="index_n_heads"):
+        load_model(_glm53_flash_like(tmp_path, index_n_heads=None))
+
+
+def test_glm53_flash_layer_types_pick_the_kda_layers(tmp_path: Path) -> None:
+    # no linear_attn_config: Glm5NextTextConfig builds kda_layers from layer_types ("linear_attention"), one entry
+    # a layer: full layers 0 and 4 here, not the every-fourth default (3 and 7)
+    types = ["full_attention", "linear_attention", "linear_attention", "linear_attention"] * 2
+    m = load_model(_glm53_flash_like(tmp_path, linear_attn_config=None, layer_types=types))
+    assert m.full_layer_ids == (0, 4)
+    with pytest.raises(ConfigError, match="layer_types: has 7 entries for 8 layers"):
+        load_model(_glm53_flash_like(tmp_path, linear_attn_config=None, layer_types=types[:7]))
+
+
+def test_glm53_flash_qk_nope_head_dim_defaults_to_256(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(qk_nope_head_dim=256, qk_rope_head_dim=0, v_head_dim=256): the MLA head is 256 + 0
+    m = load_model(_glm53_flash_like(tmp_path))
+    assert (m.head_dim, m.v_head_dim) == (256, 256)
+
+
+def test_glm53_flash_indexer_types_full_own_the_index_keys(tmp_path: Path) -> None:
+    # indexer_types: a "full" layer computes and caches its own index keys, a "shared" one reuses the top-k of the
+    # last full layer and caches none; of the two MLA layers (3, 7), 3 is full and 7 shared here
+    types = ["full"] * 7 + ["shared"]
+    m = load_model(_glm53_flash_like(tmp_path, indexer_types=types))
+    assert m.layers[3].caches == (MlaLatent(512, 0), IndexerK(128, 4))
+    assert m.layers[7].caches == (MlaLatent(512, 0),)
+
+
+def test_deepseek_v4_has_one_kv_head() -> None:
+    # vLLM DeepseekV4MultiHeadLatentAttentionWrapper: one 512-wide KV head a layer (the config's
+    # num_key_value_heads 1, the only value the loader takes)
+    m = load_model(str(V4_FLASH.parent))
+    assert (m.num_kv_heads, m.head_dim) == (1, 512)

@@ -157,3 +157,56 @@ def test_mtp_layers_are_numbered_after_the_decoder_layers() -> None:
 
     layer5 = mtp_bytes("model.language_model.layers.5.eh_proj")
     assert layer5 - mtp_bytes("model.language_model.layers.3.eh_proj") == 131_068
+
+
+def test_the_every_fourth_default_places_the_mla_layer() -> None:
+    # no linear_attn_config, no layer_types: Glm5NextTextConfig kda_layers = [i for i in range(7) if i % 4 != 3] =
+    # 0, 1, 2, 4, 5, 6: 6 KDA layers × 70,978 and one MLA layer (57,344, above)
+    groups = _params(_without(num_hidden_layers=7))
+    assert (groups["linear_attention"], groups["attention"]) == (6 * 70_978, 57_344)
+
+
+def test_layer_types_pick_the_kda_layers() -> None:
+    # Glm5NextTextConfig without linear_attn_config: kda_layers are the "linear_attention" entries of layer_types,
+    # one a layer: 2 KDA (2 × 70,978) and 2 MLA layers (2 × 57,344) here
+    types = ["linear_attention", "full_attention", "full_attention", "linear_attention"]
+    groups = _params(_without(layer_types=types))
+    assert (groups["linear_attention"], groups["attention"]) == (2 * 70_978, 2 * 57_344)
+    with pytest.raises(ConfigError, match="expected 4 layer type names"):
+        param_groups_from_hf(_without(layer_types=types[:3]), "tiny/config.json")
+
+
+def test_linear_num_heads_defaults_to_64() -> None:
+    # Glm5NextTextConfig linear_num_heads=64: p = 64 × 32 = 2,048. A KDA layer: q, k, v 3 × 2,048 × 256 =
+    # 1,572,864; b_proj 64 × 256 = 16,384; f_b, g_b 2 × 2,048 × 32 = 131,072; o 256 × 2,048 = 524,288; conv1d
+    # 3 × 2,048 × 4 = 24,576, A_log 64, dt_bias 2,048 → 2,271,296 × 3 = 6,813,888
+    assert _params(_without("linear_num_heads"))["linear_attention"] == 6_813_888
+
+
+def test_the_indexer_reads_index_head_dim_128_and_needs_its_heads() -> None:
+    # index_topk set: the MLA layer 3 builds the indexer (index_head_dim 128, the only width SGLang's
+    # NSATokenToKVPool takes: `assert index_head_dim == 128`): wq_b 2 × 128 × 64 (q_lora) = 16,384; wk 128 × 256
+    # = 32,768; weights_proj 2 × 256 = 512; the compress gate 128 × 256 + k_norm 2 × 128 = 33,024 → 82,688
+    assert _params(_without(index_topk=64, index_n_heads=2))["indexer"] == 82_688
+    # Glm5NextTextConfig(index_n_heads=None) and the indexer needs it: a top-k without it is refused (was 0 heads)
+    with pytest.raises(ConfigError, match="index_n_heads: missing"):
+        param_groups_from_hf(_without(index_topk=64), "tiny/config.json")
+
+
+def test_the_mla_rope_dims_without_q_lora() -> None:
+    # q_lora_rank absent and rope 16: q_proj 4 × (32 + 16) × 256 = 49,152, kv_b 4 × (32 + 32) × 64 = 16,384, o
+    # 256 × 4 × 32 = 32,768 → 98,304; the latent kv_a_proj_with_mqa (64 + 16) × 256 = 20,480
+    groups = _params(_without("q_lora_rank", qk_rope_head_dim=16))
+    assert (groups["attention"], groups["attention_latent"]) == (98_304, 20_480)
+
+
+def test_a_dense_config_without_mtp_layers_has_none() -> None:
+    # num_nextn_predict_layers 0: Glm5NextTextConfig.nextn_layer_ids is empty, no MTP layer is counted
+    dense = _without("n_routed_experts", "n_shared_experts", "moe_intermediate_size")
+    assert "mtp" not in _params(dense) and "dense_mlp" in _params(dense)
+
+
+def test_a_pooled_indexer_counts_its_compress_ape() -> None:
+    # index_kpool > 1 pools the index keys and adds index_kpool_compress_ape, kpool × index_head_dim (fp32): at
+    # kpool 2, 2 × 128 = 256 beside the 82,688 above (kpool 1 pools nothing and has none)
+    assert _params(_without(index_topk=64, index_n_heads=2, index_kpool=2))["indexer"] == 82_688 + 256

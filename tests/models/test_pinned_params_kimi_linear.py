@@ -122,3 +122,105 @@ def test_rope_0_and_a_kda_last_layer_are_read() -> None:
     la["full_attn_layers"] = [4, 8, 12, 16, 20, 24, 26]
     groups = {g.name: g.params for g in param_groups_from_hf(_config(linear_attn_config=la), "config.json").groups}
     assert groups["linear_attention"] == 20 * 38_924_320
+
+
+@pytest.mark.parametrize("key", ["num_experts", "routed_expert_hidden_size", "attn_res_block_size"])
+def test_a_moe_of_no_experts_or_no_width_is_refused(key: str) -> None:
+    # SGLang configs/kimi_linear.py KimiLinearConfig.is_moe: `num_experts is not None`, and models/kimi_k3.py
+    # KimiK3MoE.use_latent_moe: `routed_expert_hidden_size is not None`: a 0 is not "no MoE" / "no latent" to
+    # the engines but a MoE of 0 experts / experts 0 wide, which neither builds (kvplan read 0 as absent);
+    # likewise vLLM models/kimi_k3 KimiLinearModel: use_attn_res = `attn_res_block_size is not None`, then
+    # cdiv(end_layer, attn_res_block_size), a division by 0
+    with pytest.raises(ConfigError, match=f"{key}: expected an integer from 1 to"):
+        param_groups_from_hf(_config(**{key: 0}), "config.json")
+
+
+def test_one_expert_and_every_layer_moe_are_read() -> None:
+    # one routed expert: 26 MoE layers × 1 × 3 × 1,024 × 2,304 = 184,025,088; the router gate.weight (1 × 2,304)
+    # + e_score_correction_bias (1) a layer: 26 × 2,305 = 59,930
+    groups = {g.name: g.params for g in param_groups_from_hf(_config(num_experts=1), "config.json").groups}
+    assert (groups["routed_experts"], groups["router"]) == (184_025_088, 59_930)
+    # first_k_dense_replace 0 (KimiLinearConfig's own default): KimiDecoderLayer's `layer_idx >=
+    # first_k_dense_replace` holds from layer 0, so all 27 layers are MoE: 27 × 256 × 3 × 1,024 × 2,304 =
+    # 48,922,361,856, and no dense MLP is built
+    groups = {g.name: g.params for g in param_groups_from_hf(_config(first_k_dense_replace=0), "config.json").groups}
+    assert groups["routed_experts"] == 48_922_361_856 and "dense_mlp" not in groups
+
+
+def test_an_ignore_pattern_naming_f_a_proj_keeps_it_bf16(tmp_path: Path) -> None:
+    # compressed-tensors matches an ignore entry against the module's full name (vLLM compressed_tensors
+    # should_ignore_layer); the replicated attention group is KDA's f_a_proj and g_a_proj (20 layers × 2 × 128 ×
+    # 2,304 = 11,796,480) and MLA's kv_a_proj_with_mqa (7 × 576 × 2,304 = 9,289,728): with all three named, the
+    # group is bf16 throughout, 2 B a parameter over 21,086,208
+    k3 = json.loads((Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json").read_text())
+    quant = {
+        **k3["text_config"]["quantization_config"],
+        "ignore": [r"re:.*self_attn\.(f_a_proj|g_a_proj|kv_a_proj_with_mqa)$", "re:.*lm_head.*"],
+    }
+    (tmp_path / "config.json").write_text(json.dumps(_config(quantization_config=quant)))
+    (rep,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "replicated_attention"]
+    assert rep.params == 21_086_208
+    assert rep.bytes_per_param_num == 2 * rep.bytes_per_param_den
+    # with q_lora_rank 1,536 (Kimi-K3's) each MLA layer adds the replicated q_a_proj (1,536 × 2,304): 7 ×
+    # 3,538,944 more = 45,858,816, bf16 only when q_a_proj is named too
+    quant["ignore"] = [r"re:.*self_attn\.(f_a_proj|g_a_proj|kv_a_proj_with_mqa|q_a_proj)$", "re:.*lm_head.*"]
+    (tmp_path / "config.json").write_text(json.dumps(_config(quantization_config=quant, q_lora_rank=1_536)))
+    (rep,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "replicated_attention"]
+    assert rep.params == 45_858_816
+    assert rep.bytes_per_param_num == 2 * rep.bytes_per_param_den
+
+
+def test_an_ignore_pattern_naming_the_kda_projections_keeps_them_bf16(tmp_path: Path) -> None:
+    # KDA's sharded projections q/k/v_proj, b_proj, f_b_proj, g_b_proj and o_proj, all named: the
+    # linear_attention group (20 layers × 38,924,320 = 778,486,400, its convs, dt_bias and A_log counted in the
+    # checkpoint dtype) is bf16 throughout; o_proj left out would be quantized
+    k3 = json.loads((Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json").read_text())
+    named = r"re:.*self_attn\.(q_proj|k_proj|v_proj|b_proj|f_b_proj|g_b_proj|o_proj)$"
+    quant = {**k3["text_config"]["quantization_config"], "ignore": [named, "re:.*lm_head.*"]}
+    (tmp_path / "config.json").write_text(json.dumps(_config(quantization_config=quant)))
+    (lin,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "linear_attention"]
+    assert lin.params == 778_486_400
+    assert lin.bytes_per_param_num == 2 * lin.bytes_per_param_den
+
+
+def test_the_latent_moe_norm_only_with_latent_moe_use_norm() -> None:
+    # K3's latent MoE at routed_expert_hidden_size 1,024 (KimiK3MoE): routed_expert_down_proj (1,024 × 2,304) and
+    # routed_expert_up_proj (2,304 × 1,024) a MoE layer: 26 × 4,718,592 = 122,683,392; the latent RMSNorm (1,024)
+    # only when latent_moe_use_norm (KimiLinearConfig default False): 26 × 1,024 more = 122,710,016
+    for norm, want in ((False, 122_683_392), (True, 122_710_016)):
+        cfg = _config(routed_expert_hidden_size=1_024, latent_moe_use_norm=norm)
+        groups = {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+        assert groups["latent_moe"] == want
+
+
+def test_intermediate_size_0_is_unread_when_every_layer_is_moe() -> None:
+    # first_k_dense_replace 0 and moe_layer_freq 1: no layer builds KimiMLP (KimiDecoderLayer), so the engines
+    # never read intermediate_size; 27 MoE layers × 256 × 3 × 1,024 × 2,304 = 48,922,361,856
+    cfg = _config(first_k_dense_replace=0, intermediate_size=0)
+    groups = {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+    assert groups["routed_experts"] == 48_922_361_856 and "dense_mlp" not in groups
+
+
+def test_the_short_conv_kernel_size_is_required(tmp_path: Path) -> None:
+    # SGLang configs/kimi_linear.py KimiLinearConfig.mamba2_cache_params and vLLM's KDA layer read
+    # linear_attn_config["short_conv_kernel_size"] by subscript, no default: a config without it does not load
+    # there (kvplan assumed 4), neither in the parameter count nor in the state's shape (models/hybrid.py)
+    la = {k: v for k, v in _config()["linear_attn_config"].items() if k != "short_conv_kernel_size"}
+    with pytest.raises(ConfigError, match=r"short_conv_kernel_size: missing"):
+        param_groups_from_hf(_config(linear_attn_config=la), "config.json")
+    (tmp_path / "config.json").write_text(json.dumps(_config(linear_attn_config=la)))
+    with pytest.raises(ConfigError, match=r"short_conv_kernel_size"):
+        load_model(str(tmp_path))
+
+
+def test_an_ignore_pattern_naming_q_b_proj_keeps_it_bf16(tmp_path: Path) -> None:
+    # with q_lora_rank 1,536 (Kimi-K3's) the MLA query is q_b_proj: 32 × (128 + 64) × 1,536 = 9,437,184, beside
+    # kv_b_proj 32 × 256 × 512 = 4,194,304 and o_proj 2,304 × 4,096 = 9,437,184: 7 layers × 23,068,672 =
+    # 161,480,704, bf16 throughout when the ignore list names all three
+    k3 = json.loads((Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json").read_text())
+    named = r"re:.*self_attn\.(q_b_proj|kv_b_proj|o_proj)$"
+    quant = {**k3["text_config"]["quantization_config"], "ignore": [named, "re:.*lm_head.*"]}
+    (tmp_path / "config.json").write_text(json.dumps(_config(quantization_config=quant, q_lora_rank=1_536)))
+    (att,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "attention"]
+    assert att.params == 161_480_704
+    assert att.bytes_per_param_num == 2 * att.bytes_per_param_den

@@ -162,3 +162,11 @@ def test_sglang_memory_remedy_can_be_the_very_next_step() -> None:
     a = admit(make_plan(), Request(ctx_tokens=567_680))
     mem = [(r.value, r.pool_tokens) for r in a.remedies if r.knob == "mem_fraction_static"]
     assert mem == [(0.887, 570_432)]
+
+
+def test_remedies_false_asks_only_the_verdict() -> None:
+    # the 1M request on SGLang's default pool is refused (16,384 pages against 8,869, above); gate and the band
+    # verdict call admit(..., remedies=False) to read the verdict alone, so no re-plan is searched and the
+    # rejection carries no remedy, while the default search finds the ones an operator is offered
+    assert not admit(make_plan(), Request(ctx_tokens=M), remedies=False).remedies
+    assert admit(make_plan(), Request(ctx_tokens=M)).remedies

@@ -8,8 +8,11 @@ speculative_num_steps + 1, which _handle_speculative_decoding enforces), vLLM vl
 
 from __future__ import annotations
 
+import pytest
+
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan
+from kvplan.errors import InputError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.plan.launch import launch_command, model_path, parse_command
@@ -64,3 +67,35 @@ def test_a_snapshot_folder_is_the_model_path_as_given() -> None:
     # the engines load a folder holding config.json; a config.json path is its folder
     assert model_path("/models/glm-5/config.json") == "/models/glm-5"
     assert model_path("/models/glm-5") == "/models/glm-5"
+
+
+def test_one_vllm_node_needs_no_ray_cluster() -> None:
+    # vLLM starts a single-node deployment on its own processes (the multiprocessing executor); a Ray cluster is
+    # only for a deployment over several nodes, so one node's notes are the layout line alone
+    launch = launch_command(_plan("glm-5.3-8xh200-vllm"), "glm-5.3")
+    assert launch.notes == ("planned on 8 x NVIDIA H200 (8 per node)",)
+
+
+def test_a_flag_missing_from_the_version_names_where_it_exists() -> None:
+    # vLLM's EngineArgs.kv_cache_memory_bytes (vllm/engine/arg_utils.py, --kv-cache-memory-bytes) arrived in
+    # 0.11.0: a 0.10.1 command cannot carry it, and the refusal names the flag and the version that has it
+    with pytest.raises(InputError) as e:
+        launch_command(_plan("glm-5.3-8xh200-vllm", "engine_version=0.10.1", "kv_cache_memory=20GiB"), "glm-5.3")
+    assert str(e.value) == (
+        "vLLM 0.10.1 has no launch flag for kv_cache_memory (--kv-cache-memory-bytes from 0.11.0): unset it to emit"
+    )
+
+
+def test_async_scheduling_off_is_argparse_s_no_flag() -> None:
+    # vLLM EngineArgs.async_scheduling is a BooleanOptionalAction (vllm/engine/arg_utils.py), whose off spelling
+    # argparse builds as --no-async-scheduling; it reads back as false
+    launch = launch_command(_plan("glm-5.3-8xh200-vllm", "async_scheduling=false"), "glm-5.3")
+    assert launch.argv[-1] == "--no-async-scheduling"
+    assert parse_command("vllm", "0.33.0", list(launch.argv), {})["async_scheduling"] == "false"
+
+
+def test_vllm_expert_parallel_without_a_tp_flag_spans_the_dp_ranks() -> None:
+    # no --tensor-parallel-size: ParallelConfig.tensor_parallel_size = 1, so FusedMoEParallelConfig.make's
+    # ep_size = dp_size × tp_size = 4 × 1 = 4
+    serve = ["vllm", "serve", "zai-org/GLM-5", "--data-parallel-size", "4", "--enable-expert-parallel"]
+    assert parse_command("vllm", "0.33.0", serve, {})["ep"] == "4"

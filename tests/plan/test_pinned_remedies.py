@@ -192,3 +192,35 @@ def test_a_remedy_past_the_context_length_carries_it(tmp_path: Path) -> None:
     kv = by["kv_cache_dtype"]
     assert kv.sets == ("kv_cache_dtype=fp8_e4m3", "context_length=40000")
     assert kv.detail == "fp8_e4m3 rows; with context_length 40,000, up to max_position_embeddings"
+
+
+def _qwen_fp8(tmp_path: Path, **changes: int) -> str:
+    data = json.loads(Path(QWEN_FP8).read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**data, **changes}))
+    return str(tmp_path / "config.json")
+
+
+def test_a_layout_refused_at_tp_2_is_offered_tp_1(tmp_path: Path) -> None:
+    # Qwen3-235B-A22B-FP8 cut to 20 layers with experts 384 wide: at tp 2 the gate/up slice is 384 / 2 = 192 rows,
+    # not whole 128-row fp8 blocks (SGLang fp8.py Fp8MoEMethod.create_weights); tp 1 holds each expert whole, so
+    # the largest smaller tp that loads is 1, beside ep 2 (moe tp 1, whole experts)
+    p = load_plan_for("sglang", _qwen_fp8(tmp_path, num_hidden_layers=20, moe_intermediate_size=384), tp=2)
+    by = {r.knob: r.value for r in admit(p, Request(ctx_tokens=32768)).remedies}
+    assert (by["ep"], by["tp"]) == (2, 1)
+
+
+def test_vllm_expert_parallel_does_not_bound_the_smaller_tp(tmp_path: Path) -> None:
+    # 60 attention heads at tp 8: vLLM ModelConfig.verify_with_parallel_config refuses (60 % 8 = 4); tp 4 divides
+    # them. vLLM's --enable-expert-parallel spreads the experts over every rank (EP = TP × DP), so kvplan's ep 8
+    # sets no floor on tp as SGLang's ep_size (which divides tp) does: the remedy is tp 4
+    p = load_plan_for("vllm", _qwen_fp8(tmp_path, num_attention_heads=60), tp=8, ep=8)
+    assert [(r.knob, r.value) for r in admit(p, Request(ctx_tokens=32768)).remedies] == [("tp", 4)]
+
+
+def test_sglang_keeps_expert_parallel_in_its_ep_remedy(tmp_path: Path) -> None:
+    # 60 experts at ep 8: SGLang FusedMoE asserts num_experts % moe_ep_size == 0 (60 % 8 = 4). The ep remedy is
+    # the smallest ep from 2 dividing tp 8 that loads: ep 2 (60 % 2 = 0; moe tp 4, 2,048 / 4 = 512 = 4 fp8
+    # blocks), keeping the expert parallelism the deployment asked for (ep 1, none, would load too)
+    p = load_plan_for("sglang", _qwen_fp8(tmp_path, num_experts=60, moe_intermediate_size=2048), tp=8, ep=8)
+    (ep,) = (r for r in admit(p, Request(ctx_tokens=32768)).remedies if r.knob == "ep")
+    assert (ep.value, ep.detail) == (2, "experts split 4 ways (512 wide a rank) over ep 2; bf16 rows")
