@@ -107,8 +107,8 @@ _VL_LOADING = re.compile(rf"(?:Model loading took|Loading model weights took) {_
 _VL_AVAILABLE = re.compile(rf"Available KV cache memory: (-?){_NUM} GiB")
 _VL_OVERRIDE = re.compile(rf"Overriding num_gpu_blocks=(\d{{1,30}}) with num_gpu_blocks_override={_INT}")
 _VL_DCP = re.compile(rf"Multiplying the GPU KV cache size by the dcp_world_size {_INT}")
-_VL_KV_SIZE = re.compile(
-    rf"GPU KV cache size: {_TOKENS} tokens(?:, Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x)?"
+_VL_KV_SIZE = re.compile(  # spaces after the colon: a pasted log aligned with the line above it (aws-samples' L40S)
+    rf"GPU KV cache size: {{1,40}}{_TOKENS} tokens(?:, Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x)?"
 )
 _VL_CONCURRENCY = re.compile(rf"(?<!, )Maximum concurrency for {_TOKENS} tokens per request: {_NUM}x")
 _VL_MAX_LEN = re.compile(rf"Using max model len {_INT}")
