@@ -2,8 +2,9 @@
 
 No golden is kept here: the reference is another checkout, named by KVPLAN_REFERENCE=/path/to/checkout
 (for example `git worktree add /tmp/ref HEAD~1`). It lives under scripts/, out of the suite (which has no reference
-checkout to compare with, so there it could only be skipped): `python -m pytest scripts/reference_outputs.py`. Each command runs in
-both trees as a subprocess, with COLUMNS=200 (scripts/compare_outputs.py, which also runs it from the shell).
+checkout to compare with, so there it could only be skipped): `python -m pytest scripts/reference_outputs.py`.
+Each command runs in both trees as a subprocess, with COLUMNS=200 (scripts/compare_outputs.py, which also runs it
+from the shell).
 """
 
 from __future__ import annotations
