@@ -8,21 +8,15 @@ import json
 import subprocess
 import sys
 
-from tests.cli.modules_probe import modules_after
+from tests.cli.modules_probe import ADMIT_RECORDS, modules_after
 
-_COMPILED = """
-import dataclasses, json, sys
-from kvplan.cli import main
-sys.argv = ["kvplan", "admit", "--ctx", "1M"]
-try:
-    main()
-except SystemExit:
-    pass
-out = sorted(f"{n}.{c.__qualname__}" for n, m in list(sys.modules.items()) if n.startswith("kvplan")
-             for c in vars(m).values() if isinstance(c, type) and c.__module__ == n and dataclasses.is_dataclass(c)
-             and c.__dataclass_params__.eq)
+_COMPILED = (
+    ADMIT_RECORDS
+    + """
+out = sorted(f"{c.__module__}.{c.__qualname__}" for c in records if c.__dataclass_params__.eq)
 sys.stderr.write(json.dumps(out))
 """
+)
 
 
 def test_admit_on_a_preset_loads_no_per_tensor_reader_and_no_gate() -> None:

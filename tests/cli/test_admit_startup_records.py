@@ -8,23 +8,18 @@ import json
 import subprocess
 import sys
 
-_PROBE = """
-import dataclasses, json, sys
-import kvplan
-from kvplan.cli import main
-sys.argv = ["kvplan", "admit", "--ctx", "1M"]
-try:
-    main()
-except SystemExit:
-    pass
-records = [c for n, m in list(sys.modules.items()) if n.startswith("kvplan") for c in vars(m).values()
-           if isinstance(c, type) and c.__module__ == n and dataclasses.is_dataclass(c)]
+from tests.cli.modules_probe import ADMIT_RECORDS
+
+_PROBE = (
+    ADMIT_RECORDS
+    + """
 own = [f"{c.__module__}.{c.__qualname__}" for c in records if vars(c).get("__setattr__") is not kvplan._setattr]
 lazy = [c for c in records if vars(c).get("__setattr__") is kvplan._setattr]
 built = sum(vars(c).get("__init__") is not kvplan._init for c in lazy)
 sys.stderr.write(json.dumps({"own": sorted(own), "lazy": len(records) - len(own), "built": built,
                              "fractions": "fractions" in sys.modules, "decimal": "decimal" in sys.modules}))
 """
+)
 
 
 def _probe() -> dict[str, object]:
