@@ -126,3 +126,25 @@ def test_listed_run_finds_the_trailing_never_listed_blocks() -> None:
         assert run([9, 10, 11], dense, sparse) == 2
         assert len(sparse) == 3 and all(b in sparse for b in (9, 10, 11))
         assert [i for i in range(len(dense)) if dense[i]] == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_belady_anomaly() -> None:
+    # Belady, Nelson, Shedler (CACM 1969): FIFO on 1 2 3 4 1 2 5 1 2 3 4 5 faults 9 times with 3 frames and 10
+    # with 4, so 12 - 9 = 3 and 12 - 10 = 2 hits; one block (4 tokens) a request, every request measured. The
+    # larger pool hits less: no stack shortcut, one cache per capacity.
+    reqs = [Request(i, i, BS, 0, [b], i + 1) for i, b in enumerate([1, 2, 3, 4, 1, 2, 5, 1, 2, 3, 4, 5])]
+    curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=[3, 4], window=ALL)
+    assert [(p.hit_tokens, p.hit_units) for p in curve.points] == [(3 * BS, 3), (2 * BS, 2)]
+    _check(reqs, [3, 4], ALL)
+
+
+def test_a_request_expires_its_own_later_block() -> None:
+    # block FIFO, 4-token blocks; a request hits the blocks it finds before it runs.
+    # C = 1: r0 [1, 2, 3] leaves {3}; r1 [3, 3] finds 3 twice (2 blocks; no insertion); r2 [1, 2, 3] misses 1.
+    # C = 2: r0 leaves {2, 3}; r1 hits 2 blocks; r2 misses 1, which evicts 2 -> {3, 1}; 2 then evicts 3, which
+    #   was cached when r2 started but is gone at its turn (r2's own misses expired it) -> {1, 2}; 3 goes in
+    #   again. Hits at both: 2 blocks, 8 tokens. Requests longer than the pool, and a repeat within one.
+    reqs = [Request(0, 0, 12, 0, [1, 2, 3], 1), Request(1, 1, 8, 0, [3, 3], 2), Request(2, 2, 12, 0, [1, 2, 3], 3)]
+    curve = ideal.fifo_curve(reqs, block_tokens=BS, capacities=[1, 2], window=ALL)
+    assert [(p.hit_tokens, p.hit_units) for p in curve.points] == [(2 * BS, 2), (2 * BS, 2)]
+    _check(reqs, [1, 2], ALL)
