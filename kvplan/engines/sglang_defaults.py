@@ -19,6 +19,11 @@ SM120_TRTLLM_MHA_BUG = (
 """What 0.5.6.postN does on SM12x (``SglangRules.mha_sm12x_picks_trtllm``)."""
 
 
+DEEPSEEK_FAMILY = ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
+"""Plain-MLA classes SGLang's ``_handle_deepseek_family`` adjusts (its model-handler registry lists Kimi-K2.5 beside
+DeepSeek-V3; the handler's MoE branch says "this also apply to kimi k2.5"): trtllm_mla on SM 10.x."""
+
+
 def _family(dep: Deployment) -> int:
     return dep.gpu.sm // 10 if dep.gpu.vendor == "nvidia" else 0
 
@@ -71,8 +76,8 @@ def mla_backend(arch: ModelArch, dep: Deployment, rules: SglangRules, dtype: str
         if family == 9:
             return "fa3", f"MLA on {where} (Hopper)"
         if family == 10:
-            if arch.architecture == "DeepseekV3ForCausalLM":
-                return "trtllm_mla", f"DeepseekV3ForCausalLM on {where} (is_sm100_supported)"
+            if arch.architecture in DEEPSEEK_FAMILY:
+                return "trtllm_mla", f"{arch.architecture} on {where} (is_sm100_supported)"
             return "flashinfer", f"MLA on {where} (is_sm100_supported)"
         return "triton", f"MLA on {where} (neither Hopper nor SM100)"
     if gpu.vendor == "amd":

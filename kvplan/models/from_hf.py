@@ -173,7 +173,8 @@ def _model_from_hf(
         return nested.finish(_language_model(nested, name=name, source=source, description=description))
     # the architecture first: a VLM kvplan does not plan keeps its fields in text_config, and "num_hidden_layers:
     # missing" would read as a broken file (Mistral-Small-4, Qwen3.8-Flash-Next: docs/families.md)
-    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES)
+    supported = (*MLA_ARCHITECTURES, *FULL_ATTENTION_ARCHITECTURES, *HYBRID_ARCHITECTURES, *QWEN3_5_ARCHITECTURES,
+                 vlm.KIMI_K25, vlm.DEEPSEEK_VL2)  # fmt: skip
     if architecture != "unknown" and architecture not in supported:
         r.fail("architectures", f"{architecture} is not a model kvplan plans; supported: {', '.join(supported)}")
     num_layers = r.get_int("num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)

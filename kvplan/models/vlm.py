@@ -1,6 +1,6 @@
-"""VLM wrappers whose language model sits in a nested section of config.json (DeepSeek-VL2's ``language_config``):
-the section to read, the defaults the engines' config classes fill in, the attention they build (MLA or MHA) and
-the vision tower's weights, counted from ``vision_config`` and ``projector_config``."""
+"""VLM wrappers whose language model sits in a nested section of config.json (DeepSeek-VL2's ``language_config``,
+Kimi-K2.5's ``text_config``): the section to read, the defaults the engines' config classes fill in, the attention
+they build (MLA or MHA) and the vision tower's weights, counted from ``vision_config`` (and ``projector_config``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ from kvplan.models.reader import Reader
 
 DEEPSEEK_VL2 = "DeepseekVLV2ForCausalLM"
 DEEPSEEK_VL2_ARCHITECTURES = (DEEPSEEK_VL2, "DeepseekVL2ForCausalLM")
+KIMI_K25 = "KimiK25ForConditionalGeneration"
+"""Kimi-K2.5: a DeepseekV3ForCausalLM ``text_config`` beside a MoonViT ``vision_config`` (SGLang
+``models/kimi_k25.py``: ``DeepseekV3ForCausalLM(config.text_config, quant_config)``)."""
 """vLLM's class (its ``DeepseekVLV2Config`` sets it when config.json names none) and SGLang's
 (``configs/deepseekvl2.py`` ``DeepseekVL2Config.architectures``). deepseek-ai's config.json has no
 ``architectures``: kvplan knows it by ``model_type: deepseek_vl_v2`` beside a ``language_config``."""
@@ -39,6 +42,12 @@ class LanguageSection:
     DeepseekForCausalLM (MHA: "deepseek-vl2-tiny forbids mla"); vLLM ``deepseek_vl2.py`` DeepseekV3ForCausalLM
     (``topk_method`` noaux_tc) or DeepseekV2ForCausalLM, else DeepseekForCausalLM (head_dim hidden // heads)."""
     vision_params: int
+    architecture: str = DEEPSEEK_VL2
+    vision_tower: tuple[int, int] = (24, 1024)
+    """(layers, hidden) as SGLang's ``adjust_mem_fraction_for_vlm`` reads them: ``getattr(vision_config,
+    "num_hidden_layers", 24)`` and ``"hidden_size", 1024``. DeepseekVL2VisionEncoderConfig names them ``layers`` and
+    ``width``, so the defaults; Kimi-K2.5's vision config aliases them to ``vt_num_hidden_layers`` / ``vt_hidden_size``
+    (``KimiK25VisionConfig.__init__``: ``self.num_hidden_layers = vt_num_hidden_layers``)."""
 
     def finish(self, arch: ModelArch) -> ModelArch:
         """``arch`` as the VLM: its class, the vision group, the engines' load-time additions of the language
@@ -47,21 +56,34 @@ class LanguageSection:
 
         groups = [g for g in arch.param_groups if g.name != "engine_additions"]
         if groups:  # no hidden_size: no groups, weights_per_gpu asked for
-            # replicated: both engines build the tower with timm and the projector unsplit (deepseek_vl2.py)
+            # replicated: VL2's timm tower and projector are unsplit in both engines (deepseek_vl2.py); Kimi-K2.5's
+            # MLPs and projector are (nn.Linear, ReplicatedLinear), its attention is counted whole too (the note)
             groups.append(ParamGroup(name="vision", params=self.vision_params, bytes_per_param_num=2, split="none"))
             groups.append(additions_group(self.reader.data))
         return replace(
             arch,
-            architecture=DEEPSEEK_VL2,
+            architecture=self.architecture,
             param_groups=tuple(groups),
-            # SGLang memory_hook.adjust_mem_fraction_for_vlm: getattr(vision_config, "num_hidden_layers", 24) and
-            # "hidden_size", 1024; DeepseekVL2VisionEncoderConfig names them layers and width: the defaults
-            vision_tower=(24, 1024),
+            vision_tower=self.vision_tower,
+            weights_assumptions=(*arch.weights_assumptions, *self.notes),
+        )
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        if self.architecture != KIMI_K25:
+            return ()
+        return (
+            "Kimi-K2.5's MoonViT tower and projector counted whole on every GPU in bf16 (SGLang kimi_k25.py builds "
+            "them without the text model's quant_config); SGLang splits the tower's attention projections over the "
+            "attention TP group, so at TP8 it holds about 0.25 GB less than counted",
         )
 
 
 def language_section(r: Reader, architecture: str) -> LanguageSection | None:
-    """DeepSeek-VL2's ``language_config`` with DeepseekV2Config's defaults, or None for any other config."""
+    """DeepSeek-VL2's ``language_config`` with DeepseekV2Config's defaults, Kimi-K2.5's ``text_config``, or None
+    for any other config."""
+    if architecture == KIMI_K25:
+        return _kimi_k25(r)
     vl2 = architecture in DEEPSEEK_VL2_ARCHITECTURES
     if not vl2 and not (architecture == "unknown" and r.data.get("model_type") == "deepseek_vl_v2"):
         return None
@@ -104,3 +126,40 @@ def _vision_params(r: Reader) -> int:
         projector = into * down * down * hidden + hidden + (depth_p - 2) * (hidden * hidden + hidden)
         projector += hidden * n_embed + n_embed
     return tower + projector + 2 * n_embed  # image_newline, view_seperator
+
+
+def _kimi_k25(r: Reader) -> LanguageSection:
+    """Kimi-K2.5's text model (MLA: its ``text_config`` names DeepseekV3ForCausalLM) and its MoonViT tower."""
+    if not isinstance(r.data.get("text_config"), dict):
+        r.fail("text_config", "missing: a Kimi-K2.5 config holds its language model's fields there")
+    if not isinstance(r.data.get("vision_config"), dict):
+        r.fail("vision_config", "missing: SGLang's and vLLM's Kimi-K2.5 build the vision tower from it")
+    lang, v = r.sub("text_config"), r.sub("vision_config")
+    layers: int = v.get_int("vt_num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
+    hidden: int = v.get_int("vt_hidden_size", required=True, maximum=limits.MAX_DIM)
+    data = {**lang.data, "architectures": ["DeepseekV3ForCausalLM"]}  # the MLA reader's class
+    params = _moonvit_params(v, layers, hidden, lang.get_int("hidden_size", required=True, maximum=limits.MAX_DIM))
+    return LanguageSection(Reader(lang.doc, lang.path, data), True, params, KIMI_K25, (layers, hidden))
+
+
+def _moonvit_params(v: Reader, layers: int, h: int, text_hidden: int) -> int:
+    """SGLang ``models/kimi_k25.py``: ``MoonVision3dPatchEmbed`` (Conv2d(3, h, patch) with bias and a learnable
+    ``init_pos_emb_height`` × ``init_pos_emb_width`` × h table), ``layers`` × ``MoonViTEncoderLayer`` (two
+    LayerNorms, ``VisionAttention`` qkv h -> 3h and proj h -> h with ``attn_bias=True``, ``MLP2`` fc0 h -> m and fc1
+    m -> h with biases), the final LayerNorm, and ``K2VLMultiModalProjector`` (LayerNorm(h), ``linear_1`` kh → kh and
+    ``linear_2`` kh → ``text_hidden_size`` with biases, k the merge kernel's cells; ``text_hidden_size`` defaults
+    to the text model's hidden size, as Kimi-K3's config class forces it to)."""
+    m: int = v.get_int("vt_intermediate_size", required=True, maximum=limits.MAX_DIM)
+    patch: int = v.get_int("patch_size", default=14, maximum=limits.MAX_DIM)
+    rows: int = v.get_int("init_pos_emb_height", default=64, maximum=limits.MAX_DIM)
+    cols: int = v.get_int("init_pos_emb_width", default=64, maximum=limits.MAX_DIM)
+    kernel = v.data.get("merge_kernel_size", [2, 2])
+    ok = isinstance(kernel, list) and len(kernel) == 2 and all(type(x) is int and 0 < x <= 16 for x in kernel)
+    if not ok:
+        v.fail("merge_kernel_size", f"expected two positive integers, got {kernel!r}"[:120])
+    k = int(kernel[0]) * int(kernel[1])
+    t: int = v.get_int("text_hidden_size", default=text_hidden, maximum=limits.MAX_DIM)
+    embed = 3 * patch * patch * h + h + rows * cols * h
+    block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * m + m) + (m * h + h)
+    projector = 2 * h + (k * h) ** 2 + k * h + k * h * t + t
+    return embed + layers * block + 2 * h + projector
