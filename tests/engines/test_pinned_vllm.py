@@ -1,0 +1,72 @@
+"""engines/vllm.py pinned where a fresh mutation seed (61139) found survivors outside the hybrid paths: the plan's
+memory map (JSON ``memory_map``) and the note on a DSA config whose ``indexer_types`` vLLM does not read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kvplan.engines.common import PoolPlan
+from kvplan.models.from_hf import load_model
+from tests.conftest import make_plan
+
+GLM53 = Path(__file__).resolve().parents[1] / "data" / "hf" / "glm-5.3" / "config.json"
+
+
+def test_memory_map_of_a_gqa_plan() -> None:
+    # Llama-3.1-8B bf16 on one H100, vLLM 0.19.0: a pool token holds 32 layers × 8 kv heads × (128 + 128) × 2 B =
+    # 131,072 B, so the "main KV" segment is the pool's rows × 131,072; "driver" is what NVML counts and CUDA does
+    # not: the catalog's H100 NVML total 81,559 MiB − its CUDA total 81,105 MiB (vLLM logs 'total_gpu_memory
+    # (79.19GiB)') = 454 MiB = 476,053,504 B
+    p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", engine_version="0.19.0", kv_cache_dtype="auto",
+                  page_size="default", gpu="h100", tp=1, gpus_per_node=1)  # fmt: skip
+    seg = {s.label: s.bytes for s in p.memory_map}
+    assert p.rows % 16 == 0
+    assert seg["main KV"] == p.rows * 131_072
+    assert seg["driver"] == 476_053_504
+    assert seg["indexer"] == seg["draft"] == 0
+
+
+def test_a_note_when_indexer_types_disagrees_with_the_freq_rule(tmp_path: Path) -> None:
+    # vLLM places GLM's indexers by index_topk_freq / index_skip_topk_offset and never reads indexer_types: GLM-5.3's
+    # freq 4, offset 3 give max(i − 3 + 1, 0) % 4 == 0 on 21 of its 78 layers (0, 1, 2, 6, 10, …, 74). A config
+    # whose indexer_types lists every layer "full" gets vLLM's 21 and a note naming both counts
+    data = json.loads(GLM53.read_text(encoding="utf-8"))
+    assert sum(t == "full" for t in data["indexer_types"]) == 21
+    data["indexer_types"] = ["full"] * len(data["indexer_types"])
+    (tmp_path / "config.json").write_text(json.dumps(data), encoding="utf-8")
+    arch = load_model(str(tmp_path / "config.json"))
+    p = make_plan("glm-5.3-8xh200-vllm", model=arch)
+    assert p.indexer_layers == 21
+    assert any("21 indexer layers where indexer_types lists 78" in n for n in p.notes)
+    # the published list agrees with the rule: no note
+    assert not any("indexer_types" in n for n in make_plan("glm-5.3-8xh200-vllm").notes)
+
+
+def _llama_h100(**sets: object) -> PoolPlan:
+    return make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", kv_cache_dtype="auto", page_size="default",
+                     gpu="h100", tp=1, gpus_per_node=1, **sets)  # fmt: skip
+
+
+def test_auto_fit_with_no_block_to_spare_refuses() -> None:
+    # --max-model-len -1 with --num-gpu-blocks-override 1: the null block takes the only block, so
+    # _auto_fit_max_model_len finds no length ("not enough KV cache memory for even one token") and vLLM refuses
+    p = _llama_h100(context_length=-1, num_gpu_blocks_override=1)
+    assert str(p.startup_error).startswith("Cannot auto-fit max_model_len: not enough KV cache memory")
+
+
+def test_max_model_len_equal_to_the_positions_is_allowed() -> None:
+    # vLLM config/model.py refuses a user max_model_len only when it is GREATER than the derived one
+    # (max_position_embeddings 131,072 for Llama-3.1-8B): 131,072 starts, 131,073 is refused before profiling
+    assert _llama_h100(context_length=131_072).startup_error is None
+    assert str(_llama_h100(context_length=131_073).startup_error).startswith(
+        "User-specified max_model_len (131073) is greater than the derived max_model_len"
+    )
+
+
+def test_long_context_note_only_above_the_positions() -> None:
+    # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (allow_long_context): 131,073 starts with vLLM's warning, which the plan notes;
+    # 131,072 is the derived length itself: no warning, no note
+    above = "is above the derived 131,072"
+    assert not any(above in n for n in _llama_h100(context_length=131_072, allow_long_context="true").notes)
+    assert any(above in n for n in _llama_h100(context_length=131_073, allow_long_context="true").notes)

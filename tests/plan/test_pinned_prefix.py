@@ -1,0 +1,55 @@
+"""plan/prefix.py pinned where a fresh mutation seed (17225) found its survivors: vLLM's reuse of a uniform model
+before 0.26, the saved-compute ppm's floor, and EAGLE's dropped block at the edges (a 0-token match, 1-token
+blocks)."""
+
+from __future__ import annotations
+
+from kvplan.engines.common import PoolPlan
+from kvplan.plan.prefix import no_hybrid_reuse, prefix_hit, reusable
+from tests.conftest import make_plan
+
+
+def _llama_vllm(**sets: object) -> PoolPlan:
+    return make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", kv_cache_dtype="auto", **sets)
+
+
+def test_a_uniform_model_on_vllm_before_0_26_reuses_its_prefix() -> None:
+    # only a Mamba hybrid ran without prefix caching before vLLM 0.26 (ModelConfig.is_prefix_caching_supported:
+    # "Hybrid models do not support prefix caching" for hybrids alone); a full-attention model on 0.19.0 keeps
+    # enable_prefix_caching: min(1,000, 999) // 16 × 16 = 992 tokens of 16-token blocks
+    p = _llama_vllm(engine_version="0.19.0", page_size="default")
+    assert not no_hybrid_reuse(p)
+    assert reusable(p, 1000, 1000)[0] == 992
+
+
+def test_saved_ppm_is_floored_at_its_own_scale() -> None:
+    # 2,048-token request, 1,536-token hit on SGLang's 64-token pages (24 pages): saved pairs 1,536 × 1,537 / 2 =
+    # 1,180,416 of 2,048 × 2,049 / 2 = 2,098,176 -> 1,180,416 × 10^6 // 2,098,176 = 562,591 (562,591.51 floored)
+    h = prefix_hit(make_plan(context_length="128K"), 2048, 1536)
+    assert (h.pairs_saved, h.pairs_total, h.saved_ppm) == (1_180_416, 2_098_176, 562_591)
+
+
+def test_eagle_drops_no_block_of_an_empty_match() -> None:
+    # vLLM KVCacheManager.get_computed_blocks with use_eagle pops the last matched block only when one matched:
+    # a 63-token hit on 64-token blocks matches none, so 0 tokens, never −64
+    p = make_plan("glm-5.3-8xh200-vllm", context_length="128K")
+    assert reusable(p, 2048, 63, eagle=True, lookahead=False)[0] == 0
+
+
+def test_eagle_drops_the_one_block_of_a_one_token_match() -> None:
+    # 1-token blocks: a 1-token hit matches one block, which EAGLE's pop removes: 0; a 5-token hit keeps 4
+    p = _llama_vllm(page_size=1)
+    assert reusable(p, 10, 1, eagle=True, lookahead=False)[0] == 0
+    assert reusable(p, 10, 5, eagle=True, lookahead=False)[0] == 4
+
+
+def test_a_sliding_window_hybrid_on_vllm_before_0_26_reuses_its_prefix() -> None:
+    # gpt-oss-120b's groups (full attention and a 128-token sliding window: per-token and per-window demands, no
+    # per-request state) are not a Mamba hybrid: vLLM 0.19.0 keeps prefix caching for them
+    # (ModelConfig.is_prefix_caching_supported refuses only hybrids with a Mamba state). 16-token blocks:
+    # min(1,000, 999) // 16 × 16 = 992
+    p = make_plan("glm-5.3-8xh200-vllm", model="gpt-oss-120b", engine_version="0.19.0", kv_cache_dtype="auto",
+                  page_size="default")  # fmt: skip
+    assert {d.per for pool in p.pools for d in pool.demands} == {"token", "window"}
+    assert not no_hybrid_reuse(p)
+    assert reusable(p, 1000, 1000)[0] == 992
