@@ -89,6 +89,13 @@ def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
 # ``get_num_blocks`` → ``check_enough_kv_cache_memory``), one step per term group the plan prints: defaults
 # (kvplan.engines.vllm_defaults) → cell (``_uniform_spec``) → scheduler → hybrid groups → budget → blocks and
 # startup checks → chain.
+VLM_PROFILE_NOTE = (
+    "the vision encoder is not in the non-KV estimate: vLLM's profile run also runs the tower on dummy images (the "
+    "encoder budget), and its activations come off the KV memory; --language-model-only or --limit-mm-per-prompt "
+    "with 0 images removes them, or set non_kv_other from the log's 'Available KV cache memory'"
+)
+
+
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
@@ -120,6 +127,8 @@ def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     )
     pool = _size_pool(arch, dep, spec, sched, budget)
     notes += pool.notes
+    if arch.vision_tower and budget.other_k.defaulted:
+        notes.append(VLM_PROFILE_NOTE)
     knobs = (
         *lay.knobs,
         spec.block_knob,

@@ -110,3 +110,12 @@ def test_a_config_without_its_parts_is_refused_naming_the_key(tmp_path: Path, ke
         data[key] = bad
     with pytest.raises(ConfigError, match=says):
         load_model(_write(tmp_path, data))
+
+
+def test_vllm_says_the_vision_encoders_profile_is_not_estimated(arch: Any) -> None:
+    # vLLM's profile run also encodes dummy images (the multimodal encoder budget), which kvplan's non-KV model does
+    # not price: the vLLM plan says so; SGLang sizes its pool by mem_fraction_static, scaled for the tower instead
+    vllm = _plan(arch, "engine=vllm", "gpu=h200", "tp=8")
+    assert any("vision encoder is not in the non-KV estimate" in n for n in vllm.notes)
+    sglang = _plan(arch, "engine=sglang", "gpu=h200", "tp=8")
+    assert not any("vision encoder" in n for n in sglang.notes)
