@@ -56,6 +56,8 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         # issue 12's weights table, from the same snapshot
         "qwen3-30b-a3b-fp8",
         "deepseek-v3.2-nvfp4",
+        # Kimi-K2.5, from the same snapshot (kvplan.models.vlm)
+        "kimi-k2.5",
     }
 
 
