@@ -42,3 +42,19 @@ def test_pipeline_stages_divide_the_longest_sequence() -> None:
     assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=10000").startup_error is None
     # `if max_model_len > max_seq_len`: a length of exactly 16 × 1,000 = 16,000 tokens starts
     assert v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=16000").startup_error is None
+
+
+def test_one_block_is_enough_to_start() -> None:
+    # worker/worker.py raise_if_cache_size_invalid (V0): "if num_gpu_blocks <= 0: raise ValueError('No available
+    # memory for the cache blocks...')": num_gpu_blocks_override 1 (max_total_tokens 16 = cdiv(16, 16) = 1 block)
+    # starts, and a max_model_len of 16 = block_size × 1 fits it
+    p = v0(LLAMA3, "0.8.5", "max_total_tokens=16", "context_length=16")
+    assert (p.extras["num_blocks"], p.startup_error) == (1, None)
+
+
+def test_memory_map_main_kv_is_the_pool_in_bytes() -> None:
+    # cache_engine.py: a token of Llama-3.1-8B is 32 layers × (K + V) × 8 kv heads × 128 × 2 B = 131,072 B;
+    # num_gpu_blocks_override 1,000 (max_total_tokens 16,000 / block 16) -> 16,000 tokens × 131,072 B = 2,097,152,000 B
+    p = v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=8192")
+    main = next(s for s in p.memory_map if s.label == "main KV")
+    assert main.bytes == 2_097_152_000

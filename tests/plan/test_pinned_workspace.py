@@ -45,3 +45,43 @@ def test_default_context_of_a_crowded_hybrid_is_the_pages_that_fit() -> None:
     p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=56_462)
     assert workspace(p, WorkspaceQuery(batch=5_200)).ctx == 320
     assert workspace(p, WorkspaceQuery(batch=5_132)).ctx == 640
+
+
+def test_dcp_plan_reserves_no_prefill_graph_and_scores_one_chunk() -> None:
+    # GLM-5.3 on 8×H200, SGLang, dcp 8: arg_groups/cuda_graph_hook.py (reference §2.6) turns the prefill graph off
+    # for dcp_size > 1, so reserve_for_graph_mb keeps only the decode graph: max_bs 512 (tp >= 4, < 160 GiB) × 2 MiB
+    # = 1,073,741,824 B, no MLA 1,536 MiB. 4,096 query rows × 4,096 keys × 4 B = 67,108,864 B: over the 8,000,000
+    # elements that ask for the budget (mqa_logits_utils), under the ~3.4 GB budget, so _get_topk_ragged scores it
+    # in one chunk
+    w = workspace(make_plan("glm-5.3-8xh200-sglang", dcp=8), WorkspaceQuery(batch=1, ctx=4096, chunk=4096))
+    items = {i.name: i for i in w.items}
+    graphs = items["CUDA graphs (estimate)"]
+    assert (graphs.bytes, graphs.detail) == (1_073_741_824, "SGLang's own reserve: decode max_bs 512 × 2 MiB")
+    logits = items["prefill logits"]
+    assert (logits.bytes, logits.detail) == (67_108_864, "4,096 rows × 4,096 keys × 4 B, one chunk")
+
+
+def test_a_capped_pool_allocates_nothing_past_the_slack() -> None:
+    # --max-total-tokens 100,000 caps Llama-3.1-8B's pool far below what the budget holds (model_runner: the
+    # profiled size is min()'d with max_total_tokens), so no padding row or page lands outside the budget: 0 B
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b", max_total_tokens=100_000)
+    assert p.allocated_bytes < p.available_bytes
+    padding = next(i for i in workspace(p, WorkspaceQuery(batch=1)).items if i.name == "pool padding")
+    assert padding.bytes == 0
+
+
+def test_the_batch_wall_stops_at_2_to_the_20_requests() -> None:
+    # walls() grows the batch up to 1 << 20 = 1,048,576 requests. Llama-3.1-8B fp8 at tp 8 on H200 holds ~16M
+    # one-token pages and max_running_requests is 2,097,152: 1,048,576 requests of 1 token fit, so the wall is the
+    # search's own limit with nothing breaking
+    p = make_plan(
+        "glm-5.3-8xh200-sglang",
+        model="llama-3.1-8b",
+        kv_cache_dtype="fp8_e4m3",
+        context_length=64,
+        max_running_requests=1 << 21,
+        page_size=1,
+    )
+    assert p.rows > 1 << 20
+    w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=1)) if w.knob == "batch")
+    assert (w.largest_fitting, w.breaks, w.limit) == (1_048_576, "", 1_048_576)
