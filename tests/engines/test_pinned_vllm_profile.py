@@ -19,9 +19,7 @@ DATASHEET_SMS = {
     "gh200-96gb": 132, "gh200-144gb": 132,
     # H20 (78 SMs), B200 (148 SMs), A100 / A800 (108), L4 (58), L40 / L40S (142), RTX 6000 Ada (142)
     "h20": 78, "h20-3e": 78, "b200": 148, "a100-80gb": 108, "a100-80gb-pcie": 108, "a100-40gb": 108,
-    "a800-80gb": 108, "a800-80gb-pcie": 108, "l4": 58,
-    # A40 (GA102): 10,752 CUDA cores at 128 a multiprocessor, 84 SMs (84 RT cores, one an SM)
-    "a40": 84, "l40": 142, "l40s": 142, "rtx-6000-ada": 142,
+    "a800-80gb": 108, "a800-80gb-pcie": 108, "l4": 58, "l40": 142, "l40s": 142, "rtx-6000-ada": 142,
     # GeForce RTX 3090 (82), 4090 (128), 5090 (170); RTX PRO 6000 Blackwell (188); GB10 / DGX Spark (48)
     "rtx-3090": 82, "rtx-4090": 128, "rtx-5090": 170, "rtx-pro-6000": 188, "gb10": 48,
     # AMD Instinct compute units: MI300X / MI325X 304, MI355X 256, MI308X 80; MI250X 220 across its two GCDs,
