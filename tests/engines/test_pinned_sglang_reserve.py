@@ -121,3 +121,26 @@ def test_0_4_8_gpu_class_reserve_counts_tp_times_pp() -> None:
     # MiB (tp // pp would give 12.5 × 1024 = 12,800); round((143,771 − 14,336) / 143,771, 3) = round(0.90029) = 0.9
     dep = replace(DEP, tp=2, pp=2, dp_attention=1, speculative_num_draft_tokens=0)
     assert _mem_fraction_gpu_class(dep, 143_771, 2048)[::2] == (0.9, 14_336)
+
+
+def test_0_4_7_at_exactly_96_gib_keeps_0_88() -> None:
+    # 0.4.7: "gpu_mem > 96 * 1024" — exactly 98,304 MiB is not over it: base 0.88 (over 81,920 MiB), no reserve;
+    # 98,305 MiB takes min(0.88 + 49,152 × 0.12 / 98,305, (98,305 − 18,432) / 98,305) = the cap, 0.81250
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 98_304)[::2] == (0.88, 0)
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 98_305)[::2] == ((98_305 - 18_432) / 98_305, 18_432)
+
+
+def test_the_10_gib_floor_starts_over_60_gib() -> None:
+    # memory_hook.handle_gpu_memory_settings (0.5.23, reference §2.6): "if gpu_mem > 60*1024: reserved_mem =
+    # max(reserved_mem, 10*1024)". tp 1, chunk 2048, decode max_bs 256, MLA prefill graph: 512 + 2,048 × 1.5 +
+    # 1 / 8 × 1,024 + 256 × 2 + 1,536 = 5,760 MiB. At 61,440 MiB (= 60 × 1024, not over) it stands:
+    # round(55,680 / 61,440, 3) = 0.906; at 61,441 MiB the floor binds: round(51,201 / 61,441, 3) = 0.833
+    dep = replace(DEP, tp=1, dp_attention=1, speculative_num_draft_tokens=0)
+    at = {
+        mib: default_mem_fraction(
+            replace(dep, gpu=replace(dep.gpu, nvml_total_bytes=mib * 2**20)), chunk=2048, max_bs=256, version="0.5.23"
+        )
+        for mib in (61_440, 61_441)
+    }
+    assert at[61_440][::2] == (0.906, 5_760)
+    assert at[61_441][::2] == (0.833, 10_240)
