@@ -58,3 +58,30 @@ def test_memory_map_main_kv_is_the_pool_in_bytes() -> None:
     p = v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=8192")
     main = next(s for s in p.memory_map if s.label == "main KV")
     assert main.bytes == 2_097_152_000
+
+
+def test_chunked_prefill_is_on_by_default_only_past_32k() -> None:
+    # V0 arg_utils create_engine_config: use_long_context = max_model_len > 32 * 1024 turns chunked prefill on, and
+    # SchedulerConfig then defaults max_num_batched_tokens to 2048 (0.6.5-0.8.x); without it, max(max_model_len,
+    # 2048). 32,768 is not past 32K: 32,768 batched tokens; 32,769 is: 2,048
+    assert v0(LLAMA3, "0.8.5", "context_length=32768").extras["max_num_batched_tokens"] == 32_768
+    assert v0(LLAMA3, "0.8.5", "context_length=32769").extras["max_num_batched_tokens"] == 2_048
+
+
+def test_the_chain_counts_pool_tokens_and_cpu_blocks() -> None:
+    # num_gpu_blocks_override 1,000 blocks of 16 tokens: "16,000 = # GPU blocks × 16"; a block of Llama-3.1-8B is
+    # 16 × 131,072 B = 2,097,152 B, so swap_space 4 GiB holds 4,294,967,296 // 2,097,152 = 2,048 CPU blocks
+    p = v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=8192")
+    assert next(t.detail for t in p.chain if t.label == "pool tokens per GPU") == "16,000 = # GPU blocks × 16"
+    assert next(t.detail for t in p.chain if t.label == "# CPU blocks") == "2,048 = swap_space 4 GiB // bytes per block"
+    assert p.extras["num_cpu_blocks"] == 2_048
+
+
+def test_allow_long_context_says_nothing_within_the_model_positions() -> None:
+    # config.py _get_and_verify_max_len (V0): VLLM_ALLOW_LONG_MAX_MODEL_LEN only matters past the derived 131,072;
+    # at 8,192 no long-context warning is logged, at 200,000 it is (and the engine starts)
+    short = v0(LLAMA3, "0.8.5", "context_length=8192", "allow_long_context=true")
+    assert not [n for n in short.notes if "above the derived" in n]
+    long = v0(LLAMA3, "0.8.5", "context_length=200000", "allow_long_context=true")
+    assert [n for n in long.notes if n.startswith("context length 200,000 is above the derived 131,072")]
+    assert long.startup_error is None
