@@ -58,6 +58,8 @@ def test_memory_map_main_kv_is_the_pool_in_bytes() -> None:
     p = v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=8192")
     main = next(s for s in p.memory_map if s.label == "main KV")
     assert main.bytes == 2_097_152_000
+    # cache_engine allocates the 1,000 blocks of 16 × 131,072 = 2,097,152 B each: the same 2,097,152,000 B
+    assert p.allocated_bytes == 2_097_152_000
 
 
 def test_chunked_prefill_is_on_by_default_only_past_32k() -> None:

@@ -10,6 +10,8 @@ cdiv(t, 320) blocks of the full-attention group plus 9 state blocks (3 GDN group
 
 from __future__ import annotations
 
+import pytest
+
 from kvplan.plan.workspace import Wall, WorkspaceQuery, walls, workspace
 from tests.conftest import make_plan
 
@@ -70,16 +72,18 @@ def test_a_capped_pool_allocates_nothing_past_the_slack() -> None:
     assert padding.bytes == 0
 
 
-def test_the_batch_wall_stops_at_2_to_the_20_requests() -> None:
+@pytest.mark.parametrize("running", [1 << 21, 1 << 20])
+def test_the_batch_wall_stops_at_2_to_the_20_requests(running: int) -> None:
     # walls() grows the batch up to 1 << 20 = 1,048,576 requests. Llama-3.1-8B fp8 at tp 8 on H200 holds ~16M
-    # one-token pages and max_running_requests is 2,097,152: 1,048,576 requests of 1 token fit, so the wall is the
-    # search's own limit with nothing breaking
+    # one-token pages: with max_running_requests 2,097,152 or exactly 1,048,576, 1,048,576 requests of 1 token
+    # fit, so the wall is the search's own limit with nothing breaking within it (what would break one request
+    # past the limit, the running-request cap at 1 << 20, is outside the range searched)
     p = make_plan(
         "glm-5.3-8xh200-sglang",
         model="llama-3.1-8b",
         kv_cache_dtype="fp8_e4m3",
         context_length=64,
-        max_running_requests=1 << 21,
+        max_running_requests=running,
         page_size=1,
     )
     assert p.rows > 1 << 20
