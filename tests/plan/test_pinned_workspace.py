@@ -61,6 +61,23 @@ def test_dcp_plan_reserves_no_prefill_graph_and_scores_one_chunk() -> None:
     assert (graphs.bytes, graphs.detail) == (1_073_741_824, "SGLang's own reserve: decode max_bs 512 × 2 MiB")
     logits = items["prefill logits"]
     assert (logits.bytes, logits.detail) == (67_108_864, "4,096 rows × 4,096 keys × 4 B, one chunk")
+    # the top-k indices are int32: 4,096 prefill rows × index_topk 2,048 × 4 B; one decode row × 2,048 × 4 B
+    assert (items["prefill top-k indices"].bytes, items["decode top-k indices"].bytes) == (33_554_432, 8_192)
+
+
+def test_vllm_block_table_and_prefill_logits_of_a_short_request() -> None:
+    # GLM-5.3 on 8×H200, vLLM 0.33.0: v1/worker/block_table.py BlockTable holds max_num_reqs 1,024 × cdiv(
+    # max_model_len 524,288, block 64) = 8,192 int32 ids: 33,554,432 B. A 4,096-token request prefills at most
+    # 4,096 query rows (the chunk, 8,192 batched tokens, is longer than the request) against 4,096 keys; the
+    # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB 512 cap allows 512 MiB // (4,096 × 4 B) = 32,768 rows a chunk, so one
+    # chunk of 4,096 × 4,096 × 4 B = 67,108,864 B
+    p = make_plan("glm-5.3-8xh200-vllm")
+    assert (p.max_running_requests, p.context_len, p.extras["max_num_batched_tokens"]) == (1024, 524_288, 8192)
+    items = {i.name: i for i in workspace(p, WorkspaceQuery(batch=1, ctx=4096)).items}
+    assert items["block table"].bytes == 33_554_432
+    logits = items["prefill logits"]
+    assert logits.bytes == 67_108_864
+    assert logits.detail == "capped at 512 MiB: 32,768 rows of 4,096 keys a chunk, 1 chunks for 4,096 rows"
 
 
 def test_a_capped_pool_allocates_nothing_past_the_slack() -> None:
