@@ -73,3 +73,13 @@ def test_a_mamba_hybrid_allocates_its_state_pool_too(tmp_path: Path) -> None:
     p = _plan(_qwen3_next(tmp_path), tp=4)
     assert p.extras["max_mamba_cache_size"] == 2_788
     assert p.allocated_bytes == (p.rows + p.page_tokens) * 12_288 + 2_789 * 19_316_736
+
+
+def test_a_mamba_state_that_does_not_fit_allocates_nothing(tmp_path: Path) -> None:
+    # Qwen3-Next at tp 4 with 126 GiB of weights: the rest after the slack is below zero, so SGLang's
+    # _profile_available_bytes computes a negative max_mamba_cache_size and raises ('Not enough GPU memory for
+    # hybrid (mamba/linear-attention) state cache') before MambaPool or the KV pool exists: 0 B allocated
+    p = _plan(_qwen3_next(tmp_path), tp=4, weights_per_gpu="126GiB")
+    assert p.startup_error is not None
+    assert p.startup_error.startswith("Not enough GPU memory for hybrid (mamba/linear-attention) state cache")
+    assert (p.allocated_bytes, p.extras["mamba_alloc_bytes"], p.extras["max_mamba_cache_size"]) == (0, 0, 0)
