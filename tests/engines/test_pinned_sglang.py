@@ -73,6 +73,9 @@ def test_a_mamba_hybrid_allocates_its_state_pool_too(tmp_path: Path) -> None:
     p = _plan(_qwen3_next(tmp_path), tp=4)
     assert p.extras["max_mamba_cache_size"] == 2_788
     assert p.allocated_bytes == (p.rows + p.page_tokens) * 12_288 + 2_789 * 19_316_736
+    # both come out of rest_memory (_profile_available_bytes), so the memory map's main segment holds both
+    main = next(s.bytes for s in p.memory_map if s.label == "main KV")
+    assert main == (p.rows + p.page_tokens) * 12_288 + 2_789 * 19_316_736
 
 
 def test_a_mamba_state_that_does_not_fit_allocates_nothing(tmp_path: Path) -> None:
