@@ -86,3 +86,27 @@ def test_a_mamba_state_that_does_not_fit_allocates_nothing(tmp_path: Path) -> No
     assert p.startup_error is not None
     assert p.startup_error.startswith("Not enough GPU memory for hybrid (mamba/linear-attention) state cache")
     assert (p.allocated_bytes, p.extras["mamba_alloc_bytes"], p.extras["max_mamba_cache_size"]) == (0, 0, 0)
+
+
+def test_the_memory_map_of_an_swa_hybrid() -> None:
+    # gpt-oss-120b at tp 8: 18 full + 18 sliding layers, 8 kv heads // 8 = 1 a rank × (K + V) × 64 × 2 B = 256 B a
+    # layer, 4,608 B a token in each pool. Rows 13,641,639 full and 10,913,311 SWA (test_sglang_hybrid's
+    # golden); SWAKVPool allocates each pool's rows + one page (1): (13,641,640 + 10,913,312) × 4,608 =
+    # 113,149,218,816 B of main KV. Pre-load free is the whole NVML 143,771 MiB (150,754,820,096 B), so nothing
+    # lies outside the engine and the reserve is the rest: 150,754,820,096 − 20 GiB − 113,149,218,816
+    p = _plan("gpt-oss-120b")
+    assert (p.rows, p.extras["swa_tokens"]) == (13_641_639, 10_913_311)
+    seg = {s.label: s.bytes for s in p.memory_map}
+    assert seg["main KV"] == (13_641_640 + 10_913_312) * 4_608 == 113_149_218_816
+    assert (seg["driver+context"], seg["reserve"], seg["free"]) == (0, 16_130_764_800, 0)
+
+
+def test_the_free_segment_of_a_capped_mamba_hybrid(tmp_path: Path) -> None:
+    # Qwen3-Next at tp 4 with --max-total-tokens 100,000: MambaPool is sized from rest_memory first (its bytes are
+    # not in the KV budget kvplan reports as available), then the KV pool is capped at 100,000 + 1 rows × 12,288 B
+    # = 1,228,812,288 B; what the KV budget leaves unused is available − that, the state pool being counted in
+    # main KV and in the budget alike
+    p = _plan(_qwen3_next(tmp_path), tp=4, max_total_tokens=100_000)
+    seg = {s.label: s.bytes for s in p.memory_map}
+    assert seg["main KV"] == 100_001 * 12_288 + p.extras["mamba_alloc_bytes"]
+    assert seg["free"] == p.available_bytes - 100_001 * 12_288
