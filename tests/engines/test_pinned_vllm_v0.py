@@ -3,7 +3,9 @@ a figure derived from vLLM V0's source."""
 
 from __future__ import annotations
 
-from kvplan.engines.vllm_v0 import moe_buffers
+from dataclasses import replace
+
+from kvplan.engines.vllm_v0 import activation_peak, moe_buffers
 from kvplan.models.from_hf import load_model
 from kvplan.versions import vllm_rules
 from tests.engines.test_vllm_v0 import HF, LLAMA3, v0
@@ -87,3 +89,26 @@ def test_allow_long_context_says_nothing_within_the_model_positions() -> None:
     long = v0(LLAMA3, "0.8.5", "context_length=200000", "allow_long_context=true")
     assert [n for n in long.notes if n.startswith("context length 200,000 is above the derived 131,072")]
     assert long.startup_error is None
+
+
+def test_a_moe_forward_pass_carries_its_fused_moe_caches() -> None:
+    # Mixtral-8x7B at tp 2, 8,192 tokens, 256 prompts (V0 profile_run). Forward: no dense MLP, 3 [T, hidden] tensors
+    # (FORWARD_HIDDEN_TENSORS_V0, models/llama.py) 8,192 × 3 × 4,096 × 2 B = 201,326,592 + fused_experts_impl's
+    # caches 704,643,072 (test_vllm_v0.test_fused_moe_caches) = 905,969,664 B, over the sampler side 256 × 32,000
+    # × 38 B + (8,192 + 256) × 4,096 × 2 B = 380,502,016 B; + the 32 MiB cuBLAS workspace = 939,524,096 B
+    arch = load_model(HF + "mixtral-8x7b/config.json")
+    peak, how = activation_peak(arch, vllm_rules("0.8.5"), tp=2, ep=1, max_num_batched_tokens=8192, max_num_seqs=256)
+    assert peak == 939_524_096
+    assert how.startswith("forward pass: ") and how.endswith(
+        "forward 8,192 tokens + fused-MoE caches 704,643,072 B) + cuBLAS 32 MiB (FITTED on V1)"
+    )
+
+
+def test_no_model_dimensions_no_profile_run_estimate() -> None:
+    # without hidden_size / vocab_size kvplan cannot size the dummy forward or the sampler: it counts 0 B and says
+    # so, rather than a made-up figure
+    arch = replace(load_model(LLAMA3), activation=None)
+    assert activation_peak(arch, vllm_rules("0.8.5"), tp=1, ep=1, max_num_batched_tokens=8192, max_num_seqs=256) == (
+        0,
+        "no hidden / vocab size in the config: profile run not estimated (0 B)",
+    )
