@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.plan.workspace import Wall, WorkspaceQuery, walls, workspace
+from kvplan.plan.workspace import Wall, WorkspaceQuery, sglang_prefill_chunking, walls, workspace
 from tests.conftest import make_plan
 
 QWEN = {"model": "qwen3-next-80b-a3b", "context_length": "128K", "page_size": "default"}
@@ -106,3 +106,25 @@ def test_the_batch_wall_stops_at_2_to_the_20_requests(running: int) -> None:
     assert p.rows > 1 << 20
     w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=1)) if w.knob == "batch")
     assert (w.largest_fitting, w.breaks, w.limit) == (1_048_576, "", 1_048_576)
+
+
+def test_the_logits_budget_is_asked_from_8_000_000_elements() -> None:
+    # mqa_logits_utils: below MQA_LOGITS_STATIC_SKIP_ELEMS (8,000,000 rows × keys) _get_topk_ragged scores the whole
+    # prefill at once; at 2,000 × 4,000 = 8,000,000 it checks the budget: 32,000,000 B over 16,000,000 ->
+    # 16,000,000 // (4,000 × 4) = 1,000 rows a chunk, 2 chunks; 1,999 rows (7,996,000) are one chunk over budget
+    at = sglang_prefill_chunking(2000, 4000, 16_000_000)
+    assert (at.checked, at.rows_per_chunk, at.chunks) == (True, 1000, 2)
+    below = sglang_prefill_chunking(1999, 4000, 16_000_000)
+    assert (below.checked, below.rows_per_chunk, below.chunks) == (False, 1999, 1)
+    # one element under: 1 × 7,999,999 is not checked either
+    assert not sglang_prefill_chunking(1, 7_999_999, 16_000_000).checked
+
+
+def test_a_vllm_model_without_indexer_reserves_its_block_table_only() -> None:
+    # Llama-3.1-8B on vLLM 0.33.0: no DSA buffers and no indexer logits cap; the block table, 1,024 requests ×
+    # cdiv(131,072, 16) = 8,192 int32 ids = 33,554,432 B, is built with the model (counted in its non-KV memory),
+    # so the room vLLM reserved is exactly it: 0 B left
+    p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", context_length=131072)
+    w = workspace(p, WorkspaceQuery(batch=1))
+    assert [(i.name, i.bytes) for i in w.items] == [("block table", 33_554_432)]
+    assert (w.room_bytes, w.left_bytes, w.fits) == (33_554_432, 0, True)
