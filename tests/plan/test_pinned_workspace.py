@@ -128,3 +128,23 @@ def test_a_vllm_model_without_indexer_reserves_its_block_table_only() -> None:
     w = workspace(p, WorkspaceQuery(batch=1))
     assert [(i.name, i.bytes) for i in w.items] == [("block table", 33_554_432)]
     assert (w.room_bytes, w.left_bytes, w.fits) == (33_554_432, 0, True)
+
+
+def test_a_query_past_the_last_whole_block_still_tops_out_at_the_limit() -> None:
+    # 830 blocks, 829 usable (the docstring's arithmetic): a query of 262,100 tokens takes cdiv(262,100, 320) = 820
+    # blocks + 9, which fits; the first whole block at or above it, 820 × 320 = 262,400, is past the 262,144
+    # positions, so the search has no whole block to try and the wall is the model's limit itself, 262,144 (which
+    # fits: 820 + 9 = 829 blocks), never a block past it
+    p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=830)
+    w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=262_100)) if w.knob == "context")
+    assert (w.largest_fitting, w.breaks, w.limit) == (262_144, "", 262_144)
+
+
+def test_an_overfull_slack_names_its_biggest_item() -> None:
+    # max_running_requests 2,097,152 at a context of 131,072 on SGLang: ReqToTokenPool is (2,097,152 + 1) rows ×
+    # (131,072 + extra) int32 ≈ 1.1 TB against a ~16 GB slack (pre-load free × (1 − mem_fraction_static)); the
+    # query's own values do not fit, and what breaks is the largest item, req_to_token, not the pool padding
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b", context_length=131072, max_running_requests=1 << 21)
+    assert p.extras["req_to_token_bytes"] > 1_000_000_000_000 > 20_000_000_000 > p.extras["slack_bytes"]
+    for w in walls(p, WorkspaceQuery(batch=1)):
+        assert (w.largest_fitting, w.breaks, w.limit) == (-1, "workspace (req_to_token)", 0)
