@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 from tests.engines.test_sglang_hybrid import _plan, _qwen3_next
 
@@ -110,3 +111,27 @@ def test_the_free_segment_of_a_capped_mamba_hybrid(tmp_path: Path) -> None:
     seg = {s.label: s.bytes for s in p.memory_map}
     assert seg["main KV"] == 100_001 * 12_288 + p.extras["mamba_alloc_bytes"]
     assert seg["free"] == p.available_bytes - 100_001 * 12_288
+
+
+def test_a_two_layer_mtp_draft_pool(tmp_path: Path) -> None:
+    # GLM-5.3 with num_nextn_predict_layers 2 (the preset, one line changed): the draft adds
+    # int(51,168 × 2 / 78) = 1,312 B of MLA and 2 × 132 B of index keys a token (reference §2.3: draft_kv = int(
+    # target_kv × draft_layers / num_layers), the draft's indexer on every draft layer) -> cell 51,168 + 2,772 +
+    # 1,576 = 55,516 B; S = 39,079,490,093 // 55,516 // 64 × 64 = 703,872. The draft worker's pool: MLA
+    # (703,872 + 64) × 656 × 2 layers = 923,564,032; index pages (703,872 + 64 + 1) // 64 = 10,999 × 64 × 132 × 2 =
+    # 185,839,104 -> 1,109,403,136 B
+    src = Path("kvplan/configs/models/glm-5.3.yaml").read_text()
+    assert src.count("num_nextn_predict_layers: 1") == 1
+    config = tmp_path / "glm-5.3-mtp2.yaml"
+    config.write_text(src.replace("num_nextn_predict_layers: 1", "num_nextn_predict_layers: 2"))
+    p = make_plan("glm-5.3-8xh200-sglang", model=load_model(str(config)), mem_fraction_static=0.886, **REFERENCE)
+    assert (p.cell.total_bytes, p.rows, p.extras["draft_alloc_bytes"]) == (55_516, 703_872, 1_109_403_136)
+
+
+def test_no_pool_no_draft_pool() -> None:
+    # 135 GiB of weights leave the KV budget nothing: SGLang raises before either worker builds a pool, so the
+    # MTP draft allocates 0 B too (not one padding page)
+    sets = {**REFERENCE, "weights_per_gpu": "135GiB"}
+    p = make_plan("glm-5.3-8xh200-sglang", mem_fraction_static=0.886, **sets)
+    assert p.startup_error is not None and p.rows == 0
+    assert p.extras["draft_alloc_bytes"] == 0
