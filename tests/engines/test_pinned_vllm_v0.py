@@ -60,6 +60,8 @@ def test_memory_map_main_kv_is_the_pool_in_bytes() -> None:
     p = v0(LLAMA3, "0.8.5", "max_total_tokens=16000", "context_length=8192")
     main = next(s for s in p.memory_map if s.label == "main KV")
     assert main.bytes == 2_097_152_000
+    # V0 serves no DSA indexer (refused in _row) and kvplan plans no V0 draft pool (draft_layers 0): both 0 B
+    assert [s.bytes for s in p.memory_map if s.label in ("indexer", "draft")] == [0, 0]
     # cache_engine allocates the 1,000 blocks of 16 × 131,072 = 2,097,152 B each: the same 2,097,152,000 B
     assert p.allocated_bytes == 2_097_152_000
 
@@ -112,3 +114,14 @@ def test_no_model_dimensions_no_profile_run_estimate() -> None:
         0,
         "no hidden / vocab size in the config: profile run not estimated (0 B)",
     )
+
+
+def test_non_kv_memory_over_the_request_leaves_no_blocks_and_no_bytes() -> None:
+    # determine_num_available_blocks: (total × 0.9 − non-KV) // block; an H100's 76,540,280,832 B requested less
+    # weights + 70 GiB of activations (91,256,004,608 B) is negative: 0 blocks, 'No available memory for the cache
+    # blocks', and 0 B of KV memory (not a negative or a 1 B budget); no indexer in V0: 0 B a layer
+    p = v0(LLAMA3, "0.8.5", "non_kv_other=70GiB")
+    assert (p.extras["requested_bytes"], p.extras["non_kv_bytes"]) == (76_540_280_832, 91_256_004_608)
+    assert (p.available_bytes, p.extras["num_blocks"]) == (0, 0)
+    assert p.startup_error is not None and p.startup_error.startswith("No available memory for the cache blocks.")
+    assert (p.indexer_bytes_per_layer, p.indexer_layers, p.draft_layers) == (0, 0, 0)
