@@ -125,3 +125,11 @@ def test_non_kv_memory_over_the_request_leaves_no_blocks_and_no_bytes() -> None:
     assert (p.available_bytes, p.extras["num_blocks"]) == (0, 0)
     assert p.startup_error is not None and p.startup_error.startswith("No available memory for the cache blocks.")
     assert (p.indexer_bytes_per_layer, p.indexer_layers, p.draft_layers) == (0, 0, 0)
+
+
+def test_fused_moe_caches_stop_at_the_32k_chunk() -> None:
+    # envs.VLLM_FUSED_MOE_CHUNK_SIZE defaults to 32,768 (0.6.0-0.8.5): fused_experts_impl takes at most 32,768
+    # rows a call. Mixtral-8x7B at tp 2: N = 2 × 14,336 / 2 = 14,336, top_k 2, (max(N, 4,096) + N / 2) × 2 B =
+    # 43,008 B a (token, expert) -> 86,016 B a token; 40,000 tokens count 32,768 of them: 2,818,572,288 B
+    arch = load_model(HF + "mixtral-8x7b/config.json")
+    assert moe_buffers(arch, vllm_rules("0.8.5"), tokens=40_000, tp=2, ep=1) == 32_768 * 86_016 == 2_818_572_288
