@@ -21,6 +21,7 @@ from kvplan.engines.sglang_dsv4_shape import (
     dsv4_pool_tokens,
     v4_page_bytes,
 )
+from tests.engines.test_sglang_v4 import _plan
 
 SHAPE = Dsv4Shape(layers=2, c4_layers=1, c128_layers=1, head_dim=512, index_head_dim=128, window=128)
 
@@ -87,3 +88,11 @@ def test_compress_state_write_pad(ratio: int, ring: int, pad: int) -> None:
 def test_speculative_rings() -> None:
     # get_compress_state_ring_size with speculative decoding: "return 16 if compress_ratio == 4 else 256"
     assert SPEC_COMPRESS_RING == {4: 16, 128: 256}
+
+
+def test_capped_full_pool_takes_a_tenth_for_swa() -> None:
+    # --max-total-tokens 1,000,000 under the profiled 15,582,976 (test_sglang_v4.test_flash_pools_golden):
+    # DSV4PoolConfigurator.calculate_pool_sizes_from_max_tokens sizes the full pool 1,000,000 // 256 × 256 = 999,936
+    # and _get_swa_tokens takes int(999,936 × swa_full_tokens_ratio 0.1) = 99,993 // 256 × 256 = 99,840 SWA tokens
+    p = _plan("deepseek-v4-flash", max_total_tokens=1_000_000)
+    assert (p.rows, p.extras["swa_tokens"]) == (999_936, 99_840)

@@ -14,7 +14,12 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.engines.sglang_reserve import _mem_fraction_0_4, _mem_fraction_by_tp, _mem_fraction_gpu_class
+from kvplan.engines.sglang_reserve import (
+    _mem_fraction_0_4,
+    _mem_fraction_by_tp,
+    _mem_fraction_gpu_class,
+    default_mem_fraction,
+)
 from kvplan.models.deployment import load_deployment
 
 DEP = load_deployment("glm-5.3-8xh200-sglang")
@@ -82,3 +87,60 @@ def test_0_4_7_relaxed_term_binds_on_a_big_rocm_gpu() -> None:
     # (262,144 − 18,432) / 262,144 = 0.9297) = 0.9025: the relaxed term binds above ~202,750 MiB
     amd = replace(DEP, gpu=replace(DEP.gpu, vendor="amd"))
     assert _mem_fraction_0_4(amd, "by_tp_0.4.7", 262_144)[0] == pytest.approx(0.9025, abs=1e-12)
+
+
+def test_0_4_7_just_over_81_920_mib_leaves_the_table_for_0_88() -> None:
+    # 0.4.7 ServerArgs.__post_init__: "gpu_mem <= 81920" takes the table by tp × pp (tp 8 -> 0.81); 81,921 MiB is
+    # over it: base 0.88, and neither the > 180,000 MiB row nor the > 96 × 1024 = 98,304 MiB cap applies
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 81_920)[0] == 0.81
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 81_921)[0] == 0.88
+
+
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.23"])
+def test_reserve_counts_tp_times_pp_over_8_gib(version: str) -> None:
+    # memory_hook.handle_gpu_memory_settings (0.5.23; server_args.py ~1020 in 0.5.3-0.5.9, reference §2.6 / §10):
+    # reserved = 512 + max(chunk, 2048) × 1.5 + tp_size × pp_size / 8 × 1024 + decode max_bs × 2; pp > 1 disables the
+    # prefill graph. H200 (143,771 MiB), tp 2, pp 2, chunk 8192, max_bs 256 (tp < 4):
+    # 512 + 12,288 + 4 / 8 × 1,024 = 512 + 256 × 2 = 512 -> 13,824 MiB (> the 10,240 floor);
+    # round((143,771 − 13,824) / 143,771, 3) = round(0.90385, 3) = 0.904 (tp // pp would give 128 MiB: 13,440, 0.907)
+    dep = replace(DEP, tp=2, pp=2, dp_attention=1, speculative_num_draft_tokens=0)
+    assert dep.gpu.nvml_total_bytes // 2**20 == 143_771
+    mfs, _, reserved = default_mem_fraction(dep, chunk=8192, max_bs=256, version=version)
+    assert (mfs, reserved) == (0.904, 13_824)
+
+
+def test_0_4_7_table_is_read_at_tp_times_pp() -> None:
+    # 0.4.7 ServerArgs.__post_init__ reads the table at tp_size × pp_size (sgl-project/sglang#6718): tp 2 × pp 2 = 4
+    # -> 0.85 at <= 81,920 MiB (tp 2 alone would be 0.87, tp // pp = 1 0.88)
+    dep = replace(DEP, tp=2, pp=2, speculative_num_draft_tokens=0)
+    assert _mem_fraction_0_4(dep, "by_tp_0.4.7", 81_920)[0] == 0.85
+
+
+def test_0_4_8_gpu_class_reserve_counts_tp_times_pp() -> None:
+    # sgl-project/sglang#7054: under 160 GiB reserved = (12 + tp × pp / 2) × 1024; tp 2 × pp 2 -> 14 × 1024 = 14,336
+    # MiB (tp // pp would give 12.5 × 1024 = 12,800); round((143,771 − 14,336) / 143,771, 3) = round(0.90029) = 0.9
+    dep = replace(DEP, tp=2, pp=2, dp_attention=1, speculative_num_draft_tokens=0)
+    assert _mem_fraction_gpu_class(dep, 143_771, 2048)[::2] == (0.9, 14_336)
+
+
+def test_0_4_7_at_exactly_96_gib_keeps_0_88() -> None:
+    # 0.4.7: "gpu_mem > 96 * 1024" — exactly 98,304 MiB is not over it: base 0.88 (over 81,920 MiB), no reserve;
+    # 98,305 MiB takes min(0.88 + 49,152 × 0.12 / 98,305, (98,305 − 18,432) / 98,305) = the cap, 0.81250
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 98_304)[::2] == (0.88, 0)
+    assert _mem_fraction_0_4(DEP, "by_tp_0.4.7", 98_305)[::2] == ((98_305 - 18_432) / 98_305, 18_432)
+
+
+def test_the_10_gib_floor_starts_over_60_gib() -> None:
+    # memory_hook.handle_gpu_memory_settings (0.5.23, reference §2.6): "if gpu_mem > 60*1024: reserved_mem =
+    # max(reserved_mem, 10*1024)". tp 1, chunk 2048, decode max_bs 256, MLA prefill graph: 512 + 2,048 × 1.5 +
+    # 1 / 8 × 1,024 + 256 × 2 + 1,536 = 5,760 MiB. At 61,440 MiB (= 60 × 1024, not over) it stands:
+    # round(55,680 / 61,440, 3) = 0.906; at 61,441 MiB the floor binds: round(51,201 / 61,441, 3) = 0.833
+    dep = replace(DEP, tp=1, dp_attention=1, speculative_num_draft_tokens=0)
+    at = {
+        mib: default_mem_fraction(
+            replace(dep, gpu=replace(dep.gpu, nvml_total_bytes=mib * 2**20)), chunk=2048, max_bs=256, version="0.5.23"
+        )
+        for mib in (61_440, 61_441)
+    }
+    assert at[61_440][::2] == (0.906, 5_760)
+    assert at[61_441][::2] == (0.833, 10_240)

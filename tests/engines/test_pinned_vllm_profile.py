@@ -4,11 +4,14 @@ against the vendors' datasheets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from kvplan.engines.vllm_profile import profile_peak
+from kvplan.engines.vllm_profile import non_torch_bytes, profile_peak
 from kvplan.models.activation import activation_dims
 from kvplan.models.deployment import load_deployment
+from kvplan.units import GiB
 
 DATASHEET_SMS = {
     # NVIDIA H100 / H800 / H200 / GH200 datasheets: 132 SMs (SXM5, NVL), 114 (PCIe)
@@ -46,3 +49,39 @@ def test_a_float32_model_before_0_17_sorts_36_bytes_a_logit() -> None:
     dep = load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"])
     p = profile_peak(dims, gpu=dep.gpu, tp=1, ep=1, max_num_batched_tokens=16, max_num_seqs=16, version=(0, 16, 0))
     assert p.sampler_bytes == 16 * 1000 * 36
+
+
+def test_an_unknown_gpu_is_assumed_132_multiprocessors() -> None:
+    # SM_COUNT's docstring: "Unknown GPU: 132 (ASSUMED)", an H100 SXM's count; 1,024 requests -> one row an SM
+    dims = activation_dims({"hidden_size": 4096, "vocab_size": 128256, "intermediate_size": 14336})
+    assert dims is not None
+    dep = load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"])
+    gpu = replace(dep.gpu, key="my-own-gpu")
+    p = profile_peak(dims, gpu=gpu, tp=1, ep=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert p.topk_topp_buffer_bytes == 132 * 128_256 * 4
+
+
+@pytest.mark.parametrize(("dtype", "per_logit"), [("bfloat16", 14), ("float32", 12)])
+def test_flashinfer_sampler_before_0_11_1_holds_14_bytes_a_logit(dtype: str, per_logit: int) -> None:
+    # Before 0.11.1 (vllm-project/vllm#26859 made it opt-in) V1 samples with FlashInfer on CUDA: the bf16 logits 2,
+    # the Sampler's float32 copy 4, top_k_mask_logits' float32 output 4 and its float32 softmax 4 = 14 B a logit
+    # (flashinfer sampling.py top_p_sampling_from_probs: no sort); float32 logits are their own copy: 4 + 4 + 4 = 12
+    dims = activation_dims({"hidden_size": 64, "vocab_size": 1000, "torch_dtype": dtype})
+    assert dims is not None
+    dep = load_deployment(None, ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"])
+    p = profile_peak(dims, gpu=dep.gpu, tp=1, ep=1, max_num_batched_tokens=16, max_num_seqs=16, version=(0, 10, 1))
+    assert (p.sampler_path, p.sampler_bytes, p.topk_topp_buffer_bytes) == ("FlashInfer", 16 * 1000 * per_logit, 0)
+
+
+def test_custom_all_reduce_is_off_past_two_pcie_only_gpus() -> None:
+    # custom_all_reduce.py CustomAllreduce.__init__: "if world_size > 2 and not fully_connected" -> disabled ('not
+    # supported on more than two PCIe-only GPUs'): tp 3 without NVLink keeps the TP1 growth, 0.250 GiB; tp 2 over
+    # PCIe still builds it: the TP2 figure, 2.070 GiB
+    assert non_torch_bytes(3, pcie_only=True)[0] == 250 * GiB // 1000
+    assert non_torch_bytes(2, pcie_only=True)[0] == 2070 * GiB // 1000
+
+
+def test_tp4_non_torch_is_the_fitted_tp4_figure_not_an_assumption() -> None:
+    # NON_TORCH_TP_WIDE: fitted on three TP4 logs (2.13 / 2.17 / 2.21 GiB); only tp > 4 is assumed
+    assert non_torch_bytes(4) == (2170 * GiB // 1000, "FITTED on vLLM 0.19.0 H100 TP4 logs (tp 4)")
+    assert non_torch_bytes(8) == (2170 * GiB // 1000, "FITTED on TP4 logs, ASSUMED for tp 8")

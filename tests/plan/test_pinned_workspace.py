@@ -10,7 +10,9 @@ cdiv(t, 320) blocks of the full-attention group plus 9 state blocks (3 GDN group
 
 from __future__ import annotations
 
-from kvplan.plan.workspace import Wall, WorkspaceQuery, walls, workspace
+import pytest
+
+from kvplan.plan.workspace import Wall, WorkspaceQuery, sglang_prefill_chunking, walls, workspace
 from tests.conftest import make_plan
 
 QWEN = {"model": "qwen3-next-80b-a3b", "context_length": "128K", "page_size": "default"}
@@ -45,3 +47,104 @@ def test_default_context_of_a_crowded_hybrid_is_the_pages_that_fit() -> None:
     p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=56_462)
     assert workspace(p, WorkspaceQuery(batch=5_200)).ctx == 320
     assert workspace(p, WorkspaceQuery(batch=5_132)).ctx == 640
+
+
+def test_dcp_plan_reserves_no_prefill_graph_and_scores_one_chunk() -> None:
+    # GLM-5.3 on 8×H200, SGLang, dcp 8: arg_groups/cuda_graph_hook.py (reference §2.6) turns the prefill graph off
+    # for dcp_size > 1, so reserve_for_graph_mb keeps only the decode graph: max_bs 512 (tp >= 4, < 160 GiB) × 2 MiB
+    # = 1,073,741,824 B, no MLA 1,536 MiB. 4,096 query rows × 4,096 keys × 4 B = 67,108,864 B: over the 8,000,000
+    # elements that ask for the budget (mqa_logits_utils), under the ~3.4 GB budget, so _get_topk_ragged scores it
+    # in one chunk
+    w = workspace(make_plan("glm-5.3-8xh200-sglang", dcp=8), WorkspaceQuery(batch=1, ctx=4096, chunk=4096))
+    items = {i.name: i for i in w.items}
+    graphs = items["CUDA graphs (estimate)"]
+    assert (graphs.bytes, graphs.detail) == (1_073_741_824, "SGLang's own reserve: decode max_bs 512 × 2 MiB")
+    logits = items["prefill logits"]
+    assert (logits.bytes, logits.detail) == (67_108_864, "4,096 rows × 4,096 keys × 4 B, one chunk")
+    # the top-k indices are int32: 4,096 prefill rows × index_topk 2,048 × 4 B; one decode row × 2,048 × 4 B
+    assert (items["prefill top-k indices"].bytes, items["decode top-k indices"].bytes) == (33_554_432, 8_192)
+
+
+def test_vllm_block_table_and_prefill_logits_of_a_short_request() -> None:
+    # GLM-5.3 on 8×H200, vLLM 0.33.0: v1/worker/block_table.py BlockTable holds max_num_reqs 1,024 × cdiv(
+    # max_model_len 524,288, block 64) = 8,192 int32 ids: 33,554,432 B. A 4,096-token request prefills at most
+    # 4,096 query rows (the chunk, 8,192 batched tokens, is longer than the request) against 4,096 keys; the
+    # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB 512 cap allows 512 MiB // (4,096 × 4 B) = 32,768 rows a chunk, so one
+    # chunk of 4,096 × 4,096 × 4 B = 67,108,864 B
+    p = make_plan("glm-5.3-8xh200-vllm")
+    assert (p.max_running_requests, p.context_len, p.extras["max_num_batched_tokens"]) == (1024, 524_288, 8192)
+    items = {i.name: i for i in workspace(p, WorkspaceQuery(batch=1, ctx=4096)).items}
+    assert items["block table"].bytes == 33_554_432
+    logits = items["prefill logits"]
+    assert logits.bytes == 67_108_864
+    assert logits.detail == "capped at 512 MiB: 32,768 rows of 4,096 keys a chunk, 1 chunks for 4,096 rows"
+
+
+def test_a_capped_pool_allocates_nothing_past_the_slack() -> None:
+    # --max-total-tokens 100,000 caps Llama-3.1-8B's pool far below what the budget holds (model_runner: the
+    # profiled size is min()'d with max_total_tokens), so no padding row or page lands outside the budget: 0 B
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b", max_total_tokens=100_000)
+    assert p.allocated_bytes < p.available_bytes
+    padding = next(i for i in workspace(p, WorkspaceQuery(batch=1)).items if i.name == "pool padding")
+    assert padding.bytes == 0
+
+
+@pytest.mark.parametrize("running", [1 << 21, 1 << 20])
+def test_the_batch_wall_stops_at_2_to_the_20_requests(running: int) -> None:
+    # walls() grows the batch up to 1 << 20 = 1,048,576 requests. Llama-3.1-8B fp8 at tp 8 on H200 holds ~16M
+    # one-token pages: with max_running_requests 2,097,152 or exactly 1,048,576, 1,048,576 requests of 1 token
+    # fit, so the wall is the search's own limit with nothing breaking within it (what would break one request
+    # past the limit, the running-request cap at 1 << 20, is outside the range searched)
+    p = make_plan(
+        "glm-5.3-8xh200-sglang",
+        model="llama-3.1-8b",
+        kv_cache_dtype="fp8_e4m3",
+        context_length=64,
+        max_running_requests=running,
+        page_size=1,
+    )
+    assert p.rows > 1 << 20
+    w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=1)) if w.knob == "batch")
+    assert (w.largest_fitting, w.breaks, w.limit) == (1_048_576, "", 1_048_576)
+
+
+def test_the_logits_budget_is_asked_from_8_000_000_elements() -> None:
+    # mqa_logits_utils: below MQA_LOGITS_STATIC_SKIP_ELEMS (8,000,000 rows × keys) _get_topk_ragged scores the whole
+    # prefill at once; at 2,000 × 4,000 = 8,000,000 it checks the budget: 32,000,000 B over 16,000,000 ->
+    # 16,000,000 // (4,000 × 4) = 1,000 rows a chunk, 2 chunks; 1,999 rows (7,996,000) are one chunk over budget
+    at = sglang_prefill_chunking(2000, 4000, 16_000_000)
+    assert (at.checked, at.rows_per_chunk, at.chunks) == (True, 1000, 2)
+    below = sglang_prefill_chunking(1999, 4000, 16_000_000)
+    assert (below.checked, below.rows_per_chunk, below.chunks) == (False, 1999, 1)
+    # one element under: 1 × 7,999,999 is not checked either
+    assert not sglang_prefill_chunking(1, 7_999_999, 16_000_000).checked
+
+
+def test_a_vllm_model_without_indexer_reserves_its_block_table_only() -> None:
+    # Llama-3.1-8B on vLLM 0.33.0: no DSA buffers and no indexer logits cap; the block table, 1,024 requests ×
+    # cdiv(131,072, 16) = 8,192 int32 ids = 33,554,432 B, is built with the model (counted in its non-KV memory),
+    # so the room vLLM reserved is exactly it: 0 B left
+    p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", context_length=131072)
+    w = workspace(p, WorkspaceQuery(batch=1))
+    assert [(i.name, i.bytes) for i in w.items] == [("block table", 33_554_432)]
+    assert (w.room_bytes, w.left_bytes, w.fits) == (33_554_432, 0, True)
+
+
+def test_a_query_past_the_last_whole_block_still_tops_out_at_the_limit() -> None:
+    # 830 blocks, 829 usable (the docstring's arithmetic): a query of 262,100 tokens takes cdiv(262,100, 320) = 820
+    # blocks + 9, which fits; the first whole block at or above it, 820 × 320 = 262,400, is past the 262,144
+    # positions, so the search has no whole block to try and the wall is the model's limit itself, 262,144 (which
+    # fits: 820 + 9 = 829 blocks), never a block past it
+    p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=830)
+    w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=262_100)) if w.knob == "context")
+    assert (w.largest_fitting, w.breaks, w.limit) == (262_144, "", 262_144)
+
+
+def test_an_overfull_slack_names_its_biggest_item() -> None:
+    # max_running_requests 2,097,152 at a context of 131,072 on SGLang: ReqToTokenPool is (2,097,152 + 1) rows ×
+    # (131,072 + extra) int32 ≈ 1.1 TB against a ~16 GB slack (pre-load free × (1 − mem_fraction_static)); the
+    # query's own values do not fit, and what breaks is the largest item, req_to_token, not the pool padding
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b", context_length=131072, max_running_requests=1 << 21)
+    assert p.extras["req_to_token_bytes"] > 1_000_000_000_000 > 20_000_000_000 > p.extras["slack_bytes"]
+    for w in walls(p, WorkspaceQuery(batch=1)):
+        assert (w.largest_fitting, w.breaks, w.limit) == (-1, "workspace (req_to_token)", 0)
