@@ -81,7 +81,7 @@ ERRORS: Mapping[tuple[str, str, str], Fitted] = {
     ("vllm-v1", "0.21+", "*"): Fitted(
         815178, 4, 3, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),
-    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(540432, 2, 2, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −54.0 %"),
+    ("vllm-v1", "0.21+", "ampere-ada"): Fitted(536549, 2, 2, "vLLM 0.26.0, Llama-3.1-8B bf16, A40 × 1, TP1: −53.7 %"),
     ("vllm-v1", "0.21+", "consumer"): Fitted(
         815178, 2, 1, "vLLM 0.24.0, Qwen3-8B bf16, RTX 4090 × 1, TP1 (no FlashInfer sampler): −81.5 %"
     ),

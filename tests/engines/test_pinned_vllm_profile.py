@@ -22,6 +22,8 @@ DATASHEET_SMS = {
     "a800-80gb": 108, "a800-80gb-pcie": 108, "l4": 58, "l40": 142, "l40s": 142, "rtx-6000-ada": 142,
     # GeForce RTX 3090 (82), 4090 (128), 5090 (170); RTX PRO 6000 Blackwell (188); GB10 / DGX Spark (48)
     "rtx-3090": 82, "rtx-4090": 128, "rtx-5090": 170, "rtx-pro-6000": 188, "gb10": 48,
+    # A40 datasheet: 10,752 CUDA cores on GA102, 128 a multiprocessor -> 84
+    "a40": 84,
     # AMD Instinct compute units: MI300X / MI325X 304, MI355X 256, MI308X 80; MI250X 220 across its two GCDs,
     # and kvplan's mi250x is one GCD (gpus.yaml: 'an MI250X shows as two 64 GiB GPUs'), so 110 for the device
     # vLLM runs on (torch multi_processor_count)
@@ -85,3 +87,13 @@ def test_tp4_non_torch_is_the_fitted_tp4_figure_not_an_assumption() -> None:
     # NON_TORCH_TP_WIDE: fitted on three TP4 logs (2.13 / 2.17 / 2.21 GiB); only tp > 4 is assumed
     assert non_torch_bytes(4) == (2170 * GiB // 1000, "FITTED on vLLM 0.19.0 H100 TP4 logs (tp 4)")
     assert non_torch_bytes(8) == (2170 * GiB // 1000, "FITTED on TP4 logs, ASSUMED for tp 8")
+
+
+def test_every_catalog_gpu_has_its_datasheet_count() -> None:
+    # a catalog GPU without a row takes the assumed 132 SMs (the A40 did: 132 rows of its top-k buffer for 84);
+    # B300, GB200 and GB300 have rows without a datasheet figure pinned here (README's vllm_profile row)
+    from kvplan.engines.vllm_profile import SM_COUNT
+    from kvplan.models.gpus import gpu_catalog
+
+    assert set(gpu_catalog()) <= set(SM_COUNT)
+    assert set(DATASHEET_SMS) | {"b300", "gb200", "gb300"} == set(SM_COUNT)

@@ -191,10 +191,11 @@ CASES: tuple[Case, ...] = (
         sets=(*LLMD_0_19, *GQA, *_tp(4), "context_length=8192"),
         stated=SWEEP.format(", tensor_parallel_size 4"),
     ),
-    # 0.21-0.33 row, vLLM 0.26.0 on 1 × A40 (NVML 46,068 MiB; CUDA total derived 44.49 GiB, the log reads 44.43):
-    # block 16 × 131,072 B = 2,097,152 B; requested ceil(47,768,928,256 × 0.9) = 42,992,035,431 B − weights
-    # 16,094,076,928 (config) − profile-run peak 581,914,624 − non-torch 268,435,456 − the assumed CUDA-graph estimate
-    # 1,696,595,968 = 24,351,012,455 B -> 11,611 blocks -> 185,776 tokens (−5.10 %).
+    # 0.21-0.33 row, vLLM 0.26.0 on 1 × A40 (NVML 46,068 MiB; CUDA total derived 47,706,013,696 B = 44.43 GiB, as the
+    # log reads): block 16 × 131,072 B = 2,097,152 B; requested ceil(47,706,013,696 × 0.9) = 42,935,412,327 B − weights
+    # 16,094,076,928 (config) − profile-run peak 557,289,472 (kvplan.engines.vllm_profile: the sampler's logits of 256
+    # requests, the Triton top-k buffer of 84 rows, the A40's SMs, and cuBLAS 32 MiB) − non-torch 268,435,456 − the
+    # assumed CUDA-graph estimate 1,696,595,968 = 24,319,014,503 B -> 11,596 blocks -> 185,536 tokens (−5.22 %).
     Case(
         log=FIELD + "vllm-llama-3.1-8b-a40-vireshkoli-llm-inference-optimization.log",
         line="GPU KV cache size: 195,760 tokens",
