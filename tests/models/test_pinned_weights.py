@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from kvplan.errors import ConfigError
-from kvplan.models.weights import HYBRID_GROUP_MODULES, hybrid_groups, param_groups_from_hf
+from kvplan.models.arch import Split
+from kvplan.models.weights import (
+    HYBRID_GROUP_MODULES,
+    BufferGroup,
+    MoeShape,
+    hybrid_groups,
+    param_groups,
+    param_groups_from_hf,
+)
 
 # a small MLA MoE config (DeepSeek-V2 shape) that leaves v_head_dim and n_shared_experts out
 TINY_MLA: dict[str, Any] = {
@@ -128,3 +136,135 @@ def test_first_k_dense_replace_0_makes_every_layer_moe() -> None:
     # routed 2 × 4 × 3 × 256 × 128 = 786,432, routers 2 × 4 × 256 = 2,048, no dense MLP
     g = _params({**TINY_MLA, "first_k_dense_replace": 0})
     assert (g["routed_experts"], g["router"], "dense_mlp" in g) == (786_432, 2_048, False)
+
+
+# --- fresh seed 65034 (issue 26): survivors of the second sample
+
+
+def _shape(**kw: Any) -> MoeShape:
+    # TINY_MLA's shape with one MTP layer and a 2-expert MoE on layer 1
+    base: dict[str, Any] = dict(
+        hidden_size=256, num_layers=2, num_mtp_layers=0, num_attention_heads=4, q_lora_rank=None, kv_lora_rank=64,
+        qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=128, index_n_heads=0, index_head_dim=0,
+        first_k_dense_replace=1, intermediate_size=512, n_routed_experts=4, n_shared_experts=0,
+        moe_intermediate_size=128, vocab_size=1000, tie_word_embeddings=False,
+    )  # fmt: skip
+    return MoeShape(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    ("dtype", "per_param"),
+    [
+        # fp8 e4m3 1 B + one fp32 scale (4 B) per 128 × 128 block (DeepSeek-V3's weight_block_size [128, 128])
+        ("fp8", (16_388, 16_384)),
+        # NVFP4: 4 bits + one fp8 e4m3 scale per 16 values = 0.5 + 1/16 = 9/16 B (ModelOpt NVFP4, group_size 16)
+        ("nvfp4", (9, 16)),
+        ("bf16", (2, 1)),
+        ("fp16", (2, 1)),
+        ("fp32", (4, 1)),
+    ],
+)
+def test_a_presets_checkpoint_dtype_sets_its_linear_bytes(dtype: str, per_param: tuple[int, int]) -> None:
+    g = {x.name: x for x in param_groups(_shape(), checkpoint_dtype=dtype)}
+    a = g["attention"]
+    assert (a.bytes_per_param_num, a.bytes_per_param_den) == per_param
+    # the router stays in bf16 whatever the linears are (DeepSeek-V3's gate.weight is bf16 in the fp8 checkpoint)
+    assert (g["router"].bytes_per_param_num, g["router"].bytes_per_param_den) == (2, 1)
+
+
+def test_a_presets_tied_embeddings_are_one_copy() -> None:
+    # tie_word_embeddings: lm_head shares embed_tokens' weight (vLLM `self.lm_head = self.model.embed_tokens`):
+    # vocab × h = 1,000 × 256 = 256,000 parameters once; untied, embed_tokens and lm_head 512,000
+    tied = {g.name: g.params for g in param_groups(_shape(tie_word_embeddings=True), checkpoint_dtype="bf16")}
+    untied = {g.name: g.params for g in param_groups(_shape(), checkpoint_dtype="bf16")}
+    assert (tied["embeddings"], untied["embeddings"]) == (256_000, 512_000)
+
+
+def test_a_rotary_cache_is_rebuilt_in_the_model_dtype() -> None:
+    # Llama-3.1-8B's cos/sin cache: 131,072 positions × 128 × 2 B = 33,554,432 B (32 MiB) in bf16; vLLM's get_rope
+    # builds it in the model dtype, so --dtype float32 doubles it to 67,108,864 B and back to bf16 halves it
+    cache = BufferGroup(name="rotary_cache", params=0, bytes_per_param_num=0, buffer_bytes=33_554_432, split="none")
+    assert cache.in_dtype(2, 4).buffer_bytes == 67_108_864
+    assert cache.in_dtype(4, 2).buffer_bytes == 16_777_216
+    assert cache.in_dtype(2, 4).bytes_per_gpu(Split.of(tp=8)) == 67_108_864  # on every GPU, unsplit
+
+
+@pytest.mark.parametrize("key", ["n_routed_experts", "moe_intermediate_size", "vocab_size"])
+def test_an_mla_config_without_an_expert_count_width_or_vocab_is_refused(key: str) -> None:
+    # DeepseekV2Config and DeepseekV3Config default these differently (n_routed_experts None / 256,
+    # moe_intermediate_size 1,407 / 2,048, vocab_size 102,400 / 129,280), as from_hf says: kvplan read 0 before
+    # (no experts, no embeddings); it now names the key, as from_hf does
+    cfg = {k: v for k, v in TINY_MLA.items() if k != key}
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(cfg, "tiny/config.json")
+    assert (e.value.key, e.value.detail) == (key, "missing (required)")
+    # 0 experts is no MoE at all, refused as from_hf refuses it (vLLM's DeepseekV2MoE: tp_size > n_routed_experts)
+    if key == "n_routed_experts":
+        with pytest.raises(ConfigError, match="expected an integer from 1"):
+            param_groups_from_hf({**TINY_MLA, key: 0}, "tiny/config.json")
+
+
+GLM_MOE: dict[str, Any] = {
+    # a small GLM-4.5-shaped config (Glm4MoeForCausalLM: GQA attention, DeepSeek-style experts)
+    "architectures": ["Glm4MoeForCausalLM"],
+    "hidden_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "intermediate_size": 512,
+    "moe_intermediate_size": 128,
+    "n_routed_experts": 4,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "vocab_size": 1000,
+}
+
+
+@pytest.mark.parametrize("key", ["n_shared_experts", "first_k_dense_replace"])
+def test_a_glm_moe_config_names_its_shared_experts_and_dense_layers(key: str) -> None:
+    # transformers Glm4MoeConfig defaults n_shared_experts 1 and first_k_dense_replace 1, DeepseekV2Config None and
+    # 0: kvplan read 0 for both (a GLM-4.5 without its shared expert); GLM-4.5's published config.json names both
+    cfg = {k: v for k, v in GLM_MOE.items() if k != key}
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(cfg, "tiny/config.json")
+    assert (e.value.key, e.value.detail) == (key, "missing (required)")
+
+
+def test_a_glm_moe_config_with_0_shared_experts_and_0_dense_layers() -> None:
+    # 0 is a count a config may write: no shared expert (Glm4MoE builds shared_experts only when n_shared_experts
+    # > 0) and every layer MoE (layer_idx >= first_k_dense_replace): routed 2 layers × 4 × 3 × 256 × 128 = 786,432
+    g = _params({**GLM_MOE, "n_shared_experts": 0, "first_k_dense_replace": 0})
+    assert (g["routed_experts"], "shared_experts" in g, "dense_mlp" in g) == (786_432, False, False)
+    # with the published counts: shared 1 × 3 × 256 × 128 = 98,304 on layer 1, dense 3 × 256 × 512 = 393,216 on 0
+    g = _params(GLM_MOE)
+    assert (g["routed_experts"], g["shared_experts"], g["dense_mlp"]) == (393_216, 98_304, 393_216)
+
+
+def test_n_routed_experts_0_in_a_gqa_config_is_a_dense_model() -> None:
+    # `experts = mixtral or qwen or glm`: an expert count of 0 is no MoE, the MLP is intermediate_size on every
+    # layer (3 × 256 × 512 × 2 = 786,432), and a width-less MoE is not refused
+    g = _params({**GLM_MOE, "n_routed_experts": 0})
+    assert (g["dense_mlp"], "routed_experts" in g) == (786_432, False)
+
+
+def test_a_bad_partial_rotary_factor_is_said_in_at_most_120_characters() -> None:
+    # one line a terminal shows whole: the value's repr is cut so the detail is 120 characters at most
+    cfg = {**GLM_MOE, "partial_rotary_factor": "x" * 500}
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(cfg, "tiny/config.json")
+    assert len(e.value.detail) == 120 and e.value.detail.startswith("expected a number in (0, 1], got 'xxx")
+
+
+def test_a_mixtral_has_no_shared_expert_and_no_dense_layer() -> None:
+    # mixtral.py MixtralDecoderLayer: every layer is block_sparse_moe, no shared expert and no dense first layers
+    # (n_shared_experts and first_k_dense_replace are read only beside n_routed_experts): routed 2 layers × 4 experts
+    # × 3 × 256 × 512 (intermediate_size is the expert width) = 3,145,728, routers 2 × 4 × 256 = 2,048
+    cfg = {k: v for k, v in GLM_MOE.items() if k not in ("n_routed_experts", "moe_intermediate_size")}
+    g = _params({**cfg, "architectures": ["MixtralForCausalLM"], "num_local_experts": 4})
+    assert (g["routed_experts"], g["router"], "shared_experts" in g, "dense_mlp" in g) == (
+        3_145_728,
+        2_048,
+        False,
+        False,
+    )
