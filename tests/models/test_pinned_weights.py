@@ -189,11 +189,14 @@ def test_a_rotary_cache_is_rebuilt_in_the_model_dtype() -> None:
     assert cache.in_dtype(2, 4).bytes_per_gpu(Split.of(tp=8)) == 67_108_864  # on every GPU, unsplit
 
 
-@pytest.mark.parametrize("key", ["n_routed_experts", "moe_intermediate_size", "vocab_size"])
+@pytest.mark.parametrize(
+    "key", ["first_k_dense_replace", "intermediate_size", "n_routed_experts", "moe_intermediate_size", "vocab_size"]
+)
 def test_an_mla_config_without_an_expert_count_width_or_vocab_is_refused(key: str) -> None:
-    # DeepseekV2Config and DeepseekV3Config default these differently (n_routed_experts None / 256,
-    # moe_intermediate_size 1,407 / 2,048, vocab_size 102,400 / 129,280), as from_hf says: kvplan read 0 before
-    # (no experts, no embeddings); it now names the key, as from_hf does
+    # DeepseekV2Config and DeepseekV3Config default these differently (first_k_dense_replace 0 / 3,
+    # intermediate_size 11,008 / 18,432, n_routed_experts None / 256, moe_intermediate_size 1,407 / 2,048,
+    # vocab_size 102,400 / 129,280), as from_hf says: kvplan read 0 before (no dense layers, no experts, no
+    # embeddings); it now names the key, as from_hf does
     cfg = {k: v for k, v in TINY_MLA.items() if k != key}
     with pytest.raises(ConfigError) as e:
         param_groups_from_hf(cfg, "tiny/config.json")
@@ -241,10 +244,12 @@ def test_a_glm_moe_config_with_0_shared_experts_and_0_dense_layers() -> None:
     assert (g["routed_experts"], g["shared_experts"], g["dense_mlp"]) == (393_216, 98_304, 393_216)
 
 
-def test_n_routed_experts_0_in_a_gqa_config_is_a_dense_model() -> None:
+@pytest.mark.parametrize("key", ["n_routed_experts", "num_local_experts", "num_experts"])
+def test_an_expert_count_of_0_in_a_gqa_config_is_a_dense_model(key: str) -> None:
     # `experts = mixtral or qwen or glm`: an expert count of 0 is no MoE, the MLP is intermediate_size on every
     # layer (3 × 256 × 512 × 2 = 786,432), and a width-less MoE is not refused
-    g = _params({**GLM_MOE, "n_routed_experts": 0})
+    cfg = {k: v for k, v in GLM_MOE.items() if k != "n_routed_experts"}
+    g = _params({**cfg, key: 0})
     assert (g["dense_mlp"], "routed_experts" in g) == (786_432, False)
 
 
@@ -268,3 +273,42 @@ def test_a_mixtral_has_no_shared_expert_and_no_dense_layer() -> None:
         False,
         False,
     )
+
+
+def test_mla_without_qk_nope_head_dim_takes_128() -> None:
+    # transformers DeepseekV2Config / DeepseekV3Config default qk_nope_head_dim=128 (TINY_MLA's is 32): q_proj
+    # 4 heads × (128 + rope 16) = 576 × 256 = 147,456; kv_a 80 × 256 = 20,480; kv_b 4 × (128 + v 128) = 1,024 × 64
+    # = 65,536; o_proj 131,072 → 364,544 a layer × 2 = 729,088
+    cfg = {k: v for k, v in TINY_MLA.items() if k != "qk_nope_head_dim"}
+    assert _params(cfg)["attention"] == 729_088
+
+
+def test_a_tied_mla_model_has_one_embedding_copy() -> None:
+    # tie_word_embeddings: vLLM DeepseekV2ForCausalLM's lm_head is embed_tokens: 1,000 × 256 = 256,000 once
+    assert _params({**TINY_MLA, "tie_word_embeddings": True})["embeddings"] == 256_000
+
+
+FP8_BLOCKS = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+
+
+def test_each_mtp_layer_is_quantized_by_its_own_layer_number() -> None:
+    # a checkpoint's MTP layers follow its decoder layers (DeepSeek-V3's at model.layers.61): with 2 layers and 2
+    # MTP layers they are model.layers.2 and model.layers.3, and an ignore list naming layer 3 leaves only that one
+    # in bf16. An MTP layer (no router): attention 241,664 + 4 experts × 3 × 256 × 128 = 393,216 + eh_proj 256 × 512
+    # = 131,072 → 765,952 parameters; layer 2 in fp8 blocks 765,952 × 16,388 / 16,384 = 766,139 B, layer 3 in bf16
+    # 1,531,904 B → 2,298,043 B
+    q = {**FP8_BLOCKS, "modules_to_not_convert": ["model.layers.3."]}
+    cfg = {**TINY_MLA, "num_nextn_predict_layers": 2, "quantization_config": q}
+    mtp = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "mtp")
+    assert mtp.params == 2 * 765_952 and mtp.bytes_per_gpu(Split.of(tp=1)) == 2_298_043
+
+
+def test_each_glm_mtp_layer_is_quantized_by_its_own_layer_number() -> None:
+    # GLM-4.5's MTP layers follow its decoder layers too (glm4_moe_mtp.py: model.layers.{num_hidden_layers + k}):
+    # an MTP layer of GLM_MOE: q, o 256 × 256 each + k, v 128 × 256 each = 196,608; experts 4 × 3 × 256 × 128 =
+    # 393,216 and one shared 98,304; eh_proj 131,072 → 819,200 parameters; layer 2 in fp8 blocks 819,200 × 16,388 /
+    # 16,384 = 819,400 B, layer 3 in bf16 1,638,400 B → 2,457,800 B
+    q = {**FP8_BLOCKS, "modules_to_not_convert": ["model.layers.3."]}
+    cfg = {**GLM_MOE, "num_nextn_predict_layers": 2, "quantization_config": q}
+    mtp = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "mtp")
+    assert mtp.params == 2 * 819_200 and mtp.bytes_per_gpu(Split.of(tp=1)) == 2_457_800
