@@ -261,3 +261,31 @@ def test_gptq_group_size_1_is_a_scale_and_zero_a_value() -> None:
     # g_idx 4 B a column: 4096 × 4096 × 3 + 16,384 = 50,348,032 B (no per-row scale: the scales are per group)
     s = _q({"quant_method": "gptq", "bits": 4, "group_size": 1, "sym": True}).scheme_for(Q_PROJ)
     assert s.bytes_for(4096, 4096) == 50_348_032
+
+
+# --- second fresh seed 37409
+
+
+def test_an_ignore_entry_naming_a_layer_leaves_only_that_layer_unquantized() -> None:
+    # modules_to_not_convert matches as a substring of the module name (transformers' own matching):
+    # "model.layers.3.mlp" is in layer 3's expert names and not in layer 30's ("layers.30.mlp")
+    q = _q({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["model.layers.3.mlp"]})
+    assert q.scheme_for(GATE).name == "bf16"
+    assert q.scheme_for(GATE.replace("layers.3.", "layers.30.")).weight_bits == 8
+    assert q.scheme_for(Q_PROJ).weight_bits == 8  # layer 3's attention is not under mlp
+
+
+def test_modelopt_nvfp4_without_group_size_groups_16() -> None:
+    # vLLM modelopt.py ModelOptNvFp4Config.from_config: quant_config.get("group_size", 16), 16 values a scale:
+    # 4096 × 4096: 8,388,608 B of e2m1 + 4096 × 256 fp8 scales 1,048,576 + two fp32 globals 8 = 9,437,192 B
+    s = _q({"quant_method": "modelopt", "quant_algo": "NVFP4"}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 9_437_192
+
+
+def test_compressed_tensors_int8_per_tensor_asymmetric_keeps_one_scale_and_one_zero() -> None:
+    # compressed-tensors initialize_qparams: weight_scale and weight_zero_point of the strategy's shape, (1,) per
+    # tensor; the scale in the model dtype (bf16, 2 B), the zero point in the quantized type (int8, 1 B):
+    # 4096 × 4096 → 16,777,216 + 3 = 16,777,219 B (symmetric: no zero point, 16,777,218)
+    w = {"num_bits": 8, "type": "int", "strategy": "tensor"}
+    assert _q(_ct({**w, "symmetric": False})).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_777_219
+    assert _q(_ct({**w, "symmetric": True})).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_777_218
