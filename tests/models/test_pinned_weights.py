@@ -312,3 +312,15 @@ def test_each_glm_mtp_layer_is_quantized_by_its_own_layer_number() -> None:
     cfg = {**GLM_MOE, "num_nextn_predict_layers": 2, "quantization_config": q}
     mtp = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "mtp")
     assert mtp.params == 2 * 819_200 and mtp.bytes_per_gpu(Split.of(tp=1)) == 2_457_800
+
+
+def test_a_partial_rotary_factor_sizes_the_rotary_cache() -> None:
+    # vLLM get_rope: rotary_dim = int(head_dim × partial_rotary_factor), cos_sin_cache max_position × rotary_dim
+    # in the model dtype: GLM-4.5's factor 0.5 on head_dim 64 → 32; 4,096 positions × 32 × 2 B = 262,144 B
+    cfg = {**GLM_MOE, "partial_rotary_factor": 0.5, "max_position_embeddings": 4096}
+    cache = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "rotary_cache")
+    assert cache.bytes_per_gpu(Split.of(tp=8)) == 262_144
+    # a factor of exactly 1 is the whole head: 4,096 × 64 × 2 B
+    cfg["partial_rotary_factor"] = 1
+    cache = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "rotary_cache")
+    assert cache.bytes_per_gpu(Split.of(tp=8)) == 524_288
