@@ -239,3 +239,15 @@ def test_a_float16_checkpoint_is_laid_out_in_f16() -> None:
     t = _layout(_config("llama-2-7b"))
     assert t["model.layers.0.self_attn.q_proj.weight"] == ("F16", (4_096, 4_096))
     assert t["model.embed_tokens.weight"] == ("F16", (32_000, 4_096))
+
+
+# --- second fresh seed 37736
+
+
+def test_mla_kv_a_proj_holds_the_latent_and_the_rope_key() -> None:
+    # deepseek_v2.py DeepseekV2MLAAttention: kv_a_proj_with_mqa = ReplicatedLinear(hidden, kv_lora_rank +
+    # qk_rope_head_dim): DeepSeek-V3's 512 + 64 = 576 rows × 7,168, fp8 with ceil(576 / 128) = 5 × 56 block scales
+    t = _layout(_config("deepseek-v3"))
+    a = "model.layers.0.self_attn.kv_a_proj_with_mqa."
+    assert t[a + "weight"] == ("F8_E4M3", (576, 7_168))
+    assert t[a + "weight_scale_inv"] == ("F32", (5, 56))
