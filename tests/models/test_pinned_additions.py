@@ -195,3 +195,12 @@ def test_the_mtp_layers_own_embed_and_head_freed_at_tp_8_are_a_rank_s_share() ->
     # 7,168 × 2 B = 463,339,520 B freed on rank 0
     got = terms(config("deepseek-v3"), engine="vllm", split=Split.of(tp=8), with_mtp=True)
     assert got["mtp_shared_embed_head"] == -2 * 16_160 * 7_168 * 2 == -463_339_520
+
+
+def test_an_index_topk_freq_of_0_is_read_as_every_layer_and_does_not_raise() -> None:
+    # a 0 would be a modulo by zero in max(i - offset + 1, 0) % freq (vLLM raises at load); kvplan reads it as the
+    # default 1, as config_tensors reads a decoder_sparse_step of 0: every one of the 7 layers builds an indexer,
+    # 7 × 1,025 × 2,048 × 4 B of physical top-k indices and none dropped
+    got = terms(_glm7(index_topk_freq=0), engine="vllm", split=Split.of(tp=8))
+    assert got == terms(_glm7(index_topk_freq=1), engine="vllm", split=Split.of(tp=8))
+    assert got["physical_topk_indices"] == 7 * 1025 * 2048 * 4 and "indexer_not_built" not in got
