@@ -6,11 +6,14 @@ Hugging Face config, at tp 8.
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.models.cache import (
     KV_DTYPE_BYTES,
     CompressedAttention,
     FullAttention,
     MlaLatent,
+    SlidingWindow,
     describe_kinds,
     kv_dtype_bytes,
     layer_groups,
@@ -109,3 +112,29 @@ def test_kv_heads_split_over_attention_ranks_and_are_replicated_past_them() -> N
     llama = load_model("llama-3.1-8b").layers[0].caches[0]
     assert isinstance(llama, FullAttention)
     assert [llama.kv_heads_per_rank(tp) for tp in (1, 2, 8, 16)] == [8, 4, 1, 1]
+
+
+# --- second fresh seed 48383
+
+
+def test_a_sliding_windows_cost_is_capped_at_its_window() -> None:
+    # gpt-oss-120b's 18 sliding layers at tp 8: 8 kv heads / 8 = 1 × (64 + 64) × 2 B = 256 B a layer → 4,608 B a
+    # token, and a request holds at most its 128-token window of them: 128 × 4,608 = 589,824 B (vLLM
+    # SlidingWindowSpec; the kind named with its sinks, which are parameters, not cache)
+    window = next(
+        c for layer in load_model("gpt-oss-120b").layers for c in layer.caches if isinstance(c, SlidingWindow)
+    )
+    basis = CostBasis(attn_tp=8, kv_dtype="auto", engine="vllm", mla_layout=None)
+    (cost,) = window.kind_costs(18, basis)
+    assert (cost.kind, cost.per, cost.bytes_per_token, cost.window, cost.request_max_bytes) == (
+        "sliding window 128 + sinks",
+        "window",
+        4_608,
+        128,
+        589_824,
+    )
+    assert window_without_sinks(window).kind_costs(18, basis)[0].kind == "sliding window 128"
+
+
+def window_without_sinks(w: SlidingWindow) -> SlidingWindow:
+    return dataclasses.replace(w, sinks=False)
