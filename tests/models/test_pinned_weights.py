@@ -7,16 +7,22 @@ from kvplan's own output.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from kvplan.errors import ConfigError
 from kvplan.models.arch import Split
+from kvplan.models.from_hf import load_model
+from kvplan.models.quant import resolve
 from kvplan.models.weights import (
+    GROUPS_SAID,
     HYBRID_GROUP_MODULES,
     BufferGroup,
     MoeShape,
+    _Groups,
+    as_parameter_groups,
     hybrid_groups,
     param_groups,
     param_groups_from_hf,
@@ -324,3 +330,40 @@ def test_a_partial_rotary_factor_sizes_the_rotary_cache() -> None:
     cfg["partial_rotary_factor"] = 1
     cache = next(g for g in param_groups_from_hf(cfg, "tiny").groups if g.name == "rotary_cache")
     assert cache.bytes_per_gpu(Split.of(tp=8)) == 524_288
+
+
+# --- third fresh seed 59737
+
+
+def test_a_moe_config_without_its_expert_width_is_refused() -> None:
+    # Qwen3MoeConfig's experts are moe_intermediate_size wide (Qwen3MoeSparseMoeBlock); a config naming experts
+    # without it has no expert width to count: refused with the key, not counted 0 or 1 wide
+    cfg = {k: v for k, v in GLM_MOE.items() if k not in ("n_routed_experts", "moe_intermediate_size")}
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf({**cfg, "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 4}, "tiny/config.json")
+    assert (e.value.key, e.value.detail) == ("moe_intermediate_size", "missing (required for a MoE model)")
+
+
+def test_a_linear_0_wide_is_no_tensor() -> None:
+    # a family module's absent MLP (a down_proj hidden × 0) holds no parameters and makes no group (a group of 0
+    # parameters has no bytes per parameter)
+    acc = _Groups(resolve({"torch_dtype": "bfloat16"}, "tiny"))
+    acc.linear("shared_experts", "tp", "model.layers.0.mlp.shared_expert.down_proj", 256, 0)
+    acc.linear("shared_experts", "tp", "model.layers.0.mlp.shared_expert.up_proj", 0, 256)
+    assert acc.groups() == ()
+
+
+def test_the_parameter_group_note_is_said_once_and_only_with_groups() -> None:
+    arch = load_model("llama-3.1-8b")
+    said = as_parameter_groups(arch)
+    assert said.weights_summary.endswith(GROUPS_SAID)
+    assert as_parameter_groups(said).weights_summary == said.weights_summary  # not twice
+    bare = replace(arch, param_groups=(), weights_summary="")
+    assert as_parameter_groups(bare).weights_summary == ""  # no groups: nothing to call an estimate
+
+
+def test_a_dense_config_writing_an_expert_width_of_0_is_read() -> None:
+    # no expert count: moe_intermediate_size is unread by the dense MLP (3 × 256 × 512 × 2 layers = 786,432),
+    # so a 0 written there is not refused
+    cfg = {k: v for k, v in GLM_MOE.items() if k != "n_routed_experts"}
+    assert _params({**cfg, "moe_intermediate_size": 0})["dense_mlp"] == 786_432
