@@ -422,12 +422,13 @@ def _mla_shape(c: Fields) -> MoeShape:
         v_head_dim=c.integer("v_head_dim", 128),
         index_n_heads=c.integer("index_n_heads", 0, minimum=0),
         index_head_dim=c.integer("index_head_dim", 128 if c.integer("index_topk", 0, minimum=0) else 0),
-        first_k_dense_replace=c.integer("first_k_dense_replace", 0, minimum=0),
-        intermediate_size=c.integer("intermediate_size", 0, minimum=0),
-        n_routed_experts=c.integer("n_routed_experts", 0, minimum=0),
+        # required, as in from_hf: DeepseekV2Config and DeepseekV3Config default them differently
+        first_k_dense_replace=c.required("first_k_dense_replace", minimum=0),
+        intermediate_size=c.required("intermediate_size"),
+        n_routed_experts=c.required("n_routed_experts"),
         n_shared_experts=c.integer("n_shared_experts", 0, minimum=0),
-        moe_intermediate_size=c.integer("moe_intermediate_size", 0, minimum=0),
-        vocab_size=c.integer("vocab_size", 0, minimum=0),
+        moe_intermediate_size=c.required("moe_intermediate_size"),
+        vocab_size=c.required("vocab_size"),
         tie_word_embeddings=c.flag("tie_word_embeddings", False),
     )
 
@@ -495,8 +496,9 @@ def _gqa_groups(c: Fields, acc: _Groups, architecture: str) -> str:
     moe_inter = inter if mixtral else c.integer("moe_intermediate_size", 0, minimum=0)
     if experts and not moe_inter:
         raise c.bad(("moe_intermediate_size",), "missing (required for a MoE model)")
-    shared = c.integer("n_shared_experts", 0, minimum=0) if glm else 0
-    dense_first = c.integer("first_k_dense_replace", 0, minimum=0) if glm else 0
+    # required: Glm4MoeConfig defaults them to 1 and 1, DeepseekV2Config to None and 0 (GLM-4.5's config names both)
+    shared = c.required("n_shared_experts", minimum=0) if glm else 0
+    dense_first = c.required("first_k_dense_replace", minimum=0) if glm else 0
     step = c.integer("decoder_sparse_step", 1) if qwen else 1
     only = _int_set(c, "mlp_only_layers") if qwen else frozenset()
     mtp = c.integer("num_nextn_predict_layers", 0, minimum=0, maximum=MAX_LAYERS)

@@ -130,3 +130,77 @@ def test_the_load_figure_splits_every_expert_unless_ep_is_given() -> None:
     # 2 × 3 × 128 × 64 in place of 3 × 3 × 64 × 64
     two = Knobs(engine="vllm", split=Split.of(tp=2, ep=2))
     assert load_figure(cfg, two, ep=2).checkpoint_bytes == (51_584 - 36_864 + 49_152) * 2 == 127_744
+
+
+# --- fresh seed 52436 (issue 26): survivors of the second sample
+
+
+def test_a_yarn_factor_of_1_caches_the_original_positions() -> None:
+    # vLLM YaRNScalingRotaryEmbedding._compute_cos_sin_cache: torch.arange(max_position_embeddings × scaling_factor)
+    # with max_position_embeddings the original's: gpt-oss-120b's yarn at factor 1 caches its original 4,096
+    # positions × head_dim 64 × 2 B = 524,288 B, not max_position_embeddings' 131,072
+    cfg = config("gpt-oss-120b")
+    cfg["rope_scaling"] = {**cfg["rope_scaling"], "factor": 1.0}
+    assert rotary_cache_bytes(cfg) == 4_096 * 64 * 2 == 524_288
+
+
+def test_an_index_topk_pattern_builds_an_indexer_on_its_f_layers() -> None:
+    # index_topk_pattern (one letter a layer): "S" skips top-k, so that layer builds no Indexer and its shipped
+    # indexer weights are dropped (deepseek_v2.py DeepseekV2MLAAttention.__init__, load_weights). GLM-5.3 cut to 7
+    # layers, pattern FSFSSSF: layers 0, 2 and 6 build one (the pattern wins over index_topk_freq 4)
+    got = terms(_glm7(index_topk_pattern="FSFSSSF"), engine="vllm", split=Split.of(tp=8))
+    # 3 index groups × (min(8,192, 1,024) + 1) rows × index_topk 2,048 × 4 B; the 4 S layers' 9,571,008 B dropped
+    assert got["physical_topk_indices"] == 3 * 1025 * 2048 * 4 == 25_190_400
+    assert got["indexer_not_built"] == -4 * 9_571_008
+
+
+def test_the_mtp_layers_own_embed_and_head_are_freed_whole_at_tp_1() -> None:
+    # vLLM EagleProposer.load_model shares the target's embed_tokens and lm_head with the MTP drafter, so
+    # DeepSeek-V3's MTP layer's own copies are not held. At tp 1 a rank holds each whole: vocab 129,280 (already a
+    # multiple of VocabParallelEmbedding's padding 64) × hidden 7,168 × 2 B = 1,853,358,080 B, two of them
+    got = terms(config("deepseek-v3"), engine="vllm", split=Split.of(tp=1), with_mtp=True)
+    assert got["mtp_shared_embed_head"] == -2 * 129_280 * 7_168 * 2 == -3_706_716_160
+
+
+def test_an_indexer_narrower_than_a_block_keeps_one_scale_a_started_block() -> None:
+    # vLLM fp8.py block quantization: weight_scale_inv is (ceil(out / 128), ceil(in / 128)) fp32, so a 64-row wk
+    # still has 1 × 48 scales (192 B), not 64 × 6,144 / 16,384 of one. GLM-5.3 at 7 layers with index_head_dim 64:
+    # wq_b 32 × 64 = 2,048 × 2,048 = 4,194,304 + 16 × 16 × 4 = 1,024; wk 64 × 6,144 = 393,216 + 192; weights_proj
+    # 32 × 6,144 × 2 = 393,216; k_norm 2 × 64 × 2 = 256 → 4,982,208 B a layer, 3 layers not built
+    got = terms(_glm7(index_head_dim=64), engine="vllm", split=Split.of(tp=8))
+    assert got["indexer_not_built"] == -3 * (4_195_328 + 393_408 + 393_216 + 256) == -14_946_624
+
+
+def test_the_additions_rebuilt_in_float32_double_the_rope_only() -> None:
+    # --dtype float32: get_rope builds the cos/sin cache in float32 (163,840 × 64 × 4 B); SGLang's absorbed w_kc /
+    # w_vc stay bf16 (255,852,544 B at tp 8, as above)
+    group = additions_group(config("deepseek-v3")).in_dtype(2, 4)
+    assert group.bytes_on(Split.of(tp=8), engine="sglang", with_mtp=False) == 163_840 * 64 * 4 + 255_852_544
+
+
+def test_the_additions_are_bytes_not_parameters() -> None:
+    # the engine's additions are buffers and copies, not checkpoint parameters: the group holds 0 of them, so a
+    # model's parameter count (kvplan models) and a pipeline stage's share (pipeline.stage_group_bytes: a group of
+    # no parameters is built once a process) are the checkpoint's
+    from kvplan.models.from_hf import load_model
+
+    arch = load_model(str(HF / "deepseek-vl2"))
+    groups = {g.name: g.params for g in arch.param_groups}
+    assert groups["engine_additions"] == 0
+    assert arch.total_params == sum(p for name, p in groups.items() if name != "engine_additions")
+
+
+def test_the_mtp_layers_own_embed_and_head_freed_at_tp_8_are_a_rank_s_share() -> None:
+    # at tp 8 VocabParallelEmbedding and ParallelLMHead hold 129,280 / 8 = 16,160 rows a rank each: 2 × 16,160 ×
+    # 7,168 × 2 B = 463,339,520 B freed on rank 0
+    got = terms(config("deepseek-v3"), engine="vllm", split=Split.of(tp=8), with_mtp=True)
+    assert got["mtp_shared_embed_head"] == -2 * 16_160 * 7_168 * 2 == -463_339_520
+
+
+def test_an_index_topk_freq_of_0_is_read_as_every_layer_and_does_not_raise() -> None:
+    # a 0 would be a modulo by zero in max(i - offset + 1, 0) % freq (vLLM raises at load); kvplan reads it as the
+    # default 1, as config_tensors reads a decoder_sparse_step of 0: every one of the 7 layers builds an indexer,
+    # 7 × 1,025 × 2,048 × 4 B of physical top-k indices and none dropped
+    got = terms(_glm7(index_topk_freq=0), engine="vllm", split=Split.of(tp=8))
+    assert got == terms(_glm7(index_topk_freq=1), engine="vllm", split=Split.of(tp=8))
+    assert got["physical_topk_indices"] == 7 * 1025 * 2048 * 4 and "indexer_not_built" not in got

@@ -6,14 +6,22 @@ Hugging Face config, at tp 8.
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvplan.models.cache import (
+    KV_DTYPE_BYTES,
     CompressedAttention,
+    FullAttention,
     MlaLatent,
+    SlidingWindow,
     describe_kinds,
+    kv_dtype_bytes,
     layer_groups,
     request_bytes,
     request_bytes_by_kind,
 )
+from kvplan.models.costs import CostBasis
+from kvplan.models.deploy import KV_CACHE_DTYPES
 from kvplan.models.formats import MlaLayout
 from kvplan.models.from_hf import load_model
 
@@ -71,3 +79,62 @@ def test_layer_groups_count_each_run_of_layers() -> None:
     # Qwen3-Next-80B-A3B (full_attention_interval 4): 48 layers, every 4th full attention (12), the other 36
     # Gated DeltaNet: two groups, 36 and 12 layers, in the order they first appear (layer 0 is GDN)
     assert [n for n, _ in layer_groups(load_model("qwen3-next-80b-a3b").layers)] == [36, 12]
+
+
+# --- fresh seed 21445 (issue 26): survivors of the second sample
+
+
+def test_each_kinds_cost_is_its_layers_bytes_on_one_gpu() -> None:
+    # kvplan budget's kind lines: Llama-3.1-8B at tp 8, bf16: 1 kv head a rank × (128 + 128) × 2 B = 512 B a layer
+    # × 32 layers = 16,384 B a token (SGLang MHATokenToKVPool: k_buffer + v_buffer per layer)
+    llama = load_model("llama-3.1-8b").layers[0].caches[0]
+    basis = CostBasis(attn_tp=8, kv_dtype="auto", engine="vllm", mla_layout=None)
+    assert [c.bytes_per_token for c in llama.kind_costs(32, basis)] == [16_384]
+    # DeepSeek-V3: 61 MLA layers × (512 + 64) × 2 B = 70,272 B a token in bf16, 35,136 in raw fp8 (MLATokenToKVPool)
+    mla = MlaLatent(512, 64)
+    bf16 = CostBasis(attn_tp=8, kv_dtype="auto", engine="sglang", mla_layout=MlaLayout.BF16)
+    fp8 = CostBasis(attn_tp=8, kv_dtype="fp8_e4m3", engine="sglang", mla_layout=MlaLayout.FP8_RAW)
+    assert [c.bytes_per_token for c in mla.kind_costs(61, bf16)] == [70_272]
+    assert [c.bytes_per_token for c in mla.kind_costs(61, fp8)] == [35_136]
+
+
+def test_every_kv_cache_dtype_kvplan_accepts_has_its_size_in_the_table() -> None:
+    # kv_dtype_bytes' fallback (1 for an fp8 spelling, else 2) is never read for a deployment's dtype: every
+    # choice the deployment reader accepts (models/deploy.py KV_CACHE_DTYPES) and vLLM's auto under --dtype
+    # float32 is a key of KV_DTYPE_BYTES, each the torch element size (bf16/fp16 2, float32 4, fp8 1)
+    assert set(KV_CACHE_DTYPES) | {"float32"} <= set(KV_DTYPE_BYTES)
+    assert [kv_dtype_bytes(d) for d in ("bfloat16", "float16", "float32", "fp8_e5m2", "fp8_ds_mla")] == [2, 2, 4, 1, 1]
+
+
+def test_kv_heads_split_over_attention_ranks_and_are_replicated_past_them() -> None:
+    # Llama-3.1-8B's 8 kv heads: SGLang / vLLM get_num_kv_heads = max(1, total_num_kv_heads // tp): 8 at tp 1, 4 at
+    # tp 2, 1 at tp 8 and still 1 at tp 16 (each head replicated on two ranks)
+    llama = load_model("llama-3.1-8b").layers[0].caches[0]
+    assert isinstance(llama, FullAttention)
+    assert [llama.kv_heads_per_rank(tp) for tp in (1, 2, 8, 16)] == [8, 4, 1, 1]
+
+
+# --- second fresh seed 48383
+
+
+def test_a_sliding_windows_cost_is_capped_at_its_window() -> None:
+    # gpt-oss-120b's 18 sliding layers at tp 8: 8 kv heads / 8 = 1 × (64 + 64) × 2 B = 256 B a layer → 4,608 B a
+    # token, and a request holds at most its 128-token window of them: 128 × 4,608 = 589,824 B (vLLM
+    # SlidingWindowSpec; the kind named with its sinks, which are parameters, not cache)
+    window = next(
+        c for layer in load_model("gpt-oss-120b").layers for c in layer.caches if isinstance(c, SlidingWindow)
+    )
+    basis = CostBasis(attn_tp=8, kv_dtype="auto", engine="vllm", mla_layout=None)
+    (cost,) = window.kind_costs(18, basis)
+    assert (cost.kind, cost.per, cost.bytes_per_token, cost.window, cost.request_max_bytes) == (
+        "sliding window 128 + sinks",
+        "window",
+        4_608,
+        128,
+        589_824,
+    )
+    assert window_without_sinks(window).kind_costs(18, basis)[0].kind == "sliding window 128"
+
+
+def window_without_sinks(w: SlidingWindow) -> SlidingWindow:
+    return dataclasses.replace(w, sinks=False)

@@ -174,3 +174,80 @@ def test_configs_kvplan_does_not_lay_out() -> None:
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
         assert config_tensors({k: v for k, v in mixtral.items() if k != key}) is None, key
     assert config_tensors({**mixtral, "architectures": ["GptOssForCausalLM"]}) is None
+
+
+# --- fresh seed 3728 (issue 26): survivors of the second sample
+
+
+def test_a_float32_checkpoint_is_laid_out_in_f32() -> None:
+    # torch_dtype float32: every linear is a 32-bit weight stored F32 (safetensors' dtype name), and the total is
+    # Llama-3.1-8B's 8,030,261,248 parameters (the weights.py doctest's count: 32 layers of q, o 4,096² and k, v
+    # 1,024 × 4,096, MLP 3 × 4,096 × 14,336, 2 norms; embed + lm_head 2 × 128,256 × 4,096; the final norm) × 4 B
+    config = {**_config("llama-3.1-8b"), "torch_dtype": "float32"}
+    t = _layout(config)
+    assert t["model.layers.0.self_attn.q_proj.weight"] == ("F32", (4_096, 4_096))
+    assert t["model.layers.31.mlp.down_proj.weight"] == ("F32", (4_096, 14_336))
+    tensors = config_tensors(config)
+    assert tensors is not None and sum(t.nbytes for t in tensors) == 8_030_261_248 * 4
+
+
+def test_compressed_tensors_per_channel_scales_are_a_column_a_row() -> None:
+    # RedHatAI Llama-3.3-70B-Instruct-FP8-dynamic's weights: float 8 bits, strategy channel. vLLM
+    # compressed_tensors_w8a8_fp8.py create_weights: weight_scale ChannelQuantScaleParameter
+    # (sum(output_partition_sizes), 1) in float32: q_proj 8,192 × 8,192 e4m3 and an (8,192, 1) F32 scale
+    t = _layout(_config("llama-3.3-70b-fp8-dynamic"))
+    q = "model.layers.0.self_attn.q_proj."
+    assert t[q + "weight"] == ("F8_E4M3", (8_192, 8_192))
+    assert t[q + "weight_scale"] == ("F32", (8_192, 1))
+    # an int8 channel scale with no scale_dtype is the model dtype's (compressed_tensors_w8a8_int8.py's
+    # ChannelQuantScaleParameter is created in params_dtype): (8,192, 1) BF16
+    ct = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {
+            "g": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}
+        },
+    }
+    t = _layout({**_config("llama-3.3-70b-fp8-dynamic"), "quantization_config": ct})
+    assert t[q + "weight_scale"] == ("BF16", (8_192, 1))
+
+
+def test_a_4_bit_per_channel_scheme_is_not_laid_out() -> None:
+    # GPTQ int4 with group_size -1 packs eight values an int32 with a scale, zero and g_idx kvplan does not lay
+    # out per tensor: None (the parameter groups stand), not an fp8 layout
+    gptq = {"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True}
+    assert config_tensors({**_config("llama-3.1-8b"), "quantization_config": gptq}) is None
+
+
+def test_a_bad_field_shows_its_value_to_40_characters() -> None:
+    with pytest.raises(ConfigError) as e:
+        config_tensors({**_config("mixtral-8x7b"), "hidden_size": "9" * 100})
+    assert str(e.value).endswith("expected an integer 0 .. 16,777,216, got " + "9" * 40)
+
+
+def test_mla_without_qk_nope_head_dim_takes_128() -> None:
+    # transformers DeepseekV2Config / DeepseekV3Config default qk_nope_head_dim=128: q_b_proj 128 heads × (128 +
+    # rope 64) = 24,576 outputs of q_lora_rank 1,536; kv_b_proj 128 × (128 + v 128) = 32,768 of kv_lora_rank 512
+    config = {k: v for k, v in _config("deepseek-v3").items() if k != "qk_nope_head_dim"}
+    t = _layout(config)
+    assert t["model.layers.0.self_attn.q_b_proj.weight"] == ("F8_E4M3", (24_576, 1_536))
+    assert t["model.layers.0.self_attn.kv_b_proj.weight"] == ("F8_E4M3", (32_768, 512))
+
+
+def test_a_float16_checkpoint_is_laid_out_in_f16() -> None:
+    # meta-llama/Llama-2-7b-hf's config: torch_dtype float16, and its safetensors hold F16 tensors (not BF16):
+    # q_proj 4,096 × 4,096, the embeddings 32,000 × 4,096
+    t = _layout(_config("llama-2-7b"))
+    assert t["model.layers.0.self_attn.q_proj.weight"] == ("F16", (4_096, 4_096))
+    assert t["model.embed_tokens.weight"] == ("F16", (32_000, 4_096))
+
+
+# --- second fresh seed 37736
+
+
+def test_mla_kv_a_proj_holds_the_latent_and_the_rope_key() -> None:
+    # deepseek_v2.py DeepseekV2MLAAttention: kv_a_proj_with_mqa = ReplicatedLinear(hidden, kv_lora_rank +
+    # qk_rope_head_dim): DeepSeek-V3's 512 + 64 = 576 rows × 7,168, fp8 with ceil(576 / 128) = 5 × 56 block scales
+    t = _layout(_config("deepseek-v3"))
+    a = "model.layers.0.self_attn.kv_a_proj_with_mqa."
+    assert t[a + "weight"] == ("F8_E4M3", (576, 7_168))
+    assert t[a + "weight_scale_inv"] == ("F32", (5, 56))

@@ -186,3 +186,106 @@ def test_an_unmodelled_torch_dtype_is_shown_to_40_characters() -> None:
     q = resolve({"torch_dtype": "float8_e5m2_" + "x" * 40}, "cfg")
     # the first 40 characters: 'float8_e5m2_' (12) and 28 x
     assert q.assumptions == ("assumed bf16: torch_dtype 'float8_e5m2_" + "x" * 28 + "' is not modelled",)
+
+
+# --- fresh seed 47349 (issue 26): survivors of the second sample
+
+
+def test_compressed_tensors_nvfp4_weights_are_fp8_scales_per_16_and_one_fp32_global() -> None:
+    # vLLM compressed_tensors_w4a16_nvfp4.py CompressedTensorsW4A16Fp4.create_weights: weight_packed uint8
+    # (rows, cols / 2), weight_scale float8_e4m3fn (rows, cols / 16), weight_global_scale float32 (1 a matrix).
+    # 4096 × 4096: 8,388,608 + 4096 × 256 × 1 = 1,048,576 + 4 = 9,437,188 B (no scale_dtype given: fp8, not fp32)
+    q = _q(_ct({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True}))
+    assert q.scheme_for(Q_PROJ).bytes_for(4096, 4096) == 9_437_188
+
+
+def test_compressed_tensors_scale_dtype_float32_is_four_bytes_a_scale() -> None:
+    # int8 per channel on a bf16 model with the config's own scale_dtype torch.float32: weight 4096 × 4096 × 1 B =
+    # 16,777,216, one 4-byte scale a row: 4096 × 4 = 16,384 → 16,793,600 B (without it the scales are the model
+    # dtype's 2 B: 16,785,408)
+    ch = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True}
+    assert _q(_ct({**ch, "scale_dtype": "torch.float32"})).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_793_600
+    assert _q(_ct(ch)).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_785_408
+
+
+def test_a_repeated_group_is_refused_showing_its_first_60_characters() -> None:
+    # the refusal is one line: the pattern after "re:" shown to 60 characters
+    pattern = "(a.*)*" + "b" * 100
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "compressed-tensors", "ignore": ["re:" + pattern]})
+    assert e.value.detail == f"a repeated group in {pattern[:60]!r} is refused (its matching time can explode)"
+    assert pattern[:60] == "(a.*)*" + "b" * 54
+
+
+def test_a_bad_integer_is_said_in_at_most_120_characters() -> None:
+    # the value's repr is cut so the detail line is 120 characters at most
+    with pytest.raises(ConfigError) as e:
+        _q({"quant_method": "gptq", "bits": "4" * 500})
+    assert len(e.value.detail) == 120 and e.value.detail.startswith("expected an integer from 1 to 16,777,216, got '44")
+
+
+def test_a_required_count_of_1_is_read() -> None:
+    # Fields.required's minimum is 1: a model of one attention head and one layer is a model (vLLM reads any
+    # positive count); 0 is refused
+    from kvplan.models.weights import param_groups_from_hf
+
+    cfg = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 128}
+    w = param_groups_from_hf({**cfg, "vocab_size": 10}, "tiny")
+    # q, k, v, o 64 × 64 each = 16,384; MLP 3 × 64 × 128 = 24,576; embeddings 2 × 10 × 64 = 1,280; norms 3 × 64 = 192
+    assert w.total_params == 16_384 + 24_576 + 1_280 + 192
+    with pytest.raises(ConfigError, match="expected an integer from 1"):
+        param_groups_from_hf({**cfg, "num_attention_heads": 0}, "tiny")
+
+
+@pytest.mark.parametrize(
+    ("scale_dtype", "scale_bytes"),
+    [("torch.bfloat16", 2), ("float16", 2), ("torch.float8_e4m3fn", 1), ("float8_e8m0fnu", 1), ("uint8", 1)],
+)
+def test_compressed_tensors_each_scale_dtype_sizes_its_scales(scale_dtype: str, scale_bytes: int) -> None:
+    # torch's element sizes: bfloat16 / float16 2 B, float8_e4m3fn / float8_e8m0fnu / uint8 1 B (MXFP4's e8m0
+    # scales ship as uint8). int8 per channel, 4096 × 4096: 16,777,216 B of weight + 4096 rows × the scale's bytes
+    ch = {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True, "scale_dtype": scale_dtype}
+    assert _q(_ct(ch)).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_777_216 + 4096 * scale_bytes
+
+
+def test_gptq_per_channel_keeps_a_scale_and_zero_a_row_and_g_idx_a_column() -> None:
+    # vLLM gptq.py GPTQLinearMethod.create_weights with group_size -1: scale_and_zero_size 1, so scales (1, out)
+    # fp16 = 2 B a row, qzeros (1, out / 8) int32 = 4 bits a row, g_idx (in,) int32 = 4 B a column. 4096 × 4096
+    # int4: qweight 8,388,608 + scales 8,192 + qzeros 2,048 + g_idx 16,384 = 8,415,232 B
+    s = _q({"quant_method": "gptq", "bits": 4, "group_size": -1, "sym": True}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 8_415_232
+
+
+def test_gptq_group_size_1_is_a_scale_and_zero_a_value() -> None:
+    # group_size 1: scales (in / 1, out) fp16 and qzeros (in, out / 8): 4 + 16 + 4 = 24 bits = 3 B a value, and
+    # g_idx 4 B a column: 4096 × 4096 × 3 + 16,384 = 50,348,032 B (no per-row scale: the scales are per group)
+    s = _q({"quant_method": "gptq", "bits": 4, "group_size": 1, "sym": True}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 50_348_032
+
+
+# --- second fresh seed 37409
+
+
+def test_an_ignore_entry_naming_a_layer_leaves_only_that_layer_unquantized() -> None:
+    # modules_to_not_convert matches as a substring of the module name (transformers' own matching):
+    # "model.layers.3.mlp" is in layer 3's expert names and not in layer 30's ("layers.30.mlp")
+    q = _q({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["model.layers.3.mlp"]})
+    assert q.scheme_for(GATE).name == "bf16"
+    assert q.scheme_for(GATE.replace("layers.3.", "layers.30.")).weight_bits == 8
+    assert q.scheme_for(Q_PROJ).weight_bits == 8  # layer 3's attention is not under mlp
+
+
+def test_modelopt_nvfp4_without_group_size_groups_16() -> None:
+    # vLLM modelopt.py ModelOptNvFp4Config.from_config: quant_config.get("group_size", 16), 16 values a scale:
+    # 4096 × 4096: 8,388,608 B of e2m1 + 4096 × 256 fp8 scales 1,048,576 + two fp32 globals 8 = 9,437,192 B
+    s = _q({"quant_method": "modelopt", "quant_algo": "NVFP4"}).scheme_for(Q_PROJ)
+    assert s.bytes_for(4096, 4096) == 9_437_192
+
+
+def test_compressed_tensors_int8_per_tensor_asymmetric_keeps_one_scale_and_one_zero() -> None:
+    # compressed-tensors initialize_qparams: weight_scale and weight_zero_point of the strategy's shape, (1,) per
+    # tensor; the scale in the model dtype (bf16, 2 B), the zero point in the quantized type (int8, 1 B):
+    # 4096 × 4096 → 16,777,216 + 3 = 16,777,219 B (symmetric: no zero point, 16,777,218)
+    w = {"num_bits": 8, "type": "int", "strategy": "tensor"}
+    assert _q(_ct({**w, "symmetric": False})).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_777_219
+    assert _q(_ct({**w, "symmetric": True})).scheme_for(Q_PROJ).bytes_for(4096, 4096) == 16_777_218
