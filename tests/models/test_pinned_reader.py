@@ -213,3 +213,41 @@ def test_a_boolean_reads_0_1_and_the_yaml_words(value: object, read: bool) -> No
 def test_other_booleans_are_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="expected true or false"):
         Reader(parse_text(json.dumps({"b": value}), "f.yaml")).get_bool("b")
+
+
+def test_a_yaml_syntax_error_names_its_line_one_based() -> None:
+    # PyYAML's problem_mark.line counts from 0: "b: c: d" on the second line is line 2 to an editor
+    e = _error("a: 1\nb: c: d\n")
+    assert (e.line, e.detail) == (2, "not valid YAML/JSON: mapping values are not allowed in this context")
+
+
+def test_closed_containers_give_their_level_back_one_each() -> None:
+    # ten empty lists open and close a level each (back to depth 1); then 64 more levels make 65 > 64, refused by
+    # the scan on line 2, where the 65th '[' is
+    e = _error("[\n" + "[], " * 10 + "[" * 64 + "1" + "]" * 64 + "]\n")
+    assert (e.line, e.detail) == (2, "nested deeper than kvplan's limit of 64 levels")
+
+
+def test_the_101st_alias_is_refused_on_its_own_line() -> None:
+    # MAX_YAML_ALIASES 100: an anchor on line 1, "b:" on line 2, aliases on lines 3-103; the 101st is on line 103
+    e = _error("a: &a 1\nb:\n" + "  - *a\n" * 101)
+    assert (e.line, e.detail) == (103, "more than 100 YAML aliases (*name): past kvplan's limit")
+    assert len(parse_text("a: &a 1\nb:\n" + "  - *a\n" * 100, "f.yaml").data["b"]) == 100
+
+
+def test_a_message_of_400_characters_is_kept_whole_and_401_is_cut(tmp_path: Path) -> None:
+    # "config file " (12) + the path + ": no such file" (14): a missing path of 374 characters says 400 whole
+    def missing(length: int) -> Path:
+        short = length - len(str(tmp_path)) - len("/c.yaml")
+        parts = [("d" * 200 + "/") for _ in range(short // 201)]
+        rest = short - 201 * len(parts)
+        return Path(str(tmp_path) + "/" + "".join(parts) + "e" * (rest - 1) + "/c.yaml")
+
+    whole = missing(374)
+    with pytest.raises(InputError) as e:
+        read_file(whole)
+    assert (len(str(e.value)), str(e.value)) == (400, f"config file {whole}: no such file")
+    cut = missing(375)
+    with pytest.raises(InputError) as e:
+        read_file(cut)
+    assert str(e.value) == f"config file {str(cut)[:80]}…: no such file"
