@@ -121,3 +121,18 @@ def test_float_tensors_take_the_model_dtype_and_scales_keep_theirs() -> None:
     bf16 = [Tensor("model.layers.0.self_attn.o_proj.weight", "BF16", (4_096, 4_096))]
     (attn,) = param_groups_from_tensors(bf16, num_layers=1)
     assert attn.in_dtype(2, 4).bytes_per_gpu(Split.of(tp=1)) == 67_108_864
+
+
+def test_a_group_owns_the_decoder_layers_its_names_hold() -> None:
+    # pipeline stages split the decoder layers (vLLM get_pp_indices / SGLang get_layer_id): a group's tensors of
+    # layers 1 and 2 own layers [1, 3); a layer index at or past the model's layers (an MTP layer, 5 of 4) is no
+    # decoder layer; a group whose names hold no ``layers.N.`` (the final norm) spans every layer, [0, 4)
+    tensors = [
+        Tensor("model.layers.1.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.layers.2.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.layers.5.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.norm.weight", "BF16", (64,)),
+    ]
+    groups = {g.name: g for g in param_groups_from_tensors(tensors, num_layers=8)}
+    assert groups["attention"].layers_owned(4) == (1, 3)
+    assert groups["norms"].layers_owned(4) == (0, 4)
