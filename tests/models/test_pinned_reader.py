@@ -251,3 +251,38 @@ def test_a_message_of_400_characters_is_kept_whole_and_401_is_cut(tmp_path: Path
     with pytest.raises(InputError) as e:
         read_file(cut)
     assert str(e.value) == f"config file {str(cut)[:80]}…: no such file"
+
+
+def test_exactly_100000_values_are_read_and_one_more_refused() -> None:
+    # MAX_YAML_NODES 100,000: a flow list of 99,999 scalars is 1 + 99,999 = 100,000 values (under the scan's
+    # 2 × 100,000 events); 100,000 scalars are 100,001, refused where the list is (line 1)
+    assert len(parse_text("[" + "0," * 99_999 + "]", "f.yaml").data) == 99_999
+    e = _error("[" + "0," * 100_000 + "]")
+    assert (e.line, e.detail) == (1, "expands to more than 100,000 values (YAML aliases?): past kvplan's limit")
+
+
+def test_a_parser_error_says_its_problem_not_its_context() -> None:
+    # an unclosed flow list: PyYAML's MarkedYAMLError has context "while parsing a flow sequence" (str(e)'s first
+    # line) and problem "did not find expected ',' or ']'", found where the text ends (line 3)
+    e = _error("a: 1\nb: [1, 2\n")
+    assert (e.line, e.detail) == (3, "not valid YAML/JSON: did not find expected ',' or ']'")
+
+
+def test_key_errors_and_value_errors_are_located_on_their_lines() -> None:
+    # a complex key (a flow list as a key, "? [x]") on line 2; a duplicate key a on line 3; a value YAML cannot
+    # construct (!!int x: int('x')) on line 2, said in one line
+    e = _error("a: 1\n? [x]\n: 2\n")
+    assert (e.line, e.detail) == (2, "mapping keys must be plain names")
+    e = _error("a: 1\nb: 2\na: 3\n")
+    assert (e.line, e.key, e.detail) == (3, "a", "duplicate key")
+    e = _error("a: 1\nb: !!int x\n")
+    assert (e.line, e.key, e.detail) == (2, "b", "cannot read a value: invalid literal for int() with base 10: 'x'")
+
+
+def test_a_token_count_of_zero_is_refused() -> None:
+    # a context or token length of 0 is no length at all; 1 is the least
+    doc = parse_text("n: 0\nm: 1\n", "f.yaml")
+    with pytest.raises(ConfigError) as e:
+        Reader(doc).get_tokens("n")
+    assert str(e.value) == "f.yaml:1: n: expected a positive token count, got 0"
+    assert Reader(doc).get_tokens("m") == 1
