@@ -201,3 +201,22 @@ def test_a_started_hybrid_whose_pool_holds_nothing_admits_no_context() -> None:
     p = load_plan("gpt-oss-120b", None, ["kv_cache_dtype=fp8_e4m3", "page_size=64"])
     empty = replace(p, pools=tuple(replace(q, capacity=0) for q in p.pools))
     assert (empty.startup_error, largest_admitted(empty)) == (None, 0)
+
+
+def test_the_pool_holds_the_prompt_and_the_output() -> None:
+    # the KV pool keeps every token a request writes, its output included (SGLang allocates a slot per decoded
+    # token): 1,000 + 1,000 = 2,000 tokens = cdiv(2,000, 64) = 32 pages of the 8,869
+    a = admit(make_plan(), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False)
+    (pages,) = (c for c in a.checks if c.name == "pool pages")
+    assert (pages.need, pages.have, pages.detail) == (32, 8_869, "1 × 32 pages of 64 tokens")
+
+
+def test_a_ctx_of_exactly_the_context_length_runs_as_many_as_fit() -> None:
+    # --context-length 100,000: the pool stays 8,869 pages (SGLang's cell and budget do not read the context; the
+    # req_to_token table is outside the pool budget);
+    # max_running_requests = clamp(int(567,616 / 100,000 × 512) = 2,906, 2,048, 4,096) = 2,906; a ctx of exactly
+    # 100,000 with --gen 0 is served (lengths.ContextLimit), 1,563 pages each: 8,869 // 1,563 = 5 at once
+    p = make_plan(context_length=100_000)
+    assert (p.usable_pages, p.max_running_requests) == (8_869, 2_906)
+    a = admit(p, Request(ctx_tokens=100_000), remedies=False)
+    assert (a.admitted, a.max_concurrent) == (True, 5)
