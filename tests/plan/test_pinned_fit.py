@@ -131,3 +131,24 @@ def test_candidates_take_the_nodes_their_gpus_need() -> None:
                  requirements=Requirements(min_ctx_tokens=131_072), max_gpus=32)  # fmt: skip
     nodes = {d.tp: d.nodes for d in candidates(load_model("llama-3.1-8b"), q)}
     assert nodes == {1: 1, 2: 1, 4: 1, 8: 1, 16: 2, 32: 4}
+
+
+def test_ok_at_the_low_end_of_the_band() -> None:
+    # an exact pool (no band: low_checks None) is ok at its low end; a banded one is when every requirement is
+    # admitted at the band's low end, and is not when one is refused there
+    def low(*admitted: bool) -> tuple[SimpleNamespace, ...]:
+        return tuple(SimpleNamespace(admission=SimpleNamespace(admitted=a)) for a in admitted)
+
+    assert Outcome(deployment=DEP).ok_at_low_end
+    assert Outcome(deployment=DEP, low_checks=low(True, True)).ok_at_low_end  # type: ignore[arg-type]
+    assert not Outcome(deployment=DEP, low_checks=low(True, False)).ok_at_low_end  # type: ignore[arg-type]
+
+
+def test_an_mtp_candidate_drafts_4_tokens() -> None:
+    # fit's MTP candidates run the launch SGLang documents for GLM MTP (docs.sglang.io basic_usage/glm45.html:
+    # --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4): 4 draft tokens, set
+    q = FitQuery(model_ref="glm-4.5-air", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=131_072), max_gpus=2, mtp=(True,))  # fmt: skip
+    deps = list(candidates(load_model("glm-4.5-air"), q))
+    assert deps and {d.speculative_num_draft_tokens for d in deps} == {4}
+    assert all("speculative_num_draft_tokens" in d.explicit for d in deps)
