@@ -115,6 +115,9 @@ def test_closeness_is_the_least_share_of_a_requirement_met_in_ppm() -> None:
     assert Outcome(deployment=DEP, checks=(ctx,)).closeness_ppm == 500_000  # type: ignore[arg-type]
     assert Outcome(deployment=DEP, checks=(conc,)).closeness_ppm == 750_000  # type: ignore[arg-type]
     assert Outcome(deployment=DEP, checks=(conc, ctx)).closeness_ppm == 500_000  # type: ignore[arg-type]
+    # a requirement met twice over counts as met, no more: capped at 1,000,000
+    over = check(False, 2_097_152, 1_048_576)
+    assert Outcome(deployment=DEP, checks=(over,)).closeness_ppm == 1_000_000  # type: ignore[arg-type]
 
 
 def test_a_trace_bounded_short_of_the_hit_rate_ranks_by_the_bounds_share() -> None:
