@@ -4,6 +4,7 @@ every candidate that holds the trace, in proportion to the hit rate it reached).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,6 +127,8 @@ def test_a_trace_bounded_short_of_the_hit_rate_ranks_by_the_bounds_share() -> No
     t = _trace(bound_tokens=300, prompt_tokens=1_000)
     assert not t.holds
     assert Outcome(deployment=DEP, trace=t).closeness_ppm == 499_999
+    # a bound over every prompt token (1,666,665 against 60 %) still ranks below every held trace: 999,998
+    assert Outcome(deployment=DEP, trace=_trace(bound_tokens=1_000, prompt_tokens=1_000)).closeness_ppm == 999_998
 
 
 def test_candidates_take_the_nodes_their_gpus_need() -> None:
@@ -155,3 +158,15 @@ def test_an_mtp_candidate_drafts_4_tokens() -> None:
     deps = list(candidates(load_model("glm-4.5-air"), q))
     assert deps and {d.speculative_num_draft_tokens for d in deps} == {4}
     assert all("speculative_num_draft_tokens" in d.explicit for d in deps)
+
+
+def test_experts_that_do_not_slice_two_ways_get_an_ep_candidate_at_tp_2(tmp_path: Path) -> None:
+    # Qwen3-30B-A3B-FP8 with a moe_intermediate_size of 1,408 (11 blocks of 128): at tp 2 each expert's gate / up
+    # is 704 wide, not a multiple of block_n 128 (SGLang fp8.py Fp8MoEMethod.create_weights refuses it), so fit
+    # also tries ep 2, where each rank holds whole experts
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf" / "qwen3-30b-a3b-fp8" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "moe_intermediate_size": 1_408}))
+    q = FitQuery(model_ref=str(path), gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=4_096), max_gpus=2, mtp=(False,))  # fmt: skip
+    assert sorted({(d.tp, d.ep) for d in candidates(load_model(str(path)), q)}) == [(1, 1), (2, 1), (2, 2)]
