@@ -298,7 +298,8 @@ class HybridSizer:
             )
         if knob.as_int() <= mrr:
             return knob, [], None
-        if self.draft_tokens and mrr == self.spec_running < slots // self.slots_per_request:
+        # resolve_max_num_reqs warns only when ``mamba_cap < max_num_reqs``: a cap equal to the 48 caps nothing
+        if self.draft_tokens and mrr == self.spec_running <= slots // self.slots_per_request:
             why = (f"default: {SPEC_MAX_RUNNING_REQUESTS} // dp with speculative decoding (_handle_eagle_family: "
                    "\"Max running requests is reset to 48 for speculative decoding.\")")  # fmt: skip
             return Knob("max_running_requests", mrr, why), [], None

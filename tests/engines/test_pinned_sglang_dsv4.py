@@ -100,3 +100,26 @@ def test_a_compress_ratio_sglang_does_not_size_is_named() -> None:
     dep = load_deployment("glm-5.3-8xh200-sglang", ["weights_per_gpu=20GiB"])
     with pytest.raises(PlanError, match=r"DeepSeek-V4 compress ratios \[2\] \(0, 4, 128 only\)"):
         plan_pool(arch, replace(dep, model="deepseek-v4-flash"))
+
+
+def test_dcp_alone_is_refused_with_the_figures() -> None:
+    # DSV4PoolConfigurator's pools under decode context parallelism are not planned: dcp 2 at pp 1 is refused on its
+    # own (pp > 1 is refused before, by the pipeline check), one line naming both
+    with pytest.raises(PlanError, match=r"^kvplan does not yet plan DeepSeek-V4 with dcp 2 / pp 1 \(deepseek-v4"):
+        _plan("deepseek-v4-flash", dcp=2)
+
+
+def test_dp_attention_divides_the_running_requests() -> None:
+    # resolve_max_num_reqs: requested_per_worker = max(1, 256 // attn_dp_size) = 256 // 8 = 32
+    # (apply_deepseek_v4_defaults sets the 256); the C128 state ring is sized for (32 + 1) × 128 = 4,224 rows
+    p = _plan("deepseek-v4-flash", dp_attention=8)
+    assert (p.max_running_requests, p.extras["c128_state_rows"]) == (32, 4_224)
+
+
+def test_memory_map_main_kv_holds_the_swa_and_state_pools() -> None:
+    # what DSV4PoolConfigurator allocates besides the indexer keys: 60,871 full pages × (998,208 − 177,408 indexer)
+    # = 49,962,916,800 B of C4 / C128 KV, 1,558,272 // 256 = 6,087 SWA pages × 31,875 × 256 = 8,160,000 B
+    # (test_flash_chain: SWA + C4 state a token) = 49,669,920,000 B, the C128 state 2,715,811,840 B
+    # -> 102,348,648,640 B; the indexer 10,799,002,368 B apart (test_flash_cell_and_indexer_allocation)
+    segments = {s.label: s.bytes for s in _plan("deepseek-v4-flash").memory_map}
+    assert (segments["main KV"], segments["indexer"]) == (102_348_648_640, 10_799_002_368)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvplan.engines.common import Knob
 from kvplan.engines.sglang_hybrid_sizer import (
     HybridSizer,
     mamba_cache_size,
@@ -122,3 +123,42 @@ def test_swa_cell_over_every_swa_layer() -> None:
     assert swa.swa_cell("bfloat16", 1) == 12_288
     assert swa.swa_alloc_bytes(1_000, "bfloat16", 1, 64) == 13_074_432
     assert (_sizer().swa_cell("bfloat16", 1), _sizer().swa_alloc_bytes(0, "bfloat16", 1, 64)) == (0, 0)
+
+
+def test_cap_note_of_no_running_request_is_sglangs_error() -> None:
+    # kv_cache_configurator.py resolve_max_num_reqs (0.5.23 wheel): mamba_cap = max_mamba_cache_size // ratio =
+    # 4 // 5 = 0, max_num_reqs = min(2048, 0) = 0 <= 0 -> RuntimeError with both figures
+    knob = Knob("max_running_requests", 2048, "default")
+    assert _sizer().cap_note(knob, 0, 0, 4)[2] == (
+        "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. max_mamba_cache_size=4, "
+        "mamba_ratio=5, resulting max_num_reqs=0."
+    )
+    # one slot-set more (5 // 5 = 1): served, capped to 1 (1 < 2048)
+    assert _sizer().cap_note(knob, 1, 1, 5)[2] is None
+
+
+def test_cap_note_at_a_state_cap_equal_to_the_running_requests() -> None:
+    # resolve_max_num_reqs warns "max_running_requests is capped to %d by the mamba state cache" only when
+    # mamba_cap < max_num_reqs. With speculative decoding the 48 (_handle_eagle_family: "Max running requests is
+    # reset to 48") is max_num_reqs; 240 slots // 5 = 48 is not below it: no warning, the knob is the 48
+    default = Knob("max_running_requests", 2048, "default")
+    knob, said, err = _sizer(draft_tokens=4, spec_running=48).cap_note(default, 48, 48, 240)
+    assert (knob.as_int(), said, err) == (48, [], None)
+    assert knob.origin.startswith("default: 48 // dp with speculative decoding")
+    # 239 slots // 5 = 47 < 48: capped, with SGLang's figures
+    knob, said, _ = _sizer(draft_tokens=4, spec_running=48).cap_note(default, 47, 47, 239)
+    assert said == ["max_running_requests is capped to 47 by the mamba state cache (max_mamba_cache_size=239, "
+                    "5 state slots per request)"]  # fmt: skip
+    # without speculative decoding max_num_reqs is the estimate (2048): 48 < 2048 caps it, whatever spec_running is
+    knob, said, _ = _sizer(spec_running=48).cap_note(default, 48, 48, 240)
+    assert (knob.as_int(), said) == (48, [
+        "max_running_requests is capped to 48 by the mamba state cache (max_mamba_cache_size=240, 5 state slots "
+        "per request)"
+    ])  # fmt: skip
+
+
+def test_a_sizer_over_no_layers_of_a_kind_holds_none_of_it() -> None:
+    # mamba_cache_per_req sums the state over the linear layers and SWAKVPool's buffers span the SWA layers: a sizer
+    # given the kinds but no layers of them (Dsv4Sizer's defaults) weighs 0 B of either
+    bare = HybridSizer(full_layers=12, state=GDN, swa=SlidingWindow(8, 128, 128, 64, window=4_096))
+    assert (bare.state_bytes_per_request(1), bare.swa_cell("bfloat16", 1)) == (0, 0)

@@ -174,3 +174,17 @@ def test_mtp_in_mode_none(tmp_path: Path) -> None:
         " prefix caching off: the default for hybrids before vLLM 0.26)" in n
         for n in p.notes
     )
+
+
+@pytest.mark.parametrize(("gpu", "said"), [("b200", True), ("h200", False)])
+def test_the_cuda_13_assumption_is_said_on_sm10x(tmp_path: Path, gpu: str, said: bool) -> None:
+    # qwen_gdn_linear_attn._resolve_gdn_prefill_backend: on SM10x (B200, SM 10.0) FlashInfer's GDN prefill, and so
+    # the checkpoint block, needs a CUDA 13 runtime (assumed, and said); on SM90 (H200) FlashInfer is taken
+    # whatever the runtime: nothing to assume
+    notes = _plan(tmp_path, gpu=gpu).notes
+    assert (
+        any(
+            n.startswith("vLLM picks the FlashInfer GDN prefill (one checkpoint block a group) on SM10x") for n in notes
+        )
+        is said
+    )

@@ -213,3 +213,76 @@ def test_a_boolean_reads_0_1_and_the_yaml_words(value: object, read: bool) -> No
 def test_other_booleans_are_refused(value: object) -> None:
     with pytest.raises(ConfigError, match="expected true or false"):
         Reader(parse_text(json.dumps({"b": value}), "f.yaml")).get_bool("b")
+
+
+def test_a_yaml_syntax_error_names_its_line_one_based() -> None:
+    # PyYAML's problem_mark.line counts from 0: "b: c: d" on the second line is line 2 to an editor
+    e = _error("a: 1\nb: c: d\n")
+    assert (e.line, e.detail) == (2, "not valid YAML/JSON: mapping values are not allowed in this context")
+
+
+def test_closed_containers_give_their_level_back_one_each() -> None:
+    # ten empty lists open and close a level each (back to depth 1); then 64 more levels make 65 > 64, refused by
+    # the scan on line 2, where the 65th '[' is
+    e = _error("[\n" + "[], " * 10 + "[" * 64 + "1" + "]" * 64 + "]\n")
+    assert (e.line, e.detail) == (2, "nested deeper than kvplan's limit of 64 levels")
+
+
+def test_the_101st_alias_is_refused_on_its_own_line() -> None:
+    # MAX_YAML_ALIASES 100: an anchor on line 1, "b:" on line 2, aliases on lines 3-103; the 101st is on line 103
+    e = _error("a: &a 1\nb:\n" + "  - *a\n" * 101)
+    assert (e.line, e.detail) == (103, "more than 100 YAML aliases (*name): past kvplan's limit")
+    assert len(parse_text("a: &a 1\nb:\n" + "  - *a\n" * 100, "f.yaml").data["b"]) == 100
+
+
+def test_a_message_of_400_characters_is_kept_whole_and_401_is_cut(tmp_path: Path) -> None:
+    # "config file " (12) + the path + ": no such file" (14): a missing path of 374 characters says 400 whole
+    def missing(length: int) -> Path:
+        short = length - len(str(tmp_path)) - len("/c.yaml")
+        parts = [("d" * 200 + "/") for _ in range(short // 201)]
+        rest = short - 201 * len(parts)
+        return Path(str(tmp_path) + "/" + "".join(parts) + "e" * (rest - 1) + "/c.yaml")
+
+    whole = missing(374)
+    with pytest.raises(InputError) as e:
+        read_file(whole)
+    assert (len(str(e.value)), str(e.value)) == (400, f"config file {whole}: no such file")
+    cut = missing(375)
+    with pytest.raises(InputError) as e:
+        read_file(cut)
+    assert str(e.value) == f"config file {str(cut)[:80]}…: no such file"
+
+
+def test_exactly_100000_values_are_read_and_one_more_refused() -> None:
+    # MAX_YAML_NODES 100,000: a flow list of 99,999 scalars is 1 + 99,999 = 100,000 values (under the scan's
+    # 2 × 100,000 events); 100,000 scalars are 100,001, refused where the list is (line 1)
+    assert len(parse_text("[" + "0," * 99_999 + "]", "f.yaml").data) == 99_999
+    e = _error("[" + "0," * 100_000 + "]")
+    assert (e.line, e.detail) == (1, "expands to more than 100,000 values (YAML aliases?): past kvplan's limit")
+
+
+def test_a_parser_error_says_its_problem_not_its_context() -> None:
+    # an unclosed flow list: PyYAML's MarkedYAMLError has context "while parsing a flow sequence" (str(e)'s first
+    # line) and problem "did not find expected ',' or ']'", found where the text ends (line 3)
+    e = _error("a: 1\nb: [1, 2\n")
+    assert (e.line, e.detail) == (3, "not valid YAML/JSON: did not find expected ',' or ']'")
+
+
+def test_key_errors_and_value_errors_are_located_on_their_lines() -> None:
+    # a complex key (a flow list as a key, "? [x]") on line 2; a duplicate key a on line 3; a value YAML cannot
+    # construct (!!int x: int('x')) on line 2, said in one line
+    e = _error("a: 1\n? [x]\n: 2\n")
+    assert (e.line, e.detail) == (2, "mapping keys must be plain names")
+    e = _error("a: 1\nb: 2\na: 3\n")
+    assert (e.line, e.key, e.detail) == (3, "a", "duplicate key")
+    e = _error("a: 1\nb: !!int x\n")
+    assert (e.line, e.key, e.detail) == (2, "b", "cannot read a value: invalid literal for int() with base 10: 'x'")
+
+
+def test_a_token_count_of_zero_is_refused() -> None:
+    # a context or token length of 0 is no length at all; 1 is the least
+    doc = parse_text("n: 0\nm: 1\n", "f.yaml")
+    with pytest.raises(ConfigError) as e:
+        Reader(doc).get_tokens("n")
+    assert str(e.value) == "f.yaml:1: n: expected a positive token count, got 0"
+    assert Reader(doc).get_tokens("m") == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kvplan.models.arch import Split
 from kvplan.models.safetensors import Tensor
-from kvplan.models.sharding import _indices, shard
+from kvplan.models.sharding import _indices, param_groups_from_tensors, shard
 
 
 def test_layer_and_expert_indices_of_a_name() -> None:
@@ -92,3 +92,47 @@ def test_the_first_layer_and_expert_index_of_a_name_wins() -> None:
     # the docstring's rule: the first ``layers.N.`` and the first ``.experts.N.``, even when N is 0 and a nested
     # module list repeats the word later in the name
     assert _indices("model.layers.0.block.layers.7.experts.0.mix.experts.5.w1.weight")[1:] == (0, 0)
+
+
+def test_gptq_qweight_column_split_is_its_last_dim_where_the_first_would_round_otherwise() -> None:
+    # q_proj of 48 heads × 128 = 6,144 outputs, GPTQ qweight [4,096 / 8 = 512, 6,144] int32 (gptq.py
+    # create_weights: output_dim=1): tp 3 leaves 16 heads a rank, 512 × 2,048 × 4 B = 4,194,304 B. The packed input
+    # rows are not split (ceil(512 / 3) = 171 rows would be 4,202,496 B)
+    q = [Tensor("model.layers.0.self_attn.q_proj.qweight", "I32", (512, 6_144))]
+    assert shard(q, Split.of(tp=3), num_layers=1).bytes == 4_194_304
+
+
+def test_float_tensors_take_the_model_dtype_and_scales_keep_theirs() -> None:
+    # engines/model_dtype.py: both engines build every parameter in the model dtype (set_default_torch_dtype) and
+    # copy the checkpoint in. A float32 checkpoint's o_proj (4,096 × 4,096) under --dtype auto (2 B):
+    # 33,554,432 B whole, 4,096 × 1,024 × 2 = 8,388,608 B at tp 4 (RowParallelLinear); its fp32 weight_scale_inv
+    # (32 × 32 blocks, Fp8LinearMethod creates it float32 whatever the model dtype) keeps 4 B: 4,096 B more, and
+    # splits with its weight (BlockQuantScaleParameter, input_dim 1): 32 × 8 × 4 B = 1,024 B at tp 4
+    fp32 = [
+        Tensor("model.layers.0.self_attn.o_proj.weight", "F32", (4_096, 4_096)),
+        Tensor("model.layers.0.self_attn.o_proj.weight_scale_inv", "F32", (32, 32)),
+    ]
+    (attn,) = param_groups_from_tensors(fp32, num_layers=1)
+    assert attn.bytes_per_gpu(Split.of(tp=1)) == 4 * 4_096 * 4_096 + 4_096
+    cast = attn.in_dtype(4, 2)
+    assert cast.bytes_per_gpu(Split.of(tp=1)) == 33_554_432 + 4_096
+    assert cast.bytes_per_gpu(Split.of(tp=4)) == 8_388_608 + 1_024
+    # a bf16 checkpoint under --dtype float32: 4,096 × 4,096 × 4 B = 67,108,864 B
+    bf16 = [Tensor("model.layers.0.self_attn.o_proj.weight", "BF16", (4_096, 4_096))]
+    (attn,) = param_groups_from_tensors(bf16, num_layers=1)
+    assert attn.in_dtype(2, 4).bytes_per_gpu(Split.of(tp=1)) == 67_108_864
+
+
+def test_a_group_owns_the_decoder_layers_its_names_hold() -> None:
+    # pipeline stages split the decoder layers (vLLM get_pp_indices / SGLang get_layer_id): a group's tensors of
+    # layers 1 and 2 own layers [1, 3); a layer index at or past the model's layers (an MTP layer, 5 of 4) is no
+    # decoder layer; a group whose names hold no ``layers.N.`` (the final norm) spans every layer, [0, 4)
+    tensors = [
+        Tensor("model.layers.1.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.layers.2.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.layers.5.self_attn.o_proj.weight", "BF16", (64, 64)),
+        Tensor("model.norm.weight", "BF16", (64,)),
+    ]
+    groups = {g.name: g for g in param_groups_from_tensors(tensors, num_layers=8)}
+    assert groups["attention"].layers_owned(4) == (1, 3)
+    assert groups["norms"].layers_owned(4) == (0, 4)

@@ -79,3 +79,13 @@ def test_a_config_without_architectures_is_not_taken_for_deepseek_vl2(tmp_path: 
     arch = _load(tmp_path, data)
     assert arch.num_layers == 32
     assert arch.layers[0].caches[0].bytes_per_token(1, "bf16") == 4_096
+
+
+def test_vision_mlp_ratio_of_one(tmp_path: Path) -> None:
+    # timm Mlp hidden_features = int(width × mlp_ratio): mlp_ratio 1 gives 1,024 (a ratio of 1 is a real ViT width,
+    # not the 4 × width fall-back). block: norms 4,096, qkv 3,148,800, proj, fc1, fc2 1,049,600 each = 6,301,696;
+    # × 24 = 151,240,704; attn_pool: latent 1,024, q 1,049,600, kv 2,099,200, proj 1,049,600, norm 2,048, mlp
+    # 2 × 1,049,600 = 6,300,672; + patch_embed 787,456, pos_embed 589,824, final norm 2,048 = 158,920,704;
+    # + the default projector 13,635,584 and the two separators 4,096
+    data = {**_vl2(), "vision_config": {"mlp_ratio": 1}, "projector_config": {}}
+    assert _groups(_load(tmp_path, data))["vision"] == 158_920_704 + 13_635_584 + 4_096

@@ -3,11 +3,13 @@ details print, a logged pool's pages (vLLM's null block), a refused plan's zeros
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvplan.cli._common import load_plan
 from kvplan.errors import InputError
-from kvplan.plan.admission import Request, largest_admitted, pools_hold, with_pool_tokens
+from kvplan.plan.admission import Request, largest_admitted, largest_ctx_for, pools_hold, with_pool_tokens
 from kvplan.plan.admit import admit
 from tests.conftest import make_plan
 
@@ -141,3 +143,80 @@ def test_main_kv_only_longest_ctx_under_dcp_reads_the_logical_pool() -> None:
     # --gen 1000 the longest --ctx is 1,048,576 − (1,000 + 2) = 1,047,574
     c = admit(make_plan(dcp=8), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False).main_only
     assert (c.pool_tokens, c.largest_ctx) == (5_744_128, 1_047_574)
+
+
+def test_a_logged_vllm_pool_of_one_block_has_no_usable_page() -> None:
+    # "GPU KV cache size: 64 tokens" at block 64 is one block, and block 0 is the null block (v1/core/block_pool.py
+    # BlockPool: null_block = the first free block): no page is left for a request
+    assert with_pool_tokens(make_plan("glm-5.3-8xh200-vllm"), 64).usable_pages == 0
+
+
+def test_a_logged_pool_under_the_context_holds_ctx_plus_gen() -> None:
+    # vLLM allocates slots for the prompt and every generated token (KVCacheManager.allocate_slots): 64,000 logged
+    # tokens = 999 usable blocks × 64 = 63,936 tokens (test_a_logged_pool_in_pages), under max_model_len 524,288;
+    # with --gen 1000 the longest --ctx the pool holds is 63,936 − 1,000 = 62,936
+    w = with_pool_tokens(make_plan("glm-5.3-8xh200-vllm"), 64_000)
+    assert largest_ctx_for(w, Request(ctx_tokens=1, gen_tokens=1_000)) == 62_936
+
+
+def test_the_context_detail_without_gen_says_sglangs_output_cut() -> None:
+    # with --gen 0 the ctx is a context length to run with; SGLang's Scheduler.init_req_max_new_tokens cuts the
+    # output to max_req_len − input − 1 = context_len − 2 − input
+    a = admit(make_plan(), Request(ctx_tokens=1_000), remedies=False)
+    (ctx,) = (c for c in a.checks if c.name == "context length")
+    assert ctx.detail == "ctx against --context-length / max_model_len; SGLang cuts the output 2 tokens short of it"
+
+
+def test_one_copy_of_two_fits_at_once() -> None:
+    # 300,000 tokens = cdiv(300,000, 64) = 4,688 pages; the preset's 8,869 usable pages hold 8,869 // 4,688 = 1:
+    # one of the two at once, said as fewer_at_once
+    a = admit(make_plan(), Request(ctx_tokens=300_000, concurrent=2), remedies=False)
+    assert (a.admitted, a.max_concurrent, a.fewer_at_once) == (False, 1, 1)
+
+
+def test_main_kv_only_claim_counts_every_page_of_every_copy() -> None:
+    # vLLM main-KV-only: 8,842 usable blocks (test_main_kv_only_claim_on_vllm_keeps_the_null_block); two copies of
+    # 300,000 tokens need 2 × 4,688 = 9,376 blocks: not admitted, though one copy (4,688) would be
+    v = make_plan("glm-5.3-8xh200-vllm")
+    assert not admit(v, Request(ctx_tokens=300_000, concurrent=2), remedies=False).main_only.admitted
+    assert admit(v, Request(ctx_tokens=300_000), remedies=False).main_only.admitted
+
+
+def test_main_kv_only_claim_admits_a_ctx_of_exactly_the_context_length() -> None:
+    # with --gen 0 a ctx of context_len (1,048,576) is a context length the engine runs with (lengths.ContextLimit:
+    # needs = ctx); at dcp 8 the main-only pool holds 5,744,128 logical tokens: admitted
+    c = admit(make_plan(dcp=8), Request(ctx_tokens=M), remedies=False).main_only
+    assert (c.pool_tokens, c.admitted) == (5_744_128, True)
+
+
+def test_no_main_row_claims_no_main_only_pool() -> None:
+    # a plan without a main KV row (cell 0 B) has no main-KV-only pool to claim: 0 tokens
+    p = make_plan()
+    bare = replace(p, cell=replace(p.cell, main_bytes=0, draft_main_bytes=0))
+    assert admit(bare, Request(ctx_tokens=1_000), remedies=False).main_only.pool_tokens == 0
+
+
+def test_a_started_hybrid_whose_pool_holds_nothing_admits_no_context() -> None:
+    # gpt-oss-120b on SGLang: with its full-attention pool emptied (0 pages), no request of even 1 token fits
+    p = load_plan("gpt-oss-120b", None, ["kv_cache_dtype=fp8_e4m3", "page_size=64"])
+    empty = replace(p, pools=tuple(replace(q, capacity=0) for q in p.pools))
+    assert (empty.startup_error, largest_admitted(empty)) == (None, 0)
+
+
+def test_the_pool_holds_the_prompt_and_the_output() -> None:
+    # the KV pool keeps every token a request writes, its output included (SGLang allocates a slot per decoded
+    # token): 1,000 + 1,000 = 2,000 tokens = cdiv(2,000, 64) = 32 pages of the 8,869
+    a = admit(make_plan(), Request(ctx_tokens=1_000, gen_tokens=1_000), remedies=False)
+    (pages,) = (c for c in a.checks if c.name == "pool pages")
+    assert (pages.need, pages.have, pages.detail) == (32, 8_869, "1 × 32 pages of 64 tokens")
+
+
+def test_a_ctx_of_exactly_the_context_length_runs_as_many_as_fit() -> None:
+    # --context-length 100,000: the pool stays 8,869 pages (SGLang's cell and budget do not read the context; the
+    # req_to_token table is outside the pool budget);
+    # max_running_requests = clamp(int(567,616 / 100,000 × 512) = 2,906, 2,048, 4,096) = 2,906; a ctx of exactly
+    # 100,000 with --gen 0 is served (lengths.ContextLimit), 1,563 pages each: 8,869 // 1,563 = 5 at once
+    p = make_plan(context_length=100_000)
+    assert (p.usable_pages, p.max_running_requests) == (8_869, 2_906)
+    a = admit(p, Request(ctx_tokens=100_000), remedies=False)
+    assert (a.admitted, a.max_concurrent) == (True, 5)

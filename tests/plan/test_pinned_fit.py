@@ -4,8 +4,10 @@ every candidate that holds the trace, in proportion to the hit rate it reached).
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
@@ -93,3 +95,78 @@ def test_staging_buffers_carry_the_mtp_layers_kv() -> None:
     p = evaluate(arch, dep, q.requirements).plan
     assert p is not None and (p.cell.main_bytes, p.cell.draft_main_bytes) == (47_104, 1_024)
     assert pd_staging(p, "prefill", "mooncake", sglang_staging=True).bytes == 1_577_058_304
+
+
+def test_a_pruned_candidate_admits_no_context_and_has_no_headroom() -> None:
+    # a candidate the engine refused (no plan, no requirement checked): the largest context it serves is 0 tokens
+    # and it has 0 ppm to spare (the JSON row's largest_ctx_tokens and headroom_ppm read these)
+    o = Outcome(deployment=DEP, pruned="SGLang refuses it")
+    assert (o.largest_ctx, o.headroom_ppm, o.low_headroom_ppm, o.ok) == (0, 0, 0, False)
+
+
+def test_closeness_is_the_least_share_of_a_requirement_met_in_ppm() -> None:
+    # Outcome.closeness_ppm (kvplan's ranking of candidates that miss): half of a 1,048,576-token context
+    # (524,288) is 500,000 ppm; 3 of 4 requests at once 750,000 ppm; the least of the two ranks it
+    def check(concurrency: bool, got: int, want: int) -> SimpleNamespace:
+        req = SimpleNamespace(ctx_tokens=want, concurrent=want)
+        a = SimpleNamespace(largest_ctx=got, max_concurrent=got, request=req, admitted=False, checks=())
+        return SimpleNamespace(concurrency=concurrency, admission=a)
+
+    ctx, conc = check(False, 524_288, 1_048_576), check(True, 3, 4)
+    assert Outcome(deployment=DEP, checks=(ctx,)).closeness_ppm == 500_000  # type: ignore[arg-type]
+    assert Outcome(deployment=DEP, checks=(conc,)).closeness_ppm == 750_000  # type: ignore[arg-type]
+    assert Outcome(deployment=DEP, checks=(conc, ctx)).closeness_ppm == 500_000  # type: ignore[arg-type]
+    # a requirement met twice over counts as met, no more: capped at 1,000,000
+    over = check(False, 2_097_152, 1_048_576)
+    assert Outcome(deployment=DEP, checks=(over,)).closeness_ppm == 1_000_000  # type: ignore[arg-type]
+
+
+def test_a_trace_bounded_short_of_the_hit_rate_ranks_by_the_bounds_share() -> None:
+    # reuse_bound says at most 300 of the 1,000 prompt tokens can hit: 300,000 ppm, against --min-hit 60 %:
+    # 300,000 × 999,999 // 600,000 = 499,999 (not held: capped at 999,998, which does not bind)
+    t = _trace(bound_tokens=300, prompt_tokens=1_000)
+    assert not t.holds
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 499_999
+    # a bound over every prompt token (1,666,665 against 60 %) still ranks below every held trace: 999,998
+    assert Outcome(deployment=DEP, trace=_trace(bound_tokens=1_000, prompt_tokens=1_000)).closeness_ppm == 999_998
+
+
+def test_candidates_take_the_nodes_their_gpus_need() -> None:
+    # nodes = ceil(tp / gpus_per_node): TP1-8 on one 8-GPU node, TP16 on 2, TP32 on 4 (the --emit-deploy nodes)
+    q = FitQuery(model_ref="llama-3.1-8b", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=131_072), max_gpus=32)  # fmt: skip
+    nodes = {d.tp: d.nodes for d in candidates(load_model("llama-3.1-8b"), q)}
+    assert nodes == {1: 1, 2: 1, 4: 1, 8: 1, 16: 2, 32: 4}
+
+
+def test_ok_at_the_low_end_of_the_band() -> None:
+    # an exact pool (no band: low_checks None) is ok at its low end; a banded one is when every requirement is
+    # admitted at the band's low end, and is not when one is refused there
+    def low(*admitted: bool) -> tuple[SimpleNamespace, ...]:
+        return tuple(SimpleNamespace(admission=SimpleNamespace(admitted=a)) for a in admitted)
+
+    assert Outcome(deployment=DEP).ok_at_low_end
+    assert Outcome(deployment=DEP, low_checks=low(True, True)).ok_at_low_end  # type: ignore[arg-type]
+    assert not Outcome(deployment=DEP, low_checks=low(True, False)).ok_at_low_end  # type: ignore[arg-type]
+
+
+def test_an_mtp_candidate_drafts_4_tokens() -> None:
+    # fit's MTP candidates run the launch SGLang documents for GLM MTP (docs.sglang.io basic_usage/glm45.html:
+    # --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4): 4 draft tokens, set
+    q = FitQuery(model_ref="glm-4.5-air", gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=131_072), max_gpus=2, mtp=(True,))  # fmt: skip
+    deps = list(candidates(load_model("glm-4.5-air"), q))
+    assert deps and {d.speculative_num_draft_tokens for d in deps} == {4}
+    assert all("speculative_num_draft_tokens" in d.explicit for d in deps)
+
+
+def test_experts_that_do_not_slice_two_ways_get_an_ep_candidate_at_tp_2(tmp_path: Path) -> None:
+    # Qwen3-30B-A3B-FP8 with a moe_intermediate_size of 1,408 (11 blocks of 128): at tp 2 each expert's gate / up
+    # is 704 wide, not a multiple of block_n 128 (SGLang fp8.py Fp8MoEMethod.create_weights refuses it), so fit
+    # also tries ep 2, where each rank holds whole experts
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf" / "qwen3-30b-a3b-fp8" / "config.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "moe_intermediate_size": 1_408}))
+    q = FitQuery(model_ref=str(path), gpus=(find_gpu("h200"),), engines=("sglang",),
+                 requirements=Requirements(min_ctx_tokens=4_096), max_gpus=2, mtp=(False,))  # fmt: skip
+    assert sorted({(d.tp, d.ep) for d in candidates(load_model(str(path)), q)}) == [(1, 1), (2, 1), (2, 2)]
