@@ -13,12 +13,12 @@ from kvplan.models.reader import Reader
 
 DEEPSEEK_VL2 = "DeepseekVLV2ForCausalLM"
 DEEPSEEK_VL2_ARCHITECTURES = (DEEPSEEK_VL2, "DeepseekVL2ForCausalLM")
-KIMI_K25 = "KimiK25ForConditionalGeneration"
-"""Kimi-K2.5: a DeepseekV3ForCausalLM ``text_config`` beside a MoonViT ``vision_config`` (SGLang
-``models/kimi_k25.py``: ``DeepseekV3ForCausalLM(config.text_config, quant_config)``)."""
 """vLLM's class (its ``DeepseekVLV2Config`` sets it when config.json names none) and SGLang's
 (``configs/deepseekvl2.py`` ``DeepseekVL2Config.architectures``). deepseek-ai's config.json has no
 ``architectures``: kvplan knows it by ``model_type: deepseek_vl_v2`` beside a ``language_config``."""
+KIMI_K25 = "KimiK25ForConditionalGeneration"
+"""Kimi-K2.5: a DeepseekV3ForCausalLM ``text_config`` beside a MoonViT ``vision_config`` (SGLang
+``models/kimi_k25.py``: ``DeepseekV3ForCausalLM(config.text_config, quant_config)``)."""
 
 _V2_DEFAULTS: dict[str, Any] = {
     "num_hidden_layers": 30, "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
