@@ -66,6 +66,13 @@ def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
     return 2048, 256
 
 
+VLM_PROFILE_NOTE = (  # a VLM's plan: what its non-KV estimate leaves out
+    "the vision encoder is not in the non-KV estimate: vLLM's profile run also runs the tower on dummy images (the "
+    "encoder budget), and its activations come off the KV memory; --language-model-only or --limit-mm-per-prompt "
+    "with 0 images removes them, or set non_kv_other from the log's 'Available KV cache memory'"
+)
+
+
 # The V1 chain, on one GPU:
 #
 # Source facts: shared/reference/vllm-0.33.0.md §1-4, §6-8. In short, on one GPU:
@@ -89,13 +96,6 @@ def _defaults_by_memory(dep: Deployment) -> tuple[int, int]:
 # ``get_num_blocks`` → ``check_enough_kv_cache_memory``), one step per term group the plan prints: defaults
 # (kvplan.engines.vllm_defaults) → cell (``_uniform_spec``) → scheduler → hybrid groups → budget → blocks and
 # startup checks → chain.
-VLM_PROFILE_NOTE = (
-    "the vision encoder is not in the non-KV estimate: vLLM's profile run also runs the tower on dummy images (the "
-    "encoder budget), and its activations come off the KV memory; --language-model-only or --limit-mm-per-prompt "
-    "with 0 images removes them, or set non_kv_other from the log's 'Available KV cache memory'"
-)
-
-
 def plan(arch: ModelArch, dep: Deployment) -> PoolPlan:
     rules = vllm_rules(dep.engine_version)  # a V0 version (0.6-0.8) is planned by kvplan.engines.vllm_v0
     if dep.dtype in ("float", "float32") and (arch.is_mla or vllm_hybrid.is_v4(arch)):
