@@ -9,6 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
@@ -17,6 +20,7 @@ from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, cand
 from kvplan.plan.fit_pd import pd_staging
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
+from tests.plan.test_fit import _glm_query
 from tests.plan.test_fit_trace import SMALL, spec_for, write_trace
 from tests.plan.test_fit_trace import plan as trace_plan
 
@@ -170,3 +174,17 @@ def test_experts_that_do_not_slice_two_ways_get_an_ep_candidate_at_tp_2(tmp_path
     q = FitQuery(model_ref=str(path), gpus=(find_gpu("h200"),), engines=("sglang",),
                  requirements=Requirements(min_ctx_tokens=4_096), max_gpus=2, mtp=(False,))  # fmt: skip
     assert sorted({(d.tp, d.ep) for d in candidates(load_model(str(path)), q)}) == [(1, 1), (2, 1), (2, 2)]
+
+
+def test_a_one_token_bound_of_a_one_token_prompt_is_a_whole_hit() -> None:
+    # fresh seed 27437: reuse_bound 1 of 1 prompt token is 1,000,000 ppm, over the 600,000 asked: 1,000,000 ×
+    # 999,999 // 600,000 = 1,666,665, capped at 999,998 for a trace not held (dividing by 2 would give 833,332)
+    t = _trace(bound_tokens=1, prompt_tokens=1, hit_tokens=0)
+    assert Outcome(deployment=DEP, trace=t).closeness_ppm == 999_998
+
+
+def test_no_gpus_is_refused() -> None:
+    # --max-gpus 0 searches nothing: refused as input, as a negative count is
+    with pytest.raises(InputError, match=r"--max-gpus must be positive, got 0"):
+        _glm_query(max_gpus=0)
+    assert _glm_query(max_gpus=1).max_gpus == 1  # one GPU is a search (of TP1 candidates)
