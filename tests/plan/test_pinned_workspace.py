@@ -148,3 +148,41 @@ def test_an_overfull_slack_names_its_biggest_item() -> None:
     assert p.extras["req_to_token_bytes"] > 1_000_000_000_000 > 20_000_000_000 > p.extras["slack_bytes"]
     for w in walls(p, WorkspaceQuery(batch=1)):
         assert (w.largest_fitting, w.breaks, w.limit) == (-1, "workspace (req_to_token)", 0)
+
+
+def test_a_budget_under_one_row_scores_one_row_a_chunk() -> None:
+    # fresh seed 20371. SGLang _get_topk_ragged: max_rows = max(1, budget // (cols × 4)): 2,000 rows of 4,096 keys
+    # (8,192,000 elements, past the 8,000,000 the check starts at) against 10,000 B, under one row's 16,384 B:
+    # 1 row a chunk, 2,000 chunks
+    c = sglang_prefill_chunking(2_000, 4_096, 10_000)
+    assert (c.rows_per_chunk, c.chunks) == (1, 2_000)
+
+
+def test_a_batch_of_exactly_the_running_cap_fits() -> None:
+    # the scheduler runs at most max_running_requests at once: a batch of exactly that many one-page requests fits,
+    # one more does not
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b")
+    cap = p.max_running_requests
+    assert workspace(p, WorkspaceQuery(batch=cap, ctx=16)).pool_fits
+    assert not workspace(p, WorkspaceQuery(batch=cap + 1, ctx=16)).pool_fits
+
+
+def test_a_mamba_hybrids_padding_is_one_row_past_its_kv_bytes() -> None:
+    # Qwen3-Next at tp 8, page 1: a row is 12 full-attention layers × 1 kv head a rank × 256 × (K + V) × 2 B =
+    # 12,288 B. The Mamba state pool comes out of the memory first; the KV pool takes available // 12,288 rows and
+    # allocates one more (the padding slot of a 1-token page), so what lands past the available bytes is
+    # 12,288 − (available mod 12,288), never the state pool's bytes
+    p = make_plan("glm-5.3-8xh200-sglang", model="qwen3-next-80b-a3b", kv_cache_dtype="auto", page_size=1)
+    assert p.cell.total_bytes == 12_288 and p.extras["mamba_alloc_bytes"] > 0
+    padding = next(i for i in workspace(p, WorkspaceQuery(batch=1)).items if i.name == "pool padding")
+    assert padding.bytes == 12_288 - p.available_bytes % 12_288
+
+
+def test_a_uniform_pools_padding_is_one_row_past_its_kv_bytes() -> None:
+    # Llama-3.1-8B bf16 at tp 8, page 1: a row is 32 layers × 1 kv head a rank × 128 × (K + V) × 2 B = 16,384 B; the
+    # pool takes available // 16,384 rows and allocates one more (the padding slot), so exactly 16,384 − (available
+    # mod 16,384) lands past the available bytes (no state pool to leave out)
+    p = make_plan("glm-5.3-8xh200-sglang", model="llama-3.1-8b", kv_cache_dtype="auto", page_size=1)
+    assert p.cell.total_bytes == 16_384 and "mamba_alloc_bytes" not in p.extras
+    padding = next(i for i in workspace(p, WorkspaceQuery(batch=1)).items if i.name == "pool padding")
+    assert padding.bytes == 16_384 - p.available_bytes % 16_384
