@@ -422,8 +422,7 @@ def _mla_shape(c: Fields) -> MoeShape:
         v_head_dim=c.integer("v_head_dim", 128),
         index_n_heads=c.integer("index_n_heads", 0, minimum=0),
         index_head_dim=c.integer("index_head_dim", 128 if c.integer("index_topk", 0, minimum=0) else 0),
-        # required, as in from_hf: DeepseekV2Config and DeepseekV3Config default them differently
-        first_k_dense_replace=c.required("first_k_dense_replace", minimum=0),
+        first_k_dense_replace=c.required("first_k_dense_replace", minimum=0),  # these 5 required: V2 / V3 differ
         intermediate_size=c.required("intermediate_size"),
         n_routed_experts=c.required("n_routed_experts"),
         n_shared_experts=c.integer("n_shared_experts", 0, minimum=0),
