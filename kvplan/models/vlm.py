@@ -4,6 +4,7 @@ they build (MLA or MHA) and the vision tower's weights, counted from ``vision_co
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -149,15 +150,17 @@ def _moonvit_params(v: Reader, layers: int, h: int, text_hidden: int) -> int:
     m -> h with biases), the final LayerNorm, and ``K2VLMultiModalProjector`` (LayerNorm(h), ``linear_1`` kh → kh and
     ``linear_2`` kh → ``text_hidden_size`` with biases, k the merge kernel's cells; ``text_hidden_size`` defaults
     to the text model's hidden size, as Kimi-K3's config class forces it to)."""
+    # required, as the published config names them all (no engine default read for Kimi-K2.5's config class)
     m: int = v.get_int("vt_intermediate_size", required=True, maximum=limits.MAX_DIM)
-    patch: int = v.get_int("patch_size", default=14, maximum=limits.MAX_DIM)
-    rows: int = v.get_int("init_pos_emb_height", default=64, maximum=limits.MAX_DIM)
-    cols: int = v.get_int("init_pos_emb_width", default=64, maximum=limits.MAX_DIM)
-    kernel = v.data.get("merge_kernel_size", [2, 2])
-    ok = isinstance(kernel, list) and len(kernel) == 2 and all(type(x) is int and 0 < x <= 16 for x in kernel)
-    if not ok:
-        v.fail("merge_kernel_size", f"expected two positive integers, got {kernel!r}"[:120])
-    k = int(kernel[0]) * int(kernel[1])
+    patch: int = v.get_int("patch_size", required=True, maximum=limits.MAX_DIM)
+    rows: int = v.get_int("init_pos_emb_height", required=True, maximum=limits.MAX_DIM)
+    cols: int = v.get_int("init_pos_emb_width", required=True, maximum=limits.MAX_DIM)
+    if "merge_kernel_size" not in v.data:
+        v.fail("merge_kernel_size", "missing (required)")
+    kernel = v.data["merge_kernel_size"]
+    if not (isinstance(kernel, list) and len(kernel) == 2 and all(type(x) is int and 0 < x <= 16 for x in kernel)):
+        v.fail("merge_kernel_size", "expected two integers from 1 to 16 (the patch merger's kernel)")
+    k: int = math.prod(kernel)
     t: int = v.get_int("text_hidden_size", default=text_hidden, maximum=limits.MAX_DIM)
     embed = 3 * patch * patch * h + h + rows * cols * h
     block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * m + m) + (m * h + h)

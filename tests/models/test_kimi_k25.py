@@ -100,6 +100,13 @@ def test_both_engines_plan_the_mla_cell(arch: Any) -> None:
         ("vision_config", None, "vision_config: missing"),
         ("vision_config", {"vt_hidden_size": 1152, "vt_intermediate_size": 4304}, "vt_num_hidden_layers"),
         ("vision_config", {**_data()["vision_config"], "merge_kernel_size": [2]}, "merge_kernel_size"),
+        ("vision_config", {**_data()["vision_config"], "merge_kernel_size": [0, 2]}, "merge_kernel_size"),
+        ("vision_config", {**_data()["vision_config"], "merge_kernel_size": [2, 17]}, "merge_kernel_size"),
+        ("vision_config", {**_data()["vision_config"], "merge_kernel_size": [2.0, 2]}, "merge_kernel_size"),
+        *[
+            ("vision_config", {k: v for k, v in _data()["vision_config"].items() if k != key}, key)
+            for key in ("patch_size", "init_pos_emb_height", "init_pos_emb_width", "merge_kernel_size")
+        ],
     ],
 )
 def test_a_config_without_its_parts_is_refused_naming_the_key(tmp_path: Path, key: str, bad: Any, says: str) -> None:
@@ -119,3 +126,15 @@ def test_vllm_says_the_vision_encoders_profile_is_not_estimated(arch: Any) -> No
     assert any("vision encoder is not in the non-KV estimate" in n for n in vllm.notes)
     sglang = _plan(arch, "engine=sglang", "gpu=h200", "tp=8")
     assert not any("vision encoder" in n for n in sglang.notes)
+
+
+def test_a_one_by_one_merger_projects_each_patch(tmp_path: Path) -> None:
+    # merge_kernel_size [1, 1] (k = 1): linear_1 1,152 -> 1,152 (1,327,104 + 1,152) and linear_2 1,152 -> 7,168
+    # (8,257,536 + 7,168) with the 2,304 of pre_norm: 9,595,264 for the projector against 54,277,888 at [2, 2], so
+    # the tower and projector hold 471,143,920 − 44,682,624 = 426,461,296; the largest accepted kernel, [16, 16], loads
+    data = _data()
+    data["vision_config"]["merge_kernel_size"] = [1, 1]
+    vision = {g.name: g for g in load_model(_write(tmp_path, data)).param_groups}["vision"]
+    assert vision.params == 426_461_296
+    data["vision_config"]["merge_kernel_size"] = [16, 16]
+    assert load_model(_write(tmp_path, data)).vision_tower == (27, 1152)
