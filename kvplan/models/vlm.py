@@ -49,6 +49,8 @@ class LanguageSection:
     "num_hidden_layers", 24)`` and ``"hidden_size", 1024``. DeepseekVL2VisionEncoderConfig names them ``layers`` and
     ``width``, so the defaults; Kimi-K2.5's vision config aliases them to ``vt_num_hidden_layers`` / ``vt_hidden_size``
     (``KimiK25VisionConfig.__init__``: ``self.num_hidden_layers = vt_num_hidden_layers``)."""
+    notes: tuple[str, ...] = ()
+    """Weights assumptions the wrapper adds to the language model's."""
 
     def finish(self, arch: ModelArch) -> ModelArch:
         """``arch`` as the VLM: its class, the vision group, the engines' load-time additions of the language
@@ -67,16 +69,6 @@ class LanguageSection:
             param_groups=tuple(groups),
             vision_tower=self.vision_tower,
             weights_assumptions=(*arch.weights_assumptions, *self.notes),
-        )
-
-    @property
-    def notes(self) -> tuple[str, ...]:
-        if self.architecture != KIMI_K25:
-            return ()
-        return (
-            "Kimi-K2.5's MoonViT tower and projector counted whole on every GPU in bf16 (SGLang kimi_k25.py builds "
-            "them without the text model's quant_config); SGLang splits the tower's attention projections over the "
-            "attention TP group, so at TP8 it holds about 0.25 GB less than counted",
         )
 
 
@@ -140,7 +132,14 @@ def _kimi_k25(r: Reader) -> LanguageSection:
     hidden: int = v.get_int("vt_hidden_size", required=True, maximum=limits.MAX_DIM)
     data = {**lang.data, "architectures": ["DeepseekV3ForCausalLM"]}  # the MLA reader's class
     params = _moonvit_params(v, layers, hidden, lang.get_int("hidden_size", required=True, maximum=limits.MAX_DIM))
-    return LanguageSection(Reader(lang.doc, lang.path, data), True, params, KIMI_K25, (layers, hidden))
+    return LanguageSection(Reader(lang.doc, lang.path, data), True, params, KIMI_K25, (layers, hidden), K25_TOWER)
+
+
+K25_TOWER = (
+    "Kimi-K2.5's MoonViT tower and projector counted whole on every GPU in bf16 (SGLang kimi_k25.py builds them "
+    "without the text model's quant_config); SGLang splits the tower's attention projections over the attention TP "
+    "group, so at TP8 it holds about 0.25 GB less than counted",
+)
 
 
 def _moonvit_params(v: Reader, layers: int, h: int, text_hidden: int) -> int:
