@@ -95,7 +95,8 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
             )
             break
 
-    if (mem := memory_remedy(plan, req)) is not None:
+    failed = {c.name for c in assess(plan, req).checks if not c.ok}
+    if (mem := memory_remedy(plan, req) or _lower_memory_remedy(plan, req, failed)) is not None:
         out.append(mem)
 
     # the kv cache dtype (an explicit mla_layout would pin the row, so only the dtype is changed, as --set does)
@@ -119,7 +120,6 @@ def find_remedies(plan: PoolPlan, req: Request) -> list[Remedy]:
         (knob, value), *also = c.sets
         out.append(Remedy(knob, value, c.plan.logged_tokens, c.detail + how, tuple(also)))
 
-    failed = {c.name for c in assess(plan, req).checks if not c.ok}
     out += _running_remedies(plan, req, failed, how)
     out += _dp_remedies(plan, req, failed, how)
     if not out:
@@ -252,6 +252,31 @@ def memory_remedy(plan: PoolPlan, req: Request) -> Remedy | None:
     detail = "leaves {size:slack} of slack outside the pool" if room is not None else "higher utilization"
     sizes = (("slack", room),) if room is not None else ()
     return Remedy(knob, best / steps, new.logged_tokens, detail + _scaled(plan), sizes=sizes)
+
+
+def _lower_memory_remedy(plan: PoolPlan, req: Request, failed: set[str]) -> Remedy | None:
+    """SGLang's workspaces live in the slack outside mem_fraction_static: where only they fail, the largest lower
+    fraction whose slack holds them, checked whole (its pool may then be too small). SGLang's own advice for an
+    OOM outside the pool: "decrease --mem-fraction-static" (docs, hyperparameter_tuning.md)."""
+    if plan.engine != "sglang" or failed != {"workspace"}:
+        return None
+    cur = round(plan.knob("mem_fraction_static").as_float() * 1000)
+
+    def workspace_fits(m: int) -> bool:
+        new = _replan(plan, mem_fraction_static=m / 1000)
+        return new is not None and all(c.ok for c in assess(new, req).checks if c.name == "workspace")
+
+    best = largest_true(1, cur - 1, workspace_fits)
+    if best is None or (new := _try(plan, req, mem_fraction_static=best / 1000)) is None:
+        return None
+    sizes = (("slack", new.extras["slack_bytes"]),)
+    return Remedy(
+        "mem_fraction_static",
+        best / 1000,
+        new.logged_tokens,
+        "leaves {size:slack} for the workspaces" + _scaled(plan),
+        sizes=sizes,
+    )
 
 
 _DOUBLINGS = 6

@@ -12,7 +12,7 @@ from kvplan.engines import plan_pool
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.plan.admission import with_pool_tokens
-from kvplan.plan.admit import Request, admit
+from kvplan.plan.admit import Request, admit, memory_remedy
 from tests.conftest import make_plan
 from tests.models.test_load_refusals import QWEN_FP8
 from tests.models.test_load_refusals import _plan as load_plan_for
@@ -224,3 +224,35 @@ def test_sglang_keeps_expert_parallel_in_its_ep_remedy(tmp_path: Path) -> None:
     p = load_plan_for("sglang", _qwen_fp8(tmp_path, num_experts=60, moe_intermediate_size=2048), tp=8, ep=8)
     (ep,) = (r for r in admit(p, Request(ctx_tokens=32768)).remedies if r.knob == "ep")
     assert (ep.value, ep.detail) == (2, "experts split 4 ways (512 wide a rank) over ep 2; bf16 rows")
+
+
+def test_a_workspace_refusal_is_offered_a_lower_memory_fraction() -> None:
+    # mem_fraction_static 0.95 on GLM-5.3 8xH200 SGLang leaves too little slack for the workspaces while the pool
+    # holds the request: SGLang's advice for an OOM outside the pool is to decrease --mem-fraction-static
+    # (docs/advanced_features/hyperparameter_tuning.md). The remedy is the largest lower fraction, in SGLang's
+    # thousandths, whose slack holds the workspaces: at it the request is admitted, one thousandth above it the
+    # workspace check still fails, and it is below 0.95 (a raise only shrinks the slack)
+    a = admit(make_plan(mem_fraction_static=0.95), Request(ctx_tokens=1024))
+    assert [c.name for c in a.checks if not c.ok] == ["workspace"]
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    value = float(mem.value)  # type: ignore[arg-type]
+    assert 0.9 < value < 0.95 and round(value * 1000) == value * 1000
+    at = make_plan(mem_fraction_static=value)
+    above = admit(make_plan(mem_fraction_static=round(value * 1000 + 1) / 1000), Request(ctx_tokens=1024))
+    assert admit(at, Request(ctx_tokens=1024)).admitted
+    assert [c.name for c in above.checks if not c.ok] == ["workspace"]
+    assert mem.pool_tokens == at.logged_tokens < make_plan(mem_fraction_static=0.95).logged_tokens
+    assert mem.detail == "leaves {size:slack} for the workspaces" and dict(mem.sizes) == {
+        "slack": at.extras["slack_bytes"]
+    }
+    # the raise search alone (fit's) finds nothing above 0.95 that holds the workspaces
+    assert memory_remedy(make_plan(mem_fraction_static=0.95), Request(ctx_tokens=1024)) is None
+
+
+def test_a_pool_refusal_is_never_offered_a_lower_memory_fraction() -> None:
+    # 600,000 tokens on the default plan (567,616 at 0.886) are refused by the pool pages: a lower fraction only
+    # shrinks the pool, so the memory remedy raises the fraction above the default 0.886, never lowers it
+    a = admit(make_plan(), Request(ctx_tokens=600_000))
+    assert [c.name for c in a.checks if not c.ok] == ["pool pages"]
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    assert float(mem.value) > 0.886  # type: ignore[arg-type]
