@@ -13,6 +13,7 @@ from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.plan.admission import with_pool_tokens
 from kvplan.plan.admit import Request, admit, memory_remedy
+from kvplan.plan.remedies import _context_first
 from tests.conftest import make_plan
 from tests.models.test_load_refusals import QWEN_FP8
 from tests.models.test_load_refusals import _plan as load_plan_for
@@ -256,3 +257,38 @@ def test_a_pool_refusal_is_never_offered_a_lower_memory_fraction() -> None:
     assert [c.name for c in a.checks if not c.ok] == ["pool pages"]
     (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
     assert float(mem.value) > 0.886  # type: ignore[arg-type]
+
+
+def test_the_memory_remedy_under_a_logged_pool_says_it_is_scaled() -> None:
+    # --pool-tokens 500,000 where kvplan plans 567,616 and a 520,000-token request: the raised fraction's pool is
+    # scaled like the logged one (remedies._replan), and its detail says by what, as every other remedy's does
+    a = admit(with_pool_tokens(make_plan(), 500_000), Request(ctx_tokens=520_000))
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    assert float(mem.value) > 0.886  # type: ignore[arg-type]
+    assert mem.detail == (
+        "leaves {size:slack} of slack outside the pool; pool scaled by logged / planned = 500,000 / 567,616"
+    )
+
+
+def test_one_thousandth_over_the_workspace_boundary_is_lowered_not_raised() -> None:
+    # at 0.925 the workspaces fail by one thousandth (0.924 holds them: the test above): the raise search starts
+    # above the current fraction, so it finds nothing; the lowering remedy names 0.924 and says what it is for
+    plan = make_plan(mem_fraction_static=0.925)
+    assert memory_remedy(plan, Request(ctx_tokens=1024)) is None
+    a = admit(plan, Request(ctx_tokens=1024))
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    assert (mem.value, mem.detail) == (0.924, "leaves {size:slack} for the workspaces")
+
+
+def test_a_context_change_that_does_not_start_under_a_logged_pool_is_no_remedy() -> None:
+    # vLLM GLM-5.3 8xH200 at max_model_len 131,072 with a logged pool of 150,000 tokens, asked for 600,000: past
+    # the context length and the pool. The context change alone fails vLLM's start check at the planned pool
+    # (kv_cache_utils._check_enough_kv_cache_memory: "the estimated maximum model length is 533824"), and under
+    # a logged pool a re-plan that does not start is no plan (remedies._replan), so _context_first offers nothing
+    # on 8 GPUs, and admit still answers
+    plan = with_pool_tokens(make_plan("glm-5.3-8xh200-vllm", context_length=131_072), 150_000)
+    req = Request(ctx_tokens=600_000)
+    assert "533824" in (make_plan("glm-5.3-8xh200-vllm", context_length=600_000).startup_error or "")
+    assert _context_first(plan, req) == []
+    a = admit(plan, req)
+    assert not a.admitted and not any(r.knob == "context_length" for r in a.remedies)
