@@ -256,8 +256,8 @@ def memory_remedy(plan: PoolPlan, req: Request) -> Remedy | None:
 
 def _lower_memory_remedy(plan: PoolPlan, req: Request, failed: set[str]) -> Remedy | None:
     """SGLang's workspaces live in the slack outside mem_fraction_static: where only they fail, the largest lower
-    fraction whose slack holds them, checked whole (its pool may then be too small). SGLang's own advice for an
-    OOM outside the pool: "decrease --mem-fraction-static" (docs, hyperparameter_tuning.md)."""
+    fraction whose slack holds them and whose pool still holds the request, checked whole. SGLang's own advice for
+    an OOM outside the pool: "decrease --mem-fraction-static" (docs, hyperparameter_tuning.md)."""
     if plan.engine != "sglang" or failed != {"workspace"}:
         return None
     cur = round(plan.knob("mem_fraction_static").as_float() * 1000)
@@ -266,17 +266,14 @@ def _lower_memory_remedy(plan: PoolPlan, req: Request, failed: set[str]) -> Reme
         new = _replan(plan, mem_fraction_static=m / 1000)
         return new is not None and all(c.ok for c in assess(new, req).checks if c.name == "workspace")
 
-    best = largest_true(1, cur - 1, workspace_fits)
+    # the pool shrinks and the slack grows as the fraction falls: between the two bounds, if they cross
+    low = smallest_true(1, cur - 1, lambda m: _pool_fits(plan, req, mem_fraction_static=m / 1000))
+    best = None if low is None else largest_true(low, cur - 1, workspace_fits)
     if best is None or (new := _try(plan, req, mem_fraction_static=best / 1000)) is None:
         return None
     sizes = (("slack", new.extras["slack_bytes"]),)
-    return Remedy(
-        "mem_fraction_static",
-        best / 1000,
-        new.logged_tokens,
-        "leaves {size:slack} for the workspaces" + _scaled(plan),
-        sizes=sizes,
-    )
+    detail = "leaves {size:slack} for the workspaces" + _scaled(plan)
+    return Remedy("mem_fraction_static", best / 1000, new.logged_tokens, detail, sizes=sizes)
 
 
 _DOUBLINGS = 6

@@ -292,3 +292,43 @@ def test_a_context_change_that_does_not_start_under_a_logged_pool_is_no_remedy()
     assert _context_first(plan, req) == []
     a = admit(plan, req)
     assert not a.admitted and not any(r.knob == "context_length" for r in a.remedies)
+
+
+@pytest.mark.parametrize(("tokens", "fraction"), [(744_448, 0.95), (744_449, None)])
+def test_the_sglang_memory_search_stops_at_0_95(tokens: int, fraction: float | None) -> None:
+    # kvplan raises mem_fraction_static at most to 0.95 (its top step, the slack SGLang's workspaces need on a
+    # GPU of this size). profile_max_num_token on GLM-5.3 8xH200 (test_sglang_memory_remedy_prints_its_slack):
+    # pool = 149,036,204,032 × mfs − 101,425,652,695 B over 53,940 B a row, in whole pages of 64.
+    #   0.950: 40,158,741,135 B // 53,940 = 744,508 rows -> 744,448 tokens: a request of 744,448 fits at 0.95
+    #   0.951: 40,307,777,339 B // 53,940 = 747,271 rows -> 747,264: one token more needs 0.951, past the top
+    # max_running_requests 256 keeps req_to_token (257 × 1,048,580 × 4 B) inside 0.95's slack
+    plan = make_plan(max_running_requests=256)
+    assert make_plan(max_running_requests=256, mem_fraction_static=0.95).logged_tokens == 744_448
+    mem = memory_remedy(plan, Request(ctx_tokens=tokens))
+    assert (mem.value, mem.pool_tokens) == (0.95, 744_448) if fraction else mem is None
+
+
+def test_a_running_cap_set_by_rows_is_raised_by_the_next_thousandth() -> None:
+    # SGLang's default running cap is min(clamp(int(S / context_len × 512), 2048, 4096), S // 2)
+    # (kv_cache_configurator.resolve_max_num_reqs): on a 2,302-row pool (Llama-3.1-8B fp8 on one H200 at
+    # mem_fraction_static 0.109, page 1) S // 2 = 1,151 binds. 1,152 one-token requests fit the pages but not
+    # the running cap; the pool already holds them at 0.109, so the search must start one thousandth above the
+    # current fraction: 0.110 gives 4,576 rows and the cap min(2,048, 2,288) = 2,048
+    plan = make_plan(model="llama-3.1-8b", tp=1, dcp=1, page_size=1, mem_fraction_static=0.109)
+    assert (plan.logged_tokens, plan.max_running_requests) == (2_302, 1_151)
+    a = admit(plan, Request(ctx_tokens=1, concurrent=1_152))
+    assert [c.name for c in a.checks if not c.ok] == ["running requests"]
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    assert (mem.value, mem.pool_tokens) == (0.11, 4_576)
+    assert make_plan(model="llama-3.1-8b", tp=1, dcp=1, page_size=1, mem_fraction_static=0.11).max_running_requests == (
+        2_048
+    )
+
+
+def test_the_lowered_fraction_under_a_logged_pool_says_it_is_scaled() -> None:
+    # --pool-tokens 700,000 on GLM-5.3 8xH200 at 0.95 (744,448 planned): the workspaces still fail, and the lowered
+    # fraction's detail says how its pool was scaled, as every remedy's does under a logged pool
+    a = admit(with_pool_tokens(make_plan(mem_fraction_static=0.95), 700_000), Request(ctx_tokens=1024))
+    (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
+    assert mem.value == 0.924
+    assert mem.detail == ("leaves {size:slack} for the workspaces; pool scaled by logged / planned = 700,000 / 744,448")
