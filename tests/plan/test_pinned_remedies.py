@@ -332,3 +332,19 @@ def test_the_lowered_fraction_under_a_logged_pool_says_it_is_scaled() -> None:
     (mem,) = (r for r in a.remedies if r.knob == "mem_fraction_static")
     assert mem.value == 0.924
     assert mem.detail == ("leaves {size:slack} for the workspaces; pool scaled by logged / planned = 700,000 / 744,448")
+
+
+@pytest.mark.parametrize(("tokens", "fraction"), [(617_408, 0.904), (617_409, None)])
+def test_the_lowered_fraction_must_keep_the_pool(tokens: int, fraction: float | None) -> None:
+    # GLM-5.3 8xH200 at 0.905, profile_max_num_token: pool = 149,036,204,032 × mfs − 101,425,652,695 B over
+    # 53,940 B a row in pages of 64; slack = 149,036,204,032 × (1 − mfs).
+    #   0.905: 620,173 rows -> 620,160 tokens; slack 14,158,439,383 B < the 14.2 GB of workspaces: refused
+    #   0.904: 33,303,075,750 B // 53,940 = 617,410 rows -> 617,408 tokens; slack 14,307,475,587 B holds them
+    # A request of exactly 617,408 tokens is admitted one thousandth lower; one token more needs 0.905's pool,
+    # whose slack does not hold the workspaces: no fraction serves both
+    plan = make_plan(mem_fraction_static=0.905)
+    assert make_plan(mem_fraction_static=0.904).logged_tokens == 617_408
+    a = admit(plan, Request(ctx_tokens=tokens))
+    assert [c.name for c in a.checks if not c.ok] == ["workspace"]
+    mem = [(r.value, r.pool_tokens) for r in a.remedies if r.knob == "mem_fraction_static"]
+    assert mem == ([(fraction, 617_408)] if fraction else [])
