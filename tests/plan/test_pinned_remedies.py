@@ -348,3 +348,14 @@ def test_the_lowered_fraction_must_keep_the_pool(tokens: int, fraction: float | 
     assert [c.name for c in a.checks if not c.ok] == ["workspace"]
     mem = [(r.value, r.pool_tokens) for r in a.remedies if r.knob == "mem_fraction_static"]
     assert mem == ([(fraction, 617_408)] if fraction else [])
+
+
+def test_a_request_of_exactly_the_models_positions_raises_the_context_length_first() -> None:
+    # GLM-5.3 (max_position_embeddings 1,048,576) under --context-length 131,072, asked for 1,048,576 tokens: the
+    # pool (567,616) holds it at neither length, so the context change comes first and the remedies of the
+    # re-planned deployment follow; 1,048,576 is within the model's positions (<=), so it is a plain context_length,
+    # not a RoPE scaling: dcp 2 (1,278,208 tokens, the dcp remedy above) with context_length 1,048,576 carried
+    a = admit(make_plan(context_length=131_072), Request(ctx_tokens=M))
+    (r,) = a.remedies
+    assert (r.knob, r.value, r.also) == ("dcp", 2, (("context_length", M),))
+    assert r.detail == "fp8 rows, cell 50,472 B; with context_length 1,048,576, up to max_position_embeddings"
