@@ -70,3 +70,34 @@ def test_long_context_note_only_above_the_positions() -> None:
     above = "is above the derived 131,072"
     assert not any(above in n for n in _llama_h100(context_length=131_072, allow_long_context="true").notes)
     assert any(above in n for n in _llama_h100(context_length=131_073, allow_long_context="true").notes)
+
+
+def test_the_hybrid_size_term_switches_at_0_20_1() -> None:
+    # vLLM 0.20.1 logs "GPU KV cache size" as int(max concurrency × max_model_len) (get_kv_cache_capacity); 0.20.0
+    # and before as num_blocks // len(groups) × block (_report_kv_cache_config). gpt-oss-120b on one H200 at
+    # 131,072 with 40 GiB of KV: 72,817 blocks of 2 groups of 16-token pages.
+    #   0.20.0: 72,817 // 2 × 16 = 582,528 tokens
+    #   0.20.1: int(72,817 / 8,713 blocks per request × 131,072) = int(1,095,405.7…) = 1,095,405 tokens
+    from tests.engines.test_vllm_hybrid import plan as hybrid_plan
+
+    old = hybrid_plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version="0.20.0").chain[-1]
+    new = hybrid_plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version="0.20.1").chain[-1]
+    assert old.label == new.label == "GPU KV cache size"
+    assert old.detail.startswith("582,528 tokens = num_blocks // 2 groups × 16;")
+    assert new.detail.startswith("1,095,405 tokens = int(num_blocks / 8,713 blocks per request × 131,072);")
+
+
+def test_dp_attention_splits_a_gqa_models_heads_over_the_ranks_tp() -> None:
+    # vLLM data parallel: tp 8 with 2 DP ranks is tensor parallel 4 inside each rank; FullAttentionSpec keeps
+    # num_kv_heads // tp_size = 8 // 4 = 2 heads of Llama-3.1-70B a GPU: 80 layers × 2 × (128 + 128) × 1 B (fp8) =
+    # 40,960 B a token, twice tp 8's 20,480 (1 head a GPU)
+    assert make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-70b", dp_attention=2).cell.total_bytes == 40_960
+    assert make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-70b").cell.total_bytes == 20_480
+
+
+def test_the_allocated_pool_is_every_block_in_bytes() -> None:
+    # GLM-5.3 8xH200 vLLM at gpu_memory_utilization 0.98: 37,966,413,904 B // 3,452,160 B a block (64 × 53,940)
+    # = 10,997 blocks (test_vllm_memory_remedy_searches_up_to_0_98); vLLM allocates every block, the null block
+    # included: 10,997 × 3,452,160 = 37,963,403,520 B
+    p = make_plan("glm-5.3-8xh200-vllm", gpu_memory_utilization=0.98)
+    assert (p.usable_pages, p.allocated_bytes) == (10_996, 37_963_403_520)
