@@ -286,3 +286,28 @@ def test_a_token_count_of_zero_is_refused() -> None:
         Reader(doc).get_tokens("n")
     assert str(e.value) == "f.yaml:1: n: expected a positive token count, got 0"
     assert Reader(doc).get_tokens("m") == 1
+
+
+def test_a_missing_key_under_a_nested_mapping_is_located_at_its_nearest_parent() -> None:
+    # a key path with no line of its own takes its nearest parent's: ('a', 'b', 'c', 'x') is under c (line 3),
+    # ('a', 'b', 'x') under b (line 2), one level up at a time
+    doc = parse_text("a:\n  b:\n    c: 1\n", "f.yaml")
+    assert (doc.line(("a", "b", "c", "x")), doc.line(("a", "b", "x")), doc.line(("z",))) == (3, 2, 1)
+
+
+def test_json_with_a_30_digit_integer_before_a_31_digit_one_names_the_long_ones_line() -> None:
+    # 30 digits is kvplan's limit (MAX_INT_DIGITS) and reads; the 31-digit integer on line 4 is the one refused
+    with pytest.raises(ConfigError) as e:
+        parse_json('{\n "a": ' + "1" * 30 + ',\n "b": ' + "2" * 29 + ',\n "n": ' + "1" * 31 + "\n}", "c.json")
+    assert e.value.line == 4 and "digits" in str(e.value)
+
+
+@pytest.mark.parametrize(("value", "ok"), [(1, True), (1.0, True), (1.001, False), (1.5, False), (0, False)])
+def test_a_fraction_lies_in_0_exclusive_to_1_inclusive(value: float, ok: bool) -> None:
+    # vLLM's CacheConfig.gpu_memory_utilization: Field(gt=0, le=1); kvplan reads every fraction knob so
+    doc = parse_json(json.dumps({"f": value}), "c.json")
+    if ok:
+        assert Reader(doc).get_fraction("f") == value
+    else:
+        with pytest.raises(ConfigError, match=r"expected a fraction in \(0, 1\]"):
+            Reader(doc).get_fraction("f")
