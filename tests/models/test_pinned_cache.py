@@ -12,6 +12,8 @@ from kvplan.models.cache import (
     KV_DTYPE_BYTES,
     CompressedAttention,
     FullAttention,
+    IndexerK,
+    LinearState,
     MlaLatent,
     SlidingWindow,
     describe_kinds,
@@ -138,3 +140,26 @@ def test_a_sliding_windows_cost_is_capped_at_its_window() -> None:
 
 def window_without_sinks(w: SlidingWindow) -> SlidingWindow:
     return dataclasses.replace(w, sinks=False)
+
+
+def test_the_state_and_indexer_kinds_cost_their_layers_times_their_bytes() -> None:
+    sglang = CostBasis(attn_tp=1, kv_dtype="auto", engine="sglang", mla_layout=None)
+    # the DSA indexer K: fp8 128 + one fp32 scale per 128 elements = 132 B a token a layer (SGLang
+    # NSATokenToKVPool index_k_with_scale_buffer); 78 indexer layers: 78 × 132 = 10,296 B a token
+    (idx,) = IndexerK(128).kind_costs(78, sglang)
+    assert (idx.kind, idx.per, idx.bytes_per_token) == ("indexer K", "token", 10_296)
+    # Gated DeltaNet, 32 value heads, 16 key heads of 128, kernel 4 (Qwen3-Next): conv_dim 2 × 16 × 128 + 32 × 128
+    # = 8,192; conv (4 − 1) × 8,192 × 2 B = 49,152; recurrent 32 × 128 × 128 × 4 B (SGLang's float32 ssm) =
+    # 2,097,152: 2,146,304 B a request a layer, × 36 layers = 77,266,944 B, nothing a token
+    (state,) = LinearState("gated_deltanet", 32, 16, 128, 128, 4).kind_costs(36, sglang)
+    assert (state.per, state.bytes_per_token, state.request_max_bytes) == ("request", 0, 77_266_944)
+    # DeepSeek-V4 C4 layers: 584 B an entry (448 fp8 + 64 × 2 bf16 + 7 scale + 1 pad); 2 layers keep one state
+    # per 4 tokens, 2 × 584 // 4 = 292 B a token, and a 128-token window each, 2 × 128 × 584 = 149,504 B a request
+    c4, window = CompressedAttention(512, 64, 128, 4).kind_costs(2, sglang)
+    assert (c4.per, c4.bytes_per_token) == ("token", 292)
+    assert (window.per, window.bytes_per_token, window.window, window.request_max_bytes) == (
+        "window",
+        1_168,
+        128,
+        149_504,
+    )
