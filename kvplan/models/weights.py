@@ -420,7 +420,7 @@ def _mla_shape(c: Fields) -> MoeShape:
         qk_nope_head_dim=c.integer("qk_nope_head_dim", 128),
         qk_rope_head_dim=c.required("qk_rope_head_dim"),
         v_head_dim=c.integer("v_head_dim", 128),
-        index_n_heads=c.integer("index_n_heads", 0, minimum=0),
+        index_n_heads=c.required("index_n_heads") if c.integer("index_topk", 0, minimum=0) else 0,  # vLLM: no default
         index_head_dim=c.integer("index_head_dim", 128 if c.integer("index_topk", 0, minimum=0) else 0),
         first_k_dense_replace=c.required("first_k_dense_replace", minimum=0),  # these 5 required: V2 / V3 differ
         intermediate_size=c.required("intermediate_size"),

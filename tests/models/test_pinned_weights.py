@@ -367,3 +367,36 @@ def test_a_dense_config_writing_an_expert_width_of_0_is_read() -> None:
     # so a 0 written there is not refused
     cfg = {k: v for k, v in GLM_MOE.items() if k != "n_routed_experts"}
     assert _params({**cfg, "moe_intermediate_size": 0})["dense_mlp"] == 786_432
+
+
+def test_a_dsa_config_without_index_n_heads_is_refused_naming_it() -> None:
+    # vLLM's Indexer reads config.index_n_heads with no default (deepseek_v2.py Indexer.__init__), and from_hf
+    # refuses such a config; the weights reader did too little: it counted no indexer (0 heads)
+    cfg = {k: v for k, v in {**TINY_MLA, "index_topk": 64}.items() if k != "index_n_heads"}
+    with pytest.raises(ConfigError) as e:
+        param_groups_from_hf(cfg, "tiny/config.json")
+    assert (e.value.key, "missing (required)" in str(e.value)) == ("index_n_heads", True)
+
+
+def test_a_dsa_preset_without_mtp_or_shared_experts_lists_no_empty_group() -> None:
+    # DeepseekV2MoE builds no shared_experts for n_shared_experts 0 / None, and no MTP module exists without
+    # num_nextn_predict_layers: their groups hold 0 parameters and are not listed (a weights table has no 0 rows)
+    names = [g.name for g in param_groups(_shape(), checkpoint_dtype="fp8")]
+    assert names == ["attention", "dense_mlp", "routed_experts", "router", "embeddings"]
+    with_both = [g.name for g in param_groups(_shape(num_mtp_layers=1, n_shared_experts=1), checkpoint_dtype="fp8")]
+    assert with_both == ["attention", "dense_mlp", "routed_experts", "shared_experts", "router", "embeddings", "mtp"]
+
+
+@pytest.mark.parametrize(("layers", "mtp", "ok"), [(1_024, 0, True), (1_023, 1, True), (1_024, 1, False)])
+def test_per_module_quantization_matches_names_for_1024_layers_mtp_included(layers: int, mtp: int, ok: bool) -> None:
+    # limits.MAX_PATTERN_LAYERS = 1,024 layers (+ MTP layers) whose module names kvplan matches against a
+    # per-module quantization_config (an ignore list): 1,024 in all is read, 1,025 refused naming the key
+    from tests.fuzz.test_quant import GQA, QUANT
+
+    cfg = {**GQA, "num_hidden_layers": layers, "num_nextn_predict_layers": mtp, "quantization_config": QUANT[-1]}
+    if ok:
+        assert param_groups_from_hf(cfg, "m/config.json").groups
+    else:
+        with pytest.raises(ConfigError, match="matches module names for at most 1,024 layers") as e:
+            param_groups_from_hf(cfg, "m/config.json")
+        assert e.value.key == "num_hidden_layers"
