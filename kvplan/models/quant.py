@@ -272,8 +272,9 @@ def resolve(config: Mapping[str, Any], source: str, fail: Fail | None = None) ->
     if method == "mxfp4":
         return _simple("mxfp4", MXFP4, r, plain, assumptions)
     if method in ("awq", "gptq"):
-        bits = r.integer("bits", r.integer("w_bit", 4))
-        group = r.integer("group_size", r.integer("q_group_size", 128), minimum=-1)
+        # vLLM's AWQConfig / GPTQConfig.from_config read both with get_from_keys: no default, first key found
+        bits = _first_int(r, ("w_bit", "bits") if method == "awq" else ("bits",), minimum=1)
+        group = _first_int(r, ("q_group_size", "group_size") if method == "awq" else ("group_size",), minimum=-1)
         if bits not in (2, 3, 4, 8):
             raise bad(("quantization_config", "bits"), f"expected 2, 3, 4 or 8 bits, got {bits}")
         zero = bits if method == "gptq" or r.flag("zero_point", True) else 0
@@ -476,6 +477,14 @@ def _backtracking(pattern: str) -> str:
             " (its matching time can explode)"
         )
     return ""
+
+
+def _first_int(r: Fields, keys: tuple[str, ...], *, minimum: int) -> int:
+    """The first of ``keys`` the config gives (the engines' ``get_from_keys``), required."""
+    for key in keys:
+        if r.data.get(key) is not None:
+            return r.integer(key, 0, minimum=minimum)
+    raise r.bad((*r.path, keys[-1]), f"missing (required: {' or '.join(keys)}, read with no default by the engines)")
 
 
 class Fields:

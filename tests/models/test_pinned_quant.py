@@ -62,12 +62,29 @@ def test_fp8_block_of_64_rows_by_128_columns() -> None:
     assert s.name == "fp8 e4m3, fp32 scale per 64×128 block"
 
 
-def test_awq_w_bit_alone_takes_group_128() -> None:
+def test_awq_reads_w_bit_and_q_group_size() -> None:
     # AutoAWQ's quant_config spells bits and group w_bit / q_group_size (vLLM awq.py AWQConfig.from_config reads
-    # ["w_bit", "bits"] and ["q_group_size", "group_size"]); AutoAWQ's default q_group_size is 128.
+    # ["w_bit", "bits"] and ["q_group_size", "group_size"]).
     # 4096 × 4096: 8,388,608 + 32 groups × 4096 × 2 B = 262,144 + zeros 32 × 4096 × 0.5 B = 65,536 → 8,716,288 B
-    s = _q({"quant_method": "awq", "w_bit": 4}).scheme_for(Q_PROJ)
+    s = _q({"quant_method": "awq", "w_bit": 4, "q_group_size": 128}).scheme_for(Q_PROJ)
     assert s.bytes_for(4096, 4096) == 8_716_288
+
+
+@pytest.mark.parametrize(
+    ("q", "key"),
+    [
+        ({"quant_method": "awq", "w_bit": 4}, "quantization_config.group_size"),
+        ({"quant_method": "awq", "q_group_size": 128}, "quantization_config.bits"),
+        ({"quant_method": "gptq", "bits": 4}, "quantization_config.group_size"),
+        ({"quant_method": "gptq", "group_size": 128, "w_bit": 4}, "quantization_config.bits"),
+    ],
+)
+def test_awq_and_gptq_need_their_bits_and_group_size(q: dict[str, Any], key: str) -> None:
+    # vLLM's AWQConfig / GPTQConfig.from_config read bits and group size with get_from_keys, which raises when no key
+    # is found: no default (kvplan took 4 bits and a group of 128); GPTQ reads "bits" only, not AWQ's "w_bit"
+    with pytest.raises(ConfigError) as e:
+        _q(q)
+    assert e.value.key == key and "missing (required" in str(e.value)
 
 
 def test_the_weights_line_names_gptq_g_idx_and_not_awq() -> None:
@@ -153,7 +170,11 @@ def test_the_repeat_limit_reads_the_pattern_after_re() -> None:
     ("q", "key", "words"),
     [
         # vLLM gptq.py GPTQConfig: only 2/3/4/8 bits load
-        ({"quant_method": "gptq", "bits": 5}, "quantization_config.bits", "expected 2, 3, 4 or 8 bits, got 5"),
+        (
+            {"quant_method": "gptq", "bits": 5, "group_size": 128},
+            "quantization_config.bits",
+            "expected 2, 3, 4 or 8 bits, got 5",
+        ),
         # a weight_block_size is one or two block sides, each 1 .. 65,536
         (
             {"quant_method": "fp8", "weight_block_size": [128, 65_537]},
@@ -197,6 +218,10 @@ def test_compressed_tensors_nvfp4_weights_are_fp8_scales_per_16_and_one_fp32_glo
     # 4096 × 4096: 8,388,608 + 4096 × 256 × 1 = 1,048,576 + 4 = 9,437,188 B (no scale_dtype given: fp8, not fp32)
     q = _q(_ct({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16, "symmetric": True}))
     assert q.scheme_for(Q_PROJ).bytes_for(4096, 4096) == 9_437_188
+    # and the weights line names those scales as vLLM holds them: fp8 for fp4 weights, fp32 for fp8 weights
+    assert q.summary == "compressed-tensors: fp4 group 16 (fp8 scales); bf16 elsewhere"
+    fp8 = _q(_ct({"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}))
+    assert fp8.scheme_for(Q_PROJ).name == "fp8 channel (fp32 scales)"
 
 
 def test_compressed_tensors_scale_dtype_float32_is_four_bytes_a_scale() -> None:

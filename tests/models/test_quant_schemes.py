@@ -171,8 +171,8 @@ def test_qwen3_fp8_router_list_does_not_catch_the_experts() -> None:
 @pytest.mark.parametrize(
     ("q", "key"),
     [
-        ({"quant_method": "awq", "group_size": "128"}, "quantization_config.group_size"),
-        ({"quant_method": "gptq", "bits": 5}, "quantization_config.bits"),
+        ({"quant_method": "awq", "bits": 4, "group_size": "128"}, "quantization_config.group_size"),
+        ({"quant_method": "gptq", "bits": 5, "group_size": 128}, "quantization_config.bits"),
         ({"quant_method": "fp8", "weight_block_size": [128, 0]}, "quantization_config.weight_block_size"),
         ({"quant_method": "compressed-tensors", "ignore": ["re:(unclosed"]}, "quantization_config.ignore.0"),
         ({"quant_method": "compressed-tensors", "config_groups": []}, "quantization_config.config_groups"),
