@@ -117,3 +117,22 @@ def test_json_reads_the_state_rows(tmp_path: Path) -> None:
     (kind,) = json.loads(r.stdout)["hybrid_kinds"]
     # 36 GDN layers × 536,576 B at tp 4 (SGLang's MambaPool state for Qwen3-Next): 19,316,736 B, 0 rows
     assert (kind["tokens"], kind["bytes_per_rank"]) == (0, 19_316_736)
+
+
+def test_an_mtp_hand_off_moves_the_draft_rows_too() -> None:
+    # SGLang 0.5.23 disaggregation/prefill.py (_init_kv_manager): "We should also transfer draft model kv cache":
+    # the draft pool's buffers (draft_token_to_kv_pool.get_contiguous_buf_infos) are appended to kv_data_ptrs.
+    # GLM-5.3 fp8 with its 1 NextN layer (tests/engines/test_sglang.py test_worked_example_mtp): a row is 51,168 B
+    # MLA + 656 B draft MLA and 2,772 B index K + 132 B draft index K. A 1-token request moves its 64-token page:
+    # 64 × 51,824 = 3,316,736 B of latent and 64 × 2,904 = 185,856 B of index K, 3,502,592 B a rank
+    t = transfer(make_plan(speculative_num_draft_tokens=3), 1)
+    assert (t.plan.cell.draft_main_bytes, t.plan.cell.draft_indexer_bytes) == (656, 132)
+    assert (t.main_bytes_per_rank, t.indexer_bytes_per_rank) == (3_316_736, 185_856)
+    assert t.bytes_per_rank == 3_502_592
+
+
+def test_a_long_unit_is_cut_to_40_characters_in_the_message() -> None:
+    # the refusal quotes the first 40 characters of --unit: 'chunk:' and 34 of the 50 digits
+    with pytest.raises(InputError) as e:
+        parse_unit("chunk:" + "9" * 50)
+    assert str(e.value).startswith("--unit 'chunk:" + "9" * 34 + "': ")
