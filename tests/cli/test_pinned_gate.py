@@ -7,11 +7,24 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from kvplan.engines import plan_pool
+from kvplan.errors import InputError
 from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
-from kvplan.plan.gate import GateResult, _printable, check, figures, lock_text, parse_lock_untrusted
+from kvplan.plan.gate import (
+    GateResult,
+    _printable,
+    check,
+    diff,
+    figures,
+    is_new,
+    lock_text,
+    parse_lock_untrusted,
+    read_lock,
+)
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
 from tests.conftest import make_plan
 
@@ -120,3 +133,58 @@ def test_the_lock_is_two_space_json() -> None:
     f = figures(make_plan(), ())
     lines = lock_text({"prod": f}).splitlines()
     assert lines[:3] == ["{", '  "configs": {', '    "prod": {']
+
+
+# Fresh seed 59039 (issue 26).
+
+
+def test_new_is_more_than_100_times_the_lock() -> None:
+    # NEW_RATIO: a figure more than 100 times its baseline is "new"; exactly 100 times is still a percentage
+    # (1,000 -> 100,000 tokens: +9,900 %), one token more is new; a baseline of 0 makes any pool new, none is not
+    assert not is_new(1_000, 100_000)
+    assert is_new(1_000, 100_001)
+    assert is_new(0, 1) and not is_new(0, 0) and not is_new(1_000, 0)
+
+
+def test_the_drop_rule_names_a_fractional_percentage(repo: Path) -> None:
+    # --max-capacity-drop 12.5% is 125,000 ppm: the rule says "<= 12.5%", not 12
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=125_000), locked)
+    assert [r.name for r in g.rules][:2] == ["engine starts", "capacity drop <= 12.5%"]
+    assert g.rules[0].detail == "the pool is built"
+
+
+def test_a_schema_1_lock_with_a_broken_page_is_one_clear_error(repo: Path) -> None:
+    # schema 1's page_tokens "64" (a string) and dcp null: the logical page is not computed from them (no
+    # "64" × None, a TypeError), so the entry lacks it and is refused in one line; a boolean page (true × 2) is no
+    # int either: not migrated, the same line
+    doc = json.loads((repo / "kvplan.lock").read_text())
+    entry = doc["configs"]["prod.yaml"]
+    entry.pop("rank_page_tokens")
+    del entry["logical_page_tokens"]
+    doc["schema_version"] = 1
+    for page, dcp in (("64", None), (True, 2)):
+        entry["page_tokens"], entry["dcp"] = page, dcp
+        with pytest.raises(InputError) as e:
+            parse_lock_untrusted(json.dumps(doc), "kvplan.lock")
+        assert str(e.value) == "kvplan.lock: configs.prod.yaml: missing logical_page_tokens (re-run kvplan lock)"
+
+
+def test_a_document_without_configs_or_schema_is_not_a_lock() -> None:
+    # either key missing, or not an object at all: "not a kvplan lock file", not a KeyError
+    for doc in ({"schema_version": 3}, {"configs": {}}, [1, 2]):
+        with pytest.raises(InputError, match=r"^x\.lock: not a kvplan lock file \(no schema_version / configs\)$"):
+            read_lock(doc, "x.lock")
+
+
+def test_a_knob_the_old_model_refuses_is_a_row_of_no_pool() -> None:
+    # diff GLM-5.3 (SGLang, DSA) -> Llama-3.1-8B at page_size 1: the page_size row applies 1 to GLM-5.3, which
+    # SGLang refuses at start-up (the DSA indexer needs 64-token pages): that row plans no pool, 0 tokens and 0 B
+    # a token, and says why, instead of a figure for a pool that is never built
+    old = make_plan()
+    new = make_plan(model="llama-3.1-8b", kv_cache_dtype="auto", page_size=1)
+    row = next(e for e in diff(old, new) if e.knob == "page_size")
+    assert (row.old, row.new, row.pool_tokens, row.cell_bytes) == ("64", "1", 0, 0)
+    assert row.startup_error is not None and row.startup_error.startswith("DSA requires 64-token physical pages")
