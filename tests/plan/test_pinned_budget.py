@@ -74,6 +74,16 @@ def test_the_indexer_shares_in_ppm() -> None:
     assert q.cell.total_bytes == 5_000
     b = budget(q, ())
     assert (b.indexer_share_of_main_ppm, b.indexer_share_of_total_ppm) == (250_000, 200_000)
+    # and shares just under a whole ppm: 2 of 3 is 666,666.67 ppm -> 666,666 (not 666,667); index K 2,000 B beside
+    # 3,000 B of MLA (2/3 of it, 2/5 of the row) and beside 1,000 B (2/3 of the row)
+    for main, of_main, of_total in ((3_000, 666_666, 400_000), (1_000, 2_000_000, 666_666)):
+        cell = replace(p.cell, main_bytes=main, indexer_bytes=2_000)
+        b = budget(replace(p, cell=cell), ())
+        assert (b.indexer_share_of_main_ppm, b.indexer_share_of_total_ppm) == (of_main, of_total)
+    # no main KV (a cell of index K alone): 0 ppm of it, no division by zero
+    assert (
+        budget(replace(p, cell=replace(p.cell, main_bytes=0, indexer_bytes=2_000)), ()).indexer_share_of_main_ppm == 0
+    )
 
 
 def test_a_hybrid_pools_need_is_units_times_unit_bytes(tmp_path: Path) -> None:
