@@ -53,3 +53,15 @@ def test_a_sliding_window_hybrid_on_vllm_before_0_26_reuses_its_prefix() -> None
     assert {d.per for pool in p.pools for d in pool.demands} == {"token", "window"}
     assert not no_hybrid_reuse(p)
     assert reusable(p, 1000, 1000)[0] == 992
+
+
+def test_sglang_caps_the_match_at_l_minus_1_on_a_page_edge() -> None:
+    # SGLang srt/managers/schedule_batch.py Req._compute_max_prefix_len: max_prefix_len = input_len − 1 (one token
+    # is computed for the logits), then the radix match is whole pages. A fully cached 129-token request on GLM-5.3's
+    # 64-token pages: min(129, 128) = 128, two whole pages, reused; L − 2 = 127 would keep only one (64)
+    p = make_plan(context_length="128K")
+    assert p.logical_page_tokens == 64
+    assert reusable(p, 129, 129)[0] == 128
+    # a 0-token hit, and EAGLE's bigram key on it (−1 unit), reuse nothing: 0, not a negative page
+    assert prefix_hit(p, 2048, 0).reusable_tokens == 0
+    assert reusable(p, 2048, 0, eagle=True)[0] == 0
