@@ -144,6 +144,8 @@ def test_new_is_more_than_100_times_the_lock() -> None:
     assert not is_new(1_000, 100_000)
     assert is_new(1_000, 100_001)
     assert is_new(0, 1) and not is_new(0, 0) and not is_new(1_000, 0)
+    # a baseline of 1 token is a baseline, not "none": 1 -> 100 is +9,900 %, 1 -> 101 new
+    assert not is_new(1, 100) and is_new(1, 101)
 
 
 def test_the_drop_rule_names_a_fractional_percentage(repo: Path) -> None:

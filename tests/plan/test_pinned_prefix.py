@@ -62,6 +62,8 @@ def test_sglang_caps_the_match_at_l_minus_1_on_a_page_edge() -> None:
     p = make_plan(context_length="128K")
     assert p.logical_page_tokens == 64
     assert reusable(p, 129, 129)[0] == 128
+    # and a fully cached 128-token request: min(128, 127) = 127 rounds down to one page, 64; the whole 128 never
+    assert reusable(p, 128, 128)[0] == 64
     # a 0-token hit, and EAGLE's bigram key on it (−1 unit), reuse nothing: 0, not a negative page
     assert prefix_hit(p, 2048, 0).reusable_tokens == 0
     assert reusable(p, 2048, 0, eagle=True)[0] == 0
