@@ -86,6 +86,7 @@ def test_the_shares_print_rounded_to_a_tenth_of_a_percent() -> None:
     # held, 400 of 1,000 tokens hit against --min-hit 0.45449: 454,490 ppm = 45.449 % -> "45.4%"
     t = _fit(hit_tokens=400, prompt_tokens=1_000, min_hit_ppm=454_490)
     assert t.holds and t.lacks == ("trace: hit rate 40.0% < 45.4%",)
+    assert not t.ok  # held, but short of --min-hit: not ok
 
 
 # Fresh seed 8221 (issue 26): the figures its survivors moved.
@@ -113,6 +114,7 @@ def test_the_peak_running_is_the_busiest_rank(tmp_path: Path) -> None:
     t = check_trace(plan(pages=8, dp=2), spec)  # type: ignore[arg-type]
     assert t.holds and t.rank_requests == (3, 2)
     assert t.peak_running == 2
+    assert t.peak_held_pages == 6  # rank 0 at 20 ms: r0's 4 + r4's 2 (rank 1 never holds more than 1)
     assert (t.waited, t.preemptions, t.dropped) == (0, 0, 0)  # held: every request admitted on arrival
     # 5 pages a rank: at 20 ms r0 holds 4, r2's page is cached (evictable), 1 page free and r4 needs 2: r4 waits
     # and the replay stops there; the peak so far is still rank 0's 2 running (at 10 ms), not rank 1's 1
@@ -120,6 +122,7 @@ def test_the_peak_running_is_the_busiest_rank(tmp_path: Path) -> None:
     s = t.stop
     assert s is not None and (s.index, s.line, s.rank, s.what) == (4, 6, 0, "waited")
     assert t.peak_running == 2
+    assert t.peak_held_pages == 5  # rank 0 at 10 ms: r0's 4 + r2's 1; rank 1's peak is 1
     # a stopped replay measures no hit rate: it counts no prompt tokens (the JSON's prompt_tokens 0)
     assert (t.hit_tokens, t.prompt_tokens, t.hit_ppm) == (0, 0, 0)
 
@@ -199,3 +202,26 @@ def test_the_stop_time_in_seconds(time_us: int, shown: str) -> None:
         f"request 3 (line 5) was not admitted on arrival at {shown} s on rank 1 (90 of 100 pages held, 2 of 8 running: "
         "pool pages bind)"
     )
+
+
+def test_the_bound_is_compared_exactly(tmp_path: Path) -> None:
+    # r0 100 tokens (blocks 1 2), r1 1 token (block 1, seen): the reuse bound is min(1 × 64, 1) = 1 token of a
+    # 101-token prompt. --min-hit 9,901 ppm asks 9,901 × 101 = 1,000,001 > 1 × 10^6: bounded, not replayed;
+    # --min-hit 9,900 ppm asks 999,900 <= 10^6: replayed
+    rows = [
+        {"arrival_s": 0.0, "input_tokens": 100, "output_tokens": 0, "blocks": [1, 2]},
+        {"arrival_s": 1.0, "input_tokens": 1, "output_tokens": 0, "blocks": [1]},
+    ]
+    path = write_trace(tmp_path / "t.jsonl", rows)
+    t = check_trace(plan(pages=8), spec_for(path, min_hit=0.009901))  # type: ignore[arg-type]
+    assert (t.bound_tokens, t.prompt_tokens) == (1, 101)
+    t = check_trace(plan(pages=8), spec_for(path, min_hit=0.0099))  # type: ignore[arg-type]
+    assert t.bound_tokens is None and t.holds
+    # a trace whose longest request is 1 token (r1 alone) is a trace: every candidate must admit 1 token
+    assert spec_for(write_trace(tmp_path / "one.jsonl", rows[1:])).longest_tokens == 1
+
+
+def test_the_bound_share_is_floored_before_it_is_printed() -> None:
+    # 3,644,997 of 10,000,000 prompt tokens: 364,499.7 ppm floors to 364,499 = "36.4%" (364,500 would print 36.5)
+    t = _fit(bound_tokens=3_644_997, prompt_tokens=10_000_000)
+    assert t.lacks[0].startswith("trace: hit rate at most 36.4% < 50.0%")
