@@ -78,6 +78,8 @@ def test_a_candidate_is_as_good_as_its_least_met_requirement() -> None:
     # not priced: neither admitted nor met at the band's edge, and it meets no share of the requirements
     err = SlaCheck(error="perf has no datasheet peaks for L40S")
     assert (err.ok, err.ok_at_band_edge, err.closeness_ppm) == (False, False, 0)
+    # its margin is the whole requirement short, −100 %: ranked level with a priced miss of exactly −100 %
+    assert err.margin_ppm == -1_000_000 and err.rank == (True, 1_000_000)
     assert err.lacks == ("SLA not priced: perf has no datasheet peaks for L40S",)
 
 
@@ -220,13 +222,17 @@ def test_the_prefill_side_prices_one_token_requests_plus_the_hand_off(
     # --pd, the prefill side: its requests end at their first token (SGLang's prefill server samples it and hands
     # the KV to the decode side, srt/disaggregation/prefill.py), so perf prices osl 1 with the clients thinking
     # the decode side's time between requests; TTFT is the prefill's plus the hand-off's, end for end
-    monkeypatch.setattr(fit_sla, "hand_off_band", lambda *_: Band(1_000, 500, 4_000))
+    asked: list[tuple[object, ...]] = []
+    monkeypatch.setattr(fit_sla, "hand_off_band", lambda *a: asked.append(a[1:]) or Band(1_000, 500, 4_000))
     spec = SlaSpec(isl=1024, osl=1024, concurrency=8, ttft_us=200_000, tpot_us=30_000, side="prefill", think_s=2.5)
     c = check_sla(arch, _plan(), spec)
     assert (priced.calls[-1]["osl"], priced.calls[-1]["think_s"]) == (1, 2.5)
     # the median TTFT 100 (80 – 120) ms of the hand-built result plus 1 (0.5 – 4) ms; TPOT is the decode side's
     assert [(t.name, t.got) for t in c.terms] == [("TTFT", Band(101_000, 80_500, 124_000))]
     assert c.hand_off_us == Band(1_000, 500, 4_000)
+    # the hand-off of one 1,024-token request at the default 400 Gb/s link, with the plan's step budget: vLLM 0.33's
+    # max_num_batched_tokens default of 8,192 on an H200 (engine/arg_utils.py, OPENAI_API_SERVER, >= 70 GiB)
+    assert asked == [(1024, "400Gbps", 8192)]
 
 
 def test_the_hand_off_low_end_is_the_last_chunks_share_on_sglang() -> None:
