@@ -4,9 +4,19 @@ blocks)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
 from kvplan.engines.common import PoolPlan
-from kvplan.plan.prefix import no_hybrid_reuse, prefix_hit, reusable
+from kvplan.errors import InputError
+from kvplan.plan.prefix import no_hybrid_reuse, prefix_hit, replay_approximation, reusable
 from tests.conftest import make_plan
+from tests.engines.test_sglang_hybrid import _plan as sglang_hybrid
+from tests.engines.test_sglang_hybrid import _qwen3_next as sglang_qwen3_next
+from tests.engines.test_vllm_hybrid import _qwen3_next as vllm_qwen3_next
+from tests.engines.test_vllm_hybrid import plan as vllm_hybrid
 
 
 def _llama_vllm(**sets: object) -> PoolPlan:
@@ -67,3 +77,35 @@ def test_sglang_caps_the_match_at_l_minus_1_on_a_page_edge() -> None:
     # a 0-token hit, and EAGLE's bigram key on it (−1 unit), reuse nothing: 0, not a negative page
     assert prefix_hit(p, 2048, 0).reusable_tokens == 0
     assert reusable(p, 2048, 0, eagle=True)[0] == 0
+
+
+def test_the_naive_claim_is_floored_to_the_ppm() -> None:
+    # 2 of 3 tokens hit: the naive "hit ratio = compute saved" is 666,666.67 ppm, floored to 666,666
+    assert prefix_hit(make_plan(context_length="128K"), 3, 2).naive_ppm == 666_666
+    assert prefix_hit(make_plan(context_length="128K"), 4, 1).naive_ppm == 250_000  # exactly, not 249,999
+
+
+def test_a_chunk_of_0_tokens_is_refused() -> None:
+    with pytest.raises(InputError, match=r"^--chunk must be positive, got 0$"):
+        prefix_hit(make_plan(context_length="128K"), 2048, 1024, chunk=0)
+    assert prefix_hit(make_plan(context_length="128K"), 2048, 1024, chunk=1).suffix_chunks == 1024  # 1 is a chunk
+
+
+def test_vllm_0_26_is_the_first_to_reuse_a_mamba_hybrids_prefix(tmp_path: Path) -> None:
+    # kvplan.engines.vllm_mamba.HYBRID_PREFIX_CACHING_SINCE: vLLM 0.26.0 turns prefix caching on for Mamba hybrids
+    # (ModelConfig.is_prefix_caching_supported); 0.25.0 runs Qwen3-Next without it. kvplan plans 0.26-0.27's
+    # mamba_cache_mode 'all' not yet, so the rule is read at 0.26.0 on the 0.25.0 plan's pools
+    p = vllm_hybrid(vllm_qwen3_next(tmp_path), engine_version="0.25.0", tp=4, weights_per_gpu="40GiB")
+    assert no_hybrid_reuse(p)
+    assert not no_hybrid_reuse(replace(p, engine_version="0.26.0"))
+
+
+def test_the_replay_sentence_names_the_full_attention_pool(tmp_path: Path) -> None:
+    # Qwen3-Next on SGLang: pools "full attention (12 layers)" (pages) and "mamba state (36 layers)" (slots); the
+    # replay pages the first, the full-attention layers' pool, never the state slots
+    p = sglang_hybrid(sglang_qwen3_next(tmp_path), tp=4)
+    assert [x.name for x in p.hybrid_pools] == ["full attention (12 layers)", "mamba state (36 layers)"]
+    assert replay_approximation(p).startswith(
+        f"HYBRID, APPROXIMATED: the replay pages full attention (12 layers)'s {p.usable_pages:,} pages as if each "
+        "request took one page per 1 tokens of its full-attention layers;"
+    )
