@@ -16,6 +16,7 @@ from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.plan.gate import (
     GateResult,
+    _kind,
     _printable,
     check,
     diff,
@@ -23,6 +24,7 @@ from kvplan.plan.gate import (
     is_new,
     lock_text,
     parse_lock_untrusted,
+    promised_contexts,
     read_lock,
 )
 from tests.cli.test_lock_forged import _edit, _one_error, repo, run
@@ -190,3 +192,25 @@ def test_a_knob_the_old_model_refuses_is_a_row_of_no_pool() -> None:
     row = next(e for e in diff(old, new) if e.knob == "page_size")
     assert (row.old, row.new, row.pool_tokens, row.cell_bytes) == ("64", "1", 0, 0)
     assert row.startup_error is not None and row.startup_error.startswith("DSA requires 64-token physical pages")
+
+
+def test_the_default_contexts_are_128k_and_1m() -> None:
+    # without requirements a lock records 128K = 131,072 and 1M = 1,048,576 tokens; a model of 131,072 positions
+    # (Llama-3.1's max_position_embeddings) only the first; one of 32,768 its own length
+    assert promised_contexts(Requirements()) == (131_072, 1_048_576)
+    assert promised_contexts(Requirements(), 131_072) == (131_072,)
+    assert promised_contexts(Requirements(), 32_768) == (32_768,)
+    assert promised_contexts(Requirements(), 1_048_576) == (131_072, 1_048_576)  # both, 1M itself included
+    # requirements name their own contexts: each N@ctx, then --require-ctx
+    assert promised_contexts(Requirements(min_ctx_tokens=5_000, concurrency=((4, 8_192),))) == (8_192, 5_000)
+
+
+def test_a_wrong_string_is_quoted_to_40_characters() -> None:
+    # a string where an integer belongs: the message quotes its first 40 characters
+    assert _kind("x" * 50) == "a string ('" + "x" * 40 + "')"
+
+
+def test_an_empty_config_name_is_no_path() -> None:
+    # a lock's configs are keyed by the config's path: an empty key names no file
+    with pytest.raises(InputError, match=r"^x\.lock: configs: '' is not a config path"):
+        read_lock({"schema_version": 3, "configs": {"": {}}}, "x.lock")
