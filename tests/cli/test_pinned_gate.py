@@ -214,3 +214,39 @@ def test_an_empty_config_name_is_no_path() -> None:
     # a lock's configs are keyed by the config's path: an empty key names no file
     with pytest.raises(InputError, match=r"^x\.lock: configs: '' is not a config path"):
         read_lock({"schema_version": 3, "configs": {"": {}}}, "x.lock")
+
+
+def test_a_drop_of_exactly_the_rule_passes(repo: Path) -> None:
+    # base.yaml plans 1,278,208 tokens; a lock of twice that, 2,556,416: (1,278,208 − 2,556,416) × 10^6 // 2,556,416
+    # = −500,000 ppm exactly, and a 50 % rule allows a drop of 500,000 ppm: met ("<=")
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=500_000), replace(locked, pool_tokens=2_556_416))
+    rule = next(r for r in g.rules if r.name == "capacity drop <= 50%")
+    assert rule.ok and rule.detail == "pool 2,556,416 -> 1,278,208 tokens (-50.00%)"
+
+
+def test_the_capacity_change_from_a_one_token_lock(repo: Path) -> None:
+    # a lock of 1 token is a baseline: 1 -> 50 is +49,000,000 ppm (not new: 50 <= 100 × 1), 1 -> 0 is −100 %;
+    # 4 -> 5 is +250,000 ppm exactly
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+
+    def change(before: int, after: int) -> int | None:
+        b = replace(locked, pool_tokens=before)
+        return GateResult(
+            config="prod.yaml", before=b, after=replace(b, pool_tokens=after), rules=()
+        ).capacity_change_ppm
+
+    assert (change(1, 50), change(1, 0), change(4, 5)) == (49_000_000, -1_000_000, 250_000)
+
+
+def test_a_one_token_lock_dropping_to_no_pool_is_a_drop_of_100_percent(repo: Path) -> None:
+    # the earlier seed's one survivor left (max(locked, 1) -> 2): a lock of 1 token and a pool of 0 now is a change
+    # of (0 − 1) × 10^6 // 1 = −1,000,000 ppm, over a 60 % rule (halving the divisor would say −50 % and pass)
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = replace(plan_pool(load_model(dep.model), dep), logged_tokens=0)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=600_000), replace(locked, pool_tokens=1))
+    rule = next(r for r in g.rules if r.name == "capacity drop <= 60%")
+    assert not rule.ok and rule.detail == "pool 1 -> 0 tokens (-100.00%)"
