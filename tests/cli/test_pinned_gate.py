@@ -250,3 +250,16 @@ def test_a_one_token_lock_dropping_to_no_pool_is_a_drop_of_100_percent(repo: Pat
     g = check("prod.yaml", plan, Requirements(max_capacity_drop_ppm=600_000), replace(locked, pool_tokens=1))
     rule = next(r for r in g.rules if r.name == "capacity drop <= 60%")
     assert not rule.ok and rule.detail == "pool 1 -> 0 tokens (-100.00%)"
+
+
+def test_what_a_failed_requirement_says(repo: Path) -> None:
+    # base.yaml (GLM-5.3, dcp 2: 128-token logical pages) has 9,986 usable pages (tests/cli/test_gate.py); a
+    # 131,072-token request takes 1,024 of them, so 9,986 // 1,024 = 9 fit of 100, the pool's pages binding; a
+    # 4,000,000-token request is past the 1,048,576-token context
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    g = check("prod.yaml", plan, Requirements(min_ctx_tokens=4_000_000, concurrency=((100, 131_072),)), None)
+    assert [(r.name, r.ok, r.detail) for r in g.rules[1:]] == [
+        ("admits 4,000,000 tokens", False, "rejected by context length; largest 1,048,576"),
+        ("admits 100 × 131,072 tokens", False, "9 fit; rejected by pool pages"),
+    ]
