@@ -263,3 +263,37 @@ def test_what_a_failed_requirement_says(repo: Path) -> None:
         ("admits 4,000,000 tokens", False, "rejected by context length; largest 1,048,576"),
         ("admits 100 × 131,072 tokens", False, "9 fit; rejected by pool pages"),
     ]
+
+
+def test_an_engine_change_drops_the_old_engines_own_knobs() -> None:
+    # diff GLM-5.3 SGLang -> vLLM presets: the SGLang preset sets mem_fraction_static, chunked_prefill_size and
+    # other knobs only SGLang reads; vLLM refuses them, so they go back to their defaults with the engine and OLD's
+    # other settings plan on vLLM: the engine row has a pool (refused at start-up only by vLLM's own max-model-len
+    # check at 1M) and the knob rows follow it
+    rows = diff(make_plan("glm-5.3-8xh200-sglang"), make_plan("glm-5.3-8xh200-vllm"))
+    assert [r.knob for r in rows] == ["engine", "kv_cache_dtype", "context_length"]
+    engine = rows[0]
+    assert engine.pool_tokens > 0 and engine.cell_bytes == 53_940  # 51,168 B MLA + 2,772 B index K
+    assert engine.startup_error is not None and engine.startup_error.startswith("To serve at least one request")
+
+
+def test_an_engine_version_change_keeps_the_engines_own_knobs() -> None:
+    # SGLang 0.5.9 -> 0.5.23 of the same preset with mem_fraction_static 0.8 (an SGLang-only knob, below the
+    # preset's 0.886): the version row re-plans OLD's settings on 0.5.23, its own knobs kept (only the other
+    # engine's go back to their defaults), which is NEW itself: 330,048 tokens against OLD's 322,368, and no knob
+    # rows; resetting 0.8 would plan the preset's 567,616
+    old = make_plan("glm-5.3-8xh200-sglang", engine_version="0.5.9", mem_fraction_static=0.8)
+    new = make_plan("glm-5.3-8xh200-sglang", mem_fraction_static=0.8)
+    (row,) = diff(old, new)
+    assert (row.knob, row.old, row.new) == ("engine", "sglang 0.5.9", "sglang 0.5.23")
+    assert (row.pool_tokens, row.base_pool_tokens) == (new.logged_tokens, old.logged_tokens) == (330_048, 322_368)
+
+
+def test_a_lock_of_no_pool_grows_to_a_new_one(repo: Path) -> None:
+    # a lock taken when the engine did not start (0 tokens) and a pool now: "new", not a division by zero
+    dep = load_deployment(str(repo / "prod.yaml"))
+    plan = plan_pool(load_model(dep.model), dep)
+    (locked,) = parse_lock_untrusted((repo / "kvplan.lock").read_text(), "kvplan.lock")[0].values()
+    g = check("prod.yaml", plan, Requirements(), replace(locked, pool_tokens=0))
+    rule = next(r for r in g.rules if r.name == "capacity drop <= 0%")
+    assert rule.ok and rule.detail == "pool 0 -> 1,278,208 tokens (new)"
