@@ -78,6 +78,8 @@ def test_a_candidate_is_as_good_as_its_least_met_requirement() -> None:
     # not priced: neither admitted nor met at the band's edge, and it meets no share of the requirements
     err = SlaCheck(error="perf has no datasheet peaks for L40S")
     assert (err.ok, err.ok_at_band_edge, err.closeness_ppm) == (False, False, 0)
+    # its margin is the whole requirement short, −100 %: ranked level with a priced miss of exactly −100 %
+    assert err.margin_ppm == -1_000_000 and err.rank == (True, 1_000_000)
     assert err.lacks == ("SLA not priced: perf has no datasheet peaks for L40S",)
 
 
@@ -191,3 +193,89 @@ def test_a_candidate_perf_cannot_price_says_why(arch: ModelArch, monkeypatch: py
     assert c.lacks == (
         "SLA not priced: perf has no datasheet peaks for L40S (kvplan.perf.peaks: H100, H200, B200, B300)",
     )
+
+
+# --------------------------------------------------------------------------- fresh seed 29480 (issue 26)
+
+
+def _pool(plan: PoolPlan, tokens: int) -> PoolPlan:
+    return replace(plan, usable_pages=tokens // plan.logical_page_tokens)
+
+
+def test_a_pool_that_binds_is_priced_apart_from_one_that_holds_every_client(arch: ModelArch, priced: _Perf) -> None:
+    # 8 clients of 1,024 + 1,024 tokens: 16,384 tokens held at once at most (kvplan.perf.engine admits each request
+    # with its whole isl + osl). A pool of exactly 16,384 tokens (1,024 vLLM blocks of 16) holds every client, as
+    # does one of 163,840: the same closed loop, priced once. One of 16,368 (1,023 blocks) makes a client wait:
+    # priced apart
+    spec = SlaSpec(isl=1024, osl=1024, concurrency=8, tpot_us=30_000)
+    p = _plan()
+    check_sla(arch, _pool(p, 16_384), spec)
+    check_sla(arch, _pool(p, 163_840), spec)
+    assert len(priced.calls) == 1
+    check_sla(arch, _pool(p, 16_368), spec)
+    assert len(priced.calls) == 2
+
+
+def test_the_prefill_side_prices_one_token_requests_plus_the_hand_off(
+    arch: ModelArch, priced: _Perf, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --pd, the prefill side: its requests end at their first token (SGLang's prefill server samples it and hands
+    # the KV to the decode side, srt/disaggregation/prefill.py), so perf prices osl 1 with the clients thinking
+    # the decode side's time between requests; TTFT is the prefill's plus the hand-off's, end for end
+    asked: list[tuple[object, ...]] = []
+    monkeypatch.setattr(fit_sla, "hand_off_band", lambda *a: asked.append(a[1:]) or Band(1_000, 500, 4_000))
+    spec = SlaSpec(isl=1024, osl=1024, concurrency=8, ttft_us=200_000, tpot_us=30_000, side="prefill", think_s=2.5)
+    c = check_sla(arch, _plan(), spec)
+    assert (priced.calls[-1]["osl"], priced.calls[-1]["think_s"]) == (1, 2.5)
+    # the median TTFT 100 (80 – 120) ms of the hand-built result plus 1 (0.5 – 4) ms; TPOT is the decode side's
+    assert [(t.name, t.got) for t in c.terms] == [("TTFT", Band(101_000, 80_500, 124_000))]
+    assert c.hand_off_us == Band(1_000, 500, 4_000)
+    # the hand-off of one 1,024-token request at the default 400 Gb/s link, with the plan's step budget: vLLM 0.33's
+    # max_num_batched_tokens default of 8,192 on an H200 (engine/arg_utils.py, OPENAI_API_SERVER, >= 70 GiB)
+    assert asked == [(1024, "400Gbps", 8192)]
+
+
+def test_the_hand_off_low_end_is_the_last_chunks_share_on_sglang() -> None:
+    # Llama-3.1-70B (80 layers, 8 kv heads of 128: config.json), fp8 KV: 2 × 80 × 8 × 128 × 1 B = 163,840 B a token,
+    # 40,960 on each of 4 TP ranks (2 heads each). At 400 Gb/s = 50,000,000,000 B/s, each rank over its own link:
+    # 16,384 tokens: 671,088,640 B a rank, 13,421.77 µs -> 13,422; high, the 4 ranks' 2,684,354,560 B over one
+    # link, 53,687.09 -> 53,688 µs; low, SGLang sends each chunk as it is prefilled (send_kv_chunk), so only the
+    # last 4,096-token chunk's share is left: 13,422 × 4,096 // 16,384 = 3,355
+    sets = ["tp=4", "kv_cache_dtype=fp8", "dp_attention=1", "ep=1", "speculative_num_draft_tokens=0"]
+    sglang = load_plan(MODEL, "glm-5.3-8xh200-sglang", sets)
+    b = fit_sla.hand_off_band(sglang, 16_384, "400Gbps", 4_096)
+    assert (b.value, b.low, b.high) == (13_422, 3_355, 53_688)
+    # 2,048 tokens inside one 4,096-token chunk: the whole request is its last chunk; 83,886,080 B a rank,
+    # 1,677.72 -> 1,678 µs, low the same 1,678; high 335,544,320 B, 6,710.89 -> 6,711 µs
+    b = fit_sla.hand_off_band(sglang, 2_048, "400Gbps", 4_096)
+    assert (b.value, b.low, b.high) == (1_678, 1_678, 6_711)
+    # vLLM (NixlConnector reads the blocks once the prefill finished): low = the estimate
+    b = fit_sla.hand_off_band(_plan(), 16_384, "400Gbps", 4_096)
+    assert (b.value, b.low, b.high) == (13_422, 13_422, 53_688)
+
+
+def test_the_decode_side_prices_its_decodes_alone(arch: ModelArch, priced: _Perf) -> None:
+    # --pd, the decode side: the prefill is done elsewhere (perf's phase "decode"); TTFT is the prefill side's
+    # requirement, so only TPOT and throughput are checked here; one instance prices both phases (phase None)
+    spec = {"isl": 1024, "osl": 1024, "concurrency": 8, "ttft_us": 1, "tpot_us": 30_000, "output_tokens_per_s": 1}
+    c = check_sla(arch, _plan(), SlaSpec(**spec, side="decode"))  # type: ignore[arg-type]
+    assert priced.calls[-1]["phase"] == "decode" and priced.calls[-1]["osl"] == 1024
+    assert [t.name for t in c.terms] == ["TPOT", "throughput"]
+    one = check_sla(arch, _plan("max_running_requests=7"), SlaSpec(**spec))  # type: ignore[arg-type]
+    assert priced.calls[-1]["phase"] is None
+    assert [t.name for t in one.terms] == ["TTFT", "TPOT", "throughput"]
+
+
+def test_dp_attention_ranks_pool_together(arch: ModelArch, priced: _Perf) -> None:
+    # SGLang dp_attention 2: the loop admits against both ranks' pools (kvplan.perf.predict: usable_tokens × dp).
+    # 8,192 tokens a rank (SGLang pages of 1 token) × 2 = 16,384 = 8 clients × (1,024 + 1,024): every client held,
+    # priced with a pool of 10 times that; 8,191 a rank (16,382) binds: priced apart
+    sets = ["tp=4", "kv_cache_dtype=fp8", "dp_attention=2", "ep=1", "speculative_num_draft_tokens=0"]
+    p = load_plan(MODEL, "glm-5.3-8xh200-sglang", sets)
+    assert (p.logical_page_tokens, p.deployment.dp_attention) == (1, 2)
+    spec = SlaSpec(isl=1024, osl=1024, concurrency=8, tpot_us=30_000)
+    check_sla(arch, _pool(p, 8_192), spec)
+    check_sla(arch, _pool(p, 81_920), spec)
+    assert len(priced.calls) == 1
+    check_sla(arch, _pool(p, 8_191), spec)
+    assert len(priced.calls) == 2

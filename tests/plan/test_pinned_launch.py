@@ -99,3 +99,33 @@ def test_vllm_expert_parallel_without_a_tp_flag_spans_the_dp_ranks() -> None:
     # ep_size = dp_size × tp_size = 4 × 1 = 4
     serve = ["vllm", "serve", "zai-org/GLM-5", "--data-parallel-size", "4", "--enable-expert-parallel"]
     assert parse_command("vllm", "0.33.0", serve, {})["ep"] == "4"
+
+
+def test_a_dsa_backend_pair_goes_to_each_side_and_back() -> None:
+    # SGLang 0.5.23 server_args.py: --dsa-prefill-backend and --dsa-decode-backend (DSA_CHOICES) take one backend
+    # each; kvplan's attention_backend 'prefill/decode' is split in that order (flashmla_sparse prefills, flashmla_kv
+    # decodes) and read back as the same pair
+    p = _plan("glm-5.3-8xh200-sglang", "attention_backend=flashmla_sparse/flashmla_kv")
+    cmd = launch_command(p, "glm-5.3")
+    assert (_after(cmd.argv, "--dsa-prefill-backend"), _after(cmd.argv, "--dsa-decode-backend")) == (
+        "flashmla_sparse",
+        "flashmla_kv",
+    )
+    assert parse_command("sglang", cmd.engine_version, list(cmd.argv), dict(cmd.env))["attention_backend"] == (
+        "flashmla_sparse/flashmla_kv"
+    )
+    # one name: both sides
+    one = launch_command(_plan("glm-5.3-8xh200-sglang", "attention_backend=flashmla_kv"), "glm-5.3")
+    assert (_after(one.argv, "--dsa-prefill-backend"), _after(one.argv, "--dsa-decode-backend")) == ("flashmla_kv",) * 2
+
+
+def test_vllm_on_two_data_parallel_ranks_says_each_holds_tp_4() -> None:
+    # kvplan tp 8 with dp_attention 2 is vLLM's --tensor-parallel-size 4 --data-parallel-size 2 (each DP rank a
+    # whole engine of 8 / 2 GPUs: vllm/config/parallel.py, world_size = tp × pp per DP rank); the dense weights
+    # kvplan spread over 8 GPUs sit on 4 in each rank, so the note says tensor-parallel 4
+    launch = launch_command(_plan("glm-5.3-8xh200-vllm", "dp_attention=2"), "glm-5.3")
+    assert (_after(launch.argv, "--tensor-parallel-size"), _after(launch.argv, "--data-parallel-size")) == ("4", "2")
+    assert launch.notes[1] == (
+        "kvplan splits the embeddings, dense and shared-expert weights over all 8 GPUs; each of vLLM's 2 "
+        "data-parallel ranks holds them at tensor-parallel 4: the planned pool is an upper bound"
+    )

@@ -4,9 +4,19 @@ blocks)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
 from kvplan.engines.common import PoolPlan
-from kvplan.plan.prefix import no_hybrid_reuse, prefix_hit, reusable
+from kvplan.errors import InputError
+from kvplan.plan.prefix import no_hybrid_reuse, prefix_hit, replay_approximation, reusable
 from tests.conftest import make_plan
+from tests.engines.test_sglang_hybrid import _plan as sglang_hybrid
+from tests.engines.test_sglang_hybrid import _qwen3_next as sglang_qwen3_next
+from tests.engines.test_vllm_hybrid import _qwen3_next as vllm_qwen3_next
+from tests.engines.test_vllm_hybrid import plan as vllm_hybrid
 
 
 def _llama_vllm(**sets: object) -> PoolPlan:
@@ -53,3 +63,49 @@ def test_a_sliding_window_hybrid_on_vllm_before_0_26_reuses_its_prefix() -> None
     assert {d.per for pool in p.pools for d in pool.demands} == {"token", "window"}
     assert not no_hybrid_reuse(p)
     assert reusable(p, 1000, 1000)[0] == 992
+
+
+def test_sglang_caps_the_match_at_l_minus_1_on_a_page_edge() -> None:
+    # SGLang srt/managers/schedule_batch.py Req._compute_max_prefix_len: max_prefix_len = input_len − 1 (one token
+    # is computed for the logits), then the radix match is whole pages. A fully cached 129-token request on GLM-5.3's
+    # 64-token pages: min(129, 128) = 128, two whole pages, reused; L − 2 = 127 would keep only one (64)
+    p = make_plan(context_length="128K")
+    assert p.logical_page_tokens == 64
+    assert reusable(p, 129, 129)[0] == 128
+    # and a fully cached 128-token request: min(128, 127) = 127 rounds down to one page, 64; the whole 128 never
+    assert reusable(p, 128, 128)[0] == 64
+    # a 0-token hit, and EAGLE's bigram key on it (−1 unit), reuse nothing: 0, not a negative page
+    assert prefix_hit(p, 2048, 0).reusable_tokens == 0
+    assert reusable(p, 2048, 0, eagle=True)[0] == 0
+
+
+def test_the_naive_claim_is_floored_to_the_ppm() -> None:
+    # 2 of 3 tokens hit: the naive "hit ratio = compute saved" is 666,666.67 ppm, floored to 666,666
+    assert prefix_hit(make_plan(context_length="128K"), 3, 2).naive_ppm == 666_666
+    assert prefix_hit(make_plan(context_length="128K"), 4, 1).naive_ppm == 250_000  # exactly, not 249,999
+
+
+def test_a_chunk_of_0_tokens_is_refused() -> None:
+    with pytest.raises(InputError, match=r"^--chunk must be positive, got 0$"):
+        prefix_hit(make_plan(context_length="128K"), 2048, 1024, chunk=0)
+    assert prefix_hit(make_plan(context_length="128K"), 2048, 1024, chunk=1).suffix_chunks == 1024  # 1 is a chunk
+
+
+def test_vllm_0_26_is_the_first_to_reuse_a_mamba_hybrids_prefix(tmp_path: Path) -> None:
+    # kvplan.engines.vllm_mamba.HYBRID_PREFIX_CACHING_SINCE: vLLM 0.26.0 turns prefix caching on for Mamba hybrids
+    # (ModelConfig.is_prefix_caching_supported); 0.25.0 runs Qwen3-Next without it. kvplan plans 0.26-0.27's
+    # mamba_cache_mode 'all' not yet, so the rule is read at 0.26.0 on the 0.25.0 plan's pools
+    p = vllm_hybrid(vllm_qwen3_next(tmp_path), engine_version="0.25.0", tp=4, weights_per_gpu="40GiB")
+    assert no_hybrid_reuse(p)
+    assert not no_hybrid_reuse(replace(p, engine_version="0.26.0"))
+
+
+def test_the_replay_sentence_names_the_full_attention_pool(tmp_path: Path) -> None:
+    # Qwen3-Next on SGLang: pools "full attention (12 layers)" (pages) and "mamba state (36 layers)" (slots); the
+    # replay pages the first, the full-attention layers' pool, never the state slots
+    p = sglang_hybrid(sglang_qwen3_next(tmp_path), tp=4)
+    assert [x.name for x in p.hybrid_pools] == ["full attention (12 layers)", "mamba state (36 layers)"]
+    assert replay_approximation(p).startswith(
+        f"HYBRID, APPROXIMATED: the replay pages full attention (12 layers)'s {p.usable_pages:,} pages as if each "
+        "request took one page per 1 tokens of its full-attention layers;"
+    )

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli import app
 from kvplan.cli._common import load_plan
+from kvplan.engines.common import PoolPlan
 from kvplan.errors import InputError
 from kvplan.plan.transfer import parse_unit, transfer
 from tests.conftest import make_plan
@@ -117,3 +118,70 @@ def test_json_reads_the_state_rows(tmp_path: Path) -> None:
     (kind,) = json.loads(r.stdout)["hybrid_kinds"]
     # 36 GDN layers × 536,576 B at tp 4 (SGLang's MambaPool state for Qwen3-Next): 19,316,736 B, 0 rows
     assert (kind["tokens"], kind["bytes_per_rank"]) == (0, 19_316_736)
+
+
+def test_an_mtp_hand_off_moves_the_draft_rows_too() -> None:
+    # SGLang 0.5.23 disaggregation/prefill.py (_init_kv_manager): "We should also transfer draft model kv cache":
+    # the draft pool's buffers (draft_token_to_kv_pool.get_contiguous_buf_infos) are appended to kv_data_ptrs.
+    # GLM-5.3 fp8 with its 1 NextN layer (tests/engines/test_sglang.py test_worked_example_mtp): a row is 51,168 B
+    # MLA + 656 B draft MLA and 2,772 B index K + 132 B draft index K. A 1-token request moves its 64-token page:
+    # 64 × 51,824 = 3,316,736 B of latent and 64 × 2,904 = 185,856 B of index K, 3,502,592 B a rank
+    t = transfer(make_plan(speculative_num_draft_tokens=3), 1)
+    assert (t.plan.cell.draft_main_bytes, t.plan.cell.draft_indexer_bytes) == (656, 132)
+    assert (t.main_bytes_per_rank, t.indexer_bytes_per_rank) == (3_316_736, 185_856)
+    assert t.bytes_per_rank == 3_502_592
+
+
+def test_a_long_unit_is_cut_to_40_characters_in_the_message() -> None:
+    # the refusal quotes the first 40 characters of --unit: 'chunk:' and 34 of the 50 digits
+    with pytest.raises(InputError) as e:
+        parse_unit("chunk:" + "9" * 50)
+    assert str(e.value).startswith("--unit 'chunk:" + "9" * 34 + "': ")
+
+
+def _gpt_oss_vllm() -> PoolPlan:
+    return make_plan("glm-5.3-8xh200-vllm", model="gpt-oss-120b", kv_cache_dtype="auto", page_size="default")
+
+
+def test_a_window_past_its_start_moves_its_pages() -> None:
+    # gpt-oss-120b (config.json: 36 layers alternating full and 128-token sliding attention, 8 kv heads of 64) at tp 8,
+    # bf16: 18 layers × 1 head × 64 × 2 (K, V) × 2 B = 4,608 B a token for each kind; vLLM's 16-token blocks.
+    # SGLang's _swa_payload rule (vLLM's connectors assumed alike, the module's ASSUMPTION): a 1,001-token request
+    # sends the full-attention pages, cdiv(1,001, 16) × 16 = 1,008 rows, 4,644,864 B; the window from
+    # (1,001 − 128) // 16 × 16 = 864, cdiv(137, 16) = 9 pages = 144 rows, 663,552 B; 5,308,416 B a rank
+    p = _gpt_oss_vllm()
+    assert (p.logical_page_tokens, p.cell.main_bytes) == (16, 4_608)
+    t = transfer(p, 1_001)
+    (swa,) = t.hybrid
+    assert (t.moved_tokens, t.main_bytes_per_rank) == (1_008, 4_644_864)
+    assert (swa.tokens, swa.bytes_per_rank) == (144, 663_552)
+    assert t.bytes_per_rank == 5_308_416
+    # token unit: the last min(128, moved) tokens: 100 of a 100-token request, 128 of a 1,001-token one
+    assert [m.tokens for m in transfer(p, 100, unit="token").hybrid] == [100]
+    assert [m.tokens for m in transfer(p, 1_001, unit="token").hybrid] == [128]
+
+
+def test_an_all_window_model_moves_no_full_rows(tmp_path: Path) -> None:
+    # the all-sliding-window model of tests/engines/test_sglang_allswa.py (8-token window, 1-token pages, 32,768 B a
+    # row): no per-token kind, so no full-attention rows move; a 20-token request sends its window, rows 12..20,
+    # 8 × 32,768 = 262,144 B, and that is the whole hand-off
+    t = transfer(allswa_plan(tmp_path), 20)
+    (swa,) = t.hybrid
+    assert (t.full_row_bytes, t.main_bytes_per_rank) == (0, 0)
+    assert (swa.tokens, swa.bytes_per_rank, t.bytes_per_rank) == (8, 262_144, 262_144)
+
+
+def test_link_time_is_rounded_up_to_the_microsecond() -> None:
+    # 400 Gb/s = 50,000,000,000 B/s = 50,000 B a µs: 50,000 B take exactly 1 µs, 5,000,001 B take 100.00002 -> 101
+    t = transfer(make_plan(), 1)
+    assert (t.microseconds(50_000), t.microseconds(5_000_001)) == (1, 101)
+
+
+def test_pipeline_stages_say_each_sends_its_own_layers() -> None:
+    # GLM-5.3 at pp 2 × tp 4 (layers 40 + 38): each stage's 4 ranks hold and send only their own layers' rows, so
+    # the sharding names the stages after the TP rule
+    t = transfer(make_plan(pp=2, tp=4, pp_layer_partition="40,38"), 1)
+    assert t.sharding == (
+        "TP replicates the MLA latent on each of the 4 ranks; pp 2: each stage's ranks send their own layers "
+        "(per rank: the binding stage's)"
+    )
