@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.engines import plan_pool
-from kvplan.engines.common import Cell, Demand, Pool, memory_map
+from kvplan.engines.common import Cell, Demand, Pool, check_gpu_memory, memory_map
 from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
@@ -68,6 +68,11 @@ def test_dcp8_pages_hold_512_tokens_across_the_ranks() -> None:
         (Demand("linear", "request", units=3), 1_000_000, 64, 3),
         # two groups of full attention: 2 × ceil(65 / 64) = 4
         (Demand("full", "token", units=2), 65, 64, 4),
+        # no tokens, no page: vLLM get_num_blocks_to_allocate cdiv(0, block) = 0; a negative count is none
+        (Demand("full", "token"), 0, 64, 0),
+        (Demand("full", "token"), -5, 64, 0),
+        # a window of no tokens keeps only the extra block: cdiv(0, 64) + 1 = 1
+        (Demand("swa", "window", window=128, extra=1), 0, 64, 1),
     ],
 )
 def test_demand_need(demand: Demand, tokens: int, page: int, units: int) -> None:
@@ -132,3 +137,13 @@ def test_a_gpu_of_exactly_one_mib_is_a_verdict_not_bad_input() -> None:
     # 1 MiB is not under 1 MiB: the arithmetic runs, and GLM-5.3's weights do not load (startup_error, exit 1)
     p = _gpu_plan(MiB, MiB)
     assert p.startup_error is not None and not p.loads_weights
+
+
+def test_weights_of_exactly_the_free_memory_load() -> None:
+    # loading runs out of memory only when the weights are more than what is free before loading (the allocator
+    # hands out exactly the bytes asked): 88 GiB into exactly 88 GiB free loads, one byte more does not
+    dep = load_deployment("glm-5.3-8xh200-sglang")
+    free = 88 * 1024 * MiB
+    assert check_gpu_memory(dep, weights=free, free_before_load=free, free_label="pre_load_free") is None
+    over = check_gpu_memory(dep, weights=free + 1, free_before_load=free, free_label="pre_load_free")
+    assert over is not None and over.endswith("pre_load_free on one NVIDIA H200: loading them runs out of memory")
