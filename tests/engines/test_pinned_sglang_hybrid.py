@@ -196,3 +196,93 @@ def test_the_speculative_48_are_per_dp_worker(tmp_path: Path, dp: int, running: 
         _plan(_qwen3_next(tmp_path), tp=4, dp_attention=dp, max_mamba_cache_size=100).extras["max_mamba_cache_size"]
         == 100 // dp
     )
+
+
+def test_a_hybrid_of_one_sliding_layer() -> None:
+    # gpt-oss-120b with every sliding layer but the first made full attention (8 KV heads × 64, the same shape):
+    # SWAKVPool over the one SWA layer, at tp 8 one KV head a rank: K + V 2 × 64 × 2 B = 256 B a token a page row
+    arch = load_model("gpt-oss-120b")
+    full = arch.layers[1].caches
+    first = next(i for i, layer in enumerate(arch.layers) if layer.window is not None)
+    layers = tuple(
+        layer if layer.window is None or i == first else replace(layer, caches=full)
+        for i, layer in enumerate(arch.layers)
+    )
+    dep = load_deployment("glm-5.3-8xh200-sglang", ["context_length=32768", "weights_per_gpu=20GiB"])
+    p = plan_pool(
+        replace(arch, layers=layers), replace(dep, model="gpt-oss-120b", kv_cache_dtype="auto", page_size=None)
+    )
+    swa = next(pool for pool in p.pools if pool.name.startswith("sliding window"))
+    assert (swa.name, swa.unit_bytes) == ("sliding window (1 layers)", 256 * p.page_tokens)
+    assert p.pools[0].name == "full attention (35 layers)"
+
+
+# ---- the whole module's mutants (--sample 0, seed 63203): the draft pool, the chain's details, the SWA pages
+
+
+def test_qwen3_next_draft_pool_is_one_layer_beyond_the_budget(tmp_path: Path) -> None:
+    # _build_hybrid_linear_kv_pool: the draft worker's HybridLinearKVPool of ONE full-attention layer ([0] if
+    # is_draft_worker) over the target's max_total_num_tokens + page rows: at tp 4 one of 2 KV heads a rank,
+    # K + V 2 × 256 × 2 B = 1,024 B a row; allocated beyond the budget, from the slack (the reserve segment)
+    p = _plan(_qwen3_next(tmp_path), tp=4, speculative_num_draft_tokens=4)
+    draft = (p.rows + p.page_tokens) * 1_024
+    assert p.extras["draft_alloc_bytes"] == next(t for t in p.chain if t.label == "MTP draft KV pool").bytes == draft
+    seg = {s.label: s.bytes for s in p.memory_map}
+    assert seg["draft"] == draft and p.allocated_bytes == seg["main KV"] + draft
+    # the map still adds up to the GPU: the draft came out of the reserve, not on top of it
+    assert sum(seg.values()) == p.deployment.gpu.nvml_total_bytes
+    assert seg["reserve"] == p.deployment.gpu.nvml_total_bytes - seg["weights"] - seg["main KV"] - draft
+
+
+def test_no_rows_no_draft_pool(tmp_path: Path) -> None:
+    # weights that leave no token pool: rows 0, and the draft worker has no rows to mirror
+    p = _plan(_qwen3_next(tmp_path), tp=4, speculative_num_draft_tokens=4, weights_per_gpu="139GiB")
+    assert (p.rows, p.extras["draft_alloc_bytes"]) == (0, 0)
+
+
+def test_the_chain_says_the_hybrid_rows(tmp_path: Path) -> None:
+    # a Mamba hybrid: the state pool comes out of the budget before the token pool; the cell is the full layers'
+    q = {t.label: t.detail for t in _plan(_qwen3_next(tmp_path), tp=4).chain}
+    assert q["available for the KV pool"] == "free after weights − slack − Mamba state pool"
+    assert q["cell"] == "bytes per full-attention pool row (12 full layers)"
+    assert q["slack (non-KV reserve)"].startswith("pre-load free × (1 − mem_fraction_static 0.897)")
+    # gpt-oss at --swa-full-tokens-ratio 0.5 and 64-token pages (HybridSWAPoolConfigurator): full 4,608 B a row
+    # (18 layers × 256 B at tp 8) + 0.5 × the SWA 4,608
+    p = _plan("gpt-oss-120b", swa_full_tokens_ratio=0.5, page_size=64)
+    g = {t.label: t.detail for t in p.chain}
+    assert g["available for the KV pool"] == "free after weights − slack"
+    assert g["cell"] == "bytes per full-attention pool row (18 full layers)"
+    assert g["pool rows per GPU"] == (
+        f"{p.rows:,} = int(available // (4,608 + 0.5 × 4,608)) // 64 × 64 (full_layer_tokens)"
+    )
+    # SWAKVPool's pages: swa_tokens = int(rows × 0.5) // 64 × 64, in pages of 64 × 4,608 B
+    swa = next(pool for pool in p.pools if pool.name.startswith("sliding window"))
+    assert p.extras["swa_tokens"] == int(p.rows * 0.5) // 64 * 64
+    assert (swa.capacity, swa.unit_bytes) == (p.extras["swa_tokens"] // 64, 4_608 * 64)
+    assert p.pools[0].capacity == p.rows // 64
+
+
+def test_glm_flash_page_said_only_when_overridden() -> None:
+    # _deepseek_family_overrides sets 64 × index_kpool 4 = 256: said over a --page-size 64, silent with none given
+    # or 256 given
+    for sets, said in ((["page_size=64"], True), (["page_size=256"], False), ([], False)):
+        dep = load_deployment("glm-5.3-8xh200-sglang", sets)
+        if not sets:
+            dep = replace(dep, page_size=None)
+        p = plan_pool(load_model("glm-5.3-flash"), dep)
+        assert p.page_tokens == 256
+        assert any("Setting page size to 256 for DeepSeek DSA." in n for n in p.notes) is said
+
+
+def test_full_layers_unlike_the_config_are_refused_naming_the_layer(tmp_path: Path) -> None:
+    # Qwen3-Next's shape with 2 layers (one GDN, one full) whose one full layer has 4 KV heads, not the config's 2
+    cfg = json.loads(Path(_qwen3_next(tmp_path), "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 2, "full_attention_interval": 2}))
+    arch = load_model(str(tmp_path))
+    off = replace(arch.layers[1].caches[0], num_kv_heads=4)
+    arch = replace(arch, layers=(arch.layers[0], replace(arch.layers[1], caches=(off,))))
+    dep = load_deployment("glm-5.3-8xh200-sglang", ["context_length=32768", "weights_per_gpu=20GiB", "tp=4"])
+    with pytest.raises(
+        PlanError, match=r"full-attention layers unlike the config's fields \(FullAttention\(num_kv_heads=4"
+    ):
+        plan_pool(arch, replace(dep, model=str(tmp_path), kv_cache_dtype="auto", page_size=None))
