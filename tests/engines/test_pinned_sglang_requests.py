@@ -173,3 +173,11 @@ def test_a_state_cap_equal_to_half_the_rows_is_the_reduction_not_a_cap() -> None
         "max_running_requests was reduced from the requested 1000 to 500 (per dp worker) due to the available KV "
         "cache capacity"
     ) in p.notes
+
+
+def test_the_estimate_is_capped_by_the_state_slots() -> None:
+    # resolve_max_num_reqs without --max-running-requests: min(estimated (>= 2,048), rows // 2), then
+    # min(that, max_mamba_cache_size // mamba_ratio) = min(.., 500 // 5 = 100) = 100 (Qwen3-Next: 3 + 2 slots)
+    p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", max_mamba_cache_size=500)
+    assert p.rows // 2 >= 2_048
+    assert p.max_running_requests == 100
