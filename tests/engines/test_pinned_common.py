@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.engines import plan_pool
-from kvplan.engines.common import Cell, Demand, Pool, check_gpu_memory, memory_map
+from kvplan.engines.common import Cell, Demand, Knob, Pool, check_gpu_memory, memory_map
 from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
@@ -147,3 +147,43 @@ def test_weights_of_exactly_the_free_memory_load() -> None:
     assert check_gpu_memory(dep, weights=free, free_before_load=free, free_label="pre_load_free") is None
     over = check_gpu_memory(dep, weights=free + 1, free_before_load=free, free_label="pre_load_free")
     assert over is not None and over.endswith("pre_load_free on one NVIDIA H200: loading them runs out of memory")
+
+
+# ---- every mutant of the module (--sample 0): the knob types, the Demand defaults, the engine's name, 1 B free
+
+
+def test_a_knob_read_as_a_count_must_be_an_integer() -> None:
+    # bytes and lengths are ints: a fractional or boolean value read as one is a TypeError, not a silent float
+    assert Knob("page_size", 64, "set").as_int() == 64
+    for bad in (1.5, True):
+        with pytest.raises(TypeError, match="is not an integer"):
+            Knob("page_size", bad, "set").as_int()
+    assert Knob("mem_fraction_static", 0.9, "set").as_float() == 0.9
+    for bad in ("0.9", False):
+        with pytest.raises(TypeError, match="is not a number"):
+            Knob("mem_fraction_static", bad, "set").as_float()
+
+
+def test_a_window_demand_takes_only_the_window_and_extra_it_is_given() -> None:
+    # the defaults add nothing: every engine module gives a window demand its window and extra pages (SGLang + 2,
+    # vLLM + 1); with neither, a request takes no page of it
+    assert Demand("swa", "window").need(10_000, 64) == 0
+    assert Demand("swa", "window", window=128).need(10_000, 64) == 2
+
+
+def test_the_plan_names_its_engine_and_version() -> None:
+    # what admit's pool check says builds the pool ("SGLang 0.5.23 builds the pool")
+    assert make_plan(**WORKED).semantics == "SGLang 0.5.23"
+    assert make_plan("glm-5.3-8xh200-vllm").semantics.startswith("vLLM ")
+
+
+def test_one_byte_free_is_not_nothing_free() -> None:
+    # free_before_load <= 0 is "nothing is left"; 1 B holds 1 B of weights and refuses 2
+    dep = load_deployment("glm-5.3-8xh200-sglang")
+    assert check_gpu_memory(dep, weights=1, free_before_load=1, free_label="pre_load_free") is None
+    assert "loading them runs out of memory" in str(
+        check_gpu_memory(dep, weights=2, free_before_load=1, free_label="x")
+    )
+    assert check_gpu_memory(dep, weights=1, free_before_load=0, free_label="pre_load_free") == (
+        "pre_load_free is 0 B: nothing is left to load the weights into"
+    )
