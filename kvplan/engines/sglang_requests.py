@@ -117,4 +117,4 @@ def _running(
     mrr_k = Knob(
         "max_running_requests", mrr, "default: min(clamp(int(rows / context_len × 512), 2048, 4096), rows // 2)"
     )
-    return mrr_k, (state_cap if state_cap is not None and state_cap < mrr else mrr)
+    return mrr_k, (mrr if state_cap is None else min(mrr, state_cap))

@@ -45,6 +45,8 @@ FLASHMLA3 = ("flashmla_sparse", "flashmla_kv", "flashmla_auto")
         (110, ("tilelang",)),
         (119, ("tilelang",)),
         (120, ("tilelang", "flashinfer_sparse_mla")),
+        # SM 12.9, the last minor of major 12: still the SM 12.x rows (max_sm's default 129)
+        (129, ("tilelang", "flashinfer_sparse_mla")),
     ],
 )
 def test_sglang_dsa_backends_with_a_bf16_cache(sm: int, expected: tuple[str, ...]) -> None:

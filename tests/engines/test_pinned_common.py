@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.engines import plan_pool
-from kvplan.engines.common import Cell, Demand, Pool, memory_map
+from kvplan.engines.common import Cell, Demand, Knob, Pool, check_gpu_memory, memory_map
 from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
@@ -68,6 +68,11 @@ def test_dcp8_pages_hold_512_tokens_across_the_ranks() -> None:
         (Demand("linear", "request", units=3), 1_000_000, 64, 3),
         # two groups of full attention: 2 × ceil(65 / 64) = 4
         (Demand("full", "token", units=2), 65, 64, 4),
+        # no tokens, no page: vLLM get_num_blocks_to_allocate cdiv(0, block) = 0; a negative count is none
+        (Demand("full", "token"), 0, 64, 0),
+        (Demand("full", "token"), -5, 64, 0),
+        # a window of no tokens keeps only the extra block: cdiv(0, 64) + 1 = 1
+        (Demand("swa", "window", window=128, extra=1), 0, 64, 1),
     ],
 )
 def test_demand_need(demand: Demand, tokens: int, page: int, units: int) -> None:
@@ -132,3 +137,53 @@ def test_a_gpu_of_exactly_one_mib_is_a_verdict_not_bad_input() -> None:
     # 1 MiB is not under 1 MiB: the arithmetic runs, and GLM-5.3's weights do not load (startup_error, exit 1)
     p = _gpu_plan(MiB, MiB)
     assert p.startup_error is not None and not p.loads_weights
+
+
+def test_weights_of_exactly_the_free_memory_load() -> None:
+    # loading runs out of memory only when the weights are more than what is free before loading (the allocator
+    # hands out exactly the bytes asked): 88 GiB into exactly 88 GiB free loads, one byte more does not
+    dep = load_deployment("glm-5.3-8xh200-sglang")
+    free = 88 * 1024 * MiB
+    assert check_gpu_memory(dep, weights=free, free_before_load=free, free_label="pre_load_free") is None
+    over = check_gpu_memory(dep, weights=free + 1, free_before_load=free, free_label="pre_load_free")
+    assert over is not None and over.endswith("pre_load_free on one NVIDIA H200: loading them runs out of memory")
+
+
+# ---- every mutant of the module (--sample 0): the knob types, the Demand defaults, the engine's name, 1 B free
+
+
+def test_a_knob_read_as_a_count_must_be_an_integer() -> None:
+    # bytes and lengths are ints: a fractional or boolean value read as one is a TypeError, not a silent float
+    assert Knob("page_size", 64, "set").as_int() == 64
+    for bad in (1.5, True):
+        with pytest.raises(TypeError, match="is not an integer"):
+            Knob("page_size", bad, "set").as_int()
+    assert Knob("mem_fraction_static", 0.9, "set").as_float() == 0.9
+    for bad in ("0.9", False):
+        with pytest.raises(TypeError, match="is not a number"):
+            Knob("mem_fraction_static", bad, "set").as_float()
+
+
+def test_a_window_demand_takes_only_the_window_and_extra_it_is_given() -> None:
+    # the defaults add nothing: every engine module gives a window demand its window and extra pages (SGLang + 2,
+    # vLLM + 1); with neither, a request takes no page of it
+    assert Demand("swa", "window").need(10_000, 64) == 0
+    assert Demand("swa", "window", window=128).need(10_000, 64) == 2
+
+
+def test_the_plan_names_its_engine_and_version() -> None:
+    # what admit's pool check says builds the pool ("SGLang 0.5.23 builds the pool")
+    assert make_plan(**WORKED).semantics == "SGLang 0.5.23"
+    assert make_plan("glm-5.3-8xh200-vllm").semantics.startswith("vLLM ")
+
+
+def test_one_byte_free_is_not_nothing_free() -> None:
+    # free_before_load <= 0 is "nothing is left"; 1 B holds 1 B of weights and refuses 2
+    dep = load_deployment("glm-5.3-8xh200-sglang")
+    assert check_gpu_memory(dep, weights=1, free_before_load=1, free_label="pre_load_free") is None
+    assert "loading them runs out of memory" in str(
+        check_gpu_memory(dep, weights=2, free_before_load=1, free_label="x")
+    )
+    assert check_gpu_memory(dep, weights=1, free_before_load=0, free_label="pre_load_free") == (
+        "pre_load_free is 0 B: nothing is left to load the weights into"
+    )

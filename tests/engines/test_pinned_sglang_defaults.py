@@ -77,3 +77,12 @@ def test_sm12x_glm_fp8_and_sm100_fp8_dsa_backends() -> None:
     for gpu, want in (("b200", "flashmla_sparse/trtllm"), ("h200", "flashmla_sparse/fa3")):
         dep = load_deployment("glm-5.3-8xh200-sglang", (f"gpu={gpu}",))
         assert dep.gpu.sm in (100, 90) and mla_backend(arch, dep, RULES, "bf16")[0] == want, gpu
+
+
+def test_sm100_before_trtllm_mha_says_why_flashinfer() -> None:
+    # get_default_attn_backend: is_sm100_supported -> trtllm_mha only from sgl-project/sglang#14291 (0.5.6.post1);
+    # SGLang 0.5.5 on a B200 (SM 10.0) takes the else branch, flashinfer, and the plan says why
+    dep = load_deployment("glm-5.3-8xh200-sglang", ("model=llama-3.1-8b", "gpu=b200"))
+    backend, why = mha_backend(load_model("llama-3.1-8b"), dep, sglang_rules("0.5.5"))
+    assert backend == "flashinfer"
+    assert why.endswith("(trtllm_mha is the SM100 default only from 0.5.6.post1; SGLang 0.5.5 picks flashinfer)")

@@ -137,3 +137,47 @@ def test_a_context_over_the_model_is_sglangs_refusal_with_both_figures() -> None
     assert p.startup_error.startswith(
         "User-specified context_length (2000000) is greater than the derived context_length (1048576). "
     )
+
+
+# ---- fresh seed 39767 (issue 26): the model's own maximum, the estimate's clamp, a state cap equal to rows // 2
+
+
+def test_allowing_a_long_context_is_silent_at_the_model_maximum() -> None:
+    # configs/model_config.py refuses only context_len > the derived 1,048,576 (GLM-5.3's max_position_embeddings):
+    # at exactly 1,048,576 SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN changes nothing; one token more it is needed
+    at = make_plan(allow_long_context=True, context_length=1_048_576, **WORKED)
+    assert at.startup_error is None and not [n for n in at.notes if "is above the derived" in n]
+    assert make_plan(context_length=1_048_576, **WORKED).startup_error is None  # the maximum itself starts
+    over = make_plan(allow_long_context=True, context_length=1_048_577, **WORKED)
+    assert over.startup_error is None
+    assert [n for n in over.notes if n.startswith("context length 1,048,577 is above the derived 1,048,576")]
+
+
+def test_the_estimate_is_clamped_to_2048_and_4096() -> None:
+    # resolve_max_num_reqs: estimated = max(min(int(rows / context_len × 512), 4096), 2048), rows 724,480:
+    # at 90,560 tokens int(724,480 / 90,560 × 512) = 4,096 exactly; at 65,536 int(5,660.0) = 5,660 -> 4,096;
+    # at 1,048,576 int(353.75) = 353 -> 2,048; all under rows // 2 = 362,240
+    assert make_plan(context_length=90_560, **WORKED).max_running_requests == 4_096
+    assert make_plan(context_length=65_536, **WORKED).max_running_requests == 4_096
+    assert make_plan(**WORKED).max_running_requests == 2_048
+
+
+def test_a_state_cap_equal_to_half_the_rows_is_the_reduction_not_a_cap() -> None:
+    # resolve_max_num_reqs (kv_cache_configurator.py): --max-running-requests 1,000 over --max-total-tokens 1,000
+    # (page 1): min(1,000, 1,000 // 2) = 500; the state slots then min(500, 2,500 // 5 = 500) = 500, no smaller:
+    # SGLang's warning is the reduction "from the requested 1000 to 500", and the knob stays "set"
+    p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", max_total_tokens=1_000,
+                  max_mamba_cache_size=2_500, max_running_requests=1_000)  # fmt: skip
+    assert (p.rows, p.max_running_requests, p.knob("max_running_requests").origin) == (1_000, 500, "set")
+    assert (
+        "max_running_requests was reduced from the requested 1000 to 500 (per dp worker) due to the available KV "
+        "cache capacity"
+    ) in p.notes
+
+
+def test_the_estimate_is_capped_by_the_state_slots() -> None:
+    # resolve_max_num_reqs without --max-running-requests: min(estimated (>= 2,048), rows // 2), then
+    # min(that, max_mamba_cache_size // mamba_ratio) = min(.., 500 // 5 = 100) = 100 (Qwen3-Next: 3 + 2 slots)
+    p = make_plan(model="qwen3-next-80b-a3b", context_length="128K", page_size="default", max_mamba_cache_size=500)
+    assert p.rows // 2 >= 2_048
+    assert p.max_running_requests == 100

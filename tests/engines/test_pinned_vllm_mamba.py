@@ -20,6 +20,7 @@ Engine source read (vllm-project/vllm):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -176,11 +177,11 @@ def test_mtp_in_mode_none(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(("gpu", "said"), [("b200", True), ("h200", False)])
+@pytest.mark.parametrize(("gpu", "said"), [("b200", True), ("rtx-pro-6000", True), ("h200", False)])
 def test_the_cuda_13_assumption_is_said_on_sm10x(tmp_path: Path, gpu: str, said: bool) -> None:
     # qwen_gdn_linear_attn._resolve_gdn_prefill_backend: on SM10x (B200, SM 10.0) FlashInfer's GDN prefill, and so
     # the checkpoint block, needs a CUDA 13 runtime (assumed, and said); on SM90 (H200) FlashInfer is taken
-    # whatever the runtime: nothing to assume
+    # whatever the runtime: nothing to assume; SM12x (RTX PRO 6000, SM 12.0) with head_k_dim 128 as SM10x
     notes = _plan(tmp_path, gpu=gpu).notes
     assert (
         any(
@@ -188,3 +189,39 @@ def test_the_cuda_13_assumption_is_said_on_sm10x(tmp_path: Path, gpu: str, said:
         )
         is said
     )
+
+
+# ---- every mutant of the module (--sample 0): the Blackwell head-256 alignment where 31 and 32 part, head 64
+
+
+def test_blackwell_head256_alignment_at_tp1(tmp_path: Path) -> None:
+    # tp 1, bf16: GDN state 3 × 8,192 × 2 + 32 × 128 × 128 × 2 = 1,097,728 B; row 2 kv heads × (256 + 256) × 2 B
+    # = 2,048 B. SM10x, head_size 256, FlashInfer, 0.25.0 (flashinfer#1993): align 32 -> 32 × cdiv(1,097,728,
+    # 65,536) = 32 × 17 = 544 tokens (an alignment of 31 would give 31 × 18 = 558, 560 in 16-token kernel blocks)
+    p = plan(_qwen3_next(tmp_path), tp=1, context_length=262_144, weights_per_gpu="40GiB", engine_version="0.25.0",
+             gpu="b200")  # fmt: skip
+    assert p.extras["block_size"] == 544
+
+
+def test_the_blackwell_alignment_is_for_head_size_256_only(tmp_path: Path) -> None:
+    # the same Qwen3-Next shape with head_dim 64 at tp 4: row 1 kv head × (64 + 64) × 2 B = 256 B; the 32 rule
+    # (head_size 256 only) does not apply: 16 × cdiv(274,432, 16 × 256) = 16 × 67 = 1,072 (32 would give 1,088)
+    cfg = json.loads(Path(_qwen3_next(tmp_path), "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "head_dim": 64}))
+    p = plan(str(tmp_path), tp=4, context_length=262_144, weights_per_gpu="40GiB", engine_version="0.25.0",
+             gpu="b200")  # fmt: skip
+    assert p.extras["block_size"] == 1_072
+
+
+@pytest.mark.parametrize(("version", "said"), [("0.32.0", "(2 + 0 prefill checkpoint"), ("0.33.0", "(2 + 1 prefill")])
+def test_the_align_note_counts_the_checkpoint_block(tmp_path: Path, version: str, said: str) -> None:
+    # MambaSpec.max_memory_usage_bytes in 'align' mode: 2 + checkpoint pages; the GDN checkpoint block from 0.33.0
+    notes = _plan(tmp_path, engine_version=version, gpu="h200").notes
+    assert any(f"in mamba_cache_mode 'align' {said}" in n for n in notes)
+
+
+def test_the_padding_note_reads_the_percentage(tmp_path: Path) -> None:
+    # _align_hybrid_block_size: "Padding mamba page size by %.2f%%": 0.33.0 on an H200, block 320 × 1,024 B =
+    # 327,680 B a page over a 274,432-B state: 100 × 53,248 / 274,432 = 19.40 %
+    notes = _plan(tmp_path, engine_version="0.33.0", gpu="h200").notes
+    assert any("Padding mamba page size by 19.40% (state 274,432 B -> page 327,680 B)" in n for n in notes)

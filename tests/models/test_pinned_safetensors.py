@@ -6,11 +6,13 @@ indexer layers a checkpoint ships.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kvplan import limits
 from kvplan.errors import InputError
-from kvplan.models.safetensors import Tensor, _dims, indexer_layers_shipped, parse_safetensors_header
+from kvplan.models.safetensors import Tensor, _dims, indexer_layers_shipped, parse_safetensors_header, snapshot_shards
 
 BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
@@ -119,3 +121,24 @@ def test_the_length_field_is_8_bytes_and_n_must_fit_after_it() -> None:
     assert header_length(ten, 18, "f") == 10
     with pytest.raises(InputError, match="f: the header claims 10 bytes but only 9 follow its 8-byte length"):
         header_length(ten, 17, "f")
+
+
+def test_an_unlistable_snapshot_says_the_os_reason_in_one_line(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # An OSError with errno/strerror (what os.scandir raises on a folder without read permission): the line says
+    # its strerror alone, not str(e)'s "[Errno 13] Permission denied: '...'".
+    def denied(self: Path, pattern: str) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "glob", denied)
+    with pytest.raises(InputError) as e:
+        snapshot_shards(tmp_path)
+    assert str(e.value) == f"snapshot {tmp_path}: cannot list: Permission denied"
+
+    # An OSError without strerror (None): the line falls back to the error's own text, never "None".
+    def bare(self: Path, pattern: str) -> None:
+        raise OSError("stale file handle")
+
+    monkeypatch.setattr(Path, "glob", bare)
+    with pytest.raises(InputError) as e:
+        snapshot_shards(tmp_path)
+    assert str(e.value) == f"snapshot {tmp_path}: cannot list: stale file handle"
