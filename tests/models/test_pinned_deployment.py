@@ -175,3 +175,17 @@ def test_switching_engines_takes_the_new_engines_newest_version(tmp_path: Path) 
     assert "engine_version" not in dep.from_file
     dep = load_deployment(_file(tmp_path, "model: llama-3.1-8b\nengine: sglang\n"), ["engine=vllm"])
     assert dep.engine_version == "0.33.0"
+
+
+def test_a_custom_gpu_sm_of_0_is_kept() -> None:
+    # the catalog's AMD GPUs have no CUDA compute capability: sm 0 (AMD Instinct MI300X), so 0 is a value, not a slip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=custom", "gpu_memory=80GiB", "tp=1", "gpus_per_node=1"]
+    assert load_deployment(None, [*base, "gpu_sm=0"]).gpu.sm == 0
+
+
+def test_a_deployment_changed_by_set_says_so_in_its_name(tmp_path: Path) -> None:
+    # the file's stem names it; --set on top adds " (+ --set)" so the output never passes the changed plan off as
+    # the file's
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ntp: 1\n")
+    assert load_deployment(path, []).name == "d"
+    assert load_deployment(path, ["tp=2"]).name == "d (+ --set)"

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvplan.models.arch import Split
 from kvplan.models.gpus import find_gpu
-from kvplan.models.mxfp4_moe import CHECKPOINT, LAYOUTS, backend_for, layer_bytes, rank_intermediate
+from kvplan.models.mxfp4_moe import CHECKPOINT, LAYOUTS, Mxfp4Experts, backend_for, layer_bytes, rank_intermediate
 
 
 def test_an_odd_scale_count_pads_to_two_in_the_swizzled_copy() -> None:
@@ -81,3 +82,16 @@ def test_rank_intermediate_rounds_whole_blocks_up() -> None:
     # reads as 1 (no split)
     assert rank_intermediate(2_880, 7) == 416
     assert rank_intermediate(2_880, 0) == 2_880
+
+
+def test_a_pipeline_stage_holds_its_share_of_the_moe_layers() -> None:
+    # gpt-oss-120b's checkpoint experts a layer: 128 × (values 2 × 2,880 × 2,880 / 2 + 2,880 × 2,880 / 2 =
+    # 12,441,600; e8m0 scales 5,760 × 90 + 2,880 × 90 = 777,600; bf16 biases 8,640 × 2 = 17,280) = 1,694,269,440 B;
+    # 36 layers = 60,993,699,840 B (test_mxfp4_layout's 65,282,370,176 less the 4,288,670,336 outside the experts).
+    # vLLM get_pp_indices gives pp stages 36 // pp layers and the remainder one more each: the largest stage holds
+    # ceil(36 / pp) -> 18 at pp 2, 8 at pp 5
+    experts = Mxfp4Experts(name="routed_experts", params=1, bytes_per_param_num=1, split="experts", experts=128,
+                           hidden=2_880, intermediate=2_880, moe_layers=36)  # fmt: skip
+    assert experts.bytes_per_gpu(Split.of(tp=1)) == 36 * 1_694_269_440 == 60_993_699_840
+    assert experts.bytes_per_gpu(Split.of(tp=1, pp=2)) == 18 * 1_694_269_440
+    assert experts.bytes_per_gpu(Split.of(tp=1, pp=5)) == 8 * 1_694_269_440

@@ -88,3 +88,8 @@ def test_a_ratio_4_layer_has_an_overlapping_compressor_and_an_indexer() -> None:
     four = _ratios(4)
     assert four["compressor"] - _groups()["compressor"] == 8_393_216
     assert four["indexer"] - _groups()["indexer"] == 10_749_056
+
+
+def test_every_mtp_layer_past_the_list_is_window_only() -> None:
+    # three MTP blocks: layers 43 (entry 0), 44 and 45 (both past the 44-entry list: 0, no compressor) -> 3 × one
+    assert _groups(num_nextn_predict_layers=3)["mtp"] == 3 * _groups()["mtp"] == 3 * 6_610_048_891
