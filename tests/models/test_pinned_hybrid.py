@@ -275,3 +275,14 @@ def test_deepseek_v4_has_one_kv_head() -> None:
     # num_key_value_heads 1, the only value the loader takes)
     m = load_model(str(V4_FLASH.parent))
     assert (m.num_kv_heads, m.head_dim) == (1, 512)
+
+
+def test_query_heads_left_out_are_the_config_classes_defaults(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(num_attention_heads=64) (SGLang srt/configs/glm5_next.py, vLLM alike) and KimiLinearConfig(
+    # num_attention_heads=32) (vLLM configs/kimi_linear.py, moonshotai configuration_kimi.py): the engines build that
+    # many query heads when the config leaves the key out (kvplan read 0: a prefix hit's attention FLOPs of 0).
+    # Without hidden_size the parameter count (which requires the key) is not taken, so the loader's default shows
+    assert load_model(_glm53_flash_like(tmp_path, num_attention_heads=None)).num_attention_heads == 64
+    kimi = {k: v for k, v in _kimi_linear_config().items() if k not in ("num_attention_heads", "hidden_size")}
+    (tmp_path / "config.json").write_text(json.dumps(kimi))
+    assert load_model(str(tmp_path)).num_attention_heads == 32
