@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.errors import ConfigError, InputError
+from kvplan.models.arch import ParamGroup
 from kvplan.models.deployment import check_model_for_deployment, load_deployment
 from kvplan.models.from_hf import load_model
 
@@ -189,3 +191,14 @@ def test_a_deployment_changed_by_set_says_so_in_its_name(tmp_path: Path) -> None
     path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ntp: 1\n")
     assert load_deployment(path, []).name == "d"
     assert load_deployment(path, ["tp=2"]).name == "d (+ --set)"
+
+
+def test_weights_of_exactly_1_percent_are_kept() -> None:
+    # a checkpoint of 50 × 2^30 bf16 parameters: 100 GiB at tp 1, whose 1 % is exactly 1 GiB; the refusal is for
+    # weights *under* 1 % (limits.MIN_WEIGHTS_PPM), so 1 GiB is kept and one byte less refused
+    arch = replace(load_model("llama-3.1-8b"), measured_weights=(),
+                   param_groups=(ParamGroup(name="dense", params=50 << 30, bytes_per_param_num=2),))  # fmt: skip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h200", "tp=1", "gpus_per_node=1"]
+    check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={1 << 30}B"]))
+    with pytest.raises(InputError, match=r"weights_per_gpu 1,073,741,823 B is under 1 % of the 107,374,182,400 B"):
+        check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={(1 << 30) - 1}B"]))
