@@ -93,3 +93,20 @@ def test_a_ratio_4_layer_has_an_overlapping_compressor_and_an_indexer() -> None:
 def test_every_mtp_layer_past_the_list_is_window_only() -> None:
     # three MTP blocks: layers 43 (entry 0), 44 and 45 (both past the 44-entry list: 0, no compressor) -> 3 × one
     assert _groups(num_nextn_predict_layers=3)["mtp"] == 3 * _groups()["mtp"] == 3 * 6_610_048_891
+
+
+def test_counts_of_0_are_read_as_none() -> None:
+    # 0 MTP layers, 0 indexer heads, 0 shared experts, 0 hash layers are values (minimum 0), not refused: the same
+    # groups as the keys left out (test_absent_counts_are_none, test_no_hash_layers_puts_the_bias_on_every_layer)
+    assert _groups(num_nextn_predict_layers=0).get("mtp", 0) == 0
+    assert _groups(index_n_heads=0).get("indexer", 0) == 0
+    assert _groups(n_shared_experts=0).get("shared_experts", 0) == 0
+    assert _groups(num_hash_layers=0)["router"] == 45_099_776
+
+
+def test_each_mtp_block_reads_its_own_ratio() -> None:
+    # MTP block k is layer 43 + k (vLLM get_dsv4_compress_ratio(config, layer_idx)): a 45th entry of 128 gives the
+    # second block a C128 compressor (coff 1): 2 × 512 × 4,096 + ape 128 × 512 + norm 512 = 4,260,352 more
+    ratios = [*json.loads(FLASH.read_text())["compress_ratios"], 128]
+    two = _groups(num_nextn_predict_layers=2, compress_ratios=ratios)
+    assert two["mtp"] == 2 * 6_610_048_891 + 4_260_352
