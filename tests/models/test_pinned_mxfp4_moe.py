@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.models.arch import Split
+from kvplan.models.arch import ParamGroup, Split
 from kvplan.models.gpus import find_gpu
-from kvplan.models.mxfp4_moe import CHECKPOINT, LAYOUTS, Mxfp4Experts, backend_for, layer_bytes, rank_intermediate
+from kvplan.models.mxfp4_moe import (
+    CHECKPOINT,
+    LAYOUTS,
+    Mxfp4Experts,
+    backend_for,
+    layer_bytes,
+    layout_note,
+    rank_intermediate,
+)
 
 
 def test_an_odd_scale_count_pads_to_two_in_the_swizzled_copy() -> None:
@@ -95,3 +103,14 @@ def test_a_pipeline_stage_holds_its_share_of_the_moe_layers() -> None:
     assert experts.bytes_per_gpu(Split.of(tp=1)) == 36 * 1_694_269_440 == 60_993_699_840
     assert experts.bytes_per_gpu(Split.of(tp=1, pp=2)) == 18 * 1_694_269_440
     assert experts.bytes_per_gpu(Split.of(tp=1, pp=5)) == 8 * 1_694_269_440
+
+
+def test_the_layout_note_only_for_mxfp4_experts_under_a_backend() -> None:
+    experts = Mxfp4Experts(name="routed_experts", params=1, bytes_per_param_num=1, split="experts", experts=128,
+                           hidden=2_880, intermediate=2_880, moe_layers=36)  # fmt: skip
+    dense = ParamGroup(name="dense", params=1, bytes_per_param_num=2)
+    note = layout_note((dense, experts), "vllm", "triton")
+    assert note == f"MXFP4 experts as vllm's triton MoE backend holds them ({LAYOUTS['triton'].source})"
+    # no MXFP4 experts (a bf16 model on the same GPU), or no backend (no engine: the checkpoint layout): no note
+    assert layout_note((dense,), "vllm", "triton") == ""
+    assert layout_note((dense, experts), None, None) == ""
