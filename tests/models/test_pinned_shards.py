@@ -203,3 +203,6 @@ def test_the_precheck_reads_the_blocks_n() -> None:
     cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [64, 128]}
     assert _dims(cfg).moe_block_precheck == (2_048, 64)
     assert _dims(cfg).attention_block == (64, 128)
+    # a block of 1 is a block (0 < n): every width divides by it, the pre-check reads it all the same
+    cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [1, 128]}
+    assert _dims(cfg).moe_block_precheck == (2_048, 1)
