@@ -202,3 +202,24 @@ def test_weights_of_exactly_1_percent_are_kept() -> None:
     check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={1 << 30}B"]))
     with pytest.raises(InputError, match=r"weights_per_gpu 1,073,741,823 B is under 1 % of the 107,374,182,400 B"):
         check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={(1 << 30) - 1}B"]))
+
+
+def test_a_respelled_knobs_nested_keys_keep_their_lines(tmp_path: Path) -> None:
+    # "GPU:" is kvplan's gpu (knob names are case-blind); an error inside its mapping names the nested key's own
+    # line (5), not the knob's (3)
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nGPU:\n  name: my gpu\n  memory: lots\n")
+    with pytest.raises(ConfigError, match=r":5: gpu\.memory: unknown key"):
+        load_deployment(path, [])
+
+
+def test_non_kv_other_may_be_0() -> None:
+    # non_kv_other 0 B is an override (no memory besides weights and KV), not a slip: minimum 0
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    assert load_deployment(None, [*base, "non_kv_other=0GiB"]).non_kv_other == 0
+
+
+def test_a_gpu_given_as_a_boolean_is_refused_as_not_a_name(tmp_path: Path) -> None:
+    # YAML `gpu: true` is a boolean, not the catalog name "True": one line saying what was read
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpu: true\n")
+    with pytest.raises(ConfigError, match=r":3: gpu: expected a non-empty string, got a boolean"):
+        load_deployment(path, [])
