@@ -10,7 +10,7 @@ import pytest
 
 from kvplan.errors import ConfigError, InputError
 from kvplan.models.arch import ParamGroup
-from kvplan.models.deployment import check_model_for_deployment, load_deployment
+from kvplan.models.deployment import check_model_for_deployment, load_deployment, parse_set
 from kvplan.models.from_hf import load_model
 
 
@@ -223,3 +223,16 @@ def test_a_gpu_given_as_a_boolean_is_refused_as_not_a_name(tmp_path: Path) -> No
     path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpu: true\n")
     with pytest.raises(ConfigError, match=r":3: gpu: expected a non-empty string, got a boolean"):
         load_deployment(path, [])
+
+
+def test_a_set_value_may_hold_an_equals_sign() -> None:
+    # KEY=VALUE splits at the first "=" only: a model path "runs/a=b/config.json" stays whole
+    assert parse_set(["model=runs/a=b/config.json"]).data == {"model": "runs/a=b/config.json"}
+
+
+def test_any_weights_estimate_above_0_is_planned() -> None:
+    # the "no weights to plan with" refusal is for an estimate of 0 B; a model of one 1-byte parameter has 1 B
+    arch = replace(load_model("llama-3.1-8b"), measured_weights=(),
+                   param_groups=(ParamGroup(name="dense", params=1, bytes_per_param_num=1),))  # fmt: skip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    check_model_for_deployment(arch, load_deployment(None, base))
