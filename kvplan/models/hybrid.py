@@ -214,7 +214,8 @@ def _kimi_linear(r: Reader, *, name: str, source: str, description: str, num_lay
                      num_layers=num_layers)  # fmt: skip
     return ModelArch(
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
-        num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
+        # KimiLinearConfig's default (vLLM configs/kimi_linear.py, the checkpoint's configuration_kimi.py): 32
+        num_attention_heads=_dim(r, "num_attention_heads", default=32),
         # required: KimiLinearConfig (vLLM / SGLang configs/kimi_linear.py) leaves both None, and the MLA layer
         # cannot be built without them (KimiMLAAttention: qk_nope_head_dim + qk_rope_head_dim)
         head_dim=_dim(r, "qk_nope_head_dim", required=True) + rope, v_head_dim=_dim(r, "v_head_dim", required=True),
@@ -319,7 +320,8 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
                      architecture="Glm5NextForConditionalGeneration", num_layers=num_layers)  # fmt: skip
     return ModelArch(
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
-        num_attention_heads=_dim(r, "num_attention_heads", default=0, minimum=0),
+        # Glm5NextTextConfig(num_attention_heads=64): SGLang srt/configs/glm5_next.py, vLLM the same
+        num_attention_heads=_dim(r, "num_attention_heads", default=64),
         head_dim=_dim(r, "qk_nope_head_dim", default=256) + rope, v_head_dim=_dim(r, "v_head_dim", default=256),
         # Glm5NextTextConfig(index_n_heads=None), and the indexer asserts it is set: read beside index_topk only
         index_head_dim=index_head_dim, index_n_heads=_dim(r, "index_n_heads", required=True) if index_topk else 0,

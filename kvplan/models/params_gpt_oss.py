@@ -21,6 +21,9 @@ from kvplan.models.weights import BufferGroup, gqa_heads
 class Fp32RotaryCache(BufferGroup):
     """gpt-oss's cos/sin cache: float32 whatever the model dtype (``OAIAttention``: ``get_rope(dtype=float32)``)."""
 
+    bytes_per_param_num: int = 0
+    """A buffer of no parameters (its bytes are ``buffer_bytes``)."""
+
     def in_dtype(self, stored: int, loaded: int) -> Fp32RotaryCache:
         return self
 
@@ -83,5 +86,5 @@ def groups(c: Fields, acc: _Groups) -> str:
             acc.linear("routed_experts", "experts", f"{p}down_proj", h, inter, count=experts)
             acc.plain("routed_experts", "experts", experts * (2 * inter + h))
     rope = rotary_cache_bytes(dict(c.data, torch_dtype="float32"))  # OAIAttention: get_rope(dtype=float32)
-    acc.extra(Fp32RotaryCache(name="rotary_cache", params=0, bytes_per_param_num=0, buffer_bytes=rope, split="none"))
+    acc.extra(Fp32RotaryCache(name="rotary_cache", params=0, buffer_bytes=rope, split="none"))
     return "GQA MoE"

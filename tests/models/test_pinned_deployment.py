@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.errors import ConfigError, InputError
-from kvplan.models.deployment import check_model_for_deployment, load_deployment
+from kvplan.models.arch import ParamGroup
+from kvplan.models.deployment import check_model_for_deployment, load_deployment, parse_set
 from kvplan.models.from_hf import load_model
 
 
@@ -175,3 +177,62 @@ def test_switching_engines_takes_the_new_engines_newest_version(tmp_path: Path) 
     assert "engine_version" not in dep.from_file
     dep = load_deployment(_file(tmp_path, "model: llama-3.1-8b\nengine: sglang\n"), ["engine=vllm"])
     assert dep.engine_version == "0.33.0"
+
+
+def test_a_custom_gpu_sm_of_0_is_kept() -> None:
+    # the catalog's AMD GPUs have no CUDA compute capability: sm 0 (AMD Instinct MI300X), so 0 is a value, not a slip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=custom", "gpu_memory=80GiB", "tp=1", "gpus_per_node=1"]
+    assert load_deployment(None, [*base, "gpu_sm=0"]).gpu.sm == 0
+
+
+def test_a_deployment_changed_by_set_says_so_in_its_name(tmp_path: Path) -> None:
+    # the file's stem names it; --set on top adds " (+ --set)" so the output never passes the changed plan off as
+    # the file's
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ntp: 1\n")
+    assert load_deployment(path, []).name == "d"
+    assert load_deployment(path, ["tp=2"]).name == "d (+ --set)"
+
+
+def test_weights_of_exactly_1_percent_are_kept() -> None:
+    # a checkpoint of 50 × 2^30 bf16 parameters: 100 GiB at tp 1, whose 1 % is exactly 1 GiB; the refusal is for
+    # weights *under* 1 % (limits.MIN_WEIGHTS_PPM), so 1 GiB is kept and one byte less refused
+    arch = replace(load_model("llama-3.1-8b"), measured_weights=(),
+                   param_groups=(ParamGroup(name="dense", params=50 << 30, bytes_per_param_num=2),))  # fmt: skip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h200", "tp=1", "gpus_per_node=1"]
+    check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={1 << 30}B"]))
+    with pytest.raises(InputError, match=r"weights_per_gpu 1,073,741,823 B is under 1 % of the 107,374,182,400 B"):
+        check_model_for_deployment(arch, load_deployment(None, [*base, f"weights_per_gpu={(1 << 30) - 1}B"]))
+
+
+def test_a_respelled_knobs_nested_keys_keep_their_lines(tmp_path: Path) -> None:
+    # "GPU:" is kvplan's gpu (knob names are case-blind); an error inside its mapping names the nested key's own
+    # line (5), not the knob's (3)
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\nGPU:\n  name: my gpu\n  memory: lots\n")
+    with pytest.raises(ConfigError, match=r":5: gpu\.memory: unknown key"):
+        load_deployment(path, [])
+
+
+def test_non_kv_other_may_be_0() -> None:
+    # non_kv_other 0 B is an override (no memory besides weights and KV), not a slip: minimum 0
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    assert load_deployment(None, [*base, "non_kv_other=0GiB"]).non_kv_other == 0
+
+
+def test_a_gpu_given_as_a_boolean_is_refused_as_not_a_name(tmp_path: Path) -> None:
+    # YAML `gpu: true` is a boolean, not the catalog name "True": one line saying what was read
+    path = _file(tmp_path, "model: llama-3.1-8b\nengine: vllm\ngpu: true\n")
+    with pytest.raises(ConfigError, match=r":3: gpu: expected a non-empty string, got a boolean"):
+        load_deployment(path, [])
+
+
+def test_a_set_value_may_hold_an_equals_sign() -> None:
+    # KEY=VALUE splits at the first "=" only: a model path "runs/a=b/config.json" stays whole
+    assert parse_set(["model=runs/a=b/config.json"]).data == {"model": "runs/a=b/config.json"}
+
+
+def test_any_weights_estimate_above_0_is_planned() -> None:
+    # the "no weights to plan with" refusal is for an estimate of 0 B; a model of one 1-byte parameter has 1 B
+    arch = replace(load_model("llama-3.1-8b"), measured_weights=(),
+                   param_groups=(ParamGroup(name="dense", params=1, bytes_per_param_num=1),))  # fmt: skip
+    base = ["model=llama-3.1-8b", "engine=vllm", "gpu=h100", "tp=1", "gpus_per_node=1"]
+    check_model_for_deployment(arch, load_deployment(None, base))

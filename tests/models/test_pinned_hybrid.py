@@ -275,3 +275,59 @@ def test_deepseek_v4_has_one_kv_head() -> None:
     # num_key_value_heads 1, the only value the loader takes)
     m = load_model(str(V4_FLASH.parent))
     assert (m.num_kv_heads, m.head_dim) == (1, 512)
+
+
+def test_query_heads_left_out_are_the_config_classes_defaults(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(num_attention_heads=64) (SGLang srt/configs/glm5_next.py, vLLM alike) and KimiLinearConfig(
+    # num_attention_heads=32) (vLLM configs/kimi_linear.py, moonshotai configuration_kimi.py): the engines build that
+    # many query heads when the config leaves the key out (kvplan read 0: a prefix hit's attention FLOPs of 0).
+    # Without hidden_size the parameter count (which requires the key) is not taken, so the loader's default shows
+    assert load_model(_glm53_flash_like(tmp_path, num_attention_heads=None)).num_attention_heads == 64
+    kimi = {k: v for k, v in _kimi_linear_config().items() if k not in ("num_attention_heads", "hidden_size")}
+    (tmp_path / "config.json").write_text(json.dumps(kimi))
+    assert load_model(str(tmp_path)).num_attention_heads == 32
+
+
+# --------------------------------------------------------------------------- whole-module run after seed 61207
+
+
+def test_qwen3_next_num_nextn_predict_layers_0_is_no_mtp_layer(tmp_path: Path) -> None:
+    # num_nextn_predict_layers 0 is a value (vLLM qwen3_next_mtp.py builds range(0) MTP layers), not refused
+    assert load_model(str(_qwen3_next_like(tmp_path, num_nextn_predict_layers=0))).num_mtp_layers == 0
+
+
+def test_a_flat_config_without_vision_config_has_no_tower(tmp_path: Path) -> None:
+    # a Qwen3_5ForConditionalGeneration config written flat (no text_config, no vision_config): SGLang's
+    # adjust_mem_fraction_for_vlm finds no vision_config to size, so no tower
+    src = Path(__file__).parents[1] / "data" / "hf" / "qwen3.6-35b-a3b" / "config.json"
+    cfg = json.loads(src.read_text())
+    flat = {**cfg["text_config"], "architectures": cfg["architectures"]}
+    (tmp_path / "config.json").write_text(json.dumps(flat))
+    assert load_model(str(tmp_path)).vision_tower == ()
+
+
+def test_kimi_linear_layers_named_twice_are_refused_even_when_the_count_adds_up(tmp_path: Path) -> None:
+    # KimiLinearConfig.is_kda_layer reads kda_layers, full_attention_layer_ids the rest: a layer in both lists is
+    # two kinds at once. 27 layers: kda 1-20 and full 20-26 name 27 entries but layer 20 twice and layer 27 never
+    la = {"kda_layers": list(range(1, 21)), "full_attn_layers": list(range(20, 27)), "num_heads": 32, "head_dim": 128,
+          "short_conv_kernel_size": 4}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(_kimi_linear_config(linear_attn_config=la)))
+    with pytest.raises(ConfigError, match=r"must name each of the 27 layers once"):
+        load_model(str(tmp_path))
+
+
+def test_glm53_flash_all_kda_is_refused_naming_the_key_it_came_from(tmp_path: Path) -> None:
+    # every layer KDA leaves no attention layer: the refusal names linear_attn_config.kda_layers when the list came
+    # from there, layer_types when it came from those
+    la = {"kda_layers": list(range(8)), "full_attn_layers": [], "num_heads": 64, "head_dim": 128,
+          "short_conv_kernel_size": 4}  # fmt: skip
+    with pytest.raises(ConfigError, match=r"text_config\.linear_attn_config\.kda_layers: leaves no attention layer"):
+        load_model(_glm53_flash_like(tmp_path, linear_attn_config=la))
+    with pytest.raises(ConfigError, match=r"text_config\.layer_types: leaves no attention layer"):
+        load_model(_glm53_flash_like(tmp_path, linear_attn_config=None, layer_types=["linear_attention"] * 8))
+
+
+def test_glm53_flash_rope_left_out_is_0(tmp_path: Path) -> None:
+    # Glm5NextTextConfig(qk_rope_head_dim=0) (SGLang srt/configs/glm5_next.py): no rope half, a 512-wide latent
+    m = load_model(_glm53_flash_like(tmp_path, qk_rope_head_dim=None))
+    assert m.qk_rope_head_dim == 0 and m.layers[3].caches[0] == MlaLatent(512, 0)

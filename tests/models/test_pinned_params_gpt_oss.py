@@ -79,3 +79,8 @@ def test_head_dim_defaults_to_hidden_over_heads() -> None:
 def test_no_vocab_size_counts_no_embeddings() -> None:
     cfg = {k: v for k, v in _bf16(G120).items() if k != "vocab_size"}
     assert _params(cfg).get("embeddings", 0) == 0  # a group of 0 parameters is left out
+
+
+def test_a_vocab_of_0_counts_no_embeddings() -> None:
+    # vocab_size 0 reads as the absent key does (minimum 0, not refused): no embed_tokens / lm_head rows
+    assert _params(_bf16(G120, vocab_size=0)).get("embeddings", 0) == 0

@@ -192,3 +192,17 @@ def test_a_rectangular_block_is_n_by_k() -> None:
     cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [128, 64]}
     d = _dims(cfg)
     assert d.attention_block == d.dense_block == d.expert_block == (128, 64)
+
+
+def test_the_precheck_reads_the_blocks_n() -> None:
+    # SGLang 0.5.4-0.5.5's ModelRunner pre-check divides moe_intermediate_size by weight_block_size[0] (block_n),
+    # so a 128 × 64 block is checked against 128, not 64
+    cfg = _config("deepseek-v3")
+    cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [128, 64]}
+    assert _dims(cfg).moe_block_precheck == (2_048, 128)
+    cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [64, 128]}
+    assert _dims(cfg).moe_block_precheck == (2_048, 64)
+    assert _dims(cfg).attention_block == (64, 128)
+    # a block of 1 is a block (0 < n): every width divides by it, the pre-check reads it all the same
+    cfg["quantization_config"] = {**cfg["quantization_config"], "weight_block_size": [1, 128]}
+    assert _dims(cfg).moe_block_precheck == (2_048, 1)
