@@ -231,3 +231,20 @@ def test_down_proj_block_k_is_checked_from_tp_2(engine: str) -> None:
     assert r is not None
     assert r.message == "The input_size of down's weight = 832 is not divisible by weight quantization block_k = 128."
     assert load_refusal(odd, _dep(engine, tp=1)) is None
+
+
+def test_sglang_refuses_an_ep_above_tp() -> None:
+    # Fresh seed 37053's survivor (moe_tp's floor 1 -> 0) showed kvplan planning SGLang at ep 16 over tp 8, which
+    # SGLang cannot launch: srt/entrypoints/engine.py starts each TP rank's scheduler with ``moe_ep_rank = tp_rank
+    # // (server_args.tp_size // server_args.ep_size)``, and 8 // 16 = 0. Before the fix: "starts". ep 8 = tp
+    # launches (8 // 8 = 1); vLLM's EP spans its ranks by --enable-expert-parallel and has no such division
+    arch = load_model(str(QWEN_FP8))
+    r = load_refusal(arch, _dep("sglang", tp=8, ep=16, nodes=2))
+    assert r is not None and r.rule == "experts" and r.experts
+    assert r.message == (
+        "ZeroDivisionError: integer division or modulo by zero (moe_ep_rank = tp_rank // (tp_size 8 // ep_size 16))"
+    )
+    assert r.where == "sglang/srt/entrypoints/engine.py, the scheduler launch"
+    bf16 = load_model(str(HF / "qwen3-235b-a22b" / "config.json"))  # no fp8 blocks: 128 experts, 16 a rank at ep 8
+    assert load_refusal(bf16, _dep("sglang", tp=8, ep=8)) is None
+    assert load_refusal(bf16, _dep("vllm", tp=8, ep=16, nodes=2)) is None
