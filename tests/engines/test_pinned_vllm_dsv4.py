@@ -105,3 +105,30 @@ def test_v4_holds_no_mamba_state() -> None:
     # every DeepSeek-V4 spec is an MLAAttentionSpec or a SlidingWindowMLASpec (the compressor states included,
     # compressor.py CompressorStateCache): no MambaSpec, so the plan's per-request state is 0 B
     assert plan("deepseek-v4-flash", tp=2).extras["state_bytes"] == 0
+
+
+# Fresh seed 54729 (25 of 29): the backend and kv dtype a user sets, and where the plan says they came from.
+
+
+def test_the_v4_backend_set_by_hand_is_planned_and_any_other_refused() -> None:
+    # models/deepseek_v4/nvidia/model.py: DeepseekV4FlashMLAAttention runs FLASHMLA_SPARSE_DSV4 on SM90 / SM10x;
+    # setting that backend plans as the default does (origin 'set'); another MLA backend is not a path kvplan read
+    p = plan("deepseek-v4-flash", tp=2, attention_backend="FLASHMLA_SPARSE_DSV4")
+    assert p.knob("attention_backend").value == "FLASHMLA_SPARSE_DSV4"
+    assert p.knob("attention_backend").origin == "set"
+    with pytest.raises(InputError, match="DeepSeek-V4 with attention backend FLASHMLA_SPARSE "):
+        plan("deepseek-v4-flash", tp=2, attention_backend="FLASHMLA_SPARSE")
+
+
+@pytest.mark.parametrize(
+    ("dtype", "origin"),
+    [
+        ("fp8_ds_mla", "set"),  # the format itself: kept as given
+        ("auto", "default: auto -> fp8_ds_mla (_resolve_dsv4_kv_cache_dtype)"),  # rewritten by the engine
+        ("fp8", "default: fp8 -> fp8_ds_mla (_resolve_dsv4_kv_cache_dtype)"),
+    ],
+)
+def test_the_kv_dtype_origin_says_when_vllm_rewrites_it(dtype: str, origin: str) -> None:
+    # attention.py _resolve_dsv4_kv_cache_dtype turns 'auto' and 'fp8*' into fp8_ds_mla; fp8_ds_mla stays
+    k = plan("deepseek-v4-flash", tp=2, kv_cache_dtype=dtype).knob("kv_cache_dtype")
+    assert (k.value, k.origin) == ("fp8_ds_mla", origin)
