@@ -81,6 +81,19 @@ class Refusal:
 Rule = Callable[[ShardDims, Layout], Iterator[Refusal]]
 
 
+def _sglang_ep_wider_than_tp(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
+    """SGLang launches each TP rank with ``moe_ep_rank = tp_rank // (tp_size // ep_size)``
+    (``srt/entrypoints/engine.py``, the scheduler processes): an ep above tp divides by 0 before any model is built."""
+    if lay.engine == "sglang" and lay.moe_ep > lay.tp:
+        yield Refusal(
+            "experts",
+            f"ZeroDivisionError: integer division or modulo by zero (moe_ep_rank = tp_rank // (tp_size {lay.tp} // "
+            f"ep_size {lay.moe_ep}))",
+            "sglang/srt/entrypoints/engine.py, the scheduler launch",
+            experts=True,
+        )
+
+
 def _sglang_moe_precheck(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
     """SGLang 0.5.4-0.5.5 ``ModelRunner.check_quantized_moe_compatibility`` (model_executor/model_runner.py), run
     before the model is built when the config has ``weight_block_size`` and ``moe_intermediate_size`` (skipped under
@@ -284,9 +297,9 @@ def _mlp(s: ShardDims, lay: Layout) -> Iterator[Refusal]:
         yield from rule(s, lay)
 
 
-RULES: tuple[Rule, ...] = (_sglang_moe_precheck, _heads, _kv_heads, _attention_blocks, _mlp)
-"""In the engine's order: SGLang 0.5.4-0.5.5's MoE pre-check, the heads (vLLM at config time, SGLang in the
-attention), then layer 0's weights."""
+RULES: tuple[Rule, ...] = (_sglang_ep_wider_than_tp, _sglang_moe_precheck, _heads, _kv_heads, _attention_blocks, _mlp)
+"""In the engine's order: SGLang's launch (ep above tp), SGLang 0.5.4-0.5.5's MoE pre-check, the heads (vLLM at
+config time, SGLang in the attention), then layer 0's weights."""
 
 
 def load_refusal(arch: ModelArch, dep: Deployment) -> Refusal | None:

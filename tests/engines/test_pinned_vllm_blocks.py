@@ -17,6 +17,8 @@ Engine source read (vllm-project/vllm):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kvplan.engines.common import Demand, Knob
@@ -139,3 +141,22 @@ def test_max_in_flight_tokens(version: str, tokens: int) -> None:
 
 def test_block_detail_names_the_figures() -> None:
     assert POOL.block_detail() == "group size 12 × page 64,000 B (64 tokens)"
+
+
+def test_estimated_max_len_is_1_when_only_one_token_fits() -> None:
+    # _estimate_max_model_len_from_groups (v1/core/kv_cache_utils.py): ``left, right = 1, original_max``; ``if not
+    # fits(left): return 0``; ``result = 1``, then the binary search. With 1-token blocks (ROCM_AITER_MLA's kernel
+    # block, or --block-size 1) POOL's layout needs 1 attention block + 6 state blocks for one token and 8 for two:
+    # a budget of 7 block ids holds one token, not two, so the estimate is 1 (not 0, which would mean none fits)
+    pool = replace(POOL, block=1, page_bytes=1_000)
+    assert pool.bytes_per_block == 12_000
+    assert pool.blocks_per_request(1) == 7 and pool.blocks_per_request(2) == 8
+    assert pool.estimated_max_len(7 * 12_000, 2_048) == 1
+    assert pool.estimated_max_len(7 * 12_000 - 1, 2_048) == 0
+
+
+def test_describe_says_groups_from_two() -> None:
+    # 24 state layers in groups of 12: cdiv(24, 12) = 2 KV cache groups of the bucket, said in the plural; 6 state
+    # blocks a request over the 2 groups: 3 a group
+    pool = replace(POOL, groups=(Group("GDN", 24, 2, Demand("GDN", "request", units=6)),))
+    assert pool.describe() == ("2 × GDN groups (24 layers): 3 blocks per group whatever the length (align)",)

@@ -19,10 +19,13 @@ from dataclasses import replace
 import pytest
 
 from kvplan.engines import plan_pool
+from kvplan.engines.common import weights_knob
 from kvplan.engines.vllm_budget import dsa_buffers
+from kvplan.errors import InputError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.units import MiB
+from tests.engines.test_vllm_v4 import plan as v4_plan
 
 LLAMA = [
     "model=llama-3.1-8b", "tp=1", "speculative_num_draft_tokens=0", "kv_cache_dtype=auto", "mla_layout=default",
@@ -121,3 +124,38 @@ def test_non_kv_other_without_a_profile(extra: list[str], value: int, words: str
     assert p.knob("non_kv_other").value == value
     assert value in (6_364_856_320, 4_668_260_352)
     assert p.knob("non_kv_other").origin == words
+
+
+# Fresh seed 3630 (25 of 29): the sampler's version boundary, DeepSeek-V4's load buffers and the torch-peak term.
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.16.0", False), ("0.17.0", True)])
+def test_flashinfer_sampler_is_refused_from_the_triton_sampler(version: str, refused: bool) -> None:
+    # vllm_profile.TRITON_TOPK_TOPP_SINCE: the Triton top-k/top-p kernel (v1/sample/ops/topk_topp_triton.py) is in
+    # the sampler from 0.17.0; kvplan did not read FlashInfer sampling beside it, so 0.17.0 itself is refused and
+    # 0.16.0 (the whole-vocab sort) is planned
+    dep = load_deployment("glm-5.3-8xh200-vllm", [*LLAMA, f"engine_version={version}", "flashinfer_sampler=true"])
+    if refused:
+        with pytest.raises(InputError, match=r"flashinfer_sampler true: kvplan models vLLM 0\.17\.0's sampler"):
+            plan_pool(load_model("llama-3.1-8b"), dep)
+    else:
+        assert plan_pool(load_model("llama-3.1-8b"), dep).knob("weights_per_gpu").value > 0
+
+
+def test_v4_estimated_weights_add_the_load_buffers() -> None:
+    # DeepseekV4Model.__init__ (deepseek_v4.py), V4-Flash at max_num_batched_tokens 8,192 (tests/models/
+    # test_v4_gh200_refusal.py): topk_indices_buffer 8,192 × 512 × 4 B = 16,777,216 and _mtp_hidden_buffer 8,192 ×
+    # 4 × 4,096 × 2 B = 268,435,456, allocated while loading: vLLM's "Model loading took" is the estimate plus both
+    p = v4_plan("deepseek-v4-flash", tp=2)
+    dep = p.deployment
+    bare = weights_knob(load_model("deepseek-v4-flash"), dep, with_mtp=dep.mtp).as_int()
+    assert p.knob("weights_per_gpu").as_int() - bare == 16_777_216 + 268_435_456 == 285_212_672
+
+
+def test_the_torch_peak_term_carries_the_torch_half_of_the_profile() -> None:
+    # the chain prints the profile's torch peak and its non-torch growth as two terms: the first term's words stop
+    # before the non-torch part, which the second term carries
+    p = plan_pool(load_model("llama-3.1-8b"), load_deployment("glm-5.3-8xh200-vllm", LLAMA))
+    (peak,) = [t for t in p.chain if t.label == "torch peak (profiling run)"]
+    assert peak.detail.startswith("vLLM profile run (Triton top-k/top-p sampler): torch peak ")
+    assert "non-torch" not in peak.detail

@@ -45,7 +45,13 @@ def test_dense_mla_backend_block_and_row(gpu: str, sets: dict[str, object], back
 
 @pytest.mark.parametrize(
     ("gpu", "backend"),
-    [("b200", "FLASHINFER"), ("h200", "FLASH_ATTN"), ("l40s", "FLASH_ATTN"), ("mi300x", "TRITON_ATTN")],
+    [
+        ("b200", "FLASHINFER"),
+        ("h200", "FLASH_ATTN"),
+        ("l40s", "FLASH_ATTN"),
+        ("a100-80gb", "FLASH_ATTN"),  # SM80, the lowest FlashAttention 2 runs on (sm >= 80): not TRITON_ATTN
+        ("mi300x", "TRITON_ATTN"),
+    ],
 )
 def test_full_attention_backend(gpu: str, backend: str) -> None:
     p = make_plan(VLLM, **{**DEFAULTS, "model": "llama-3.1-8b", "tp": 1, "gpu": gpu, "kv_cache_dtype": "auto",

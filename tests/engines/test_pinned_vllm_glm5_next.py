@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.engines import plan_pool
-from kvplan.errors import InputError
+from kvplan.errors import InputError, PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 
@@ -146,3 +146,19 @@ def test_the_ring_bucket_splits_by_the_repeats_and_can_be_the_widest() -> None:
     # max(cdiv(3, 1), cdiv(3, 65,536 // 32,768 = 2)) = 3 groups of one state
     p = _pack(_Buckets(state, IndexerK(128, 4), n_state=3, n_mla=1, n_draft=0, spec=0, mamba_page=0), 256, 128, 128)
     assert (p.attn_groups, p.state_groups, p.ring_groups, p.bytes_per_block) == (1, 3, 1, 65_536)
+
+
+@pytest.mark.parametrize(("spec", "block"), [(125, 2560), (126, 2688)])
+def test_a_block_that_is_not_a_whole_number_of_tail_rings_is_refused(spec: int, block: int) -> None:
+    # Glm5NextTailCache.get_kv_cache_spec asserts cache_config.block_size is a multiple of the ring, kpool (4) ×
+    # next_power_of_2(cdiv(kpool + S, kpool)): S 125 and 126 give cdiv(129 or 130, 4) = 33 -> 64, a 256-slot ring.
+    # The block (_align_hybrid_block_size) is 128 × cdiv(KDA page, 128 × 512 B a token): the KDA page, 542,720 B at
+    # S 0, grows 6,144 B a conv column (q, k, v: 3 × 8 heads × 128 × 2 B at tp 8): S 125: 1,310,720 B -> 20 × 128 =
+    # 2,560 tokens, 10 rings; S 126: 1,316,864 B -> 21 × 128 = 2,688 tokens, 2,688 % 256 = 128: refused, though
+    # 2,688 is a whole number of kpool 4
+    sets = (f"speculative_num_draft_tokens={spec}",)
+    if block % 256 == 0:
+        assert _plan(*sets).page_tokens == block
+        return
+    with pytest.raises(PlanError, match=rf"block_size \({block}\) must be a multiple of the tail ring \(256\)"):
+        _plan(*sets)
