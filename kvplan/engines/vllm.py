@@ -278,6 +278,8 @@ def _size_pool(arch: ModelArch, dep: Deployment, spec: _Spec, sched: _Scheduler,
     if dep.context_length == AUTO_FIT:  # --max-model-len -1: the longest length the pool holds
         fit = vllm_knobs.auto_fit(sched.max_model_len, longest(sched.max_model_len), check)
         ctx_k, startup_error = fit.knob, startup_error or fit.error
+    if startup_error is None and check <= 0:  # the budget less the null block: nothing for a request's blocks
+        startup_error = vllm_budget.NO_MEMORY
     max_model_len = ctx_k.as_int()
     # _max_memory_usage_bytes_from_groups: bytes_per_block × the blocks of one max-length request (every group)
     request_blocks = hybrid.blocks_per_request(max_model_len) if hybrid else cdiv(cdiv(max_model_len, dep.dcp), block)
@@ -307,8 +309,9 @@ def max_len_refusal(max_model_len: int, needed: int, check: int, estimate: int) 
     text = (
         "To serve at least one request with the model's max seq len "
         f"({max_model_len}), ({gib(needed, 'vllm')} GiB KV cache is needed, which is larger than the "
-        f"available KV cache memory ({gib(check, 'vllm')} GiB). Based on the available memory, the "
-        f"estimated maximum model length is {estimate}. Try increasing `gpu_memory_utilization` "
+        f"available KV cache memory ({gib(check, 'vllm')} GiB). "
+        + (f"Based on the available memory, the estimated maximum model length is {estimate}. " if estimate > 0 else "")
+        + "Try increasing `gpu_memory_utilization` "
         "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when "
         "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
         "for more details."

@@ -88,6 +88,12 @@ class Budget:
     error: str | None
 
 
+NO_MEMORY = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+)
+"""check_enough_kv_cache_memory's refusal of a KV budget of 0 B or less (after the null block: kvplan.engines.vllm)."""
+
+
 def budget(
     arch: ModelArch,
     dep: Deployment,
@@ -143,10 +149,7 @@ def budget(
         available, avail_detail = requested - non_kv, "requested − non-KV"
     error = load_error
     if available <= 0 or load_error is not None:
-        error = load_error or (
-            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-            "initializing the engine."
-        )
+        error = load_error or NO_MEMORY
         available = 0
     return Budget(util_k, w_k, other_k, other_terms, buffers, total, requested, non_kv, available, avail_detail,
                    load_error, error)  # fmt: skip

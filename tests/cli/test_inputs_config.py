@@ -237,11 +237,13 @@ def test_nonsense_set_values(item: str, words: str) -> None:
 
 def test_kv_cache_memory_of_one_byte() -> None:
     # vLLM takes any --kv-cache-memory-bytes (gpu_worker.py returns it as the KV memory; issue 23: the 1 MiB floor
-    # was kvplan's, not the engine's). 1 B is less than one 3,452,160-B block: the start check refuses it with
-    # vLLM's own text (check memory 1 − 3,452,160 B, format_gib -0.0); 0 B is still bad input.
+    # was kvplan's, not the engine's). 1 B is less than one 3,452,160-B block: once get_kv_cache_configs reserves
+    # the null block, check_enough_kv_cache_memory sees 1 − 3,452,160 B <= 0 and refuses with "No available memory
+    # for the cache blocks" (not the max-seq-len text, whose -0.0 GiB vLLM never prints); 0 B is still bad input.
     r = invoke("budget", "-d", "glm-5.3-8xh200-vllm", "--set", "kv_cache_memory=1B")
     out = " ".join(r.stdout.split())  # the table wraps lines
-    assert r.exit_code == 0 and "ENGINE WOULD NOT START" in out and "max seq len (524288)" in out
+    assert r.exit_code == 0 and "ENGINE WOULD NOT START" in out and "No available memory for the cache blocks" in out
+    assert "max seq len" not in out
     msg = error_line(invoke("budget", "-d", "glm-5.3-8xh200-vllm", "--set", "kv_cache_memory=0B"))
     assert "kv_cache_memory: expected a size of at least 1 B" in msg
 

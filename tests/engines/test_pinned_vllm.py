@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from kvplan.engines.common import PoolPlan
 from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
@@ -101,3 +103,22 @@ def test_the_allocated_pool_is_every_block_in_bytes() -> None:
     # included: 10,997 × 3,452,160 = 37,963,403,520 B
     p = make_plan("glm-5.3-8xh200-vllm", gpu_memory_utilization=0.98)
     assert (p.usable_pages, p.allocated_bytes) == (10_996, 37_963_403_520)
+
+
+@pytest.mark.parametrize(
+    ("kv_bytes", "error"),
+    [
+        # Llama-3.1-8B fp8 at tp 8 on FLASH_ATTN: block 16 × 1 KV head × (128 + 128) × 1 B × 32 layers = 131,072 B.
+        # get_kv_cache_configs reserves the null block before check_enough_kv_cache_memory: a budget of exactly one
+        # block leaves 0 B, "No available memory" (available_memory <= 0)
+        (131_072, "No available memory for the cache blocks."),
+        # one byte more: 1 B left, no block fits, so estimate_max_model_len is 0 and vLLM leaves its sentence out
+        (131_073, "(0.06 GiB KV cache is needed, which is larger than the available KV cache memory (0.0 GiB). Try"),
+        # two blocks: one after the null block, 16 tokens, said
+        (262_144, "Based on the available memory, the estimated maximum model length is 16. Try"),
+    ],
+)
+def test_a_budget_of_a_block_or_less_is_vllms_no_memory_refusal(kv_bytes: int, error: str) -> None:
+    p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", kv_cache_memory=f"{kv_bytes}B", context_length=8192)
+    assert p.extras["bytes_per_block"] == 131_072
+    assert p.startup_error is not None and error in p.startup_error
