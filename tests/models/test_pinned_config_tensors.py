@@ -251,3 +251,25 @@ def test_mla_kv_a_proj_holds_the_latent_and_the_rope_key() -> None:
     a = "model.layers.0.self_attn.kv_a_proj_with_mqa."
     assert t[a + "weight"] == ("F8_E4M3", (576, 7_168))
     assert t[a + "weight_scale_inv"] == ("F32", (5, 56))
+
+
+def test_deepseek_v3_names_every_mlp_projection_and_the_mtp_head_norm() -> None:
+    # deepseek_v2.py DeepseekV2MLP (the 3 dense layers): gate_proj and up_proj (18,432 × 7,168), down_proj back;
+    # DeepseekV2MoE's experts each a DeepseekV2MLP of moe_intermediate 2,048: down_proj 7,168 × 2,048;
+    # deepseek_mtp.py SharedHead: its norm of hidden 7,168 (bf16), beside the head
+    t = _layout(_config("deepseek-v3"))
+    assert t["model.layers.0.mlp.gate_proj.weight"] == ("F8_E4M3", (18_432, 7_168))
+    assert t["model.layers.3.mlp.experts.0.down_proj.weight"] == ("F8_E4M3", (7_168, 2_048))
+    assert t["model.layers.3.mlp.experts.255.gate_proj.weight"] == ("F8_E4M3", (2_048, 7_168))
+    assert t["model.layers.61.shared_head.norm.weight"] == ("BF16", (7_168,))
+    # two shared experts: the gate projection is 2 × 2,048 = 4,096 rows too, as up_proj
+    two = _layout({**_config("deepseek-v3"), "n_shared_experts": 2})
+    assert two["model.layers.3.mlp.shared_experts.gate_proj.weight"] == ("F8_E4M3", (4_096, 7_168))
+
+
+def test_a_config_just_under_the_module_bound_is_laid_out() -> None:
+    # 62 layers × (535 routed + 1 shared + 1 dense) × 3 projections = 99,882 <= limits.MAX_CONFIG_MODULES 100,000
+    # (one expert more is 100,068, above: not laid out)
+    tensors = config_tensors({**_config("deepseek-v3"), "n_routed_experts": 535})
+    assert tensors is not None
+    assert any(t.name == "model.layers.61.mlp.experts.534.down_proj.weight" for t in tensors)
