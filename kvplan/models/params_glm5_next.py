@@ -175,8 +175,9 @@ def groups(c: Fields, acc: _Groups) -> str:
             for m, rows, cols in (("gate_proj", inter, h), ("up_proj", inter, h), ("down_proj", h, inter)):
                 acc.linear("dense_mlp", "tp", f"{pre}mlp.{m}", rows, cols)
         norms += 2 * h  # input_layernorm, post_attention_layernorm
-    acc.plain("embeddings", "tp", c.integer("vocab_size", 0, minimum=0) * h * (1 if c.flag("tie_word_embeddings",
-                                                                                           False) else 2))  # fmt: skip
+    # Glm5NextTextConfig(vocab_size=154880) in SGLang and vLLM alike: a config without it still has embeddings
+    vocab = c.integer("vocab_size", 154_880, minimum=0)
+    acc.plain("embeddings", "tp", vocab * h * (1 if c.flag("tie_word_embeddings", False) else 2))
     acc.plain("norms", "none", norms)
     for k in range(mtp if experts else 0):
         pre = f"{PREFIX}layers.{layers + k}."

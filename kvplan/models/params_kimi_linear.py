@@ -87,7 +87,9 @@ def groups(c: Fields, acc: _Groups) -> str:
     proj = kda_heads * d
 
     heads = c.required("num_attention_heads")
-    q_lora = c.integer("q_lora_rank", 0, minimum=0)
+    # the engines build q_a_proj where `q_lora_rank is not None` (vLLM DeepseekV2Attention): 0 is a rank-0
+    # projection there, not "no q_lora": refused, as num_experts 0 below
+    q_lora = c.integer("q_lora_rank", 0, minimum=1)
     kv_lora = c.required("kv_lora_rank")
     # required: KimiLinearConfig (vLLM / SGLang configs/kimi_linear.py) defaults all three to None
     nope, rope = c.required("qk_nope_head_dim"), c.required("qk_rope_head_dim", minimum=0)

@@ -102,3 +102,9 @@ def test_an_amd_gpu_has_a_gfx_target_and_sm_0(tmp_path: Path, zeros: str) -> Non
     # not given is 0 (unknown), and 0 may be given
     g = _gpu(tmp_path, f"  name: g\n  vendor: amd\n  nvml_total: 192GiB\n  gfx: gfx942\n{zeros}")
     assert (g.sm, g.gfx, g.vendor, g.hbm_bandwidth_bytes_per_s) == (0, "gfx942", "amd", 0)
+
+
+def test_a_gpu_word_inside_a_long_host_name_is_still_suggested() -> None:
+    # "our-inference-cluster-node-h200": difflib's ratio to "h200" is 2 × 4 / (31 + 4) = 0.23, under its 0.5
+    # cutoff, so difflib names nothing; the word "h200" is a catalog spelling on its own, and that alone names it
+    assert close_gpus("our-inference-cluster-node-h200") == ["h200"]

@@ -360,3 +360,20 @@ def test_a_long_timeout_value_is_shown_up_to_40_characters() -> None:
     raw = "9" * 30 + "s" * 30
     with pytest.raises(InputError, match=rf"^HF_HUB_DOWNLOAD_TIMEOUT={raw[:40]}: expected seconds"):
         hub._timeout({"HF_HUB_DOWNLOAD_TIMEOUT": raw})
+
+
+def test_an_answer_whole_by_the_deadline_is_kept_when_the_clock_passes_it_after(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # the deadline is checked before each read: the 10 wanted bytes came at t = 0 (deadline 1), so the answer is
+    # whole; the clock reading 2 after the last byte must not turn it into a timeout (exit 3, "Hub unavailable")
+    clock = iter([0.0, 2.0, 2.0, 2.0])
+    monkeypatch.setattr(hub.time, "monotonic", lambda: next(clock))
+    h = _hub(tmp_path)
+    assert h._read(_Resp(200, b"x" * 100, {}), 10, 1.0, strict=False) == b"x" * 10
+
+
+def test_a_message_url_is_cut_at_200_characters() -> None:
+    # scheme + host (19: "https://cdn.example") + a path of 300: the first 200 characters, the rest dropped
+    shown = hub._safe("https://cdn.example/" + "p" * 299)
+    assert len(shown) == 200 and shown == ("https://cdn.example/" + "p" * 299)[:200]

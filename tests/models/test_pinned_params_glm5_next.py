@@ -210,3 +210,86 @@ def test_a_pooled_indexer_counts_its_compress_ape() -> None:
     # index_kpool > 1 pools the index keys and adds index_kpool_compress_ape, kpool × index_head_dim (fp32): at
     # kpool 2, 2 × 128 = 256 beside the 82,688 above (kpool 1 pools nothing and has none)
     assert _params(_without(index_topk=64, index_n_heads=2, index_kpool=2))["indexer"] == 82_688 + 256
+
+
+def test_qk_nope_head_dim_defaults_to_256() -> None:
+    # Glm5NextTextConfig(qk_nope_head_dim=256) (SGLang python/sglang/srt/configs/glm5_next.py, vLLM's alike), on
+    # the MLA layer 3 (q_lora 64, rope 0, v 32): q_b 4 × 256 × 64 = 65,536; kv_b 4 × (256 + 32) × 64 = 73,728; o
+    # 256 × 4 × 32 = 32,768 → 172,032 (with nope 32: 57,344)
+    assert _params(_without("qk_nope_head_dim"))["attention"] == 172_032
+
+
+def test_the_q_b_proj_holds_the_rope_dims() -> None:
+    # q_lora 64 and rope 16: q_b_proj 4 × (32 + 16) × 64 = 12,288, kv_b 4 × (32 + 32) × 64 = 16,384, o 256 × 4 ×
+    # 32 = 32,768 → 61,440; the latent q_a_proj 64 × 256 = 16,384 + kv_a_proj_with_mqa (64 + 16) × 256 = 20,480
+    groups = _params(_without(qk_rope_head_dim=16))
+    assert (groups["attention"], groups["attention_latent"]) == (61_440, 36_864)
+
+
+def test_the_vision_attention_biases_follow_attention_bias() -> None:
+    # attention_bias (default True, as a GLM-5.3 port's Glm5NextVisionConfig(attention_bias=True)): each block's
+    # qkv bias (3 × 64) and proj bias (64), 256 a block; attention_bias False drops exactly those 256 of the one
+    # block
+    default = _params(_without(vision_config=VISION))["vision"]
+    assert default == _params(_without(vision_config={**VISION, "attention_bias": True}))["vision"]
+    assert default - _params(_without(vision_config={**VISION, "attention_bias": False}))["vision"] == 256
+
+
+def test_vocab_size_defaults_to_154880() -> None:
+    # Glm5NextTextConfig(vocab_size=154880) (SGLang python/sglang/srt/configs/glm5_next.py, vLLM's
+    # transformers_utils/configs alike): without the key the engines still build embed_tokens and lm_head,
+    # 2 × 154,880 × 256 = 79,298,560 here (kvplan counted no embeddings)
+    assert _params(_without("vocab_size"))["embeddings"] == 79_298_560
+
+
+def test_the_text_defaults_both_engines_share() -> None:
+    # Glm5NextTextConfig (SGLang and vLLM): kv_lora_rank 512, linear_conv_kernel_dim 4. Without kv_lora_rank the
+    # MLA layer 3: q_b 4 × 32 × 64 = 8,192, kv_b 4 × (32 + 32) × 512 = 131,072, o 256 × 4 × 32 = 32,768 → 172,032;
+    # the latent q_a 64 × 256 = 16,384 + kv_a_proj_with_mqa (512 + 0) × 256 = 131,072 → 147,456
+    groups = _params(_without("kv_lora_rank"))
+    assert (groups["attention"], groups["attention_latent"]) == (172_032, 147_456)
+    # without linear_conv_kernel_dim, kernel 4: the KDA layers as TINY's explicit 4 (conv1d 3 × 64 × 4 = 768)
+    assert _params(_without("linear_conv_kernel_dim"))["linear_attention"] == KDA_P64
+
+
+def test_mhc_only_with_mhc_and_hc_mult_defaults_to_4() -> None:
+    # no mhc flag: no hyper-connection parameters at all
+    assert "mhc" not in _params(TINY)
+    # mhc with hc_mult 4 (SGLang Glm5NextTextConfig hc_mult=4; vLLM mhc_num_residual_streams=4, read from hc_mult):
+    # 2 × ((2 + 4) × 4 × 4 × 256 + (2 + 4) × 4 + 3) = 2 × 24,603 = 49,206 a layer, × 4 layers = 196,824
+    assert _params(_without(mhc=True))["mhc"] == 196_824
+    assert _params(_without(mhc=True, hc_mult=4))["mhc"] == 196_824
+
+
+def test_the_every_fourth_default_and_layer_types_at_8_layers() -> None:
+    # Glm5NextTextConfig kda_layers = [i for i in range(8) if i % 4 != 3]: MLA on 3 and 7, 6 KDA layers
+    groups = _params(_without(num_hidden_layers=8))
+    assert (groups["linear_attention"], groups["attention"]) == (6 * 70_978, 2 * 57_344)
+    # layer_types: only the "linear_attention" entries are KDA (3 here), the other one MLA
+    types = ["linear_attention", "linear_attention", "full_attention", "linear_attention"]
+    groups = _params(_without(layer_types=types))
+    assert (groups["linear_attention"], groups["attention"]) == (3 * 70_978, 57_344)
+
+
+def test_unread_mlp_widths_of_0_are_accepted() -> None:
+    # every layer MoE (first_k_dense_replace 0): no dense MLP is built, so intermediate_size 0 is never read
+    assert "dense_mlp" not in _params(_without(intermediate_size=0))
+    # a dense config (no n_routed_experts) never reads moe_intermediate_size: 0 is accepted; 4 dense layers × 3 ×
+    # 512 × 256 = 1,572,864
+    dense = _without("n_routed_experts", "n_shared_experts", moe_intermediate_size=0)
+    assert _params(dense)["dense_mlp"] == 1_572_864
+
+
+def test_the_vision_spatial_merge_defaults_to_2() -> None:
+    # Glm5NextVisionConfig spatial_merge_size=2 (vLLM; SGLang's GlmOcrVisionConfig base): the downsample Conv2d
+    # holds out × hidden × s² = 64 × 64 × 4 = 16,384 weights; at s 1, 4,096: 12,288 fewer
+    default = _params(_without(vision_config=VISION))["vision"]
+    assert default == _params(_without(vision_config={**VISION, "spatial_merge_size": 2}))["vision"]
+    assert default - _params(_without(vision_config={**VISION, "spatial_merge_size": 1}))["vision"] == 12_288
+
+
+def test_first_k_dense_replace_defaults_to_0_as_vllm() -> None:
+    # vLLM Glm5NextTextConfig(first_k_dense_replace=0): without the key every layer is MoE, 4 × 3 × 4 experts ×
+    # 64 × 256 = 786,432 routed parameters and no dense MLP (SGLang's class says 3; every published config names it)
+    groups = _params(_without("first_k_dense_replace"))
+    assert groups["routed_experts"] == 786_432 and "dense_mlp" not in groups

@@ -224,3 +224,83 @@ def test_an_ignore_pattern_naming_q_b_proj_keeps_it_bf16(tmp_path: Path) -> None
     (att,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "attention"]
     assert att.params == 161_480_704
     assert att.bytes_per_param_num == 2 * att.bytes_per_param_den
+
+
+def _k3_quant(named: str) -> dict[str, Any]:
+    k3 = json.loads((Path(__file__).parents[1] / "data" / "hf" / "kimi-k3" / "config.json").read_text())
+    return {**k3["text_config"]["quantization_config"], "ignore": [named, "re:.*lm_head.*"]}
+
+
+def test_a_full_rank_kda_gate_is_g_proj_and_its_name_is_read(tmp_path: Path) -> None:
+    # use_full_rank_gate (vLLM / SGLang kda.py KimiDeltaAttention): g_proj (proj 4,096 × h 2,304 = 9,437,184) in
+    # place of g_a_proj + g_b_proj; the sharded KDA layer: q/k/v 3 × 4,096 × 2,304 = 28,311,552, b_proj 32 ×
+    # 2,304 = 73,728, f_b_proj 4,096 × 128 = 524,288, g_proj 9,437,184, o_proj 2,304 × 4,096 = 9,437,184, convs
+    # 3 × 4,096 × 4 + dt_bias 4,096 + A_log 32 = 53,280: 47,837,216 a layer, × 20 = 956,744,320; bf16 throughout
+    # only when the compressed-tensors ignore list (should_ignore_layer: the module's full name) names g_proj too
+    named = r"re:.*self_attn\.(q_proj|k_proj|v_proj|b_proj|f_b_proj|g_proj|o_proj)$"
+    la = {**_config()["linear_attn_config"], "use_full_rank_gate": True}
+    (tmp_path / "config.json").write_text(
+        json.dumps(_config(quantization_config=_k3_quant(named), linear_attn_config=la))
+    )
+    (lin,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "linear_attention"]
+    assert lin.params == 956_744_320
+    assert lin.bytes_per_param_num == 2 * lin.bytes_per_param_den
+
+
+def test_the_mla_output_gate_is_g_proj_and_its_name_is_read(tmp_path: Path) -> None:
+    # mla_use_output_gate (KimiMLAAttention): g_proj, heads × v_head_dim = 32 × 128 = 4,096 rows of h 2,304 =
+    # 9,437,184 a layer; the MLA attention group of the 7 layers: 194,510,848 + 7 × 9,437,184 = 260,571,136, bf16
+    # throughout when the ignore list names q_proj, kv_b_proj, o_proj and g_proj
+    named = r"re:.*self_attn\.(q_proj|kv_b_proj|o_proj|g_proj)$"
+    cfg = _config(quantization_config=_k3_quant(named), mla_use_output_gate=True)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (att,) = [g for g in load_model(str(tmp_path)).param_groups if g.name == "attention"]
+    assert att.params == 260_571_136
+    assert att.bytes_per_param_num == 2 * att.bytes_per_param_den
+
+
+def test_a_moe_without_its_widths_is_refused_not_read_as_1() -> None:
+    # KimiLinearConfig (vLLM transformers_utils/configs/kimi_linear.py) leaves moe_intermediate_size None: KimiMoE
+    # cannot build experts of no width, so a MoE config without it is refused (not experts 1 wide)
+    cfg = _config()
+    del cfg["moe_intermediate_size"]
+    with pytest.raises(ConfigError, match=r"moe_intermediate_size: missing \(required for a MoE model\)"):
+        param_groups_from_hf(cfg, "config.json")
+    # first_k_dense_replace 1: layer 0 is KimiMLP of intermediate_size; without the key the dense layer's width is
+    # not the config's to read (the class default 11,008 belongs to no Kimi checkpoint): refused, never 1 wide
+    cfg = _config()
+    del cfg["intermediate_size"]
+    with pytest.raises(ConfigError, match=r"intermediate_size: missing \(required for the dense MLP layers\)"):
+        param_groups_from_hf(cfg, "config.json")
+
+
+def test_a_linear_attn_config_without_kda_layers_is_refused_in_one_line() -> None:
+    # KimiLinearConfig.__init__ (vLLM transformers_utils/configs/kimi_linear.py): `assert
+    # linear_attn_config["kda_layers"] is not None`: a linear_attn_config without the list does not load
+    la = {k: v for k, v in _config()["linear_attn_config"].items() if k != "kda_layers"}
+    with pytest.raises(ConfigError, match=r"kda_layers: expected a list of layer numbers \(1-based\)"):
+        param_groups_from_hf(_config(linear_attn_config=la), "config.json")
+
+
+def test_the_config_class_defaults_of_q_lora_rank_and_first_k_dense_replace() -> None:
+    # KimiLinearConfig(q_lora_rank=None, first_k_dense_replace=0) (vLLM transformers_utils/configs/kimi_linear.py)
+    cfg = _config()
+    del cfg["q_lora_rank"], cfg["first_k_dense_replace"]
+    groups = {g.name: g.params for g in param_groups_from_hf(cfg, "config.json").groups}
+    # no q_lora_rank: the MLA query is q_proj (32 × 192 × 2,304), no q_a_proj / q_b_proj: the attention group is
+    # the preset's (q_lora_rank null) 194,510,848, and the replicated group holds no q_a_proj (21,086,208)
+    assert (groups["attention"], groups["replicated_attention"]) == (194_510_848, 21_086_208)
+    # first_k_dense_replace 0: KimiDecoderLayer's `layer_idx >= 0` makes all 27 layers MoE: 27 × 256 × 3 × 1,024 ×
+    # 2,304 = 48,922,361,856 routed parameters and no dense MLP
+    assert groups["routed_experts"] == 48_922_361_856 and "dense_mlp" not in groups
+
+
+def test_a_q_lora_rank_of_0_is_refused_and_1_is_a_rank_1_query() -> None:
+    # the engines build q_a_proj / q_b_proj where `q_lora_rank is not None` (vLLM DeepseekV2Attention): 0 is not
+    # "no q_lora" there but a rank-0 projection no engine serves (kvplan read it as q_proj): refused
+    with pytest.raises(ConfigError, match=r"q_lora_rank: expected an integer from 1 to"):
+        param_groups_from_hf(_config(q_lora_rank=0), "config.json")
+    # rank 1: q_b_proj 32 × 192 × 1 = 6,144 + kv_b_proj 4,194,304 + o_proj 9,437,184 = 13,637,632 a layer, × 7 =
+    # 95,463,424; the replicated q_a_proj 1 × 2,304 a layer: 21,086,208 + 7 × 2,304 = 21,102,336
+    groups = {g.name: g.params for g in param_groups_from_hf(_config(q_lora_rank=1), "config.json").groups}
+    assert (groups["attention"], groups["replicated_attention"]) == (95_463_424, 21_102_336)
