@@ -129,3 +129,31 @@ def test_vllm_on_two_data_parallel_ranks_says_each_holds_tp_4() -> None:
         "kvplan splits the embeddings, dense and shared-expert weights over all 8 GPUs; each of vLLM's 2 "
         "data-parallel ranks holds them at tensor-parallel 4: the planned pool is an upper bound"
     )
+
+
+def test_sglang_takes_an_expert_parallel_size_of_its_own() -> None:
+    # SGLang server_args.py --ep-size: the expert-parallel group, any size dividing tp (ep 4 at tp 8); only vLLM's
+    # --enable-expert-parallel is all-or-nothing (ep = tp × dp)
+    launch = launch_command(_plan("glm-5.3-8xh200-sglang", "ep=4"), "glm-5.3")
+    assert (_after(launch.argv, "--tp-size"), _after(launch.argv, "--ep-size")) == ("8", "4")
+
+
+def test_an_sglang_chain_of_2_tokens_is_1_step() -> None:
+    # EAGLE with speculative_eagle_topk 1: speculative_num_draft_tokens == speculative_num_steps + 1
+    # (_handle_speculative_decoding), so 2 verified tokens are 1 draft step
+    launch = launch_command(_plan("glm-5.3-8xh200-sglang", "speculative_num_draft_tokens=2"), "glm-5.3")
+    assert (_after(launch.argv, "--speculative-num-steps"), _after(launch.argv, "--speculative-num-draft-tokens")) == (
+        "1",
+        "2",
+    )
+
+
+def test_vllm_refuses_an_expert_parallel_group_smaller_than_its_gpus() -> None:
+    # vLLM's --enable-expert-parallel takes no size: the EP group is tp × dp (FusedMoEParallelConfig.make), so ep 4
+    # at tp 8 has no vLLM command; ep 8 is the flag alone
+    with pytest.raises(InputError) as e:
+        launch_command(_plan("glm-5.3-8xh200-vllm", "ep=4"), "glm-5.3")
+    assert str(e.value) == (
+        "vLLM's --enable-expert-parallel spans all 8 GPUs (its tp × dp), not ep 4: set ep=8 or leave it out"
+    )
+    assert "--enable-expert-parallel" in launch_command(_plan("glm-5.3-8xh200-vllm", "ep=8"), "glm-5.3").argv
