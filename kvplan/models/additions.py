@@ -277,7 +277,7 @@ def _indexer_bytes(quant: Any, h: int, q_in: int, heads: int, dim: int) -> int:
             total += rows * cols + -(-rows // FP8_BLOCK) * -(-cols // FP8_BLOCK) * 4
         else:
             total += int(s.bytes_for(rows, cols))
-    plain = quant.plain.weight_bits // 8  # the checkpoint dtype: bf16 / fp16 2 B, float32 4 B
+    plain: int = quant.plain.weight_bits // 8  # the checkpoint dtype: bf16 / fp16 2 B, float32 4 B
     return total + heads * h * plain + 2 * dim * plain
 
 
