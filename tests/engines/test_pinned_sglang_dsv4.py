@@ -175,3 +175,29 @@ def test_running_requests_floor_at_one_per_dp_rank() -> None:
     for sets in ({"max_running_requests": 1}, {"max_running_requests": 4, "dp_attention": 8}):
         p = _plan("deepseek-v4-flash", **sets)
         assert (p.max_running_requests, p.extras["c128_state_rows"]) == (1, 256)
+
+
+def test_flash_pools_demands_and_running_requests_origin() -> None:
+    # the SWA pool keeps each request's window: V4-Flash's sliding_window 128 (config.json) +
+    # SGLANG_SWA_EVICTION_INTERVAL 128 (environ.py EnvInt(128)) = 256 tokens before eviction frees them
+    p = _plan("deepseek-v4-flash")
+    _full, swa, c128 = p.pools
+    assert swa.demands[0].window == 256
+    # the C128 compress state is one ring a running request (finalize_with_max_running_requests): slots of one,
+    # 256 of them (apply_deepseek_v4_defaults), not pages
+    assert (c128.page_tokens, c128.capacity) == (1, 256)
+    # 256 running requests fit 60,871 pages' rows // 2 (resolve_max_num_reqs): the knob is not "reduced"
+    mrr = next(k for k in p.knobs if k.name == "max_running_requests")
+    assert (mrr.value, mrr.origin) == (256, "default: 256 (apply_deepseek_v4_defaults)")
+    # the weights given (20 GiB = 21,474,836,480 B) are the map's weights, not another segment's bytes
+    assert next(s.bytes for s in p.memory_map if s.label == "weights") == 21_474_836_480
+
+
+def test_flash_with_mtp_says_the_draft_inflation_and_the_ring_pad() -> None:
+    # 3 draft tokens: the C4 ring grows to 16 rows (get_compress_state_ring_size); get_compress_state_write_pad:
+    # 16 − C4 window (2 × 4 = 8) + 2 = 10 draft tokens served; bytes_per_full_token × (43 + 1) / 43 for the draft worker
+    p = _plan("deepseek-v4-flash", speculative_num_draft_tokens=3)
+    cell = next(t.detail for t in p.chain if t.label == "cell")
+    assert cell.endswith(" × (43 + 1) / 43 (the draft worker)")
+    (note,) = [n for n in p.notes if n.startswith("speculative decoding")]
+    assert "rings grow to 16 (C4) and 256 (C128) rows (get_compress_state_ring_size), serving at most 10 draft" in note
