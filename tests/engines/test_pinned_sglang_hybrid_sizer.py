@@ -207,3 +207,15 @@ def test_check_swa_pool_only_for_the_ratio_sized_pool() -> None:
     capped = _sizer(swa=window, swa_layers=3, swa_cap=SwaRequestCap(window=4_096, eviction_interval=128, running=1,
                                                                     chunk=8_192))  # fmt: skip
     assert (capped.check_swa_pool(4_160, 64), _sizer().check_swa_pool(0, 64)) == (None, None)
+
+
+def test_a_sizer_without_state_takes_nothing_and_a_cap_at_the_knob_says_nothing() -> None:
+    # no linear layer: no MambaPool, the rest is untouched and max_mamba_cache_size is 0
+    plain = HybridSizer(full_layers=12)
+    assert (plain.state_bytes_per_request(1), plain.state_alloc_bytes(300, 1)) == (0, 0)
+    assert plain.take_state(100.0, 1) == (100.0, 0, None)
+    # _handle_max_mamba_cache capped_reqs = min(max(1, max_running_requests // dp), K // ratio): 0 // dp -> 1
+    assert _sizer(draft_tokens=4, spec_running=0).spec_requests(300) == 1
+    # resolve_max_num_reqs warns only when mamba_cap < max_num_reqs: a set 48 with a cap of 48 is kept as set
+    knob = Knob("max_running_requests", 48, "set")
+    assert _sizer().cap_note(knob, 48, 48, 240) == (knob, [], None)
