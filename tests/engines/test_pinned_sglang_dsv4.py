@@ -123,3 +123,81 @@ def test_memory_map_main_kv_holds_the_swa_and_state_pools() -> None:
     # -> 102,348,648,640 B; the indexer 10,799,002,368 B apart (test_flash_cell_and_indexer_allocation)
     segments = {s.label: s.bytes for s in _plan("deepseek-v4-flash").memory_map}
     assert (segments["main KV"], segments["indexer"]) == (102_348_648_640, 10_799_002_368)
+
+
+def _plan_with(**fields: object) -> PoolPlan:
+    # fields the preset cannot unset (page_size None, kv_cache_dtype auto), set on the Deployment itself
+    dep = load_deployment("glm-5.3-8xh200-sglang", ["weights_per_gpu=20GiB", "pre_load_free=143771MiB"])
+    return plan_pool(load_model("deepseek-v4-flash"), replace(dep, model="deepseek-v4-flash", **fields))
+
+
+def _overrides(p: PoolPlan) -> list[str]:
+    return [n for n in p.notes if n.startswith("SGLang sets")]
+
+
+def test_page_override_is_said_only_over_another_page() -> None:
+    # model_overrides/deepseek_v4.py sets page_size = 256 over any --page-size: a page of 64 given is overridden
+    # (said, with the 64), 256 given or none given is not
+    page_note = (
+        "SGLang sets page_size to 256 for DeepseekV4ForCausalLM (model_overrides/deepseek_v4.py) over the "
+        "deployment's 64"
+    )
+    assert _overrides(_plan_with(page_size=64)) == [page_note]
+    assert _overrides(_plan_with(page_size=256)) == []
+    assert _overrides(_plan_with(page_size=None)) == []
+
+
+def test_backend_override_is_said_only_over_another_backend() -> None:
+    # arg_groups/model_overrides/deepseek_v4.py sets attention_backend "dsv4": flashmla given is overridden (said),
+    # dsv4 or none given is not
+    said = _overrides(_plan_with(page_size=256, attention_backend="flashmla"))
+    assert said == ["SGLang sets attention_backend dsv4 for DeepseekV4ForCausalLM over flashmla"]
+    assert _overrides(_plan_with(page_size=256, attention_backend="dsv4")) == []
+    assert _overrides(_plan_with(page_size=256, attention_backend=None)) == []
+
+
+def test_kv_dtype_auto_becomes_fp8_and_bfloat16_is_kept() -> None:
+    # overrides._deepseek_v4_kv_cache_dtype: auto -> fp8_e4m3; fp8_e4m3 and bfloat16 are accepted as given
+    def knob(p: PoolPlan) -> tuple[object, str]:
+        k = next(k for k in p.knobs if k.name == "kv_cache_dtype")
+        return k.value, k.origin
+
+    assert knob(_plan_with(kv_cache_dtype="auto")) == (
+        "fp8_e4m3",
+        "default: auto -> fp8_e4m3 for DeepseekV4ForCausalLM",
+    )
+    assert knob(_plan_with(kv_cache_dtype="bfloat16")) == ("bfloat16", "set")
+
+
+def test_running_requests_floor_at_one_per_dp_rank() -> None:
+    # resolve_max_num_reqs: requested_per_worker = max(1, max_running_requests // attn_dp_size): 1 // 1 = 1 and
+    # 4 // 8 = 0 -> 1; the C128 state ring (finalize_with_max_running_requests) holds (1 + 1) × 128 = 256 rows
+    for sets in ({"max_running_requests": 1}, {"max_running_requests": 4, "dp_attention": 8}):
+        p = _plan("deepseek-v4-flash", **sets)
+        assert (p.max_running_requests, p.extras["c128_state_rows"]) == (1, 256)
+
+
+def test_flash_pools_demands_and_running_requests_origin() -> None:
+    # the SWA pool keeps each request's window: V4-Flash's sliding_window 128 (config.json) +
+    # SGLANG_SWA_EVICTION_INTERVAL 128 (environ.py EnvInt(128)) = 256 tokens before eviction frees them
+    p = _plan("deepseek-v4-flash")
+    _full, swa, c128 = p.pools
+    assert swa.demands[0].window == 256
+    # the C128 compress state is one ring a running request (finalize_with_max_running_requests): slots of one,
+    # 256 of them (apply_deepseek_v4_defaults), not pages
+    assert (c128.page_tokens, c128.capacity) == (1, 256)
+    # 256 running requests fit 60,871 pages' rows // 2 (resolve_max_num_reqs): the knob is not "reduced"
+    mrr = next(k for k in p.knobs if k.name == "max_running_requests")
+    assert (mrr.value, mrr.origin) == (256, "default: 256 (apply_deepseek_v4_defaults)")
+    # the weights given (20 GiB = 21,474,836,480 B) are the map's weights, not another segment's bytes
+    assert next(s.bytes for s in p.memory_map if s.label == "weights") == 21_474_836_480
+
+
+def test_flash_with_mtp_says_the_draft_inflation_and_the_ring_pad() -> None:
+    # 3 draft tokens: the C4 ring grows to 16 rows (get_compress_state_ring_size); get_compress_state_write_pad:
+    # 16 − C4 window (2 × 4 = 8) + 2 = 10 draft tokens served; bytes_per_full_token × (43 + 1) / 43 for the draft worker
+    p = _plan("deepseek-v4-flash", speculative_num_draft_tokens=3)
+    cell = next(t.detail for t in p.chain if t.label == "cell")
+    assert cell.endswith(" × (43 + 1) / 43 (the draft worker)")
+    (note,) = [n for n in p.notes if n.startswith("speculative decoding")]
+    assert "rings grow to 16 (C4) and 256 (C128) rows (get_compress_state_ring_size), serving at most 10 draft" in note

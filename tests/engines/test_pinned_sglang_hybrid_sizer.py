@@ -22,6 +22,7 @@ from kvplan.engines.sglang_hybrid_sizer import (
     swa_pool_error,
     swa_pool_tokens,
 )
+from kvplan.engines.sglang_swa_cap import SwaRequestCap
 from kvplan.models.cache import LinearState, SlidingWindow
 
 GDN = LinearState("gated_deltanet", 32, 16, 128, 128, 4)
@@ -162,3 +163,59 @@ def test_a_sizer_over_no_layers_of_a_kind_holds_none_of_it() -> None:
     # given the kinds but no layers of them (Dsv4Sizer's defaults) weighs 0 B of either
     bare = HybridSizer(full_layers=12, state=GDN, swa=SlidingWindow(8, 128, 128, 64, window=4_096))
     assert (bare.state_bytes_per_request(1), bare.swa_cell("bfloat16", 1)) == (0, 0)
+
+
+def test_swa_tokens_under_a_max_total_tokens_cap() -> None:
+    # HybridSWAPoolConfigurator._solve_pool_sizes (mem_cache/kv_cache_configurator.py) via
+    # calculate_pool_sizes_from_max_tokens: swa = align_page_size(int(full × ratio)) = (x // page) × page.
+    # full 15,040 at page 64, ratio 0.8: int(12,032.0) // 64 × 64 = 12,032; full 1,000: int(800.0) // 64 × 64 = 768
+    swa = _sizer(swa=SlidingWindow(8, 128, 128, 64, window=4_096), swa_layers=3)
+    assert (swa.swa_tokens_for(15_040, 64), swa.swa_tokens_for(1_000, 64)) == (12_032, 768)
+    # no SWA layer: no SWA pool
+    assert _sizer().swa_tokens_for(15_040, 64) == 0
+
+
+def test_pool_tokens_of_a_state_hybrid_and_a_swa_hybrid() -> None:
+    # DefaultPoolConfigurator.calculate_pool_sizes: available // cell // page × page; 10^9 // 36,864 = 27,126 ->
+    # page 64: 423 × 64 = 27,072 (the state pool was taken out before); a cell of 0 B sizes nothing here
+    assert _sizer().pool_tokens(10**9, 36_864, "bfloat16", 1, 64) == (27_072, 0)
+    assert _sizer().pool_tokens(10**9, 0, "bfloat16", 1, 64) == (0, 0)
+    # SWA: cell 36,864 + 0.8 × 12,288 (8 heads × 256 × 2 B × 3 layers) = 46,694.4 B; 10^9 // 46,694.4 = 21,415
+    # -> 21,376 at page 64; int(0.8 × 21,376 = 17,100.8) = 17,100 // 64 × 64 = 17,088
+    swa = _sizer(swa=SlidingWindow(8, 128, 128, 64, window=4_096), swa_layers=3)
+    assert swa.pool_tokens(10**9, 36_864, "bfloat16", 1, 64) == (21_376, 17_088)
+
+
+def test_running_cap_from_the_state_slots() -> None:
+    # resolve_max_num_reqs: mamba_cap = max_mamba_cache_size // mamba_ratio: 362 // 5 = 72; with speculative
+    # decoding _handle_eagle_family's 48 is the lower bound (min(72, 48) = 48), and 239 // 5 = 47 below it
+    assert (_sizer().running_cap(362), _sizer().running_cap(364), _sizer().running_cap(365)) == (72, 72, 73)
+    spec = _sizer(draft_tokens=4, spec_running=48)
+    assert (spec.running_cap(362), spec.running_cap(239)) == (48, 47)
+    # no state pool: nothing caps the running requests here
+    assert HybridSizer(full_layers=12).running_cap(362) is None
+
+
+def test_check_swa_pool_only_for_the_ratio_sized_pool() -> None:
+    # validate_swa_pool_size: window 4,096 + page 64 = 4,160 tokens is the floor; SWARequestCapPoolConfigurator
+    # does not call it, and a model without SWA layers has no SWA pool to check
+    window = SlidingWindow(8, 128, 128, 64, window=4_096)
+    swa = _sizer(swa=window, swa_layers=3)
+    assert swa.check_swa_pool(4_161, 64) is None
+    err = swa.check_swa_pool(4_160, 64)
+    assert err is not None and err.startswith("SWA pool (4160 tokens) cannot hold even one request")
+    capped = _sizer(swa=window, swa_layers=3, swa_cap=SwaRequestCap(window=4_096, eviction_interval=128, running=1,
+                                                                    chunk=8_192))  # fmt: skip
+    assert (capped.check_swa_pool(4_160, 64), _sizer().check_swa_pool(0, 64)) == (None, None)
+
+
+def test_a_sizer_without_state_takes_nothing_and_a_cap_at_the_knob_says_nothing() -> None:
+    # no linear layer: no MambaPool, the rest is untouched and max_mamba_cache_size is 0
+    plain = HybridSizer(full_layers=12)
+    assert (plain.state_bytes_per_request(1), plain.state_alloc_bytes(300, 1)) == (0, 0)
+    assert plain.take_state(100.0, 1) == (100.0, 0, None)
+    # _handle_max_mamba_cache capped_reqs = min(max(1, max_running_requests // dp), K // ratio): 0 // dp -> 1
+    assert _sizer(draft_tokens=4, spec_running=0).spec_requests(300) == 1
+    # resolve_max_num_reqs warns only when mamba_cap < max_num_reqs: a set 48 with a cap of 48 is kept as set
+    knob = Knob("max_running_requests", 48, "set")
+    assert _sizer().cap_note(knob, 48, 48, 240) == (knob, [], None)

@@ -96,12 +96,15 @@ def test_auto_kv_dtype(model: str, gpu: str, dtype: str) -> None:
 @pytest.mark.parametrize(
     ("backend", "page", "kept"),
     [
-        # trtllm_mha keeps 16, 32, 64 and changes 31, 63, 65; trtllm_mla keeps 32 and changes 65
+        # trtllm_mha keeps 16, 32, 64 and changes 31, 63, 65; trtllm_mla keeps 32 and changes 31, 63, 65
+        # (server_args _mla_backend_page_constraints: TRTLLM MLA takes a page_size of 32 or 64, else 64)
         ("trtllm_mha", 32, 32),
         ("trtllm_mha", 31, 64),
         ("trtllm_mha", 63, 64),
         ("trtllm_mha", 65, 64),
         ("trtllm_mla", 32, 32),
+        ("trtllm_mla", 31, 64),
+        ("trtllm_mla", 63, 64),
         ("trtllm_mla", 65, 64),
         ("cutlass_mla", 64, 128),
     ],

@@ -47,3 +47,11 @@ def test_auto_fit_says_which_length_and_the_memory_it_checked() -> None:
     )
     none = auto_fit(131_072, 0, CHECKED)
     assert none.error is not None and "(1.24 GiB GPU)" in none.error
+
+
+def test_auto_fit_of_a_single_token_starts() -> None:
+    # vllm/v1/core/kv_cache_utils.py _auto_fit_max_model_len: only auto_fit_max <= 0 raises "Cannot auto-fit
+    # max_model_len"; one token that fits is "reduced from 131,072 to 1", and vLLM starts
+    one = auto_fit(131_072, 1, CHECKED)
+    assert (one.max_model_len, one.error) == (1, None)
+    assert one.knob.origin.endswith("reduced from 131,072 to 1 to fit in 1.24 GiB GPU")
