@@ -190,10 +190,12 @@ def test_main_kv_only_claim_admits_a_ctx_of_exactly_the_context_length() -> None
 
 
 def test_no_main_row_claims_no_main_only_pool() -> None:
-    # a plan without a main KV row (cell 0 B) has no main-KV-only pool to claim: 0 tokens
+    # a plan without a main KV row (cell 0 B) has no main-KV-only pool to claim: 0 tokens, so no context (fresh seed
+    # 59322's neighbour: not one 64-token page's) and no request of 1,000 tokens
     p = make_plan()
     bare = replace(p, cell=replace(p.cell, main_bytes=0, draft_main_bytes=0))
-    assert admit(bare, Request(ctx_tokens=1_000), remedies=False).main_only.pool_tokens == 0
+    c = admit(bare, Request(ctx_tokens=1_000), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx, c.admitted) == (0, 0, False)
 
 
 def test_a_started_hybrid_whose_pool_holds_nothing_admits_no_context() -> None:
@@ -220,3 +222,31 @@ def test_a_ctx_of_exactly_the_context_length_runs_as_many_as_fit() -> None:
     assert (p.usable_pages, p.max_running_requests) == (8_869, 2_906)
     a = admit(p, Request(ctx_tokens=100_000), remedies=False)
     assert (a.admitted, a.max_concurrent) == (True, 5)
+
+
+def test_main_kv_only_claim_on_sglang_has_no_null_page() -> None:
+    # fresh seed 59322. SGLang's paged allocator (mem_cache/allocator.py PagedTokenToKVPoolAllocator) frees pages
+    # 1..num_pages, num_pages = size // page_size, its padding page allocated beside them: every page holds a request.
+    # The preset: 30,620,424,077 B available // 51,168 B (the MLA row alone) = 598,437 rows -> // 64 × 64 = 598,400
+    # = 9,350 pages; 9,350 one-page requests fit the main-only claim (vLLM's null block would leave 9,349), 9,351 do not
+    p = make_plan()
+    assert (p.engine, p.available_bytes, p.cell.main_only_bytes) == ("sglang", 30_620_424_077, 51_168)
+    assert admit(p, Request(ctx_tokens=64, concurrent=9_350), remedies=False).main_only.admitted
+    assert not admit(p, Request(ctx_tokens=64, concurrent=9_351), remedies=False).main_only.admitted
+
+
+def test_a_refused_plans_main_kv_only_claim_has_no_longest_context() -> None:
+    # fresh seed 59322. vLLM refuses max_model_len 1,048,576 on 8xH200 (test_a_refused_plan_holds_nothing): the
+    # engine never serves, so even the main-KV-only claim's longest context is 0 tokens
+    r = make_plan("glm-5.3-8xh200-vllm", context_length=M)
+    assert r.startup_error is not None
+    assert admit(r, Request(ctx_tokens=1_000), remedies=False).main_only.largest_ctx == 0
+
+
+def test_a_one_block_main_kv_only_vllm_pool_admits_nothing() -> None:
+    # fresh seed 59322. --kv-cache-memory-bytes 3,274,752 = 64 rows × 51,168 B: one block of 64 tokens, and it is
+    # vLLM's null block (v1/core/block_pool.py BlockPool): no block is left, so a 64-token request is not admitted
+    # even by the main-KV-only claim (its 64 tokens are the pool's, not a request's)
+    v = make_plan("glm-5.3-8xh200-vllm", kv_cache_memory="3274752B")
+    c = admit(v, Request(ctx_tokens=64), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx, c.admitted) == (64, 0, False)
