@@ -250,3 +250,32 @@ def test_a_one_block_main_kv_only_vllm_pool_admits_nothing() -> None:
     v = make_plan("glm-5.3-8xh200-vllm", kv_cache_memory="3274752B")
     c = admit(v, Request(ctx_tokens=64), remedies=False).main_only
     assert (c.pool_tokens, c.largest_ctx, c.admitted) == (64, 0, False)
+
+
+def test_the_tail_waste_under_dcp_is_one_gpus_share() -> None:
+    # whole-module run 41291. SGLang dcp 8: a logical page is 64 × 8 = 512 tokens, so 1,000 tokens take 2 pages and
+    # leave 24 slots. get_cell_size_per_token charges a rank row 44,928 B of MLA plus the indexer K replicated over
+    # dcp (22,176 B = 2,772 × 8); one GPU keeps 1/8 of the tokens' MLA rows and all their index K: per logical token
+    # 44,928 / 8 + 2,772 = 8,388 B, 24 × 8,388 = 201,312 B (not 8 × 24 × 67,104)
+    p = make_plan(dcp=8)
+    assert (p.logical_page_tokens, p.cell.main_bytes, p.cell.indexer_bytes) == (512, 44_928, 22_176)
+    a = admit(p, Request(ctx_tokens=1_000), remedies=False)
+    assert (a.tail_waste_tokens, a.tail_waste_bytes) == (24, 201_312)
+
+
+def test_a_ctx_of_exactly_the_context_length_is_not_over_it() -> None:
+    # whole-module run 41291. With --gen 0 a ctx of context_len is a context length to run with (lengths.ContextLimit:
+    # needs = ctx): --context-length 100,000 takes a 100,000-token ctx, 100,001 is over it
+    q = make_plan(context_length=100_000)
+    assert not admit(q, Request(ctx_tokens=100_000), remedies=False).over_context
+    assert admit(q, Request(ctx_tokens=100_001), remedies=False).over_context
+
+
+def test_exactly_max_running_requests_copies_run() -> None:
+    # whole-module run 41291. --max-running-requests is the most requests SGLang runs at once (server_args:
+    # "The maximum number of running requests"): a cap of 4 runs 4 copies of 1,000 tokens, and a 5th waits
+    r = make_plan(max_running_requests=4)
+    checks = {c.name: c for c in admit(r, Request(ctx_tokens=1_000, concurrent=4), remedies=False).checks}
+    assert checks["running requests"].ok
+    checks = {c.name: c for c in admit(r, Request(ctx_tokens=1_000, concurrent=5), remedies=False).checks}
+    assert not checks["running requests"].ok
