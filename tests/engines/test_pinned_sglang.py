@@ -135,3 +135,23 @@ def test_no_pool_no_draft_pool() -> None:
     p = make_plan("glm-5.3-8xh200-sglang", mem_fraction_static=0.886, **sets)
     assert p.startup_error is not None and p.rows == 0
     assert p.extras["draft_alloc_bytes"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "holds"),
+    [(None, "req_to_token, CUDA graphs, indexer logits"), ("llama-3.1-8b", "req_to_token, CUDA graphs")],
+)
+def test_the_slack_line_names_the_indexer_logits_only_with_an_indexer(model: str | None, holds: str) -> None:
+    # fresh seed 53616. The DSA indexer's prefill logits are budgeted out of the slack (mqa_logits_utils
+    # mqa_logits_static_budget_bytes reads total × (1 − mem_fraction_static)); Llama-3.1-8B has no indexer, so its
+    # slack holds only req_to_token and the CUDA graphs
+    p = make_plan(model=model) if model else make_plan()
+    (slack,) = (t for t in p.chain if t.label == "slack (non-KV reserve)")
+    assert slack.detail.endswith(f"; holds {holds}")
+
+
+def test_eagle_topk_above_one_is_refused_only_under_dsa_dcp() -> None:
+    # fresh seed 53616. The reference's "DSA DCP constraints" (_dsa_dcp_overrides): speculative_eagle_topk must be 1
+    # with dcp > 1; at dcp 1 GLM-5.3 plans with topk 2 (no DCP rule applies), and at dcp 2 topk 1 is the one allowed
+    assert make_plan(dcp=1, speculative_num_draft_tokens=3, speculative_eagle_topk=2).startup_error is None
+    assert make_plan(dcp=2, speculative_num_draft_tokens=3, speculative_eagle_topk=1).startup_error is None
