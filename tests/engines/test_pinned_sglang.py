@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.cli._common import load_plan
 from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 from tests.engines.test_sglang_hybrid import _plan, _qwen3_next
@@ -135,3 +136,55 @@ def test_no_pool_no_draft_pool() -> None:
     p = make_plan("glm-5.3-8xh200-sglang", mem_fraction_static=0.886, **sets)
     assert p.startup_error is not None and p.rows == 0
     assert p.extras["draft_alloc_bytes"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "holds"),
+    [(None, "req_to_token, CUDA graphs, indexer logits"), ("llama-3.1-8b", "req_to_token, CUDA graphs")],
+)
+def test_the_slack_line_names_the_indexer_logits_only_with_an_indexer(model: str | None, holds: str) -> None:
+    # fresh seed 53616. The DSA indexer's prefill logits are budgeted out of the slack (mqa_logits_utils
+    # mqa_logits_static_budget_bytes reads total × (1 − mem_fraction_static)); Llama-3.1-8B has no indexer, so its
+    # slack holds only req_to_token and the CUDA graphs
+    p = make_plan(model=model) if model else make_plan()
+    (slack,) = (t for t in p.chain if t.label == "slack (non-KV reserve)")
+    assert slack.detail.endswith(f"; holds {holds}")
+
+
+def test_eagle_topk_above_one_is_refused_only_under_dsa_dcp() -> None:
+    # fresh seed 53616. The reference's "DSA DCP constraints" (_dsa_dcp_overrides): speculative_eagle_topk must be 1
+    # with dcp > 1; at dcp 1 GLM-5.3 plans with topk 2 (no DCP rule applies), and at dcp 2 topk 1 is the one allowed
+    assert make_plan(dcp=1, speculative_num_draft_tokens=3, speculative_eagle_topk=2).startup_error is None
+    assert make_plan(dcp=2, speculative_num_draft_tokens=3, speculative_eagle_topk=1).startup_error is None
+
+
+def test_the_allocation_is_every_pool_target_and_draft(tmp_path: Path) -> None:
+    # fresh seed 53616. test_a_two_layer_mtp_draft_pool's plan (S = 703,872 rows, page 64): the target's MLA
+    # (703,872 + 64) × 656 B × 78 layers = 36,018,997,248; its index K (703,872 + 64 + 1) // 64 = 10,999 pages × 64
+    # × 132 B × 21 indexer layers (2,772 B / 132 of the cell) = 1,951,310,592; the draft's 1,109,403,136: the pools
+    # allocate 39,079,710,976 B, each added (the draft is memory too, not taken off)
+    src = Path("kvplan/configs/models/glm-5.3.yaml").read_text()
+    config = tmp_path / "glm-5.3-mtp2.yaml"
+    config.write_text(src.replace("num_nextn_predict_layers: 1", "num_nextn_predict_layers: 2"))
+    p = make_plan("glm-5.3-8xh200-sglang", model=load_model(str(config)), mem_fraction_static=0.886, **REFERENCE)
+    e = p.extras
+    assert (e["mla_alloc_bytes"], e["indexer_alloc_bytes"]) == (36_018_997_248, 1_951_310_592)
+    assert p.allocated_bytes == 39_079_710_976
+
+
+def test_sglang_0_5_23_budgets_the_indexer_k_and_says_nothing_of_it() -> None:
+    # fresh seed 53616. The "leaves the indexer K out of the KV budget" note is 0.5.3's (fixed by sgl-project/sglang
+    # #11309, versions.py dsa_indexer_in_budget): GLM-5.3 on 0.5.23 and Llama-3.1-8B (no indexer) carry no such note
+    for p in (make_plan(), make_plan(model="llama-3.1-8b")):
+        assert not any("leaves the indexer K" in n for n in p.notes)
+
+
+def test_an_swa_hybrids_allocation_adds_its_swa_pool() -> None:
+    # fresh seed 53616. gpt-oss-120b fp8 at tp 8: one KV head a rank × 64 × (K + V) × 1 B = 128 B a layer; the full
+    # pool holds 29,856,896 rows of 18 full-attention layers (2,304 B): (29,856,896 + 64) × 2,304 = 68,790,435,840;
+    # SWAKVPool sizes the window layers' pool at swa_full_tokens_ratio 0.8: 29,856,896 × 0.8 = 23,885,516.8, a
+    # whole page down 23,885,504, (23,885,504 + 64) × 2,304 = 55,032,348,672. Both are allocated: 123,822,784,512 B
+    p = load_plan("gpt-oss-120b", None, ["kv_cache_dtype=fp8_e4m3", "page_size=64"])
+    assert (p.rows, p.cell.main_bytes, p.extras["swa_tokens"]) == (29_856_896, 2_304, 23_885_504)
+    assert (p.extras["mla_alloc_bytes"], p.extras["swa_alloc_bytes"]) == (68_790_435_840, 55_032_348_672)
+    assert p.allocated_bytes == 123_822_784_512

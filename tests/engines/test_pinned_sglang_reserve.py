@@ -18,6 +18,7 @@ from kvplan.engines.sglang_reserve import (
     _mem_fraction_0_4,
     _mem_fraction_by_tp,
     _mem_fraction_gpu_class,
+    capacity_defaults,
     default_mem_fraction,
 )
 from kvplan.models.deployment import load_deployment
@@ -144,3 +145,20 @@ def test_the_10_gib_floor_starts_over_60_gib() -> None:
     }
     assert at[61_440][::2] == (0.906, 5_760)
     assert at[61_441][::2] == (0.833, 10_240)
+
+
+def test_0_5_10_capacity_row_under_35_gib_ends_at_35_gib() -> None:
+    # fresh seed 65036. ServerArgs._handle_gpu_memory_settings (0.5.10 on, reference §2 table): "elif gpu_mem <
+    # 35 * 1024: # A10, 4090, 5090 (chunked_prefill_size 4k, max_bs 48 if tp < 4 else 160)", then "< 60 Gi": 4096,
+    # 32 / 160. A 34 GiB (34,816 MiB) GPU at tp 1 is in the first row (48), 35,840 MiB in the second (32)
+    assert capacity_defaults(34 * 1024, 1, "0.5.10") == (4096, 48)
+    assert capacity_defaults(35 * 1024 - 1, 1, "0.5.10") == (4096, 48)
+    assert capacity_defaults(35 * 1024, 1, "0.5.10") == (4096, 32)
+
+
+def test_0_4_7_eagle_takes_5_percent_off_the_table_and_reserves_no_mib() -> None:
+    # fresh seed 65036. 0.4.7 ServerArgs.__post_init__ at <= 96 GiB: the table by tp × pp (8 -> 0.81), then
+    # "mem_fraction_static *= 0.95" for speculative decoding: 0.81 × 0.95; a table's fraction reserves no MiB (0)
+    mfs, why, reserved = _mem_fraction_0_4(replace(DEP, speculative_num_draft_tokens=3), "by_tp_0.4.7", 81_920)
+    assert (mfs, reserved) == (0.81 * 0.95, 0)
+    assert why.endswith(" × 0.95 (EAGLE)")

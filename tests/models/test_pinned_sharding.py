@@ -136,3 +136,31 @@ def test_a_group_owns_the_decoder_layers_its_names_hold() -> None:
     groups = {g.name: g for g in param_groups_from_tensors(tensors, num_layers=8)}
     assert groups["attention"].layers_owned(4) == (1, 3)
     assert groups["norms"].layers_owned(4) == (0, 4)
+
+
+def test_an_unknown_suffix_on_a_known_module_is_said_not_guessed() -> None:
+    # fresh seed 57252. compressed-tensors NVFP4 stores a per-tensor "weight_global_scale", a suffix kvplan's
+    # parameter list does not name: the whole name is the module, no rule matches it, and the fp32 scalar is
+    # counted whole (4 B) and named in the note, not silently read as the down_proj weight's
+    t = [Tensor("model.layers.0.mlp.down_proj.weight_global_scale", "F32", (1,))]
+    s = shard(t, Split.of(tp=2), num_layers=1)
+    assert s.unrecognised_bytes == 4
+    assert s.assumptions == (
+        "assumed replicated: 1 tensors kvplan has no sharding rule for "
+        "(model.layers.0.mlp.down_proj.weight_global_scale)",
+    )
+
+
+def test_a_row_parallel_weight_splits_its_input_dim() -> None:
+    # fresh seed 57252. RowParallelLinear (vLLM / SGLang layers/linear.py) shards the weight's input dim, dim 1 of
+    # [out, in] (input_dim=1 in weight_loader): an o_proj of [6, 8] bf16 at tp 4 keeps 6 × 8 / 4 = 12 elements,
+    # 24 B, on rank 0; its output dim, 6, is not split (split on it, a rank would hold cdiv(6, 4) × 8 = 16)
+    t = [Tensor("model.layers.0.self_attn.o_proj.weight", "BF16", (6, 8))]
+    assert shard(t, Split.of(tp=4), num_layers=1).bytes == 24
+
+
+def test_kv_heads_equal_to_the_ranks_give_one_head_each() -> None:
+    # fresh seed 57252's neighbour. QKVParallelLinear: num_kv_heads // tp heads a rank when tp <= num_kv_heads.
+    # Llama-3.1-8B's k_proj [8 heads × 128, 4,096] bf16 at tp 8: one head, 128 × 4,096 × 2 B = 1,048,576 B
+    t = [Tensor("model.layers.0.self_attn.k_proj.weight", "BF16", (1_024, 4_096))]
+    assert shard(t, Split.of(tp=8), num_layers=1, num_kv_heads=8).bytes == 1_048_576

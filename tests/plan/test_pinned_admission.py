@@ -190,10 +190,12 @@ def test_main_kv_only_claim_admits_a_ctx_of_exactly_the_context_length() -> None
 
 
 def test_no_main_row_claims_no_main_only_pool() -> None:
-    # a plan without a main KV row (cell 0 B) has no main-KV-only pool to claim: 0 tokens
+    # a plan without a main KV row (cell 0 B) has no main-KV-only pool to claim: 0 tokens, so no context (fresh seed
+    # 59322's neighbour: not one 64-token page's) and no request of 1,000 tokens
     p = make_plan()
     bare = replace(p, cell=replace(p.cell, main_bytes=0, draft_main_bytes=0))
-    assert admit(bare, Request(ctx_tokens=1_000), remedies=False).main_only.pool_tokens == 0
+    c = admit(bare, Request(ctx_tokens=1_000), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx, c.admitted) == (0, 0, False)
 
 
 def test_a_started_hybrid_whose_pool_holds_nothing_admits_no_context() -> None:
@@ -220,3 +222,60 @@ def test_a_ctx_of_exactly_the_context_length_runs_as_many_as_fit() -> None:
     assert (p.usable_pages, p.max_running_requests) == (8_869, 2_906)
     a = admit(p, Request(ctx_tokens=100_000), remedies=False)
     assert (a.admitted, a.max_concurrent) == (True, 5)
+
+
+def test_main_kv_only_claim_on_sglang_has_no_null_page() -> None:
+    # fresh seed 59322. SGLang's paged allocator (mem_cache/allocator.py PagedTokenToKVPoolAllocator) frees pages
+    # 1..num_pages, num_pages = size // page_size, its padding page allocated beside them: every page holds a request.
+    # The preset: 30,620,424,077 B available // 51,168 B (the MLA row alone) = 598,437 rows -> // 64 × 64 = 598,400
+    # = 9,350 pages; 9,350 one-page requests fit the main-only claim (vLLM's null block would leave 9,349), 9,351 do not
+    p = make_plan()
+    assert (p.engine, p.available_bytes, p.cell.main_only_bytes) == ("sglang", 30_620_424_077, 51_168)
+    assert admit(p, Request(ctx_tokens=64, concurrent=9_350), remedies=False).main_only.admitted
+    assert not admit(p, Request(ctx_tokens=64, concurrent=9_351), remedies=False).main_only.admitted
+
+
+def test_a_refused_plans_main_kv_only_claim_has_no_longest_context() -> None:
+    # fresh seed 59322. vLLM refuses max_model_len 1,048,576 on 8xH200 (test_a_refused_plan_holds_nothing): the
+    # engine never serves, so even the main-KV-only claim's longest context is 0 tokens
+    r = make_plan("glm-5.3-8xh200-vllm", context_length=M)
+    assert r.startup_error is not None
+    assert admit(r, Request(ctx_tokens=1_000), remedies=False).main_only.largest_ctx == 0
+
+
+def test_a_one_block_main_kv_only_vllm_pool_admits_nothing() -> None:
+    # fresh seed 59322. --kv-cache-memory-bytes 3,274,752 = 64 rows × 51,168 B: one block of 64 tokens, and it is
+    # vLLM's null block (v1/core/block_pool.py BlockPool): no block is left, so a 64-token request is not admitted
+    # even by the main-KV-only claim (its 64 tokens are the pool's, not a request's)
+    v = make_plan("glm-5.3-8xh200-vllm", kv_cache_memory="3274752B")
+    c = admit(v, Request(ctx_tokens=64), remedies=False).main_only
+    assert (c.pool_tokens, c.largest_ctx, c.admitted) == (64, 0, False)
+
+
+def test_the_tail_waste_under_dcp_is_one_gpus_share() -> None:
+    # whole-module run 41291. SGLang dcp 8: a logical page is 64 × 8 = 512 tokens, so 1,000 tokens take 2 pages and
+    # leave 24 slots. get_cell_size_per_token charges a rank row 44,928 B of MLA plus the indexer K replicated over
+    # dcp (22,176 B = 2,772 × 8); one GPU keeps 1/8 of the tokens' MLA rows and all their index K: per logical token
+    # 44,928 / 8 + 2,772 = 8,388 B, 24 × 8,388 = 201,312 B (not 8 × 24 × 67,104)
+    p = make_plan(dcp=8)
+    assert (p.logical_page_tokens, p.cell.main_bytes, p.cell.indexer_bytes) == (512, 44_928, 22_176)
+    a = admit(p, Request(ctx_tokens=1_000), remedies=False)
+    assert (a.tail_waste_tokens, a.tail_waste_bytes) == (24, 201_312)
+
+
+def test_a_ctx_of_exactly_the_context_length_is_not_over_it() -> None:
+    # whole-module run 41291. With --gen 0 a ctx of context_len is a context length to run with (lengths.ContextLimit:
+    # needs = ctx): --context-length 100,000 takes a 100,000-token ctx, 100,001 is over it
+    q = make_plan(context_length=100_000)
+    assert not admit(q, Request(ctx_tokens=100_000), remedies=False).over_context
+    assert admit(q, Request(ctx_tokens=100_001), remedies=False).over_context
+
+
+def test_exactly_max_running_requests_copies_run() -> None:
+    # whole-module run 41291. --max-running-requests is the most requests SGLang runs at once (server_args:
+    # "The maximum number of running requests"): a cap of 4 runs 4 copies of 1,000 tokens, and a 5th waits
+    r = make_plan(max_running_requests=4)
+    checks = {c.name: c for c in admit(r, Request(ctx_tokens=1_000, concurrent=4), remedies=False).checks}
+    assert checks["running requests"].ok
+    checks = {c.name: c for c in admit(r, Request(ctx_tokens=1_000, concurrent=5), remedies=False).checks}
+    assert not checks["running requests"].ok

@@ -186,3 +186,51 @@ def test_a_uniform_pools_padding_is_one_row_past_its_kv_bytes() -> None:
     assert p.cell.total_bytes == 16_384 and "mamba_alloc_bytes" not in p.extras
     padding = next(i for i in workspace(p, WorkspaceQuery(batch=1)).items if i.name == "pool padding")
     assert padding.bytes == 16_384 - p.available_bytes % 16_384
+
+
+def test_vllm_reserves_the_indexer_logits_cap_beside_its_buffers() -> None:
+    # fresh seed 30158. GLM-5.3 on vLLM 0.33.0: the persistent DSA buffers (topk_indices_buffer, the per-layer
+    # top-k, the indexer prefill buffer, the block table) are built with the model, and each prefill logits tensor
+    # is capped at VLLM_SPARSE_INDEXER_MAX_LOGITS_MB 512 (vllm/envs.py): the room is those buffers plus
+    # 512 × 1,048,576 = 536,870,912 B. Without an indexer there is no cap to reserve (the Llama test above: 0 B)
+    w = workspace(make_plan("glm-5.3-8xh200-vllm"), WorkspaceQuery(batch=1, ctx=4096))
+    assert w.room_bytes - w.persistent_bytes == 536_870_912
+
+
+def test_vllm_mtp_doubles_the_topk_indices_buffer_and_says_so() -> None:
+    # fresh seed 30158. vLLM builds topk_indices_buffer (max_num_batched_tokens × index_topk int32) in the target
+    # model and again in the MTP draft model: 8,192 × 2,048 × 4 B × 2 = 134,217,728 B, and the line names the copy
+    p = make_plan("glm-5.3-8xh200-vllm", speculative_num_draft_tokens=3)
+    buf = next(i for i in workspace(p, WorkspaceQuery(batch=1, ctx=4096)).items if i.name == "topk_indices_buffer")
+    assert (buf.bytes, buf.detail) == (134_217_728, "8,192 × 2,048 × 4 B × 2 (MTP copy)")
+
+
+def test_default_context_when_the_batch_fills_the_pool_exactly() -> None:
+    # fresh seed 30158. Qwen3-Next on vLLM (the docstring's 320-token blocks, 9 state blocks a request):
+    # --num-gpu-blocks-override 55,001 leaves 55,000 after the null block; 5,000 requests of 2 blocks take
+    # 5,000 × (2 + 9) = 55,000, exactly the pool, so they fit: 640 tokens each (not 320)
+    p = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=55_001)
+    assert workspace(p, WorkspaceQuery(batch=5_000)).ctx == 640
+
+
+def test_a_query_with_no_batch_asks_about_one_request() -> None:
+    # fresh seed 30158. gate and validate ask WorkspaceQuery() with no batch: one request, whose default context is
+    # every page of GLM-5.3's SGLang pool, 8,869 pages × 64 tokens = 567,616 (capped at 1,048,576), and one
+    # decode row of 2,048 int32 top-k indices, 8,192 B
+    p = make_plan("glm-5.3-8xh200-sglang")
+    assert (p.usable_pages, p.logical_page_tokens) == (8_869, 64)
+    w = workspace(p, WorkspaceQuery())
+    items = {i.name: i for i in w.items}
+    assert (w.batch, w.ctx, items["decode top-k indices"].bytes) == (1, 567_616, 8_192)
+
+
+def test_the_batch_wall_names_what_breaks_one_request_past_it() -> None:
+    # fresh seed 30158. Llama-3.1-8B on SGLang, page 1, --max-total-tokens 5,000, --max-running-requests 4: 5
+    # requests of 1,000 tokens fit the pool (5,000 tokens, exactly) but not the scheduler, 6 fit neither. The
+    # wall is 4 and what breaks at 5 is the running-request cap, not the pool (which breaks only at 6)
+    p = make_plan(
+        "glm-5.3-8xh200-sglang", model="llama-3.1-8b", page_size=1, max_total_tokens=5_000, max_running_requests=4
+    )
+    assert p.usable_pages == 5_000
+    w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=1_000)) if w.knob == "batch")
+    assert (w.largest_fitting, w.breaks) == (4, "running requests")
