@@ -49,6 +49,8 @@ def test_a_stage_without_layers_is_refused(engine: str, parts: str) -> None:
     [
         # DeepSeek-V3's 61 layers over pp 2: vLLM 30 each + the remainder to the second-to-last stage -> 31/30;
         # SGLang 30 each + the remainder to the last stage -> 30/31
+        # and how each cuts every stage's pool to the smallest: SGLang all-reduces max_total_num_tokens with MIN
+        # (model_runner), vLLM gives every worker the smallest num_blocks (get_kv_cache_configs)
         ("vllm", "pp 2: layers 31/30 (default: vLLM get_pp_indices); stage "),
         ("sglang", "pp 2: layers 30/31 (default: SGLang get_pp_indices); stage "),
     ],
@@ -58,7 +60,13 @@ def test_the_note_names_each_engines_rule(engine: str, words: str) -> None:
         f"glm-5.3-8xh200-{engine}", model="deepseek-v3", tp=8, pp=2, nodes=2, speculative_num_draft_tokens=0,
         kv_cache_dtype="auto", mla_layout="default", attention_backend="default",
     )  # fmt: skip
-    assert any(n.startswith(words) for n in p.notes), p.notes
+    (note,) = (n for n in p.notes if n.startswith(words))
+    rule = (
+        "SGLang all_reduce(MIN) of max_total_num_tokens"
+        if engine == "sglang"
+        else "vLLM get_kv_cache_configs: every worker gets the smallest num_blocks"
+    )
+    assert note.endswith(f"every stage's pool is cut to it ({rule})"), note
 
 
 def test_the_note_names_the_binding_stage() -> None:

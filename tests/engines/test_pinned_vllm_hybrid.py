@@ -3,6 +3,7 @@ pinned by a figure derived from vLLM's source (vllm/v1/core/kv_cache_utils.py an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,38 @@ def test_glm5_next_indexer_kernel_block_aligns_the_packed_block() -> None:
     dep = load_deployment("glm-5.3-8xh200-vllm", ["page_size=256", "speculative_num_draft_tokens=3"])
     p = plan_pool(load_model("glm-5.3-flash"), dep)
     assert (p.extras["block_size"], p.extras["bytes_per_block"]) == (1_280, 8_380_416)
+
+
+@pytest.mark.parametrize(
+    ("version", "held"),
+    [
+        # from 0.26.0 VllmConfig.max_in_flight_tokens = max_concurrent_batches (2: async scheduling at pp 1) ×
+        # max_num_batched_tokens 8,192 = 16,384; a window keeps 128 - 1 + 16,384 = 16,511 tokens
+        (
+            "0.33.0",
+            "128 - 1 + 16,384 (2 concurrent batches × max_num_batched_tokens 8,192), at most max_model_len: 16,511",
+        ),
+        # before 0.26.0 only max_num_batched_tokens: 128 - 1 + 8,192 = 8,319, no batches named
+        ("0.25.0", "128 - 1 + 8,192 (max_num_batched_tokens 8,192), at most max_model_len: 8,319"),
+    ],
+)
+def test_the_sliding_window_note_counts_groups_and_in_flight_tokens(version: str, held: str) -> None:
+    # gpt-oss-120b: 18 full-attention + 18 sliding layers, group size 18 (_get_kv_cache_groups_uniform_page_size):
+    # cdiv(18, 18) + cdiv(18, 18) = 2 KV cache groups sharing one block pool
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072, engine_version=version)
+    (note,) = (n for n in p.notes if n.startswith("vLLM hybrid KV cache manager: "))
+    assert note.startswith("vLLM hybrid KV cache manager: 2 KV cache groups of 18 layers share one block pool;")
+    assert f"window - 1 + in-flight tokens = {held} tokens + 1 block" in note
+
+
+def test_two_sliding_layers_to_one_full_make_three_groups(tmp_path: Path) -> None:
+    # gpt-oss-120b's config with layer_types 2 sliding : 1 full over its 36 layers: 24 sliding, 12 full.
+    # _get_kv_cache_groups_uniform_page_size: the largest bucket (24) is not under 1.5 × the smallest (12), so the
+    # group size is 12: cdiv(12, 12) = 1 full group + cdiv(24, 12) = 2 sliding groups = 3 KV cache groups
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf" / "gpt-oss-120b" / "config.json").read_text())
+    cfg["layer_types"] = ["sliding_attention", "sliding_attention", "full_attention"] * 12
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sets = ["kv_cache_dtype=auto", "max_num_batched_tokens=8192", "kv_cache_memory=40GiB", "tp=1"]
+    p = plan_pool(load_model(str(tmp_path)), load_deployment("glm-5.3-8xh200-vllm", [*sets, "context_length=131072"]))
+    assert (p.extras["group_size"], p.extras["kv_cache_groups"]) == (12, 3)
+    assert any(n.startswith("vLLM hybrid KV cache manager: 3 KV cache groups of 12 layers") for n in p.notes)
