@@ -215,7 +215,7 @@ def _ctx_within(plan: PoolPlan, req: Request, window: int, pool_tokens: int) -> 
     if req.gen_tokens == 0 or window <= 0:
         return window
     cap = plan.context_len
-    if plan.engine == "sglang" and not plan.pools:  # max_req_len = min(context_len, max_total_num_tokens) - 1
+    if plan.engine == "sglang":  # max_req_len = min(context_len, max_total_num_tokens) - 1, hybrids included
         cap = min(cap, pool_tokens)
     return max(0, min(window - req.gen_tokens, ContextLimit(plan.engine, cap).longest(req.gen_tokens)))
 

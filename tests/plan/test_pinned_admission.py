@@ -279,3 +279,20 @@ def test_exactly_max_running_requests_copies_run() -> None:
     assert checks["running requests"].ok
     checks = {c.name: c for c in admit(r, Request(ctx_tokens=1_000, concurrent=5), remedies=False).checks}
     assert not checks["running requests"].ok
+
+
+@pytest.mark.parametrize(
+    ("model", "sets"), [("qwen3-next-80b-a3b", {"context_length": 262_144}), ("llama-3.1-8b", {"tp": 1})]
+)
+def test_sglangs_request_length_cap_binds_a_hybrid_as_any_model(model: str, sets: dict[str, object]) -> None:
+    # SGLang's scheduler caps a request at max_req_len = min(context_len - 1, max_total_num_tokens - 1)
+    # (tp_worker / Scheduler) whatever the model: a Mamba hybrid (Qwen3-Next) as a full-attention one (Llama-3.1-8B).
+    # With --max-total-tokens 100,000 under a longer context, the cut "output at context_len - 2 - input" runs on
+    # 100,000: with 100 tokens to generate the longest prompt is 100,000 - 2 - 100 = 99,898 (the pool alone said
+    # 99,900 for the hybrid)
+    plan = make_plan(
+        "glm-5.3-8xh200-sglang", model=model, max_total_tokens=100_000, dcp=1, kv_cache_dtype="auto",
+        mla_layout="default", attention_backend="default", page_size="default", **sets,
+    )  # fmt: skip
+    assert plan.logged_tokens == 100_000 and plan.context_len > 100_000
+    assert admit(plan, Request(ctx_tokens=1_000, gen_tokens=100)).largest_ctx == 99_898
