@@ -4,12 +4,15 @@ pinned by a figure derived from vLLM's source (vllm/v1/core/kv_cache_utils.py an
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid import group_size_of
+from kvplan.errors import InputError
+from kvplan.models.cache import Layer, SlidingWindow
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from tests.engines.test_vllm_hybrid import _qwen3_next, plan
@@ -127,3 +130,44 @@ def test_two_sliding_layers_to_one_full_make_three_groups(tmp_path: Path) -> Non
     p = plan_pool(load_model(str(tmp_path)), load_deployment("glm-5.3-8xh200-vllm", [*sets, "context_length=131072"]))
     assert (p.extras["group_size"], p.extras["kv_cache_groups"]) == (12, 3)
     assert any(n.startswith("vLLM hybrid KV cache manager: 3 KV cache groups of 12 layers") for n in p.notes)
+
+
+def test_a_sliding_page_unlike_the_full_page_is_refused() -> None:
+    # gpt-oss-120b with its sliding layers narrowed to 4 kv heads (no loaded config does this: the loader gives both
+    # kinds the config's heads, so the model is built here). FLASH_ATTN block 16 at TP1: full page 16 × 8 × (64 +
+    # 64) × 2 = 32,768 B, sliding page 16 × 4 × 128 × 2 = 16,384 B. v1/core/kv_cache_utils.py
+    # unify_kv_cache_spec_page_size: 32,768 % 16,384 == 0, so vLLM raises the sliding layers' block_size to 16 × 2
+    # = 32 tokens: two block sizes in one pool, a window group's cdiv(16,511, 32) + 1 = 518 blocks where one 16-token
+    # block for every group says 1,033. _sliding plans one block for all groups: refused, one line (exit 2)
+    arch = load_model("gpt-oss-120b")
+    narrow = {
+        c: replace(c, num_kv_heads=4) for layer in arch.layers for c in layer.caches if isinstance(c, SlidingWindow)
+    }
+    layers = tuple(Layer(layer.index, tuple(narrow.get(c, c) for c in layer.caches)) for layer in arch.layers)
+    sets = [
+        "kv_cache_dtype=auto",
+        "max_num_batched_tokens=8192",
+        "kv_cache_memory=40GiB",
+        "tp=1",
+        "context_length=131072",
+    ]
+    with pytest.raises(InputError, match="sliding-window layers whose page differs from the full-attention page"):
+        plan_pool(replace(arch, layers=layers), load_deployment("glm-5.3-8xh200-vllm", sets))
+
+
+def test_mtp_on_a_state_hybrid_of_another_family_is_refused() -> None:
+    # config/speculative.py SpeculativeConfig.hf_config_override picks the MTP draft by the target's model_type:
+    # qwen3_next -> qwen3_next_mtp (Qwen3NextMTP, whose attention layer kvplan adds to the full-attention groups,
+    # kvplan.engines.vllm_mamba). The same Gated DeltaNet layers under an architecture of no family kvplan knows
+    # (the family record is looked up by architecture, kvplan.engines.vllm_families) get another draft module whose
+    # groups are not modelled: refused, one line, with no window anywhere (the guard's two halves apart)
+    arch = load_model("qwen3-next-80b-a3b")
+    sets = ["kv_cache_dtype=auto", "max_num_batched_tokens=8192", "kv_cache_memory=40GiB", "tp=4",
+            "context_length=262144", "weights_per_gpu=40GiB", "speculative_num_draft_tokens=1"]  # fmt: skip
+    dep = load_deployment("glm-5.3-8xh200-vllm", sets)
+    # planned: the MTP layer's attention joins the 12 full layers (13), beside 36 GDN layers: group size 13 (36 is
+    # not under 1.5 × 13), cdiv(13, 13) + cdiv(36, 13) = 1 + 3 = 4 groups (_get_kv_cache_groups_uniform_page_size)
+    planned = plan_pool(arch, dep).extras
+    assert (planned["group_size"], planned["kv_cache_groups"]) == (13, 4)
+    with pytest.raises(InputError, match="speculative decoding on a hybrid model other than Qwen3-Next"):
+        plan_pool(replace(arch, architecture="OtherLinearForCausalLM"), dep)
