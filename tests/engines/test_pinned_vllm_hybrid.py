@@ -12,7 +12,7 @@ import pytest
 from kvplan.engines import plan_pool
 from kvplan.engines.vllm_hybrid import group_size_of
 from kvplan.errors import InputError
-from kvplan.models.cache import Layer, SlidingWindow
+from kvplan.models.cache import FullAttention, Layer, SlidingWindow
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from tests.engines.test_vllm_hybrid import _qwen3_next, plan
@@ -171,3 +171,25 @@ def test_mtp_on_a_state_hybrid_of_another_family_is_refused() -> None:
     assert (planned["group_size"], planned["kv_cache_groups"]) == (13, 4)
     with pytest.raises(InputError, match="speculative decoding on a hybrid model other than Qwen3-Next"):
         plan_pool(replace(arch, architecture="OtherLinearForCausalLM"), dep)
+
+
+def test_a_window_beside_state_without_full_attention_is_refused() -> None:
+    # Qwen3-Next's 12 full-attention layers made sliding (window 4,096) beside its 36 Gated DeltaNet layers, no full
+    # layer left (built here: the loader reads no sliding type for this family). kvplan plans a window beside full
+    # attention (_sliding) or state beside attention (plan_mamba), not a window beside state: refused whether or not
+    # a full layer is there too, never planned as a sliding model with the state left out
+    arch = load_model("qwen3-next-80b-a3b")
+    slide = {c: SlidingWindow(c.num_kv_heads, c.head_dim, c.v_head_dim, c.num_attention_heads, window=4_096)
+             for layer in arch.layers for c in layer.caches if isinstance(c, FullAttention)}  # fmt: skip
+    layers = tuple(Layer(layer.index, tuple(slide.get(c, c) for c in layer.caches)) for layer in arch.layers)
+    sets = ["kv_cache_dtype=auto", "max_num_batched_tokens=8192", "kv_cache_memory=40GiB", "tp=4",
+            "context_length=262144", "weights_per_gpu=40GiB"]  # fmt: skip
+    with pytest.raises(InputError, match="sliding-window layers beside linear-attention state"):
+        plan_pool(replace(arch, layers=layers), load_deployment("glm-5.3-8xh200-vllm", sets))
+
+
+def test_a_sliding_plan_has_no_state_bytes() -> None:
+    # gpt-oss-120b: full attention and sliding window, no MambaSpec layer (v1/core/kv_cache_utils.py pads no state
+    # page): 0 B of state a request; its pages are both 16 × 8 × 128 × 2 = 32,768 B (test_vllm_hybrid)
+    p = plan("gpt-oss-120b", tp=1, context_length=131_072)
+    assert (p.extras["state_bytes"], p.extras["page_bytes"]) == (0, 32_768)
