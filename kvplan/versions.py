@@ -564,6 +564,16 @@ def rules_note(engine: str, version: str) -> str | None:
     return None if version == row.reference else row.describe(version)
 
 
+BLOCK_SIZE_CHECKED_SINCE = (0, 18, 0)
+"""vLLM 0.18.0 checks a given --block-size against the attention backend: ``get_attn_backend`` passes it when
+``cache_config.user_specified_block_size`` (``v1/attention/selector.py``), ``validate_configuration`` adds 'block_size
+not supported' unless it is a multiple of one of ``get_supported_kernel_block_sizes`` (``AttentionBackend.
+supports_block_size``), and ``CudaPlatform.get_attn_backend_cls`` raises for a selected backend or passes over the
+default for a lower-priority one ("--block-size %d precluded higher-priority backend(s)"). Wheels 0.16.0, 0.17.0 and
+0.17.1 read: the selector drops the block size (``attn_selector_config._replace(block_size=None)``) and
+``check_and_update_config`` forces the MLA backends' own ("Forcing kv cache block size to 64 for FlashMLA
+backend."); 0.18.0, 0.21.0 and 0.33.0: the check above, ``Platform.update_block_size_for_backend``."""
+
 TOKENS_FROM_CONCURRENCY_SINCE = (0, 20, 1)
 """vLLM 0.20.1 logs 'GPU KV cache size' = int(max_concurrency × max_model_len); 0.20.0 and before
 ``_report_kv_cache_config`` logged num_blocks // len(groups) × min(block sizes) (wheels 0.19.0, 0.20.0 read)."""

@@ -17,6 +17,7 @@ from kvplan.errors import PlanError
 from kvplan.models.arch import ModelArch
 from kvplan.models.deploy import Deployment, Gpu
 from kvplan.models.formats import MlaLayout
+from kvplan.versions import BLOCK_SIZE_CHECKED_SINCE, parse_version
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,29 @@ def block_knob(arch: ModelArch, dep: Deployment, backend: str) -> Knob:
         raise PlanError(
             f"block_size {page_k.as_int()}: the DeepSeek-V3.2 indexer backend supports multiples of 64 on CUDA"
         )
+    if not arch.is_dsa and dep.page_size is not None:
+        _check_given_block(dep, backend, page_k.as_int())
     return page_k
+
+
+def _check_given_block(dep: Deployment, backend: str, block: int) -> None:
+    """A --block-size the backend cannot take (vLLM 0.18.0 on, ``BLOCK_SIZE_CHECKED_SINCE``): refused, one line."""
+    kernel = KERNEL_BLOCK_BY_BACKEND.get(backend, 16)
+    if backend in UNCHECKED_BLOCK or block % kernel == 0:
+        return
+    if parse_version(dep.engine_version) < BLOCK_SIZE_CHECKED_SINCE:
+        return
+    takes = f"{backend} takes multiples of {kernel} (get_supported_kernel_block_sizes)"
+    if dep.attention_backend:
+        raise PlanError(
+            f"vLLM refuses it: ValueError: Selected backend {backend} is not valid for this configuration. Reason: "
+            f"['block_size not supported'] (block_size {block}: {takes})"
+        )
+    raise PlanError(
+        f"block_size {block}: {takes}, so vLLM {dep.engine_version} passes over its default {backend} for a "
+        "lower-priority backend, or finds none ('No valid attention backend found'); kvplan does not plan that "
+        f"choice: set a multiple of {kernel}, or attention_backend"
+    )
 
 
 def _default_backend(arch: ModelArch, gpu: Gpu, dtype: str) -> str:
@@ -84,6 +107,17 @@ BLOCK_BY_BACKEND = {"FLASHMLA": 64, "FLASHINFER_MLA": 32, "CUTLASS_MLA": 128, "R
 """The smallest kernel block size each backend lists (``get_supported_kernel_block_sizes``), chosen by
 ``Platform.update_block_size_for_backend`` when --block-size is not given; every other backend takes the
 ``CacheConfig.DEFAULT_BLOCK_SIZE`` 16 (FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASH_ATTN_MLA, TRITON_MLA)."""
+
+KERNEL_BLOCK_BY_BACKEND = {**BLOCK_BY_BACKEND, "ROCM_AITER_TRITON_MLA": 1}
+"""What a given block size must be a multiple of (``AttentionBackend.supports_block_size``: a multiple of one of
+``get_supported_kernel_block_sizes``, the smallest here; wheels 0.18.0, 0.21.0, 0.33.0): FLASHMLA [64], FLASHINFER_MLA
+[32, 64], CUTLASS_MLA [128], the AITER MLA backends [1] / [MultipleOf(1)]; every other backend kvplan picks lists
+16 or multiples of it (FLASH_ATTN, FLASH_ATTN_MLA, TRITON_MLA, TRITON_ATTN, ROCM_ATTN [MultipleOf(16)], FLASHINFER
+[16, 32, 64], ROCM_AITER_FA [16, 32]). FLASH_ATTN's FA4 cases (head 512 with an fp8 cache on SM90: 64; FA4's
+head-256 kernel) are stricter and not checked."""
+UNCHECKED_BLOCK = ("FLEX_ATTENTION",)
+"""FLEX_ATTENTION takes any block in 0.18.0 (the base class's [MultipleOf(1)]) and multiples of 16 in 0.33.0: the
+release between not read."""
 
 
 def _mha_backend(gpu: Gpu) -> str:

@@ -97,3 +97,74 @@ def test_glm5_next_plan_carries_the_cache_dtype(dtype: str, layout: str) -> None
     assert p.kv_dtype == dtype
     assert p.knob("attention_backend").value == "FLASHINFER_MLA_SPARSE_SM90"
     assert p.mla_layout.value == layout
+
+
+# vLLM 0.18.0 on (kvplan.versions.BLOCK_SIZE_CHECKED_SINCE): a given --block-size reaches backend selection
+# (v1/attention/selector.py: `if cache_config.user_specified_block_size: block_size = cache_config.block_size`), and
+# AttentionBackend.validate_configuration appends 'block_size not supported' unless supports_block_size: some listed
+# kernel size s (MultipleOf(n) read as n) with block_size % s == 0. A selected backend then fails in
+# CudaPlatform.get_attn_backend_cls: f"Selected backend {selected_backend} is not valid for this configuration.
+# Reason: {invalid_reasons}". Kernel sizes: mla/flashmla.py [64], mla/cutlass_mla.py [128], flashinfer.py [16, 32,
+# 64] (wheels 0.18.0, 0.21.0, 0.33.0)
+@pytest.mark.parametrize(
+    ("gpu", "sets", "block", "backend", "multiple"),
+    [
+        ("h200", {"model": "deepseek-v3", "kv_cache_dtype": "fp8"}, 16, "FLASHMLA", 64),  # 16 % 64 = 16
+        ("h200", {"model": "deepseek-v3", "kv_cache_dtype": "fp8"}, 96, "FLASHMLA", 64),  # 96 % 64 = 32
+        ("b200", {"model": "deepseek-v3"}, 64, "CUTLASS_MLA", 128),  # 64 % 128 = 64
+        ("b200", {"model": "llama-3.1-8b", "tp": 1}, 8, "FLASHINFER", 16),  # 8 % 16, % 32, % 64 all 8
+    ],
+)
+def test_a_block_the_selected_backend_cannot_take_is_refused(
+    gpu: str, sets: dict[str, object], block: int, backend: str, multiple: int
+) -> None:
+    with pytest.raises(PlanError) as e:
+        make_plan(VLLM, **{**V3, **sets, "gpu": gpu, "attention_backend": backend, "page_size": block})
+    assert str(e.value) == (
+        f"vLLM refuses it: ValueError: Selected backend {backend} is not valid for this configuration. Reason: "
+        f"['block_size not supported'] (block_size {block}: {backend} takes multiples of {multiple} "
+        "(get_supported_kernel_block_sizes))"
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "sets", "block", "backend"),
+    [
+        # "With hybrid_blocks feature, the framework-level block size only needs to be a multiple of the kernel's
+        # requirement" (supports_block_size): 128 = 2 × 64, 256 = 2 × 128, 48 = 3 × 16 start as given
+        ("h200", {"model": "deepseek-v3", "kv_cache_dtype": "fp8"}, 128, "FLASHMLA"),
+        ("b200", {"model": "deepseek-v3"}, 256, "CUTLASS_MLA"),
+        ("b200", {"model": "llama-3.1-8b", "tp": 1}, 48, "FLASHINFER"),
+    ],
+)
+def test_a_multiple_of_the_kernel_block_is_kept(gpu: str, sets: dict[str, object], block: int, backend: str) -> None:
+    p = make_plan(VLLM, **{**V3, **sets, "gpu": gpu, "attention_backend": backend, "page_size": block})
+    assert (p.page_tokens, p.knob("attention_backend").value) == (block, backend)
+
+
+def test_a_block_the_default_backend_cannot_take_is_refused() -> None:
+    # B200, DeepSeek-V3 bf16: the default is FLASHINFER_MLA ([32, 64]); a given 16 makes validate_configuration
+    # pass it over for a lower-priority backend ("--block-size 16 precluded higher-priority backend(s)
+    # FLASHINFER_MLA", cuda.py get_attn_backend_cls), a choice kvplan does not plan: one line, exit 2
+    with pytest.raises(PlanError) as e:
+        make_plan(VLLM, **{**V3, "gpu": "b200", "page_size": 16})
+    assert str(e.value) == (
+        "block_size 16: FLASHINFER_MLA takes multiples of 32 (get_supported_kernel_block_sizes), so vLLM 0.33.0 "
+        "passes over its default FLASHINFER_MLA for a lower-priority backend, or finds none ('No valid attention "
+        "backend found'); kvplan does not plan that choice: set a multiple of 32, or attention_backend"
+    )
+    assert make_plan(VLLM, **{**V3, "gpu": "b200", "page_size": 32}).page_tokens == 32  # 32 % 32 = 0
+
+
+@pytest.mark.parametrize(("version", "refused"), [("0.17.1", False), ("0.18.0", True)])
+def test_the_block_check_starts_at_0_18(version: str, refused: bool) -> None:
+    # 0.17.1's CudaPlatform.get_attn_backend_cls drops the block size (attn_selector_config._replace(block_size=
+    # None)) and check_and_update_config forces FlashMLA's own ("Forcing kv cache block size to 64 for FlashMLA
+    # backend."): it starts, so kvplan does not refuse it (the forced 64 is not modelled before 0.18: the plan keeps
+    # 16, named as given); 0.18.0 passes the user's block to the selector and refuses FLASHMLA at 16
+    sets = {**V3, "gpu": "h200", "kv_cache_dtype": "fp8", "attention_backend": "FLASHMLA", "page_size": 16}
+    if refused:
+        with pytest.raises(PlanError, match=r"Selected backend FLASHMLA is not valid"):
+            make_plan(VLLM, **sets, engine_version=version)
+    else:
+        make_plan(VLLM, **sets, engine_version=version)
