@@ -129,6 +129,13 @@ def _buckets(arch: ModelArch, dep: Deployment, attn_tp: int) -> _Buckets:
     # (``common/mtp.py`` Glm5NextMultiTokenPredictorLayer, ``is_mtp_layer=True``: an MLA (DSA) layer, never KDA)
     # brings one more MLA page, indexer page and tail ring (tagged is_draft, grouped with the target's)
     spec = dep.speculative_num_draft_tokens
+    if spec and not arch.mtp_layers_named:
+        # config/speculative.py hf_config_override: glm5_next -> glm5_next_mtp with n_predict =
+        # text_config.num_nextn_predict_layers, a field transformers' Glm5NextTextConfig (5.16.1-5.20) lacks
+        raise PlanError(
+            "vLLM refuses it: AttributeError: 'Glm5NextTextConfig' object has no attribute 'num_nextn_predict_layers' "
+            "(config.json names no num_nextn_predict_layers; SGLang's config class defaults it to 1)"
+        )
     n_draft = arch.num_mtp_layers if spec else 0
     n_state, n_mla = sum(layer.state is not None for layer in arch.layers), len(mla_layers) + n_draft
     # MambaSpec: conv bf16 + recurrent fp32 (kda_state_dtype); the conv state keeps conv_kernel - 1 + S columns

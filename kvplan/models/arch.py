@@ -221,6 +221,9 @@ class ModelArch:
     num_layers: int
     num_mtp_layers: int
     max_position_embeddings: int
+    mtp_layers_named: bool = True
+    """False when config.json leaves ``num_nextn_predict_layers`` out and ``num_mtp_layers`` is the engine config
+    class's default (GLM-5.3-Flash: SGLang ``Glm5NextTextConfig`` 1), which vLLM's config class does not share."""
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
     num_attention_heads: int = 0

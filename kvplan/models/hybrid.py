@@ -318,8 +318,13 @@ def _glm5_next(r: Reader, *, name: str, source: str, description: str, num_layer
     )
     common = _common(_glm5_next_weights_view(r), name=name, source=source, description=description,
                      architecture="Glm5NextForConditionalGeneration", num_layers=num_layers)  # fmt: skip
+    # one MTP layer when the config names none: SGLang 0.5.23 srt/configs/glm5_next.py Glm5NextTextConfig(
+    # num_nextn_predict_layers=1); vLLM 0.33.0's class (transformers 5.16.1-5.20 Glm5NextTextConfig) has no such
+    # field (kvplan.engines.vllm_glm5_next refuses its MTP draft then)
+    common["num_mtp_layers"] = r.get_int("num_nextn_predict_layers", default=1, minimum=0, maximum=limits.MAX_LAYERS)
     return ModelArch(
         **common, kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope,
+        mtp_layers_named=r.data.get("num_nextn_predict_layers") is not None,
         # Glm5NextTextConfig(num_attention_heads=64): SGLang srt/configs/glm5_next.py, vLLM the same
         num_attention_heads=_dim(r, "num_attention_heads", default=64),
         head_dim=_dim(r, "qk_nope_head_dim", default=256) + rope, v_head_dim=_dim(r, "v_head_dim", default=256),

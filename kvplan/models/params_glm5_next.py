@@ -102,7 +102,12 @@ def groups(c: Fields, acc: _Groups) -> str:
     kernel = kernel or c.integer("linear_conv_kernel_dim", 4)
     p = n * d
     heads = c.required("num_attention_heads")
-    q_lora = c.integer("q_lora_rank", 0, minimum=0)
+    # q_lora_rank 1536 when the config names none: SGLang 0.5.23 Glm5NextTextConfig(q_lora_rank=1536) and vLLM
+    # 0.33.0's transformers (5.16.1-5.20) Glm5NextTextConfig.q_lora_rank = 1536; an explicit null is SGLang's
+    # q_proj path (Optional[int]: `if self.q_lora_rank is not None`), which transformers refuses for DSA
+    q_lora = (
+        0 if "q_lora_rank" in c.data and c.data["q_lora_rank"] is None else c.integer("q_lora_rank", 1536, minimum=0)
+    )
     kv_lora = c.integer("kv_lora_rank", 512)
     nope, rope = c.integer("qk_nope_head_dim", 256), c.integer("qk_rope_head_dim", 0, minimum=0)
     v = c.integer("v_head_dim", 256)
@@ -121,7 +126,7 @@ def groups(c: Fields, acc: _Groups) -> str:
     if (dense_first or not experts) and not inter:
         raise c.bad((*c.path, "intermediate_size"), "missing (required for the dense MLP layers)")
     hc = c.integer("hc_mult", 4) if c.flag("mhc", False) else 0
-    mtp = c.integer("num_nextn_predict_layers", 0, minimum=0, maximum=MAX_LAYERS)
+    mtp = c.integer("num_nextn_predict_layers", 1, minimum=0, maximum=MAX_LAYERS)  # Glm5NextTextConfig: 1
     kda = kda_layers(c, layers)
 
     def mla(pre: str, group: str, latent: str, indexer: str, split: str, rep: str) -> int:

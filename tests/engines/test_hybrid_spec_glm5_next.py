@@ -15,10 +15,15 @@ With --speculative-num-draft-tokens D = 4 (the GLM recipes' steps 3, top-k 1, dr
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+import yaml
 
 from kvplan.engines import plan_pool
 from kvplan.engines.common import PoolPlan, weight_split
+from kvplan.errors import PlanError
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.plan.admit import Request, admit
@@ -113,3 +118,40 @@ def test_vllm_blocks_and_128k(vplan: PoolPlan) -> None:
     r = admit(vplan, Request(ctx_tokens=131_072))
     # cdiv(131,072, 1,152) = 114 + 12 + 1 = 127 blocks a request, block 0 the null block
     assert r.admitted and r.max_concurrent == (num_blocks - 1) // 127
+
+
+# --------------------------------------------------------------------------- a config.json naming neither key
+
+
+def _unnamed(tmp_path: Path) -> str:
+    """The preset's config.json less text_config's num_nextn_predict_layers and q_lora_rank."""
+    doc = yaml.safe_load(Path("kvplan/configs/models/glm-5.3-flash.yaml").read_text())
+    for key in ("num_nextn_predict_layers", "q_lora_rank"):
+        del doc["config"]["text_config"][key]
+    (tmp_path / "config.json").write_text(json.dumps(doc["config"]))
+    return str(tmp_path)
+
+
+def test_sglang_takes_the_config_class_nextn_layer(tmp_path: Path) -> None:
+    # SGLang 0.5.23 srt/configs/glm5_next.py Glm5NextTextConfig(num_nextn_predict_layers=1): the target config
+    # still names one NextN layer, so spec_aux_hidden_state sets eagle_draft_num_layers 1 and the cell takes the
+    # draft, 528 + 33 B, as test_cell_takes_the_nextn_layer's: 6,171 + 561 = 6,732 B (a default of 0 left it 6,171)
+    arch = load_model(_unnamed(tmp_path))
+    assert (arch.num_mtp_layers, arch.mtp_layers_named) == (1, False)
+    dep = load_deployment("glm-5.3-8xh200-sglang", ["speculative_num_draft_tokens=4"])
+    p = plan_pool(arch, dep)
+    assert (p.cell.total_bytes, p.draft_layers) == (6_732, 1)
+
+
+def test_vllm_cannot_draft_without_the_key(tmp_path: Path) -> None:
+    # vLLM 0.33.0 reads the config through transformers (>=5.16.1, <5.21: Glm5NextTextConfig, no
+    # num_nextn_predict_layers field); config/speculative.py hf_config_override: n_predict =
+    # text_config.num_nextn_predict_layers raises AttributeError for method mtp. Without speculative decoding the
+    # plan is the preset's: block 128 × cdiv(542,720 KDA state B, 128 × 512 B) = 128 × 9 = 1,152 (test_vllm_glm5_next)
+    arch = load_model(_unnamed(tmp_path))
+    with pytest.raises(PlanError) as e:
+        plan_pool(arch, load_deployment("glm-5.3-8xh200-vllm", ["speculative_num_draft_tokens=1"]))
+    assert str(e.value).startswith(
+        "vLLM refuses it: AttributeError: 'Glm5NextTextConfig' object has no attribute 'num_nextn_predict_layers'"
+    )
+    assert plan_pool(arch, load_deployment("glm-5.3-8xh200-vllm")).page_tokens == 1_152

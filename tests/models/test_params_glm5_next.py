@@ -173,3 +173,27 @@ def test_bad_kda_layer_names_its_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_model(str(path))
     assert "text_config.linear_attn_config.kda_layers" in str(e.value.key or e.value)
+
+
+def test_config_class_defaults_count_the_checkpoint(tmp_path: Path, flash) -> None:  # type: ignore[no-untyped-def]
+    # A config.json without text_config's q_lora_rank and num_nextn_predict_layers: the engines' config class fills
+    # them in (SGLang 0.5.23 Glm5NextTextConfig q_lora_rank=1536, num_nextn_predict_layers=1; transformers 5.16.1-
+    # 5.20, vLLM 0.33.0's, q_lora_rank: int = 1536), which are the checkpoint's (q_a_proj [1536, 4096], layer 45 the
+    # MTP layer): the count stays the shard headers' 321,342,220,638 less the 19,189,248 fp8 block scales
+    import yaml
+
+    doc = yaml.safe_load(Path("kvplan/configs/models/glm-5.3-flash.yaml").read_text())
+    for key in ("q_lora_rank", "num_nextn_predict_layers"):
+        del doc["config"]["text_config"][key]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc["config"]))
+    arch = load_model(str(path))
+    assert arch.total_params == PUBLISHED_TOTAL_ELEMENTS - 19_189_248 == flash.total_params
+    assert (arch.num_mtp_layers, arch.mtp_layers_named, flash.mtp_layers_named) == (1, False, True)
+    # an explicit null is SGLang's q_proj path (`if self.q_lora_rank is not None`), per MLA layer (11 + MTP = 12):
+    # q_proj 64 × 256 × 4,096 = 67,108,864 and the indexer's wq_b 32 × 128 × 4,096 = 16,777,216 in place of q_a
+    # 1,536 × 4,096 = 6,291,456, q_a_layernorm 1,536, q_b 16,384 × 1,536 = 25,165,824, wq_b 4,096 × 1,536 = 6,291,456
+    doc["config"]["text_config"]["q_lora_rank"] = None
+    path.write_text(json.dumps(doc["config"]))
+    per_layer = 67_108_864 + 16_777_216 - (6_291_456 + 1_536 + 25_165_824 + 6_291_456)
+    assert load_model(str(path)).total_params == flash.total_params + 12 * per_layer

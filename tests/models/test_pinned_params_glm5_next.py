@@ -194,10 +194,16 @@ def test_the_indexer_reads_index_head_dim_128_and_needs_its_heads() -> None:
 
 
 def test_the_mla_rope_dims_without_q_lora() -> None:
-    # q_lora_rank absent and rope 16: q_proj 4 × (32 + 16) × 256 = 49,152, kv_b 4 × (32 + 32) × 64 = 16,384, o
-    # 256 × 4 × 32 = 32,768 → 98,304; the latent kv_a_proj_with_mqa (64 + 16) × 256 = 20,480
-    groups = _params(_without("q_lora_rank", qk_rope_head_dim=16))
+    # q_lora_rank null (SGLang Glm5NextTextConfig: Optional[int], `if self.q_lora_rank is not None` builds q_a/q_b,
+    # else q_proj) and rope 16: q_proj 4 × (32 + 16) × 256 = 49,152, kv_b 4 × (32 + 32) × 64 = 16,384, o 256 × 4 ×
+    # 32 = 32,768 → 98,304; the latent kv_a_proj_with_mqa (64 + 16) × 256 = 20,480
+    groups = _params(_without(q_lora_rank=None, qk_rope_head_dim=16))
     assert (groups["attention"], groups["attention_latent"]) == (98_304, 20_480)
+    # absent, it is the config class's 1536 (SGLang Glm5NextTextConfig(q_lora_rank=1536), transformers 5.16.1-5.20
+    # q_lora_rank: int = 1536): q_b 4 × 48 × 1,536 = 294,912 + kv_b 16,384 + o 32,768 = 344,064; latent q_a
+    # 1,536 × 256 = 393,216 + kv_a 20,480 = 413,696
+    groups = _params(_without("q_lora_rank", qk_rope_head_dim=16))
+    assert (groups["attention"], groups["attention_latent"]) == (344_064, 413_696)
 
 
 def test_a_dense_config_without_mtp_layers_has_none() -> None:
