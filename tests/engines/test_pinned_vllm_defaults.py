@@ -168,3 +168,13 @@ def test_the_block_check_starts_at_0_18(version: str, refused: bool) -> None:
             make_plan(VLLM, **sets, engine_version=version)
     else:
         make_plan(VLLM, **sets, engine_version=version)
+
+
+def test_blocks_the_rocm_backends_take() -> None:
+    # mla/rocm_aiter_mla.py [MultipleOf(1)], and aiter_triton_mla.py's AiterTritonMLABackend inherits it: any block,
+    # 3 included, starts; DSA on ROCm: rocm_aiter_mla_sparse.py [1, MultipleOf(16)] and the indexer's [1,
+    # MultipleOf(16)] take 1 (only the CUDA indexer's [64] binds a DSA block, test_dsa_block_multiple_of_64_on_cuda)
+    sets = {**V3, "gpu": "mi300x", "attention_backend": "ROCM_AITER_TRITON_MLA", "page_size": 3}
+    assert make_plan(VLLM, **sets).page_tokens == 3
+    p = make_plan(VLLM, gpu="mi300x", page_size=1)
+    assert (p.page_tokens, p.knob("attention_backend").value) == (1, "ROCM_AITER_MLA_SPARSE")
