@@ -190,6 +190,11 @@ def test_config_class_defaults_count_the_checkpoint(tmp_path: Path, flash) -> No
     arch = load_model(str(path))
     assert arch.total_params == PUBLISHED_TOTAL_ELEMENTS - 19_189_248 == flash.total_params
     assert (arch.num_mtp_layers, arch.mtp_layers_named, flash.mtp_layers_named) == (1, False, True)
+    # a config naming 0 keeps 0 (Glm5NextTextConfig stores it: nextn_layer_ids empty, no NextN draft layer)
+    doc["config"]["text_config"]["num_nextn_predict_layers"] = 0
+    path.write_text(json.dumps(doc["config"]))
+    assert (load_model(str(path)).num_mtp_layers, load_model(str(path)).mtp_layers_named) == (0, True)
+    del doc["config"]["text_config"]["num_nextn_predict_layers"]
     # an explicit null is SGLang's q_proj path (`if self.q_lora_rank is not None`), per MLA layer (11 + MTP = 12):
     # q_proj 64 × 256 × 4,096 = 67,108,864 and the indexer's wq_b 32 × 128 × 4,096 = 16,777,216 in place of q_a
     # 1,536 × 4,096 = 6,291,456, q_a_layernorm 1,536, q_b 16,384 × 1,536 = 25,165,824, wq_b 4,096 × 1,536 = 6,291,456
