@@ -390,7 +390,7 @@ def test_a_tie_between_the_phases_names_the_decode_phase() -> None:
     #   prefill: min(chunk 8,192, 2,048) = 2,048 rows × 2,048 keys (4,194,304 elements, under the 8,000,000 that ask
     #     for the budget: one chunk) × 4 B = 16,777,216 B, + 2,048 × 2,048 × 4 B top-k = 33,554,432 B
     #   decode: 256 × (1 + 7) = 2,048 rows × 2,048 keys (a whole 256-column row) × 4 B + the same top-k: 33,554,432 B
-    # The phases tie, and with req_to_token (257 × (2,048 + extra) × 4 B ≈ 2.1 MB) and the padding they overfill the
+    # The phases tie, and with req_to_token (257 × (2,048 + extra) × 4 B ≈ 2.2 MB) and the padding they overfill the
     # slack. Either phase alone does; kvplan names the decode phase, the one SGLang does not budget (no smaller
     # chunk shrinks it), and its largest item, the decode logits (listed before the equal top-k)
     p = make_plan(
