@@ -180,6 +180,11 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
     else:  # memory_hook.reserve_for_graph_mb: 8 MiB per prefill capture size up to chunked_prefill_size
         sizes = len(prefill_graph_batch_sizes(chunk))
         prefill_graph, graph_what = (sizes * 8 * MiB if graph_on else 0), f"prefill graph {sizes} sizes × 8 MiB"
+    graph_detail = f"SGLang's own reserve: decode max_bs {graph_bs} × 2 MiB"
+    if prefill_graph:
+        graph_detail += f" + {graph_what}"
+    if p.deployment.disable_cuda_graph:  # nothing captured, nothing reserved
+        graph_detail = "none: --disable-cuda-graph"
     pre = sglang_prefill_chunking(min(chunk, ctx), ctx, budget)
     rows = batch * (1 + draft)
     decode_cols = cdiv(ctx, p.page_tokens) * p.page_tokens
@@ -194,7 +199,7 @@ def _sglang_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> 
             "CUDA graphs (estimate)",
             decode_graph + prefill_graph,
             "persistent",
-            f"SGLang's own reserve: decode max_bs {graph_bs} × 2 MiB" + (f" + {graph_what}" if prefill_graph else ""),
+            graph_detail,
         ),
         Item(
             "pool padding",
@@ -267,8 +272,9 @@ def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tu
 def default_ctx(plan: PoolPlan, batch: int) -> int:
     """The context a workspace question asks about when none is given: the longest that ``batch`` requests can
     each hold in the pool at once (whole pages), capped at the context length. A pool the engine would not build
-    (or one page short of a request each) leaves the context length itself."""
-    pages_each = plan.usable_pages // batch if batch > 0 else 0
+    (or one page short of a request each) leaves the context length itself. ``batch`` is at least 1
+    (:class:`WorkspaceQuery` refuses less)."""
+    pages_each = plan.usable_pages // batch
     if plan.startup_error or pages_each <= 0:
         return plan.context_len
     if plan.pools:  # a hybrid: the longest whole-page context that every pool holds ``batch`` times

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.plan.workspace import Wall, WorkspaceQuery, sglang_prefill_chunking, walls, workspace
+from kvplan.engines.common import PoolPlan
+from kvplan.plan.workspace import Item, Wall, WorkspaceQuery, sglang_prefill_chunking, walls, workspace
 from tests.conftest import make_plan
 
 QWEN = {"model": "qwen3-next-80b-a3b", "context_length": "128K", "page_size": "default"}
@@ -234,3 +235,174 @@ def test_the_batch_wall_names_what_breaks_one_request_past_it() -> None:
     assert p.usable_pages == 5_000
     w = next(w for w in walls(p, WorkspaceQuery(batch=1, ctx=1_000)) if w.knob == "batch")
     assert (w.largest_fitting, w.breaks) == (4, "running requests")
+
+
+# ---------------------------------------------------------------- the whole module's survivors (--sample 0)
+
+
+def _items(p: PoolPlan, q: WorkspaceQuery) -> dict[str, Item]:
+    return {i.name: i for i in workspace(p, q).items}
+
+
+def test_sglang_graph_reserve_with_and_without_its_prefill_graph() -> None:
+    # reference §2.6, reserve_for_graph_mb: decode max_bs × 2 MiB (max_bs 512 at tp >= 4 on a GPU under 160 GiB),
+    # plus, with a prefill graph, 1.5 × 1,024 MiB for MLA or 8 MiB per prefill capture size otherwise
+    # (generate_prefill_cuda_graph_batch_sizes up to chunked_prefill_size 8,192: 8 + 14 + 8 + 8 + 12 + 8 = 58 sizes).
+    q = WorkspaceQuery(batch=1, ctx=4096)
+    # GLM-5.3 (MLA): 512 × 2 MiB + 1,536 MiB = 1,073,741,824 + 1,610,612,736 = 2,684,354,560 B
+    glm = _items(make_plan(), q)["CUDA graphs (estimate)"]
+    assert (glm.bytes, glm.detail) == (
+        2_684_354_560,
+        "SGLang's own reserve: decode max_bs 512 × 2 MiB + MLA prefill graph 1,536 MiB",
+    )
+    # Llama-3.1-8B: 1,073,741,824 + 58 × 8,388,608 = 1,560,281,088 B
+    llama = _items(make_plan(model="llama-3.1-8b"), q)["CUDA graphs (estimate)"]
+    assert (llama.bytes, llama.detail) == (
+        1_560_281_088,
+        "SGLang's own reserve: decode max_bs 512 × 2 MiB + prefill graph 58 sizes × 8 MiB",
+    )
+    # cuda_graph_hook.py auto-disables the prefill graph for PP > 1: tp 4 × pp 2 keeps the decode graph alone,
+    # 1,073,741,824 B, MLA or not
+    for model in ("glm-5.3", "llama-3.1-8b"):
+        pp2 = _items(make_plan(model=model, tp=4, pp=2), q)["CUDA graphs (estimate)"]
+        assert (pp2.bytes, pp2.detail) == (1_073_741_824, "SGLang's own reserve: decode max_bs 512 × 2 MiB")
+    # --disable-cuda-graph: no graph is captured, nothing reserved (the line said "decode max_bs 512 × 2 MiB"
+    # beside its 0 B)
+    off = _items(make_plan(model="llama-3.1-8b", disable_cuda_graph="true"), q)["CUDA graphs (estimate)"]
+    assert (off.bytes, off.detail) == (0, "none: --disable-cuda-graph")
+
+
+def test_sglang_prefill_of_a_request_shorter_than_the_chunk() -> None:
+    # GLM-5.3 on SGLang, chunked_prefill_size 8,192: a 4,096-token request prefills its 4,096 query rows (not the
+    # chunk's 8,192) against 4,096 keys: 4,096 × 4,096 × 4 B = 67,108,864 B, under the ~3.4 GB budget
+    # (test_sglang_static_budget_h200), one chunk; its top-k indices 4,096 × 2,048 × 4 B = 33,554,432 B
+    w = workspace(make_plan(), WorkspaceQuery(batch=1, ctx=4096))
+    assert w.chunk == 8192 and w.prefill is not None
+    assert (w.prefill.rows, w.prefill.cols, w.prefill.chunks, w.prefill.logits_bytes) == (4096, 4096, 1, 67_108_864)
+    items = {i.name: i for i in w.items}
+    assert (items["prefill logits"].bytes, items["prefill logits"].detail) == (
+        67_108_864,
+        "4,096 rows × 4,096 keys × 4 B, one chunk",
+    )
+    assert items["prefill top-k indices"].bytes == 33_554_432
+
+
+def test_sglang_prefill_logits_past_the_budget_name_their_chunks() -> None:
+    # a 131,072-token request: 8,192 rows × 131,072 keys × 4 B = 4 GiB (4,294,967,296 B), over the ~3.4 GB budget
+    # of GLM-5.3 on an H200 and under twice it, so _get_topk_ragged scores it in 2 chunks
+    w = workspace(make_plan(), WorkspaceQuery(batch=1, ctx=131_072))
+    assert w.prefill is not None and w.prefill.chunks == 2
+    logits = next(i for i in w.items if i.name == "prefill logits")
+    assert logits.detail.startswith("8,192 rows × 131,072 keys × 4 B in 2 chunks of ")
+
+
+def test_a_model_without_an_indexer_has_no_logits_budget() -> None:
+    # the logits budget and its row chunking belong to the DSA indexer (mqa_logits_utils): Llama-3.1-8B has
+    # neither, on either engine
+    for deploy in ("glm-5.3-8xh200-sglang", "glm-5.3-8xh200-vllm"):
+        w = workspace(make_plan(deploy, model="llama-3.1-8b", context_length=131072), WorkspaceQuery(batch=1))
+        assert (w.budget_bytes, w.prefill) == (0, None)
+
+
+def test_vllm_scores_at_least_one_row_a_chunk() -> None:
+    # vLLM's split_indexer_prefill_chunks: max_q = max(1, max_logits_bytes // 4 // keys), one query row a chunk at
+    # least. At 268,435,456 keys one row is 1 GiB, past the 512 MiB cap (512 MiB // (2^28 × 4 B) = 0): the chunk is
+    # that one row, 1,073,741,824 B, and the 8,192 batched rows take 8,192 chunks
+    logits = _items(make_plan("glm-5.3-8xh200-vllm"), WorkspaceQuery(batch=1, ctx=1 << 28))["prefill logits"]
+    assert (logits.bytes, logits.detail) == (
+        1_073_741_824,
+        "capped at 512 MiB: 1 rows of 268,435,456 keys a chunk, 8,192 chunks for 8,192 rows",
+    )
+
+
+def test_default_context_of_one_page_each_and_of_no_whole_block() -> None:
+    # GLM-5.3's SGLang pool, 8,869 pages of 64: 8,869 requests hold one page each, 64 tokens (one more request
+    # and none holds a page: the context length)
+    p = make_plan()
+    assert workspace(p, WorkspaceQuery(batch=8_869)).ctx == 64
+    assert workspace(p, WorkspaceQuery(batch=8_870)).ctx == 1_048_576
+    # Qwen3-Next on vLLM (the docstring's 320-token blocks and 9 state blocks a request), 56,461 usable blocks:
+    # 6,000 requests of one block take 6,000 × 10 = 60,000 > 56,461, so no whole block fits each (though 56,461
+    # // 6,000 = 9 blocks each would): the context length, 131,072, never 0 tokens
+    q = make_plan("glm-5.3-8xh200-vllm", **QWEN, num_gpu_blocks_override=56_462)
+    assert workspace(q, WorkspaceQuery(batch=6_000)).ctx == 131_072
+
+
+def _wall(p: PoolPlan, knob: str, q: WorkspaceQuery) -> Wall:
+    return next(w for w in walls(p, q) if w.knob == knob)
+
+
+def test_the_draft_wall_names_the_engines_refusal_one_token_past_it() -> None:
+    # DeepSeek-V4-Flash on SGLang: with speculative decoding the C4 compress state ring is 16 rows
+    # (get_compress_state_ring_size) and serves 16 − 8 (the C4 window, 2 × 4) + 2 = 10 draft tokens
+    # (get_compress_state_write_pad); DSV4PoolConfigurator._assert_ring_serves_draft_tokens refuses 11. The wall is
+    # 10 and what stops it is that refusal at 11, named with its count
+    w = _wall(make_plan(model="deepseek-v4-flash"), "mtp draft tokens", WorkspaceQuery(batch=1, ctx=8192))
+    assert (w.largest_fitting, w.limit) == (10, 64)
+    assert w.breaks.startswith("not planned: SGLang refuses it: speculative_num_draft_tokens=11 exceeds what the c4")
+    assert "serves at most 10 draft tokens" in w.breaks
+
+
+def test_the_draft_wall_stops_at_64_tokens() -> None:
+    # walls() searches MTP draft tokens up to 64 (Wall.limit), far past any engine default (SGLang's GLM MTP
+    # launch drafts 3-4). GLM-5.3 on SGLang at mem_fraction_static 0.97 (a ~4.47 GB slack: pre-load free × 0.03),
+    # context_length 8,192, 4,096 running requests, 2,740 requests of 128 tokens: the persistent items are
+    # req_to_token 4,097 × (8,192 + extra) × 4 B ≈ 137 MB and the graphs 512 × 2 MiB + 1,536 MiB = 2,684,354,560 B;
+    # the decode phase is 2,740 × (1 + d) rows × (one 256-column logits row, 1 KiB, + 2,048 × 4 B top-k) =
+    # 2,740 × (1 + d) × 9,216 B: 1,641,369,600 B at d = 64 (fits, ~6 MB left) and 1,666,621,440 B at d = 65
+    # (~19 MB over). So 64 fits and 65 does not: the wall is the search's limit, with nothing breaking within it
+    sets = {"context_length": 8192, "max_running_requests": 4096, "mem_fraction_static": 0.97}
+    q = WorkspaceQuery(batch=2_740, ctx=128)
+    assert workspace(make_plan(**sets, speculative_num_draft_tokens=64), q).fits
+    assert not workspace(make_plan(**sets, speculative_num_draft_tokens=65), q).fits
+    w = _wall(make_plan(**sets), "mtp draft tokens", q)
+    assert (w.largest_fitting, w.breaks, w.limit) == (64, "", 64)
+
+
+def test_sglang_context_wall_keeps_the_deployments_context_length() -> None:
+    # SGLang sizes ReqToTokenPool once, for --context-length (max_running_requests + 1 rows × (context_len + 4)
+    # int32): a request shorter than it runs on the same deployment, so growing the context up to 1,048,576 keeps
+    # GLM-5.3's req_to_token at (2,048 + 1) × (1,048,576 + 4) × 4 = 8,594,161,680 B. At mem_fraction_static 0.91
+    # the slack (pre-load free × 0.09) less it, the graphs (512 × 2 MiB + 1,536 MiB = 2,684,354,560 B) and the
+    # pool padding leaves room for one prefill chunk of 8,192 rows × c keys × 4 B plus its 8,192 × 2,048 × 4 B =
+    # 67,108,864 B of top-k indices (unchunked: under the ~2.7 GB budget), so the context stops at the last whole
+    # page of 64 under (room − 67,108,864) / 32,768 tokens: 62,976, and req_to_token is the largest item over
+    p = make_plan(mem_fraction_static=0.91)
+    padding = p.allocated_bytes - p.available_bytes
+    room = p.extras["slack_bytes"] - 8_594_161_680 - 2_684_354_560 - padding - 67_108_864
+    assert room // 32_768 // 64 * 64 == 62_976
+    w = _wall(p, "context", WorkspaceQuery(batch=1, ctx=8192))
+    assert (w.largest_fitting, w.breaks, w.limit) == (62_976, "workspace (req_to_token)", 1_048_576)
+
+
+def test_the_context_wall_stops_at_the_models_positions() -> None:
+    # Llama-3.1-8B: max_position_embeddings 131,072. With allow_long_context (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_
+    # LEN) SGLang would start past it, but the wall searches the model's own positions only: one request of
+    # 131,072 tokens fits the pool (millions of tokens at tp 8), and nothing breaks within them
+    p = make_plan(model="llama-3.1-8b", allow_long_context="true")
+    w = _wall(p, "context", WorkspaceQuery(batch=1, ctx=1024))
+    assert (w.largest_fitting, w.breaks, w.limit) == (131_072, "", 131_072)
+
+
+def test_a_tie_between_the_phases_names_the_decode_phase() -> None:
+    # GLM-5.3 on SGLang with 7 MTP draft tokens, context_length 2,048, 256 running requests, no CUDA graphs and
+    # mem_fraction_static 0.9998 (a ~30 MB slack): 256 requests of 2,048 tokens.
+    #   prefill: min(chunk 8,192, 2,048) = 2,048 rows × 2,048 keys (4,194,304 elements, under the 8,000,000 that ask
+    #     for the budget: one chunk) × 4 B = 16,777,216 B, + 2,048 × 2,048 × 4 B top-k = 33,554,432 B
+    #   decode: 256 × (1 + 7) = 2,048 rows × 2,048 keys (a whole 256-column row) × 4 B + the same top-k: 33,554,432 B
+    # The phases tie, and with req_to_token (257 × (2,048 + extra) × 4 B ≈ 2.2 MB) and the padding they overfill the
+    # slack. Either phase alone does; kvplan names the decode phase, the one SGLang does not budget (no smaller
+    # chunk shrinks it), and its largest item, the decode logits (listed before the equal top-k)
+    p = make_plan(
+        mem_fraction_static=0.9998,
+        disable_cuda_graph="true",
+        context_length=2048,
+        max_running_requests=256,
+        speculative_num_draft_tokens=7,
+    )
+    q = WorkspaceQuery(batch=256, ctx=2048)
+    ws = workspace(p, q)
+    assert ws.phase_bytes("prefill") == ws.phase_bytes("decode") == 33_554_432
+    assert ws.pool_fits and not ws.fits
+    for w in walls(p, q):
+        assert (w.largest_fitting, w.breaks) == (-1, "workspace (decode logits)")
