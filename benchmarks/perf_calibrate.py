@@ -35,8 +35,8 @@ from kvplan.models.deploy import Deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
 from kvplan.perf.peaks import Peaks, peaks_of
-from kvplan.perf.predict import _quant, token_budget
-from kvplan.perf.sched import closed_loop
+from kvplan.perf.predict import _quant, rank_budget
+from kvplan.perf.sched import WAVES, closed_loop
 from kvplan.perf.shape import StepShape, step_shape, weight_bytes_per_gpu
 from kvplan.perf.step import parts
 
@@ -81,6 +81,8 @@ class Row:
     tpot_ms: float
     arrays: dict[str, np.ndarray]
     sched: object
+    waves: tuple[dict[str, np.ndarray], object] | None = None
+    """The same loop with the clients in waves (an engine that keeps them, kvplan.perf.sched.WAVES), else None."""
 
 
 def _arrays(
@@ -134,18 +136,23 @@ def load(path: str) -> list[Row]:
             cap, pool, budget = engine_plan(x, name, split, quant, moe)
             pool, budget = pool if POOL else 0, BUDGET if FIXED_BUDGET else budget
             pool = pool if isl + osl <= pool // dp else 0  # DP attention: a rank's scheduler, budget and pool each
-            sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc,
-                                cap=max(min(cap * dp, conc), 1), budget=budget * dp, num_prompts=PROMPTS_PER_CLIENT
-                                * conc, warmup=conc, steady=STEADY, pool=pool)  # fmt: skip
             nodes = -(-tp * dp // 8)  # 8 GPUs a node (DGX / HGX H200 and B200)
-            priced[key] = (_arrays(shape, split, quant, moe, peaks, sched, nodes), sched)
-        arrays, sched = priced[key]
+            loops = []
+            for waves in (False, True) if STEADY and WAVES[x["backend"]] else (False,):
+                sched = closed_loop(engine=x["backend"], isl=isl, osl=osl, concurrency=conc,
+                                    cap=max(min(cap * dp, conc), 1), budget=budget * dp,
+                                    num_prompts=PROMPTS_PER_CLIENT * conc, warmup=conc, steady=STEADY, waves=waves,
+                                    pool=pool)  # fmt: skip
+                loops.append((_arrays(shape, split, quant, moe, peaks, sched, nodes), sched))
+            priced[key] = (loops[0], loops[1] if len(loops) > 1 else None)
+        (arrays, sched), waves_loop = priced[key]
         src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"
         rows.append(Row(id=x["id"], key=(peaks.gpu_class, x["backend"], "mla" if mla else "gqa"),
                         group=f"{name} {x['system'][:4]} {x['backend']} {ver}", train=src == TRAIN_SOURCE,
                         isl=isl, osl=osl, concurrency=conc, gpus=tp * dp, ttft_ms=float(x["silicon_ttft_ms"]),
-                        tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched))  # fmt: skip
+                        tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched,
+                        waves=waves_loop))  # fmt: skip
     return rows
 
 
@@ -177,7 +184,7 @@ def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str
         plan = plan_pool(arch, dep)
         pool = plan.usable_tokens * max(plan.deployment.dp_attention, 1)
         cap = plan.max_running_requests if pool else 1 << 30  # no pool: the concurrency caps the running set
-        _PLANS[key] = (max(cap, 1), pool, token_budget(plan)[1])
+        _PLANS[key] = (max(cap, 1), pool, rank_budget(plan))
     return _PLANS[key]
 
 
@@ -190,9 +197,9 @@ def _row_weights(arch: ModelArch, dep: Deployment, split: Split, quant: str, moe
     return max(planned - was + now, 1)
 
 
-def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
-    """(TTFT ms median, TPOT ms median, output tok/s per GPU) of row r under coefficients c."""
-    a = r.arrays
+def _per_request(arrays: dict[str, np.ndarray], sched: object, osl: int, c: dict[str, float]) -> list[np.ndarray]:
+    """Sorted (TTFT, TPOT, e2e) in seconds of the measured requests of one loop under coefficients c."""
+    a = arrays
     t = np.full(len(a["ar:link"]), c["overhead_us"] * 1e-6)
     for name, eff in (
         ("dense GEMMs", c["gemm_eff"]),
@@ -204,12 +211,23 @@ def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
     t += a["ar:net"] / c["link_eff"] + a["ar:lat"] + a["idx:calls"] * c["indexer_us"] * 1e-6
     ends = np.concatenate(([0.0], np.cumsum(t)))
-    s = r.sched
-    ids = list(s.measured_ids)  # type: ignore[attr-defined]
-    arr, first, fin = (np.asarray(v)[ids] + 1 for v in (s.arrived, s.first, s.finished))  # type: ignore[attr-defined]
+    ids = list(sched.measured_ids)  # type: ignore[attr-defined]
+    arr, first, fin = (np.asarray(v)[ids] + 1 for v in (sched.arrived, sched.first, sched.finished))  # type: ignore[attr-defined]
     ttft = ends[first] - ends[arr] + c.get("request_us", 0.0) * 1e-6  # the latency outside the steps (coeffs.py)
-    tpot = (ends[fin] - ends[first]) / max(r.osl - 1, 1)
+    tpot = (ends[fin] - ends[first]) / max(osl - 1, 1)
     e2e = ends[fin] - ends[arr] + c.get("request_us", 0.0) * 1e-6
+    return [np.sort(ttft), np.sort(tpot), np.sort(e2e)]
+
+
+def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
+    """(TTFT ms median, TPOT ms median, output tok/s per GPU) of row r under coefficients c; a loop that can keep
+    waves blended by c's wave_share as kvplan.perf.sched.blend does (each quantile the share-weighted mean)."""
+    got = _per_request(r.arrays, r.sched, r.osl, c)
+    share = c.get("wave_share", 0.0) if r.waves else 0.0
+    if share and r.waves:
+        w = _per_request(r.waves[0], r.waves[1], r.osl, c)
+        got = [(1 - share) * x + share * y for x, y in zip(got, w, strict=True)]
+    ttft, tpot, e2e = got
     tput = r.concurrency * r.osl / float(np.mean(e2e)) / r.gpus  # Little's law, as measured_tput
     return float(np.median(ttft)) * 1e3, float(np.median(tpot)) * 1e3, tput
 
@@ -227,12 +245,13 @@ def loss(rows: list[Row], c: dict[str, float]) -> float:
 
 
 def fit(rows: list[Row]) -> dict[str, float]:
-    c = {**START, **FIXED}
+    start = {**START, "wave_share": 0.5} if any(r.waves for r in rows) else START  # only where the engine keeps waves
+    c = {**start, **FIXED}
     best = loss(rows, c)
     for _ in range(6):
-        for k in START:
+        for k in start:
             for f in (0.5, 0.7, 0.85, 1.18, 1.4, 2.0):
-                trial = {**c, k: min(c[k] * f, 1.0) if k.endswith("_eff") else c[k] * f}
+                trial = {**c, k: min(c[k] * f, 1.0) if k.endswith(("_eff", "_share")) else c[k] * f}
                 got = loss(rows, trial)
                 if got < best:
                     best, c = got, trial

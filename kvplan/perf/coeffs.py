@@ -37,6 +37,10 @@ class Coefficients:
     indexer_us: float = 0.0
     """The DSA indexer's fixed latency per indexer layer per step (its chain of small kernels, kvplan.perf.step):
     fitted on the DSA rows the row was fitted on; 0 for a row fitted without any."""
+    wave_share: float = 0.0
+    """The share of a closed loop's clients that arrive in waves rather than spread over a request's service
+    (kvplan.perf.sched.WAVES): fitted on SGLang rows, whose prefill-first policy re-synchronises each wave while the
+    clients' turnaround jitter spreads them; 0 for vLLM, which nothing re-synchronises."""
     fitted_on: str
     heldout_mape: tuple[float, float, float]
     """Held-out MAPE of TTFT, TPOT and throughput (fractions) on the rows the fit never saw."""
@@ -54,20 +58,20 @@ TABLE: tuple[Coefficients, ...] = (
     Coefficients(
         gpu_class="hopper", engine="sglang", versions=("0.5.9", "0.5.9"), family="mla",
         gemm_eff=0.6,
-        prefill_eff=0.0761, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=2380.0,
-        request_us=195000.0, indexer_us=129.0,
+        prefill_eff=0.211, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        request_us=161000.0, indexer_us=93.1, wave_share=0.206,
         fitted_on="30 rows of source_file=2026-03-25.csv: DeepSeek-R1 H200 SGLang 0.5.9 (15), GLM-5 H200 SGLang"
         " glm5-hopper (15)",
-        heldout_mape=(0.253, 0.127, 0.123),
+        heldout_mape=(0.186, 0.079, 0.095),
     ),
     Coefficients(
         gpu_class="blackwell", engine="sglang", versions=("0.5.6", "0.5.9"), family="mla",
-        gemm_eff=0.207,
-        prefill_eff=0.0898, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=3320.0,
-        request_us=383000.0, indexer_us=129.0,
+        gemm_eff=0.152,
+        prefill_eff=0.152, attention_eff=1.0, mem_eff=0.679, link_eff=0.7, comm_us=8.0, overhead_us=4650.0,
+        request_us=166000.0, indexer_us=109.0, wave_share=0.489,
         fitted_on="75 rows of source_file=2026-03-25.csv: DeepSeek-R1 B200 SGLang 0.5.6 / 0.5.9, GLM-5 B200 SGLang"
         " nightly-dev",
-        heldout_mape=(0.597, 0.17, 0.285),
+        heldout_mape=(0.421, 0.158, 0.248),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.16.0", "0.16.0"), family="mla",
@@ -104,11 +108,11 @@ TABLE: tuple[Coefficients, ...] = (
 )  # fmt: skip
 """benchmarks/perf_calibrate.py's fit (AIConfigurator 0.12.0 silicon_sample.csv, Apache-2.0), on the rows of
 ``source_file=2026-03-25.csv`` only, the closed loop priced in its steady state (kvplan.perf.sched) with
-``request_us`` and the DSA rows' ``indexer_us`` fitted beside the efficiencies, each row's steps priced with the
-token budget and running cap of kvplan's own plan for the row's deployment. ``heldout_mape`` is the script's "per
-coefficient row" line: the row-weighted mean of its held-out lines that used the row (every other source:
-2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files). The GQA rows' held-out error is dominated by
-Llama-3.1, a family none of them was fitted on: their bands are wide on purpose."""
+``request_us``, the DSA rows' ``indexer_us`` and the SGLang rows' ``wave_share`` fitted beside the efficiencies,
+each row's steps priced with the token budget and running cap of kvplan's own plan for the row's deployment.
+``heldout_mape`` is the script's "per coefficient row" line: the row-weighted mean of its held-out lines that used
+the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files). The GQA rows' held-out
+error is dominated by Llama-3.1, a family none of them was fitted on: their bands are wide on purpose."""
 
 
 def family_of(kinds: tuple[str, ...]) -> str:

@@ -16,7 +16,16 @@ from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
 from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
 from kvplan.perf.peaks import peaks_of
-from kvplan.perf.sched import TURNAROUND_STEPS, Timings, closed_loop, timings, with_request_latency
+from kvplan.perf.sched import (
+    TURNAROUND_STEPS,
+    WAVES,
+    Schedule,
+    Timings,
+    blend,
+    closed_loop,
+    timings,
+    with_request_latency,
+)
 from kvplan.perf.shape import step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import Batch, parts, step_seconds
@@ -136,6 +145,14 @@ def token_budget(plan: PoolPlan) -> tuple[str, int, str]:
     return knob, int(k.value) if isinstance(k.value, int) and k.value > 0 else 8192, k.origin
 
 
+def rank_budget(plan: PoolPlan) -> int:
+    """Tokens one DP-attention rank schedules a step. vLLM's max_num_batched_tokens is each EngineCore's own;
+    SGLang divides chunked_prefill_size among its ranks (``server_args._handle_data_parallelism``:
+    ``chunked_prefill_size // dp_size``, "to avoid MoE kernel issues"), so its ranks together take the knob's value."""
+    budget, dp = token_budget(plan)[1], max(plan.deployment.dp_attention, 1)
+    return max(budget // dp, 1) if plan.engine == "sglang" else budget
+
+
 @dataclass(frozen=True)
 class Ran:
     """What a loop ran: its peak running set, its requests and the preemptions the pool forced."""
@@ -168,25 +185,44 @@ class Load:
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
     ranks: int = 1
     """DP-attention ranks: each schedules its own requests with its own running cap and token budget."""
+    wave_share: float = 0.0
+    """The coefficients' share of a closed loop's clients in waves (kvplan.perf.coeffs.Coefficients.wave_share)."""
 
 
 def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
     """(timings, output tok/s, what ran, how) of the closed loop in its steady state. Under DP attention every rank
     schedules its own requests with its own token budget (SGLang ``DataParallelController`` → one ``Scheduler`` a
-    rank; vLLM one ``EngineCore`` a rank): the loop's step takes ``ranks`` × the budget."""
+    rank; vLLM one ``EngineCore`` a rank): the loop's step takes ``ranks`` × the budget. An engine that keeps waves
+    (sched.WAVES) runs the loop both ways and blends them by the coefficients' ``wave_share``."""
     n = PROMPTS_PER_CLIENT * concurrency
-    s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap * ld.ranks,
-                    budget=ld.budget * ld.ranks, num_prompts=n, warmup=concurrency, steady=True, spec=ld.spec,
-                    pool=ld.pool)  # fmt: skip
-    t = with_request_latency(timings(s, [price(b) for b in s.steps], ld.osl), ld.request_s)
+    share = ld.wave_share if WAVES[ld.engine] else 0.0
+
+    def loop(waves: bool) -> tuple[Schedule, Timings]:
+        s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap * ld.ranks,
+                        budget=ld.budget * ld.ranks, num_prompts=n, warmup=concurrency, steady=True, waves=waves,
+                        spec=ld.spec, pool=ld.pool)  # fmt: skip
+        return s, timings(s, [price(b) for b in s.steps], ld.osl)
+
+    s, t = loop(False)
+    ran = Ran(s.peak_running, n, s.preemptions)
+    if share:
+        w, tw = loop(True)
+        t = blend(t, tw, share)
+        ran = Ran(max(s.peak_running, w.peak_running), n, max(s.preemptions, w.preemptions))
+    t = with_request_latency(t, ld.request_s)
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
     ranks = (f"; DP attention: {ld.ranks} ranks, each its own scheduler and budget of {ld.budget:,} tokens a step"
              f" ({ld.budget * ld.ranks:,} in all)" if ld.ranks > 1 else "")  # fmt: skip
+    phase = (f"the clients {1 - share:.0%} spread over a request's service, {share:.0%} in waves (SGLang prefills a"
+             " wave before decoding it; the share is the coefficients' fitted wave_share: each quantile the"
+             " share-weighted mean of the two loops'; the running set's peak and the preemptions the larger of the"
+             " two)" if share
+             else "the clients spread over a request's service")  # fmt: skip
     how = (f"closed loop: {concurrency} clients, each sending its next request of {ld.isl:,} + {ld.osl:,} tokens when"
            f" its last finishes (aiperf --concurrency, bench_serving --max-concurrency); steady state: {concurrency}"
-           f" warm-up requests, {n - concurrency} measured, clients spread over a request's service, a busy engine"
+           f" warm-up requests, {n - concurrency} measured, {phase}, a busy engine"
            f" seeing a new request {TURNAROUND_STEPS[ld.engine]} step(s) late{ranks}")  # fmt: skip
-    return t, out, Ran(s.peak_running, n, s.preemptions), how
+    return t, out, ran, how
 
 
 def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
@@ -299,7 +335,10 @@ def perf(
     dp = max(dep.dp_attention, 1)
     split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
     cap, cap_from = running_cap(plan, isl, osl)
-    knob, budget, budget_origin = token_budget(plan)
+    knob, knob_tokens, budget_origin = token_budget(plan)
+    budget = rank_budget(plan)
+    if budget != knob_tokens:
+        budget_origin += f"; ÷ {dp} DP ranks: server_args chunked_prefill_size // dp_size"
     quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
     family = family_of(tuple(g.kind for g in shape.attention))
     coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family)
@@ -321,7 +360,7 @@ def perf(
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
-              pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp)  # fmt: skip
+              pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp, wave_share=coeffs.wave_share)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     widen = 3.0 if borrowed else 1.5
     rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
@@ -340,7 +379,7 @@ def perf(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
         isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
         running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
-        budget_tokens=budget, budget_from=f"{knob} {budget:,} ({budget_origin})",
+        budget_tokens=budget, budget_from=f"{knob} {knob_tokens:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
         trace=trace.source if trace else None,

@@ -28,10 +28,20 @@ from kvplan.perf.step import Batch
 # What is measured: the steady state, as the public measurements were taken. AIConfigurator's rows
 # (silicon_sample.csv) come from `aiperf profile --concurrency C` with `--warmup-request-count C` (2C in its
 # bench_run.sh), C × rounds measured requests of fixed lengths (ISL / OSL stddev 0, ignore_eos; its generator's
-# sflow.py and benchmark/bench_run.sh.j2). After the first wave the clients have drifted apart, so a measured request
-# meets the others mid-decode, not in a burst: closed_loop(steady=True) spreads the clients' first requests over one
-# request's service, has a busy engine see a new request TURNAROUND_STEPS late, and keeps the clients sending until
-# the measured requests finish. TTFT and TPOT are per measured request (the caller takes median and p90).
+# sflow.py and benchmark/bench_run.sh.j2). closed_loop(steady=True) spreads the clients or, for the waves an engine
+# keeps (WAVES), starts them together; a busy engine sees a new request TURNAROUND_STEPS late, and the clients keep
+# sending until the measured requests finish. TTFT and TPOT are per measured request (the caller takes median and
+# p90).
+# Where the measured clients stand is the engine's doing, not the load's: aiperf starts every client at once, and
+# whether the waves then drift apart follows from how each engine interleaves prefill with decode (WAVES).
+WAVES = {"sglang": True, "vllm": False}
+"""Whether the engine can hold a closed loop's clients in waves. SGLang (``Scheduler.get_next_batch_to_run``, mixed
+chunks off): a wave's prefill batches all run before any of its requests decodes again, so requests of fixed
+lengths sent together finish at one step and the clients send together again, each wave a burst; the clients'
+turnaround jitter works against it, and the share that stays in waves is fitted (``Coefficients.wave_share``).
+vLLM V1 (``Scheduler.schedule``): a request decodes from the step after its first token, beside the others' prefill
+chunks, so it finishes as far after the others as it started; nothing re-synchronises the clients and they spread
+over a request's service."""
 TURNAROUND_STEPS = {"sglang": 2, "vllm": 1}
 """Steps a busy engine runs before it sees a request sent as the previous one's last token reached its client.
 vLLM V1 (``EngineCore.run_busy_loop``): new requests are taken between steps, so one sent while step s + 1 runs
@@ -114,15 +124,16 @@ class _Clients:
         self.arrived.append(after)
         self.first.append(-1)
         self.finished.append(-1)
-        self.pending.append((after + 1 + self.turnaround, _Req(len(self.arrived) - 1)))
+        self.pending.append((after + 1 + (self.turnaround if after >= 0 else 0), _Req(len(self.arrived) - 1)))
 
     def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
         """The requests the scheduler takes at the next step: those due, else (an idle engine) the next one sent."""
         s = len(steps)
         while self.starts and self.starts[0] < s:
             self.send(self.starts.pop(0))
-        if idle and self.pending and self.pending[0][0] > s:
-            self.pending[0] = (s, self.pending[0][1])
+        if idle and self.pending and self.pending[0][0] > s:  # an idle engine takes the head, and those sent with it
+            sent = self.arrived[self.pending[0][1].rid]
+            self.pending = deque((s, r) if self.arrived[r.rid] == sent else (due, r) for due, r in self.pending)
         if idle and not self.pending and self.starts:  # nothing runs until the next client starts: it starts now
             self.starts.pop(0)
             self.send(s - 1)
@@ -144,6 +155,7 @@ def closed_loop(
     num_prompts: int,
     warmup: int = 0,
     steady: bool = False,
+    waves: bool = False,
     spec: Acceptance | None = None,
     pool: int = 0,
 ) -> Schedule:
@@ -151,9 +163,10 @@ def closed_loop(
     clients; ``budget`` is the chunk (SGLang chunked_prefill_size) or token budget (vLLM max_num_batched_tokens).
 
     ``steady``: the state a benchmark measures after its warm-up (``warmup`` requests, not measured), not its first
-    burst: the clients' first requests spread evenly over one request's service (as they drift apart after the
-    first wave), each request seen ``TURNAROUND_STEPS`` late by a busy engine, and the clients sending on until
-    every measured request has finished. Without it every client sends at step -1 and the engine sees it at once.
+    burst: the clients' first requests spread evenly over one request's service (``waves``: all sent at once, the
+    waves SGLang keeps, ``WAVES``), each request seen ``TURNAROUND_STEPS`` late by a busy engine (an idle one takes
+    it and those sent with it at once), and the clients sending on until every measured request has finished.
+    Without it every client sends at step -1 and the engine sees it at once.
 
     ``spec`` (speculative decoding, kvplan.perf.spec): each decode step runs D tokens a request through the target
     and the draft and yields the acceptance length A, so a request decodes its osl − 1 tokens in ceil((osl − 1) / A)
@@ -165,7 +178,7 @@ def closed_loop(
         raise ValueError("isl, osl, concurrency, the running cap, the token budget and the prompts must be >= 1")
     cycle = -(-isl // budget) + _decode_steps(osl, spec)  # one request's steps when it runs alone
     n = min(concurrency, num_prompts)
-    starts = [i * cycle // n - 1 for i in range(n)] if steady else [-1] * n
+    starts = [i * cycle // n - 1 for i in range(n)] if steady and not waves else [-1] * n
     clients = _Clients(num_prompts=num_prompts, sustain=steady, turnaround=TURNAROUND_STEPS[engine] if steady else 0,
                        starts=starts, arrived=[], first=[], finished=[], pending=deque())  # fmt: skip
     if pool and isl + osl > pool:
@@ -245,6 +258,21 @@ def with_request_latency(t: Timings, seconds: float) -> Timings:
         return t
     return replace(t, ttft=tuple(x + seconds for x in t.ttft), e2e=tuple(x + seconds for x in t.e2e),
                    duration=t.duration + seconds)  # fmt: skip
+
+
+def blend(spread: Timings, waves: Timings, share: float) -> Timings:
+    """The figures of a loop whose clients are ``share`` in waves and the rest spread: each quantile of each
+    per-request figure (the measured requests of both, sorted) and the run's length and ITL are the share-weighted
+    mean of the two loops' (``Coefficients.wave_share``)."""
+    if not share:
+        return spread
+
+    def mix(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+        return tuple((1 - share) * x + share * y for x, y in zip(sorted(a), sorted(b), strict=True))
+
+    return Timings(ttft=mix(spread.ttft, waves.ttft), tpot=mix(spread.tpot, waves.tpot), e2e=mix(spread.e2e, waves.e2e),
+                   duration=(1 - share) * spread.duration + share * waves.duration,
+                   itl_median=(1 - share) * spread.itl_median + share * waves.itl_median)  # fmt: skip
 
 
 def _weighted_median(gaps: list[tuple[float, int]]) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch
-from kvplan.perf.predict import Band, PerfResult, perf, token_budget
+from kvplan.perf.predict import Band, PerfResult, perf, rank_budget, token_budget
 from kvplan.plan.transfer import transfer
 
 MET, AT_ESTIMATE, INSIDE_BAND, MISSED = "met", "met at the estimate only", "met only inside the band", "missed"
@@ -160,7 +160,7 @@ def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
         spec.cache[key] = r
     suffix = "_p90" if spec.at == "p90" else ""
     terms = []
-    hand = hand_off_band(plan, spec.isl, spec.link, token_budget(plan)[1]) if spec.side == "prefill" else None
+    hand = hand_off_band(plan, spec.isl, spec.link, rank_budget(plan)) if spec.side == "prefill" else None
     if spec.ttft_us and spec.side != "decode":
         got = r.us["ttft" + suffix]
         if hand is not None:

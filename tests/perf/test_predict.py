@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import perf
+from kvplan.perf.predict import Load, _closed, perf
 
 
 def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
@@ -40,3 +40,26 @@ def test_a_request_must_fit_one_dp_rank_pool() -> None:
     assert r.peak_running == 1  # one client: one rank runs it, the other seven idle
     with pytest.raises(ValueError, match=f"larger than one DP rank's pool \\({rank:,} tokens\\)"):
         perf(plan.arch, plan, isl=rank - 63, osl=64, concurrency=1)
+
+
+def test_sglang_blends_its_waves_by_the_wave_share_and_vllm_never_does() -> None:
+    # 2 clients of 10 + 5 tokens, a budget of 10, every step 1 s; 6 requests, the first 2 a warm-up
+    # spread (share 0): SGLang sees a request sent after step s at s + 3 while busy (event_loop_overlap), so each
+    # measured TTFT is 3 s (two steps' wait, its own prefill); the other client's prefill batch stops its 4 decodes
+    # once (get_next_batch_to_run: prefill first): TPOT (4 + 1) / 4 = 1.25 s, e2e 3 + 5 = 8 s
+    # waves (share 1): both clients send when their wave ends together and the idle engine takes both; the budget
+    # prefills one a step: TTFT 1 and 2 s; both decode 4 steps after the second prefill: TPOT 5 / 4 = 1.25 and
+    # 4 / 4 = 1.0 s, e2e 2 + 4 = 6 s
+    def run(engine: str, share: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], str]:
+        ld = Load(engine=engine, isl=10, osl=5, cap=2, budget=10, spec=None, wave_share=share)
+        t, _, _, how = _closed(ld, 2, lambda _b: 1.0)
+        return tuple(sorted(t.ttft)), tuple(sorted(t.tpot)), tuple(sorted(t.e2e)), how
+
+    assert run("sglang", 0.0)[:3] == ((3.0,) * 4, (1.25,) * 4, (8.0,) * 4)
+    assert run("sglang", 1.0)[:3] == ((1.0, 1.0, 2.0, 2.0), (1.0, 1.0, 1.25, 1.25), (6.0,) * 4)
+    # half in waves: each sorted figure the mean of the two (kvplan.perf.sched.blend), said on the load's line
+    half = run("sglang", 0.5)
+    assert half[:3] == ((2.0, 2.0, 2.5, 2.5), (1.125, 1.125, 1.25, 1.25), (7.0,) * 4)
+    assert "50% spread over a request's service, 50% in waves" in half[3]
+    # vLLM decodes each request beside the others' prefills: nothing keeps waves (sched.WAVES), the share is unused
+    assert run("vllm", 0.5) == run("vllm", 0.0) and "in waves" not in run("vllm", 0.5)[3]

@@ -1,6 +1,6 @@
-"""kvplan.perf.predict under DP attention: every rank schedules its own requests with its own token budget (SGLang
-``DataParallelController`` sends requests round robin to one ``Scheduler`` a rank; vLLM runs one ``EngineCore`` a
-rank), so a step of the whole deployment takes ranks × the budget."""
+"""kvplan.perf.predict under DP attention: every rank schedules its own requests (SGLang ``DataParallelController``
+sends requests round robin to one ``Scheduler`` a rank; vLLM runs one ``EngineCore`` a rank). What one rank may
+prefill a step differs: SGLang divides its chunk among the ranks, vLLM gives each rank the whole budget."""
 
 from __future__ import annotations
 
@@ -8,14 +8,23 @@ from kvplan.cli._common import load_plan
 from kvplan.perf.predict import perf
 
 
-def test_eight_dp_ranks_prefill_eight_budgets_a_step() -> None:
+def test_sglang_divides_its_chunk_among_eight_dp_ranks() -> None:
     plan = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8"])
-    # SGLang on H200: chunked_prefill_size 8,192 a rank (r.budget_tokens); 8 ranks → 65,536 tokens a step in all
+    # SGLang on H200 (143,771 MiB): chunked_prefill_size 8,192 by default; server_args._handle_data_parallelism
+    # sets chunked_prefill_size //= dp_size under DP attention ("adjusted ... to avoid MoE kernel issues"):
+    # 8,192 // 8 = 1,024 tokens a rank, 8 × 1,024 = 8,192 a step in all
     r = perf(plan.arch, plan, isl=8192, osl=64, concurrency=16)
-    assert r.budget_tokens == 8192
+    assert r.budget_tokens == 1024
+    assert "÷ 8 DP ranks" in r.budget_from and r.budget_from.startswith("chunked_prefill_size 8,192")
+    assert any("8 ranks, each its own scheduler and budget of 1,024 tokens a step (8,192 in all)" in a
+               for a in r.assumptions)  # fmt: skip
+
+
+def test_vllm_gives_each_dp_rank_its_whole_budget() -> None:
+    plan = load_plan(None, "glm-5.3-8xh200-vllm", ["dp_attention=8"])
+    # vLLM: each DP rank is an EngineCore with its own SchedulerConfig.max_num_batched_tokens (8,192 by default on
+    # this GPU), nothing divided: 8 × 8,192 = 65,536 tokens a step in all
+    r = perf(plan.arch, plan, isl=8192, osl=64, concurrency=16)
+    assert r.budget_tokens == 8192 and "DP ranks" not in r.budget_from
     assert any("8 ranks, each its own scheduler and budget of 8,192 tokens a step (65,536 in all)" in a
                for a in r.assumptions)  # fmt: skip
-    # 16 clients of 8,192 tokens: 8 prompts a step, so a request waits at most one other prefill step for its own,
-    # where one scheduler's 8,192 tokens a step would queue the 16th behind 15 prefills
-    one = perf(plan.arch, load_plan(None, "glm-5.3-8xh200-sglang", []), isl=8192, osl=64, concurrency=16)
-    assert r.us["ttft_p90"].value < one.us["ttft_p90"].value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.sched import closed_loop, timings, with_request_latency
+from kvplan.perf.sched import Timings, blend, closed_loop, timings, with_request_latency
 from kvplan.perf.step import Batch
 
 
@@ -83,7 +83,7 @@ def test_steady_state_staggers_the_clients_and_a_busy_vllm_sees_a_request_a_step
     assert t.ttft == (2.0, 2.0) and t.tpot == (1.0, 1.0)
 
 
-def test_steady_sglang_sees_a_request_two_steps_late_unless_idle() -> None:
+def test_steady_sglang_sees_a_request_two_steps_late_unless_idle_and_can_keep_waves() -> None:
     # one client: the engine is idle whenever the client sends, so each request starts at once (no turnaround):
     # r0 prefills at step 0, decodes at 1 (finishing, osl 2); r1 sent after step 1 is prefilled at step 2
     s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=1, cap=1, budget=100, num_prompts=2, warmup=1,
@@ -99,6 +99,20 @@ def test_steady_sglang_sees_a_request_two_steps_late_unless_idle() -> None:
                     steady=True)  # fmt: skip
     assert s.arrived[:2] == (-1, 1) and s.first[:2] == (0, 4)
     assert [b.prefill_tokens for b in s.steps[:5]] == [10, 0, 0, 0, 10]
+    # the same clients in waves (waves=True, sched.WAVES: SGLang can keep them): aiperf sends both at once and the
+    # idle engine takes both at step 0, one prefill batch of 20 (budget 100); both decode at steps 1-4 and finish
+    # at step 4; both clients send after step 4 and the idle engine takes the two together at step 5
+    s = closed_loop(engine="sglang", isl=10, osl=5, concurrency=2, cap=2, budget=100, num_prompts=4, warmup=2,
+                    steady=True, waves=True)  # fmt: skip
+    assert (s.arrived[:4], s.first[:4], s.finished[:4]) == ((-1, -1, 4, 4), (0, 0, 5, 5), (4, 4, 9, 9))
+    assert [b.prefill_tokens for b in s.steps[:6]] == [20, 0, 0, 0, 0, 20]
+    # a wave over two chunks (budget 10): get_next_batch_to_run runs r1's prefill batch (step 1) before any decode,
+    # so r0, whose first token came at step 0, waits and both decode at steps 2-5: the two finish together at step 5
+    # and the next wave is a burst again (prefills at steps 6 and 7)
+    s = closed_loop(engine="sglang", isl=10, osl=5, concurrency=2, cap=2, budget=10, num_prompts=4, warmup=2,
+                    steady=True, waves=True)  # fmt: skip
+    assert (s.first[:4], s.finished[:4]) == ((0, 1, 6, 7), (5, 5, 11, 11))
+    assert [b.decode_requests for b in s.steps[:8]] == [0, 0, 2, 2, 2, 2, 0, 0]
 
 
 def test_the_readme_case_prefills_one_request_at_a_time_once_steady() -> None:
@@ -122,3 +136,14 @@ def test_a_request_latency_outside_the_steps_adds_to_ttft_and_e2e_only() -> None
     s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=2, cap=1, budget=100, num_prompts=2)
     t = with_request_latency(timings(s, [1.0, 0.5, 1.0, 0.5], osl=2), 0.25)
     assert t.ttft == (1.25, 2.75) and t.tpot == (0.5, 0.5) and t.e2e == (1.75, 3.25) and t.duration == 3.25
+
+
+def test_blend_mixes_each_quantile_by_the_wave_share() -> None:
+    # a quarter of the clients in waves: each sorted figure is 0.75 × the spread loop's + 0.25 × the waves' (TTFT
+    # 1, 3 spread and 5, 9 in waves: 0.75 + 1.25 = 2.0 and 2.25 + 2.25 = 4.5); share 0 is the spread loop itself
+    spread = Timings(ttft=(3.0, 1.0), tpot=(1.0, 1.0), e2e=(4.0, 2.0), duration=10.0, itl_median=1.0)
+    waves = Timings(ttft=(5.0, 9.0), tpot=(2.0, 2.0), e2e=(6.0, 10.0), duration=14.0, itl_median=2.0)
+    t = blend(spread, waves, 0.25)
+    assert t.ttft == (2.0, 4.5) and t.tpot == (1.25, 1.25) and t.e2e == (3.0, 5.5)
+    assert (t.duration, t.itl_median) == (11.0, 1.25)
+    assert blend(spread, waves, 0.0) is spread
