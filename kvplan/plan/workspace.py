@@ -256,8 +256,12 @@ def _vllm_items(p: PoolPlan, batch: int, draft: int, ctx: int, chunk: int) -> tu
             "prefill logits",
             min(prefill_rows, rows_per_chunk) * ctx * LOGITS_BYTES_PER_ELEM,
             "prefill",
-            f"capped at 512 MiB: {rows_per_chunk:,} rows of {ctx:,} keys a chunk, "
-            f"{cdiv(prefill_rows, rows_per_chunk):,} chunks for {prefill_rows:,} rows",
+            (
+                f"capped at 512 MiB: {rows_per_chunk:,} rows of {ctx:,} keys a chunk, "
+                if ctx * LOGITS_BYTES_PER_ELEM <= VLLM_MAX_LOGITS_BYTES
+                else f"one row of {ctx:,} keys a chunk, past the 512 MiB cap (split_indexer_prefill_chunks: >= 1), "
+            )
+            + f"{cdiv(prefill_rows, rows_per_chunk):,} chunks for {prefill_rows:,} rows",
         ),
     ]
     if not p.arch.has_indexer:  # no top-k buffers, indexer prefill buffer or indexer logits without an indexer

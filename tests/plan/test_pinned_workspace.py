@@ -311,8 +311,12 @@ def test_vllm_scores_at_least_one_row_a_chunk() -> None:
     logits = _items(make_plan("glm-5.3-8xh200-vllm"), WorkspaceQuery(batch=1, ctx=1 << 28))["prefill logits"]
     assert (logits.bytes, logits.detail) == (
         1_073_741_824,
-        "capped at 512 MiB: 1 rows of 268,435,456 keys a chunk, 8,192 chunks for 8,192 rows",
+        "one row of 268,435,456 keys a chunk, past the 512 MiB cap (split_indexer_prefill_chunks: >= 1), 8,192 chunks"
+        " for 8,192 rows",
     )
+    # 2^27 keys × 4 B = 512 MiB a row, exactly the cap: 512 MiB // (4 × 2^27) = 1 row a chunk, within it
+    logits = _items(make_plan("glm-5.3-8xh200-vllm"), WorkspaceQuery(batch=1, ctx=1 << 27))["prefill logits"]
+    assert logits.detail.startswith("capped at 512 MiB: 1 rows of 134,217,728 keys a chunk")
 
 
 def test_default_context_of_one_page_each_and_of_no_whole_block() -> None:
