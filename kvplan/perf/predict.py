@@ -81,6 +81,10 @@ class PerfResult:
     """vLLM preemptions / SGLang retractions over the whole run (kvplan.perf.engine)."""
     trace: str | None = None
     """--trace: the trace and how it was read (isl / osl are then its means); None for the other loads."""
+    heldout: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """The held-out MAPE of TTFT, TPOT, throughput the bands were built from (Coefficients.mape_for)."""
+    heldout_of: str = ""
+    """Which models that error was measured on."""
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -363,7 +367,8 @@ def perf(
               pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp, wave_share=coeffs.wave_share)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     widen = 3.0 if borrowed else 1.5
-    rel = (widen * coeffs.heldout_mape[0], widen * coeffs.heldout_mape[1], widen * coeffs.heldout_mape[2])
+    mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
+    rel = (widen * mape[0], widen * mape[1], widen * mape[2])
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
     us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (
@@ -382,5 +387,5 @@ def perf(
         budget_tokens=budget, budget_from=f"{knob} {knob_tokens:,} ({budget_origin})",
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
-        trace=trace.source if trace else None,
+        trace=trace.source if trace else None, heldout=mape, heldout_of=mape_of,
     )  # fmt: skip
