@@ -129,8 +129,8 @@ TABLE: tuple[Coefficients, ...] = (
 ``request_us``, the DSA rows' ``indexer_us`` and the SGLang rows' ``wave_share`` fitted beside the efficiencies,
 each row's steps priced with the token budget and running cap of kvplan's own plan for the row's deployment.
 ``heldout_mape`` is the script's "per coefficient row" line: the row-weighted mean of its held-out lines that used
-the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files). The GQA rows' held-out
-error is dominated by Llama-3.1, a family none of them was fitted on: their bands are wide on purpose."""
+the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files), over its MoE groups;
+``dense_mape`` the next line's, over the dense groups (Llama-3.1, a family no row was fitted on: wide on purpose)."""
 
 
 def family_of(kinds: tuple[str, ...]) -> str:
