@@ -199,7 +199,7 @@ def _row_weights(arch: ModelArch, dep: Deployment, split: Split, quant: str, moe
     return max(planned - was + now, 1)
 
 
-def _per_request(arrays: dict[str, np.ndarray], sched: object, osl: int, c: dict[str, float]) -> list[np.ndarray]:
+def _per_request(arrays: dict[str, np.ndarray], sched: object, r: Row, c: dict[str, float]) -> list[np.ndarray]:
     """Sorted (TTFT, TPOT, e2e) in seconds of the measured requests of one loop under coefficients c."""
     a = arrays
     t = np.full(len(a["ar:link"]), c["overhead_us"] * 1e-6)
@@ -215,19 +215,20 @@ def _per_request(arrays: dict[str, np.ndarray], sched: object, osl: int, c: dict
     ends = np.concatenate(([0.0], np.cumsum(t)))
     ids = list(sched.measured_ids)  # type: ignore[attr-defined]
     arr, first, fin = (np.asarray(v)[ids] + 1 for v in (sched.arrived, sched.first, sched.finished))  # type: ignore[attr-defined]
-    ttft = ends[first] - ends[arr] + c.get("request_us", 0.0) * 1e-6  # the latency outside the steps (coeffs.py)
-    tpot = (ends[fin] - ends[first]) / max(osl - 1, 1)
-    e2e = ends[fin] - ends[arr] + c.get("request_us", 0.0) * 1e-6
+    outside = (c.get("request_us", 0.0) + c.get("client_us", 0.0) * r.concurrency) * 1e-6  # coeffs.py
+    ttft = ends[first] - ends[arr] + outside
+    tpot = (ends[fin] - ends[first]) / max(r.osl - 1, 1)
+    e2e = ends[fin] - ends[arr] + outside
     return [np.sort(ttft), np.sort(tpot), np.sort(e2e)]
 
 
 def predict(r: Row, c: dict[str, float]) -> tuple[float, float, float]:
     """(TTFT ms median, TPOT ms median, output tok/s per GPU) of row r under coefficients c; a loop that can keep
     waves blended by c's wave_share as kvplan.perf.sched.blend does (each quantile the share-weighted mean)."""
-    got = _per_request(r.arrays, r.sched, r.osl, c)
+    got = _per_request(r.arrays, r.sched, r, c)
     share = c.get("wave_share", 0.0) if r.waves else 0.0
     if share and r.waves:
-        w = _per_request(r.waves[0], r.waves[1], r.osl, c)
+        w = _per_request(r.waves[0], r.waves[1], r, c)
         got = [(1 - share) * x + share * y for x, y in zip(got, w, strict=True)]
     ttft, tpot, e2e = got
     tput = r.concurrency * r.osl / float(np.mean(e2e)) / r.gpus  # Little's law, as measured_tput
@@ -248,6 +249,8 @@ def loss(rows: list[Row], c: dict[str, float]) -> float:
 
 def fit(rows: list[Row]) -> dict[str, float]:
     start = {**START, "wave_share": 0.5} if any(r.waves for r in rows) else START  # only where the engine keeps waves
+    if rows and rows[0].key[1] == "vllm":  # its API server streams every request in one loop (coeffs.client_us)
+        start = {**start, "client_us": 200.0}
     c = {**start, **FIXED}
     best = loss(rows, c)
     for _ in range(6):

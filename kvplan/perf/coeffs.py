@@ -37,6 +37,12 @@ class Coefficients:
     indexer_us: float = 0.0
     """The DSA indexer's fixed latency per indexer layer per step (its chain of small kernels, kvplan.perf.step):
     fitted on the DSA rows the row was fitted on; 0 for a row fitted without any."""
+    client_us: float = 0.0
+    """vLLM: a request's further latency before its first token per request in flight (the closed loop's clients;
+    an open loop's or a trace's peak running set). vLLM V1's API server detokenizes and streams every request's
+    tokens each step in its own event loop (``AsyncLLM`` → ``OutputProcessor.process_outputs``), so a new request's
+    turn waits behind the others' streams: fitted on the vLLM rows; 0 for SGLang, whose ``DetokenizerManager`` is a
+    process of its own."""
     wave_share: float = 0.0
     """The share of a closed loop's clients that arrive in waves rather than spread over a request's service
     (kvplan.perf.sched.WAVES): fitted on SGLang rows, whose prefill-first policy re-synchronises each wave while the
@@ -85,52 +91,53 @@ TABLE: tuple[Coefficients, ...] = (
         fitted_on="75 rows of source_file=2026-03-25.csv: DeepSeek-R1 B200 SGLang 0.5.6 / 0.5.9, GLM-5 B200 SGLang"
         " nightly-dev",
         heldout_mape=(0.421, 0.158, 0.248),
-        dense_mape=(1.139, 1.602, 0.429),
+        dense_mape=(1.139, 1.418, 0.41),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.16.0", "0.16.0"), family="mla",
-        gemm_eff=0.411,
-        prefill_eff=0.211, attention_eff=0.383, mem_eff=0.561, link_eff=0.7, comm_us=8.0, overhead_us=5620.0,
-        request_us=161000.0,
+        gemm_eff=1.0,
+        prefill_eff=0.293, attention_eff=0.0812, mem_eff=0.577, link_eff=0.7, comm_us=8.0, overhead_us=6640.0,
+        request_us=80500.0, client_us=3590.0,
         fitted_on="15 rows of source_file=2026-03-25.csv: Kimi-K2.5 H200 vLLM 0.16.0 (int4)",
-        heldout_mape=(0.293, 0.058, 0.052),
-        dense_mape=(1.139, 1.602, 0.429),
+        heldout_mape=(0.144, 0.056, 0.047),
+        dense_mape=(1.139, 1.418, 0.41),
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.17.0"), family="mla",
-        gemm_eff=0.0522,
-        prefill_eff=0.0733, attention_eff=1.0, mem_eff=0.785, link_eff=0.7, comm_us=8.0, overhead_us=6640.0,
-        request_us=137000.0,
+        gemm_eff=0.0444,
+        prefill_eff=0.0873, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=7870.0,
+        request_us=97500.0, client_us=2120.0,
         fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 / 0.17.0",
-        heldout_mape=(0.312, 0.203, 0.258),
-        dense_mape=(1.139, 1.602, 0.429),
+        heldout_mape=(0.24, 0.191, 0.236),
+        dense_mape=(1.139, 1.418, 0.41),
     ),
     Coefficients(
         gpu_class="hopper", engine="vllm", versions=("0.18.0", "0.18.0"), family="gqa",
-        gemm_eff=0.144,
-        prefill_eff=0.105, attention_eff=0.394, mem_eff=0.578, link_eff=0.7, comm_us=8.0, overhead_us=2380.0,
-        request_us=36100.0,
+        gemm_eff=1.0,
+        prefill_eff=0.125, attention_eff=0.166, mem_eff=0.575, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        request_us=20900.0, client_us=1790.0,
         fitted_on="15 rows of source_file=2026-03-25.csv: gpt-oss-120b H200 vLLM 0.18.0",
-        heldout_mape=(0.282, 0.14, 0.173),
-        dense_mape=(0.971, 1.602, 0.429),
+        heldout_mape=(0.25, 0.141, 0.174),
+        dense_mape=(1.035, 1.418, 0.41),
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.15.1"), family="gqa",
-        gemm_eff=0.175,
-        prefill_eff=0.147, attention_eff=0.166, mem_eff=0.945, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
-        request_us=50000.0,
+        gemm_eff=1.0,
+        prefill_eff=0.106, attention_eff=0.166, mem_eff=0.945, link_eff=0.7, comm_us=8.0, overhead_us=2370.0,
+        request_us=20700.0, client_us=897.0,
         fitted_on="18 rows of source_file=2026-03-25.csv: gpt-oss-120b B200 vLLM 0.15.1",
-        heldout_mape=(0.404, 0.104, 0.109),
-        dense_mape=(0.41, 0.259, 0.288),
+        heldout_mape=(0.244, 0.113, 0.113),
+        dense_mape=(0.494, 0.304, 0.292),
     ),
 )  # fmt: skip
 """benchmarks/perf_calibrate.py's fit (AIConfigurator 0.12.0 silicon_sample.csv, Apache-2.0), on the rows of
 ``source_file=2026-03-25.csv`` only, the closed loop priced in its steady state (kvplan.perf.sched) with
-``request_us``, the DSA rows' ``indexer_us`` and the SGLang rows' ``wave_share`` fitted beside the efficiencies,
-each row's steps priced with the token budget and running cap of kvplan's own plan for the row's deployment.
-``heldout_mape`` is the script's "per coefficient row" line: the row-weighted mean of its held-out lines that used
-the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files), over its MoE groups;
-``dense_mape`` the next line's, over the dense groups (Llama-3.1, a family no row was fitted on: wide on purpose)."""
+``request_us``, the DSA rows' ``indexer_us``, the SGLang rows' ``wave_share`` and the vLLM rows' ``client_us``
+fitted beside the efficiencies, each row's steps priced with the token budget and running cap of kvplan's own plan
+for the row's deployment. ``heldout_mape`` is the script's "per coefficient row" line: the row-weighted mean of its
+held-out lines that used the row (every other source: 2026-04-06.csv, db-dump/2026-04-27, the gap-analysis files),
+over its MoE groups; ``dense_mape`` the next line's, over the dense groups (Llama-3.1, a family no row was fitted on:
+wide on purpose)."""
 
 
 def family_of(kinds: tuple[str, ...]) -> str:

@@ -187,10 +187,16 @@ class Load:
     """The KV pool's tokens (kvplan.perf.engine: admission and preemption against it)."""
     request_s: float = 0.0
     """The coefficients' per-request latency outside the steps (kvplan.perf.coeffs.Coefficients.request_us)."""
+    client_s: float = 0.0
+    """The coefficients' latency before a first token per request in flight (Coefficients.client_us)."""
     ranks: int = 1
     """DP-attention ranks: each schedules its own requests with its own running cap and token budget."""
     wave_share: float = 0.0
     """The coefficients' share of a closed loop's clients in waves (kvplan.perf.coeffs.Coefficients.wave_share)."""
+
+    def before_first(self, in_flight: int) -> float:
+        """Seconds each request waits outside the steps before its first token with ``in_flight`` requests."""
+        return self.request_s + self.client_s * in_flight
 
 
 def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
@@ -213,7 +219,7 @@ def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tupl
         w, tw = loop(True)
         t = blend(t, tw, share)
         ran = Ran(max(s.peak_running, w.peak_running), n, max(s.preemptions, w.preemptions))
-    t = with_request_latency(t, ld.request_s)
+    t = with_request_latency(t, ld.before_first(concurrency))
     out = concurrency * ld.osl / (sum(t.e2e) / len(t.e2e))  # Little's law: each client one request per e2e
     ranks = (f"; DP attention: {ld.ranks} ranks, each its own scheduler and budget of {ld.budget:,} tokens a step"
              f" ({ld.budget * ld.ranks:,} in all)" if ld.ranks > 1 else "")  # fmt: skip
@@ -234,7 +240,7 @@ def _open(ld: Load, rate: float, price: Callable[[Batch], float]) -> tuple[Timin
     n = RATE_PROMPTS
     s = open_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, rate_per_s=rate, num_prompts=n, cap=ld.cap,
                   budget=ld.budget, price=price, spec=ld.spec, pool=ld.pool)  # fmt: skip
-    t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
+    t = with_request_latency(open_timings(s, ld.osl), ld.before_first(s.peak_running))
     how = (f"open loop: {n} requests of {ld.isl:,} + {ld.osl:,} tokens arriving as a Poisson process at {rate:g}/s"
            f" (seed {SEED}; bench_serving / vllm bench serve --request-rate {rate:g}, burstiness 1.0), every request"
            " measured from its arrival; throughput over the whole run, drain included, as bench_serving reports"
@@ -249,7 +255,7 @@ def _thinking(
     n = PROMPTS_PER_CLIENT * clients
     s = thinking_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, clients=clients, think_s=think_s, num_prompts=n,
                       cap=ld.cap, budget=ld.budget, price=price, pool=ld.pool)  # fmt: skip
-    t = with_request_latency(open_timings(s, ld.osl), ld.request_s)
+    t = with_request_latency(open_timings(s, ld.osl), ld.before_first(clients))
     how = (f"closed loop with think time: {clients} clients, each sending its next request of {ld.isl:,} + {ld.osl:,}"
            f" tokens {think_s:,.3f} s after its last finishes, first requests spread over that time; {n} requests,"
            " every one measured")  # fmt: skip
@@ -283,7 +289,7 @@ def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tupl
     n = len(trace.arrivals)
     s = trace_loop(engine=ld.engine, arrivals=trace.arrivals, cap=ld.cap, budget=ld.budget, pool=ld.pool,
                    price=price, spec=ld.spec)  # fmt: skip
-    t = with_request_latency(trace_timings(s), ld.request_s)
+    t = with_request_latency(trace_timings(s), ld.before_first(s.peak_running))
     how = (
         f"trace: {trace.source}; {n:,} requests at their arrival times with their own lengths, every request"
         " measured from its arrival; throughput over the whole run (first arrival to last token); every input token"
@@ -364,7 +370,8 @@ def perf(
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
-              pool=pool, request_s=coeffs.request_us / 1e6, ranks=dp, wave_share=coeffs.wave_share)  # fmt: skip
+              pool=pool, request_s=coeffs.request_us / 1e6, client_s=coeffs.client_us / 1e6, ranks=dp,
+              wave_share=coeffs.wave_share)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     widen = 3.0 if borrowed else 1.5
     mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
