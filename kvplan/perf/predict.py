@@ -274,6 +274,17 @@ def _fits_a_rank(rank_pool: int, dp: int, requests: Iterable[tuple[int, int, str
                              f"({rank_pool:,} tokens): the engine rejects it")  # fmt: skip
 
 
+def _outside_line(c: Coefficients) -> str:
+    """What each request waits outside the steps before its first token, fitted (Coefficients.request_us, client_us)."""
+    line = (
+        f"before each first token, outside the steps: {c.request_us / 1e3:,.1f} ms fitted (request_us: HTTP, tokenizer)"
+    )
+    if c.client_us:
+        line += (f" + {c.client_us / 1e3:,.2f} ms a request in flight (client_us: vLLM's API server detokenizes and"
+                 " streams every request in one event loop)")  # fmt: skip
+    return line
+
+
 def decode_share(b: Batch) -> Batch | None:
     """What a PD decode instance runs of step ``b``: its decodes alone (the prefill was done on the prefill
     instance; the KV arrives by the hand-off), None for a step without decodes."""
@@ -386,6 +397,7 @@ def perf(
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
         + (f", across {tp_nodes} nodes over the nodes' 8 × 400 Gb/s NICs at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),
+        _outside_line(coeffs),
     )
     return PerfResult(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,

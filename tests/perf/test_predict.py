@@ -97,3 +97,16 @@ def test_vllm_client_latency_grows_with_the_requests_in_flight() -> None:
     # and an open loop's share is by its peak running set: Load.before_first
     assert Load(engine="vllm", isl=1, osl=1, cap=1, budget=1, spec=None, request_s=0.1,
                 client_s=0.01).before_first(7) == 0.1 + 0.07  # fmt: skip
+
+
+def test_the_latency_outside_the_steps_is_said_with_its_figures() -> None:
+    # the Hopper vLLM MLA row: request_us 80,500 µs = 80.5 ms, client_us 3,590 µs = 3.59 ms a request in flight;
+    # SGLang's rows fit no client_us (its detokenizer is a process of its own): only the fixed part is said
+    plan = load_plan(None, "glm-5.3-8xh200-vllm", [])
+    r = perf(plan.arch, plan, isl=1024, osl=64, concurrency=1)
+    assert any(a.startswith("before each first token, outside the steps: 80.5 ms fitted") and "+ 3.59 ms a request"
+               in a for a in r.assumptions)  # fmt: skip
+    sg = load_plan(None, "glm-5.3-8xh200-sglang", [])
+    r = perf(sg.arch, sg, isl=1024, osl=64, concurrency=1)
+    line = next(a for a in r.assumptions if a.startswith("before each first token"))
+    assert "161.0 ms fitted" in line and "a request in flight" not in line
