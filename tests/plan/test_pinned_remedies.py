@@ -359,3 +359,21 @@ def test_a_request_of_exactly_the_models_positions_raises_the_context_length_fir
     (r,) = a.remedies
     assert (r.knob, r.value, r.also) == ("dcp", 2, (("context_length", M),))
     assert r.detail == "fp8 rows, cell 50,472 B; with context_length 1,048,576, up to max_position_embeddings"
+
+
+# Fresh seed 17085 (issue 26): a layout remedy cuts the context length only where vLLM needs it to start.
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_layout_that_admits_as_it_stands_carries_no_context_change(engine: str) -> None:
+    # Qwen3-235B-A22B-FP8 (94 layers, 4 KV heads of 128, bf16 KV) at tp 8, refused at load (1,536 / 8 = 192 rows,
+    # not whole 128-row fp8 blocks), context_length 32,768, asked for 16,384 tokens: the ep and tp 4 layouts load.
+    # At tp 4 a token is 94 layers × 1 KV head (4 / 4) × 128 × 2 (K and V) × 2 B = 48,128 B, so a 32,768-token
+    # request is 1,577,058,304 B (1.47 GiB), well inside an H200's 139.80 GiB CUDA total less ~55 GiB of weights a GPU
+    # (235B parameters in fp8 over 4): vLLM starts at max_model_len 32,768 (kv_cache_utils
+    # _check_enough_kv_cache_memory refuses only a max_model_len the KV cache cannot hold) and SGLang starts at any
+    # context length (TpModelWorker, managers/tp_worker.py, caps a request at max_req_len = min(context_len - 1,
+    # pool - 1) instead). Neither remedy carries a context_length, though the request (16,384) is shorter than it
+    a = admit(load_plan_for(engine, QWEN_FP8, tp=8), Request(ctx_tokens=16_384))
+    by = {r.knob: r for r in a.remedies}
+    assert (by["ep"].also, by["tp"].value, by["tp"].also) == ((), 4, ())
