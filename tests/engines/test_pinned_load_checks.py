@@ -248,3 +248,26 @@ def test_sglang_refuses_an_ep_above_tp() -> None:
     bf16 = load_model(str(HF / "qwen3-235b-a22b" / "config.json"))  # no fp8 blocks: 128 experts, 16 a rank at ep 8
     assert load_refusal(bf16, _dep("sglang", tp=8, ep=8)) is None
     assert load_refusal(bf16, _dep("vllm", tp=8, ep=16, nodes=2)) is None
+
+
+# ---- fresh seed 36411 (issue 26): SGLang's experts at ep = tp are whole on every rank
+
+
+@pytest.mark.parametrize(("tp", "ep"), [(8, 8), (1, 1)])
+def test_sglang_experts_at_ep_equal_to_tp_are_not_split(tp: int, ep: int) -> None:
+    # SGLang parallel_state get_moe_tensor_parallel_world_size: moe_tp = tp_size // moe_ep_size, 8 // 8 = 1 // 1 = 1,
+    # so each rank holds whole experts. Qwen3-235B-A22B-FP8 with experts 1,408 wide (DeepSeek-V2-Lite's and
+    # Qwen1.5-MoE-A2.7B's moe_intermediate_size, 11 × 128): Fp8MoEMethod.create_weights checks the per-rank width
+    # 1,408 // 1 = 1,408 against block_n 128 (11 blocks) and, at tp 8, against block_k 128: loads. (Qwen3's own
+    # 1,536 = 12 × 128 would also pass split in two, 768 = 6 × 128; 1,408 would not, 704 = 5.5 × 128.)
+    arch = load_model(str(QWEN_FP8))
+    assert arch.shards is not None and arch.shards.expert_block == (128, 128)
+    odd = replace(arch, shards=replace(arch.shards, expert_intermediate=1408))
+    assert load_refusal(odd, _dep("sglang", tp=tp, ep=ep)) is None
+    # the same width split over two MoE-TP ranks (tp 8 ep 4: 8 // 4 = 2): 704 a rank, 704 % 128 = 64 refuses at
+    # gate/up, naming the split width
+    r = load_refusal(odd, _dep("sglang", tp=8, ep=4))
+    assert r is not None and r.rule == "expert blocks"
+    assert r.message == (
+        "The output_size of gate's and up's weight = 704 is not divisible by weight quantization block_n = 128."
+    )
