@@ -4,11 +4,13 @@ memory map (JSON ``memory_map``) and the note on a DSA config whose ``indexer_ty
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kvplan.engines.common import PoolPlan
+from kvplan.engines.vllm import indexer_layer_flags
 from kvplan.models.from_hf import load_model
 from tests.conftest import make_plan
 
@@ -122,3 +124,16 @@ def test_a_budget_of_a_block_or_less_is_vllms_no_memory_refusal(kv_bytes: int, e
     p = make_plan("glm-5.3-8xh200-vllm", model="llama-3.1-8b", kv_cache_memory=f"{kv_bytes}B", context_length=8192)
     assert p.extras["bytes_per_block"] == 131_072
     assert p.startup_error is not None and error in p.startup_error
+
+
+def test_vllm_indexer_layers_follow_freq_and_offset_with_offset_2_by_default() -> None:
+    # vLLM models/deepseek_v2.py: skip_topk = max(layer_id - index_skip_topk_offset + 1, 0) % index_topk_freq != 0,
+    # index_skip_topk_offset = getattr(config, "index_skip_topk_offset", 2); a layer without skip_topk owns an indexer
+    # (reference/vllm-0.33.0.md). GLM-5.3's freq 4, offset 3 over 78 layers: max(i - 2, 0) % 4 == 0 at 0, 1, 2
+    # and 6, 10, ..., 74: 21 layers
+    arch = load_model("glm-5.3")
+    on = [i for i, f in enumerate(indexer_layer_flags(arch)) if f]
+    assert on == [0, 1, 2, *range(6, 78, 4)]
+    # a config without index_skip_topk_offset takes vLLM's 2: max(i - 1, 0) % 4 == 0 at 0, 1 and 5, 9, ..., 77
+    on = [i for i, f in enumerate(indexer_layer_flags(replace(arch, index_skip_topk_offset=None))) if f]
+    assert on == [0, 1, *range(5, 78, 4)]
