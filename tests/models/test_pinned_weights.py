@@ -400,3 +400,17 @@ def test_per_module_quantization_matches_names_for_1024_layers_mtp_included(laye
         with pytest.raises(ConfigError, match="matches module names for at most 1,024 layers") as e:
             param_groups_from_hf(cfg, "m/config.json")
         assert e.value.key == "num_hidden_layers"
+
+
+def test_qwen3_moe_decoder_sparse_step_3_puts_the_experts_on_layers_2_and_5() -> None:
+    # transformers qwen3_moe.py Qwen3MoeDecoderLayer: MoE iff layer_idx not in mlp_only_layers and
+    # (layer_idx + 1) % decoder_sparse_step == 0; with step 3 over 6 layers, layers 2 and 5 (3 % 3, 6 % 3): the
+    # experts and router span [2, 6), the dense MLP layers 0, 1, 3, 4 span [0, 5) (a step of 2 could not tell
+    # layer_idx + 1 from layer_idx - 1)
+    cfg = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 256, "num_hidden_layers": 6,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "intermediate_size": 512,
+           "moe_intermediate_size": 128, "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 1000,
+           "torch_dtype": "bfloat16", "decoder_sparse_step": 3, "max_position_embeddings": 4096}  # fmt: skip
+    spans = {g.name: g.layer_span for g in param_groups_from_hf(cfg, "tiny").groups}
+    assert spans["routed_experts"] == spans["router"] == (2, 6)
+    assert spans["dense_mlp"] == (0, 5)
