@@ -93,6 +93,8 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     vocab = config_int(config, "vocab_size")
     archs = config.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs else archs
+    if arch is not None and not isinstance(arch, str):  # untrusted: [], a number, a nested list lay out nothing
+        return None
     if not h or not layers or not vocab or (arch is not None and arch not in LAID_OUT):
         return None
     if _expert_modules(config, layers) > limits.MAX_CONFIG_MODULES:  # bounded work: parameter groups instead

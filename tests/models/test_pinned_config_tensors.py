@@ -273,3 +273,32 @@ def test_a_config_just_under_the_module_bound_is_laid_out() -> None:
     tensors = config_tensors({**_config("deepseek-v3"), "n_routed_experts": 535})
     assert tensors is not None
     assert any(t.name == "model.layers.61.mlp.experts.534.down_proj.weight" for t in tensors)
+
+
+def test_deepseek_v32_indexer_and_expert_tensors_by_name_and_shape() -> None:
+    # DeepSeek-V3.2-Exp inference/model.py Indexer: wq_b = Linear(q_lora_rank, n_heads × head_dim), wk = Linear(dim,
+    # head_dim), k_norm = LayerNorm(head_dim) (a weight and a bias), weights_proj = Linear(dim, n_heads); its
+    # config: index_n_heads 64, index_head_dim 128, q_lora_rank 1,536, hidden_size 7,168 (fp8 block weights)
+    t = _layout(_config("deepseek-v3.2"))
+    a = "model.layers.0.self_attn.indexer."
+    assert t[a + "wq_b.weight"] == ("F8_E4M3", (64 * 128, 1536))
+    assert t[a + "wk.weight"] == ("F8_E4M3", (128, 7168))
+    assert t[a + "k_norm.weight"][1] == t[a + "k_norm.bias"][1] == (128,)
+    assert t[a + "weights_proj.weight"][1] == (64, 7168)
+    # first_k_dense_replace 3: layer 3 is the first MoE layer; MoE.experts[e] is an MLP(dim, moe_inter_dim):
+    # w1 / w3 (gate_proj / up_proj) moe_intermediate_size 2,048 × 7,168
+    assert t["model.layers.3.mlp.experts.0.up_proj.weight"] == ("F8_E4M3", (2048, 7168))
+    assert t["model.layers.3.mlp.experts.0.gate_proj.weight"] == ("F8_E4M3", (2048, 7168))
+
+
+@pytest.mark.parametrize("archs", [[], {"x": 1}, [7], [["DeepseekV32ForCausalLM"]]])
+def test_an_architectures_value_that_names_no_family_lays_out_nothing(archs: object) -> None:
+    # untrusted input: an empty list or a value that is not a name gives no per-tensor layout (the caller falls back
+    # to parameter groups) instead of a TypeError from the family lookup
+    assert config_tensors({**_config("deepseek-v3.2"), "architectures": archs}) is None
+
+
+def test_architectures_as_a_bare_name_is_the_list_of_that_name() -> None:
+    # transformers writes a list; a bare string names the same family (config.get("architectures") read as is)
+    c = _config("deepseek-v3.2")
+    assert config_tensors({**c, "architectures": "DeepseekV32ForCausalLM"}) == config_tensors(c)
