@@ -368,11 +368,6 @@ def _divide(n: int, tp: int, what: str) -> int:
     return n // tp
 
 
-V4_KV_ENTRY_BYTES = 584
-"""DeepSeek-V4's fp8 KV entry, one per window token and one per compressed state: 448 fp8 NoPE + 64 bf16 RoPE
-× 2 + 448 / 64 scale bytes + 1 pad (vLLM ``DeepseekV4MultiHeadLatentAttentionWrapper``: ``head_bytes``)."""
-
-
 @record
 class CompressedAttention:
     """DeepSeek-V4 attention: one 512-wide KV head, a sliding window, and (``compress_ratio`` 4 or 128) a
@@ -396,7 +391,8 @@ class CompressedAttention:
 
     @property
     def entry_bytes(self) -> int:
-        """Bytes of one window token or one compressed state (584 for head_dim 512, rope 64).
+        """Bytes of one window token or one compressed state (584 for head_dim 512, rope 64): fp8 NoPE, bf16 RoPE,
+        a scale byte per 64 NoPE and a pad byte (vLLM ``DeepseekV4MultiHeadLatentAttentionWrapper``: ``head_bytes``).
 
         >>> CompressedAttention(512, 64, 128, 4).entry_bytes   # 448 + 64 × 2 + 448 / 64 + 1
         584

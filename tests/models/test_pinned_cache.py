@@ -163,3 +163,12 @@ def test_the_state_and_indexer_kinds_cost_their_layers_times_their_bytes() -> No
         128,
         149_504,
     )
+
+
+def test_kimi_linear_kda_state_line_names_vllm_fp32_recurrent_state() -> None:
+    # vLLM MambaStateDtypeCalculator.kda_state_dtype: (model dtype, float32): conv bf16, recurrent fp32; SGLang's
+    # recurrent is float32 too (mamba_ssm_dtype unset). At tp 1 a request holds 3 × 12,288 = 36,864 conv and
+    # 32 × 128 × 128 = 524,288 recurrent elements a layer: 36,864 × 2 + 524,288 × 4 = 2,170,880 B, × 20 KDA layers
+    # = 43,417,600 B on both engines
+    line = describe_kinds(load_model("kimi-linear-48b-a3b").layers, 1)[0]
+    assert line.endswith("(43,417,600 B per request SGLang bf16/fp32, 43,417,600 vLLM bf16/fp32)")
