@@ -296,3 +296,13 @@ def test_sglangs_request_length_cap_binds_a_hybrid_as_any_model(model: str, sets
     )  # fmt: skip
     assert plan.logged_tokens == 100_000 and plan.context_len > 100_000
     assert admit(plan, Request(ctx_tokens=1_000, gen_tokens=100)).largest_ctx == 99_898
+
+
+def test_a_gen_the_pool_cannot_hold_leaves_no_ctx() -> None:
+    # the default plan's pool holds 567,616 tokens (8,869 pages of 64); a request asking 600,000 output tokens
+    # does not fit whatever its prompt: the longest --ctx is 0 (567,616 − 600,000 < 0), not a token; and one
+    # asking exactly the pool leaves 0 too (567,616 − 567,616)
+    p = make_plan()
+    assert largest_admitted(p) == 567_616
+    assert largest_ctx_for(p, Request(ctx_tokens=1, gen_tokens=600_000)) == 0
+    assert largest_ctx_for(p, Request(ctx_tokens=1, gen_tokens=567_616)) == 0

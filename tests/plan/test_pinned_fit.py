@@ -188,3 +188,16 @@ def test_no_gpus_is_refused() -> None:
     with pytest.raises(InputError, match=r"--max-gpus must be positive, got 0"):
         _glm_query(max_gpus=0)
     assert _glm_query(max_gpus=1).max_gpus == 1  # one GPU is a search (of TP1 candidates)
+
+
+def test_a_candidate_missing_the_flat_requirements_is_not_replayed(tmp_path: Path) -> None:
+    # only the candidates that meet the requirements replay the trace (``_replay_group``): one with a plan that the
+    # requirements refused (here pruned) keeps no trace check and is not counted unreplayed; the one beside it that
+    # meets them replays and holds it (6 pages: test_fit_trace)
+    spec = spec_for(write_trace(tmp_path / "t.jsonl", SMALL))
+    group = [Outcome(deployment=DEP, plan=trace_plan(pages=6), pruned="refused"),  # type: ignore[arg-type]
+             Outcome(deployment=DEP, plan=trace_plan(pages=6))]  # type: ignore[arg-type]  # fmt: skip
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256),
+                 trace=spec)  # fmt: skip
+    assert _replay_group(group, q) == 0
+    assert [(o.trace is not None, o.unreplayed) for o in group] == [(False, False), (True, False)]
