@@ -204,3 +204,12 @@ def test_an_index_topk_freq_of_0_is_read_as_every_layer_and_does_not_raise() -> 
     got = terms(_glm7(index_topk_freq=0), engine="vllm", split=Split.of(tp=8))
     assert got == terms(_glm7(index_topk_freq=1), engine="vllm", split=Split.of(tp=8))
     assert got["physical_topk_indices"] == 7 * 1025 * 2048 * 4 and "indexer_not_built" not in got
+
+
+def test_a_yarn_original_of_one_position_still_caches_original_times_factor() -> None:
+    # yarn caches original_max_position_embeddings × factor (YaRNScalingRotaryEmbedding: max_position × scaling);
+    # the guard takes every positive original, 1 included: gpt-oss's rope with original 1 and factor 32 caches 32
+    # positions × head_dim 64 × 2 B (bf16) = 4,096 B, not max_position_embeddings' 131,072 positions
+    c = config("gpt-oss-120b")
+    rope = {**c["rope_scaling"], "original_max_position_embeddings": 1}
+    assert rotary_cache_bytes(dict(c, rope_scaling=rope, torch_dtype="bfloat16")) == 32 * 64 * 2
