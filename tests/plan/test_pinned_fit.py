@@ -16,7 +16,7 @@ from kvplan.models.deploy import Requirements
 from kvplan.models.deployment import load_deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
-from kvplan.plan.fit import TRACE_PASSES, FitQuery, Outcome, _replay_group, candidates, evaluate, layout
+from kvplan.plan.fit import TRACE_PASSES, Fit, FitQuery, Outcome, _replay_group, candidates, evaluate, layout, tp_sizes
 from kvplan.plan.fit_pd import pd_staging
 from kvplan.plan.fit_trace import TraceFit
 from kvplan.render.fit_report import PER_GPU_COUNT
@@ -201,3 +201,19 @@ def test_a_candidate_missing_the_flat_requirements_is_not_replayed(tmp_path: Pat
                  trace=spec)  # fmt: skip
     assert _replay_group(group, q) == 0
     assert [(o.trace is not None, o.unreplayed) for o in group] == [(False, False), (True, False)]
+
+
+def test_the_closest_miss_is_the_one_meeting_the_largest_share() -> None:
+    # nothing fits: two candidates holding a trace short of --min-hit 60 %, at 50 % (500,000 × 999,999 // 600,000 =
+    # 833,332 ppm) and 30 % (499,999 ppm): the closest is the 50 % one, whatever the order they were planned in
+    q = FitQuery(model_ref="x", gpus=(), engines=("sglang",), requirements=Requirements(min_ctx_tokens=256))
+    near = Outcome(deployment=DEP, trace=_trace(hit_tokens=500, prompt_tokens=1_000))
+    far = Outcome(deployment=DEP, trace=_trace(hit_tokens=300, prompt_tokens=1_000))
+    assert (near.closeness_ppm, far.closeness_ppm) == (833_332, 499_999)
+    assert Fit(query=q, outcomes=(far, near), skipped=0).closest is near
+
+
+def test_tp_sizes_add_the_powers_of_two_that_do_not_divide() -> None:
+    # fit searches tp over the powers of two up to --max-gpus and its divisors (fit.py module doc): for 24, the
+    # divisors 1, 2, 3, 4, 6, 8, 12, 24 and the power 16
+    assert tp_sizes(24) == (1, 2, 3, 4, 6, 8, 12, 16, 24)
