@@ -302,3 +302,19 @@ def test_architectures_as_a_bare_name_is_the_list_of_that_name() -> None:
     # transformers writes a list; a bare string names the same family (config.get("architectures") read as is)
     c = _config("deepseek-v3.2")
     assert config_tensors({**c, "architectures": "DeepseekV32ForCausalLM"}) == config_tensors(c)
+
+
+def test_qwen3_moe_step_3_lays_out_experts_on_layers_2_and_5() -> None:
+    # qwen3_moe.py Qwen3MoeDecoderLayer: MoE iff (layer_idx + 1) % decoder_sparse_step == 0: with step 3, layer 2
+    # holds the router and experts, layers 0, 1 and 3 a dense MLP (a step of 2 cannot tell + 1 from − 1)
+    t = _layout({**_config("qwen3-30b-a3b"), "decoder_sparse_step": 3})
+    assert "model.layers.2.mlp.experts.0.up_proj.weight" in t and "model.layers.2.mlp.gate.weight" in t
+    assert all(f"model.layers.{i}.mlp.up_proj.weight" in t for i in (0, 1, 3))
+    assert "model.layers.5.mlp.experts.0.up_proj.weight" in t and "model.layers.4.mlp.up_proj.weight" in t
+
+
+def test_a_dsa_config_without_index_head_dim_takes_128() -> None:
+    # DeepSeek-V3.2-Exp inference/model.py ModelArgs: index_head_dim = 128 when the config leaves it out: the
+    # indexer's wk is 128 × hidden 7,168
+    c = {k: v for k, v in _config("deepseek-v3.2").items() if k != "index_head_dim"}
+    assert _layout(c)["model.layers.0.self_attn.indexer.wk.weight"] == ("F8_E4M3", (128, 7168))
