@@ -110,3 +110,19 @@ def test_the_latency_outside_the_steps_is_said_with_its_figures() -> None:
     r = perf(sg.arch, sg, isl=1024, osl=64, concurrency=1)
     line = next(a for a in r.assumptions if a.startswith("before each first token"))
     assert "161.0 ms fitted" in line and "a request in flight" not in line
+
+
+def test_the_kv_dtype_and_the_nodes_a_tp_group_spans_are_said() -> None:
+    # GLM-5.3's preset KV is fp8_ds_mla (1 byte an element), Llama-3.1-8B's under kv_cache_dtype auto its bf16
+    # checkpoint's 2 bytes; a tp 16 group over 8-GPU nodes spans 2 of them, where the engines' custom all-reduce
+    # (intra-node only) gives way to NCCL over the NICs
+    glm = load_plan(None, "glm-5.3-8xh200-sglang", [])
+    said = perf(glm.arch, glm, isl=1024, osl=64, concurrency=1).assumptions
+    assert any(a.endswith("; KV cache fp8") for a in said)
+    assert any(a.endswith("one all-reduce pair a layer over NVLink") for a in said)
+    llama = load_plan("llama-3.1-8b", "glm-5.3-8xh200-vllm", ["tp=1", "kv_cache_dtype=auto"])
+    said = perf(llama.arch, llama, isl=1024, osl=64, concurrency=1).assumptions
+    assert any(a.endswith("; KV cache bf16") for a in said)
+    wide = load_plan(None, "glm-5.3-8xh200-sglang", ["tp=16", "nodes=2"])
+    assert any("across 2 nodes over the nodes' 8 × 400 Gb/s NICs" in a
+               for a in perf(wide.arch, wide, isl=1024, osl=64, concurrency=1).assumptions)  # fmt: skip
