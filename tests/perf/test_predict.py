@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import Load, _closed, perf
+from kvplan.perf.predict import Load, _closed, perf, running_cap
+from tests.conftest import make_plan
 
 
 def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
@@ -126,3 +127,16 @@ def test_the_kv_dtype_and_the_nodes_a_tp_group_spans_are_said() -> None:
     wide = load_plan(None, "glm-5.3-8xh200-sglang", ["tp=16", "nodes=2"])
     assert any("across 2 nodes over the nodes' 8 × 400 Gb/s NICs" in a
                for a in perf(wide.arch, wide, isl=1024, osl=64, concurrency=1).assumptions)  # fmt: skip
+
+
+def test_the_running_cap_by_the_pool_and_under_dp_ranks() -> None:
+    # each running request holds its whole length: the default plan's 567,616-token pool holds
+    # 567,616 // (1,000 + 24) = 554 at once; a request of the whole pool plus one token fits none, and the cap
+    # stays 1 (the loop then refuses it by its own check), not 2
+    p = make_plan()
+    assert running_cap(p, 1000, 24)[0] == 554
+    assert running_cap(p, p.usable_tokens, 1) == (1, "pool 567,616 tokens × 1 DP rank(s) // (isl + osl) = 0")
+    # two DP ranks each run their own cap of 1 (one Scheduler / EngineCore a rank): both clients run at once
+    two = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=2)
+    one = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=1)
+    assert _closed(two, 2, lambda _b: 1.0)[2].peak == 2 and _closed(one, 2, lambda _b: 1.0)[2].peak == 1
