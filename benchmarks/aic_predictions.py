@@ -9,10 +9,12 @@ Runs in its own environment, never kvplan's (AIConfigurator is Apache-2.0, NVIDI
     /tmp/aicenv/bin/python benchmarks/aic_predictions.py SILICON_SAMPLE_CSV > /tmp/aic_pred.csv
     PYTHONPATH=. python benchmarks/perf_calibrate.py SILICON_SAMPLE_CSV --aic=/tmp/aic_pred.csv
 
-Each kept row (the filter of benchmarks/perf_calibrate.py: mode agg, pp 1, SGLang or vLLM, H200 / B200, a model
-kvplan has a preset for) is estimated with ``aiconfigurator.cli.api.cli_estimate`` in agg mode with the row's own
-system, backend and version, ISL / OSL, batch size (the row's concurrency), tp, attention-dp, MoE tp / ep and
-quantization, AIConfigurator's SILICON database and its defaults for everything else. Output: CSV of the row id
+Each measurement kvplan is checked on (benchmarks/_silicon_rows.py: mode agg, pp 1, SGLang or vLLM, H200 / B200, a
+model kvplan has a preset for; each measurement once, its deployment as its id names it; the first PER_GROUP of each
+group by row id, the later sources' groups and the training groups perf_calibrate leaves out of a refit alike) is
+estimated with ``aiconfigurator.cli.api.cli_estimate`` in agg mode with the row's own system and backend, ISL / OSL,
+batch size (the row's concurrency), tp, attention-dp, MoE tp / ep and quantization, AIConfigurator's SILICON
+database and its defaults for everything else. Output: CSV of the row id
 and AIConfigurator's TTFT / TPOT in ms, or the one-line reason it gave no estimate.
 """
 
@@ -24,18 +26,7 @@ import io
 import logging
 import sys
 
-MODELS = {
-    "deepseek-ai/DeepSeek-R1",
-    "deepseek-ai/DeepSeek-V3",
-    "zhipuai/GLM-5",
-    "moonshotai/Kimi-K2.5",
-    "Qwen/Qwen3-235B-A22B-FP8",
-    "meta-llama/Llama-3.1-70B",
-    "meta-llama/Llama-3.1-8B-Instruct",
-    "nvidia/Llama-3.1-8B-Instruct-FP8",
-    "openai/gpt-oss-120b",
-}  # fmt: skip  (perf_calibrate.PRESET's keys)
-
+from _silicon_rows import PRESET, kept, measurements  # benchmarks/, beside this script
 
 AIC_NAME = {  # the name AIConfigurator's model_configs/ files carry for the same checkpoint (it reads no Hub offline)
     "zhipuai/GLM-5": "zai-org/GLM-5-FP8",
@@ -43,22 +34,11 @@ AIC_NAME = {  # the name AIConfigurator's model_configs/ files carry for the sam
     "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B",
     "nvidia/Llama-3.1-8B-Instruct-FP8": "meta-llama/Meta-Llama-3.1-8B",
 }
-TRAIN_SOURCE = "source_file=2026-03-25.csv"  # perf_calibrate.TRAIN_SOURCE: the rows kvplan is fitted on
 PER_GROUP = 8  # rows estimated per held-out (model, GPU, engine, version) group: about 5 s of CPU each
 
 
 def _int(text: str, default: int | None = None) -> int | None:
     return int(float(text)) if text not in ("", None) else default
-
-
-def kept(row: dict[str, str]) -> bool:
-    return (
-        row["mode"] == "agg"
-        and row["backend"] in ("sglang", "vllm")
-        and row["system"] in ("h200_sxm", "b200_sxm")
-        and row["model_path"] in MODELS
-        and _int(row["pp_size"], 1) == 1
-    )
 
 
 def estimate(row: dict[str, str]) -> tuple[float, float]:
@@ -90,11 +70,12 @@ def main(argv: list[str]) -> int:
     out = csv.writer(sys.stdout)
     out.writerow(["id", "aic_ttft_ms", "aic_tpot_ms", "error"])
     with open(argv[0], newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if kept(r) and not r["silicon_data_source"].startswith(TRAIN_SOURCE)]
-    per_group: dict[tuple[str, ...], int] = {}
+        found, _ = measurements([r for r in csv.DictReader(f) if kept(r)])
+    seen = {m.row["id"]: m.train for m in found}  # each measurement once, its deployment as its id names it
+    per_group: dict[tuple[object, ...], int] = {}
     chosen = []
-    for r in sorted(rows, key=lambda r: r["id"]):  # the first PER_GROUP ids of each group: no choice by result
-        g = (r["model_path"], r["system"], r["backend"], r["backend_version"])
+    for r in sorted((m.row for m in found), key=lambda r: r["id"]):  # the first PER_GROUP ids: no choice by result
+        g = (PRESET[r["model_path"]], r["system"], r["backend"], r["backend_version"], seen[r["id"]])
         if per_group.get(g, 0) < PER_GROUP:
             per_group[g] = per_group.get(g, 0) + 1
             chosen.append(r)

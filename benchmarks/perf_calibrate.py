@@ -28,6 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 import numpy as np
+from _silicon_rows import GPU, PRESET, TRAIN_SOURCE, concurrency_of, kept, measurements  # benchmarks/
 
 from kvplan.engines import plan_pool
 from kvplan.models.arch import ModelArch, Split
@@ -40,13 +41,6 @@ from kvplan.perf.sched import WAVES, closed_loop
 from kvplan.perf.shape import StepShape, step_shape, weight_bytes_per_gpu
 from kvplan.perf.step import parts
 
-PRESET = {
-    "deepseek-ai/DeepSeek-R1": "deepseek-v3", "deepseek-ai/DeepSeek-V3": "deepseek-v3", "zhipuai/GLM-5": "glm-5",
-    "moonshotai/Kimi-K2.5": "kimi-k2", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
-    "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-    "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b", "openai/gpt-oss-120b": "gpt-oss-120b",
-}  # fmt: skip
-GPU = {"h200_sxm": "h200", "b200_sxm": "b200"}
 QUANT = {
     "fp8_block": "fp8",
     "nvfp4": "fp4",
@@ -56,11 +50,12 @@ QUANT = {
     "fp4": "fp4",
     "bf16": "bf16",
 }
-TRAIN_SOURCE = "source_file=2026-03-25.csv"
 BUDGET = 8192  # --fixed-budget: the token budget every row ran under before the engine's own defaults were used
 FIXED_BUDGET = "--fixed-budget" in sys.argv
 POOL = "--pool" in sys.argv  # --pool: admit against the pool kvplan plans for the row (held-out error: README)
 PROMPTS_PER_CLIENT = 3
+SHOW = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--rows=")), "")  # --rows=TEXT: each row of
+# the groups whose name holds TEXT, measured beside predicted
 STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at once (the model before the steady state)
 START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0,
          "request_us": 50_000.0, "indexer_us": 20.0}  # fmt: skip
@@ -81,6 +76,8 @@ class Row:
     tpot_ms: float
     arrays: dict[str, np.ndarray]
     sched: object
+    deployment: str = ""
+    """tp / attention DP / expert parallel and quant, as priced (--rows prints it)."""
     moe: bool = True
     """The model has routed experts (every coefficient row is fitted on such models; dense ones get their own band)."""
     waves: tuple[dict[str, np.ndarray], object] | None = None
@@ -114,12 +111,14 @@ def load(path: str) -> list[Row]:
     rows, shapes = [], {}
     priced: dict[tuple[object, ...], tuple[dict[str, np.ndarray], object]] = {}  # the same config in several sources
     with open(path, encoding="utf-8") as f:
-        table = list(csv.DictReader(f))
-    for x in table:
-        if x["backend"] not in ("sglang", "vllm") or x["mode"] != "agg" or x["system"] not in GPU:
-            continue
-        if x["model_path"] not in PRESET or x["pp_size"] not in ("1", ""):
-            continue
+        table = [x for x in csv.DictReader(f) if kept(x)]
+    found, suspect = measurements(table)
+    print(
+        f"# {len(table)} rows kept, {len(found)} distinct measurements ({sum(m.train for m in found)} seen by the"
+        f" fit), {suspect} left out as suspect (_silicon_rows.py)"
+    )
+    for m in found:
+        x = m.row
         name = PRESET[x["model_path"]]
         if name not in shapes:
             shapes[name] = (step_shape(load_model(name)), load_model(name).is_mla)
@@ -129,7 +128,7 @@ def load(path: str) -> list[Row]:
         split = Split.of(tp=tp * dp, dp_attention=dp, ep=ep)
         prec = QUANT[x["precision"]]
         quant, moe = QUANT.get(x["gemm_quant_mode"], prec), QUANT.get(x["moe_quant_mode"], prec)
-        conc = int(x["silicon_data_source"].split("silicon_concurrency=")[1].split(";")[0])
+        conc = concurrency_of(x)
         isl, osl = int(x["isl"]), int(x["osl"])
         peaks = peaks_of(find_gpu(GPU[x["system"]]))
         assert peaks is not None
@@ -148,13 +147,13 @@ def load(path: str) -> list[Row]:
                 loops.append((_arrays(shape, split, quant, moe, peaks, sched, nodes), sched))
             priced[key] = (loops[0], loops[1] if len(loops) > 1 else None)
         (arrays, sched), waves_loop = priced[key]
-        src = x["silicon_data_source"].split(";")[0]
         ver = x["backend_version"] or "?"
         rows.append(Row(id=x["id"], key=(peaks.gpu_class, x["backend"], "mla" if mla else "gqa"),
-                        group=f"{name} {x['system'][:4]} {x['backend']} {ver}", train=src == TRAIN_SOURCE,
+                        group=f"{name} {x['system'][:4]} {x['backend']} {ver}", train=m.train,
                         isl=isl, osl=osl, concurrency=conc, gpus=tp * dp, ttft_ms=float(x["silicon_ttft_ms"]),
                         tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched,
-                        moe=shape.num_experts > 0, waves=waves_loop))  # fmt: skip
+                        deployment=f"tp{tp} dp{dp} ep{ep} {quant}/{moe}", moe=shape.num_experts > 0,
+                        waves=waves_loop))  # fmt: skip
     return rows
 
 
@@ -267,6 +266,10 @@ def mape(pairs: list[tuple[float, float]]) -> float:
     return statistics.fmean(abs(p - m) / m for p, m in pairs) if pairs else float("nan")
 
 
+Check = tuple[str, list[Row], dict[str, float], str]
+"""(group, its rows, the coefficients that predict them, how they were held out)."""
+
+
 def main() -> int:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     rows = load(args[0] if args else "/tmp/aic/aiconfigurator_core/systems/silicon_sample.csv")
@@ -276,9 +279,11 @@ def main() -> int:
         if train:
             fitted[key] = fit(train)
             names = sorted({r.group for r in train})
-            print(f"# {key}: fitted on {len(train)} rows ({TRAIN_SOURCE}): {'; '.join(names)}")
+            quants = " / ".join(sorted({r.deployment.split("/")[-1] for r in train}))  # coeffs.quants
+            print(f"# {key}: fitted on {len(train)} rows ({TRAIN_SOURCE}): {'; '.join(names)}; GEMMs {quants}")
             print("#   " + ", ".join(f"{k}={v:.3g}" for k, v in fitted[key].items()))
-    print("\nheld-out MAPE (rows the fit never saw), kvplan | coefficients used")
+    print("\nheld-out MAPE, kvplan | coefficients used | how held out: 'later' = a measurement of a later source the")
+    print("fit never saw; 'left out' = a training group predicted by its row refitted without it (leave one group out)")
     print(f"{'model GPU engine version':<42} {'rows':>4} {'TTFT':>6} {'TPOT':>6} {'tok/s':>6}  coefficients")
     by_group: dict[str, list[Row]] = defaultdict(list)
     table: list[str] = []
@@ -287,31 +292,64 @@ def main() -> int:
     for r in rows:
         if not r.train:
             by_group[r.group].append(r)
-    for group, rs in sorted(by_group.items()):
+    checks = [(g, rs, _coefficients(rs[0].key, fitted), "later") for g, rs in sorted(by_group.items())]
+    checks += left_out(rows, fitted)
+    errors: list[list[float]] = []
+    for group, rs, c, how in checks:
         key = rs[0].key
         own = key in fitted
-        c = _coefficients(key, fitted)
         preds = [predict(r, c) for r in rs]
         measured = ([r.ttft_ms for r in rs], [r.tpot_ms for r in rs], [measured_tput(r) for r in rs])
         e = [mape([(p[i], m) for p, m in zip(preds, ms, strict=True)]) for i, ms in enumerate(measured)]
+        errors.append(e)
         used = "/".join(key) + ("" if own else " (borrowed)")
-        print(f"{group:<42} {len(rs):>4} {e[0]:>6.1%} {e[1]:>6.1%} {e[2]:>6.1%}  {used}")
-        table.append(f"| {group} | {len(rs)} | {e[0]:.1%} | {e[1]:.1%} | {e[2]:.1%} | {used} |".replace("%", " %"))
+        print(f"{group:<42} {len(rs):>4} {e[0]:>6.1%} {e[1]:>6.1%} {e[2]:>6.1%}  {used}, {how}")
+        table.append(f"| {group} | {how} | {len(rs)} | {e[0]:.1%} | {e[1]:.1%} | {e[2]:.1%} | {used} |"
+                     .replace("%", " %"))  # fmt: skip
+        if SHOW and SHOW in group:
+            _show(rs, preds)
         if own and rs[0].moe:
             per_key[key].append((len(rs), e))
         if not rs[0].moe:  # dense: the row that priced it, own or borrowed
             dense[_row_of(key, fitted)].append((len(rs), e))
+    worst = [max(e[i] for _, e in left) for i in range(3)] if (left := [
+        (g, e) for (g, _, _, how), e in zip(checks, errors, strict=True) if how == "left out"]) else []  # fmt: skip
+    if worst:
+        print("largest left-out error (coeffs.BORROWED_MAPE): " + ", ".join(f"{w:.3f}" for w in worst))
     print("\nheld-out MAPE per coefficient row (row-weighted over its own MoE groups): TTFT, TPOT, tok/s")
     _per_row(per_key)
     print("held-out MAPE per coefficient row on dense models (every group it priced, own or borrowed; kvplan's")
     print("dense_mape, a row without any taking the largest of the others'): TTFT, TPOT, tok/s")
     _per_row(dense)
-    print("\nREADME table (model, GPU, engine, version | rows | TTFT | TPOT | tok/s MAPE | coefficients):")
+    print("\nREADME table (model, GPU, engine, version | held out | rows | TTFT | TPOT | tok/s MAPE | coefficients):")
     print("\n".join(table))
     aic = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--aic=")), None)
     if aic:
-        beside_aic(by_group, fitted, aic)
+        beside_aic(checks, aic)
     return 0
+
+
+def left_out(rows: list[Row], fitted: dict[tuple[str, str, str], dict[str, float]]) -> list[Check]:
+    """Leave one group out: each training group of a coefficient row fitted on several, predicted by the row refitted
+    on the others (another model or engine version on the same GPU class and engine) — the error of a deployment
+    whose own measurements the fit never saw, where no later source measured it."""
+    out = []
+    for key in sorted(fitted):
+        train = [r for r in rows if r.key == key and r.train]
+        for group in sorted({r.group for r in train}):
+            rest = [r for r in train if r.group != group]
+            if rest:  # another model or version of the row remains to fit on
+                out.append((group, [r for r in train if r.group == group], fit(rest), "left out"))
+    return out
+
+
+def _show(rs: list[Row], preds: list[tuple[float, float, float]]) -> None:
+    for r, p in zip(rs, preds, strict=True):
+        dep = f"{r.gpus} GPUs, {r.deployment}"
+        print(
+            f"    {r.isl}/{r.osl} x{r.concurrency:<4} {dep:<26} TTFT {r.ttft_ms:8.0f} / {p[0]:8.0f} ms  TPOT"
+            f" {r.tpot_ms:6.1f} / {p[1]:6.1f} ms  tok/s {measured_tput(r):7.0f} / {p[2]:7.0f}  {r.id[-28:]}"
+        )
 
 
 def _per_row(rows: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) -> None:
@@ -332,22 +370,22 @@ def _coefficients(key: tuple[str, str, str], fitted: dict[tuple[str, str, str], 
     )
 
 
-def beside_aic(by_group: dict[str, list[Row]], fitted: dict[tuple[str, str, str], dict[str, float]], path: str) -> None:
-    """kvplan's and AIConfigurator's MAPE on the same held-out rows: those aic_predictions.py estimated (AIC's
-    throughput derived from its TTFT / TPOT as measured_tput derives the rows')."""
+def beside_aic(checks: list[Check], path: str) -> None:
+    """kvplan's and AIConfigurator's MAPE on the same held-out rows: those aic_predictions.py estimated, kvplan's
+    by the coefficients each check used (a left-out group's: its row refitted without it); AIC's throughput derived
+    from its TTFT / TPOT as measured_tput derives the rows'."""
     with open(path, encoding="utf-8") as f:
         est = {x["id"]: x for x in csv.DictReader(f)}
-    print("\nREADME table beside AIConfigurator (same rows): model, GPU, engine, version | rows estimated by AIC |")
-    print("TTFT kvplan / AIC | TPOT kvplan / AIC | tok/s kvplan / AIC | AIC's refusals")
-    for group, rs in sorted(by_group.items()):
+    print("\nREADME table beside AIConfigurator (same rows): model, GPU, engine, version | held out | rows estimated")
+    print("by AIC | TTFT kvplan / AIC | TPOT kvplan / AIC | tok/s kvplan / AIC | AIC's refusals")
+    for group, rs, c, how in checks:
         mine = [r for r in rs if r.id in est]
         done = [r for r in mine if est[r.id]["aic_ttft_ms"]]
         if not mine:
             continue
         if not done:
-            print(f"| {group} | 0 of {len(mine)} | - | - | - | {est[mine[0].id]['error'][:70]} |")
+            print(f"| {group} | {how} | 0 of {len(mine)} | - | - | - | {est[mine[0].id]['error'][:70]} |")
             continue
-        c = _coefficients(done[0].key, fitted)
         ours = [predict(r, c) for r in done]
         theirs = []
         for r in done:
@@ -359,7 +397,7 @@ def beside_aic(by_group: dict[str, list[Row]], fitted: dict[tuple[str, str, str]
             k = mape([(o[i], m[i]) for o, m in zip(ours, meas, strict=True)])
             a = mape([(t[i], m[i]) for t, m in zip(theirs, meas, strict=True)])
             cells.append(f"{k:.1%} / {a:.1%}".replace("%", " %"))
-        print(f"| {group} | {len(done)} of {len(mine)} | {' | '.join(cells)} | |")
+        print(f"| {group} | {how} | {len(done)} of {len(mine)} | {' | '.join(cells)} | |")
 
 
 if __name__ == "__main__":
