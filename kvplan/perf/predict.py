@@ -2,8 +2,9 @@
 closed-loop concurrency, from its own plan (pool, running cap, chunk budget), the step model and the coefficients.
 
 Bands: each figure times and divided by 1 + 1.5 × the held-out MAPE of the coefficient row it used (TTFT's, TPOT's
-or throughput's, from benchmarks/perf_calibrate.py), the MAPE doubled when the row was borrowed (a GPU class, engine
-version or kernel family with no measured rows of its own).
+or throughput's, from benchmarks/perf_calibrate.py); 1 + 3 × it when the row was borrowed (a GPU class, engine
+version, kernel family or GEMM quant mode with no measured rows of its own), the MAPE then at least what a row has
+missed a group left out of its fit by (coeffs.band_mape).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
-from kvplan.perf.coeffs import Coefficients, coefficients_for, family_of
+from kvplan.perf.coeffs import Coefficients, band_mape, coefficients_for, family_of
 from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
 from kvplan.perf.peaks import peaks_of
 from kvplan.perf.sched import (
@@ -362,7 +363,8 @@ def perf(
         budget_origin += f"; ÷ {dp} DP ranks: server_args chunked_prefill_size // dp_size"
     quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
     family = family_of(tuple(g.kind for g in shape.attention))
-    coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family)
+    coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family,
+                                        moe if shape.num_experts else quant)  # fmt: skip
     spec = acceptance(verify_tokens=dep.speculative_num_draft_tokens, has_mtp_layers=arch.num_mtp_layers > 0,
                       given=acceptance_length)  # fmt: skip
     kv_bytes = 1 if plan.is_fp8 else 2
@@ -384,9 +386,8 @@ def perf(
               pool=pool, request_s=coeffs.request_us / 1e6, client_s=coeffs.client_us / 1e6, ranks=dp,
               wave_share=coeffs.wave_share)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
-    widen = 3.0 if borrowed else 1.5
     mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
-    rel = (widen * mape[0], widen * mape[1], widen * mape[2])
+    rel = band_mape(mape, bool(borrowed))
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
     us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (

@@ -1,0 +1,45 @@
+"""The coefficient table's envelope: which row prices a deployment, when it is borrowed (GPU class, engine version,
+kernel family, GEMM quant mode), and how wide a borrowed row's band is."""
+
+from __future__ import annotations
+
+from kvplan.perf.coeffs import BORROWED_MAPE, TABLE, band_mape, coefficients_for
+
+
+def test_a_row_fitted_on_the_deployments_quant_is_its_own() -> None:
+    # hopper / sglang 0.5.9 / mla was fitted on DeepSeek-R1 and GLM-5 at fp8 (benchmarks/perf_calibrate.py: "GEMMs
+    # fp8"): an fp8 deployment of SGLang 0.5.9 on H200 is inside its envelope, and no quant given checks none
+    row, said = coefficients_for("hopper", "sglang", "0.5.9", "mla", "fp8")
+    assert (row.gpu_class, row.engine, row.family, row.quants) == ("hopper", "sglang", "mla", ("fp8",)) and said == ""
+    assert coefficients_for("hopper", "sglang", "0.5.9", "mla") == (row, "")
+
+
+def test_another_quant_borrows_the_row_and_says_which() -> None:
+    # the same row for NVFP4 experts: its kernels were never measured under it (left out: Kimi-K2.5 B200 int4 → NVFP4
+    # TPOT 72.5 %), so the row is borrowed and the note names both
+    row, said = coefficients_for("hopper", "sglang", "0.5.9", "mla", "fp4")
+    assert row.quants == ("fp8",)
+    assert said == "hopper / sglang 0.5.9-0.5.9 / mla for hopper / sglang 0.5.9 / mla; fitted on fp8 GEMMs, not fp4"
+    # a version outside the row and another quant: both said, the version first
+    row, said = coefficients_for("hopper", "vllm", "0.33.0", "mla", "fp8")
+    assert row.quants == ("int4",) and said == (
+        "hopper / vllm 0.16.0-0.16.0 / mla for hopper / vllm 0.33.0 / mla: no row of its engine version; "
+        "fitted on int4 GEMMs, not fp8"
+    )
+    # a row fitted on two formats takes either as its own: Blackwell vLLM MLA (Kimi-K2.5 int4 and NVFP4)
+    assert coefficients_for("blackwell", "vllm", "0.17.0", "mla", "int4")[1] == ""
+    assert coefficients_for("blackwell", "vllm", "0.17.0", "mla", "fp4")[1] == ""
+
+
+def test_every_row_names_the_quants_it_was_fitted_on() -> None:
+    # perf_calibrate's "GEMMs" per row (2026-12-07): Hopper SGLang fp8; Blackwell SGLang fp4 / fp8; Hopper vLLM MLA
+    # int4; Blackwell vLLM MLA fp4 / int4; both vLLM GQA rows fp4 (gpt-oss-120b)
+    assert [r.quants for r in TABLE] == [("fp8",), ("fp4", "fp8"), ("int4",), ("fp4", "int4"), ("fp4",), ("fp4",)]
+
+
+def test_a_borrowed_band_is_at_least_the_left_out_error() -> None:
+    # own: 1.5 × the held-out MAPE
+    assert band_mape((0.1, 0.2, 0.3), borrowed=False) == (1.5 * 0.1, 1.5 * 0.2, 1.5 * 0.3)
+    # borrowed: 1.5 × max(2 × MAPE, BORROWED_MAPE): TTFT max(0.2, 0.646), TPOT max(0.4, 0.725), tok/s max(0.6, 0.477)
+    assert BORROWED_MAPE == (0.646, 0.725, 0.477)
+    assert band_mape((0.1, 0.2, 0.3), borrowed=True) == (1.5 * 0.646, 1.5 * 0.725, 1.5 * 0.6)
