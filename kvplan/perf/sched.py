@@ -60,9 +60,9 @@ class Schedule:
     finished: tuple[int, ...]
     cap: int
     peak_running: int
-    warmup: int = 0
+    warmup: int
     """Requests sent first and not measured (aiperf's --warmup-request-count); the measured ones follow."""
-    measured: int = 0
+    measured: int
     """Requests measured after the warm-up (0: every request)."""
     preemptions: int = 0
     """vLLM preemptions / SGLang retractions the pool forced (kvplan.perf.engine)."""
@@ -134,10 +134,6 @@ class _Clients:
         if idle and self.pending and self.pending[0][0] > s:  # an idle engine takes the head, and those sent with it
             sent = self.arrived[self.pending[0][1].rid]
             self.pending = deque((s, r) if self.arrived[r.rid] == sent else (due, r) for due, r in self.pending)
-        if idle and not self.pending and self.starts:  # nothing runs until the next client starts: it starts now
-            self.starts.pop(0)
-            self.send(s - 1)
-            self.pending[0] = (s, self.pending[0][1])
         out = []
         while self.pending and self.pending[0][0] <= s:
             out.append(self.pending.popleft()[1])
@@ -204,7 +200,7 @@ def _run(
     c: Load,
     stop_at: int,
     spec: Acceptance | None,
-    pool: int = 0,
+    pool: int,
 ) -> Stepped:
     """Step the engine's policy (module doc; the pool's side: kvplan.perf.engine) until every request (the first
     ``stop_at``, when given) has finished. A request of its own lengths (``_Req.isl`` / ``osl``, a trace's) runs with
@@ -242,10 +238,10 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     e2e = tuple(at(sched.finished[i]) - at(sched.arrived[i]) for i in ids)
     tpot = tuple((e - t1) / (osl - 1) if osl > 1 else 0.0 for e, t1 in zip(e2e, ttft, strict=True))
     gaps: list[tuple[float, int]] = []
-    last = -1
+    last: int | None = None
     for s, b in enumerate(sched.steps):
         if b.decode_requests:
-            prev = ends[last] if last >= 0 else (ends[s - 1] if s else 0.0)  # first decode: from the first tokens
+            prev = ends[last] if last is not None else (ends[s - 1] if s else 0.0)  # first decode: from first tokens
             gaps.append((ends[s] - prev, b.decode_requests))
             last = s
     return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))

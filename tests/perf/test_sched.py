@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.sched import Timings, blend, closed_loop, timings, with_request_latency
+from kvplan.perf.sched import Timings, _weighted_median, blend, closed_loop, timings, with_request_latency
+from kvplan.perf.spec import Acceptance
 from kvplan.perf.step import Batch
 
 
@@ -147,3 +148,55 @@ def test_blend_mixes_each_quantile_by_the_wave_share() -> None:
     assert t.ttft == (2.0, 4.5) and t.tpot == (1.25, 1.25) and t.e2e == (3.0, 5.5)
     assert (t.duration, t.itl_median) == (11.0, 1.25)
     assert blend(spread, waves, 0.0) is spread
+
+
+def test_a_lone_decode_steps_gap_runs_from_its_prefills_end() -> None:
+    # one request of 10 + 2 tokens: step 0 prefills it (1 s, its first token), step 1 decodes its second (0.5 s):
+    # the one gap is step 1's end less step 0's, 0.5 s
+    s = closed_loop(engine="sglang", isl=10, osl=2, concurrency=1, cap=1, budget=100, num_prompts=1)
+    assert timings(s, [1.0, 0.5], osl=2).itl_median == 0.5
+
+
+def test_a_request_as_large_as_the_pool_runs_and_a_larger_one_is_refused() -> None:
+    # 10 + 2 tokens in a pool of 12 fit exactly (closed_loop refuses only a request larger than the whole pool)
+    s = closed_loop(engine="vllm", isl=10, osl=2, concurrency=1, cap=1, budget=100, num_prompts=1, pool=12)
+    assert (s.first, s.finished) == ((0,), (1,))
+    with pytest.raises(ValueError, match="larger than the whole pool"):
+        closed_loop(engine="vllm", isl=10, osl=2, concurrency=1, cap=1, budget=100, num_prompts=1, pool=11)
+
+
+def test_steady_clients_start_spread_over_one_requests_steps() -> None:
+    # 10 + 5 tokens at a budget of 100: one request alone takes 1 prefill + 4 decode steps = 5; 5 clients start
+    # after steps i × 5 // 5 - 1 = -1, 0, 1, 2, 3 (the first at once)
+    s = closed_loop(engine="vllm", isl=10, osl=5, concurrency=5, cap=5, budget=100, num_prompts=10, warmup=5,
+                    steady=True)  # fmt: skip
+    assert s.arrived[:5] == (-1, 0, 1, 2, 3)
+
+
+def test_a_burst_loop_sees_a_resent_request_at_the_next_step() -> None:
+    # the vLLM schedule above with a third prompt: r0 finishes at step 2, its client sends again at once and the busy
+    # engine (r1 still decoding) takes it at step 3: outside the steady state no turnaround is modelled
+    s = closed_loop(engine="vllm", isl=10, osl=3, concurrency=2, cap=2, budget=12, num_prompts=3)
+    assert (s.arrived, s.first) == ((-1, -1, 2), (0, 1, 3))
+
+
+def test_speculative_steps_set_the_clients_spread() -> None:
+    # acceptance 1.5 tokens a step: 10 + 5 tokens take 1 prefill + ceil(4 / 1.5) = 3 decode steps = 4 (the first
+    # token comes from the prefill); 5 clients start after steps i × 4 // 5 - 1 = -1, -1, 0, 1, 2
+    spec = Acceptance(verify_tokens=3, milli=1500, low_milli=1500, high_milli=1500, source="given")
+    s = closed_loop(engine="vllm", isl=10, osl=5, concurrency=5, cap=5, budget=100, num_prompts=10, warmup=5,
+                    steady=True, spec=spec)  # fmt: skip
+    assert s.arrived[:5] == (-1, -1, 0, 1, 2)
+
+
+def test_one_output_token_has_no_tpot() -> None:
+    # osl 1: the prefill's token is the only one; TPOT (tokens after the first) is 0, not a division by zero
+    s = closed_loop(engine="sglang", isl=10, osl=1, concurrency=1, cap=1, budget=100, num_prompts=1)
+    t = timings(s, [1.0], osl=1)
+    assert (t.ttft, t.tpot, t.e2e) == ((1.0,), (0.0,), (1.0,))
+
+
+def test_the_itl_median_is_the_lower_weighted_median() -> None:
+    # weights 1 and 2 (tokens): half is 1.5; the first gap's 1 token is below it, so the median is the second's
+    assert _weighted_median([(1.0, 1), (2.0, 2)]) == 2.0
+    assert _weighted_median([(1.0, 2), (2.0, 2)]) == 1.0 and _weighted_median([]) == 0.0
