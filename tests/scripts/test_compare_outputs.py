@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("kvplan_compare_outputs", ROOT / "scripts" / "compare_outputs.py")
-assert _spec and _spec.loader
-co = importlib.util.module_from_spec(_spec)
-sys.modules["kvplan_compare_outputs"] = co  # dataclasses look their module up there
-_spec.loader.exec_module(co)
+from tests.scripts._load import load
+
+co = load("kvplan_compare_outputs", "scripts/compare_outputs.py")
 
 
 def test_readme_commands_are_the_console_commands_each_once(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ the equivalents file it reads. The check itself runs by hand (README: Developing
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -10,17 +11,14 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from tests.scripts._load import load
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def mutate() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kvplan_mutate", ROOT / "scripts" / "mutate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load("kvplan_mutate", "scripts/mutate.py")
 
 
 SOURCE = '''

@@ -3,16 +3,9 @@ the fit's counted as held out, each deployment as its row's id names it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.scripts._load import load
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("kvplan_silicon_rows", ROOT / "benchmarks" / "_silicon_rows.py")
-assert _spec and _spec.loader
-sr = importlib.util.module_from_spec(_spec)
-sys.modules["kvplan_silicon_rows"] = sr  # dataclasses look their module up there
-_spec.loader.exec_module(sr)
+sr = load("kvplan_silicon_rows", "benchmarks/_silicon_rows.py")
 
 
 def row(rid: str, source: str, ttft: str, tpot: str, cols: tuple[int, int, int, int], **kw: str) -> dict[str, str]:
