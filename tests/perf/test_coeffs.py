@@ -43,3 +43,22 @@ def test_a_borrowed_band_is_at_least_the_left_out_error() -> None:
     # borrowed: 1.5 × max(2 × MAPE, BORROWED_MAPE): TTFT max(0.2, 0.646), TPOT max(0.4, 0.725), tok/s max(0.6, 0.477)
     assert BORROWED_MAPE == (0.646, 0.725, 0.477)
     assert band_mape((0.1, 0.2, 0.3), borrowed=True) == (1.5 * 0.646, 1.5 * 0.725, 1.5 * 0.6)
+
+
+def test_the_nearest_row_by_tier_and_its_key_names_the_versions_it_spans() -> None:
+    # SGLang on Blackwell has no GQA row: the same class and engine's (MLA) row, its key "0.5.6-0.5.9" (first-last)
+    row, said = coefficients_for("blackwell", "sglang", "0.5.9", "gqa")
+    assert row.key == "blackwell / sglang 0.5.6-0.5.9 / mla"
+    assert (
+        said == "blackwell / sglang 0.5.6-0.5.9 / mla for blackwell / sglang 0.5.9 / gqa: no row of its kernel family"
+    )
+    # an engine with no row on Hopper: the class's first row (TABLE order: Hopper SGLang MLA)
+    row, said = coefficients_for("hopper", "trtllm", "1.2.0", "gqa")
+    assert row.key == "hopper / sglang 0.5.9-0.5.9 / mla" and said.endswith("no row of its engine and kernel family")
+    # a vLLM version past the Blackwell MLA row's 0.15.1-0.17.0: the same row, said as a version borrowed
+    row, said = coefficients_for("blackwell", "vllm", "0.33.0", "mla", "fp4")
+    assert (
+        said == "blackwell / vllm 0.15.1-0.17.0 / mla for blackwell / vllm 0.33.0 / mla: no row of its engine version"
+    )
+    # a GPU class with no row at all: the table's first row
+    assert coefficients_for("ampere", "vllm", "0.18.0", "gqa")[0] is TABLE[0]
