@@ -9,11 +9,14 @@ kvplan/perf/coeffs_table.py carries.
         'aiconfigurator_core/systems/silicon_sample.csv' -d /tmp/aic
     PYTHONPATH=. python benchmarks/perf_calibrate.py /tmp/aic/aiconfigurator_core/systems/silicon_sample.csv
 
-Split: the fit sees only the rows of ``source_file=2026-03-25.csv`` (the first collection); every other source
-(``2026-04-06.csv``, ``db-dump/2026-04-27``, the gap-analysis files, with engine versions the first never ran:
-SGLang 0.5.6.post2, vLLM 0.12.0, nightlies) is held out. Rows kept: aggregated serving (``mode=agg``), pp 1, SGLang
-or vLLM, H200 / B200, models kvplan has a preset for. Measured throughput is not in the CSV: it is derived the way
-a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU, for both the rows and kvplan.
+Split: the fit sees only the measurements of ``source_file=2026-03-25.csv`` (the first collection); every other
+source's (``2026-04-06.csv``, ``db-dump/2026-04-27``, the gap-analysis files, with engine versions the first never
+ran: SGLang 0.5.6.post2, vLLM 0.12.0, nightlies) is held out ("later"), each measurement once and none the fit saw
+(benchmarks/_silicon_rows.py, which also reads each deployment as its row's id names it). Each training group of a
+row fitted on several is checked too, predicted by the row refitted without it ("left out"). Rows kept: aggregated
+serving (``mode=agg``), pp 1, SGLang or vLLM, H200 / B200, models kvplan has a preset for. Measured throughput is
+not in the CSV: it is derived the way a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU,
+for both the rows and kvplan.
 AIConfigurator's own predictions are not in the CSV: benchmarks/aic_predictions.py makes them in AIConfigurator's
 own environment, and ``--aic=FILE`` prints its error beside kvplan's on the rows it estimated.
 """
