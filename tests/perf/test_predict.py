@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import Load, _closed, perf, running_cap
+from kvplan.perf.predict import RATE_PROMPTS, Load, _closed, _figures, _open, perf, running_cap
+from kvplan.perf.sched import Timings
 from tests.conftest import make_plan
 
 
@@ -64,7 +65,7 @@ def test_sglang_blends_its_waves_by_the_wave_share_and_vllm_never_does() -> None
     # half in waves: each sorted figure the mean of the two (kvplan.perf.sched.blend), said on the load's line
     half = run("sglang", 0.5)
     assert half[:3] == ((2.0, 2.0, 2.5, 2.5), (1.125, 1.125, 1.25, 1.25), (7.0,) * 4)
-    assert "50% spread over a request's service, 50% in waves" in half[3]
+    assert "clients 50% spread over a request's service, 50% in waves" in half[3] and "DP attention" not in half[3]
     # vLLM decodes each request beside the others' prefills: nothing keeps waves (sched.WAVES), the share is unused
     assert run("vllm", 0.5) == run("vllm", 0.0) and "in waves" not in run("vllm", 0.5)[3]
 
@@ -140,3 +141,20 @@ def test_the_running_cap_by_the_pool_and_under_dp_ranks() -> None:
     two = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=2)
     one = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=1)
     assert _closed(two, 2, lambda _b: 1.0)[2].peak == 2 and _closed(one, 2, lambda _b: 1.0)[2].peak == 1
+
+
+def test_an_open_loops_throughput_is_every_output_token_over_the_whole_run() -> None:
+    # bench_serving's output throughput: RATE_PROMPTS requests × osl tokens over the run from the first arrival to
+    # the last token (drain included); requests 100 s apart on 1 s steps each run alone
+    ld = Load(engine="vllm", isl=10, osl=4, cap=4, budget=100, spec=None)
+    t, out, ran, _ = _open(ld, 0.01, lambda _b: 1.0)
+    assert ran.requests == RATE_PROMPTS and out == RATE_PROMPTS * 4 / t.duration
+    assert t.duration > RATE_PROMPTS  # arrivals ~100 s apart: the run is longer than one second a request
+
+
+def test_itl_is_the_schedules_median_gap_in_microseconds() -> None:
+    t = Timings(ttft=(1.0,), tpot=(0.5,), e2e=(2.5,), duration=2.5, itl_median=0.25)
+    us, tput = _figures(t, (0.0, 0.0, 0.0), None, out=1.0, isl=2, osl=4)
+    assert us["itl"].value == 250_000 and us["tpot"].value == 500_000 and us["e2e"].value == 2_500_000
+    # total tok/s: output × (isl + osl) / osl = 1 × 6 / 4 = 1.5 tokens a second, rounded to 2 (not 6 // 4 = 1)
+    assert tput["output"].value == 1 and tput["total"].value == 2
