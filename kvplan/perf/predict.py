@@ -353,6 +353,8 @@ def perf(
     peaks = peaks_of(dep.gpu)
     if peaks is None:
         raise ValueError(f"perf has no datasheet peaks for {dep.gpu.name} (kvplan.perf.peaks: H100, H200, B200, B300)")
+    if dep.pp > 1:  # the step model prices one tp group over every layer: stages in sequence are not modelled
+        raise ValueError(f"perf does not model pipeline parallelism (pp {dep.pp}): price the deployment at pp 1")
     shape = step_shape(arch)
     dp = max(dep.dp_attention, 1)
     split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
@@ -379,7 +381,7 @@ def perf(
                                                                    nodes=tp_nodes), peaks, coeffs)  # fmt: skip
         return priced[b]
 
-    gpus = dep.tp * max(dep.pp or 1, 1)
+    gpus = dep.tp
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,

@@ -60,3 +60,9 @@ def test_bad_input_is_one_line_exit_2() -> None:
     assert r.exit_code == 2 and "up to --concurrency 65,536" in r.output
     r = runner.invoke(app, ["perf", "--isl", "1K", "--osl", "8", "--concurrency", "4", "--set", "gpu=h100-pcie"])
     assert r.exit_code == 2 and "no datasheet peaks for NVIDIA H100 PCIe" in r.output, r.output
+    # the step model prices one tp group over every layer; pipeline stages in sequence are not modelled: refused
+    # rather than priced as if the stages ran at once
+    r = runner.invoke(
+        app, ["perf", "--isl", "1K", "--osl", "8", "--concurrency", "4", "--set", "tp=4", "--set", "pp=2"]
+    )
+    assert r.exit_code == 2 and "perf does not model pipeline parallelism (pp 2)" in r.output, r.output

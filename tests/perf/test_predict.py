@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import RATE_PROMPTS, Load, _closed, _figures, _open, perf, running_cap
+from kvplan.perf.predict import RATE_PROMPTS, Load, _closed, _figures, _open, decode_share, perf, running_cap
 from kvplan.perf.sched import Timings
+from kvplan.perf.step import Batch
 from tests.conftest import make_plan
 
 
@@ -66,6 +67,8 @@ def test_sglang_blends_its_waves_by_the_wave_share_and_vllm_never_does() -> None
     half = run("sglang", 0.5)
     assert half[:3] == ((2.0, 2.0, 2.5, 2.5), (1.125, 1.125, 1.25, 1.25), (7.0,) * 4)
     assert "clients 50% spread over a request's service, 50% in waves" in half[3] and "DP attention" not in half[3]
+    # 2 clients, PROMPTS_PER_CLIENT (3) requests each: 2 warm-up (aiperf --warmup-request-count C), 6 - 2 measured
+    assert "steady state: 2 warm-up requests, 4 measured" in half[3]
     # vLLM decodes each request beside the others' prefills: nothing keeps waves (sched.WAVES), the share is unused
     assert run("vllm", 0.5) == run("vllm", 0.0) and "in waves" not in run("vllm", 0.5)[3]
 
@@ -158,3 +161,14 @@ def test_itl_is_the_schedules_median_gap_in_microseconds() -> None:
     assert us["itl"].value == 250_000 and us["tpot"].value == 500_000 and us["e2e"].value == 2_500_000
     # total tok/s: output × (isl + osl) / osl = 1 × 6 / 4 = 1.5 tokens a second, rounded to 2 (not 6 // 4 = 1)
     assert tput["output"].value == 1 and tput["total"].value == 2
+
+
+def test_a_pd_decode_instance_runs_the_steps_decodes_alone() -> None:
+    # a mixed step with speculative decoding (D = 4 verified a request): the decode instance runs its 3 decodes over
+    # their 30 tokens of context and samples at every verified position, 3 × 4 = 12; the prefill (5 tokens) stays on
+    # the prefill instance, and a step with no decode runs nothing there
+    mixed = Batch(prefill_tokens=5, prefill_pairs=15, decode_requests=3, decode_context=30, sampled=13, verify_tokens=4,
+                  draft_tokens=4)  # fmt: skip
+    assert decode_share(mixed) == Batch(decode_requests=3, decode_context=30, sampled=12, verify_tokens=4,
+                                        draft_tokens=4)  # fmt: skip
+    assert decode_share(Batch(prefill_tokens=5, prefill_pairs=15, sampled=1)) is None

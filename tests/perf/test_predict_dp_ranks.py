@@ -5,7 +5,7 @@ prefill a step differs: SGLang divides its chunk among the ranks, vLLM gives eac
 from __future__ import annotations
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import perf
+from kvplan.perf.predict import perf, running_cap
 
 
 def test_sglang_divides_its_chunk_among_eight_dp_ranks() -> None:
@@ -28,3 +28,12 @@ def test_vllm_gives_each_dp_rank_its_whole_budget() -> None:
     assert r.budget_tokens == 8192 and "DP ranks" not in r.budget_from
     assert any("8 ranks, each its own scheduler and budget of 8,192 tokens a step (65,536 in all)" in a
                for a in r.assumptions)  # fmt: skip
+
+
+def test_the_running_cap_counts_every_ranks_pool() -> None:
+    # each DP rank holds its own pool (plan.usable_tokens a rank); requests of 128K + 1K tokens: the ranks together
+    # hold usable × 8 // 132,096 of them, below max_running_requests 2,048 (64,576 × 8 // 132,096 = 3 on this plan)
+    plan = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8"])
+    cap, said = running_cap(plan, 131072, 1024)
+    assert cap == plan.usable_tokens * 8 // 132096 == 3
+    assert said == f"pool {plan.usable_tokens:,} tokens × 8 DP rank(s) // (isl + osl) = 3"
