@@ -315,9 +315,9 @@ def main() -> int:
             per_key[key].append((len(rs), e))
         if not rs[0].moe:  # dense: the row that priced it, own or borrowed
             dense[_row_of(key, fitted)].append((len(rs), e))
-    worst = [max(e[i] for _, e in left) for i in range(3)] if (left := [
-        (g, e) for (g, _, _, how), e in zip(checks, errors, strict=True) if how == "left out"]) else []  # fmt: skip
-    if worst:
+    left = [e for (_, _, _, how), e in zip(checks, errors, strict=True) if how == "left out"]
+    if left:
+        worst = (max(e[i] for e in left) for i in range(3))
         print("largest left-out error (coeffs.BORROWED_MAPE): " + ", ".join(f"{w:.3f}" for w in worst))
     print("\nheld-out MAPE per coefficient row (row-weighted over its own MoE groups): TTFT, TPOT, tok/s")
     _per_row(per_key)
