@@ -8,6 +8,9 @@ Runs in its own environment, never kvplan's (AIConfigurator is Apache-2.0, NVIDI
     /tmp/aicenv/bin/pip install aiconfigurator==0.12.0      # pulls aiconfigurator-core 0.12.0 with its databases
     /tmp/aicenv/bin/python benchmarks/aic_predictions.py SILICON_SAMPLE_CSV > /tmp/aic_pred.csv
     PYTHONPATH=. python benchmarks/perf_calibrate.py SILICON_SAMPLE_CSV --aic=/tmp/aic_pred.csv
+    PYTHONPATH=. python benchmarks/perf_published.py --aic-rows > /tmp/pub_rows.csv    # the published points
+    /tmp/aicenv/bin/python benchmarks/aic_predictions.py --given /tmp/pub_rows.csv > /tmp/aic_pub.csv
+    PYTHONPATH=. python benchmarks/perf_published.py --aic=/tmp/aic_pub.csv
 
 Each measurement kvplan is checked on (benchmarks/_silicon_rows.py: mode agg, pp 1, SGLang or vLLM, H200 / B200, a
 model kvplan has a preset for; each measurement once, its deployment as its id names it; the first PER_GROUP of each
@@ -25,6 +28,7 @@ import csv
 import io
 import logging
 import sys
+from typing import Any
 
 from _silicon_rows import PRESET, kept, measurements  # benchmarks/, beside this script
 
@@ -69,6 +73,10 @@ def main(argv: list[str]) -> int:
     logging.disable(logging.WARNING)
     out = csv.writer(sys.stdout)
     out.writerow(["id", "aic_ttft_ms", "aic_tpot_ms", "error"])
+    if argv[0] == "--given":  # rows as written (perf_published.py --aic-rows), each estimated as it stands
+        with open(argv[1], newline="", encoding="utf-8") as f:
+            _estimate_all(list(csv.DictReader(f)), out)
+        return 0
     with open(argv[0], newline="", encoding="utf-8") as f:
         found, _ = measurements([r for r in csv.DictReader(f) if kept(r)])
     seen = {m.row["id"]: m.train for m in found}  # each measurement once, its deployment as its id names it
@@ -79,7 +87,11 @@ def main(argv: list[str]) -> int:
         if per_group.get(g, 0) < PER_GROUP:
             per_group[g] = per_group.get(g, 0) + 1
             chosen.append(r)
-    rows = chosen
+    _estimate_all(chosen, out)
+    return 0
+
+
+def _estimate_all(rows: list[dict[str, str]], out: Any) -> None:
     for row in rows:
         try:
             with contextlib.redirect_stdout(io.StringIO()):
@@ -88,7 +100,6 @@ def main(argv: list[str]) -> int:
         except Exception as exc:  # the peer's refusal is a row's answer, said in one line
             out.writerow([row["id"], "", "", f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"])
         sys.stdout.flush()
-    return 0
 
 
 if __name__ == "__main__":

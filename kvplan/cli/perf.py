@@ -50,6 +50,15 @@ def perf(
             help="MTP / EAGLE: mean tokens a verify step yields (SGLang bench's accept length) [default: per family].",
         ),
     ] = None,
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            "--range-ratio",
+            metavar="R",
+            help="Lengths uniform in [R × --isl, --isl] and [R × --osl, --osl], as SGLang bench_serving "
+            "--random-range-ratio R draws them (its default 0) [default: 1, fixed lengths as aiperf runs them].",
+        ),
+    ] = 1.0,
     model: ModelOpt = None,
     deploy: DeployOpt = None,
     set_: SetOpt = None,
@@ -66,13 +75,16 @@ def perf(
         from kvplan.perf.predict import perf as run_perf
         from kvplan.render.perf_report import perf_report
 
+        if not 0 <= range_ratio <= 1 or (trace is not None and range_ratio != 1):
+            raise InputError("--range-ratio is a share in [0, 1] of --isl and --osl (a trace has its own lengths)")
         n_isl, n_osl, rate_per_s, load = _load(
             ctx, isl, osl, concurrency, rate, trace, trace_format, requests, acceptance_length
         )
         plan = load_plan(model, deploy, set_)
         try:
             result = run_perf(plan.arch, plan, isl=n_isl, osl=n_osl or 1, concurrency=concurrency,
-                              acceptance_length=acceptance_length, rate_per_s=rate_per_s, trace=load)  # fmt: skip
+                              acceptance_length=acceptance_length, rate_per_s=rate_per_s, trace=load,
+                              range_ratio=range_ratio)  # fmt: skip
         except ValueError as e:
             raise InputError(str(e)) from None
         emit(perf_report(result), fmt)

@@ -153,20 +153,42 @@ benchmarks/_silicon_rows.py) and, where the row was fitted on several groups, ea
 ``dense_mape`` the next line's, over the dense groups (Llama-3.1, a family no row was fitted on: wide on purpose)."""
 
 
-BORROWED_MAPE = (0.646, 0.725, 0.477)
-"""The largest error of a row predicting a group left out of its own fit (benchmarks/perf_calibrate.py, "left out":
-TTFT DeepSeek-V3 on H200 SGLang predicted from GLM-5; TPOT Kimi-K2.5 on B200 vLLM NVFP4 from its int4 rows;
-throughput GLM-5 on B200 SGLang from DeepSeek-V3): what a borrowed row has been measured to miss by, the least its
-band is built from."""
+VERSION_ONLY = "no row of its engine version"
+"""How ``coefficients_for`` ends the note of a row borrowed across engine versions alone (same GPU class, engine,
+kernel family and GEMM quant mode)."""
+WORST_BORROWED = {
+    "engine version": (1.70, 1.95, 1.46),
+    "other": (7.89, 11.57, 11.18),
+}
+"""The largest miss, a ratio either way (max of predicted / measured, measured / predicted) of TTFT, TPOT and output
+tokens/s per GPU, of a row borrowed that way on measurements no fit saw (benchmarks/perf_published.py, `kvplan perf`
+end to end): "engine version" (same GPU class, engine, kernel family and GEMM quant mode), the points priced across
+an SGLang version (InferenceX DeepSeek-R1 H200 SGLang 0.5.7, TTFT against its published mean at 32 clients;
+GPUStack DeepSeek-V3.2 H200 SGLang 0.5.6.post2 DP8: TPOT of a 32K-token burst, tok/s of a 2K one); "other" (another
+weight format, kernel family, engine or GPU class): Kimi-K2.5 int4 on H200 SGLang 0.5.6.post2 priced from the fp8
+row (sgl-cookbook, 100 clients of 1K + 1K: TPOT 403 ms measured, 34.9 ms priced, tok/s 32 against 354) and a
+1,000-request burst of 128 + 4 tokens of DeepSeek-R1 on vLLM 0.11.0 from the Kimi int4 row (TTFT 19.0 s against
+2.4 s). perf_calibrate.py's groups left out of their row's refit miss by less in TPOT and tok/s (2.55, 2.57); its
+TTFT misses (126 ×) are rows whose clients queue for the pool, which the calibration prices without it."""
 BAND = 1.5
-"""A band is × / ÷ (1 + 1.5 × a measured MAPE): the row's held-out MAPE for its own deployments; for a borrowed
-row the larger of twice it and BORROWED_MAPE."""
+"""A band is × / ÷ (1 + 1.5 × a measured MAPE): the row's held-out MAPE for its own deployments; a borrowed row's
+twice as wide, at least as wide as the largest miss of a row borrowed that way (WORST_BORROWED)."""
 
 
-def band_mape(mape: tuple[float, float, float], borrowed: bool) -> tuple[float, float, float]:
-    """The relative half-width of each figure's band (TTFT, TPOT, throughput) from the row's held-out MAPE."""
-    got = [max(2 * m, b) if borrowed else m for m, b in zip(mape, BORROWED_MAPE, strict=True)]
-    return (BAND * got[0], BAND * got[1], BAND * got[2])
+def borrow_kind(borrowed: str) -> str:
+    """'' for a deployment's own row, 'engine version' for one borrowed across versions alone, else 'other'."""
+    return "" if not borrowed else "engine version" if borrowed.endswith(VERSION_ONLY) else "other"
+
+
+def band_mape(mape: tuple[float, float, float], borrowed: str) -> tuple[float, float, float]:
+    """The relative half-width of each figure's band (TTFT, TPOT, throughput) from the row's held-out MAPE and what
+    was borrowed (``coefficients_for``'s note, '' for the deployment's own row)."""
+    kind = borrow_kind(borrowed)
+    if not kind:
+        return (BAND * mape[0], BAND * mape[1], BAND * mape[2])
+    worst = WORST_BORROWED[kind]
+    return (max(2 * BAND * mape[0], worst[0] - 1), max(2 * BAND * mape[1], worst[1] - 1),
+            max(2 * BAND * mape[2], worst[2] - 1))  # fmt: skip
 
 
 def family_of(kinds: tuple[str, ...]) -> str:

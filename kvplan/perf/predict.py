@@ -9,6 +9,7 @@ missed a group left out of its fit by (coeffs.band_mape).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -86,6 +87,46 @@ class PerfResult:
     """The held-out MAPE of TTFT, TPOT, throughput the bands were built from (Coefficients.mape_for)."""
     heldout_of: str = ""
     """Which models that error was measured on."""
+    range_ratio: float = 1.0
+    """Lengths uniform in [range_ratio × L, L] (``isl`` / ``osl`` are then their means); 1.0: fixed lengths."""
+
+
+def mean_length(length: int, ratio: float) -> int:
+    """The mean of lengths drawn uniformly from [max(int(ratio × length), 1), length], rounded half up: SGLang's
+    bench_serving (``sample_random_requests``: ``np.random.randint(max(int(input_len * range_ratio), 1),
+    input_len + 1)``; its outputs may start at 0, a token less at the low end, counted as 1 here)."""
+    return (max(int(length * ratio), 1) + length + 1) // 2
+
+
+def _lengths_line(isl: int, osl: int, ratio: float) -> str:
+    if ratio >= 1:
+        return ("lengths fixed (aiperf and the measurements the coefficients were fitted on; bench_serving"
+                " --random-range-ratio 1): lengths drawn at random spread the clients (--range-ratio)")  # fmt: skip
+    lo_i, lo_o = max(int(isl * ratio), 1), max(int(osl * ratio), 1)
+    return (f"lengths uniform in [{lo_i:,}, {isl:,}] + [{lo_o:,}, {osl:,}] (bench_serving --random-range-ratio"
+            f" {ratio:g}), priced at their means {mean_length(isl, ratio):,} + {mean_length(osl, ratio):,};"
+            " requests of unequal lengths finish apart, so no SGLang waves; the p90 figures are those of requests of"
+            " the mean lengths, not of the longest")  # fmt: skip
+
+
+def _priced_lengths(isl: int, osl: int, ratio: float, trace: TraceLoad | None) -> tuple[int, int, tuple[str, ...]]:
+    """(isl, osl priced, the line saying how): below 1 (not with a trace, whose requests have their own lengths)
+    lengths uniform in [ratio × L, L] are priced at their means with the clients never in waves (the cookbook's
+    bench_serving runs of random lengths, benchmarks/perf_published.py: SGLang's median TTFT stays flat with the
+    concurrency where the waves of fixed lengths raise it)."""
+    if not 0 <= ratio <= 1 or (trace is not None and ratio < 1):
+        raise ValueError("--range-ratio is a share in [0, 1] of --isl / --osl, not for a trace (its own lengths)")
+    line = () if trace else (_lengths_line(isl, osl, ratio),)
+    return (mean_length(isl, ratio), mean_length(osl, ratio), line) if ratio < 1 else (isl, osl, line)
+
+
+def _budget(plan: PoolPlan, dp: int) -> tuple[int, str]:
+    """(a rank's token budget a step, where it comes from)."""
+    knob, knob_tokens, origin = token_budget(plan)
+    budget = rank_budget(plan)
+    if budget != knob_tokens:
+        origin += f"; ÷ {dp} DP ranks: server_args chunked_prefill_size // dp_size"
+    return budget, f"{knob} {knob_tokens:,} ({origin})"
 
 
 def _quant(arch: ModelArch, group: str) -> str:
@@ -103,8 +144,9 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def _band(v: float, rel: float, up: float = 1.0, down: float = 1.0) -> Band:
-    """Multiplicative: a ratio error either way; ``up`` / ``down`` widen it further (the acceptance length's band)."""
-    return Band(round(v), round(v / ((1 + rel) * down)), round(v * (1 + rel) * up))
+    """Multiplicative: a ratio error either way; ``up`` / ``down`` widen it further (the acceptance length's band).
+    Its ends round outwards: a band is never narrower than the error it is built from."""
+    return Band(round(v), math.floor(v / ((1 + rel) * down)), math.ceil(v * (1 + rel) * up))
 
 
 def _figures(
@@ -343,12 +385,15 @@ def perf(
     trace: TraceLoad | None = None,
     phase: str | None = None,
     think_s: float | None = None,
+    range_ratio: float = 1.0,
 ) -> PerfResult:
     """ValueError (one line) for a GPU without peaks, a model without a step model, or an acceptance length that
     does not apply (kvplan.perf.spec). With ``trace``, ``isl`` / ``osl`` are its means (the running cap shown).
     ``phase`` "decode": a PD decode instance, whose requests arrive prefilled (their KV handed off): the schedule is
     the same, its prefill tokens cost nothing (``decode_share``). ``think_s`` with ``concurrency``: the clients wait
-    that long after a request's last token before the next (a PD prefill instance: ``_thinking``)."""
+    that long after a request's last token before the next (a PD prefill instance: ``_thinking``). ``range_ratio``:
+    ``_priced_lengths``."""
+    isl, osl, lengths = _priced_lengths(isl, osl, range_ratio, trace)
     dep = plan.deployment
     peaks = peaks_of(dep.gpu)
     if peaks is None:
@@ -359,10 +404,7 @@ def perf(
     dp = max(dep.dp_attention, 1)
     split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
     cap, cap_from = running_cap(plan, isl, osl)
-    knob, knob_tokens, budget_origin = token_budget(plan)
-    budget = rank_budget(plan)
-    if budget != knob_tokens:
-        budget_origin += f"; ÷ {dp} DP ranks: server_args chunked_prefill_size // dp_size"
+    budget, budget_from = _budget(plan, dp)
     quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
     family = family_of(tuple(g.kind for g in shape.attention))
     coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family,
@@ -386,14 +428,15 @@ def perf(
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
     ld = Load(engine=plan.engine, isl=isl, osl=osl, cap=max(plan.max_running_requests, 1), budget=budget, spec=spec,
               pool=pool, request_s=coeffs.request_us / 1e6, client_s=coeffs.client_us / 1e6, ranks=dp,
-              wave_share=coeffs.wave_share)  # fmt: skip
+              wave_share=coeffs.wave_share if range_ratio == 1 else 0.0)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
-    rel = band_mape(mape, bool(borrowed))
+    rel = band_mape(mape, borrowed)
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
     us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (
         load_line,
+        *lengths,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
@@ -406,8 +449,8 @@ def perf(
         model=arch.name, engine=plan.engine, engine_version=plan.engine_version, gpu=dep.gpu.name, gpus=gpus,
         isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
         running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
-        budget_tokens=budget, budget_from=f"{knob} {knob_tokens:,} ({budget_origin})",
+        budget_tokens=budget, budget_from=budget_from,
         quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
-        trace=trace.source if trace else None, heldout=mape, heldout_of=mape_of,
+        trace=trace.source if trace else None, heldout=mape, heldout_of=mape_of, range_ratio=range_ratio,
     )  # fmt: skip

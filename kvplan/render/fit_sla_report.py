@@ -49,7 +49,8 @@ def sla_section(f: Fit) -> Section | None:
         f"{q.sla.label}; priced by kvplan perf (closed loop in its steady state, the engine's scheduler, step times "
         f"from datasheet peaks × fitted efficiencies: rows {', '.join(sorted(rows_used)) or 'none'}"
         + (f"; borrowed: {'; '.join(borrowed)}" if borrowed else "")
-        + "); band: × / ÷ (1 + 1.5 × the row's held-out MAPE); borrowed: 2 × it, at least the left-out errors; "
+        + "); band: × / ÷ (1 + 1.5 × the row's held-out MAPE); borrowed: 2 × it, at least the largest miss of a row"
+        " borrowed so; "
         f"ranked by GPUs, then met at the band's unfavourable end, then margin; {len(priced):,} candidates priced"
     )
     return Section("SLA: latency and throughput under the load (estimated)", tuple(rows),

@@ -26,7 +26,7 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "model": r.model, "engine": r.engine, "engine_version": r.engine_version, "gpu": r.gpu, "gpus": r.gpus,
         "isl": r.isl, "osl": r.osl, "concurrency": r.concurrency, "rate_per_s": r.rate_per_s, "trace": r.trace,
-        "num_prompts": r.num_prompts,
+        "range_ratio": r.range_ratio, "num_prompts": r.num_prompts,
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
         "pool_tokens": r.pool_tokens, "preemptions": r.preemptions,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
@@ -58,6 +58,10 @@ def _acceptance_row(r: PerfResult) -> tuple[str, str, str]:
     return ("acceptance length", f"{a.milli / 1000:.2f} tokens a step{band}, {a.verify_tokens} verified", a.source)
 
 
+def _spread(r: PerfResult) -> str:
+    return f" (means, lengths from {r.range_ratio:g} × nominal)" if r.range_ratio < 1 else ""
+
+
 def perf_report(r: PerfResult) -> Report:
     rows = [(label, f"{r.us[k].value / 1000:,.1f} ms", f"{r.us[k].low / 1000:,.1f} – {r.us[k].high / 1000:,.1f} ms")
             for k, label in _LATENCY]  # fmt: skip
@@ -86,14 +90,15 @@ def perf_report(r: PerfResult) -> Report:
         (
             "held-out MAPE",
             f"TTFT {r.heldout[0]:.0%}, TPOT {r.heldout[1]:.0%}, tok/s {r.heldout[2]:.0%}",
-            f"on {r.heldout_of}; band: × / ÷ (1 + 1.5 × these); borrowed: 2 × these, at least the left-out errors",
+            f"on {r.heldout_of}; band: × / ÷ (1 + 1.5 × these); borrowed: 2 × these, at least the largest miss of"
+            " a row borrowed so",
         ),
         ("peaks", r.gpu, r.peaks_source),
         _acceptance_row(r),
     )
     title = (f"{r.model} on {r.gpus} × {r.gpu}, {'SGLang' if r.engine == 'sglang' else 'vLLM'} {r.engine_version}: "
              + (f"trace of {r.num_prompts:,} requests, isl mean {r.isl:,}, osl mean {r.osl:,}" if r.trace else
-                f"isl {r.isl:,}, osl {r.osl:,}, "
+                f"isl {r.isl:,}, osl {r.osl:,}{_spread(r)}, "
                 + (f"rate {r.rate_per_s:g}/s" if r.rate_per_s else f"concurrency {r.concurrency:,}")))  # fmt: skip
     return Report(
         command="perf",
