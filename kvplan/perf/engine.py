@@ -67,6 +67,10 @@ class Engine:
         """Admitted in this step: SGLang counts their output whole (``_update_prefill_budget``)."""
         self.steps: list[Batch] = []
         self.peak = self.preemptions = 0
+        self.changes = 0
+        """Counts each change of the decoding set (a request starts decoding or leaves the running set)."""
+        self.theirs_seen = (-1, 0, 0, 0)
+        """(changes, decode count, the running reservations' sum, its terms) at the last exact sum (``_admits``)."""
         self.unfinished = stop_at
 
     def run(self) -> Stepped:
@@ -169,8 +173,19 @@ class Engine:
         if need < self.free() - self.reserved:  # every reservation whole and unclipped: an upper bound
             return True
         ours = sum(min(q.osl - q.out, CLIP_MAX_NEW_TOKENS) for q in self.batch)
-        theirs = sum(min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values() if q.start >= 0)
-        return need < self.free() - ours - theirs * self.ratio / 1000
+        if need >= self.free() - ours - self._theirs_at_least() * self.ratio / 1000:
+            return False  # refused on a lower bound of the running reservations: no sum over them
+        left = [min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values() if q.start >= 0]
+        self.theirs_seen = (self.changes, self.decode_count, sum(left), len(left))
+        return need < self.free() - ours - sum(left) * self.ratio / 1000
+
+    def _theirs_at_least(self) -> int:
+        """A lower bound of the running requests' clipped reservations: the last exact sum while the decoding set is
+        the same, each term less at most ceil(k × accept / 1000) after k decode steps (0 once the set changed)."""
+        changes, count, total, terms = self.theirs_seen
+        if changes != self.changes:
+            return 0
+        return max(total - terms * -(-(self.decode_count - count) * self.accept // 1000), 0)
 
     def _hit(self, r: _Req) -> int:
         """vLLM: the tokens of a preempted request its prefix cache still holds. Its freed blocks go to the free
@@ -255,6 +270,7 @@ class Engine:
                 self._drop(r)
                 continue
             r.start = self.decode_count
+            self.changes += 1
             left = r.osl - r.out
             steps = left if self.spec is None else steps_for(left, self.spec.milli)
             heapq.heappush(self.decoding, (self.decode_count + steps, r.rid, r.epoch))
@@ -265,5 +281,6 @@ class Engine:
             c.send(s)
 
     def _drop(self, r: _Req) -> None:
+        self.changes += 1
         del self.running[r.rid]
         self.reserved -= r.res

@@ -82,3 +82,28 @@ def test_a_pool_too_small_for_the_clients_preempts_and_lengthens_tpot_and_e2e() 
     tight, roomy = run(40), run(64)
     assert tight[0] > 0 and roomy[0] == 0
     assert tight[1] > roomy[1] and tight[2] > roomy[2]
+
+
+@pytest.mark.parametrize(
+    ("isl", "osl", "clients", "pool", "accept"),
+    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 6000, 8, 20_000, 2_600), (10, 4200, 5, 9_000, 1_700)],
+)
+def test_sglang_admission_on_the_reservations_lower_bound_is_exact(
+    isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Engine._admits refuses on a lower bound of the running reservations (the last exact sum, each term less at most
+    # ceil(k × accept / 1000) after k decode steps, while the decoding set is the same) before it sums them: the
+    # schedule must be the one the exact sum at every step gives. Loads under pool pressure (clients waiting on
+    # the reservations, SGLang's retractions), outputs past the 4,096 clip, with and without an acceptance length
+    from kvplan.perf import engine
+    from kvplan.perf.spec import Acceptance
+
+    spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t") if accept else None
+
+    def run() -> object:
+        return closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
+                           num_prompts=2 * clients, spec=spec, pool=pool)  # fmt: skip
+
+    bounded = run()
+    monkeypatch.setattr(engine.Engine, "_theirs_at_least", lambda self: 0)
+    assert run() == bounded
