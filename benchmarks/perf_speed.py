@@ -14,7 +14,13 @@ import time
 from kvplan.cli._common import load_plan
 from kvplan.perf.predict import perf
 
-POINTS = (("glm-5.3-8xh200-sglang", 8192, 1024, 64), ("glm-5.3-8xh200-vllm", 1024, 8192, 128))
+POINTS = (
+    ("glm-5.3-8xh200-sglang", 8192, 1024, 64),
+    ("glm-5.3-8xh200-vllm", 1024, 8192, 128),
+    ("benchmarks/published/deployments/sgl-cookbook-dsr1-8xb200-sglang.yaml", 1024, 8192, 512),
+)
+"""Two everyday points and a heavy one: 512 clients of 8K outputs under SGLang, whose pool queues them (the most
+steps and the most admission checks a closed loop here runs)."""
 
 
 def main() -> int:

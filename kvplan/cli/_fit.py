@@ -58,6 +58,7 @@ class FitOptions:
     osl: str | None = None
     concurrency: int | None = None
     acceptance_length: float | None = None
+    range_ratio: float = 1.0
 
 
 def run(o: FitOptions, fmt: OutputFormat) -> int:

@@ -39,6 +39,9 @@ def sla_spec(o: FitOptions, req: Requirements) -> tuple[SlaSpec | None, Requirem
     a = o.acceptance_length
     if a is not None and not 1.0 <= limits.finite(a, name="--acceptance-length") <= 64:
         raise InputError(f"--acceptance-length {a:g}: a mean of tokens a verify step yields, at least 1")
+    r = o.range_ratio
+    if not 0 <= limits.finite(r, name="--range-ratio") <= 1:
+        raise InputError(f"--range-ratio {r:g}: a share in [0, 1] of --isl and --osl")
     spec = SlaSpec(isl=isl, osl=osl, concurrency=conc, ttft_us=ttft, tpot_us=tpot, output_tokens_per_s=tput, at=o.at,
-                   acceptance_length=a)  # fmt: skip
+                   acceptance_length=a, range_ratio=r)  # fmt: skip
     return spec, req

@@ -73,6 +73,10 @@ AcceptOpt = Annotated[
     float | None,
     typer.Option("--acceptance-length", metavar="A", help="MTP candidates: tokens a verify step yields (SLA pricing)."),
 ]
+RangeRatioOpt = Annotated[
+    float,
+    typer.Option("--range-ratio", metavar="R", help="SLA load: lengths uniform in [R × L, L], as bench_serving's."),
+]
 SlaIslOpt = Annotated[str | None, typer.Option("--isl", metavar="TOKENS", help="SLA load: input tokens a request.")]
 SlaOslOpt = Annotated[str | None, typer.Option("--osl", metavar="TOKENS", help="SLA load: output tokens a request.")]
 SlaConcOpt = Annotated[
@@ -114,6 +118,7 @@ def fit(
     osl: SlaOslOpt = None,
     concurrency: SlaConcOpt = None,
     acceptance_length: AcceptOpt = None,
+    range_ratio: RangeRatioOpt = 1.0,
     emit_deploy: EmitDeployOpt = None,
     plot: PlotOpt = None,
     emit_command: EmitCommandOpt = None,
@@ -133,13 +138,14 @@ def fit(
         for option in ("--trace-format", "--prefill-tps", "--tpot-ms"):  # they describe the trace replay
             needs(ctx, option, option[2:].replace("-", "_"), "--trace", trace is not None)
         sla = require_ttft or require_tpot or require_throughput
-        for option in ("--at", "--isl", "--osl", "--concurrency", "--acceptance-length"):  # the SLA's load
+        for option in ("--at", "--isl", "--osl", "--concurrency", "--acceptance-length", "--range-ratio"):
             name = option[2:].replace("-", "_")
             needs(ctx, option, name, "--require-ttft, --require-tpot or --require-throughput", sla)
         opts = FitOptions(model, require_ctx, require_concurrency, gpu, engine, max_gpus, gpus_per_node, mtp, pd,
                           link, pd_backend, pd_staging, exhaustive, trace, trace_format, min_hit, prefill_tps, tpot_ms,
                           emit_deploy, plot, emit_command, require_ttft=require_ttft, require_tpot=require_tpot,
                           require_throughput=require_throughput, at=at, isl=isl, osl=osl,
-                          concurrency=concurrency, acceptance_length=acceptance_length)  # fmt: skip
+                          concurrency=concurrency, acceptance_length=acceptance_length,
+                          range_ratio=range_ratio)  # fmt: skip
         code = run(opts, fmt)
     raise typer.Exit(code)

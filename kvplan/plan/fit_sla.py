@@ -40,6 +40,8 @@ class SlaSpec:
     at: str = "median"
     acceptance_length: float | None = None
     """--acceptance-length: applied to the candidates that draft (MTP on); the others have none to apply."""
+    range_ratio: float = 1.0
+    """--range-ratio: lengths uniform in [ratio × L, L], priced at their means (kvplan.perf.predict.perf)."""
     side: str = ""
     """--pd: 'prefill' (TTFT only: the clients' one-token requests, each client waiting ``think_s`` between them,
     plus the hand-off) or 'decode' (TPOT and throughput only: the closed loop with the prefill done elsewhere); ''
@@ -58,7 +60,8 @@ class SlaSpec:
                  f"TPOT ≤ {self.tpot_us / 1000:,g} ms" if self.tpot_us else "",
                  f"≥ {self.output_tokens_per_s:,} output tok/s" if self.output_tokens_per_s else ""]  # fmt: skip
         return (f"{', '.join(p for p in parts if p)} ({self.at}) at {self.concurrency:,} clients of "
-                f"{self.isl:,} + {self.osl:,} tokens")  # fmt: skip
+                f"{self.isl:,} + {self.osl:,} tokens"
+                + (f" (random lengths in [{self.range_ratio:g} × L, L])" if self.range_ratio < 1 else ""))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,10 +154,10 @@ def check_sla(arch: ModelArch, plan: PoolPlan, spec: SlaSpec) -> SlaCheck:
             a = spec.acceptance_length if dep.speculative_num_draft_tokens >= 2 else None
             if spec.side == "prefill":  # its requests end at their first token; the clients then wait on the decode
                 r = perf(arch, plan, isl=spec.isl, osl=1, concurrency=spec.concurrency, think_s=spec.think_s,
-                         acceptance_length=a)  # fmt: skip
+                         acceptance_length=a, range_ratio=spec.range_ratio)  # fmt: skip
             else:
                 r = perf(arch, plan, isl=spec.isl, osl=spec.osl, concurrency=spec.concurrency, acceptance_length=a,
-                         phase="decode" if spec.side == "decode" else None)  # fmt: skip
+                         phase="decode" if spec.side == "decode" else None, range_ratio=spec.range_ratio)  # fmt: skip
         except ValueError as e:
             return SlaCheck(error=str(e))
         spec.cache[key] = r

@@ -83,7 +83,7 @@ def sla_json(c: SlaCheck) -> dict[str, Any]:
 def sla_spec_json(s: SlaSpec) -> dict[str, Any]:
     return {"isl": s.isl, "osl": s.osl, "concurrency": s.concurrency, "at": s.at, "ttft_us": s.ttft_us,
             "tpot_us": s.tpot_us, "output_tokens_per_s": s.output_tokens_per_s,
-            "side": s.side or None}  # fmt: skip
+            "side": s.side or None, "range_ratio": s.range_ratio}  # fmt: skip
 
 
 def sla_verdict_note(o: Outcome) -> str:

@@ -31,7 +31,7 @@ def test_an_sla_is_priced_on_the_candidates_and_said_how() -> None:
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["sla"] == {"isl": 1024, "osl": 1024, "concurrency": 8, "at": "p90", "ttft_us": None,
-                        "tpot_us": 60_000, "output_tokens_per_s": None, "side": None}  # fmt: skip
+                        "tpot_us": 60_000, "output_tokens_per_s": None, "side": None, "range_ratio": 1.0}  # fmt: skip
     assert "8 × 2,048 at once" in d["requirements"]
     term = d["best"]["sla"]["terms"][0]
     assert term["name"] == "TPOT" and term["required"] == 60_000
@@ -68,3 +68,31 @@ def test_bad_values_are_one_line_exit_2(args: tuple[str, ...], words: str) -> No
     r = run("fit", *SMALL, *args)
     assert r.exit_code == 2, r.output
     assert words in r.output and "Traceback" not in r.output
+
+
+def test_random_lengths_are_priced_as_perf_prices_them() -> None:
+    # --range-ratio 0.8: each candidate priced by perf(range_ratio=0.8), lengths 1,024 drawn in [819, 1,024] priced
+    # at their mean 922 (kvplan.perf.predict.mean_length) with no SGLang waves; the JSON says the ratio, the label too
+    r = run("fit", *SMALL, *LOAD, "--require-tpot", "60ms", "--range-ratio", "0.8", "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["sla"]["range_ratio"] == 0.8 and "(random lengths in [0.8 × L, L])" in d["requirements"]
+    from kvplan.cli._common import load_plan
+    from kvplan.perf.predict import perf
+
+    best = d["best"]
+    sets = [
+        f"tp={best['tp']}",
+        f"dp_attention={best['dp_attention']}",
+        f"dcp={best['dcp']}",
+        f"kv_cache_dtype={best['kv_cache_dtype']}",
+        "speculative_num_draft_tokens=0",
+    ]
+    plan = load_plan("glm-5.3", "glm-5.3-8xh200-sglang", sets)
+    want = perf(plan.arch, plan, isl=1024, osl=1024, concurrency=8, range_ratio=0.8)
+    assert (want.isl, want.osl) == (922, 922)
+    assert best["sla"]["terms"][0]["value"] == want.us["tpot"].value
+    fixed = perf(plan.arch, plan, isl=1024, osl=1024, concurrency=8)
+    assert fixed.us["tpot"].value != want.us["tpot"].value  # the ratio reached the pricing
+    bad = run("fit", *SMALL, *LOAD, "--require-tpot", "60ms", "--range-ratio", "1.5")
+    assert bad.exit_code == 2 and "--range-ratio 1.5: a share in [0, 1]" in bad.output

@@ -98,7 +98,9 @@ def test_sglang_admission_on_the_reservations_lower_bound_is_exact(
     from kvplan.perf import engine
     from kvplan.perf.spec import Acceptance
 
-    spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t") if accept else None
+    spec = None
+    if accept:
+        spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t")
 
     def run() -> object:
         return closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
