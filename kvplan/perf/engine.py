@@ -68,7 +68,8 @@ class Engine:
         self.steps: list[Batch] = []
         self.peak = self.preemptions = 0
         self.changes = 0
-        """Counts each change of the decoding set (a request starts decoding or leaves the running set)."""
+        """Counts each change that can raise the running reservations past their last lower bound (a retraction or
+        preemption; a request that finishes had none left, one that starts decoding is added to the bound)."""
         self.theirs_seen = (-1, 0, 0, 0)
         """(changes, decode count, the running reservations' sum, its terms) at the last exact sum (``_admits``)."""
         self.unfinished = stop_at
@@ -179,9 +180,17 @@ class Engine:
         self.theirs_seen = (self.changes, self.decode_count, sum(left), len(left))
         return need < self.free() - ours - sum(left) * self.ratio / 1000
 
+    def _bound_adds(self, term: int) -> None:
+        """A request starts decoding: its reservation joins the lower bound (valued now, so it can only fall less
+        since then than the bound's older terms)."""
+        changes, count, total, terms = self.theirs_seen
+        if changes == self.changes:
+            self.theirs_seen = (changes, count, total + term, terms + 1)
+
     def _theirs_at_least(self) -> int:
-        """A lower bound of the running requests' clipped reservations: the last exact sum while the decoding set is
-        the same, each term less at most ceil(k × accept / 1000) after k decode steps (0 once the set changed)."""
+        """A lower bound of the running requests' clipped reservations: the last exact sum plus the requests that
+        started decoding since, each term less at most ceil(k × accept / 1000) after k decode steps; a request that
+        finished held none; 0 after a retraction or preemption (``changes``)."""
         changes, count, total, terms = self.theirs_seen
         if changes != self.changes:
             return 0
@@ -213,6 +222,7 @@ class Engine:
         """Preempt (vLLM: to the front of the waiting queue) or retract (SGLang: to its back) ``r``: its KV freed,
         its output kept, prefilled again later."""
         self._drop(r)
+        self.changes += 1
         if r.start < 0:
             self.prefilling.remove(r)
             self.filled -= r.done
@@ -233,11 +243,13 @@ class Engine:
     def _retract(self) -> None:
         """SGLang ``retract_decode``: fewest output tokens first, then the longest input, until the step fits;
         then the ratio's reset."""
-        order = sorted((q for q in self.running.values() if q.start >= 0),
-                       key=lambda q: (self._output(q), -q.isl), reverse=True)  # fmt: skip
-        while len(order) > 1 and self.free() < len(order) * self.width:
-            self._evict(order.pop())
         left = [q for q in self.running.values() if q.start >= 0]
+        keys = [(self._output(q), -q.isl) for q in left]
+        while len(left) > 1 and self.free() < len(left) * self.width:
+            # the last of a stable descending sort: the smallest key, the latest admitted among equals
+            i = min(range(len(keys)), key=lambda j: (keys[j], -j))
+            del keys[i]
+            self._evict(left.pop(i))
         total = sum(q.osl for q in left)
         made = sum(self._output(q) for q in left)
         self.ratio = min(1000, (made + RETRACT_DECODE_STEPS * len(left)) * 1000 / max(total, 1))
@@ -270,7 +282,7 @@ class Engine:
                 self._drop(r)
                 continue
             r.start = self.decode_count
-            self.changes += 1
+            self._bound_adds(min(r.osl - r.out, CLIP_MAX_NEW_TOKENS))
             left = r.osl - r.out
             steps = left if self.spec is None else steps_for(left, self.spec.milli)
             heapq.heappush(self.decoding, (self.decode_count + steps, r.rid, r.epoch))
@@ -281,6 +293,5 @@ class Engine:
             c.send(s)
 
     def _drop(self, r: _Req) -> None:
-        self.changes += 1
         del self.running[r.rid]
         self.reserved -= r.res

@@ -17,7 +17,7 @@ from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
 from kvplan.perf.coeffs import Coefficients, band_mape, coefficients_for, family_of
 from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
-from kvplan.perf.peaks import peaks_of
+from kvplan.perf.peaks import Peaks, peaks_of
 from kvplan.perf.sched import (
     TURNAROUND_STEPS,
     WAVES,
@@ -28,9 +28,9 @@ from kvplan.perf.sched import (
     timings,
     with_request_latency,
 )
-from kvplan.perf.shape import step_shape
+from kvplan.perf.shape import StepShape, step_shape
 from kvplan.perf.spec import Acceptance, acceptance
-from kvplan.perf.step import Batch, parts, step_seconds
+from kvplan.perf.step import Batch, attention_part, part_seconds, parts, rest_of, step_seconds
 from kvplan.perf.trace_loop import Arrival, TraceLoad, trace_loop, trace_timings
 
 RATE_PROMPTS = 256
@@ -107,6 +107,33 @@ def _lengths_line(isl: int, osl: int, ratio: float) -> str:
             f" {ratio:g}), priced at their means {mean_length(isl, ratio):,} + {mean_length(osl, ratio):,};"
             " requests of unequal lengths finish apart, so no SGLang waves; the p90 figures are those of requests of"
             " the mean lengths, not of the longest")  # fmt: skip
+
+
+def _pricer(
+    shape: StepShape,
+    split: Split,
+    quants: tuple[str, str],
+    kv_bytes: int,
+    nodes: int,
+    peaks: Peaks,
+    coeffs: Coefficients,
+    *,
+    decode: bool,
+) -> Callable[[Batch], float]:
+    """Seconds of a step (kvplan.perf.step); ``decode``: a PD decode instance's share of it (``decode_share``)."""
+    rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
+
+    def price(b: Batch) -> float:
+        run = decode_share(b) if decode else b
+        if run is None:
+            return 0.0
+        key = rest_of(run)
+        if key not in rest:
+            ps = parts(shape, key, split, *quants, kv_bytes=kv_bytes, nodes=nodes)
+            rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), peaks, coeffs)
+        return rest[key] + part_seconds(attention_part(shape, run, split, kv_bytes), peaks, coeffs)
+
+    return price
 
 
 def _priced_lengths(isl: int, osl: int, ratio: float, trace: TraceLoad | None) -> tuple[int, int, tuple[str, ...]]:
@@ -414,15 +441,7 @@ def perf(
     kv_bytes = 1 if plan.is_fp8 else 2
 
     tp_nodes = -(-dep.tp // max(dep.gpus_per_node, 1))  # the nodes one tp group spans
-    priced: dict[Batch, float] = {}  # a batch recurs (one request's prefill chunk, a decode at the same context)
-
-    def price(b: Batch) -> float:
-        if b not in priced:
-            run = decode_share(b) if phase == "decode" else b
-            priced[b] = 0.0 if run is None else step_seconds(parts(shape, run, split, quant, moe, kv_bytes=kv_bytes,
-                                                                   nodes=tp_nodes), peaks, coeffs)  # fmt: skip
-        return priced[b]
-
+    price = _pricer(shape, split, (quant, moe), kv_bytes, tp_nodes, peaks, coeffs, decode=phase == "decode")
     gpus = dep.tp
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))

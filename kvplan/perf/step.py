@@ -118,13 +118,7 @@ def parts(
         flops = 2 * b.tokens * shape.routed_params * k // e // split.experts
         out.append(Part(name="expert GEMMs", flops=flops, bytes=routed_w * touched_ppm // 10**6, dtype=moe_quant,
                         prefill_ppm=share))  # fmt: skip
-    flops = read = 0
-    for g in shape.attention:
-        f, r = _attention(g, b, kv_bytes)
-        flops += f // tp
-        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
-        read += r * split.attention // tp if g.kind in ("mla", "dsa") else r // tp
-    out.append(Part(name="attention", flops=flops, bytes=read))
+    out.append(attention_part(shape, b, split, kv_bytes))
     # each DSA indexer layer runs its own chain of small kernels every step (SGLang nsa/nsa_indexer.py Indexer: q / k
     # projections and rotary, fp8 quantization, paged MQA logits, top-k): a fixed latency a layer at decode sizes
     indexers = sum(g.indexer_layers for g in shape.attention if g.index_topk)
@@ -142,6 +136,24 @@ def parts(
         else:
             out.append(Part(name="all-reduce", flops=0, bytes=size * 2 * (tp - 1) // tp, calls=2 * shape.layers))
     return tuple(out)
+
+
+def attention_part(shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_BYTES) -> Part:
+    """The attention of every layer on one GPU: the only part a step's context lengths and prefill pairs reach (the
+    rest depends on its token counts alone, so a schedule's steps share it: ``rest_of``)."""
+    flops = read = 0
+    for g in shape.attention:
+        f, r = _attention(g, b, kv_bytes)
+        flops += f // split.tp
+        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
+        read += r * split.attention // split.tp if g.kind in ("mla", "dsa") else r // split.tp
+    return Part(name="attention", flops=flops, bytes=read)
+
+
+def rest_of(b: Batch) -> Batch:
+    """``b`` without what only its attention reads (prefill pairs, decode context): the key of the other parts."""
+    return Batch(prefill_tokens=b.prefill_tokens, decode_requests=b.decode_requests, sampled=b.sampled,
+                 verify_tokens=b.verify_tokens, draft_tokens=b.draft_tokens)  # fmt: skip
 
 
 _NCCL_LL = {"base": {"tree": 6.8, "ring": 6.6}, "nvlink": {"tree": 0.6, "ring": 0.6}, "net": {"tree": 5.0, "ring": 2.7}}
@@ -180,20 +192,21 @@ def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
     """Seconds of one step: each part's roofline time at the coefficients' efficiencies, plus the step overhead."""
     t = c.overhead_us * 1e-6
     for p in ps:
-        if p.name == "all-reduce":
-            t += p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
-            continue
-        if p.name == "indexer":
-            t += p.calls * c.indexer_us * 1e-6
-            continue
-        if p.name == "all-reduce net":
-            t += p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
-            continue
-        peak = peaks.flops_per_s(p.dtype)
-        if p.name == "attention":
-            compute = p.flops / (peak * c.attention_eff)
-        else:  # prefill rows (large M) and decode rows (small M) reach different shares of the peak
-            pre = p.flops * p.prefill_ppm / 10**6
-            compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
-        t += max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
+        t += part_seconds(p, peaks, c)
     return t
+
+
+def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
+    if p.name == "all-reduce":
+        return p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
+    if p.name == "indexer":
+        return p.calls * c.indexer_us * 1e-6
+    if p.name == "all-reduce net":
+        return p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
+    peak = peaks.flops_per_s(p.dtype)
+    if p.name == "attention":
+        compute = p.flops / (peak * c.attention_eff)
+    else:  # prefill rows (large M) and decode rows (small M) reach different shares of the peak
+        pre = p.flops * p.prefill_ppm / 10**6
+        compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
+    return max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))

@@ -109,3 +109,32 @@ def test_sglang_admission_on_the_reservations_lower_bound_is_exact(
     bounded = run()
     monkeypatch.setattr(engine.Engine, "_theirs_at_least", lambda self: 0)
     assert run() == bounded
+
+
+@pytest.mark.parametrize(("isl", "osl", "clients", "pool"), [(300, 5000, 6, 12_000), (64, 900, 12, 4_000)])
+def test_sglang_retracts_in_retract_decodes_order(
+    isl: int, osl: int, clients: int, pool: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ScheduleBatch.retract_decode sorts the decoding requests by (output tokens, −input) descending (a stable sort)
+    # and retracts from its end: Engine._retract takes that end's request one at a time without sorting; the
+    # schedules (steps, retractions) must be those of the sort
+    from kvplan.perf import engine
+    from kvplan.perf.engine import RETRACT_DECODE_STEPS
+
+    def by_sort(self: engine.Engine) -> None:
+        order = sorted((q for q in self.running.values() if q.start >= 0),
+                       key=lambda q: (self._output(q), -q.isl), reverse=True)  # fmt: skip
+        while len(order) > 1 and self.free() < len(order) * self.width:
+            self._evict(order.pop())
+        left = [q for q in self.running.values() if q.start >= 0]
+        made, total = sum(self._output(q) for q in left), sum(q.osl for q in left)
+        self.ratio = min(1000, (made + RETRACT_DECODE_STEPS * len(left)) * 1000 / max(total, 1))
+
+    def run() -> object:
+        return closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
+                           num_prompts=2 * clients, pool=pool)  # fmt: skip
+
+    got = run()
+    assert got.preemptions > 0  # the loads retract
+    monkeypatch.setattr(engine.Engine, "_retract", by_sort)
+    assert run() == got
