@@ -156,28 +156,45 @@ benchmarks/_silicon_rows.py) and, where the row was fitted on several groups, ea
 VERSION_ONLY = "no row of its engine version"
 """How ``coefficients_for`` ends the note of a row borrowed across engine versions alone (same GPU class, engine,
 kernel family and GEMM quant mode)."""
+FAMILY_ONLY = "no row of its kernel family"
+"""The note's end for a row borrowed across kernel families alone (same GPU class and engine, any version)."""
+FORMAT = "GEMMs, not"
+"""In the note of a row fitted on other GEMM quant modes (a weight format borrowed, whatever else is)."""
 WORST_BORROWED = {
     "engine version": (1.70, 1.95, 1.46),
-    "other": (7.89, 11.57, 11.18),
+    "kernel family": (4.98, 1.57, 1.93),
+    "weight format": (15.06, 11.57, 11.18),
+    "other": (15.06, 11.57, 11.18),
 }
 """The largest miss, a ratio either way (max of predicted / measured, measured / predicted) of TTFT, TPOT and output
-tokens/s per GPU, of a row borrowed that way on measurements no fit saw (benchmarks/perf_published.py, `kvplan perf`
-end to end): "engine version" (same GPU class, engine, kernel family and GEMM quant mode), the points priced across
-an SGLang version (InferenceX DeepSeek-R1 H200 SGLang 0.5.7, TTFT against its published mean at 32 clients;
-GPUStack DeepSeek-V3.2 H200 SGLang 0.5.6.post2 DP8: TPOT of a 32K-token burst, tok/s of a 2K one); "other" (another
-weight format, kernel family, engine or GPU class): Kimi-K2.5 int4 on H200 SGLang 0.5.6.post2 priced from the fp8
-row (sgl-cookbook, 100 clients of 1K + 1K: TPOT 403 ms measured, 34.9 ms priced, tok/s 32 against 354) and a
-1,000-request burst of 128 + 4 tokens of DeepSeek-R1 on vLLM 0.11.0 from the Kimi int4 row (TTFT 19.0 s against
-2.4 s). perf_calibrate.py's groups left out of their row's refit miss by less in TPOT and tok/s (2.55, 2.57); its
-TTFT misses (126 ×) are rows whose clients queue for the pool, which the calibration prices without it."""
+tokens/s per GPU, of a row borrowed that way on measurements no fit saw. "engine version" (same GPU class, engine,
+kernel family and GEMM quant mode) and "weight format" (a GEMM quant mode the row was not fitted on, whatever else
+differs): benchmarks/perf_published.py, `kvplan perf` end to end. Across a version: InferenceX DeepSeek-R1 H200
+SGLang 0.5.7 (TTFT against its published mean at 32 clients), GPUStack DeepSeek-V3.2 H200 SGLang 0.5.6.post2 DP8
+(TPOT of a 32K-token burst, tok/s of a 2K one). Across a weight format: Kimi-K2.5 int4 on H200 SGLang 0.5.6.post2
+priced from the fp8 row (sgl-cookbook, 100 clients of 1K + 1K: TPOT 403 ms measured, 34.9 ms priced, tok/s 32
+against 354) and a 1,000-request burst of 128 + 4 tokens of DeepSeek-R1 fp8 on vLLM 0.11.0 from the Kimi int4 row
+(TTFT 19.0 s against 2.4 s, 7.89 ×); its TTFT the larger miss of perf_calibrate.py's later group of Llama-3.1-8B bf16
+on H200 SGLang 0.5.6.post2, priced by the Hopper SGLang MLA fp8 row (15.06 ×; TPOT 2.07, tok/s 2.31). The groups left
+out of their row's refit miss by less in TPOT and tok/s (2.55, 2.57; their TTFT misses, up to 126 ×, are rows whose
+clients queue for the pool, which the calibration prices without it). "kernel family" (same GPU class, engine and
+quant mode): perf_calibrate.py's later group of Qwen3-235B-A22B-FP8 on H200 SGLang 0.5.6.post2, priced by the Hopper
+SGLang MLA row. "other" (an engine or GPU class without a row, never measured borrowed): the largest of the others."""
 BAND = 1.5
 """A band is × / ÷ (1 + 1.5 × a measured MAPE): the row's held-out MAPE for its own deployments; a borrowed row's
 twice as wide, at least as wide as the largest miss of a row borrowed that way (WORST_BORROWED)."""
 
 
 def borrow_kind(borrowed: str) -> str:
-    """'' for a deployment's own row, 'engine version' for one borrowed across versions alone, else 'other'."""
-    return "" if not borrowed else "engine version" if borrowed.endswith(VERSION_ONLY) else "other"
+    """What ``coefficients_for``'s note says was borrowed: '' (the deployment's own row), 'weight format', 'engine
+    version', 'kernel family' or 'other'."""
+    if not borrowed:
+        return ""
+    if FORMAT in borrowed:
+        return "weight format"
+    if borrowed.endswith(VERSION_ONLY):
+        return "engine version"
+    return "kernel family" if borrowed.endswith(FAMILY_ONLY) else "other"
 
 
 def band_mape(mape: tuple[float, float, float], borrowed: str) -> tuple[float, float, float]:
@@ -206,7 +223,7 @@ def coefficients_for(
     c, what = _nearest(gpu_class, engine, version, family)
     if quant and c.quants and quant not in c.quants:
         said = what or f"{c.key} for {gpu_class} / {engine} {version} / {family}"
-        what = f"{said}; fitted on {' / '.join(c.quants)} GEMMs, not {quant}"
+        what = f"{said}; fitted on {' / '.join(c.quants)} {FORMAT} {quant}"
     return c, what
 
 

@@ -67,13 +67,19 @@ def test_every_point_priced_and_the_borrowed_floors_are_its_largest_misses() -> 
 
     priced = [pp.price(p) for p in pp.load_points()]
     assert len(priced) == 34
-    for kind in ("engine version", "other"):
+    for kind in ("engine version", "weight format"):
         got = []
         for i in range(3):
             miss = max(max(x.predicted[i] / x.measured[i], x.measured[i] / x.predicted[i])
                        for x in priced if x.kind == kind)  # fmt: skip
             got.append(math.ceil(miss * 100) / 100)
+        if kind == "weight format":  # its TTFT the larger miss of a calibration group (coeffs.WORST_BORROWED)
+            assert got[0] == 7.89 and WORST_BORROWED[kind][0] == 15.06
+            got[0] = 15.06
         assert tuple(got) == WORST_BORROWED[kind], kind
+    # an engine or GPU class no row was fitted for, never measured borrowed, takes the largest of every kind
+    others = [v for k, v in WORST_BORROWED.items() if k != "other"]
+    assert WORST_BORROWED["other"] == tuple(max(v[i] for v in others) for i in range(3))
     # so every borrowed point lies inside its band (not an independent check: the floors come from them); the
     # cookbook's DeepSeek-R1 on B200 SGLang 0.5.6.post1, priced by its own row, is: 21 of its 27 figures inside
     assert all(all(x.inside) for x in priced if x.kind != "own row")
