@@ -52,6 +52,7 @@ def test_a_borrowed_band_covers_the_largest_miss_of_a_row_borrowed_that_way() ->
     assert borrow_kind(version) == "engine version" and borrow_kind("") == ""
     got = band_mape((0.1, 0.2, 0.3), version)  # TTFT max(0.3, 0.70), TPOT max(0.6, 0.95), tok/s max(0.9, 0.46)
     assert got == pytest.approx((0.70, 0.95, 0.9))
+    assert band_mape((0.1, 5.0, 7.0), version) == pytest.approx((0.70, 15.0, 21.0))  # each its own MAPE's
     quant = version + "; fitted on fp4 / int4 GEMMs, not fp8"  # a weight format too: the weight format's
     assert borrow_kind(quant) == "weight format"
     assert band_mape((0.1, 0.2, 0.3), quant) == pytest.approx((14.06, 10.57, 10.18))

@@ -138,3 +138,57 @@ def test_sglang_retracts_in_retract_decodes_order(
     assert got.preemptions > 0  # the loads retract
     monkeypatch.setattr(engine.Engine, "_retract", by_sort)
     assert run() == got
+
+
+def _engine(pool: int, accept: int = 0) -> object:
+    from kvplan.perf.engine import Engine
+    from kvplan.perf.spec import Acceptance
+
+    spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t") if accept else None
+    return Engine(engine="sglang", isl=10, osl=10, cap=8, budget=100, pool=pool, load=None, stop_at=0, spec=spec)  # type: ignore[arg-type]
+
+
+def test_the_reservations_lower_bound_falls_by_the_steps_since_its_sum() -> None:
+    # Engine._theirs_at_least: the last exact sum (5,000 over 3 terms) less, per term, ceil(k × accept / 1000) after
+    # k decode steps; never below 0; 0 once a retraction or preemption changed the set
+    e = _engine(pool=100_000)
+    e.theirs_seen = (e.changes, 0, 5000, 3)
+    e.decode_count = 10
+    assert e._theirs_at_least() == 5000 - 3 * 10
+    e.decode_count = 2000
+    assert e._theirs_at_least() == 0  # 5,000 − 6,000: none left to count
+    spec = _engine(pool=100_000, accept=2600)  # 3 steps of 2.6 tokens: at most ceil(7.8) = 8 fewer a term
+    spec.theirs_seen = (spec.changes, 0, 5000, 3)
+    spec.decode_count = 3
+    assert spec._theirs_at_least() == 5000 - 3 * 8
+    spec.changes += 1
+    assert spec._theirs_at_least() == 0
+
+
+def test_retract_decode_takes_the_fewest_outputs_and_resets_the_ratio_exactly() -> None:
+    # three decoding requests (outputs 4, 2, 2 since their start; the two of 2 tie and the later admitted goes first,
+    # a stable descending sort's last), 4 tokens verified a step (MTP): the step needs 3 × 4 = 12 free, the pool
+    # leaves 40 − 32 = 8; one retraction frees its 10 + 1 tokens and leaves 2 × 4 = 8 ≤ 19. The ratio is reset to
+    # (outputs made + 20 × requests left) / their outputs asked, in ‰: (4 + 2 + 40) × 1000 / (100 + 101) = 228.86
+    # (SGLang retract_decode: new_token_ratio = (decoded + retract_decode_steps × n) / Σ max_new_tokens)
+    from kvplan.perf.sched import _Req
+
+    e = _engine(pool=40, accept=1000)
+    for rid, out, osl in ((0, 4, 100), (1, 2, 101), (2, 2, 100)):
+        e.running[rid] = _Req(rid, isl=10, osl=osl, out=out, fill=10, start=0)
+    e.context = 32
+    e._retract()
+    assert sorted(e.running) == [0, 1] and e.preemptions == 1 and e.context == 32 - 11
+    assert e.ratio == (4 + 2 + 20 * 2) * 1000 / 201
+
+
+def test_vllm_fills_the_last_token_of_its_budget_and_a_chunk_that_fits_the_pool_exactly() -> None:
+    # vLLM V1 (Scheduler.schedule): decodes first, then prefill tokens while any budget is left. 3 clients of 2 + 5,
+    # budget 3: step 0 prefills r0 (2) and 1 of r1; step 1 decodes r0, r1's last token and 1 of r2; step 2 decodes
+    # r0 and r1 and spends the budget's last token on r2's
+    s = closed_loop(engine="vllm", isl=2, osl=5, concurrency=3, cap=3, budget=3, num_prompts=3)
+    assert [(b.prefill_tokens, b.decode_requests) for b in s.steps[:3]] == [(3, 0), (2, 1), (1, 2)]
+    # allocate_slots fails only past the free blocks: 2 clients of 4 + 2, pool 8: r1's 4 prompt tokens fit the 4
+    # left after r0's, exactly; both are prefilled in step 0 (preempted only later, as their decodes grow)
+    t = closed_loop(engine="vllm", isl=4, osl=2, concurrency=2, cap=2, budget=100, num_prompts=2, pool=8)
+    assert t.steps[0].prefill_tokens == 8 and t.first[:2] == (0, 0)
