@@ -347,7 +347,9 @@ def _fits_a_rank(rank_pool: int, dp: int, requests: Iterable[tuple[int, int, str
 def _outside_line(c: Coefficients) -> str:
     """What each request waits outside the steps before its first token, fitted (Coefficients.request_us, client_us)."""
     line = (
-        f"before each first token, outside the steps: {c.request_us / 1e3:,.1f} ms fitted (request_us: HTTP, tokenizer)"
+        f"before each first token, outside the steps: {c.request_us / 1e3:,.1f} ms fitted (request_us: HTTP, tokenizer;"
+        " fitted under aiperf, AIConfigurator's harness: bench_serving straight at the server measured less, the"
+        " sgl-cookbook's DeepSeek-R1 on B200 141 ms at one client where this row's 166 ms alone is more)"
     )
     if c.client_us:
         line += (f" + {c.client_us / 1e3:,.2f} ms a request in flight (client_us: vLLM's API server detokenizes and"

@@ -144,7 +144,9 @@ def _engine(pool: int, accept: int = 0) -> object:
     from kvplan.perf.engine import Engine
     from kvplan.perf.spec import Acceptance
 
-    spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t") if accept else None
+    spec = None
+    if accept:
+        spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t")
     return Engine(engine="sglang", isl=10, osl=10, cap=8, budget=100, pool=pool, load=None, stop_at=0, spec=spec)  # type: ignore[arg-type]
 
 

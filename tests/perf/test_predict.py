@@ -6,7 +6,18 @@ from __future__ import annotations
 import pytest
 
 from kvplan.cli._common import load_plan
-from kvplan.perf.predict import RATE_PROMPTS, Load, _closed, _figures, _open, decode_share, perf, running_cap
+from kvplan.perf.predict import (
+    PROMPTS_PER_CLIENT,
+    RATE_PROMPTS,
+    Load,
+    _closed,
+    _figures,
+    _open,
+    _thinking,
+    decode_share,
+    perf,
+    running_cap,
+)
 from kvplan.perf.sched import Timings
 from kvplan.perf.step import Batch
 from tests.conftest import make_plan
@@ -155,6 +166,15 @@ def test_an_open_loops_throughput_is_every_output_token_over_the_whole_run() -> 
     t, out, ran, _ = _open(ld, 0.01, lambda _b: 1.0)
     assert ran.requests == RATE_PROMPTS and out == RATE_PROMPTS * 4 / t.duration
     assert t.duration > RATE_PROMPTS  # arrivals ~100 s apart: the run is longer than one second a request
+
+
+def test_thinking_clients_throughput_is_every_output_token_over_the_run() -> None:
+    # the PD prefill side's clients (kvplan.plan.fit_pd_sla) think between requests: PROMPTS_PER_CLIENT requests a
+    # client, each of osl tokens, over the run from the first arrival to the last token; 1 s steps, 5 s of thinking
+    ld = Load(engine="vllm", isl=10, osl=4, cap=4, budget=100, spec=None)
+    t, out, ran, how = _thinking(ld, 2, 5.0, lambda _b: 1.0)
+    assert ran.requests == 2 * PROMPTS_PER_CLIENT and out == ran.requests * 4 / t.duration
+    assert t.duration > 2 * 5.0 and "5.000 s after its last finishes" in how  # two thinks a client at least
 
 
 def test_itl_is_the_schedules_median_gap_in_microseconds() -> None:

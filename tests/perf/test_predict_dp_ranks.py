@@ -4,8 +4,11 @@ prefill a step differs: SGLang divides its chunk among the ranks, vLLM gives eac
 
 from __future__ import annotations
 
+import pytest
+
 from kvplan.cli._common import load_plan
 from kvplan.perf.predict import perf, running_cap
+from kvplan.perf.sched import closed_loop
 
 
 def test_sglang_divides_its_chunk_among_eight_dp_ranks() -> None:
@@ -18,6 +21,24 @@ def test_sglang_divides_its_chunk_among_eight_dp_ranks() -> None:
     assert "÷ 8 DP ranks" in r.budget_from and r.budget_from.startswith("chunked_prefill_size 8,192")
     assert any("8 ranks, each its own scheduler and budget of 1,024 tokens a step (8,192 in all)" in a
                for a in r.assumptions)  # fmt: skip
+
+
+def test_the_closed_loop_schedules_every_ranks_budget_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the loop stands for the 8 ranks' schedulers together: each step takes 8 × the rank's budget (1,024 a rank
+    # under SGLang DP8, above) and runs up to 8 × the rank's running cap
+    from kvplan.perf import predict
+
+    seen = []
+
+    def spy(**kw: object) -> object:
+        seen.append((kw["budget"], kw["cap"]))
+        return closed_loop(**kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(predict, "closed_loop", spy)
+    plan = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8"])
+    r = perf(plan.arch, plan, isl=8192, osl=64, concurrency=16)
+    assert seen and all(b == 8 * r.budget_tokens == 8192 for b, _ in seen)
+    assert all(c == 8 * max(plan.max_running_requests, 1) for _, c in seen)
 
 
 def test_vllm_gives_each_dp_rank_its_whole_budget() -> None:

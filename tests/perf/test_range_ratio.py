@@ -50,6 +50,8 @@ def test_vllm_has_no_waves_so_only_the_lengths_change() -> None:
     spread = perf(plan.arch, plan, isl=1000, osl=1000, concurrency=8, range_ratio=0.0)
     fixed = perf(plan.arch, plan, isl=501, osl=501, concurrency=8)
     assert spread.us == fixed.us and spread.tokens_per_s_per_gpu == fixed.tokens_per_s_per_gpu
+    # bench_serving's lowest input is 1 token at ratio 0 (max(int(0 × 1000), 1)), its outputs' counted as 1
+    assert "lengths uniform in [1, 1,000] + [1, 1,000]" in spread.assumptions[1]
 
 
 def test_a_ratio_outside_zero_to_one_or_with_a_trace_is_refused() -> None:
