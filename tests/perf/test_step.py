@@ -7,8 +7,8 @@ from kvplan.models.arch import Split
 from kvplan.models.from_hf import load_model
 from kvplan.perf.coeffs import Coefficients
 from kvplan.perf.peaks import Peaks
-from kvplan.perf.shape import step_shape
-from kvplan.perf.step import Batch, Part, chunk_pairs, parts, step_seconds
+from kvplan.perf.shape import AttentionGroup, StepShape, step_shape
+from kvplan.perf.step import Batch, Part, attention_part, chunk_pairs, parts, step_seconds
 
 ONE = Split.of(tp=1)
 
@@ -107,3 +107,35 @@ def test_prefill_flops_price_at_the_prefill_efficiency() -> None:
     s = {x.name: x for x in parts(step_shape(load_model("llama-3.1-8b")), Batch(prefill_tokens=6, prefill_pairs=21,
          decode_requests=2, decode_context=20, sampled=2), ONE, "bf16", "bf16")}  # fmt: skip
     assert s["dense GEMMs"].prefill_ppm == 750_000
+
+
+def _shape(**kw: object) -> StepShape:
+    base = dict(name="t", hidden=8, vocab=16, layers=2, dense_params=1000, routed_params=0, num_experts=0,
+                experts_per_token=0, attention=())  # fmt: skip
+    return StepShape(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_linear_attention_reads_and_writes_each_requests_state() -> None:
+    # a linear-attention group of 2 layers, 1,000 bytes of state a request a layer: 3 decoding requests read and
+    # write theirs (2 × 1,000 × (3 + 1) × 2 layers = 16,000 B: the state of the batch plus one, as step._attention
+    # prices it) and update it at 4 × state FLOPs a token over the layers, halved: 4 × 1,000 × 3 × 2 // 2 = 12,000
+    g = AttentionGroup(kind="linear", layers=2, q_heads=4, state_bytes=1000)
+    p = attention_part(_shape(attention=(g,)), Batch(decode_requests=3, sampled=3), ONE)
+    assert (p.flops, p.bytes) == (12_000, 16_000)
+
+
+def test_tp_all_reduce_moves_two_ring_passes_of_the_activations() -> None:
+    # tp 8: two all-reduces a layer of tokens × hidden bf16 (2 × 2 layers × 5 tokens × 8 × 2 B = 320 B), a ring
+    # moving 2 (tp − 1) / tp of it across each link: 320 × 2 × 7 // 8 = 560 B, in 2 × 2 layers = 4 calls
+    ar = {p.name: p for p in parts(_shape(), Batch(prefill_tokens=5, sampled=1), Split.of(tp=8), "bf16", "bf16")}
+    assert (ar["all-reduce"].bytes, ar["all-reduce"].calls) == (560, 4)
+
+
+def test_the_mtp_draft_reads_one_layers_share_and_the_experts_one_token_touches() -> None:
+    # 4 routed experts, 2 a token; one decoding request: it touches 1 − (1 − 2/4)^1 = 50 % of them. A draft pass
+    # reads a layer's share of the dense weights (weight_bytes_per_gpu's, the LM head's 256 B among them: 2,256 B)
+    # and of the touched experts (8,000 B × 50 %), and the bf16 LM head: (2,256 + 4,000) // 2 + 16 × 8 × 2 = 3,384 B;
+    # two passes: 6,768 B
+    s = _shape(routed_params=4000, num_experts=4, experts_per_token=2)
+    p = {q.name: q for q in parts(s, Batch(decode_requests=1, sampled=1, draft_tokens=2), ONE, "bf16", "bf16")}
+    assert p["draft"].bytes == 2 * ((2256 + 4000) // 2 + 256) == 6768

@@ -49,3 +49,11 @@ def test_the_network_all_reduce_is_priced_at_the_nic() -> None:
     assert NET_BYTES_PER_S == 400 * 10**9
     p = Part(name="all-reduce net", flops=0, bytes=10**9, latency_ns=3_894_240)
     assert abs(step_seconds((p,), peaks, c) - (0.005 + 0.00389424)) < 1e-12
+
+
+def test_nccl_latency_of_a_small_group_across_nodes_is_the_ring() -> None:
+    # 2 GPUs on 2 nodes: ring 6.6 + (2 − 2) × 1.08 + 2 × 2.7 (each hop a network one) = 12.0; tree 6.8 + 2 × (0 +
+    # 1 × 5.0) = 16.8: the ring. 4 on 2: ring 6.6 + (6 − 2) × 1.08 + 2 × 2.7 = 16.32; tree 6.8 + 2 × (1.08 + 5.0) =
+    # 18.96: the ring
+    assert abs(nccl_allreduce_us(2, 2) - 12.0) < 1e-9
+    assert abs(nccl_allreduce_us(4, 2) - 16.32) < 1e-9
