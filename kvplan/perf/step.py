@@ -197,6 +197,8 @@ def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
 
 
 def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
+    """One part's seconds: a collective's bytes over its link plus its calls' latency, the indexer's fixed latency a
+    layer, else the roofline max of its FLOPs and its bytes at the coefficients' efficiencies."""
     if p.name == "all-reduce":
         return p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
     if p.name == "indexer":
