@@ -58,6 +58,8 @@ class Point:
     out_tok_s: float
     """Output tokens a second for the whole deployment, or per GPU where ``per_gpu``."""
     per_gpu: bool
+    acceptance: float | None = None
+    """Speculative decoding's acceptance length the block printed ("Accept length"), given to perf as measured."""
 
 
 def _block(lines: list[str], at: int, where: str) -> dict[str, str]:
@@ -111,7 +113,7 @@ def load_points() -> list[Point]:
             where = f"points.csv line {n} ({x['point']}): {x['evidence']}"
             lines = (HERE / x["evidence"]).read_text(encoding="utf-8").splitlines()
             ttft_key, tpot_key = STAT_KEYS[x["stat"]]
-            seen = ""
+            seen, accept = "", None
             if x["column"]:
                 got = _table(lines, int(x["line"]), x["column"], where)
                 conc = int(x["load"].split()[1])
@@ -123,19 +125,22 @@ def load_points() -> list[Point]:
                 seen = "{}/{}".format(*means)
                 conc = int(got.get("Max request concurrency", 0))  # none printed: every request sent at once
                 out, per_gpu = float(got["Output token throughput (tok/s)"]), False
+                accept = float(got["Accept length"]) if "Accept length" in got else None
             isl, osl = seen.split("/") if x["isl_osl"] == "totals" else x["isl_osl"].split("/")
             _check_command(lines, int(x["line"]), (isl, osl), where)
             points.append(Point(id=x["point"], source=x["evidence"], deployment=x["deployment"], isl=int(isl),
                                 osl=int(osl), range_ratio=float(x["range_ratio"]), seen=seen, concurrency=conc,
                                 prompts=prompts, stat=x["stat"], ttft_ms=float(got[ttft_key]),
-                                tpot_ms=float(got[tpot_key]), out_tok_s=out, per_gpu=per_gpu))  # fmt: skip
+                                tpot_ms=float(got[tpot_key]), out_tok_s=out, per_gpu=per_gpu,
+                                acceptance=accept))  # fmt: skip
     return points
 
 
 def predict(p: Point) -> PerfResult:
     plan = load_plan(None, str(HERE / "deployments" / f"{p.deployment}.yaml"), [])
     if p.concurrency:
-        return perf(plan.arch, plan, isl=p.isl, osl=p.osl, concurrency=p.concurrency, range_ratio=p.range_ratio)
+        return perf(plan.arch, plan, isl=p.isl, osl=p.osl, concurrency=p.concurrency, range_ratio=p.range_ratio,
+                    acceptance_length=p.acceptance)  # fmt: skip
     burst = TraceLoad(arrivals=tuple(Arrival(0, p.isl, p.osl, p.id) for _ in range(p.prompts)),
                       source=f"{p.prompts} requests at once")  # fmt: skip
     return perf(plan.arch, plan, isl=p.isl, osl=p.osl, trace=burst)
@@ -175,7 +180,8 @@ def price(p: Point) -> Priced:
     load = f"c{p.concurrency}" if p.concurrency else f"burst {p.prompts}"
     lengths = f"{r.isl}/{r.osl}" + (f" ({p.seen})" if p.seen and p.range_ratio < 1 else "")
     key = f"{p.source} ({r.engine} {r.engine_version}, {p.stat}s{', borrowed' if r.borrowed else ''})"
-    return Priced(point=p, key=key, kind=borrow_kind(r.borrowed) or "own row", measured=meas, predicted=pred,
+    kind = "speculative" if r.acceptance else borrow_kind(r.borrowed) or "own row"  # coeffs.WORST_SPECULATIVE
+    return Priced(point=p, key=key, kind=kind, measured=meas, predicted=pred,
                   inside=inside, gpus=r.gpus, osl=r.osl,
                   line=f"{p.id:<5} {load:<11} {lengths:<22} {cells[0]:<36} {cells[1]:<32} {cells[2]}")  # fmt: skip
 
@@ -194,7 +200,8 @@ def summary(priced: list[Priced]) -> None:
               .replace("%", " %"))  # fmt: skip
     e = [_mape([(x.predicted, x.measured) for x in priced], i) for i in range(3)]
     print(f"all {len(priced)} points: {e[0]:.1%} / {e[1]:.1%} / {e[2]:.1%}")
-    print("largest miss, a ratio either way, by what the row borrowed (coeffs.WORST_BORROWED, rounded up):"
+    print("largest miss, a ratio either way, by what the row borrowed (coeffs.WORST_BORROWED, WORST_SPECULATIVE,"
+          " rounded up):"
           " TTFT, TPOT, tok/s")  # fmt: skip
     for kind in sorted({x.kind for x in priced}):
         cells = []
@@ -228,13 +235,13 @@ def beside_aic(priced: list[Priced], path: str) -> None:
 
 
 def aic_rows(points: list[Point]) -> None:
-    """The closed-loop points as rows for aic_predictions.py --given (AIConfigurator prices a fixed concurrency,
-    not a burst), at the lengths kvplan prices them (a range ratio's means)."""
+    """The closed-loop points without speculative decoding as rows for aic_predictions.py --given (AIConfigurator
+    prices a fixed concurrency, not a burst), at the lengths kvplan prices them (a range ratio's means)."""
     out = csv.writer(sys.stdout)
     out.writerow(["id", "model_path", "system", "backend", "isl", "osl", "batch_size", "tp_size",
                   "attention_dp_size", "moe_tp_size", "moe_ep_size", "gemm_quant_mode", "moe_quant_mode"])  # fmt: skip
     for p in points:
-        if not p.concurrency:
+        if not p.concurrency or p.acceptance:  # a burst, or speculative decoding: not given to AIConfigurator
             continue
         r = predict(p)
         dep = load_plan(None, str(HERE / "deployments" / f"{p.deployment}.yaml"), []).deployment

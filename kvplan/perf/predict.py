@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
-from kvplan.perf.coeffs import Coefficients, band_mape, coefficients_for, family_of
+from kvplan.perf.coeffs import WORST_SPECULATIVE, Coefficients, band_mape, coefficients_for, family_of
 from kvplan.perf.open_loop import SEED, open_loop, open_timings, thinking_loop
 from kvplan.perf.peaks import Peaks, peaks_of
 from kvplan.perf.sched import (
@@ -344,6 +344,13 @@ def _fits_a_rank(rank_pool: int, dp: int, requests: Iterable[tuple[int, int, str
                              f"({rank_pool:,} tokens): the engine rejects it")  # fmt: skip
 
 
+_SPECULATIVE_BAND = (
+    f"; no row was fitted on speculative steps: each band at least × / ÷ {WORST_SPECULATIVE[0]} TTFT,"
+    f" {WORST_SPECULATIVE[1]} TPOT, {WORST_SPECULATIVE[2]} tok/s (the largest miss measured with it: the"
+    " sgl-cookbook's GLM-5 EAGLE on 8 × H200 SGLang at 100 clients, TPOT 36.5 ms measured, 15.4 ms priced)"
+)
+
+
 def _outside_line(c: Coefficients) -> str:
     """What each request waits outside the steps before its first token, fitted (Coefficients.request_us, client_us)."""
     line = (
@@ -452,7 +459,7 @@ def perf(
               wave_share=coeffs.wave_share if range_ratio == 1 else 0.0)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
     mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
-    rel = band_mape(mape, borrowed)
+    rel = band_mape(mape, borrowed, speculative=spec is not None)
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
     us, tput = _figures(t, rel, spec, out=out / gpus, isl=sums[0], osl=sums[1])
     said = (
@@ -460,7 +467,7 @@ def perf(
         *lengths,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
-        spec.line() if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
+        spec.line() + _SPECULATIVE_BAND if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
         + (f", across {tp_nodes} nodes over the nodes' 8 × 400 Gb/s NICs at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),

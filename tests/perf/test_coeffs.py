@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.coeffs import TABLE, WORST_BORROWED, band_mape, borrow_kind, coefficients_for
+from kvplan.perf.coeffs import TABLE, WORST_BORROWED, WORST_SPECULATIVE, band_mape, borrow_kind, coefficients_for
 
 
 def test_a_row_fitted_on_the_deployments_quant_is_its_own() -> None:
@@ -57,6 +57,11 @@ def test_a_borrowed_band_covers_the_largest_miss_of_a_row_borrowed_that_way() ->
     assert borrow_kind(quant) == "weight format"
     assert band_mape((0.1, 0.2, 0.3), quant) == pytest.approx((14.06, 10.57, 10.18))
     assert band_mape((5.0, 0.2, 0.3), quant)[0] == pytest.approx(15.0)  # 2 × 1.5 × 5.0 over 14.06
+    # speculative steps (no row fitted on them): at least the published GLM-5 EAGLE miss, × / ÷ 2.63 / 2.38 / 2.54
+    assert WORST_SPECULATIVE == (2.63, 2.38, 2.54)
+    assert band_mape((0.1, 0.2, 0.3), "", speculative=True) == pytest.approx((1.63, 1.38, 1.54))
+    assert band_mape((0.1, 0.2, 0.3), version, speculative=True) == pytest.approx((1.63, 1.38, 1.54))
+    assert band_mape((0.1, 0.2, 0.3), quant, speculative=True) == pytest.approx((14.06, 10.57, 10.18))
     family = "blackwell / sglang 0.5.6-0.5.9 / mla for blackwell / sglang 0.5.9 / gqa: no row of its kernel family"
     assert borrow_kind(family) == "kernel family"
     assert borrow_kind(family.replace("kernel family", "engine and kernel family")) == "other"
