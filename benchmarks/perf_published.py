@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kvplan.cli._common import load_plan
 from kvplan.perf.coeffs import borrow_kind
-from kvplan.perf.predict import PerfResult, perf
+from kvplan.perf.predict import PerfResult, mean_length, perf
 from kvplan.perf.trace_loop import Arrival, TraceLoad
 
 HERE = Path(__file__).resolve().parent / "published"
@@ -243,10 +243,11 @@ def aic_rows(points: list[Point]) -> None:
     for p in points:
         if not p.concurrency or p.acceptance:  # a burst, or speculative decoding: not given to AIConfigurator
             continue
-        r = predict(p)
-        dep = load_plan(None, str(HERE / "deployments" / f"{p.deployment}.yaml"), []).deployment
-        name, gemm, moe = AIC_MODEL[r.model]
-        out.writerow([p.id, name, f"{dep.gpu.key}_sxm", r.engine, r.isl, r.osl, p.concurrency, dep.tp,
+        plan = load_plan(None, str(HERE / "deployments" / f"{p.deployment}.yaml"), [])
+        dep = plan.deployment
+        isl, osl = (mean_length(n, p.range_ratio) if p.range_ratio < 1 else n for n in (p.isl, p.osl))  # as perf
+        name, gemm, moe = AIC_MODEL[plan.arch.name]
+        out.writerow([p.id, name, f"{dep.gpu.key}_sxm", plan.engine, isl, osl, p.concurrency, dep.tp,
                       max(dep.dp_attention, 1), dep.tp // max(dep.ep, 1), dep.ep, gemm, moe])  # fmt: skip
 
 

@@ -160,11 +160,14 @@ FAMILY_ONLY = "no row of its kernel family"
 """The note's end for a row borrowed across kernel families alone (same GPU class and engine, any version)."""
 FORMAT = "GEMMs, not"
 """In the note of a row fitted on other GEMM quant modes (a weight format borrowed, whatever else is)."""
-WORST_BORROWED = {
+_MEASURED_BORROWED = {
     "engine version": (1.70, 1.95, 1.46),
     "kernel family": (4.98, 1.57, 1.93),
     "weight format": (15.06, 11.57, 11.18),
-    "other": (15.06, 11.57, 11.18),
+}
+WORST_BORROWED = {
+    **_MEASURED_BORROWED,
+    "other": tuple(max(w[i] for w in _MEASURED_BORROWED.values()) for i in range(3)),
 }
 """The largest miss, a ratio either way (max of predicted / measured, measured / predicted) of TTFT, TPOT and output
 tokens/s per GPU, of a row borrowed that way on measurements no fit saw. "engine version" (same GPU class, engine,
@@ -212,11 +215,9 @@ def band_mape(
     (at least WORST_SPECULATIVE)."""
     kind = borrow_kind(borrowed)
     scale, worst = (2 * BAND, WORST_BORROWED[kind]) if kind else (BAND, (1.0, 1.0, 1.0))
-    if speculative:
-        worst = (max(worst[0], WORST_SPECULATIVE[0]), max(worst[1], WORST_SPECULATIVE[1]),
-                 max(worst[2], WORST_SPECULATIVE[2]))  # fmt: skip
-    return (max(scale * mape[0], worst[0] - 1), max(scale * mape[1], worst[1] - 1),
-            max(scale * mape[2], worst[2] - 1))  # fmt: skip
+    floors = (max(w, s) for w, s in zip(worst, WORST_SPECULATIVE, strict=True)) if speculative else worst
+    got = [max(scale * m, w - 1) for m, w in zip(mape, floors, strict=True)]
+    return (got[0], got[1], got[2])
 
 
 def family_of(kinds: tuple[str, ...]) -> str:

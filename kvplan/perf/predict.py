@@ -3,8 +3,8 @@ closed-loop concurrency, from its own plan (pool, running cap, chunk budget), th
 
 Bands: each figure times and divided by 1 + 1.5 × the held-out MAPE of the coefficient row it used (TTFT's, TPOT's
 or throughput's, from benchmarks/perf_calibrate.py); 1 + 3 × it when the row was borrowed (a GPU class, engine
-version, kernel family or GEMM quant mode with no measured rows of its own), the MAPE then at least what a row has
-missed a group left out of its fit by (coeffs.band_mape).
+version, kernel family or GEMM quant mode with no measured rows of its own), at least the largest miss measured of a
+row borrowed that way, and with speculative decoding at least its largest miss (coeffs.band_mape).
 """
 
 from __future__ import annotations
@@ -91,18 +91,23 @@ class PerfResult:
     """Lengths uniform in [range_ratio × L, L] (``isl`` / ``osl`` are then their means); 1.0: fixed lengths."""
 
 
+def lowest_length(length: int, ratio: float) -> int:
+    """The shortest length SGLang's bench_serving draws (``sample_random_requests``:
+    ``np.random.randint(max(int(input_len * range_ratio), 1), input_len + 1)``; its outputs may start at 0, a token
+    less at the low end, counted as 1 here)."""
+    return max(int(length * ratio), 1)
+
+
 def mean_length(length: int, ratio: float) -> int:
-    """The mean of lengths drawn uniformly from [max(int(ratio × length), 1), length], rounded half up: SGLang's
-    bench_serving (``sample_random_requests``: ``np.random.randint(max(int(input_len * range_ratio), 1),
-    input_len + 1)``; its outputs may start at 0, a token less at the low end, counted as 1 here)."""
-    return (max(int(length * ratio), 1) + length + 1) // 2
+    """The mean of lengths drawn uniformly from [lowest_length, length], rounded half up."""
+    return (lowest_length(length, ratio) + length + 1) // 2
 
 
 def _lengths_line(isl: int, osl: int, ratio: float) -> str:
     if ratio >= 1:
         return ("lengths fixed (aiperf and the measurements the coefficients were fitted on; bench_serving"
                 " --random-range-ratio 1): lengths drawn at random spread the clients (--range-ratio)")  # fmt: skip
-    lo_i, lo_o = max(int(isl * ratio), 1), max(int(osl * ratio), 1)
+    lo_i, lo_o = lowest_length(isl, ratio), lowest_length(osl, ratio)
     return (f"lengths uniform in [{lo_i:,}, {isl:,}] + [{lo_o:,}, {osl:,}] (bench_serving --random-range-ratio"
             f" {ratio:g}), priced at their means {mean_length(isl, ratio):,} + {mean_length(osl, ratio):,};"
             " requests of unequal lengths finish apart, so no SGLang waves; the p90 figures are those of requests of"
