@@ -11,7 +11,8 @@ preempted when the running set's growth does not fit (kvplan.perf.sched's polici
   (``update_running_batch`` → ``retract_decode``); the ratio's rules at ``INIT_RATIO_MILLI`` and ``_retract``.
 A preempted or retracted request keeps its output and is prefilled again over input + output (recompute): vLLM past
 what its prefix cache still holds (``_hit``), SGLang in full (``retract_decode`` releases without inserting into the
-radix tree); its first token counts once. ``pool`` 0: no pool (the count cap alone).
+radix tree); its first token counts once. ``pool`` 0: no pool (the count cap alone). Decode steps that change only
+lengths run at once (``_coast``, ``Batch.repeat``); SGLang's reservations are kept as counts (kvplan.perf.reserve).
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvplan.perf.reserve import CLIP_MAX_NEW_TOKENS, Reservations
 from kvplan.perf.spec import Acceptance, steps_for
 from kvplan.perf.step import Batch, chunk_pairs
 
 if TYPE_CHECKING:
     from kvplan.perf.sched import Load, _Req
 
-CLIP_MAX_NEW_TOKENS = 4096
-"""SGLang schedule_policy.py: the output tokens a request's reservation counts at most."""
 INIT_RATIO_MILLI, MIN_RATIO_MILLI, DECAY_STEPS = 700, 98, 600
 """SGLang's new_token_ratio (thousandths; ``Scheduler.__init__``): SGLANG_INIT_NEW_TOKEN_RATIO 0.7 at start, down by
 (0.7 − 0.7 × SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600 each decode step that
@@ -66,38 +66,113 @@ class Engine:
         self.batch: list[_Req] = []
         """Admitted in this step: SGLang counts their output whole (``_update_prefill_budget``)."""
         self.steps: list[Batch] = []
-        self.peak = self.preemptions = 0
-        self.changes = 0
-        """Counts each change that can raise the running reservations past their last lower bound (a retraction or
-        preemption; a request that finishes had none left, one that starts decoding is added to the bound)."""
-        self.theirs_seen = (-1, 0, 0, 0)
-        """(changes, decode count, the running reservations' sum, its terms) at the last exact sum (``_admits``)."""
+        """The steps run, a run of decode steps as one (``Batch.repeat``)."""
+        self.step = 0
+        """Steps run so far: the index of the next."""
+        self.peak = self.preemptions = self.admitted = 0
+        self.theirs = Reservations(accept=self.accept)
+        """SGLang: the decoding requests' reservations, counted as they start and stop (kvplan.perf.reserve)."""
+        self.victims: list[tuple[int, int, int, int, int]] = []
+        """SGLang without speculative decoding: a heap of the decoding requests in retract_decode's order
+        (``_retract``): (output − decode count, −input, −admission order, rid, epoch); stale entries skipped."""
+        self.osl_decoding = self.made_less_start = 0
+        """Σ osl and Σ (output − decode count) over the decoding requests without speculative decoding: their
+        outputs sum to the latter + decode count × their number (the ratio's reset)."""
         self.unfinished = stop_at
 
     def run(self) -> Stepped:
         """Step the engine's policy until every request (the first ``stop_at``, when given) has finished."""
-        while len(self.steps) < 10_000_000:
+        while self.step < 10_000_000:
             idle = not (self.waiting or self.running)
-            for r in self.load.seen(self.steps, idle=idle):
+            for r in self.load.seen(self.steps, self.step, idle=idle):
                 r.isl, r.osl = r.isl or self.isl, r.osl or self.osl
                 self.waiting.append(r)
             if not (self.waiting or self.running):
                 break
             self.preempted_now = False
             self.batch.clear()
+            if self._coast(self.load.quiet_until(self.step)):
+                continue
             tokens, pairs, done_now, n_dec = self._vllm_step() if self.mixed else self._sglang_step()
             if not (tokens or n_dec):
                 raise ValueError("the pool cannot hold the next request's step even alone")
             self.peak = max(self.peak, len(self.running))
-            self.steps.append(Batch(prefill_tokens=tokens, prefill_pairs=pairs, decode_requests=n_dec,
-                                    decode_context=self.context if n_dec else 0,
-                                    sampled=n_dec * self.width + len(done_now),
-                                    verify_tokens=self.width if n_dec else 1,
-                                    draft_tokens=self.width if self.spec and n_dec else 0))  # fmt: skip
+            self._record(tokens, pairs, n_dec, len(done_now))
             self._advance(n_dec, done_now)
             if self.stop_at and self.unfinished == 0:
                 break
         return Stepped(steps=self.steps, peak_running=self.peak, preemptions=self.preemptions)
+
+    def _record(self, tokens: int, pairs: int, n_dec: int, first_tokens: int) -> None:
+        self.step += 1
+        self.steps.append(Batch(prefill_tokens=tokens, prefill_pairs=pairs, decode_requests=n_dec,
+                                decode_context=self.context if n_dec else 0, sampled=n_dec * self.width + first_tokens,
+                                verify_tokens=self.width if n_dec else 1,
+                                draft_tokens=self.width if self.spec and n_dec else 0))  # fmt: skip
+
+    def _coast(self, until: int) -> int:
+        """Run at once the decode steps that change nothing but the running requests' lengths, as ``run`` would one
+        at a time: before step ``until`` (the load's next request), before a request finishes, while the pool holds
+        the step and the queue's head is refused (``_refused_for``). How many."""
+        n = self._n_decoding()
+        if self.prefilling or not n:
+            return 0
+        k = min(until - self.step, self.decoding[0][0] - 1 - self.decode_count, self._holds(n))
+        head = self.waiting[0] if self.waiting and len(self.running) < self.cap else None
+        if head is not None and k > 0:
+            if self.spec and not self.mixed:  # its reservations fall by what each step accepted: one at a time
+                j = 0
+                while j < k and self._decided(head, self.budget) is False:
+                    self._decay()
+                    self._record(0, 0, n, 0)
+                    self._grow(n)
+                    j += 1
+                return j
+            k = self._refused_for(head, n, k)
+        if k <= 0:
+            return 0
+        if not self.mixed:
+            for _ in range(k):
+                self._decay()
+        if self.spec:  # its steps grow the context by what each accepted: one at a time
+            for _ in range(k):
+                self._record(0, 0, n, 0)
+                self._grow(n)
+            return k
+        self.steps.append(Batch(decode_requests=n, decode_context=self.context, sampled=n, repeat=k))
+        self.step += k
+        self._grow(n, k)
+        return k
+
+    def _holds(self, n: int) -> int:
+        """Decode steps of ``n`` requests the pool holds from now (each needs n × width free tokens; the context
+        grows by what each step accepted: floor((grown + j × n × accept) / 1000) after j)."""
+        room = self.free() - n * self.width
+        return ((room + 1) * 1000 - self.grown - 1) // (n * self.accept) + 1 if room >= 0 else 0
+
+    def _refused_for(self, head: _Req, n: int, k: int) -> int:
+        """Of the next ``k`` decode steps (without speculative decoding on SGLang), how many run before ``head``
+        would be admitted. vLLM: its chunk fits no better as the pool fills (``_decided``), so all or none. SGLang:
+        admitted once input + output left is below the free tokens less the reservations × the ratio, which all
+        fall as the steps run: each step's figures as ``_decided`` takes them, from the reservations' trend."""
+        if self.mixed:
+            room = self.budget - n * self.width
+            return k if room <= 0 or self._decided(head, room) is False else 0
+        need = head.isl + head.out + min(head.osl - head.out, CLIP_MAX_NEW_TOKENS)
+        free = self.free()
+        if need < free - self.reserved:  # admitted now; free only falls
+            return 0
+        ratio, dc = self.ratio, self.decode_count
+        total, falls, steady = self.theirs.trend(dc)
+        since = 0
+        for j in range(k):
+            if j - since > steady:  # another term starts to fall
+                total, falls, steady = self.theirs.trend(dc + j)
+                since = j
+            if need < free - j * n - (total - falls * (j - since)) * ratio / 1000:
+                return j
+            ratio = max(ratio - (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS, MIN_RATIO_MILLI)
+        return k
 
     # ------------------------------------------------------------------ the two policies
 
@@ -122,9 +197,12 @@ class Engine:
             self._retract()
             n_dec = self._n_decoding()
         else:
-            step = (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS
-            self.ratio = max(self.ratio - step, MIN_RATIO_MILLI)
+            self._decay()
         return 0, 0, [], n_dec
+
+    def _decay(self) -> None:
+        """SGLang: a decode step that fits lowers the new-token ratio towards its floor."""
+        self.ratio = max(self.ratio - (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS, MIN_RATIO_MILLI)
 
     def _fill(self, room: int) -> tuple[int, int, list[_Req]]:
         """Prefill tokens up to ``room``: the partial request first, then waiting ones while admitted."""
@@ -164,6 +242,16 @@ class Engine:
         return len(self.running) - len(self.prefilling)
 
     def _admits(self, r: _Req, room: int) -> bool:
+        decided = self._decided(r, room)
+        if decided is not None:
+            return decided
+        need = r.isl + r.out + min(r.osl - r.out, CLIP_MAX_NEW_TOKENS)
+        ours = sum(min(q.osl - q.out, CLIP_MAX_NEW_TOKENS) for q in self.batch)
+        self._sum_reservations()
+        return need < self.free() - ours - self.theirs.total * self.ratio / 1000
+
+    def _decided(self, r: _Req, room: int) -> bool | None:
+        """Whether ``r`` is admitted, where that needs no sum over the running requests; None where it does."""
         if not self.pool:
             return True
         fill = r.isl + r.out
@@ -174,27 +262,21 @@ class Engine:
         if need < self.free() - self.reserved:  # every reservation whole and unclipped: an upper bound
             return True
         ours = sum(min(q.osl - q.out, CLIP_MAX_NEW_TOKENS) for q in self.batch)
-        if need >= self.free() - ours - self._theirs_at_least() * self.ratio / 1000:
+        theirs, exact = self._theirs_at_least()
+        if need >= self.free() - ours - theirs * self.ratio / 1000:
             return False  # refused on a lower bound of the running reservations: no sum over them
-        left = [min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values() if q.start >= 0]
-        self.theirs_seen = (self.changes, self.decode_count, sum(left), len(left))
-        return need < self.free() - ours - sum(left) * self.ratio / 1000
+        return True if exact else None
 
-    def _bound_adds(self, term: int) -> None:
-        """A request starts decoding: its reservation joins the lower bound (valued now, so it can only fall less
-        since then than the bound's older terms)."""
-        changes, count, total, terms = self.theirs_seen
-        if changes == self.changes:
-            self.theirs_seen = (changes, count, total + term, terms + 1)
+    def _theirs_at_least(self) -> tuple[int, bool]:
+        """A lower bound of the running requests' clipped reservations, and whether it is their sum
+        (kvplan.perf.reserve)."""
+        return self.theirs.at_least(self.decode_count)
 
-    def _theirs_at_least(self) -> int:
-        """A lower bound of the running requests' clipped reservations: the last exact sum plus the requests that
-        started decoding since, each term less at most ceil(k × accept / 1000) after k decode steps; a request that
-        finished held none; 0 after a retraction or preemption (``changes``)."""
-        changes, count, total, terms = self.theirs_seen
-        if changes != self.changes:
-            return 0
-        return max(total - terms * -(-(self.decode_count - count) * self.accept // 1000), 0)
+    def _sum_reservations(self) -> None:
+        """Count the decoding requests' reservations afresh (speculative decoding, after a retraction)."""
+        qs = [q for q in self.running.values() if q.start >= 0]
+        for q, a in zip(qs, self.theirs.restart(self.decode_count, [q.osl - self._output(q) for q in qs]), strict=True):
+            q.falls = a
 
     def _hit(self, r: _Req) -> int:
         """vLLM: the tokens of a preempted request its prefix cache still holds. Its freed blocks go to the free
@@ -203,6 +285,8 @@ class Engine:
         return min(r.cached, self.free(), r.isl + r.out - 1) if self.mixed and self.pool else 0
 
     def _admit(self, r: _Req) -> None:
+        r.seq = self.admitted
+        self.admitted += 1
         self.batch.append(r)
         hit = self._hit(r)
         r.fill, r.done, r.start, r.cached = r.isl + r.out, hit, -1, 0
@@ -222,13 +306,13 @@ class Engine:
         """Preempt (vLLM: to the front of the waiting queue) or retract (SGLang: to its back) ``r``: its KV freed,
         its output kept, prefilled again later."""
         self._drop(r)
-        self.changes += 1
         if r.start < 0:
             self.prefilling.remove(r)
             self.filled -= r.done
             r.cached = r.done
         else:
             out = self._output(r)
+            self._stops_decoding(r, out)
             held = r.fill + 1 + out - r.out
             self.context = max(self.context - held, 0)
             r.out, r.cached = out, held - 1  # the last sampled token was never computed
@@ -241,29 +325,42 @@ class Engine:
             self.waiting.append(r)
 
     def _retract(self) -> None:
-        """SGLang ``retract_decode``: fewest output tokens first, then the longest input, until the step fits;
-        then the ratio's reset."""
+        """SGLang ``retract_decode``: it sorts the decoding requests by (output tokens, −input) descending, a stable
+        sort, and retracts from the end (fewest outputs, longest input, the latest admitted among equals) until the
+        step fits; then the ratio's reset."""
+        if self.spec:
+            self._retract_by_scan()
+            return
+        n = self._n_decoding()
+        while n > 1 and self.free() < n * self.width:
+            _, _, _, rid, epoch = heapq.heappop(self.victims)
+            r = self.running.get(rid)
+            if r is not None and r.epoch == epoch:
+                self._evict(r)
+                n -= 1
+        made = self.made_less_start + n * self.decode_count
+        self.ratio = min(1000, (made + RETRACT_DECODE_STEPS * n) * 1000 / max(self.osl_decoding, 1))
+
+    def _retract_by_scan(self) -> None:
+        """``_retract`` with speculative decoding, whose outputs do not keep their order as the steps run."""
         left = [q for q in self.running.values() if q.start >= 0]
         keys = [(self._output(q), -q.isl) for q in left]
         while len(left) > 1 and self.free() < len(left) * self.width:
-            # the last of a stable descending sort: the smallest key, the latest admitted among equals
-            i = min(range(len(keys)), key=lambda j: (keys[j], -j))
+            i = len(keys) - 1 - keys[::-1].index(min(keys))  # the sort's last: the latest admitted among equals
             del keys[i]
             self._evict(left.pop(i))
         total = sum(q.osl for q in left)
-        made = sum(self._output(q) for q in left)
+        made = sum(k[0] for k in keys)
+        self._sum_reservations()
         self.ratio = min(1000, (made + RETRACT_DECODE_STEPS * len(left)) * 1000 / max(total, 1))
 
     # ------------------------------------------------------------------ after the step
 
     def _advance(self, n_dec: int, done_now: list[_Req]) -> None:
-        s, c = len(self.steps) - 1, self.load
+        s, c = self.step - 1, self.load
         ended: list[int] = []
         if n_dec:
-            self.decode_count += 1
-            self.grown += n_dec * self.accept
-            self.context += self.grown // 1000
-            self.grown %= 1000
+            self._grow(n_dec)
             while self.decoding and self.decoding[0][0] <= self.decode_count:
                 _, rid, epoch = heapq.heappop(self.decoding)
                 r = self.running.get(rid)
@@ -271,6 +368,7 @@ class Engine:
                     continue
                 ended.append(rid)
                 self._drop(r)
+                self._stops_decoding(r, r.osl)
                 self.context = max(self.context - r.isl - r.osl, 0)
         for r in done_now:
             self.filled -= r.fill
@@ -281,8 +379,7 @@ class Engine:
                 ended.append(r.rid)
                 self._drop(r)
                 continue
-            r.start = self.decode_count
-            self._bound_adds(min(r.osl - r.out, CLIP_MAX_NEW_TOKENS))
+            self._starts_decoding(r)
             left = r.osl - r.out
             steps = left if self.spec is None else steps_for(left, self.spec.milli)
             heapq.heappush(self.decoding, (self.decode_count + steps, r.rid, r.epoch))
@@ -291,6 +388,32 @@ class Engine:
             c.finished[rid] = s
             self.unfinished -= rid < self.stop_at
             c.send(s)
+
+    def _starts_decoding(self, r: _Req) -> None:
+        r.start = self.decode_count
+        if self.mixed:
+            return
+        r.falls = self.theirs.add(self.decode_count, r.osl - r.out)
+        if not self.spec:
+            heapq.heappush(self.victims, (r.out - r.start, -r.isl, -r.seq, r.rid, r.epoch))
+            self.osl_decoding += r.osl
+            self.made_less_start += r.out - r.start
+
+    def _stops_decoding(self, r: _Req, out: int) -> None:
+        """``r`` finished (``out`` its osl) or is retracted with ``out`` tokens made: it leaves the counts."""
+        if self.mixed:
+            return
+        self.theirs.drop(self.decode_count, r.falls, min(r.osl - out, CLIP_MAX_NEW_TOKENS))
+        if not self.spec:
+            self.osl_decoding -= r.osl
+            self.made_less_start -= r.out - r.start
+
+    def _grow(self, n_dec: int, steps: int = 1) -> None:
+        """Decode steps ran: each of their requests holds the tokens it accepted."""
+        self.decode_count += steps
+        self.grown += steps * n_dec * self.accept
+        self.context += self.grown // 1000
+        self.grown %= 1000
 
     def _drop(self, r: _Req) -> None:
         del self.running[r.rid]

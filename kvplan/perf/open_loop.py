@@ -36,7 +36,7 @@ class _Arrivals:
             self.clock += self.price(steps[len(self.ends)])
             self.ends.append(self.clock)
 
-    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+    def seen(self, steps: list[Batch], step: int, idle: bool) -> list[_Req]:
         self.catch_up(steps)
         if idle and self.next < len(self.times):
             self.clock = max(self.clock, self.times[self.next])
@@ -49,6 +49,9 @@ class _Arrivals:
 
     def send(self, after: int) -> None:  # open loop: a finished request sends nothing
         return None
+
+    def quiet_until(self, step: int) -> int:  # arrivals by time: each step priced before the next is scheduled
+        return step
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,7 +130,7 @@ class _Thinking(_Arrivals):
     sends: list[int] = field(default_factory=list)
     """Steps after which a client sends, not yet turned into arrival times (a step's end is known once priced)."""
 
-    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
+    def seen(self, steps: list[Batch], step: int, idle: bool) -> list[_Req]:
         self.catch_up(steps)
         for s in self.sends:
             if len(self.times) < self.total:
@@ -135,7 +138,7 @@ class _Thinking(_Arrivals):
                 self.first.append(-1)
                 self.finished.append(-1)
         self.sends.clear()
-        return super().seen(steps, idle)
+        return super().seen(steps, step, idle)
 
     def send(self, after: int) -> None:
         self.sends.append(after)

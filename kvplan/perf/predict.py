@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kvplan.engines.common import PoolPlan
 from kvplan.models.arch import ModelArch, Split
@@ -30,7 +31,16 @@ from kvplan.perf.sched import (
 )
 from kvplan.perf.shape import StepShape, step_shape
 from kvplan.perf.spec import Acceptance, acceptance
-from kvplan.perf.step import Batch, attention_part, part_seconds, parts, rest_of, step_seconds
+from kvplan.perf.step import (
+    Batch,
+    attention_at,
+    attention_part,
+    attention_roofline,
+    part_seconds,
+    parts,
+    rest_of,
+    step_seconds,
+)
 from kvplan.perf.trace_loop import Arrival, TraceLoad, trace_loop, trace_timings
 
 RATE_PROMPTS = 256
@@ -114,31 +124,48 @@ def _lengths_line(isl: int, osl: int, ratio: float) -> str:
             " the mean lengths, not of the longest")  # fmt: skip
 
 
-def _pricer(
-    shape: StepShape,
-    split: Split,
-    quants: tuple[str, str],
-    kv_bytes: int,
-    nodes: int,
-    peaks: Peaks,
-    coeffs: Coefficients,
-    *,
-    decode: bool,
-) -> Callable[[Batch], float]:
-    """Seconds of a step (kvplan.perf.step); ``decode``: a PD decode instance's share of it (``decode_share``)."""
-    rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
+class StepPrice(Protocol):
+    """Seconds of one step, and of each step of a run (``Batch.repeat``)."""
 
-    def price(b: Batch) -> float:
-        run = decode_share(b) if decode else b
+    def __call__(self, b: Batch) -> float: ...
+
+    def each(self, b: Batch) -> list[float]: ...
+
+
+class _Pricer:
+    """Seconds of a step (kvplan.perf.step); ``decode``: a PD decode instance's share of it (``decode_share``)."""
+
+    def __init__(self, shape: StepShape, split: Split, quants: tuple[str, str], kv_bytes: int, nodes: int,
+                 peaks: Peaks, coeffs: Coefficients, *, decode: bool) -> None:  # fmt: skip
+        self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
+        self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
+        self.rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
+        self.roofline = attention_roofline(peaks, coeffs)
+
+    def __call__(self, b: Batch) -> float:
+        run = decode_share(b) if self.decode else b
         if run is None:
             return 0.0
-        key = rest_of(run)
-        if key not in rest:
-            ps = parts(shape, key, split, *quants, kv_bytes=kv_bytes, nodes=nodes)
-            rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), peaks, coeffs)
-        return rest[key] + part_seconds(attention_part(shape, run, split, kv_bytes), peaks, coeffs)
+        return self._rest(run) + part_seconds(attention_part(self.shape, run, self.split, self.kv_bytes), self.peaks,
+                                              self.coeffs)  # fmt: skip
 
-    return price
+    def each(self, b: Batch) -> list[float]:
+        """Each step of a run (``Batch.repeat``): the parts but attention priced once, attention at each step's mean
+        context (one longer each step), as ``__call__`` prices each step alone."""
+        if b.repeat == 1:
+            return [self(b)]
+        run = decode_share(b) if self.decode else b
+        assert run is not None  # a run decodes
+        rest, at, roof = self._rest(run), attention_at(self.shape, run, self.split, self.kv_bytes), self.roofline
+        m = run.decode_context // run.decode_requests
+        return [rest + roof(*at(m + j)) for j in range(run.repeat)]
+
+    def _rest(self, run: Batch) -> float:
+        key = rest_of(run)
+        if key not in self.rest:
+            ps = parts(self.shape, key, self.split, *self.quants, kv_bytes=self.kv_bytes, nodes=self.nodes)
+            self.rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), self.peaks, self.coeffs)
+        return self.rest[key]
 
 
 def _priced_lengths(isl: int, osl: int, ratio: float, trace: TraceLoad | None) -> tuple[int, int, tuple[str, ...]]:
@@ -274,7 +301,7 @@ class Load:
         return self.request_s + self.client_s * in_flight
 
 
-def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
+def _closed(ld: Load, concurrency: int, price: StepPrice) -> tuple[Timings, float, Ran, str]:
     """(timings, output tok/s, what ran, how) of the closed loop in its steady state. Under DP attention every rank
     schedules its own requests with its own token budget (SGLang ``DataParallelController`` → one ``Scheduler`` a
     rank; vLLM one ``EngineCore`` a rank): the loop's step takes ``ranks`` × the budget. An engine that keeps waves
@@ -286,7 +313,7 @@ def _closed(ld: Load, concurrency: int, price: Callable[[Batch], float]) -> tupl
         s = closed_loop(engine=ld.engine, isl=ld.isl, osl=ld.osl, concurrency=concurrency, cap=ld.cap * ld.ranks,
                         budget=ld.budget * ld.ranks, num_prompts=n, warmup=concurrency, steady=True, waves=waves,
                         spec=ld.spec, pool=ld.pool)  # fmt: skip
-        return s, timings(s, [price(b) for b in s.steps], ld.osl)
+        return s, timings(s, [t for b in s.runs for t in price.each(b)], ld.osl)
 
     s, t = loop(False)
     ran = Ran(s.peak_running, n, s.preemptions)
@@ -374,9 +401,7 @@ def decode_share(b: Batch) -> Batch | None:
     instance; the KV arrives by the hand-off), None for a step without decodes."""
     if not b.decode_requests:
         return None
-    return Batch(decode_requests=b.decode_requests, decode_context=b.decode_context,
-                 sampled=b.decode_requests * b.verify_tokens, verify_tokens=b.verify_tokens,
-                 draft_tokens=b.draft_tokens)  # fmt: skip
+    return replace(b, prefill_tokens=0, prefill_pairs=0, sampled=b.decode_requests * b.verify_tokens)
 
 
 def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tuple[Timings, float, Ran, str]:
@@ -395,7 +420,7 @@ def _traced(ld: Load, trace: TraceLoad, price: Callable[[Batch], float]) -> tupl
 
 def _run(
     ld: Load,
-    price: Callable[[Batch], float],
+    price: StepPrice,
     *,
     trace: TraceLoad | None,
     concurrency: int | None,
@@ -455,7 +480,7 @@ def perf(
     kv_bytes = 1 if plan.is_fp8 else 2
 
     tp_nodes = -(-dep.tp // max(dep.gpus_per_node, 1))  # the nodes one tp group spans
-    price = _pricer(shape, split, (quant, moe), kv_bytes, tp_nodes, peaks, coeffs, decode=phase == "decode")
+    price = _Pricer(shape, split, (quant, moe), kv_bytes, tp_nodes, peaks, coeffs, decode=phase == "decode")
     gpus = dep.tp
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))

@@ -52,7 +52,8 @@ has run, so the request is seen at s + 3. An idle engine takes it at once."""
 
 @dataclass(frozen=True, kw_only=True)
 class Schedule:
-    steps: tuple[Batch, ...]
+    runs: tuple[Batch, ...]
+    """The steps, a run of decode steps as one (``Batch.repeat``)."""
     arrived: tuple[int, ...]
     """Per request: the step after whose end it was sent (-1: at the start)."""
     first: tuple[int, ...]
@@ -66,6 +67,11 @@ class Schedule:
     """Requests measured after the warm-up (0: every request)."""
     preemptions: int = 0
     """vLLM preemptions / SGLang retractions the pool forced (kvplan.perf.engine)."""
+
+    @property
+    def steps(self) -> tuple[Batch, ...]:
+        """The steps one by one."""
+        return tuple(s for b in self.runs for s in b.each())
 
     @property
     def measured_ids(self) -> range:
@@ -90,6 +96,10 @@ class _Req:
     """Output tokens its admission reserved (SGLang's estimate)."""
     cached: int = 0
     """vLLM: its computed tokens left in the prefix cache when it was preempted."""
+    seq: int = 0
+    """Its place in the running set's admission order (SGLang's retraction takes the latest among equals)."""
+    falls: int = 0
+    """SGLang, decoding: where its reservation starts to fall in the engine's count (kvplan.perf.reserve)."""
 
 
 class Load(Protocol):
@@ -98,9 +108,14 @@ class Load(Protocol):
     first: list[int]
     finished: list[int]
 
-    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]: ...
+    def seen(self, steps: list[Batch], step: int, idle: bool) -> list[_Req]: ...
 
     def send(self, after: int) -> None: ...
+
+    def quiet_until(self, step: int) -> int:
+        """The first step from ``step`` (a busy engine's) at which ``seen`` may hand over a request, as far as the
+        load knows before any request finishes (``step`` itself where it cannot say)."""
+        ...
 
 
 @dataclass
@@ -126,9 +141,13 @@ class _Clients:
         self.finished.append(-1)
         self.pending.append((after + 1 + (self.turnaround if after >= 0 else 0), _Req(len(self.arrived) - 1)))
 
-    def seen(self, steps: list[Batch], idle: bool) -> list[_Req]:
-        """The requests the scheduler takes at the next step: those due, else (an idle engine) the next one sent."""
-        s = len(steps)
+    def quiet_until(self, step: int) -> int:
+        due = [self.starts[0] + 1] if self.starts else []  # seen() sends a start at the step after it
+        return min([*due, self.pending[0][0]] if self.pending else due, default=1 << 62)
+
+    def seen(self, steps: list[Batch], step: int, idle: bool) -> list[_Req]:
+        """The requests the scheduler takes at step ``step``: those due, else (an idle engine) the next one sent."""
+        s = step
         while self.starts and self.starts[0] < s:
             self.send(self.starts.pop(0))
         if idle and self.pending and self.pending[0][0] > s:  # an idle engine takes the head, and those sent with it
@@ -181,7 +200,7 @@ def closed_loop(
         raise ValueError(f"a request of {isl:,} + {osl:,} tokens is larger than the whole pool ({pool:,} tokens)")
     run = _run(engine, isl, osl, cap, budget, clients, num_prompts if steady else 0, spec, pool)
     c = clients
-    return Schedule(steps=tuple(run.steps), arrived=tuple(c.arrived), first=tuple(c.first),
+    return Schedule(runs=tuple(run.steps), arrived=tuple(c.arrived), first=tuple(c.first),
                     finished=tuple(c.finished), cap=cap, peak_running=run.peak_running,
                     warmup=warmup if steady else 0, measured=num_prompts - warmup if steady else 0,
                     preemptions=run.preemptions)  # fmt: skip
@@ -239,11 +258,14 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     tpot = tuple((e - t1) / (osl - 1) if osl > 1 else 0.0 for e, t1 in zip(e2e, ttft, strict=True))
     gaps: list[tuple[float, int]] = []
     last: int | None = None
-    for s, b in enumerate(sched.steps):
-        if b.decode_requests:
-            prev = ends[last] if last is not None else (ends[s - 1] if s else 0.0)  # first decode: from first tokens
-            gaps.append((ends[s] - prev, b.decode_requests))
-            last = s
+    s = -1
+    for b in sched.runs:
+        for _ in range(b.repeat):
+            s += 1
+            if b.decode_requests:
+                prev = ends[last] if last is not None else (ends[s - 1] if s else 0.0)  # first decode: first tokens
+                gaps.append((ends[s] - prev, b.decode_requests))
+                last = s
     return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))
 
 

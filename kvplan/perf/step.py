@@ -16,7 +16,8 @@ A tp group wider than a node all-reduces over each GPU's NIC at NCCL's latency (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 
 from kvplan.models.arch import Split
 from kvplan.perf.coeffs import Coefficients
@@ -42,6 +43,17 @@ class Batch:
     """Tokens each decode request runs through the target model (speculative decoding: the verify width D)."""
     draft_tokens: int = 0
     """Tokens each decode request runs through the draft module (MTP / EAGLE: D), one layer and the LM head each."""
+    repeat: int = 1
+    """A run of this many decode steps of the same requests (kvplan.perf.engine), the j-th over decode_context +
+    j × decode_requests: each request a token longer each step (no speculative decoding)."""
+
+    def each(self) -> Iterator[Batch]:
+        """The steps of a run one by one."""
+        if self.repeat == 1:
+            yield self
+            return
+        for j in range(self.repeat):
+            yield replace(self, decode_context=self.decode_context + j * self.decode_requests, repeat=1)
 
     @property
     def tokens(self) -> int:
@@ -67,30 +79,48 @@ class Part:
     """A fixed latency the part pays whatever its size (NCCL's latency of its calls across nodes)."""
 
 
-def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> tuple[int, int]:
-    """(FLOPs, bytes) of one group's layers over the whole batch (every GPU together)."""
-    mean_ctx = b.decode_context // b.decode_requests if b.decode_requests else 0
-    queries = b.decode_requests * b.verify_tokens  # each verified token attends to the context; the KV is read once
+@dataclass(frozen=True)
+class _Terms:
+    """One group's attention over a batch (every GPU together) as a function of the decode requests' mean context
+    m: FLOPs per key attended (min(m, ``cap``); ``cap`` 0: every key) and per key scored (m), bytes likewise, and
+    what does not depend on m. A run of decode steps (``Batch.repeat``) is priced at each m from one of these."""
+
+    flops_key: int
+    flops_ctx: int
+    flops_fixed: int
+    read_key: int
+    read_ctx: int
+    read_fixed: int
+    cap: int
+
+    def at(self, m: int) -> tuple[int, int]:
+        keys = min(m, self.cap) if self.cap else m
+        return (self.flops_key * keys + self.flops_ctx * m + self.flops_fixed,
+                self.read_key * keys + self.read_ctx * m + self.read_fixed)  # fmt: skip
+
+
+def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> _Terms:
+    """The terms of one group's layers over the whole batch (every GPU together)."""
+    n, queries = b.decode_requests, b.decode_requests * b.verify_tokens  # each verified token attends; KV read once
     if g.kind == "linear":
-        return 4 * g.state_bytes * b.tokens * g.layers // 2, 2 * g.state_bytes * (b.decode_requests + 1) * g.layers
+        return _Terms(0, 0, 4 * g.state_bytes * b.tokens * g.layers // 2, 0, 0, 2 * g.state_bytes * (n + 1) * g.layers,
+                      0)  # fmt: skip
     if g.kind in ("gqa", "swa"):
-        keys = min(mean_ctx, g.window) if g.window else mean_ctx
         pairs = min(b.prefill_pairs, b.prefill_tokens * g.window) if g.window else b.prefill_pairs
-        flops = 2 * g.q_heads * (g.qk_dim + g.v_dim) * (pairs + keys * queries)
-        read = keys * b.decode_requests * g.kv_heads * (g.qk_dim + g.v_dim) * kv_bytes
-        return flops * g.layers, read * g.layers
+        per_pair = 2 * g.q_heads * (g.qk_dim + g.v_dim) * g.layers
+        return _Terms(per_pair * queries, 0, per_pair * pairs, n * g.kv_heads * (g.qk_dim + g.v_dim) * kv_bytes
+                      * g.layers, 0, 0, g.window)  # fmt: skip
     latent = g.kv_lora_rank + g.rope_dim
-    keys = min(mean_ctx, g.index_topk) if g.index_topk else mean_ctx
     pre_pairs = min(b.prefill_pairs, b.prefill_tokens * g.index_topk) if g.index_topk else b.prefill_pairs
-    flops = 2 * g.q_heads * ((g.qk_dim + g.v_dim) * pre_pairs + (2 * g.kv_lora_rank + g.rope_dim) * keys
-                             * queries)  # fmt: skip
-    read = keys * b.decode_requests * latent * kv_bytes * g.layers
-    flops *= g.layers
-    if g.index_topk:  # the indexer scores all keys on its layers
-        scored = b.prefill_pairs + mean_ctx * queries
-        flops += 2 * g.index_heads * g.index_dim * scored * g.indexer_layers
-        read += mean_ctx * b.decode_requests * (g.index_dim + 4) * g.indexer_layers
-    return flops, read
+    flops_key = 2 * g.q_heads * (2 * g.kv_lora_rank + g.rope_dim) * queries * g.layers
+    fixed = 2 * g.q_heads * (g.qk_dim + g.v_dim) * pre_pairs * g.layers
+    read_key = n * latent * kv_bytes * g.layers
+    if not g.index_topk:
+        return _Terms(flops_key, 0, fixed, read_key, 0, 0, 0)
+    # the indexer scores all keys on its layers: the prefill's pairs and each decode query's context
+    per_score = 2 * g.index_heads * g.index_dim * g.indexer_layers
+    return _Terms(flops_key, per_score * queries, fixed + per_score * b.prefill_pairs, read_key,
+                  n * (g.index_dim + 4) * g.indexer_layers, 0, g.index_topk)  # fmt: skip
 
 
 def parts(
@@ -141,13 +171,29 @@ def parts(
 def attention_part(shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_BYTES) -> Part:
     """The attention of every layer on one GPU: the only part a step's context lengths and prefill pairs reach (the
     rest depends on its token counts alone, so a schedule's steps share it: ``rest_of``)."""
-    flops = read = 0
-    for g in shape.attention:
-        f, r = _attention(g, b, kv_bytes)
-        flops += f // split.tp
-        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
-        read += r * split.attention // split.tp if g.kind in ("mla", "dsa") else r // split.tp
+    flops, read = attention_at(shape, b, split, kv_bytes)(b.decode_context // b.decode_requests if b.decode_requests
+                                                          else 0)  # fmt: skip
     return Part(name="attention", flops=flops, bytes=read)
+
+
+def attention_at(
+    shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_BYTES
+) -> Callable[[int], tuple[int, int]]:
+    """(FLOPs, bytes) of ``b``'s attention on one GPU as a function of its decode requests' mean context: the steps
+    of a run (``Batch.repeat``) differ in that alone."""
+    terms = [(_attention(g, b, kv_bytes), split.attention if g.kind in ("mla", "dsa") else 1) for g in shape.attention]
+    tp = split.tp
+
+    def at(m: int) -> tuple[int, int]:
+        flops = read = 0
+        for t, whole in terms:
+            f, r = t.at(m)
+            flops += f // tp
+            # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
+            read += r * whole // tp
+        return flops, read
+
+    return at
 
 
 def rest_of(b: Batch) -> Batch:
@@ -205,10 +251,17 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
         return p.calls * c.indexer_us * 1e-6
     if p.name == "all-reduce net":
         return p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
-    peak = peaks.flops_per_s(p.dtype)
     if p.name == "attention":
-        compute = p.flops / (peak * c.attention_eff)
-    else:  # prefill rows (large M) and decode rows (small M) reach different shares of the peak
-        pre = p.flops * p.prefill_ppm / 10**6
-        compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
+        return attention_roofline(peaks, c)(p.flops, p.bytes)
+    # prefill rows (large M) and decode rows (small M) reach different shares of the peak
+    peak = peaks.flops_per_s(p.dtype)
+    pre = p.flops * p.prefill_ppm / 10**6
+    compute = pre / (peak * c.prefill_eff) + (p.flops - pre) / (peak * c.gemm_eff)
     return max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
+
+
+def attention_roofline(peaks: Peaks, c: Coefficients) -> Callable[[int, int], float]:
+    """Seconds of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients' attention
+    and memory efficiencies."""
+    compute, memory = peaks.flops_per_s("bf16") * c.attention_eff, peaks.hbm_bytes_per_s * c.mem_eff
+    return lambda flops, read: max(flops / compute, read / memory)

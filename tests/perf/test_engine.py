@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.perf.sched import closed_loop, timings
+from kvplan.perf.sched import Schedule, closed_loop, timings
 from kvplan.perf.step import Batch
 
 
@@ -91,33 +91,37 @@ def test_a_pool_too_small_for_the_clients_preempts_and_lengthens_tpot_and_e2e() 
 def test_sglang_admission_on_the_reservations_lower_bound_is_exact(
     isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Engine._admits refuses on a lower bound of the running reservations (the last exact sum, each term less at most
-    # ceil(k × accept / 1000) after k decode steps, while the decoding set is the same) before it sums them: the
-    # schedule must be the one the exact sum at every step gives. Loads under pool pressure (clients waiting on
-    # the reservations, SGLang's retractions), outputs past the 4,096 clip, with and without an acceptance length
+    # Engine._admits decides on the running reservations as kvplan.perf.reserve keeps them (their sum without
+    # speculative decoding, a lower bound with it) and Engine._coast runs the decode steps in which the queue's head
+    # stays refused at once: the schedule must be the one summing them afresh at every step, one step at a time,
+    # gives. Loads under pool pressure (clients waiting on the reservations, SGLang's retractions), outputs past the
+    # 4,096 clip, with and without an acceptance length
     from kvplan.perf import engine
-    from kvplan.perf.spec import Acceptance
 
-    spec = None
-    if accept:
-        spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t")
+    spec = _spec(accept)
 
     def run() -> object:
         return closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
                            num_prompts=2 * clients, spec=spec, pool=pool)  # fmt: skip
 
     bounded = run()
-    monkeypatch.setattr(engine.Engine, "_theirs_at_least", lambda self: 0)
-    assert run() == bounded
+    monkeypatch.setattr(engine.Engine, "_theirs_at_least", lambda self: (0, False))
+    monkeypatch.setattr(engine.Engine, "_coast", lambda self, until: 0)
+    assert _stepwise(run()) == _stepwise(bounded)
 
 
-@pytest.mark.parametrize(("isl", "osl", "clients", "pool"), [(300, 5000, 6, 12_000), (64, 900, 12, 4_000)])
+@pytest.mark.parametrize(
+    ("isl", "osl", "clients", "pool", "accept"),
+    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (300, 5000, 6, 12_000, 2_600)],
+)
 def test_sglang_retracts_in_retract_decodes_order(
-    isl: int, osl: int, clients: int, pool: int, monkeypatch: pytest.MonkeyPatch
+    isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # ScheduleBatch.retract_decode sorts the decoding requests by (output tokens, −input) descending (a stable sort)
-    # and retracts from its end: Engine._retract takes that end's request one at a time without sorting; the
-    # schedules (steps, retractions) must be those of the sort
+    # and retracts from its end, then resets the ratio from their outputs and osl: Engine._retract takes that end's
+    # request from a heap kept in that order (without speculative decoding, whose outputs keep their order as the
+    # steps run) or a scan (with it), and the ratio from sums kept as requests start and stop decoding; the
+    # schedules (steps, retractions) must be those of the sort and the sums taken afresh
     from kvplan.perf import engine
     from kvplan.perf.engine import RETRACT_DECODE_STEPS
 
@@ -132,12 +136,26 @@ def test_sglang_retracts_in_retract_decodes_order(
 
     def run() -> object:
         return closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
-                           num_prompts=2 * clients, pool=pool)  # fmt: skip
+                           num_prompts=2 * clients, spec=_spec(accept), pool=pool)  # fmt: skip
 
     got = run()
     assert got.preemptions > 0  # the loads retract
     monkeypatch.setattr(engine.Engine, "_retract", by_sort)
-    assert run() == got
+    assert _stepwise(run()) == _stepwise(got)
+
+
+def _stepwise(s: Schedule) -> tuple[object, ...]:
+    """A schedule step by step: where the engine ran decode steps as one run (Batch.repeat) does not matter."""
+    return s.steps, s.arrived, s.first, s.finished, s.peak_running, s.preemptions
+
+
+def _spec(accept: int) -> object:
+    """An acceptance length of accept / 1000 tokens a step over 4 verified (None: no speculative decoding)."""
+    from kvplan.perf.spec import Acceptance
+
+    return (
+        Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t") if accept else None
+    )
 
 
 def _engine(pool: int, accept: int = 0) -> object:
@@ -148,23 +166,6 @@ def _engine(pool: int, accept: int = 0) -> object:
     if accept:
         spec = Acceptance(verify_tokens=4, milli=accept, low_milli=accept, high_milli=accept, source="t")
     return Engine(engine="sglang", isl=10, osl=10, cap=8, budget=100, pool=pool, load=None, stop_at=0, spec=spec)  # type: ignore[arg-type]
-
-
-def test_the_reservations_lower_bound_falls_by_the_steps_since_its_sum() -> None:
-    # Engine._theirs_at_least: the last exact sum (5,000 over 3 terms) less, per term, ceil(k × accept / 1000) after
-    # k decode steps; never below 0; 0 once a retraction or preemption changed the set
-    e = _engine(pool=100_000)
-    e.theirs_seen = (e.changes, 0, 5000, 3)
-    e.decode_count = 10
-    assert e._theirs_at_least() == 5000 - 3 * 10
-    e.decode_count = 2000
-    assert e._theirs_at_least() == 0  # 5,000 − 6,000: none left to count
-    spec = _engine(pool=100_000, accept=2600)  # 3 steps of 2.6 tokens: at most ceil(7.8) = 8 fewer a term
-    spec.theirs_seen = (spec.changes, 0, 5000, 3)
-    spec.decode_count = 3
-    assert spec._theirs_at_least() == 5000 - 3 * 8
-    spec.changes += 1
-    assert spec._theirs_at_least() == 0
 
 
 def test_retract_decode_takes_the_fewest_outputs_and_resets_the_ratio_exactly() -> None:
@@ -182,6 +183,8 @@ def test_retract_decode_takes_the_fewest_outputs_and_resets_the_ratio_exactly() 
     e._retract()
     assert sorted(e.running) == [0, 1] and e.preemptions == 1 and e.context == 32 - 11
     assert e.ratio == (4 + 2 + 20 * 2) * 1000 / 201
+    # and the requests left are summed as PrefillAdder would next: (100 − 4) + (101 − 2) = 195, the sum itself
+    assert e._theirs_at_least() == (195, True)
 
 
 def test_vllm_fills_the_last_token_of_its_budget_and_a_chunk_that_fits_the_pool_exactly() -> None:
@@ -194,3 +197,57 @@ def test_vllm_fills_the_last_token_of_its_budget_and_a_chunk_that_fits_the_pool_
     # left after r0's, exactly; both are prefilled in step 0 (preempted only later, as their decodes grow)
     t = closed_loop(engine="vllm", isl=4, osl=2, concurrency=2, cap=2, budget=100, num_prompts=2, pool=8)
     assert t.steps[0].prefill_tokens == 8 and t.first[:2] == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("isl", "osl", "clients", "pool", "accept"),
+    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 6000, 8, 20_000, 2_600), (10, 4200, 5, 9_000, 1_700)],
+)
+def test_the_reservations_bound_is_never_above_their_sum_and_is_it_where_it_says(
+    isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # at every admission check, the sum PrefillAdder takes (each decoding request's min(osl − output, 4096)) against
+    # Engine._theirs_at_least (kvplan.perf.reserve): never above it, equal where it says it is the sum
+    from kvplan.perf import engine
+    from kvplan.perf.reserve import CLIP_MAX_NEW_TOKENS
+
+    checked = {True: 0, False: 0}
+    bound = engine.Engine._theirs_at_least
+
+    def checking(self: engine.Engine) -> tuple[int, bool]:
+        got, exact = bound(self)
+        total = sum(min(q.osl - self._output(q), CLIP_MAX_NEW_TOKENS) for q in self.running.values() if q.start >= 0)
+        assert got <= total and (got == total or not exact)
+        checked[exact] += 1
+        return got, exact
+
+    monkeypatch.setattr(engine.Engine, "_theirs_at_least", checking)
+    spec = _spec(accept)
+    closed_loop(engine="sglang", isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
+                num_prompts=3 * clients, warmup=clients, steady=True, spec=spec, pool=pool)  # fmt: skip
+    assert checked[True] > 0 and (accept > 0 or checked[False] == 0)
+
+
+@pytest.mark.parametrize("engine_name", ["sglang", "vllm"])
+@pytest.mark.parametrize(
+    ("isl", "osl", "clients", "pool", "accept"),
+    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 3000, 8, 0, 0), (500, 6000, 8, 20_000, 2_600)],
+)
+def test_decode_steps_run_at_once_give_the_schedule_of_one_at_a_time(
+    engine_name: str, isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Engine._coast runs the decode steps in which nothing is seen, admitted, finished or retracted at once (a run,
+    # Batch.repeat, without speculative decoding): step by step, the schedule must be the one of run()'s own steps
+    from kvplan.perf import engine
+
+    spec = _spec(accept)
+
+    def run() -> Schedule:
+        return closed_loop(engine=engine_name, isl=isl, osl=osl, concurrency=clients, cap=clients, budget=512,
+                           num_prompts=3 * clients, warmup=clients, steady=True, spec=spec, pool=pool)  # fmt: skip
+
+    coasted = run()
+    assert max(b.repeat for b in coasted.runs) > (1 if spec is None else 0)  # runs where they can be
+    assert len(coasted.runs) < len(coasted.steps) or spec is not None
+    monkeypatch.setattr(engine.Engine, "_coast", lambda self, until: 0)
+    assert _stepwise(run()) == _stepwise(coasted)

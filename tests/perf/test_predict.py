@@ -23,6 +23,16 @@ from kvplan.perf.step import Batch
 from tests.conftest import make_plan
 
 
+class _OneSecond:
+    """Every step one second (kvplan.perf.predict.StepPrice)."""
+
+    def __call__(self, _b: Batch) -> float:
+        return 1.0
+
+    def each(self, b: Batch) -> list[float]:
+        return [1.0] * b.repeat
+
+
 def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
     plan = load_plan("llama-3.1-8b", "glm-5.3-8xh200-vllm", ["tp=1"])
     r = perf(plan.arch, plan, isl=16, osl=65, concurrency=1)
@@ -69,7 +79,7 @@ def test_sglang_blends_its_waves_by_the_wave_share_and_vllm_never_does() -> None
     # 4 / 4 = 1.0 s, e2e 2 + 4 = 6 s
     def run(engine: str, share: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], str]:
         ld = Load(engine=engine, isl=10, osl=5, cap=2, budget=10, spec=None, wave_share=share)
-        t, _, _, how = _closed(ld, 2, lambda _b: 1.0)
+        t, _, _, how = _closed(ld, 2, _OneSecond())
         return tuple(sorted(t.ttft)), tuple(sorted(t.tpot)), tuple(sorted(t.e2e)), how
 
     assert run("sglang", 0.0)[:3] == ((3.0,) * 4, (1.25,) * 4, (8.0,) * 4)
@@ -107,7 +117,7 @@ def test_vllm_client_latency_grows_with_the_requests_in_flight() -> None:
     # end to end 2 × 10 ms = 0.02 s later than without it, TPOT (tokens after the first) unchanged
     def run(client_s: float) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
         ld = Load(engine="vllm", isl=10, osl=5, cap=2, budget=10, spec=None, client_s=client_s)
-        t, _, _, _ = _closed(ld, 2, lambda _b: 1.0)
+        t, _, _, _ = _closed(ld, 2, _OneSecond())
         return t.ttft, t.tpot, t.e2e
 
     (t0, p0, e0), (t1, p1, e1) = run(0.0), run(0.01)
@@ -156,7 +166,7 @@ def test_the_running_cap_by_the_pool_and_under_dp_ranks() -> None:
     # two DP ranks each run their own cap of 1 (one Scheduler / EngineCore a rank): both clients run at once
     two = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=2)
     one = Load(engine="vllm", isl=10, osl=5, cap=1, budget=10, spec=None, ranks=1)
-    assert _closed(two, 2, lambda _b: 1.0)[2].peak == 2 and _closed(one, 2, lambda _b: 1.0)[2].peak == 1
+    assert _closed(two, 2, _OneSecond())[2].peak == 2 and _closed(one, 2, _OneSecond())[2].peak == 1
 
 
 def test_an_open_loops_throughput_is_every_output_token_over_the_whole_run() -> None:
