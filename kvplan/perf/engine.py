@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.perf.reserve import CLIP_MAX_NEW_TOKENS, Reservations
@@ -36,6 +36,10 @@ fits, reset after a retraction (``_retract``). Retracted requests go back to the
 (``_extend_requests_to_queue``); the victims: fewest output tokens, then the longest input."""
 RETRACT_DECODE_STEPS = 20
 """SGLang global_config.retract_decode_steps: decode steps the ratio reset assumes for each request left running."""
+
+
+def _decayed(ratio: float) -> float:
+    return max(ratio - (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS, MIN_RATIO_MILLI)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,14 +95,13 @@ class Engine:
                 break
             self.preempted_now = False
             self.batch.clear()
-            if self._coast(self.load.quiet_until(self.step)):
-                continue
-            tokens, pairs, done_now, n_dec = self._vllm_step() if self.mixed else self._sglang_step()
-            if not (tokens or n_dec):
-                raise ValueError("the pool cannot hold the next request's step even alone")
-            self.peak = max(self.peak, len(self.running))
-            self._record(tokens, pairs, n_dec, len(done_now))
-            self._advance(n_dec, done_now)
+            if not self._coast(self.load.quiet_until(self.step)):
+                tokens, pairs, done_now, n_dec = self._vllm_step() if self.mixed else self._sglang_step()
+                if not (tokens or n_dec):
+                    raise ValueError("the pool cannot hold the next request's step even alone")
+                self.peak = max(self.peak, len(self.running))
+                self._record(tokens, pairs, n_dec, len(done_now))
+                self._advance(n_dec, done_now)
             if self.stop_at and self.unfinished == 0:
                 break
         return Stepped(steps=self.steps, peak_running=self.peak, preemptions=self.preemptions)
@@ -112,12 +115,12 @@ class Engine:
 
     def _coast(self, until: int) -> int:
         """Run at once the decode steps that change nothing but the running requests' lengths, as ``run`` would one
-        at a time: before step ``until`` (the load's next request), before a request finishes, while the pool holds
-        the step and the queue's head is refused (``_refused_for``). How many."""
+        at a time: before step ``until`` (the load's next request), up to the step a request finishes in, while the
+        pool holds each step and the queue's head is refused (``_refused_for``). How many."""
         n = self._n_decoding()
         if self.prefilling or not n:
             return 0
-        k = min(until - self.step, self.decoding[0][0] - 1 - self.decode_count, self._holds(n))
+        k = min(until - self.step, self.decoding[0][0] - self.decode_count, self._holds(n))
         head = self.waiting[0] if self.waiting and len(self.running) < self.cap else None
         if head is not None and k > 0:
             if self.spec and not self.mixed:  # its reservations fall by what each step accepted: one at a time
@@ -125,23 +128,32 @@ class Engine:
                 while j < k and self._decided(head, self.budget) is False:
                     self._decay()
                     self._record(0, 0, n, 0)
-                    self._grow(n)
+                    self._advance(n, [])
                     j += 1
                 return j
             k = self._refused_for(head, n, k)
         if k <= 0:
             return 0
         if not self.mixed:
-            for _ in range(k):
-                self._decay()
+            self._decay(k)
         if self.spec:  # its steps grow the context by what each accepted: one at a time
             for _ in range(k):
                 self._record(0, 0, n, 0)
-                self._grow(n)
+                self._advance(n, [])
             return k
-        self.steps.append(Batch(decode_requests=n, decode_context=self.context, sampled=n, repeat=k))
+        last = self.steps[-1] if self.steps else None
+        if (
+            last
+            and not last.prefill_tokens
+            and last.decode_requests == n
+            and (last.decode_context + last.repeat * n == self.context)
+        ):  # the same requests, one token longer each step: the run goes on
+            self.steps[-1] = replace(last, repeat=last.repeat + k)
+        else:
+            self.steps.append(Batch(decode_requests=n, decode_context=self.context, sampled=n, repeat=k))
         self.step += k
-        self._grow(n, k)
+        self._grow(n, k - 1)
+        self._advance(n, [])  # the last step: whoever finishes in it
         return k
 
     def _holds(self, n: int) -> int:
@@ -171,7 +183,7 @@ class Engine:
                 since = j
             if need < free - j * n - (total - falls * (j - since)) * ratio / 1000:
                 return j
-            ratio = max(ratio - (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS, MIN_RATIO_MILLI)
+            ratio = _decayed(ratio)
         return k
 
     # ------------------------------------------------------------------ the two policies
@@ -200,9 +212,12 @@ class Engine:
             self._decay()
         return 0, 0, [], n_dec
 
-    def _decay(self) -> None:
-        """SGLang: a decode step that fits lowers the new-token ratio towards its floor."""
-        self.ratio = max(self.ratio - (INIT_RATIO_MILLI - MIN_RATIO_MILLI) / DECAY_STEPS, MIN_RATIO_MILLI)
+    def _decay(self, steps: int = 1) -> None:
+        """SGLang: each decode step that fits lowers the new-token ratio towards its floor."""
+        for _ in range(steps):
+            if self.ratio == MIN_RATIO_MILLI:
+                break
+            self.ratio = _decayed(self.ratio)
 
     def _fill(self, room: int) -> tuple[int, int, list[_Req]]:
         """Prefill tokens up to ``room``: the partial request first, then waiting ones while admitted."""

@@ -33,9 +33,9 @@ from kvplan.perf.shape import StepShape, step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import (
     Batch,
-    attention_at,
+    attention_over,
     attention_part,
-    attention_roofline,
+    attention_seconds,
     part_seconds,
     parts,
     rest_of,
@@ -140,7 +140,6 @@ class _Pricer:
         self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
         self.rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
-        self.roofline = attention_roofline(peaks, coeffs)
 
     def __call__(self, b: Batch) -> float:
         run = decode_share(b) if self.decode else b
@@ -156,9 +155,10 @@ class _Pricer:
             return [self(b)]
         run = decode_share(b) if self.decode else b
         assert run is not None  # a run decodes
-        rest, at, roof = self._rest(run), attention_at(self.shape, run, self.split, self.kv_bytes), self.roofline
         m = run.decode_context // run.decode_requests
-        return [rest + roof(*at(m + j)) for j in range(run.repeat)]
+        work = attention_over(self.shape, run, self.split, self.kv_bytes, range(m, m + run.repeat))
+        rest = self._rest(run)
+        return [rest + t for t in attention_seconds(*work, self.peaks, self.coeffs)]
 
     def _rest(self, run: Batch) -> float:
         key = rest_of(run)

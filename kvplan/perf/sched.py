@@ -17,6 +17,7 @@ engine's running-request limit and the pool's tokens over isl + osl (each runnin
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Protocol
@@ -243,11 +244,8 @@ class Timings:
 
 def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     """The measured requests' figures (``Schedule.measured_ids``) and the whole run's length and ITL."""
-    ends: list[float] = []
-    t = 0.0
-    for dt in step_seconds:
-        t += dt
-        ends.append(t)
+    ends = list(itertools.accumulate(step_seconds))
+    t = ends[-1] if ends else 0.0
 
     def at(step: int) -> float:
         return 0.0 if step < 0 else ends[step]
@@ -258,14 +256,15 @@ def timings(sched: Schedule, step_seconds: list[float], osl: int) -> Timings:
     tpot = tuple((e - t1) / (osl - 1) if osl > 1 else 0.0 for e, t1 in zip(e2e, ttft, strict=True))
     gaps: list[tuple[float, int]] = []
     last: int | None = None
-    s = -1
+    s = 0  # the run's first step
     for b in sched.runs:
-        for _ in range(b.repeat):
-            s += 1
-            if b.decode_requests:
-                prev = ends[last] if last is not None else (ends[s - 1] if s else 0.0)  # first decode: first tokens
-                gaps.append((ends[s] - prev, b.decode_requests))
-                last = s
+        n = b.decode_requests
+        if n:
+            prev = ends[last] if last is not None else (ends[s - 1] if s else 0.0)  # first decode: first tokens
+            gaps.append((ends[s] - prev, n))
+            gaps.extend((ends[i] - ends[i - 1], n) for i in range(s + 1, s + b.repeat))
+            last = s + b.repeat - 1
+        s += b.repeat
     return Timings(ttft=ttft, tpot=tpot, e2e=e2e, duration=t, itl_median=_weighted_median(gaps))
 
 

@@ -16,7 +16,7 @@ A tp group wider than a node all-reduces over each GPU's NIC at NCCL's latency (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from kvplan.models.arch import Split
@@ -93,10 +93,13 @@ class _Terms:
     read_fixed: int
     cap: int
 
-    def at(self, m: int) -> tuple[int, int]:
-        keys = min(m, self.cap) if self.cap else m
-        return (self.flops_key * keys + self.flops_ctx * m + self.flops_fixed,
-                self.read_key * keys + self.read_ctx * m + self.read_fixed)  # fmt: skip
+    def over(self, means: range) -> tuple[list[int], list[int]]:
+        """(FLOPs, bytes) at each mean context of ``means``."""
+        keys = [min(m, self.cap) for m in means] if self.cap else means
+        fk, fc, ff, rk, rc, rf = (self.flops_key, self.flops_ctx, self.flops_fixed, self.read_key, self.read_ctx,
+                                  self.read_fixed)  # fmt: skip
+        return ([fk * k + fc * m + ff for k, m in zip(keys, means, strict=True)],
+                [rk * k + rc * m + rf for k, m in zip(keys, means, strict=True)])  # fmt: skip
 
 
 def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> _Terms:
@@ -171,29 +174,25 @@ def parts(
 def attention_part(shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_BYTES) -> Part:
     """The attention of every layer on one GPU: the only part a step's context lengths and prefill pairs reach (the
     rest depends on its token counts alone, so a schedule's steps share it: ``rest_of``)."""
-    flops, read = attention_at(shape, b, split, kv_bytes)(b.decode_context // b.decode_requests if b.decode_requests
-                                                          else 0)  # fmt: skip
-    return Part(name="attention", flops=flops, bytes=read)
+    m = b.decode_context // b.decode_requests if b.decode_requests else 0
+    flops, read = attention_over(shape, b, split, kv_bytes, range(m, m + 1))
+    return Part(name="attention", flops=flops[0], bytes=read[0])
 
 
-def attention_at(
-    shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_BYTES
-) -> Callable[[int], tuple[int, int]]:
-    """(FLOPs, bytes) of ``b``'s attention on one GPU as a function of its decode requests' mean context: the steps
-    of a run (``Batch.repeat``) differ in that alone."""
-    terms = [(_attention(g, b, kv_bytes), split.attention if g.kind in ("mla", "dsa") else 1) for g in shape.attention]
+def attention_over(
+    shape: StepShape, b: Batch, split: Split, kv_bytes: int, means: range
+) -> tuple[list[int], list[int]]:
+    """(FLOPs, bytes) of ``b``'s attention on one GPU at each of its decode requests' mean contexts ``means``: the
+    steps of a run (``Batch.repeat``) differ in that alone."""
+    flops, read = [0] * len(means), [0] * len(means)
     tp = split.tp
-
-    def at(m: int) -> tuple[int, int]:
-        flops = read = 0
-        for t, whole in terms:
-            f, r = t.at(m)
-            flops += f // tp
-            # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
-            read += r * whole // tp
-        return flops, read
-
-    return at
+    for g in shape.attention:
+        f, r = _attention(g, b, kv_bytes).over(means)
+        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
+        whole = split.attention if g.kind in ("mla", "dsa") else 1
+        flops = [a + x // tp for a, x in zip(flops, f, strict=True)]
+        read = [a + y * whole // tp for a, y in zip(read, r, strict=True)]
+    return flops, read
 
 
 def rest_of(b: Batch) -> Batch:
@@ -252,7 +251,7 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
     if p.name == "all-reduce net":
         return p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
     if p.name == "attention":
-        return attention_roofline(peaks, c)(p.flops, p.bytes)
+        return attention_seconds([p.flops], [p.bytes], peaks, c)[0]
     # prefill rows (large M) and decode rows (small M) reach different shares of the peak
     peak = peaks.flops_per_s(p.dtype)
     pre = p.flops * p.prefill_ppm / 10**6
@@ -260,8 +259,8 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
     return max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
 
 
-def attention_roofline(peaks: Peaks, c: Coefficients) -> Callable[[int, int], float]:
-    """Seconds of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients' attention
-    and memory efficiencies."""
+def attention_seconds(flops: list[int], read: list[int], peaks: Peaks, c: Coefficients) -> list[float]:
+    """Seconds of each of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients'
+    attention and memory efficiencies."""
     compute, memory = peaks.flops_per_s("bf16") * c.attention_eff, peaks.hbm_bytes_per_s * c.mem_eff
-    return lambda flops, read: max(flops / compute, read / memory)
+    return [max(f / compute, r / memory) for f, r in zip(flops, read, strict=True)]
