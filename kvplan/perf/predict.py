@@ -383,6 +383,22 @@ _SPECULATIVE_BAND = (
 )
 
 
+def _bench_itl(t: Timings, engine: str, spec: Acceptance | None) -> tuple[Timings, str]:
+    """The ITL as the engine's own benchmark reports it, and how, with speculative decoding (a step streams several
+    tokens at once). SGLang's bench_serving spreads each streamed chunk's gap over its tokens (``chunk_gap /
+    num_new_tokens``, once a token): a step's gap ÷ the acceptance length. ``vllm bench serve`` appends one gap a
+    chunk (``endpoint_request_func``: ``output.itl.append``): a step's gap."""
+    if spec is None:
+        return t, ""
+    if engine != "sglang":
+        return t, "; ITL one gap a step, as vllm bench serve takes one a streamed chunk"
+    itl = replace(t, itl_median=t.itl_median * 1000 / spec.milli)
+    return itl, (
+        f"; ITL a step's gap ÷ {spec.milli / 1000:.2f}, as SGLang's bench_serving spreads a chunk's gap over its tokens"
+        " (the steps' accepted counts vary about that mean: an estimate)"
+    )
+
+
 def _outside_line(c: Coefficients) -> str:
     """What each request waits outside the steps before its first token, fitted (Coefficients.request_us, client_us)."""
     line = (
@@ -488,6 +504,7 @@ def perf(
               pool=pool, request_s=coeffs.request_us / 1e6, client_s=coeffs.client_us / 1e6, ranks=dp,
               wave_share=coeffs.wave_share if range_ratio == 1 else 0.0)  # fmt: skip
     t, out, ran, load_line = _run(ld, price, trace=trace, concurrency=concurrency, think_s=think_s, rate=rate_per_s)
+    t, itl_line = _bench_itl(t, plan.engine, spec)
     mape, mape_of = coeffs.mape_for(moe=shape.num_experts > 0)
     rel = band_mape(mape, borrowed, speculative=spec is not None)
     sums = (trace.isl_sum, trace.osl_sum) if trace else (isl, osl)  # total tok/s: output × (Σ isl + Σ osl) / Σ osl
@@ -497,7 +514,9 @@ def perf(
         *lengths,
         f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
-        spec.line() + _SPECULATIVE_BAND if spec else "no speculative decoding (speculative_num_draft_tokens 0)",
+        spec.line() + _SPECULATIVE_BAND + itl_line
+        if spec
+        else "no speculative decoding (speculative_num_draft_tokens 0)",
         "no expert-parallel all-to-all priced; one all-reduce pair a layer over NVLink"
         + (f", across {tp_nodes} nodes over the nodes' 8 × 400 Gb/s NICs at NCCL's latency" if tp_nodes > 1 else ""),
         _pool_line(plan.engine, pool, dp, ran.preemptions),

@@ -97,3 +97,22 @@ def test_a_speculative_deployments_band_is_at_least_the_published_speculative_mi
     plain = perf(plan.arch, load_plan(None, "glm-5.3-8xh200-sglang", ["speculative_num_draft_tokens=0"]),
                  isl=1024, osl=256, concurrency=8)  # fmt: skip
     assert plain.us["tpot"].high / plain.us["tpot"].value < 2.0  # the row's own band, narrower
+
+
+def test_the_itl_is_the_engine_benchmarks_own_with_speculative_decoding() -> None:
+    # a step streams A tokens on average. SGLang's bench_serving spreads each chunk's gap over its tokens
+    # (python/sglang/bench_serving.py: adjust_itl = chunk_gap / num_new_tokens, extended once a token): a 35 ms step
+    # at A = 3.5 is an ITL of 10 ms. vllm bench serve appends one gap a chunk (vllm/benchmarks/lib/
+    # endpoint_request_func.py: output.itl.append(timestamp - most_recent_timestamp)): 35 ms. Without speculative
+    # decoding a chunk is one token either way: unchanged, nothing said
+    from kvplan.perf.predict import _bench_itl
+    from kvplan.perf.sched import Timings
+    from kvplan.perf.spec import Acceptance
+
+    t = Timings(ttft=(0.1,), tpot=(0.01,), e2e=(1.0,), duration=1.0, itl_median=0.035)
+    spec = Acceptance(verify_tokens=4, milli=3500, low_milli=3500, high_milli=3500, source="given")
+    sglang, said = _bench_itl(t, "sglang", spec)
+    assert abs(sglang.itl_median - 0.010) < 1e-12 and sglang.tpot == t.tpot and "÷ 3.50" in said
+    vllm, said_vllm = _bench_itl(t, "vllm", spec)
+    assert vllm == t and "one gap a step" in said_vllm
+    assert _bench_itl(t, "sglang", None) == (t, "")
