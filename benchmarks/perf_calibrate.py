@@ -17,6 +17,8 @@ row fitted on several is checked too, predicted by the row refitted without it (
 serving (``mode=agg``), pp 1, SGLang or vLLM, H200 / B200, models kvplan has a preset for. Measured throughput is
 not in the CSV: it is derived the way a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU,
 for both the rows and kvplan.
+``--prefill-us`` fits a fixed latency of each step with prefill tokens as well (tried, not kept: README, "Tried and not
+kept"); kvplan's step model has no such term.
 AIConfigurator's own predictions are not in the CSV: benchmarks/aic_predictions.py makes them in AIConfigurator's
 own environment, and ``--aic=FILE`` prints its error beside kvplan's on the rows it estimated.
 """
@@ -59,6 +61,7 @@ POOL = "--pool" in sys.argv  # --pool: admit against the pool kvplan plans for t
 PROMPTS_PER_CLIENT = 3
 SHOW = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--rows=")), "")  # --rows=TEXT: each row of
 # the groups whose name holds TEXT, measured beside predicted
+PREFILL_US = "--prefill-us" in sys.argv  # --prefill-us: fit a fixed latency of each step with prefill tokens too
 STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at once (the model before the steady state)
 START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0,
          "request_us": 50_000.0, "indexer_us": 20.0}  # fmt: skip
@@ -102,6 +105,7 @@ def _arrays(
         ar = got.get("all-reduce")
         cols["ar:link"].append(ar.bytes / peaks.link_bytes_per_s if ar else 0.0)
         cols["ar:calls"].append(ar.calls if ar else 0)
+        cols["pre:steps"].append(1.0 if b.prefill_tokens else 0.0)
         idx = got.get("indexer")
         cols["idx:calls"].append(idx.calls if idx else 0)
         net = got.get("all-reduce net")  # a tp group over several nodes: NCCL over the NIC, its own latency
@@ -214,6 +218,7 @@ def _per_request(arrays: dict[str, np.ndarray], sched: object, r: Row, c: dict[s
         t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / c["mem_eff"])
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
     t += a["ar:net"] / c["link_eff"] + a["ar:lat"] + a["idx:calls"] * c["indexer_us"] * 1e-6
+    t += a["pre:steps"] * c.get("prefill_us", 0.0) * 1e-6
     ends = np.concatenate(([0.0], np.cumsum(t)))
     ids = list(sched.measured_ids)  # type: ignore[attr-defined]
     arr, first, fin = (np.asarray(v)[ids] + 1 for v in (sched.arrived, sched.first, sched.finished))  # type: ignore[attr-defined]
@@ -253,6 +258,8 @@ def fit(rows: list[Row]) -> dict[str, float]:
     start = {**START, "wave_share": 0.5} if any(r.waves for r in rows) else START  # only where the engine keeps waves
     if rows and rows[0].key[1] == "vllm":  # its API server streams every request in one loop (coeffs.client_us)
         start = {**start, "client_us": 200.0}
+    if PREFILL_US:
+        start = {**start, "prefill_us": 5000.0}
     c = {**start, **FIXED}
     best = loss(rows, c)
     for _ in range(6):
