@@ -31,20 +31,22 @@ class Reservations:
 
     accept: int
     """Tokens a decode step accepts a request, thousandths (1000: no speculative decoding)."""
-    valid: bool = True
-    """False after a retraction with speculative decoding, until the engine sums again (it starts from the empty
-    sum of an engine that has run nothing)."""
-    count: int = 0
-    total: int = 0
+    valid: bool = field(init=False)
+    """False after a retraction with speculative decoding, until the engine sums again."""
+    count: int = field(init=False)
+    total: int = field(init=False)
     """The terms as valued when each joined."""
-    waiting: list[int] = field(default_factory=list)
+    waiting: list[int] = field(init=False)
     """Heap: for each term not yet falling, the x at which it starts to (``a``)."""
-    gone: Counter[int] = field(default_factory=Counter)
+    gone: Counter[int] = field(init=False)
     """Terms left before they started falling, by their ``a``: skipped when the heap reaches them."""
-    falling: int = 0
-    lost: int = 0
+    falling: int = field(init=False)
+    lost: int = field(init=False)
     """What the falling terms have lost by x = ``at``."""
-    at: int = 0
+    at: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.restart(0, [])  # the empty sum of an engine that has run nothing
 
     @property
     def exact(self) -> bool:
@@ -57,7 +59,7 @@ class Reservations:
         self.valid, self.count, self.total = True, count, sum(t for t, _ in terms)
         self.waiting = [s for _, s in terms]
         heapq.heapify(self.waiting)
-        self.gone.clear()
+        self.gone = Counter()
         self.falling = self.lost = self.at = 0
         return [s for _, s in terms]
 
