@@ -347,7 +347,7 @@ class Engine:
             self._retract_by_scan()
             return
         n = self._n_decoding()
-        while n > 1 and self.free() < n * self.width:
+        while n > 1 and self.free() < n:  # one token a request a step without speculative decoding
             _, _, _, rid, epoch = heapq.heappop(self.victims)
             r = self.running.get(rid)
             if r is not None and r.epoch == epoch:

@@ -251,3 +251,113 @@ def test_decode_steps_run_at_once_give_the_schedule_of_one_at_a_time(
     assert len(coasted.runs) < len(coasted.steps) or spec is not None
     monkeypatch.setattr(engine.Engine, "_coast", lambda self, until: 0)
     assert _stepwise(run()) == _stepwise(coasted)
+
+
+def test_a_lone_request_decodes_in_one_run_through_its_last_step() -> None:
+    # one client of 10 + 100 tokens, no pool: step 0 prefills (10 × 11 / 2 = 55 pairs, the first token sampled),
+    # then its 99 decode steps run at once, the last the one it finishes in (Engine._coast: up to the step a request
+    # finishes in), over contexts 11, 12, … 109
+    s = closed_loop(engine="sglang", isl=10, osl=100, concurrency=1, cap=1, budget=100, num_prompts=1)
+    assert s.runs == (Batch(prefill_tokens=10, prefill_pairs=55, sampled=1),
+                      Batch(decode_requests=1, decode_context=11, sampled=1, repeat=99))  # fmt: skip
+    assert (s.first, s.finished) == ((0,), (99,))
+
+
+@pytest.mark.parametrize(("free", "n", "grown", "accept", "width", "steps"),
+                         [(21, 3, 0, 0, 1, 7), (20, 3, 0, 0, 1, 6), (3, 3, 0, 0, 1, 1), (2, 3, 0, 0, 1, 0),
+                          (30, 2, 500, 2600, 4, 5)])  # fmt: skip
+def test_the_steps_the_pool_holds(free: int, n: int, grown: int, accept: int, width: int, steps: int) -> None:
+    # Engine._holds: each step of n requests needs n × width free tokens (SGLang check_decode_mem, vLLM
+    # allocate_slots). 21 free, 3 requests: free after j steps 21 − 3j ≥ 3 for j = 0 … 6: 7 steps; 20 free: j ≤ 5,
+    # 6; exactly 3 free: one step; 2: none. With 2.6 tokens accepted a step (4 verified), 500 thousandths carried:
+    # the context grows floor((500 + 5,200 j) / 1000) after j steps, and 30 − 8 = 22 must stay free of it: 21 at
+    # j = 4, 26 at j = 5: 5 steps
+    e = _engine(pool=1_000, accept=accept)
+    e.width, e.grown, e.context = width, grown, 1_000 - free  # type: ignore[attr-defined]
+    assert e._holds(n) == steps  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("left_b", "steps"), [(6000, 6), (4100, 6)])
+def test_sglang_admits_the_queue_head_the_first_step_its_reservation_fits(left_b: int, steps: int) -> None:
+    # two decoding requests of 6,000 and left_b outputs left (each reserving min(left, 4,096): 8,192), 7,700 free,
+    # reserved whole 10,000 (no admission on the upper bound), the ratio at its start 700 ‰, falling 602 / 600 a step;
+    # the head needs 1,000 + min(1,000, 4,096) = 2,000 (PrefillAdder.add_one_req). After j steps: free 7,700 − 2j,
+    # the reservations 8,192 less what has fallen (4,100 left: falling after 4 tokens), × the ratio:
+    # j = 5: 7,690 − 8,192 × 0.694983 = 1,996.7 (4,100 left: 8,191 × 0.694983 → 1,997.4), refused;
+    # j = 6: 7,688 − 8,192 × 0.693980 = 2,002.9 (8,190 → 2,004.3): admitted after 6 steps either way
+    from kvplan.perf.sched import _Req
+
+    e = _engine(pool=20_000)
+    e.context, e.reserved = 20_000 - 7_700, 10_000  # type: ignore[attr-defined]
+    e.theirs.add(0, 6000)  # type: ignore[attr-defined]
+    e.theirs.add(0, left_b)  # type: ignore[attr-defined]
+    head = _Req(9, isl=1000, osl=1000)
+    assert e._refused_for(head, 2, 100) == steps  # type: ignore[attr-defined]
+    assert e._refused_for(head, 2, 4) == 4  # type: ignore[attr-defined]
+
+
+def test_sglang_decodes_when_the_pool_holds_the_step_exactly() -> None:
+    # check_decode_mem: a decode of n requests needs n free tokens; with exactly n free it runs, with one fewer the
+    # request retract_decode puts last is retracted (SGLang's fewest outputs first; here both made 1, the later
+    # admitted goes)
+    from kvplan.perf.sched import _Req
+
+    for free, retracted in ((2, 0), (1, 1)):
+        e = _engine(pool=1_000)
+        for rid in (0, 1):
+            r = _Req(rid, isl=10, osl=10, out=1, fill=10, start=0, seq=rid)
+            e.running[rid] = r  # type: ignore[attr-defined]
+            e._starts_decoding(r)  # type: ignore[attr-defined]
+        e.context = 1_000 - free  # type: ignore[attr-defined]
+        assert e._sglang_step() == (0, 0, [], 2 - retracted)  # type: ignore[attr-defined]
+        assert e.preemptions == retracted and (retracted == 0 or list(e.running) == [0])  # type: ignore[attr-defined]
+        if not retracted:  # a decode that fits lowers the ratio by (0.7 − 0.098) / 600, in ‰
+            assert e.ratio == 700 - (700 - 98) / 600  # type: ignore[attr-defined]
+
+
+def test_sglang_retraction_resets_the_ratio_from_the_outputs_made() -> None:
+    # no speculative decoding: three requests of 10 + 101, 100, 100 tokens admitted in the order r1, r2, r0, each
+    # 1 output at its prefill, starting to decode at counts 2, 2, 0; at count 4 they have made 3, 3, 5. Pool 40
+    # with 38 held: 2 free for 3 decodes; retract_decode takes the last of the sort by (outputs, −input)
+    # descending: r2 (3 made, admitted after r1; r0, admitted last, made more), freeing its 10 + 3 = 13 tokens: 15
+    # free, enough for 2. The ratio: (5 + 3 + 20 × 2) × 1000 / (100 + 101)
+    from kvplan.perf.sched import _Req
+
+    e = _engine(pool=40)
+    for seq, (rid, osl, start) in enumerate(((1, 101, 2), (2, 100, 2), (0, 100, 0))):
+        r = _Req(rid, isl=10, osl=osl, out=1, fill=10, seq=seq)
+        e.running[rid] = r  # type: ignore[attr-defined]
+        e.decode_count = start  # type: ignore[attr-defined]
+        e._starts_decoding(r)  # type: ignore[attr-defined]
+    e.decode_count, e.context = 4, 38  # type: ignore[attr-defined]
+    e._retract()  # type: ignore[attr-defined]
+    assert list(e.running) == [1, 0] and e.context == 38 - 13  # type: ignore[attr-defined]
+    assert e.ratio == (5 + 3 + 20 * 2) * 1000 / 201  # type: ignore[attr-defined]
+
+
+def test_with_speculative_decoding_the_last_decoding_request_is_never_retracted() -> None:
+    # retract_decode keeps one request even when its 4 verified tokens do not fit (it is retracted no further)
+    from kvplan.perf.sched import _Req
+
+    e = _engine(pool=40, accept=2600)
+    e.running[0] = _Req(0, isl=10, osl=100, out=1, fill=10, start=0)  # type: ignore[attr-defined]
+    e.context = 38  # type: ignore[attr-defined]
+    e._retract()  # type: ignore[attr-defined]
+    assert list(e.running) == [0] and e.preemptions == 0  # type: ignore[attr-defined]
+    # two, 8 tokens verified and 2 free: one goes (the later admitted of two equals), the other stays
+    two = _engine(pool=40, accept=2600)
+    for rid in (0, 1):
+        two.running[rid] = _Req(rid, isl=10, osl=100, out=1, fill=10, start=0)  # type: ignore[attr-defined]
+    two.context = 38  # type: ignore[attr-defined]
+    two._retract()  # type: ignore[attr-defined]
+    assert list(two.running) == [0] and two.preemptions == 1  # type: ignore[attr-defined]
+
+
+def test_the_loop_runs_until_every_measured_request_has_finished() -> None:
+    # SGLang puts a retracted request back at the queue's end, so requests sent later can finish before it: 12
+    # clients of 64 + 900 under a 4,000-token pool, 36 measured; request 36 (the first past them) finishes before
+    # requests 33 and 34, and the loop still runs until both have finished (Engine.unfinished counts only the first
+    # stop_at requests)
+    s = closed_loop(engine="sglang", isl=64, osl=900, concurrency=12, cap=12, budget=512, num_prompts=36, warmup=12,
+                    steady=True, pool=4_000)  # fmt: skip
+    assert s.finished[36] < s.finished[33] and all(s.finished[i] >= 0 for i in range(36))
