@@ -118,7 +118,7 @@ class Engine:
         at a time: before step ``until`` (the load's next request), up to the step a request finishes in, while the
         pool holds each step and the queue's head is refused (``_refused_for``). How many."""
         n = self._n_decoding()
-        if self.prefilling or not n:
+        if self.prefilling or not n or until <= self.step:
             return 0
         k = min(until - self.step, self.decoding[0][0] - self.decode_count, self._holds(n))
         head = self.waiting[0] if self.waiting and len(self.running) < self.cap else None

@@ -35,8 +35,7 @@ from kvplan.perf.step import (
     Batch,
     attention_over,
     attention_part,
-    attention_seconds,
-    part_seconds,
+    attention_roofline,
     parts,
     rest_of,
     step_seconds,
@@ -140,13 +139,14 @@ class _Pricer:
         self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
         self.rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
+        self.roof = attention_roofline(peaks, coeffs)
 
     def __call__(self, b: Batch) -> float:
         run = decode_share(b) if self.decode else b
         if run is None:
             return 0.0
-        return self._rest(run) + part_seconds(attention_part(self.shape, run, self.split, self.kv_bytes), self.peaks,
-                                              self.coeffs)  # fmt: skip
+        a = attention_part(self.shape, run, self.split, self.kv_bytes)
+        return self._rest(run) + self.roof(a.flops, a.bytes)
 
     def each(self, b: Batch) -> list[float]:
         """Each step of a run (``Batch.repeat``): the parts but attention priced once, attention at each step's mean
@@ -156,9 +156,9 @@ class _Pricer:
         run = decode_share(b) if self.decode else b
         assert run is not None  # a run decodes
         m = run.decode_context // run.decode_requests
-        work = attention_over(self.shape, run, self.split, self.kv_bytes, range(m, m + run.repeat))
-        rest = self._rest(run)
-        return [rest + t for t in attention_seconds(*work, self.peaks, self.coeffs)]
+        flops, read = attention_over(self.shape, run, self.split, self.kv_bytes, range(m, m + run.repeat))
+        rest, roof = self._rest(run), self.roof
+        return [rest + roof(f, r) for f, r in zip(flops, read, strict=True)]
 
     def _rest(self, run: Batch) -> float:
         key = rest_of(run)

@@ -16,8 +16,9 @@ A tp group wider than a node all-reduces over each GPU's NIC at NCCL's latency (
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from kvplan.models.arch import Split
 from kvplan.perf.coeffs import Coefficients
@@ -79,8 +80,7 @@ class Part:
     """A fixed latency the part pays whatever its size (NCCL's latency of its calls across nodes)."""
 
 
-@dataclass(frozen=True)
-class _Terms:
+class _Terms(NamedTuple):
     """One group's attention over a batch (every GPU together) as a function of the decode requests' mean context
     m: FLOPs per key attended (min(m, ``cap``); ``cap`` 0: every key) and per key scored (m), bytes likewise, and
     what does not depend on m. A run of decode steps (``Batch.repeat``) is priced at each m from one of these."""
@@ -93,11 +93,16 @@ class _Terms:
     read_fixed: int
     cap: int
 
+    def at(self, m: int) -> tuple[int, int]:
+        """(FLOPs, bytes) at mean context ``m``."""
+        fk, fc, ff, rk, rc, rf, cap = self
+        k = min(m, cap) if cap else m
+        return fk * k + fc * m + ff, rk * k + rc * m + rf
+
     def over(self, means: range) -> tuple[list[int], list[int]]:
-        """(FLOPs, bytes) at each mean context of ``means``."""
-        keys = [min(m, self.cap) for m in means] if self.cap else means
-        fk, fc, ff, rk, rc, rf = (self.flops_key, self.flops_ctx, self.flops_fixed, self.read_key, self.read_ctx,
-                                  self.read_fixed)  # fmt: skip
+        """``at`` each mean context of ``means`` (a run's steps), as two lists built at once."""
+        fk, fc, ff, rk, rc, rf, cap = self
+        keys = [min(m, cap) for m in means] if cap else means
         return ([fk * k + fc * m + ff for k, m in zip(keys, means, strict=True)],
                 [rk * k + rc * m + rf for k, m in zip(keys, means, strict=True)])  # fmt: skip
 
@@ -175,24 +180,32 @@ def attention_part(shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_
     """The attention of every layer on one GPU: the only part a step's context lengths and prefill pairs reach (the
     rest depends on its token counts alone, so a schedule's steps share it: ``rest_of``)."""
     m = b.decode_context // b.decode_requests if b.decode_requests else 0
-    flops, read = attention_over(shape, b, split, kv_bytes, range(m, m + 1))
-    return Part(name="attention", flops=flops[0], bytes=read[0])
+    flops = read = 0
+    for t, whole in _groups(shape, b, split, kv_bytes):
+        f, r = t.at(m)
+        flops += f // split.tp
+        read += r * whole // split.tp
+    return Part(name="attention", flops=flops, bytes=read)
 
 
 def attention_over(
     shape: StepShape, b: Batch, split: Split, kv_bytes: int, means: range
 ) -> tuple[list[int], list[int]]:
-    """(FLOPs, bytes) of ``b``'s attention on one GPU at each of its decode requests' mean contexts ``means``: the
-    steps of a run (``Batch.repeat``) differ in that alone."""
+    """``attention_part``'s (FLOPs, bytes) at each of ``b``'s decode requests' mean contexts ``means``: the steps of
+    a run (``Batch.repeat``) differ in that alone."""
     flops, read = [0] * len(means), [0] * len(means)
     tp = split.tp
-    for g in shape.attention:
-        f, r = _attention(g, b, kv_bytes).over(means)
-        # the batch splits over tp / attention DP ranks; a latent (MLA) is read whole by each attention-tp rank
-        whole = split.attention if g.kind in ("mla", "dsa") else 1
+    for t, whole in _groups(shape, b, split, kv_bytes):
+        f, r = t.over(means)
         flops = [a + x // tp for a, x in zip(flops, f, strict=True)]
         read = [a + y * whole // tp for a, y in zip(read, r, strict=True)]
     return flops, read
+
+
+def _groups(shape: StepShape, b: Batch, split: Split, kv_bytes: int) -> list[tuple[_Terms, int]]:
+    """Each attention group's terms over ``b``, and how many GPUs' shares of its reads one GPU makes: the batch splits
+    over tp / attention DP ranks, and a latent (MLA) is read whole by each attention-tp rank."""
+    return [(_attention(g, b, kv_bytes), split.attention if g.kind in ("mla", "dsa") else 1) for g in shape.attention]
 
 
 def rest_of(b: Batch) -> Batch:
@@ -251,7 +264,7 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
     if p.name == "all-reduce net":
         return p.bytes / (peaks.net_bytes_per_s * c.link_eff) + p.latency_ns * 1e-9
     if p.name == "attention":
-        return attention_seconds([p.flops], [p.bytes], peaks, c)[0]
+        return attention_roofline(peaks, c)(p.flops, p.bytes)
     # prefill rows (large M) and decode rows (small M) reach different shares of the peak
     peak = peaks.flops_per_s(p.dtype)
     pre = p.flops * p.prefill_ppm / 10**6
@@ -259,8 +272,8 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
     return max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
 
 
-def attention_seconds(flops: list[int], read: list[int], peaks: Peaks, c: Coefficients) -> list[float]:
-    """Seconds of each of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients'
-    attention and memory efficiencies."""
+def attention_roofline(peaks: Peaks, c: Coefficients) -> Callable[[int, int], float]:
+    """Seconds of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients' attention
+    and memory efficiencies."""
     compute, memory = peaks.flops_per_s("bf16") * c.attention_eff, peaks.hbm_bytes_per_s * c.mem_eff
-    return [max(f / compute, r / memory) for f, r in zip(flops, read, strict=True)]
+    return lambda flops, read: max(flops / compute, read / memory)
