@@ -132,7 +132,8 @@ class StepPrice(Protocol):
 
 
 class _Pricer:
-    """Seconds of a step (kvplan.perf.step); ``decode``: a PD decode instance's share of it (``decode_share``)."""
+    """Seconds of a step (kvplan.perf.step), a run's each step by ``each``; ``decode``: a PD decode instance's share
+    of it (``decode_share``)."""
 
     def __init__(self, shape: StepShape, split: Split, quants: tuple[str, str], kv_bytes: int, nodes: int,
                  peaks: Peaks, coeffs: Coefficients, *, decode: bool) -> None:  # fmt: skip

@@ -139,3 +139,34 @@ def test_the_mtp_draft_reads_one_layers_share_and_the_experts_one_token_touches(
     s = _shape(routed_params=4000, num_experts=4, experts_per_token=2)
     p = {q.name: q for q in parts(s, Batch(decode_requests=1, sampled=1, draft_tokens=2), ONE, "bf16", "bf16")}
     assert p["draft"].bytes == 2 * ((2256 + 4000) // 2 + 256) == 6768
+    # its FLOPs: each pass runs each of 3 requests' tokens through a layer's share of the dense and active expert
+    # parameters ((1,000 + 4,000 × 2 / 4) / 2 layers = 1,500) and the LM head (16 × 8 = 128): 2 × 3 × 2 × 1,628
+    three = {q.name: q for q in parts(s, Batch(decode_requests=3, sampled=3, draft_tokens=2), ONE, "bf16", "bf16")}
+    assert three["draft"].flops == 2 * 3 * 2 * (1500 + 128) == 19_536
+
+
+def test_mla_prefill_is_unabsorbed_and_decode_goes_as_the_requests() -> None:
+    # DeepSeek-V3 (config.json: 128 heads, qk_nope 128 + rope 64 = 192, v_head_dim 128, 61 layers). A prefill of 100
+    # new tokens (100 × 101 / 2 = 5,050 causal pairs) runs unabsorbed (SGLang forward_normal): 2 × 128 × (192 + 128)
+    # × 5,050 × 61 = 25,235,456,000 FLOPs, nothing cached read. Three requests decoding at a mean of 1,000 keys:
+    # three times one's 16,990,208,000 FLOPs and 3 × 1,000 × 576 × 2 B × 61 = 210,816,000 B of latent
+    pre = _part("attention", "deepseek-v3", Batch(prefill_tokens=100, prefill_pairs=chunk_pairs(100, 0), sampled=1))
+    assert (pre.flops, pre.bytes) == (25_235_456_000, 0)
+    dec = _part("attention", "deepseek-v3", Batch(decode_requests=3, decode_context=3000, sampled=3))
+    assert (dec.flops, dec.bytes) == (3 * 16_990_208_000, 210_816_000)
+
+
+def test_a_sliding_window_caps_the_prefill_pairs_at_its_width() -> None:
+    # gpt-oss-120b (config.json: 36 layers alternating sliding_attention (window 128) and full_attention, 64 heads of
+    # 64, 8 KV heads). A prefill of 1,000 tokens (500,500 causal pairs): the 18 windowed layers attend at most 128
+    # keys a token, 1,000 × 128 = 128,000 pairs: 2 × 64 × (64 + 64) × 128,000 × 18 = 37,748,736,000 FLOPs; the 18
+    # full layers all 500,500: 147,603,456,000
+    b = Batch(prefill_tokens=1000, prefill_pairs=chunk_pairs(1000, 0), sampled=1)
+    assert _part("attention", "gpt-oss-120b", b).flops == 37_748_736_000 + 147_603_456_000
+
+
+def test_two_tp_ranks_all_reduce() -> None:
+    # tp 2: each of the 32 layers all-reduces its attention and MLP outputs (2 calls a layer, 64 in all), one token of
+    # 4,096 bf16 values each, 2 (tp − 1) / tp = 1 pass of it over each link: 2 × 32 × 1 × 4,096 × 2 B = 524,288 B
+    p = _part("all-reduce", "llama-3.1-8b", Batch(decode_requests=1, decode_context=10, sampled=1), Split.of(tp=2))
+    assert (p.calls, p.bytes) == (64, 524_288)
