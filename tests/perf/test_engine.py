@@ -361,3 +361,20 @@ def test_the_loop_runs_until_every_measured_request_has_finished() -> None:
     s = closed_loop(engine="sglang", isl=64, osl=900, concurrency=12, cap=12, budget=512, num_prompts=36, warmup=12,
                     steady=True, pool=4_000)  # fmt: skip
     assert s.finished[36] < s.finished[33] and all(s.finished[i] >= 0 for i in range(36))
+
+
+def test_a_run_goes_on_across_coasts_of_the_same_requests() -> None:
+    # one request decoding, a run of 5 steps from context 100 recorded: coasting 3 more steps from context 105 (the
+    # next step of the same run) extends it to 8; from a context the run did not reach (another request's tokens
+    # held) a new run starts
+    from kvplan.perf.sched import _Req
+
+    for context, runs in ((105, [(100, 8)]), (205, [(100, 5), (205, 3)])):
+        e = _engine(pool=0)
+        r = _Req(0, isl=10, osl=1000, out=1, fill=10, start=0)
+        e.running[0] = r  # type: ignore[attr-defined]
+        e.decoding = [(900, 0, 0)]  # type: ignore[attr-defined]
+        e.steps = [Batch(decode_requests=1, decode_context=100, sampled=1, repeat=5)]  # type: ignore[attr-defined]
+        e.step, e.decode_count, e.context = 5, 5, context  # type: ignore[attr-defined]
+        assert e._coast(8) == 3  # type: ignore[attr-defined]
+        assert [(b.decode_context, b.repeat) for b in e.steps] == runs  # type: ignore[attr-defined]
