@@ -204,3 +204,30 @@ def test_a_pd_decode_instance_runs_the_steps_decodes_alone() -> None:
     assert decode_share(mixed) == Batch(decode_requests=3, decode_context=30, sampled=12, verify_tokens=4,
                                         draft_tokens=4)  # fmt: skip
     assert decode_share(Batch(prefill_tokens=5, prefill_pairs=15, sampled=1)) is None
+
+
+def test_the_pool_line_names_each_engines_own_way_out() -> None:
+    # vLLM V1 preempts the newest running request (Scheduler.schedule → _preempt_request); SGLang retracts decode
+    # requests (update_running_batch → retract_decode); the pool, its ranks and the count as given
+    from kvplan.perf.predict import _pool_line
+
+    vllm, sglang = _pool_line("vllm", 1_000, 2, 3), _pool_line("sglang", 1_000, 1, 0)
+    assert "vLLM V1 preempts the newest running request" in vllm and "retract_decode" not in vllm
+    assert "SGLang retracts decode requests" in sglang and "preempts the newest" not in sglang
+    assert "1,000 tokens (2 DP rank(s) as one pool)" in vllm and vllm.endswith(": 3 preemption(s)")
+
+
+def test_a_defaulted_acceptance_length_widens_the_decode_bands_by_its_own() -> None:
+    # the MTP default A = 2.525 in a band 1.85–3.20 (kvplan.perf.spec): TPOT goes as 1 / A, so its high end is
+    # priced at A's low end (× 2.525 / 1.85) and its low end at A's high end (÷ 3.20 / 2.525), beside the held-out
+    # 10 %: a TPOT of 10,000 µs runs 10,000 / (1.1 × 1.2673) = 7,173.5 → 7,173 to 10,000 × 1.1 × 1.3649 = 15,013.5 →
+    # 15,014 (ends rounded outwards); output tok/s goes as A: 100 in 100 / (1.1 × 1.3649) = 66.6 → 66 to
+    # 100 × 1.1 × 1.2673 = 139.4 → 140
+    from kvplan.perf.predict import _figures
+    from kvplan.perf.spec import Acceptance
+
+    t = Timings(ttft=(0.1,), tpot=(0.01,), e2e=(1.0,), duration=1.0, itl_median=0.01)
+    spec = Acceptance(verify_tokens=4, milli=2525, low_milli=1850, high_milli=3200, source="default")
+    us, tput = _figures(t, (0.1, 0.1, 0.1), spec, out=100.0, isl=1, osl=1)
+    assert (us["tpot"].low, us["tpot"].high) == (7173, 15014)
+    assert (tput["output"].low, tput["output"].high) == (66, 140)
