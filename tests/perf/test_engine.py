@@ -10,6 +10,11 @@ import pytest
 from kvplan.perf.sched import Schedule, closed_loop, timings
 from kvplan.perf.step import Batch
 
+PRESSURE_LOADS = [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 6000, 8, 20_000, 2_600),
+                  (10, 4200, 5, 9_000, 1_700)]  # fmt: skip
+"""SGLang loads under pool pressure (clients waiting on the reservations, retractions), outputs past the 4,096 clip,
+with and without an acceptance length (‰): (isl, osl, clients, pool, accept)."""
+
 
 def test_vllm_preempts_the_newest_running_request_and_recomputes_it() -> None:
     # 2 clients of 4 + 4 tokens, pool 12 (two whole requests need 16). Step 0 prefills both (8 tokens, 2 × 10 pairs),
@@ -84,10 +89,7 @@ def test_a_pool_too_small_for_the_clients_preempts_and_lengthens_tpot_and_e2e() 
     assert tight[1] > roomy[1] and tight[2] > roomy[2]
 
 
-@pytest.mark.parametrize(
-    ("isl", "osl", "clients", "pool", "accept"),
-    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 6000, 8, 20_000, 2_600), (10, 4200, 5, 9_000, 1_700)],
-)
+@pytest.mark.parametrize(("isl", "osl", "clients", "pool", "accept"), PRESSURE_LOADS)
 def test_sglang_admission_on_the_reservations_lower_bound_is_exact(
     isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -199,10 +201,7 @@ def test_vllm_fills_the_last_token_of_its_budget_and_a_chunk_that_fits_the_pool_
     assert t.steps[0].prefill_tokens == 8 and t.first[:2] == (0, 0)
 
 
-@pytest.mark.parametrize(
-    ("isl", "osl", "clients", "pool", "accept"),
-    [(300, 5000, 6, 12_000, 0), (64, 900, 12, 4_000, 0), (500, 6000, 8, 20_000, 2_600), (10, 4200, 5, 9_000, 1_700)],
-)
+@pytest.mark.parametrize(("isl", "osl", "clients", "pool", "accept"), PRESSURE_LOADS)
 def test_the_reservations_bound_is_never_above_their_sum_and_is_it_where_it_says(
     isl: int, osl: int, clients: int, pool: int, accept: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
