@@ -300,7 +300,7 @@ def load_figure(config: Mapping[str, Any], knobs: Knobs, *, ep: int = 1, source:
     :func:`sharding.shard`; a config it cannot lay out per tensor raises ConfigError (the caller falls back to
     parameter groups).
     """
-    tensors = config_tensors(config, source)
+    tensors = config_tensors(config, source, runs=True)
     if tensors is None:
         raise ConfigError("kvplan cannot lay this config out per tensor", source=source)
     s = shard(

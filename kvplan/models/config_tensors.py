@@ -4,6 +4,7 @@ implies it, when only the index (or nothing) is downloaded."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from kvplan import limits
@@ -22,6 +23,7 @@ LAID_OUT = frozenset({
 })  # fmt: skip
 """Architectures :func:`config_tensors` lays out per tensor (any other: None, the parameter groups stand)."""
 
+_GATE_UP_DOWN = ("gate_proj", "up_proj", "down_proj")
 _DT = {"bfloat16": "BF16", "bf16": "BF16", "float16": "F16", "fp16": "F16", "half": "F16", "float32": "F32"}
 
 
@@ -44,9 +46,13 @@ def _expert_modules(config: Mapping[str, Any], layers: int) -> int:
     return (layers + mtp) * (experts + shared + 1) * 3
 
 
-def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tuple[Tensor, ...] | None:
+def config_tensors(
+    config: Mapping[str, Any], source: str = "config.json", *, runs: bool = False
+) -> tuple[Tensor, ...] | None:
     """Every tensor a checkpoint of this config holds, with dtype and shape; None for a family or a
     quantization scheme kvplan cannot lay out per tensor (the caller falls back to parameter groups).
+    ``runs``: each layer's routed experts that are stored alike as one Tensor per module with a ``count`` (what
+    sizing needs: GLM-5.3's 119,028 tensors as 2,748 entries); else each tensor with its own name.
 
     Families: GQA dense (Llama, Mistral, Qwen2 with q/k/v biases, Qwen3 with q/k norms), GQA MoE (Qwen3-MoE,
     Mixtral), MLA/DSA MoE (DeepSeek-V2/V3/R1, Kimi-K2, GLM-5.x: MTP layers and the indexer included).
@@ -59,34 +65,35 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     out: list[Tensor] = []
     failed = False
 
-    def add(name: str, *shape: int, dtype: str | None = None) -> None:
-        out.append(Tensor(name, dtype or plain, tuple(shape)))
+    def add(name: str, *shape: int, dtype: str | None = None, count: int = 1) -> None:
+        out.append(Tensor(name, dtype or plain, tuple(shape), count))
 
-    def linear(module: str, n_out: int, n_in: int, *, bias: bool = False) -> None:
+    def linear(module: str, n_out: int, n_in: int, *, bias: bool = False, count: int = 1, scheme: Any = None) -> None:
         nonlocal failed
-        s = quant.scheme_for(module)
+        s = scheme or quant.scheme_for(module)
         vps, wb = s.values_per_scale, s.weight_bits
         if wb in (16, 32) and not vps:
-            add(f"{module}.weight", n_out, n_in, dtype={16: plain if plain != "F32" else "BF16", 32: "F32"}[wb])
+            dtype = {16: plain if plain != "F32" else "BF16", 32: "F32"}[wb]
+            add(f"{module}.weight", n_out, n_in, dtype=dtype, count=count)
         elif wb == 8 and vps == FP8_BLOCK * FP8_BLOCK:
-            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3")
-            add(f"{module}.weight_scale_inv", -(-n_out // FP8_BLOCK), -(-n_in // FP8_BLOCK), dtype="F32")
+            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3", count=count)
+            add(f"{module}.weight_scale_inv", -(-n_out // FP8_BLOCK), -(-n_in // FP8_BLOCK), dtype="F32", count=count)
         elif wb == 8 and not vps:
-            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3")
+            add(f"{module}.weight", n_out, n_in, dtype="F8_E4M3", count=count)
             row_bits = getattr(s, "row_bits", 0)  # per-channel: one scale an output row (vLLM keeps it fp32)
             if row_bits:
-                add(f"{module}.weight_scale", n_out, 1, dtype="F32" if row_bits == 32 else plain)
+                add(f"{module}.weight_scale", n_out, 1, dtype="F32" if row_bits == 32 else plain, count=count)
             else:
-                add(f"{module}.weight_scale", dtype="F32")
+                add(f"{module}.weight_scale", dtype="F32", count=count)
         elif wb == 4 and vps and s.scale_bits == 8 and "NVFP4" in s.name:
-            add(f"{module}.weight", n_out, n_in // 2, dtype="U8")
-            add(f"{module}.weight_scale", n_out, -(-n_in // vps), dtype="F8_E4M3")
-            add(f"{module}.weight_scale_2", dtype="F32")
-            add(f"{module}.input_scale", dtype="F32")
+            add(f"{module}.weight", n_out, n_in // 2, dtype="U8", count=count)
+            add(f"{module}.weight_scale", n_out, -(-n_in // vps), dtype="F8_E4M3", count=count)
+            add(f"{module}.weight_scale_2", dtype="F32", count=count)
+            add(f"{module}.input_scale", dtype="F32", count=count)
         else:
             failed = True
         if bias:
-            add(f"{module}.bias", n_out)
+            add(f"{module}.bias", n_out, count=count)
 
     h = config_int(config, "hidden_size")
     layers = config_int(config, "num_hidden_layers")
@@ -102,10 +109,11 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     heads = config_int(config, "num_attention_heads")
     tied = bool(config.get("tie_word_embeddings", False))
     add("model.embed_tokens.weight", vocab, h)
+    routed = partial(_routed, linear, quant, runs, h)
     if config.get("kv_lora_rank") is not None:
-        _mla(config, add, linear, h, layers, heads, vocab)
+        _mla(config, add, linear, routed, h, layers, heads, vocab)
     else:
-        if not _gqa(config, add, linear, h, layers, heads):
+        if not _gqa(config, add, linear, routed, h, layers, heads):
             return None
     add("model.norm.weight", h)
     if not tied:
@@ -113,7 +121,31 @@ def config_tensors(config: Mapping[str, Any], source: str = "config.json") -> tu
     return None if failed else tuple(out)
 
 
-def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int) -> bool:
+def _routed(
+    linear: Any, quant: Any, runs: bool, h: int, prefix: str, names: tuple[str, str, str], inter: int, experts: int
+) -> None:
+    """One layer's routed experts (``prefix`` ends in '.experts.'), gate / up / down each. With ``runs``, each span
+    of experts whose modules share their schemes is one entry a tensor (a quantization config can name a single
+    expert: each is asked unless one scheme holds for every module)."""
+    dims = ((inter, h), (inter, h), (h, inter))
+    if not runs:
+        for e in range(experts):
+            for name, (n_out, n_in) in zip(names, dims, strict=True):
+                linear(f"{prefix}{e}.{name}", n_out, n_in)
+        return
+    spans: list[tuple[int, int, tuple[Any, ...]]] = []
+    for e in range(0 if quant.uniform else experts):
+        key = tuple(quant.scheme_for(f"{prefix}{e}.{name}") for name in names)
+        if spans and spans[-1][2] == key:
+            spans[-1] = (spans[-1][0], e + 1, key)
+        else:
+            spans.append((e, e + 1, key))
+    for first, end, key in spans or [(0, experts, (None, None, None))]:
+        for name, (n_out, n_in), scheme in zip(names, dims, key, strict=True):
+            linear(f"{prefix}{first}.{name}", n_out, n_in, count=end - first, scheme=scheme)
+
+
+def _gqa(config: Mapping[str, Any], add: Any, linear: Any, routed: Any, h: int, layers: int, heads: int) -> bool:
     kv = config_int(config, "num_key_value_heads", heads)
     hd = config_int(config, "head_dim") or (h // heads if heads else 0)
     inter = config_int(config, "intermediate_size")
@@ -147,12 +179,7 @@ def _gqa(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, 
             add(f"{p}{moe}.gate.weight", experts, h)
             if glm:
                 add(f"{p}mlp.gate.e_score_correction_bias", experts, dtype="F32")
-            names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
-            for e in range(experts):
-                q = f"{p}{moe}.experts.{e}."
-                linear(q + names[0], moe_inter, h)
-                linear(q + names[1], moe_inter, h)
-                linear(q + names[2], h, moe_inter)
+            routed(f"{p}{moe}.experts.", ("w1", "w3", "w2") if mixtral else _GATE_UP_DOWN, moe_inter, experts)
             if shared:
                 linear(f"{p}mlp.shared_experts.gate_proj", moe_inter * shared, h)
                 linear(f"{p}mlp.shared_experts.up_proj", moe_inter * shared, h)
@@ -177,7 +204,9 @@ def mtp_ships_embed_head(config: Mapping[str, Any]) -> bool:
     return not str(config.get("model_type", "")).startswith("glm")
 
 
-def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, heads: int, vocab: int) -> None:
+def _mla(
+    config: Mapping[str, Any], add: Any, linear: Any, routed: Any, h: int, layers: int, heads: int, vocab: int
+) -> None:
     q_lora = config_int(config, "q_lora_rank")
     kv_lora = config_int(config, "kv_lora_rank")
     nope = config_int(config, "qk_nope_head_dim", 128)
@@ -220,11 +249,7 @@ def _mla(config: Mapping[str, Any], add: Any, linear: Any, h: int, layers: int, 
             add(p + "mlp.gate.weight", experts, h)
             if config.get("topk_method") == "noaux_tc" or experts:
                 add(p + "mlp.gate.e_score_correction_bias", experts, dtype="F32")
-            for e in range(experts):
-                q = f"{p}mlp.experts.{e}."
-                linear(q + "gate_proj", moe_inter, h)
-                linear(q + "up_proj", moe_inter, h)
-                linear(q + "down_proj", h, moe_inter)
+            routed(f"{p}mlp.experts.", _GATE_UP_DOWN, moe_inter, experts)
             if shared:
                 linear(p + "mlp.shared_experts.gate_proj", moe_inter * shared, h)
                 linear(p + "mlp.shared_experts.up_proj", moe_inter * shared, h)

@@ -48,8 +48,8 @@ def preset_weights(arch: ModelArch, source: str, config: Mapping[str, Any], chec
 
 
 class DeferredGroups(Sequence[ParamGroup]):
-    """A preset's per-tensor groups, laid out on first use: GLM-5.3's 119,028 tensors cost about 1 s of CPU, and a
-    plan that takes a measured weights point (the default deployment) never reads them."""
+    """A preset's per-tensor groups, laid out on first use (GLM-5.3's 119,028 tensors, its experts as runs: about
+    20 ms of CPU); a plan that takes a measured weights point (the default deployment) never reads them."""
 
     __slots__ = ("_groups", "_key", "_make")
 
@@ -99,5 +99,5 @@ def _groups(arch: ModelArch, source: str, config: str) -> tuple[ParamGroup, ...]
 
 @lru_cache(maxsize=32)
 def _weighed(arch: ModelArch, source: str, config: str) -> ModelArch:
-    """The per-tensor layout of a preset's config, once a process (GLM-5.3: 119,030 tensors, about 1 s of CPU)."""
+    """The per-tensor layout of a preset's config, once a process (GLM-5.3: 119,028 tensors as 2,748 entries)."""
     return with_checkpoint(arch, source, json.loads(config), snapshot=False)

@@ -34,19 +34,36 @@ DTYPE_BITS = {
 
 @dataclass(frozen=True)
 class Tensor:
-    """One tensor of a checkpoint: its name, safetensors dtype and shape."""
+    """One tensor of a checkpoint: its name, safetensors dtype and shape; or, with ``count`` > 1, that many routed
+    experts' alike tensors, experts N .. N + count − 1 where the name says ``.experts.N.`` (a config's layout:
+    GLM-5.3's 116,000 expert tensors as 450 entries; :func:`expanded` names each one)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
+    count: int = 1
 
     @property
     def numel(self) -> int:
-        return math.prod(self.shape)
+        """Elements of all ``count`` tensors."""
+        return math.prod(self.shape) * self.count
 
     @property
     def nbytes(self) -> int:
-        return -(-self.numel * DTYPE_BITS[self.dtype] // 8)
+        """Bytes of all ``count`` tensors (each rounded up to a whole byte, as each is stored)."""
+        return -(-math.prod(self.shape) * DTYPE_BITS[self.dtype] // 8) * self.count
+
+
+def expanded(tensors: Iterable[Tensor]) -> Iterator[Tensor]:
+    """Every tensor one at a time, each with its own name (a run of experts as its ``count`` tensors)."""
+    for t in tensors:
+        if t.count == 1:
+            yield t
+            continue
+        head, _, tail = t.name.partition(".experts.")
+        first, _, rest = tail.partition(".")
+        for e in range(int(first), int(first) + t.count):
+            yield Tensor(f"{head}.experts.{e}.{rest}", t.dtype, t.shape)
 
 
 def _strict_json(text: str, where: str) -> Any:
@@ -229,7 +246,7 @@ class Reconciliation:
 
 
 def reconcile(index: CheckpointIndex, tensors: Iterable[Tensor]) -> Reconciliation:
-    derived = {t.name: t for t in tensors}
+    derived = {t.name: t for t in expanded(tensors)}
     listed = set(index.names)
     return Reconciliation(
         total_size=index.total_size,
@@ -237,6 +254,22 @@ def reconcile(index: CheckpointIndex, tensors: Iterable[Tensor]) -> Reconciliati
         unknown_names=tuple(n for n in index.names if n not in derived),
         missing_names=tuple(n for n in derived if n not in listed),
     )
+
+
+def listed_only(tensors: Iterable[Tensor], names: set[str]) -> tuple[Tensor, ...]:
+    """The tensors ``names`` lists: a run of experts stays one entry when it lists all of them."""
+    out: list[Tensor] = []
+    for t in tensors:
+        if t.count == 1:
+            if t.name in names:
+                out.append(t)
+            continue
+        each = tuple(expanded((t,)))
+        if all(u.name in names for u in each):
+            out.append(t)
+        else:
+            out.extend(u for u in each if u.name in names)
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- a snapshot's shard index

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from kvplan.models.arch import ParamGroup, Split
-from kvplan.models.safetensors import DTYPE_BITS, Tensor
+from kvplan.models.safetensors import DTYPE_BITS, Tensor, expanded
 
 VOCAB_PADDING = 64
 """``DEFAULT_VOCAB_PADDING_SIZE`` of both engines' ``vocab_parallel_embedding.py``: rows padded to a multiple."""
@@ -183,40 +183,50 @@ class Placed(NamedTuple):
     """A buffer no engine loads (``rotary_emb.inv_freq``)."""
     dtype: str = ""
     """The safetensors dtype ('BF16', 'F8_E4M3', 'I32', ...)."""
+    alike: int = 1
+    """Experts ``expert`` .. ``expert + alike − 1``, alike (a config's run, ``Tensor.count``); 1: one tensor."""
 
     @property
     def nbytes(self) -> int:
-        return -(-math.prod(self.shape) * self.bits // 8)
+        return -(-math.prod(self.shape) * self.bits // 8) * self.alike
 
 
 def place(tensors: Iterable[Tensor], *, num_layers: int) -> tuple[Placed, ...]:
-    """Each tensor with its category and sharding rule (see the module docstring)."""
-    out = []
+    """Each tensor with its category and sharding rule (see the module docstring); a run of experts
+    (``Tensor.count``) stays one entry when its rule places whole experts, else each of its tensors is placed."""
+    out: list[Placed] = []
     for t in tensors:
-        norm, layer, expert = _indices(t.name)
-        module, param = _module(norm)
-        rule = _rule(module)
-        cat, how = rule if rule is not None else ("unrecognised", "replicated")
-        if param in _WHOLE:
-            how = "replicated"
-        out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
-        out.append(
-            Placed(
-                name=t.name,
-                category=cat,
-                how=how,
-                bits=DTYPE_BITS[t.dtype],
-                shape=t.shape,
-                out_dim=out_dim,
-                in_dim=in_dim,
-                expert=expert if how.startswith("expert") else -1,
-                mtp=layer >= num_layers,
-                known=rule is not None,
-                skip=module.endswith(_SKIP),
-                dtype=t.dtype,
-            )
-        )
+        p = _place(t, num_layers)
+        if t.count > 1 and p.expert < 0:
+            out.extend(_place(u, num_layers) for u in expanded((t,)))
+        else:
+            out.append(p)
     return tuple(out)
+
+
+def _place(t: Tensor, num_layers: int) -> Placed:
+    norm, layer, expert = _indices(t.name)
+    module, param = _module(norm)
+    rule = _rule(module)
+    cat, how = rule if rule is not None else ("unrecognised", "replicated")
+    if param in _WHOLE:
+        how = "replicated"
+    out_dim, in_dim = (-1, 0) if param in _OUT_LAST else (0, 1)
+    return Placed(
+        name=t.name,
+        category=cat,
+        how=how,
+        bits=DTYPE_BITS[t.dtype],
+        shape=t.shape,
+        out_dim=out_dim,
+        in_dim=in_dim,
+        expert=expert if how.startswith("expert") else -1,
+        mtp=layer >= num_layers,
+        known=rule is not None,
+        skip=module.endswith(_SKIP),
+        dtype=t.dtype,
+        alike=t.count,
+    )
 
 
 def rank_bytes(p: Placed, split: Split, *, moe_tp: int, experts_here: int, num_kv_heads: int) -> int:
@@ -249,18 +259,30 @@ def _unique(placed: Iterable[Placed], experts_here: int) -> list[tuple[Placed, i
     """Tensors that land alike (same rule, dtype, shape, MTP or not, on rank 0's experts or not) counted once:
     a 119,000-tensor checkpoint has a few hundred such kinds."""
     kinds: dict[tuple[Any, ...], list[Any]] = {}
-    for p in placed:
-        key = (p.category, p.how, p.bits, p.shape, p.out_dim, p.in_dim, p.mtp, p.known, p.skip, p.expert < experts_here)
-        entry = kinds.get(key)
-        if entry is None:
-            kinds[key] = [p, 1]
-        else:
-            entry[1] += 1
+    for run in placed:
+        for p, n in _on_rank0(run, experts_here):
+            key = (p.category, p.how, p.bits, p.shape, p.out_dim, p.in_dim, p.mtp, p.known, p.skip,
+                   p.expert < experts_here)  # fmt: skip
+            entry = kinds.get(key)
+            if entry is None:
+                kinds[key] = [p, n]
+            else:
+                entry[1] += n
     return [(p, n) for p, n in kinds.values()]
 
 
+def _on_rank0(p: Placed, experts_here: int) -> tuple[tuple[Placed, int], ...]:
+    """A run of experts as (one tensor, how many) for those rank 0 holds and those it does not; a tensor as 1."""
+    if p.alike == 1:
+        return ((p, 1),)
+    held = min(max(experts_here - p.expert, 0), p.alike)
+    one = p._replace(alike=1)
+    parts = ((one, held), (one._replace(expert=p.expert + held), p.alike - held))
+    return tuple(part for part in parts if part[1])
+
+
 def _experts(placed: Iterable[Placed]) -> int:
-    return 1 + max((p.expert for p in placed), default=-1)
+    return 1 + max((p.expert + p.alike - 1 for p in placed if p.expert >= 0), default=-1)
 
 
 def shard(
@@ -400,7 +422,7 @@ def param_groups_from_tensors(
         if not group:
             continue
         # parameters: every tensor but the quantization scales (their bytes still count)
-        elems = sum(math.prod(p.shape) for p in group if not _is_scale(p.name)) or 1
+        elems = sum(math.prod(p.shape) * p.alike for p in group if not _is_scale(p.name)) or 1
         nbytes = sum(p.nbytes for p in group)
         out.append(
             TensorGroup(

@@ -33,6 +33,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
         Tensor,
         has_shards,
         indexer_layers_shipped,
+        listed_only,
         read_index,
         reconcile,
         snapshot_tensors,
@@ -49,7 +50,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
         summary = f"per tensor from the safetensors headers ({len(tensors):,} tensors, {total:,} B)"
     elif folder is not None and (folder / INDEX_NAME).is_file():
         index = read_index(folder / INDEX_NAME)
-        derived = config_tensors(config, source)
+        derived = config_tensors(config, source, runs=True)
         if derived is None:
             return replace(
                 arch,
@@ -59,8 +60,7 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
                 ),
             )
         r = reconcile(index, derived)
-        listed = set(index.names)
-        tensors = tuple(t for t in derived if t.name in listed)
+        tensors = listed_only(derived, set(index.names))
         summary = f"per tensor from config.json, reconciled to {INDEX_NAME} total_size {index.total_size:,} B"
         if r.unexplained_bytes > 0:
             tensors = (*tensors, Tensor("unexplained", "U8", (r.unexplained_bytes,)))
@@ -72,12 +72,12 @@ def with_checkpoint(arch: ModelArch, source: str, config: Mapping[str, Any], *, 
         elif r.unexplained_bytes < 0:
             notes.append(f"the config derives {-r.unexplained_bytes:,} B more than {INDEX_NAME}'s total_size")
     else:
-        derived = config_tensors(config, source)
+        derived = config_tensors(config, source, runs=True)  # no names to match: each layer's experts as runs
         if derived is None:  # a family or scheme kvplan cannot lay out per tensor: the parameter groups stand
             return as_parameter_groups(arch)
         tensors = derived
         total = sum(t.nbytes for t in tensors)
-        summary = f"per tensor from config.json ({len(tensors):,} tensors, {total:,} B)"
+        summary = f"per tensor from config.json ({sum(t.count for t in tensors):,} tensors, {total:,} B)"
     groups = param_groups_from_tensors(tensors, num_layers=arch.num_layers, num_kv_heads=num_kv_heads)
     unknown = [p.name for g in groups if g.name == "unrecognised" for p in g.placed if p.name != "unexplained"]
     if unknown:

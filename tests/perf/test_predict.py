@@ -13,9 +13,11 @@ from kvplan.perf.predict import (
     _closed,
     _figures,
     _open,
+    _quant,
     _thinking,
     decode_share,
     perf,
+    rank_budget,
     running_cap,
 )
 from kvplan.perf.sched import Timings
@@ -54,6 +56,23 @@ def test_one_client_is_weight_read_bound_llama_8b_h200() -> None:
     e2e_s = outside_s + 65 * step_s
     assert abs(r.tokens_per_s_per_gpu["output"].value * e2e_s / 65 - 1) < 0.01
     assert r.peak_running == 1 and r.running_cap == 1024
+
+
+def test_sglang_splits_its_prefill_budget_over_dp_ranks_down_to_one_token() -> None:
+    # server_args._handle_data_parallelism: chunked_prefill_size // dp_size a rank; vLLM's max_num_batched_tokens is
+    # each EngineCore's own. A knob of 4 over 8 ranks floors to 0 there, which schedules nothing: kvplan keeps 1
+    eight = load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8", "chunked_prefill_size=16384"])
+    assert rank_budget(eight) == 16_384 // 8
+    assert rank_budget(load_plan(None, "glm-5.3-8xh200-sglang", ["dp_attention=8", "chunked_prefill_size=4"])) == 1
+    assert rank_budget(load_plan(None, "glm-5.3-8xh200-vllm", ["dp_attention=8", "max_num_batched_tokens=4"])) == 4
+
+
+def test_a_group_the_model_lacks_is_priced_bf16() -> None:
+    # GLM-5.3's preset: block-fp8 attention (1 byte a weight + one fp32 scale per 128 x 128: 1.0002 B) -> fp8; a
+    # model with no such group (none of its tensors) is priced at bf16's 2 bytes, the slower read
+    arch = load_plan(None, "glm-5.3-8xh200-sglang", []).arch
+    assert _quant(arch, "attention") == "fp8"
+    assert _quant(arch, "no_such_group") == "bf16"
 
 
 def test_a_request_must_fit_one_dp_rank_pool() -> None:

@@ -1,0 +1,136 @@
+"""A config's routed experts laid out as runs (``config_tensors(runs=True)``, ``Tensor.count``) size exactly as the
+same tensors one at a time: the runs are a shape of the same layout, never a second estimate.
+
+The one-at-a-time layout is the reference (each tensor as vLLM's expert_params_mapping names it: its own tests in
+test_pinned_config_tensors.py pin names, shapes and the published totals); here every figure of the runs' path is
+compared with it, and the run boundaries are derived from the config and the quantization rule that makes them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.models.arch import Split
+from kvplan.models.config_tensors import config_tensors
+from kvplan.models.safetensors import CheckpointIndex, Tensor, expanded, listed_only, reconcile
+from kvplan.models.sharding import param_groups_from_tensors, shard
+
+HF = Path(__file__).parents[1] / "data" / "hf"
+LAID_OUT = sorted(
+    p.parent.name for p in HF.glob("*/config.json") if config_tensors(json.loads(p.read_text())) is not None
+)
+SPLITS = (
+    Split.of(tp=1, dp_attention=1, ep=1),
+    Split.of(tp=8, dp_attention=1, ep=8),
+    Split.of(tp=8, dp_attention=8, ep=3),
+    Split.of(tp=6, dp_attention=1, ep=1),
+)
+
+
+def _config(name: str) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((HF / name / "config.json").read_text())
+    return config
+
+
+def _both(config: dict[str, Any]) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
+    one, runs = config_tensors(config), config_tensors(config, runs=True)
+    assert one is not None and runs is not None
+    return one, runs
+
+
+def _one_expert_bf16(name: str, module: str) -> dict[str, Any]:
+    """``name``'s config with ``module`` (one expert's linear) left unquantized by modules_to_not_convert."""
+    config = _config(name)
+    q = config["quantization_config"]
+    return {**config, "quantization_config": {**q, "modules_to_not_convert": [*q["modules_to_not_convert"], module]}}
+
+
+def test_laid_out_configs_include_experts_of_both_families() -> None:
+    # the comparisons below must reach runs: MLA MoE (DeepSeek, GLM-5.x), GQA MoE (Qwen3-MoE, Mixtral)
+    assert {"glm-5.3", "deepseek-v3", "qwen3-30b-a3b-fp8", "mixtral-8x7b"} <= set(LAID_OUT)
+
+
+@pytest.mark.parametrize("name", LAID_OUT)
+def test_runs_expand_to_the_same_tensors(name: str) -> None:
+    one, runs = _both(_config(name))
+    key = lambda t: (t.name, t.dtype, t.shape)  # noqa: E731
+    assert sorted(map(key, expanded(runs))) == sorted(map(key, one))
+    assert sum(t.nbytes for t in runs) == sum(t.nbytes for t in one)
+    assert sum(t.count for t in runs) == len(one)
+
+
+@pytest.mark.parametrize("name", LAID_OUT)
+def test_runs_shard_and_group_as_the_tensors_do(name: str) -> None:
+    config = _config(name)
+    one, runs = _both(config)
+    layers, kv = config["num_hidden_layers"], config.get("num_key_value_heads") or 0
+    # ep 3: rank 0's share of experts ends inside a run; every split with or without the MTP layers
+    for split, ep, mtp in zip(SPLITS, (1, 8, 3, 1), (False, True, False, True), strict=True):
+        kw: dict[str, Any] = {"num_layers": layers, "num_kv_heads": kv, "ep": ep, "with_mtp": mtp}
+        assert shard(runs, split, **kw) == shard(one, split, **kw), (split, ep, mtp)
+    a = param_groups_from_tensors(one, num_layers=layers, num_kv_heads=kv)
+    b = param_groups_from_tensors(runs, num_layers=layers, num_kv_heads=kv)
+    figures = lambda g: (g.name, g.params, g.bytes_per_param_num, g.n_experts, [g.bytes_per_gpu(s) for s in SPLITS])  # noqa: E731
+    assert [figures(g) for g in b] == [figures(g) for g in a]
+
+
+def test_glm_5_3_runs_are_one_entry_a_tensor_of_a_moe_layer() -> None:
+    # GLM-5.3 config.json: 78 layers, first_k_dense_replace 3, 1 MTP layer (num_nextn_predict_layers), 256 routed
+    # experts, block-fp8 (one quantization_config for every linear module): MoE layers 78 - 3 + 1 = 76, each with
+    # gate / up / down x (weight, weight_scale_inv) = 6 runs of 256 experts
+    _, runs = _both(_config("glm-5.3"))
+    counted = [t for t in runs if t.count > 1]
+    assert len(counted) == 76 * 6
+    assert {t.count for t in counted} == {256}
+    assert {t.name.split(".experts.")[1].split(".")[0] for t in counted} == {"0"}
+
+
+def test_an_expert_the_quantization_config_names_splits_its_layers_runs() -> None:
+    # Qwen3-30B-A3B-FP8: 128 experts, fp8 blocks; expert 5's gate_proj of layer 1 left bf16 splits layer 1's
+    # experts into 0-4, 5, 6-127 (each span alike in all three modules), every other layer one run of 128
+    config = _one_expert_bf16("qwen3-30b-a3b-fp8", "model.layers.1.mlp.experts.5.gate_proj")
+    one, runs = _both(config)
+    layer1 = [(t.name.split(".experts.")[1], t.dtype, t.count) for t in runs if ".layers.1.mlp.experts." in t.name]
+    assert ("0.gate_proj.weight", "F8_E4M3", 5) in layer1
+    assert ("5.gate_proj.weight", "BF16", 1) in layer1
+    assert ("5.up_proj.weight", "F8_E4M3", 1) in layer1
+    assert ("6.down_proj.weight_scale_inv", "F32", 122) in layer1
+    assert "5.gate_proj.weight_scale_inv" not in {n for n, _, _ in layer1}  # a bf16 module has no scales
+    assert {t.count for t in runs if ".layers.2.mlp.experts." in t.name} == {128}
+    split = Split.of(tp=8, dp_attention=1, ep=8)
+    for ep in (1, 3, 8):  # rank 0 holds experts 0-15 (ep 8) or 0-42 (ep 3): past the bf16 one, ends in a run
+        kw: dict[str, Any] = {"num_layers": 48, "ep": ep, "with_mtp": False}
+        assert shard(runs, split, **kw) == shard(one, split, **kw)
+
+
+def test_expanded_names_each_expert_of_a_run() -> None:
+    run = Tensor("model.layers.4.mlp.experts.6.down_proj.weight", "F8_E4M3", (7, 3), 3)
+    assert [t.name for t in expanded((run,))] == [f"model.layers.4.mlp.experts.{e}.down_proj.weight" for e in (6, 7, 8)]
+    assert all(t.count == 1 and t.shape == (7, 3) and t.dtype == "F8_E4M3" for t in expanded((run,)))
+    # four-bit: each tensor rounds up to whole bytes on its own (7 x 3 x 4 bits = 10.5 -> 11 B), three of them 33 B
+    assert Tensor("x.experts.0.w", "F4", (7, 3), 3).nbytes == 33
+    assert Tensor("x.experts.0.w", "F4", (7, 3), 3).numel == 63
+
+
+def test_a_shard_index_keeps_a_run_it_lists_whole_and_the_experts_it_lists_of_one_it_does_not() -> None:
+    run = Tensor("model.layers.2.mlp.experts.0.up_proj.weight", "BF16", (4, 2), 4)
+    names = {f"model.layers.2.mlp.experts.{e}.up_proj.weight" for e in range(4)}
+    assert listed_only((run,), names) == (run,)
+    kept = listed_only((run,), names - {"model.layers.2.mlp.experts.2.up_proj.weight"})
+    assert [(t.name.split(".")[5], t.count) for t in kept] == [("0", 1), ("1", 1), ("3", 1)]
+
+
+def test_reconciling_runs_with_an_index_is_reconciling_their_tensors() -> None:
+    # DeepSeek-V3 laid out both ways against an index that lists all but layer 5's expert 9 gate_proj weight and
+    # adds one name the config does not derive
+    one, runs = _both(_config("deepseek-v3"))
+    gone = "model.layers.5.mlp.experts.9.gate_proj.weight"
+    names = (*(t.name for t in one if t.name != gone), "model.extra.weight")
+    index = CheckpointIndex(source="index.json", total_size=sum(t.nbytes for t in one), names=names)
+    a, b = reconcile(index, one), reconcile(index, runs)
+    assert (a.explained_bytes, a.unknown_names, a.missing_names) == (b.explained_bytes, b.unknown_names, (gone,))
+    assert a.missing_names == (gone,)
+    assert sum(t.nbytes for t in listed_only(runs, set(names))) == a.explained_bytes
