@@ -43,7 +43,8 @@ def _env(checkout: Path) -> dict[str, str]:
 
 
 def _run(checkout: Path, args: list[str], pty: bool, ok: tuple[int, ...]) -> _child.Child:
-    c = _child.run([sys.executable, "-m", "kvplan", *args], env=_env(checkout), pty=pty, ok=ok, timeout=120)
+    # -P: the working directory is not put first on sys.path, so PYTHONPATH's checkout is the kvplan that runs
+    c = _child.run([sys.executable, "-P", "-m", "kvplan", *args], env=_env(checkout), pty=pty, ok=ok, timeout=120)
     if not c.ok:
         sys.stderr.write(f"{checkout}: kvplan {' '.join(args)}: exit {c.rc}\n{c.out.decode(errors='replace')[-800:]}")
         raise SystemExit(2)

@@ -33,8 +33,9 @@ from kvplan.perf.shape import StepShape, step_shape
 from kvplan.perf.spec import Acceptance, acceptance
 from kvplan.perf.step import (
     Batch,
-    attention_over,
+    attention_each,
     attention_part,
+    attention_rates,
     attention_roofline,
     parts,
     rest_of,
@@ -140,7 +141,7 @@ class _Pricer:
         self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
         self.rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
-        self.roof = attention_roofline(peaks, coeffs)
+        self.roof, self.rates = attention_roofline(peaks, coeffs), attention_rates(peaks, coeffs)
 
     def __call__(self, b: Batch) -> float:
         run = decode_share(b) if self.decode else b
@@ -157,9 +158,8 @@ class _Pricer:
         run = decode_share(b) if self.decode else b
         assert run is not None  # a run decodes
         m = run.decode_context // run.decode_requests
-        flops, read = attention_over(self.shape, run, self.split, self.kv_bytes, range(m, m + run.repeat))
-        rest, roof = self._rest(run), self.roof
-        return [rest + roof(f, r) for f, r in zip(flops, read, strict=True)]
+        means = range(m, m + run.repeat)
+        return attention_each(self.shape, run, self.split, self.kv_bytes, means, self.rates, self._rest(run))
 
     def _rest(self, run: Batch) -> float:
         key = rest_of(run)

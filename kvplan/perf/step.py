@@ -99,13 +99,6 @@ class _Terms(NamedTuple):
         k = min(m, cap) if cap else m
         return fk * k + fc * m + ff, rk * k + rc * m + rf
 
-    def over(self, means: range) -> tuple[list[int], list[int]]:
-        """``at`` each mean context of ``means`` (a run's steps), as two lists built at once."""
-        fk, fc, ff, rk, rc, rf, cap = self
-        keys = [min(m, cap) for m in means] if cap else means
-        return ([fk * k + fc * m + ff for k, m in zip(keys, means, strict=True)],
-                [rk * k + rc * m + rf for k, m in zip(keys, means, strict=True)])  # fmt: skip
-
 
 def _attention(g: AttentionGroup, b: Batch, kv_bytes: int) -> _Terms:
     """The terms of one group's layers over the whole batch (every GPU together)."""
@@ -188,18 +181,30 @@ def attention_part(shape: StepShape, b: Batch, split: Split, kv_bytes: int = KV_
     return Part(name="attention", flops=flops, bytes=read)
 
 
-def attention_over(
-    shape: StepShape, b: Batch, split: Split, kv_bytes: int, means: range
-) -> tuple[list[int], list[int]]:
-    """``attention_part``'s (FLOPs, bytes) at each of ``b``'s decode requests' mean contexts ``means``: the steps of
-    a run (``Batch.repeat``) differ in that alone."""
-    flops, read = [0] * len(means), [0] * len(means)
+def attention_each(
+    shape: StepShape, b: Batch, split: Split, kv_bytes: int, means: range, rates: tuple[float, float], plus: float
+) -> list[float]:
+    """``plus`` + attention's roofline seconds (``attention_rates``) at each of ``b``'s decode requests' mean contexts
+    ``means``: the steps of a run (``Batch.repeat``) differ in that alone. The same integers and the same float
+    operations as ``attention_part`` and the roofline take for each step alone, in one pass (a heavy closed loop
+    prices some 140,000 steps)."""
+    compute, memory = rates
     tp = split.tp
-    for t, whole in _groups(shape, b, split, kv_bytes):
-        f, r = t.over(means)
-        flops = [a + x // tp for a, x in zip(flops, f, strict=True)]
-        read = [a + y * whole // tp for a, y in zip(read, r, strict=True)]
-    return flops, read
+    groups = _groups(shape, b, split, kv_bytes)
+    if len(groups) == 1:
+        (fk, fc, ff, rk, rc, rf, cap), w = groups[0]
+        if cap:
+            return [plus + max((fk * min(m, cap) + fc * m + ff) // tp / compute,
+                               (rk * min(m, cap) + rc * m + rf) * w // tp / memory) for m in means]  # fmt: skip
+        return [plus + max((fk * m + fc * m + ff) // tp / compute, (rk * m + rc * m + rf) * w // tp / memory)
+                for m in means]  # fmt: skip
+    flops, read = [0] * len(means), [0] * len(means)
+    for t, whole in groups:
+        for i, m in enumerate(means):
+            f, r = t.at(m)
+            flops[i] += f // tp
+            read[i] += r * whole // tp
+    return [plus + max(f / compute, r / memory) for f, r in zip(flops, read, strict=True)]
 
 
 def _groups(shape: StepShape, b: Batch, split: Split, kv_bytes: int) -> list[tuple[_Terms, int]]:
@@ -272,8 +277,12 @@ def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
     return max(compute, p.bytes / (peaks.hbm_bytes_per_s * c.mem_eff))
 
 
+def attention_rates(peaks: Peaks, c: Coefficients) -> tuple[float, float]:
+    """Attention's (FLOP/s, bytes/s) on one GPU: bf16 compute at the attention efficiency, HBM at the memory one."""
+    return peaks.flops_per_s("bf16") * c.attention_eff, peaks.hbm_bytes_per_s * c.mem_eff
+
+
 def attention_roofline(peaks: Peaks, c: Coefficients) -> Callable[[int, int], float]:
-    """Seconds of attention's (FLOPs, bytes) on one GPU: the roofline max at bf16 and the coefficients' attention
-    and memory efficiencies."""
-    compute, memory = peaks.flops_per_s("bf16") * c.attention_eff, peaks.hbm_bytes_per_s * c.mem_eff
+    """Seconds of attention's (FLOPs, bytes) on one GPU: the roofline max of ``attention_rates``."""
+    compute, memory = attention_rates(peaks, c)
     return lambda flops, read: max(flops / compute, read / memory)
