@@ -183,7 +183,8 @@ class Engine:
                 since = j
             if need < free - j * n - (total - falls * (j - since)) * ratio / 1000:
                 return j
-            ratio = _decayed(ratio)
+            if ratio != MIN_RATIO_MILLI:  # at its floor it stays
+                ratio = _decayed(ratio)
         return k
 
     # ------------------------------------------------------------------ the two policies

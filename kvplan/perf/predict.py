@@ -140,7 +140,7 @@ class _Pricer:
                  peaks: Peaks, coeffs: Coefficients, *, decode: bool) -> None:  # fmt: skip
         self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
-        self.rest: dict[Batch, float] = {}  # all but attention: by the step's token counts, which a schedule repeats
+        self.rest: dict[tuple[int, ...], float] = {}  # all but attention: by the step's token counts (rest_of)
         self.roof, self.rates = attention_roofline(peaks, coeffs), attention_rates(peaks, coeffs)
 
     def __call__(self, b: Batch) -> float:
@@ -162,11 +162,13 @@ class _Pricer:
         return attention_each(self.shape, run, self.split, self.kv_bytes, means, self.rates, self._rest(run))
 
     def _rest(self, run: Batch) -> float:
-        key = rest_of(run)
-        if key not in self.rest:
-            ps = parts(self.shape, key, self.split, *self.quants, kv_bytes=self.kv_bytes, nodes=self.nodes)
-            self.rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), self.peaks, self.coeffs)
-        return self.rest[key]
+        key = (run.prefill_tokens, run.decode_requests, run.sampled, run.verify_tokens, run.draft_tokens)
+        seconds = self.rest.get(key)
+        if seconds is None:  # what a schedule repeats is priced once: its token counts alone decide (rest_of)
+            ps = parts(self.shape, rest_of(run), self.split, *self.quants, kv_bytes=self.kv_bytes, nodes=self.nodes)
+            seconds = self.rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), self.peaks,
+                                                    self.coeffs)  # fmt: skip
+        return seconds
 
 
 def _priced_lengths(isl: int, osl: int, ratio: float, trace: TraceLoad | None) -> tuple[int, int, tuple[str, ...]]:
