@@ -70,7 +70,7 @@ def config_tensors(
 
     def linear(module: str, n_out: int, n_in: int, *, bias: bool = False, count: int = 1, scheme: Any = None) -> None:
         nonlocal failed
-        s = scheme or quant.scheme_for(module)
+        s = quant.scheme_for(module) if scheme is None else scheme
         vps, wb = s.values_per_scale, s.weight_bits
         if wb in (16, 32) and not vps:
             dtype = {16: plain if plain != "F32" else "BF16", 32: "F32"}[wb]

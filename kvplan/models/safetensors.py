@@ -36,7 +36,7 @@ DTYPE_BITS = {
 class Tensor:
     """One tensor of a checkpoint: its name, safetensors dtype and shape; or, with ``count`` > 1, that many routed
     experts' alike tensors, experts N .. N + count − 1 where the name says ``.experts.N.`` (a config's layout:
-    GLM-5.3's 116,000 expert tensors as 450 entries; :func:`expanded` names each one)."""
+    GLM-5.3's 116,736 expert tensors as 456 entries; :func:`expanded` names each one)."""
 
     name: str
     dtype: str

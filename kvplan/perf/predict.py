@@ -38,6 +38,7 @@ from kvplan.perf.step import (
     attention_rates,
     attention_roofline,
     parts,
+    rest_key,
     rest_of,
     step_seconds,
 )
@@ -140,7 +141,7 @@ class _Pricer:
                  peaks: Peaks, coeffs: Coefficients, *, decode: bool) -> None:  # fmt: skip
         self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
-        self.rest: dict[tuple[int, ...], float] = {}  # all but attention: by the step's token counts (rest_of)
+        self.rest: dict[tuple[int, ...], float] = {}  # all but attention, by its rest_key
         self.roof, self.rates = attention_roofline(peaks, coeffs), attention_rates(peaks, coeffs)
 
     def __call__(self, b: Batch) -> float:
@@ -162,9 +163,9 @@ class _Pricer:
         return attention_each(self.shape, run, self.split, self.kv_bytes, means, self.rates, self._rest(run))
 
     def _rest(self, run: Batch) -> float:
-        key = (run.prefill_tokens, run.decode_requests, run.sampled, run.verify_tokens, run.draft_tokens)
+        key = rest_key(run)
         seconds = self.rest.get(key)
-        if seconds is None:  # what a schedule repeats is priced once: its token counts alone decide (rest_of)
+        if seconds is None:  # what a schedule repeats is priced once
             ps = parts(self.shape, rest_of(run), self.split, *self.quants, kv_bytes=self.kv_bytes, nodes=self.nodes)
             seconds = self.rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), self.peaks,
                                                     self.coeffs)  # fmt: skip

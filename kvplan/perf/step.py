@@ -213,10 +213,16 @@ def _groups(shape: StepShape, b: Batch, split: Split, kv_bytes: int) -> list[tup
     return [(_attention(g, b, kv_bytes), split.attention if g.kind in ("mla", "dsa") else 1) for g in shape.attention]
 
 
+def rest_key(b: Batch) -> tuple[int, int, int, int, int]:
+    """What the parts other than attention read of ``b``: its token counts (not prefill pairs or decode context)."""
+    return b.prefill_tokens, b.decode_requests, b.sampled, b.verify_tokens, b.draft_tokens
+
+
 def rest_of(b: Batch) -> Batch:
-    """``b`` without what only its attention reads (prefill pairs, decode context): the key of the other parts."""
-    return Batch(prefill_tokens=b.prefill_tokens, decode_requests=b.decode_requests, sampled=b.sampled,
-                 verify_tokens=b.verify_tokens, draft_tokens=b.draft_tokens)  # fmt: skip
+    """``b`` without what only its attention reads (``rest_key``)."""
+    prefill, decode, sampled, verify, draft = rest_key(b)
+    return Batch(prefill_tokens=prefill, decode_requests=decode, sampled=sampled, verify_tokens=verify,
+                 draft_tokens=draft)  # fmt: skip
 
 
 _NCCL_LL = {"base": {"tree": 6.8, "ring": 6.6}, "nvlink": {"tree": 0.6, "ring": 0.6}, "net": {"tree": 5.0, "ring": 2.7}}
