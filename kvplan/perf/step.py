@@ -193,11 +193,9 @@ def attention_each(
     groups = _groups(shape, b, split, kv_bytes)
     if len(groups) == 1:
         (fk, fc, ff, rk, rc, rf, cap), w = groups[0]
-        if cap:
-            return [plus + max((fk * min(m, cap) + fc * m + ff) // tp / compute,
-                               (rk * min(m, cap) + rc * m + rf) * w // tp / memory) for m in means]  # fmt: skip
-        return [plus + max((fk * m + fc * m + ff) // tp / compute, (rk * m + rc * m + rf) * w // tp / memory)
-                for m in means]  # fmt: skip
+        cap = cap or means.stop  # no cap: min(m, cap) is m all the run
+        return [plus + max((fk * min(m, cap) + fc * m + ff) // tp / compute,
+                           (rk * min(m, cap) + rc * m + rf) * w // tp / memory) for m in means]  # fmt: skip
     flops, read = [0] * len(means), [0] * len(means)
     for t, whole in groups:
         for i, m in enumerate(means):

@@ -14,8 +14,8 @@ from kvplan.perf.coeffs import coefficients_for
 from kvplan.perf.peaks import peaks_of
 from kvplan.perf.predict import _Pricer
 from kvplan.perf.sched import closed_loop, timings
-from kvplan.perf.shape import step_shape
-from kvplan.perf.step import Batch
+from kvplan.perf.shape import StepShape, step_shape
+from kvplan.perf.step import Batch, attention_each, attention_part
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,36 @@ def test_a_schedule_of_runs_is_timed_as_its_steps() -> None:
     assert len(s.runs) < len(s.steps)
     prices = [1e-3 * (1 + (i % 7)) for i in range(len(s.steps))]
     assert timings(s, prices, 5000) == timings(replace(s, runs=s.steps), prices, 5000)
+
+
+def _shapes() -> dict[str, StepShape]:
+    shapes = {m: step_shape(load_plan(m, "glm-5.3-8xh200-sglang", []).arch)
+              for m in ("llama-3.1-8b", "deepseek-v3", "glm-5.3", "gpt-oss-120b", "qwen3-next-80b-a3b")}  # fmt: skip
+    dsa, swa = shapes["glm-5.3"].attention[0], shapes["gpt-oss-120b"].attention[0]
+    linear = next(g for g in shapes["qwen3-next-80b-a3b"].attention if g.kind == "linear")
+    # no model has these yet: two groups of which one is read whole by each attention rank (MLA's latent), and a
+    # linear state alone (its terms are the same every step, the only ones that are)
+    shapes["dsa beside a window"] = replace(shapes["glm-5.3"], attention=(dsa, replace(swa, layers=3)))
+    shapes["linear alone"] = replace(shapes["qwen3-next-80b-a3b"], attention=(linear,))
+    return shapes
+
+
+@pytest.mark.parametrize("bound", ["compute", "memory"])
+def test_a_runs_attention_is_each_steps_attention_part_through_the_roofline(bound: str) -> None:
+    # attention_each fuses attention_part and the roofline for a run's steps; the contract is the same integers and
+    # floats as each step alone: max(flops / compute, bytes / memory) + the rest, at tp 2 with 2 attention ranks (so
+    # the tp division and MLA's whole-latent reads act), with one rate made tiny so that each side decides in turn
+    # (a decode step's attention is otherwise memory-bound and its FLOPs never show)
+    rates = (3.7, 1e30) if bound == "compute" else (1e30, 3.7)  # 3.7: a true division differs from a floor
+    split = Split.of(tp=2, dp_attention=1, ep=1)
+    shapes = _shapes()
+    assert sorted(len(s.attention) for s in shapes.values()) == [1, 1, 1, 1, 2, 2, 2]  # one group, and several
+    for name, shape in shapes.items():
+        for kv_bytes in (1, 2):
+            run = Batch(decode_requests=3, decode_context=3 * 2_030, sampled=3, repeat=40)  # crosses top-k 2,048
+            means = range(2_030, 2_070)
+            each = attention_each(shape, run, split, kv_bytes, means, rates, 0.25)
+            parts = [attention_part(shape, b, split, kv_bytes) for b in run.each()]
+            assert each == [0.25 + max(p.flops / rates[0], p.bytes / rates[1]) for p in parts], name
+            # the steps differ (their contexts do), but where a linear state alone is read
+            assert (len(set(each)) == 1) == (name == "linear alone"), name
