@@ -16,7 +16,7 @@ import pytest
 from kvplan.models.arch import Split
 from kvplan.models.config_tensors import config_tensors
 from kvplan.models.safetensors import CheckpointIndex, Tensor, expanded, listed_only, reconcile
-from kvplan.models.sharding import param_groups_from_tensors, shard
+from kvplan.models.sharding import param_groups_from_tensors, place, shard
 
 HF = Path(__file__).parents[1] / "data" / "hf"
 LAID_OUT = sorted(
@@ -134,3 +134,17 @@ def test_reconciling_runs_with_an_index_is_reconciling_their_tensors() -> None:
     assert (a.explained_bytes, a.unknown_names, a.missing_names) == (b.explained_bytes, b.unknown_names, (gone,))
     assert a.missing_names == (gone,)
     assert sum(t.nbytes for t in listed_only(runs, set(names))) == a.explained_bytes
+
+
+def test_a_run_no_whole_expert_rule_places_is_placed_tensor_by_tensor() -> None:
+    # 'unknown_proj' matches no rule (sharding._RULES): unrecognised, replicated, each tensor listed by its own name;
+    # a run of gate_proj is a routed expert's column split (expert_col) and stays one entry of 3
+    odd = Tensor("model.layers.0.mlp.experts.4.unknown_proj.weight", "BF16", (8, 2), 3)
+    placed = place((odd,), num_layers=1)
+    assert [(p.name.split(".")[5], p.category, p.alike, p.expert) for p in placed] == [
+        ("4", "unrecognised", 1, -1), ("5", "unrecognised", 1, -1), ("6", "unrecognised", 1, -1)
+    ]  # fmt: skip
+    gate = Tensor("model.layers.0.mlp.experts.4.gate_proj.weight", "BF16", (8, 2), 3)
+    assert [(p.category, p.how, p.alike, p.expert) for p in place((gate,), num_layers=1)] == [
+        ("routed_experts", "expert_col", 3, 4)
+    ]
