@@ -1,6 +1,6 @@
 """Speed of one `kvplan perf` closed-loop point, in process, after a warm-up (the issue asks under a second on one
-core). Not run by pytest: no test asserts a wall-clock time. Prints wall and CPU seconds (on a shared machine the
-CPU figure is the one-core cost).
+core; benchmarks/perf_process.py times the whole command as users run it). Not run by pytest: no test asserts a
+wall-clock time. Prints wall and CPU seconds (on a shared machine the CPU figure is the one-core cost).
 
     PYTHONPATH=. python benchmarks/perf_speed.py [--check] [--trace=FILE]   # --check: exit 1 at 1 CPU second or more
                                                                             # for a closed-loop point
