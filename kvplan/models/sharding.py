@@ -272,13 +272,12 @@ def _unique(placed: Iterable[Placed], experts_here: int) -> list[tuple[Placed, i
 
 
 def _on_rank0(p: Placed, experts_here: int) -> tuple[tuple[Placed, int], ...]:
-    """A run of experts as (one tensor, how many) for those rank 0 holds and those it does not; a tensor as 1."""
+    """A run of experts as (a tensor of it, how many) for those rank 0 holds and those it does not (either may be
+    none; ``rank_bytes`` prices one tensor whatever its ``alike``); a tensor alone as itself, once."""
     if p.alike == 1:
         return ((p, 1),)
     held = min(max(experts_here - p.expert, 0), p.alike)
-    one = p._replace(alike=1)
-    parts = ((one, held), (one._replace(expert=p.expert + held), p.alike - held))
-    return tuple(part for part in parts if part[1])
+    return (p, held), (p._replace(expert=p.expert + held), p.alike - held)
 
 
 def _experts(placed: Iterable[Placed]) -> int:

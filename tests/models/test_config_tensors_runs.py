@@ -41,11 +41,11 @@ def _both(config: dict[str, Any]) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...
     return one, runs
 
 
-def _one_expert_bf16(name: str, module: str) -> dict[str, Any]:
-    """``name``'s config with ``module`` (one expert's linear) left unquantized by modules_to_not_convert."""
+def _experts_bf16(name: str, *modules: str) -> dict[str, Any]:
+    """``name``'s config with ``modules`` (single experts' linears) left unquantized by modules_to_not_convert."""
     config = _config(name)
     q = config["quantization_config"]
-    return {**config, "quantization_config": {**q, "modules_to_not_convert": [*q["modules_to_not_convert"], module]}}
+    return {**config, "quantization_config": {**q, "modules_to_not_convert": [*q["modules_to_not_convert"], *modules]}}
 
 
 def test_laid_out_configs_include_experts_of_both_families() -> None:
@@ -88,22 +88,38 @@ def test_glm_5_3_runs_are_one_entry_a_tensor_of_a_moe_layer() -> None:
     assert {t.name.split(".experts.")[1].split(".")[0] for t in counted} == {"0"}
 
 
-def test_an_expert_the_quantization_config_names_splits_its_layers_runs() -> None:
-    # Qwen3-30B-A3B-FP8: 128 experts, fp8 blocks; expert 5's gate_proj of layer 1 left bf16 splits layer 1's
-    # experts into 0-4, 5, 6-127 (each span alike in all three modules), every other layer one run of 128
-    config = _one_expert_bf16("qwen3-30b-a3b-fp8", "model.layers.1.mlp.experts.5.gate_proj")
-    one, runs = _both(config)
-    layer1 = [(t.name.split(".experts.")[1], t.dtype, t.count) for t in runs if ".layers.1.mlp.experts." in t.name]
-    assert ("0.gate_proj.weight", "F8_E4M3", 5) in layer1
-    assert ("5.gate_proj.weight", "BF16", 1) in layer1
-    assert ("5.up_proj.weight", "F8_E4M3", 1) in layer1
-    assert ("6.down_proj.weight_scale_inv", "F32", 122) in layer1
-    assert "5.gate_proj.weight_scale_inv" not in {n for n, _, _ in layer1}  # a bf16 module has no scales
+def test_experts_the_quantization_config_names_split_their_layers_runs() -> None:
+    # Qwen3-30B-A3B-FP8: 128 experts, fp8 blocks; the gate_proj of layer 1's experts 5, 8 and 100 left bf16 split
+    # layer 1's experts into 0-4, 5, 6-7, 8, 9-99, 100, 101-127 (each span alike in all three modules), every other
+    # layer one run of 128
+    named = [f"model.layers.1.mlp.experts.{e}.gate_proj" for e in (5, 8, 100)]
+    one, runs = _both(_experts_bf16("qwen3-30b-a3b-fp8", *named))
+    gate = [(t.name.split(".experts.")[1].split(".")[0], t.dtype, t.count) for t in runs
+            if ".layers.1.mlp.experts." in t.name and t.name.endswith("gate_proj.weight")]  # fmt: skip
+    assert gate == [("0", "F8_E4M3", 5), ("5", "BF16", 1), ("6", "F8_E4M3", 2), ("8", "BF16", 1),
+                    ("9", "F8_E4M3", 91), ("100", "BF16", 1), ("101", "F8_E4M3", 27)]  # fmt: skip
+    layer1 = {t.name.split(".experts.")[1]: t.count for t in runs if ".layers.1.mlp.experts." in t.name}
+    assert layer1["5.up_proj.weight"] == layer1["100.down_proj.weight_scale_inv"] == 1  # fp8 beside a bf16 gate
+    assert "5.gate_proj.weight_scale_inv" not in layer1  # a bf16 module has no scales
     assert {t.count for t in runs if ".layers.2.mlp.experts." in t.name} == {128}
     split = Split.of(tp=8, dp_attention=1, ep=8)
-    for ep in (1, 3, 8):  # rank 0 holds experts 0-15 (ep 8) or 0-42 (ep 3): past the bf16 one, ends in a run
+    # rank 0 holds experts 0-15 (ep 8: the runs 9-99 cut, 100 and 101-127 past it) or 0-42 (ep 3)
+    for ep in (1, 3, 8):
         kw: dict[str, Any] = {"num_layers": 48, "ep": ep, "with_mtp": False}
         assert shard(runs, split, **kw) == shard(one, split, **kw)
+
+
+def test_rank_0_holds_its_whole_experts_of_each_run() -> None:
+    # Qwen3-30B-A3B (bf16): 48 MoE layers of 128 experts, each 3 x 768 x 2,048 x 2 B = 9,437,184 B.
+    # vLLM FusedMoE determine_expert_map: global // ep experts a rank, the remainder one each to the first ranks, so
+    # rank 0 holds ceil(128 / ep); the rest of max(tp, ep) / ep slices each expert's intermediate dim (moe_tp).
+    # tp 8, ep 8: 16 whole experts -> 48 x 16 x 9,437,184 = 7,247,757,312 B
+    # tp 8, ep 3: 43 experts sliced 8 // 3 = 2 ways -> 48 x 43 x 9,437,184 / 2 = 9,739,173,888 B
+    # tp 8, ep 1: all 128 sliced 8 ways -> 48 x 128 x 9,437,184 / 8 = 7,247,757,312 B
+    _, runs = _both(_config("qwen3-30b-a3b"))
+    split = Split.of(tp=8, dp_attention=1, ep=8)
+    routed = {ep: shard(runs, split, num_layers=48, ep=ep).category("routed_experts") for ep in (8, 3, 1)}
+    assert routed == {8: 7_247_757_312, 3: 9_739_173_888, 1: 7_247_757_312}
 
 
 def test_expanded_names_each_expert_of_a_run() -> None:
