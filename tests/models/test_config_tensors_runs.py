@@ -166,3 +166,11 @@ def test_a_run_no_whole_expert_rule_places_is_placed_tensor_by_tensor() -> None:
     assert [(p.category, p.how, p.alike, p.expert) for p in place((gate,), num_layers=1)] == [
         ("routed_experts", "expert_col", 3, 4)
     ]
+
+
+def test_a_shards_total_is_the_checkpoints_published_total() -> None:
+    # mistralai/Mixtral-8x7B-v0.1 model.safetensors.index.json "total_size": 93405585408 (derived from the config in
+    # test_pinned_config_tensors.py): every tensor once whatever the split, its 8 experts a layer as runs
+    _, runs = _both(_config("mixtral-8x7b"))
+    for ep in (1, 8):
+        assert shard(runs, Split.of(tp=8, dp_attention=1, ep=ep), num_layers=32, ep=ep).total_bytes == 93_405_585_408
