@@ -71,25 +71,21 @@ def measure(rounds: int, against: Path | None) -> dict[tuple[str, str, str], lis
 def report(runs: dict[tuple[str, str, str], list[_child.Child]], rounds: int, against: Path | None) -> bool:
     print(f"{rounds} interleaved rounds; {_child.machine()}")
     print("CPU seconds a whole process (user + system), min / median / max:")
-    met = True
     for (who, where, label), cs in runs.items():
         s = _child.spread([c.cpu_s for c in cs])
         name = f"{label} ({against})" if who == "against" else label
         print(f"  {where:8} {name}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} s")
-        if who == "this" and label in POINTS and s["median"] >= 1.0:
-            met = False
     if against is not None:
         print(f"ratio {against} / this checkout, per round (CPU), min / median / max:")
         for where in ("terminal", "pipe"):
             for label in POINTS:
                 r = _child.pair_ratios(runs[("against", where, label)], runs[("this", where, label)])
                 print(f"  {where:8} {label}: {r['min']:.2f}x / {r['median']:.2f}x / {r['max']:.2f}x")
-    medians = [
-        statistics.median(c.cpu_s for c in cs) for (w, _, lb), cs in runs.items() if w == "this" and lb in POINTS
-    ]
-    print(
-        f"  {'met ' if met else 'MISS'} every closed-loop point under 1 CPU second (median; worst {max(medians):.2f} s)"
-    )
+    ours = [[c.cpu_s for c in cs] for (who, _, label), cs in runs.items() if who == "this" and label in POINTS]
+    worst, slowest = max(statistics.median(xs) for xs in ours), max(max(xs) for xs in ours)
+    met = worst < 1.0
+    print(f"  {'met ' if met else 'MISS'} every closed-loop point under 1 CPU second at its median (worst median"
+          f" {worst:.2f} s; the slowest single run {slowest:.2f} s)")  # fmt: skip
     return met
 
 
