@@ -140,7 +140,7 @@ def _routed(
             spans[-1] = (spans[-1][0], e + 1, key)
         else:
             spans.append((e, e + 1, key))
-    for first, end, key in spans or [(0, experts, (None, None, None))]:
+    for first, end, key in spans or ([(0, experts, (None, None, None))] if experts else []):
         for name, (n_out, n_in), scheme in zip(names, dims, key, strict=True):
             linear(f"{prefix}{first}.{name}", n_out, n_in, count=end - first, scheme=scheme)
 

@@ -174,3 +174,13 @@ def test_a_shards_total_is_the_checkpoints_published_total() -> None:
     _, runs = _both(_config("mixtral-8x7b"))
     for ep in (1, 8):
         assert shard(runs, Split.of(tp=8, dp_attention=1, ep=ep), num_layers=32, ep=ep).total_bytes == 93_405_585_408
+
+
+def test_a_layer_without_routed_experts_lists_no_run() -> None:
+    # DeepSeek-V3's config with n_routed_experts 0 (untrusted input): its MoE layers hold no expert tensor one at a
+    # time, so the runs hold none either (an empty run of count 0 is not a tensor)
+    config = {**_config("deepseek-v3"), "n_routed_experts": 0}
+    one, runs = _both(config)
+    assert not [t.name for t in one if ".experts." in t.name]
+    assert [t.name for t in runs if t.count != 1] == []
+    assert sorted(t.name for t in runs) == sorted(t.name for t in one)
