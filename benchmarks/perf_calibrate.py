@@ -17,6 +17,8 @@ row fitted on several is checked too, predicted by the row refitted without it (
 serving (``mode=agg``), pp 1, SGLang or vLLM, H200 / B200, models kvplan has a preset for. Measured throughput is
 not in the CSV: it is derived the way a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU,
 for both the rows and kvplan.
+A weight-only format (``WEIGHT_ONLY``) in a row whose rows hold a native format too gets its own GEMM and memory
+efficiencies beside the row's shared terms (coeffs.FormatEff).
 ``--prefill-us`` fits a fixed latency of each step with prefill tokens as well (tried, not kept: README, "Tried and not
 kept"); kvplan's step model has no such term.
 AIConfigurator's own predictions are not in the CSV: benchmarks/aic_predictions.py makes them in AIConfigurator's
@@ -66,6 +68,12 @@ STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at onc
 START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0,
          "request_us": 50_000.0, "indexer_us": 20.0}  # fmt: skip
 FIXED = {"link_eff": 0.7, "comm_us": 8.0}
+WEIGHT_ONLY = ("int4",)
+"""GEMM quant modes dequantized to bf16 in the GEMM (W4A16, vLLM's Marlin MoE): their kernels reach another share of
+HBM than native fp8 / fp4 ones, so a row whose rows hold both fits them apart (FORMAT_KEYS, kvplan.perf.coeffs
+FormatEff). Chosen by kernel class, not by the held-out error: splitting fp8 from fp4 on the Blackwell SGLang MLA row
+the same way was tried and priced its later rows worse (README, "Tried and not kept")."""
+FORMAT_KEYS = ("gemm_eff", "prefill_eff", "mem_eff")
 
 
 @dataclass
@@ -88,6 +96,11 @@ class Row:
     """The model has routed experts (every coefficient row is fitted on such models; dense ones get their own band)."""
     waves: tuple[dict[str, np.ndarray], object] | None = None
     """The same loop with the clients in waves (an engine that keeps them, kvplan.perf.sched.WAVES), else None."""
+
+    @property
+    def fmt(self) -> str:
+        """The GEMM quant mode the row's coefficients are asked for (the routed experts' where the model has them)."""
+        return self.deployment.split("/")[-1]
 
 
 def _arrays(
@@ -209,13 +222,14 @@ def _per_request(arrays: dict[str, np.ndarray], sched: object, r: Row, c: dict[s
     """Sorted (TTFT, TPOT, e2e) in seconds of the measured requests of one loop under coefficients c."""
     a = arrays
     t = np.full(len(a["ar:link"]), c["overhead_us"] * 1e-6)
+    gemm, prefill, mem = (c.get(f"{r.fmt}:{k}", c[k]) for k in FORMAT_KEYS)  # Coefficients.for_quant
     for name, eff in (
-        ("dense GEMMs", c["gemm_eff"]),
-        ("expert GEMMs", c["gemm_eff"]),
+        ("dense GEMMs", gemm),
+        ("expert GEMMs", gemm),
         ("attention", c["attention_eff"]),
     ):
-        pre = a[f"{name}:p"] / (c["prefill_eff"] if name != "attention" else eff)
-        t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / c["mem_eff"])
+        pre = a[f"{name}:p"] / (prefill if name != "attention" else eff)
+        t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / mem)
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6
     t += a["ar:net"] / c["link_eff"] + a["ar:lat"] + a["idx:calls"] * c["indexer_us"] * 1e-6
     t += a["pre:steps"] * c.get("prefill_us", 0.0) * 1e-6
@@ -254,12 +268,21 @@ def loss(rows: list[Row], c: dict[str, float]) -> float:
     return total / max(len(rows), 1)
 
 
-def fit(rows: list[Row]) -> dict[str, float]:
+def start_of(rows: list[Row]) -> dict[str, float]:
+    """The coefficients fitted on ``rows`` and where each starts."""
     start = {**START, "wave_share": 0.5} if any(r.waves for r in rows) else START  # only where the engine keeps waves
     if rows and rows[0].key[1] == "vllm":  # its API server streams every request in one loop (coeffs.client_us)
         start = {**start, "client_us": 200.0}
     if PREFILL_US:
         start = {**start, "prefill_us": 5000.0}
+    fmts = {r.fmt for r in rows}
+    if fmts - set(WEIGHT_ONLY):  # a native format to share the row with: each weight-only one its own efficiencies
+        start = {**start, **{f"{q}:{k}": START[k] for q in sorted(fmts & set(WEIGHT_ONLY)) for k in FORMAT_KEYS}}
+    return start
+
+
+def fit(rows: list[Row]) -> dict[str, float]:
+    start = start_of(rows)
     c = {**start, **FIXED}
     best = loss(rows, c)
     for _ in range(6):

@@ -164,6 +164,10 @@ class ParamGroup:
     layer_span: tuple[int, int] | None = None
     """The decoder layers [first, end) the group's modules sit on, where known (a MoE model's dense MLP on its
     first layers, its experts on the rest): a pipeline stage holds the share of them it owns."""
+    gemm: str = ""
+    """The GEMM format its quantized weights run at where the checkpoint says (``quant.Scheme.gemm``: 'int4' W4A16,
+    dequantized to bf16 in the GEMM; 'fp4' NVFP4 / MXFP4; 'fp8'); '' : kvplan.perf reads it from the bytes per
+    parameter (a packed 4-bit tensor counts two values a byte, so its bytes alone misread it)."""
 
     def bytes_per_gpu(self, split: Split) -> int:
         """Bytes on one GPU; layer groups also split over the pipeline stages (embeddings counted whole)."""

@@ -73,6 +73,7 @@ def groups(c: Fields, acc: _Groups) -> str:
                 params=layers * experts * (3 * h * inter + 2 * inter + h),
                 bytes_per_param_num=1,
                 split="experts",
+                gemm="fp4",  # MXFP4 blocks (its bytes_per_param is a placeholder: layout_bytes counts them)
                 experts=experts,
                 hidden=h,
                 intermediate=inter,

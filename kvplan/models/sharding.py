@@ -400,6 +400,20 @@ _FLOAT = ("F16", "BF16", "F32")
 """Safetensors dtypes of unquantized parameters (fp8, fp4 and the integer packings are quantized storage)."""
 
 
+def _gemm_of(group: list[Placed]) -> str:
+    """The GEMM format of a group's quantized weights where they agree (ParamGroup.gemm): 'int4' for an integer
+    packing (compressed-tensors ``weight_packed``, AWQ / GPTQ ``qweight``: 4-bit as the engines load them), 'fp4'
+    for packed U8 weights (NVFP4, MXFP4 blocks), 'fp8' for F8 weights; '' unquantized or mixed."""
+    kinds = set()
+    for p in group:
+        leaf = p.name.rpartition(".")[2]
+        if leaf in ("weight_packed", "qweight"):
+            kinds.add("int4")
+        elif leaf in ("weight", "blocks") or leaf.endswith("_blocks"):
+            kinds.add("fp4" if p.dtype == "U8" else "fp8" if p.dtype.startswith("F8") else "")
+    return kinds.pop() if len(kinds) == 1 else ""
+
+
 def _is_scale(name: str) -> bool:
     return name.rpartition(".")[2] in _SCALES
 
@@ -433,6 +447,7 @@ def param_groups_from_tensors(
                 placed=tuple(group),
                 num_kv_heads=num_kv_heads,
                 n_experts=n_experts,
+                gemm=_gemm_of(group),
             )
         )
     return tuple(out)

@@ -94,6 +94,8 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
         lin_num, lin_den = 2, 1
     else:  # fp32
         lin_num, lin_den = 4, 1
+    gemm = {"fp8": "fp8", "nvfp4": "fp4"}.get(checkpoint_dtype, "")  # the linear groups' (ParamGroup.gemm)
+    lin: dict[str, Any] = {"bytes_per_param_num": lin_num, "bytes_per_param_den": lin_den, "gemm": gemm}
     moe_layers = shape.num_layers - shape.first_k_dense_replace
     h = shape.hidden_size
     embed = shape.vocab_size * h * (1 if shape.tie_word_embeddings else 2)
@@ -105,31 +107,27 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
         ParamGroup(
             name="attention",
             params=shape.attention_params() * shape.num_layers,
-            bytes_per_param_num=lin_num,
-            bytes_per_param_den=lin_den,
+            **lin,
             split="attn",
             layer_span=(0, shape.num_layers),
         ),
         ParamGroup(
             name="dense_mlp",
             params=3 * h * shape.intermediate_size * shape.first_k_dense_replace,
-            bytes_per_param_num=lin_num,
-            bytes_per_param_den=lin_den,
+            **lin,
             layer_span=(0, shape.first_k_dense_replace),
         ),
         ParamGroup(
             name="routed_experts",
             params=shape.n_routed_experts * shape.expert_params() * moe_layers,
-            bytes_per_param_num=lin_num,
-            bytes_per_param_den=lin_den,
+            **lin,
             split="experts",
             layer_span=moe_span,
         ),
         ParamGroup(
             name="shared_experts",
             params=shape.n_shared_experts * shape.expert_params() * moe_layers,
-            bytes_per_param_num=lin_num,
-            bytes_per_param_den=lin_den,
+            **lin,
             layer_span=moe_span,
         ),
         ParamGroup(
@@ -143,8 +141,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
         ParamGroup(
             name="mtp",
             params=mtp_layer * shape.num_mtp_layers,
-            bytes_per_param_num=lin_num,
-            bytes_per_param_den=lin_den,
+            **lin,
             split="experts",
         ),
     ]
@@ -272,6 +269,8 @@ class _Groups:
         total: dict[str, Fraction] = {}
         natural: dict[str, tuple[int, int] | None] = {}
         """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
+        gemm: dict[str, str] = {}
+        """The GEMM format of the group's quantized schemes where they agree (ParamGroup.gemm), else ''."""
         for (group, scheme, rows, cols), n in self.counts.items():
             s = scheme or self.quant.plain
             params[group] = params.get(group, 0) + rows * cols * n
@@ -279,6 +278,8 @@ class _Groups:
             nat = None if scheme is not None and s.has_extras else s.natural
             if natural.setdefault(group, nat) != nat:
                 natural[group] = None
+            if s.weight_bits < 16 and gemm.setdefault(group, s.gemm) != s.gemm:
+                gemm[group] = ""
         out: list[ParamGroup] = []
         for name, (split, heads) in self.order.items():
             per = total[name] / params[name]
@@ -293,6 +294,7 @@ class _Groups:
                         split=split,
                         heads=heads,
                         layer_span=self.spans.get(name),
+                        gemm=gemm.get(name, ""),
                     )
                 )
             else:
@@ -304,6 +306,7 @@ class _Groups:
                         bytes_per_param_den=den,
                         split=split,
                         layer_span=self.spans.get(name),
+                        gemm=gemm.get(name, ""),
                     )
                 )
         for name, size in self.buffers.items():

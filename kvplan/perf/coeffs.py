@@ -9,9 +9,19 @@ fixed per-step overhead (scheduler, launch, sampler). A deployment with no row o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.versions import parse_version
+
+
+@dataclass(frozen=True, kw_only=True)
+class FormatEff:
+    """A weight format's own GEMM and memory efficiencies inside a coefficient row (``Coefficients.formats``)."""
+
+    quant: str
+    gemm_eff: float
+    prefill_eff: float
+    mem_eff: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +62,13 @@ class Coefficients:
     format's kernels price apart (benchmarks/perf_calibrate.py, left out: Kimi-K2.5 on B200 vLLM fitted on its int4
     rows alone priced its NVFP4 rows' TPOT 72 % slow, fitted on the NVFP4 alone the int4 rows' 30 % fast), so another
     format borrows the row. () : any."""
+    formats: tuple[FormatEff, ...] = ()
+    """A weight-only format's efficiencies (int4 W4A16: dequantized to bf16 in the GEMM's main loop, vLLM's Marlin
+    MoE), fitted beside the row's shared terms on that format's rows where the row's rows hold a native format too
+    (benchmarks/perf_calibrate.py ``WEIGHT_ONLY``): its kernels reach another share of HBM than fp8 / fp4 ones. The
+    row's own efficiencies are the native format's; ``for_quant`` swaps them in."""
+    format: str = ""
+    """The weight format whose ``formats`` entry ``for_quant`` swapped in ('' : the row's own efficiencies)."""
     fitted_on: str
     heldout_mape: tuple[float, float, float]
     """Held-out MAPE of TTFT, TPOT and throughput (fractions) on measurements the fit never saw, of the MoE models the
@@ -63,7 +80,15 @@ class Coefficients:
 
     @property
     def key(self) -> str:
-        return f"{self.gpu_class} / {self.engine} {self.versions[0]}-{self.versions[1]} / {self.family}"
+        at = f" ({self.format} GEMMs)" if self.format else ""
+        return f"{self.gpu_class} / {self.engine} {self.versions[0]}-{self.versions[1]} / {self.family}{at}"
+
+    def for_quant(self, quant: str) -> Coefficients:
+        """The row as it prices GEMMs in ``quant``: that format's efficiencies where the row fitted its own."""
+        f = next((f for f in self.formats if f.quant == quant), None)
+        if f is None:
+            return self
+        return replace(self, gemm_eff=f.gemm_eff, prefill_eff=f.prefill_eff, mem_eff=f.mem_eff, format=f.quant)
 
     def mape_for(self, moe: bool) -> tuple[tuple[float, float, float], str]:
         """(held-out MAPE of TTFT, TPOT, throughput, which models it was measured on) for a model with routed
@@ -113,12 +138,13 @@ TABLE: tuple[Coefficients, ...] = (
     ),
     Coefficients(
         gpu_class="blackwell", engine="vllm", versions=("0.15.1", "0.17.0"), family="mla",
-        gemm_eff=0.0444,
-        prefill_eff=0.0873, attention_eff=1.0, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=7870.0,
-        request_us=97500.0, client_us=2120.0,
+        gemm_eff=0.297,
+        prefill_eff=0.5, attention_eff=0.0978, mem_eff=1.0, link_eff=0.7, comm_us=8.0, overhead_us=5620.0,
+        request_us=116000.0, client_us=1790.0,
         quants=("fp4", "int4"),
-        fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 / 0.17.0",
-        heldout_mape=(0.248, 0.362, 0.296),
+        formats=(FormatEff(quant="int4", gemm_eff=1.0, prefill_eff=0.106, mem_eff=0.403),),
+        fitted_on="30 rows of source_file=2026-03-25.csv: Kimi-K2.5 B200 vLLM 0.15.1 (int4) / 0.17.0 (NVFP4)",
+        heldout_mape=(0.255, 0.285, 0.239),
         dense_mape=(1.139, 1.418, 0.41),
     ),
     Coefficients(
@@ -145,7 +171,8 @@ TABLE: tuple[Coefficients, ...] = (
 """benchmarks/perf_calibrate.py's fit (AIConfigurator 0.12.0 silicon_sample.csv, Apache-2.0), on the rows of
 ``source_file=2026-03-25.csv`` only, the closed loop priced in its steady state (kvplan.perf.sched) with
 ``request_us``, the DSA rows' ``indexer_us``, the SGLang rows' ``wave_share`` and the vLLM rows' ``client_us``
-fitted beside the efficiencies, each row's steps priced with the token budget and running cap of kvplan's own plan
+fitted beside the efficiencies (and a weight-only format's own GEMM and memory efficiencies, ``formats``, where a row's
+rows hold a native format too), each row's steps priced with the token budget and running cap of kvplan's own plan
 for the row's deployment. ``heldout_mape`` is the script's "per coefficient row" line: the row-weighted mean of its
 held-out lines that used the row, over its MoE groups: the later sources' measurements (2026-04-06.csv,
 db-dump/2026-04-27, the gap-analysis files; each measurement once, repeats of a training measurement dropped:
@@ -231,12 +258,12 @@ def coefficients_for(
     """The row fitted for this GPU class, engine, version and family, else the nearest one and what was borrowed
     ('' when the row is the deployment's own): same class, engine and family at another version, then same class
     and engine, then same class, then any row. A row fitted on other GEMM quant modes than ``quant`` is borrowed too
-    (``Coefficients.quants``)."""
+    (``Coefficients.quants``). The row comes with ``quant``'s own efficiencies where it has them (``for_quant``)."""
     c, what = _nearest(gpu_class, engine, version, family)
     if quant and c.quants and quant not in c.quants:
         said = what or f"{c.key} for {gpu_class} / {engine} {version} / {family}"
         what = f"{said}; fitted on {' / '.join(c.quants)} {FORMAT} {quant}"
-    return c, what
+    return c.for_quant(quant), what
 
 
 def _nearest(gpu_class: str, engine: str, version: str, family: str) -> tuple[Coefficients, str]:

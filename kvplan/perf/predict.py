@@ -193,10 +193,13 @@ def _budget(plan: PoolPlan, dp: int) -> tuple[int, str]:
 
 
 def _quant(arch: ModelArch, group: str) -> str:
-    """The GEMM dtype a parameter group's checkpoint bytes imply (2 bytes bf16, 1 fp8, under 1 a 4-bit format)."""
+    """The GEMM dtype of a parameter group: the format its checkpoint names (``ParamGroup.gemm``: int4 W4A16, fp4,
+    fp8), else what its bytes per parameter imply (2 bytes bf16, 1 fp8, under 1 a 4-bit format)."""
     g = next((g for g in arch.param_groups if g.name == group), None)
     if g is None or not g.params:
         return "bf16"
+    if g.gemm:
+        return g.gemm
     per = g.bytes_per_param_num / g.bytes_per_param_den
     return "bf16" if per >= 1.9 else "fp8" if per >= 0.9 else "fp4"
 
@@ -516,7 +519,8 @@ def perf(
     said = (
         load_line,
         *lengths,
-        f"GEMMs at {quant} (experts {moe}) from the checkpoint's bytes per parameter; KV cache "
+        f"GEMMs at {quant} (experts {moe}) as the checkpoint's quantization names them (else by its bytes per "
+        f"parameter){'; int4 is weight-only, its GEMMs at bf16 peak' if 'int4' in (quant, moe) else ''}; KV cache "
         f"{'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() + _SPECULATIVE_BAND + itl_line
         if spec
