@@ -253,7 +253,7 @@ def _scratch_copy() -> Path:
     for name in ("kvplan", "tests"):
         shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", scratch / "pyproject.toml")
-    for name in (".ci", "examples", "README.md", ".pre-commit-hooks.yaml"):  # files some tests read
+    for name in (".ci", "examples", "benchmarks", "scripts", "README.md", ".pre-commit-hooks.yaml"):  # tests read them
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, scratch / name, ignore=ignore)
         elif (ROOT / name).exists():

@@ -57,15 +57,13 @@ class Scheme:
 
     @property
     def gemm(self) -> str:
-        """The GEMM format the engines run it at: 'int4' for a 4-bit integer format (AWQ, GPTQ, compressed-tensors
-        int: dequantized to bf16 inside the GEMM, W4A16 Marlin / vLLM's ``fused_marlin_moe``), 'fp4' (NVFP4,
-        MXFP4) and 'fp8', which the tensor cores multiply; '' unquantized or not known (an 8-bit integer format:
-        W8A8 or W8A16, the config decides)."""
-        if self.weight_bits >= 16 or (self.name.startswith("int") and self.weight_bits > 4):
-            return ""
+        """The GEMM format the engines run it at: 'int4' for an integer format of 4 bits or fewer (AWQ, GPTQ,
+        compressed-tensors int: dequantized to bf16 inside the GEMM, W4A16 Marlin / vLLM's ``fused_marlin_moe``),
+        'fp4' (NVFP4, MXFP4) and 'fp8', which the tensor cores multiply; '' unquantized or not known (an 8-bit
+        integer format: W8A8 or W8A16, the config decides)."""
         if self.name.startswith("int"):
-            return "int4"
-        return "fp4" if self.weight_bits == 4 else "fp8" if self.weight_bits == 8 else ""
+            return "int4" if self.weight_bits <= 4 else ""
+        return {4: "fp4", 8: "fp8"}.get(self.weight_bits, "")
 
     @property
     def bytes_per_param(self) -> Fraction:

@@ -23,6 +23,8 @@ def test_a_scheme_names_the_gemm_it_runs_at() -> None:
     int4 = Scheme(name="int4 group 32 (bf16 scales)", weight_bits=4, values_per_scale=32, scale_bits=16)
     assert [s.gemm for s in (int4, NVFP4, MXFP4, FP8_BLOCK, BF16)] == ["int4", "fp4", "fp4", "fp8", ""]
     assert replace(int4, name="int8 GPTQ per channel (fp16 scales)", weight_bits=8).gemm == ""
+    # GPTQ's 3-bit integers (quant.resolve takes 2, 3, 4 or 8 bits) run the same weight-only kernels
+    assert replace(int4, name="int3 GPTQ group 128 (fp16 scales)", weight_bits=3).gemm == "int4"
 
 
 def test_the_checkpoints_format_not_its_bytes_names_the_gemm() -> None:
@@ -93,3 +95,18 @@ def test_a_row_without_a_formats_own_efficiencies_is_itself() -> None:
     row, said = coefficients_for("blackwell", "vllm", "0.17.0", "mla", "fp4")
     assert said == "" and row is TABLE[3] and row.format == "" and row.key == "blackwell / vllm 0.15.1-0.17.0 / mla"
     assert all(r.for_quant("int4") is r for r in TABLE if not r.formats)
+
+
+def test_a_group_that_names_no_format_is_read_from_its_bytes() -> None:
+    # no format named (gemm ''): 2 B a parameter bf16, 1 fp8, under 1 a 4-bit format, with room either side for
+    # scales and a few tensors in another dtype (predict._quant: bf16 from 1.9 B, fp8 from 0.9 B)
+    base = load_model("qwen3-235b-a22b")
+    g = next(g for g in base.param_groups if g.name == "routed_experts")
+
+    def at(num: int, den: int) -> str:
+        groups = tuple(replace(x, bytes_per_param_num=num, bytes_per_param_den=den) if x is g else x
+                       for x in base.param_groups)  # fmt: skip
+        return _quant(replace(base, param_groups=groups), "routed_experts")
+
+    assert [at(39, 20), at(19, 10), at(37, 20), at(19, 20), at(9, 10), at(17, 20), at(9, 16)] == [
+        "bf16", "bf16", "fp8", "fp8", "fp8", "fp4", "fp4"]  # fmt: skip

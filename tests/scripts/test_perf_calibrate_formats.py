@@ -4,6 +4,7 @@ row's rows hold a native format too, as kvplan.perf.coeffs.Coefficients.for_quan
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ pc = load("kvplan_perf_calibrate", "benchmarks/perf_calibrate.py")
 GB = 10**9
 
 
-def _row(fmt: str, gemm_read_s: float) -> object:
+def _row(fmt: str, gemm_read_s: float, engine: str = "vllm") -> object:
     """One measured request of osl 2 whose only step (its decode) reads GEMM weights for ``gemm_read_s`` at full
     HBM bandwidth, with nothing else priced."""
     cols = ("dense GEMMs", "expert GEMMs", "attention")
@@ -28,7 +29,7 @@ def _row(fmt: str, gemm_read_s: float) -> object:
         arrays[k] = np.zeros(1)
     sched = Schedule(runs=(Batch(decode_requests=1, decode_context=1, sampled=1),), arrived=(-1,), first=(-1,),
                      finished=(0,), cap=1, peak_running=1, warmup=0, measured=0)  # fmt: skip
-    return pc.Row(id="x", key=("blackwell", "vllm", "mla"), group="g", train=True, isl=1, osl=2, concurrency=1,
+    return pc.Row(id="x", key=("blackwell", engine, "mla"), group="g", train=True, isl=1, osl=2, concurrency=1,
                   gpus=1, ttft_ms=1.0, tpot_ms=1.0, arrays=arrays, sched=sched,
                   deployment=f"tp1 dp1 ep1 {fmt}/{fmt}")  # fmt: skip
 
@@ -49,3 +50,38 @@ def test_a_weight_only_format_is_fitted_apart_only_beside_a_native_one() -> None
     # int4 alone (Kimi-K2.5 on H200 vLLM) is the row's own format; fp4 and fp8 together share the row's
     assert not [k for k in pc.start_of([_row("int4", 0.01)]) if ":" in k]
     assert not [k for k in pc.start_of([_row("fp4", 0.01), _row("fp8", 0.01)]) if ":" in k]
+
+
+def test_only_vllm_rows_fit_a_latency_per_request_in_flight() -> None:
+    # coeffs.Coefficients.client_us: vLLM's API server streams every request in one event loop; SGLang's detokenizer
+    # is a process of its own, its rows fit none (and no row here keeps waves: no wave_share either)
+    assert pc.start_of([_row("fp4", 0.01)])["client_us"] == 200.0
+    assert "client_us" not in pc.start_of([_row("fp4", 0.01, engine="sglang")])
+
+
+def test_a_requests_times_from_every_term_of_its_steps() -> None:
+    # four steps, each with its own terms at the START / FIXED coefficients (gemm 0.6, prefill 0.6, attention 0.4,
+    # mem 0.7, link 0.7, comm 8 µs a call, overhead 40 µs a step, indexer 20 µs a call); one request sent after
+    # step 0, its first token at step 1, its last at step 3 (osl 3: two tokens after the first), 2 clients
+    r = _row("fp4", 0.0)
+    a = r.arrays
+    for k in a:
+        a[k] = np.zeros(4)
+    a["dense GEMMs:m"][0] = 0.35  # 0.35 / mem 0.7 = 0.5 s
+    a["expert GEMMs:c"][1], a["ar:link"][1], a["ar:calls"][1] = 0.3, 0.35, 1000  # 0.5 + 0.5 + 8 ms
+    a["attention:p"][2], a["idx:calls"][2], a["ar:net"][2], a["ar:lat"][2] = 0.2, 100, 0.35, 0.25  # 1.252 s
+    a["dense GEMMs:p"][3], a["pre:steps"][3] = 0.3, 1  # / prefill 0.6 = 0.5 s, + prefill_us 300 µs
+    r.sched = Schedule(runs=(Batch(decode_requests=1, decode_context=1, sampled=1),) * 4, arrived=(0,), first=(1,),
+                       finished=(3,), cap=1, peak_running=1, warmup=0, measured=0)  # fmt: skip
+    r.osl, r.concurrency, r.gpus = 3, 2, 2
+    c = {**pc.START, **pc.FIXED, "request_us": 1000.0, "client_us": 500.0, "prefill_us": 300.0}
+    t = [0.5, 1.008, 1.252, 0.5003]
+    t = [x + 40e-6 for x in t]
+    outside = (1000 + 500 * 2) * 1e-6  # request_us + client_us a client in flight
+    ttft, tpot, tput = pc.predict(r, c)
+    assert ttft == pytest.approx((t[1] + outside) * 1e3)  # sent at step 0's end, first token at step 1's
+    assert tpot == pytest.approx((t[2] + t[3]) / 2 * 1e3)  # steps 2 and 3 over osl - 1 = 2 tokens
+    assert tput == pytest.approx(2 * 3 / (t[1] + t[2] + t[3] + outside) / 2)  # clients × osl / e2e / GPUs
+    # one output token: no time per output token (max(osl - 1, 1) keeps the division defined)
+    r.osl, r.sched = 1, replace(r.sched, finished=(1,))
+    assert pc.predict(r, c)[1] == 0.0
