@@ -94,7 +94,7 @@ def param_groups(shape: MoeShape, *, checkpoint_dtype: str) -> tuple[ParamGroup,
         lin_num, lin_den = 2, 1
     else:  # fp32
         lin_num, lin_den = 4, 1
-    gemm = {"fp8": "fp8", "nvfp4": "fp4"}.get(checkpoint_dtype, "")  # the linear groups' (ParamGroup.gemm)
+    gemm = {"fp8": "fp8", "nvfp4": "fp4"}.get(checkpoint_dtype, "")  # ParamGroup.gemm
     lin: dict[str, Any] = {"bytes_per_param_num": lin_num, "bytes_per_param_den": lin_den, "gemm": gemm}
     moe_layers = shape.num_layers - shape.first_k_dense_replace
     h = shape.hidden_size
@@ -269,8 +269,7 @@ class _Groups:
         total: dict[str, Fraction] = {}
         natural: dict[str, tuple[int, int] | None] = {}
         """A group stored in one scheme keeps its natural fraction (fp8 blocks 16,388/16,384, as param_groups)."""
-        gemm: dict[str, str] = {}
-        """The GEMM format of the group's quantized schemes where they agree (ParamGroup.gemm), else ''."""
+        gemm: dict[str, str] = {}  # the GEMM format of a group's quantized schemes where they agree (ParamGroup.gemm)
         for (group, scheme, rows, cols), n in self.counts.items():
             s = scheme or self.quant.plain
             params[group] = params.get(group, 0) + rows * cols * n
@@ -284,31 +283,10 @@ class _Groups:
         for name, (split, heads) in self.order.items():
             per = total[name] / params[name]
             num, den = natural.get(name) or (per.numerator, per.denominator)
-            if heads:
-                out.append(
-                    HeadsGroup(
-                        name=name,
-                        params=params[name],
-                        bytes_per_param_num=num,
-                        bytes_per_param_den=den,
-                        split=split,
-                        heads=heads,
-                        layer_span=self.spans.get(name),
-                        gemm=gemm.get(name, ""),
-                    )
-                )
-            else:
-                out.append(
-                    ParamGroup(
-                        name=name,
-                        params=params[name],
-                        bytes_per_param_num=num,
-                        bytes_per_param_den=den,
-                        split=split,
-                        layer_span=self.spans.get(name),
-                        gemm=gemm.get(name, ""),
-                    )
-                )
+            kw: dict[str, Any] = {"name": name, "params": params[name], "bytes_per_param_num": num,
+                                  "bytes_per_param_den": den, "split": split, "layer_span": self.spans.get(name),
+                                  "gemm": gemm.get(name, "")}  # fmt: skip
+            out.append(HeadsGroup(**kw, heads=heads) if heads else ParamGroup(**kw))
         for name, size in self.buffers.items():
             out.append(
                 BufferGroup(name=name, params=0, bytes_per_param_num=0, buffer_bytes=math.ceil(size), split="none")
