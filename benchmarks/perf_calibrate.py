@@ -42,6 +42,7 @@ from kvplan.models.arch import ModelArch, Split
 from kvplan.models.deploy import Deployment
 from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
+from kvplan.perf.coeffs import BAND
 from kvplan.perf.peaks import Peaks, peaks_of
 from kvplan.perf.predict import _quant, rank_budget
 from kvplan.perf.sched import WAVES, closed_loop
@@ -358,6 +359,7 @@ def main() -> int:
                   f" {w[2]:.2f}")  # fmt: skip
     print("\nheld-out MAPE per coefficient row (row-weighted over its own MoE groups): TTFT, TPOT, tok/s")
     _per_row(per_key)
+    _inside_band(checks, per_key)
     print("held-out MAPE per coefficient row on dense models (every group it priced, own or borrowed; kvplan's")
     print("dense_mape, a row without any taking the largest of the others'): TTFT, TPOT, tok/s")
     _per_row(dense)
@@ -406,6 +408,24 @@ def _per_row(rows: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) ->
     for key, ws in sorted(rows.items()):
         n = sum(w for w, _ in ws)
         print(f"# {'/'.join(key)}: " + ", ".join(f"{sum(w * e[i] for w, e in ws) / n:.3f}" for i in range(3)))
+
+
+def _inside_band(checks: list[Check], per_key: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) -> None:
+    """How many held-out figures of each row's own MoE groups lie inside the band kvplan prints with them: × / ÷
+    (1 + coeffs.BAND × the row's held-out MAPE), the MAPE the row-weighted one _per_row prints (coeffs.heldout_mape)."""
+    print("measured inside kvplan's band (x / (1 + 1.5 x the row's held-out MAPE)), own MoE groups: TTFT, TPOT, tok/s")
+    for key, ws in sorted(per_key.items()):
+        n = sum(w for w, _ in ws)
+        m = [sum(w * e[i] for w, e in ws) / n for i in range(3)]
+        inside, total = [0, 0, 0], 0
+        for _, rs, c, _ in checks:
+            if rs[0].key != key or not rs[0].moe:
+                continue
+            for r in rs:
+                total += 1
+                for i, (p, x) in enumerate(zip(predict(r, c), (r.ttft_ms, r.tpot_ms, measured_tput(r)), strict=True)):
+                    inside[i] += p / (1 + BAND * m[i]) <= x <= p * (1 + BAND * m[i])
+        print(f"# {'/'.join(key)}: " + ", ".join(f"{k} of {total}" for k in inside))
 
 
 def _row_of(key: tuple[str, str, str], fitted: dict[tuple[str, str, str], dict[str, float]]) -> tuple[str, str, str]:

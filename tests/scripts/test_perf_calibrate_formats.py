@@ -85,3 +85,19 @@ def test_a_requests_times_from_every_term_of_its_steps() -> None:
     # one output token: no time per output token (max(osl - 1, 1) keeps the division defined)
     r.osl, r.sched = 1, replace(r.sched, finished=(1,))
     assert pc.predict(r, c)[1] == 0.0
+
+
+def test_the_band_check_counts_each_figure_inside_the_printed_band(capsys: pytest.CaptureFixture[str]) -> None:
+    # one request read in 1 s / mem 0.7 a step: TPOT 1,428.6 ms, TTFT 0 (sent and answered before step 0, nothing
+    # outside the steps), 1 client × 2 tokens / 1.4286 s = 1.4 tok/s; measured TTFT 1 ms, TPOT 1,400 ms, so 2 tokens /
+    # (1 + 1,400 ms) = 1.4276 tok/s. A row MAPE of 10 % prints a band × / ÷ 1.15: TPOT and tok/s inside, TTFT not;
+    # of 1 %, × / ÷ 1.015: TPOT 2.0 % and tok/s 2.0 % off, both outside
+    r = _row("fp4", 1.0)
+    r.ttft_ms, r.tpot_ms = 1.0, 1400.0
+    c = {**pc.START, **pc.FIXED, "overhead_us": 0.0, "request_us": 0.0}
+    checks = [("g", [r], c, "later")]
+    pc._inside_band(checks, {r.key: [(1, [0.1, 0.1, 0.1])]})
+    pc._inside_band(checks, {r.key: [(1, [0.01, 0.01, 0.01])]})
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "# blackwell/vllm/mla: 0 of 1, 1 of 1, 1 of 1"
+    assert out[3] == "# blackwell/vllm/mla: 0 of 1, 0 of 1, 0 of 1"
