@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kvplan.perf.coeffs import BAND, BAND_HELD
 from kvplan.render import Report, Section
 
 if TYPE_CHECKING:  # the command loads it
@@ -90,8 +91,9 @@ def perf_report(r: PerfResult) -> Report:
         (
             "held-out MAPE",
             f"TTFT {r.heldout[0]:.0%}, TPOT {r.heldout[1]:.0%}, tok/s {r.heldout[2]:.0%}",
-            f"on {r.heldout_of}; band: × / ÷ (1 + 1.5 × these); borrowed: 2 × these, at least the largest miss of"
-            " a row borrowed so",
+            f"on {r.heldout_of}; band: × / ÷ (1 + {BAND:g} × these), which held "
+            + " / ".join(f"{h:.0%}" for h in BAND_HELD)
+            + " of held-out figures; borrowed: 2 × these, at least the largest miss of a row borrowed so",
         ),
         ("peaks", r.gpu, r.peaks_source),
         _acceptance_row(r),
