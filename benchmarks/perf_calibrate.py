@@ -413,7 +413,8 @@ def _per_row(rows: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) ->
 def _inside_band(checks: list[Check], per_key: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) -> None:
     """How many held-out figures of each row's own MoE groups lie inside the band kvplan prints with them: × / ÷
     (1 + coeffs.BAND × the row's held-out MAPE), the MAPE the row-weighted one _per_row prints (coeffs.heldout_mape)."""
-    print("measured inside kvplan's band (x / (1 + 1.5 x the row's held-out MAPE)), own MoE groups: TTFT, TPOT, tok/s")
+    print(f"measured inside kvplan's band (x / (1 + {BAND:g} x the row's held-out MAPE)), own MoE groups: TTFT, TPOT,"
+          " tok/s (coeffs.BAND_HELD)")  # fmt: skip
     for key, ws in sorted(per_key.items()):
         n = sum(w for w, _ in ws)
         m = [sum(w * e[i] for w, e in ws) / n for i in range(3)]
