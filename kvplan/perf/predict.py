@@ -76,6 +76,8 @@ class PerfResult:
     budget_tokens: int
     budget_from: str
     quant: str
+    expert_quant: str
+    """The routed experts' GEMM format (what the coefficient row is chosen by); '' for a dense model."""
     us: dict[str, Band]
     """ttft, ttft_p90, tpot, tpot_p90, itl, e2e, e2e_p90: microseconds."""
     tokens_per_s_per_gpu: dict[str, Band]
@@ -535,7 +537,8 @@ def perf(
         isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
         running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
         budget_tokens=budget, budget_from=budget_from,
-        quant=quant, us=us, tokens_per_s_per_gpu=tput, coefficients=coeffs, borrowed=borrowed,
+        quant=quant, expert_quant=moe if shape.num_experts else "", us=us, tokens_per_s_per_gpu=tput,
+        coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
         trace=trace.source if trace else None, heldout=mape, heldout_of=mape_of, range_ratio=range_ratio,
     )  # fmt: skip

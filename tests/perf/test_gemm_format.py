@@ -110,3 +110,18 @@ def test_a_group_that_names_no_format_is_read_from_its_bytes() -> None:
 
     assert [at(39, 20), at(19, 10), at(37, 20), at(19, 20), at(9, 10), at(17, 20), at(9, 16)] == [
         "bf16", "bf16", "fp8", "fp8", "fp8", "fp4", "fp4"]  # fmt: skip
+
+
+def test_the_json_names_the_experts_format() -> None:
+    # the experts' format is what the coefficient row is chosen by (coefficients_for's quant): Kimi-K2.5 int4 (its
+    # attention bf16, gemm_quant), gpt-oss MXFP4 fp4; a dense model has no experts, null
+    from kvplan.render.perf_report import perf_data
+
+    got = []
+    for model, deploy, over in ((f"{HF}/kimi-k2.5/config.json", "glm-5.3-8xh200-vllm", ["engine_version=0.16.0"]),
+                                ("gpt-oss-120b", "glm-5.3-8xh200-vllm", ["engine_version=0.18.0", "tp=1"]),
+                                ("llama-3.1-8b", "glm-5.3-8xh200-vllm", ["tp=1"])):  # fmt: skip
+        plan = load_plan(model, deploy, over)
+        data = perf_data(perf(plan.arch, plan, isl=1024, osl=64, concurrency=1))
+        got.append((data["gemm_quant"], data["expert_gemm_quant"]))
+    assert got == [("bf16", "int4"), ("bf16", "fp4"), ("bf16", None)]
