@@ -404,10 +404,15 @@ def _show(rs: list[Row], preds: list[tuple[float, float, float]]) -> None:
         )
 
 
+def _weighted(ws: list[tuple[int, list[float]]]) -> list[float]:
+    """A row's held-out MAPE of TTFT, TPOT and tok/s: its groups' MAPEs weighted by their rows (coeffs.heldout_mape)."""
+    n = sum(w for w, _ in ws)
+    return [sum(w * e[i] for w, e in ws) / n for i in range(3)]
+
+
 def _per_row(rows: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) -> None:
     for key, ws in sorted(rows.items()):
-        n = sum(w for w, _ in ws)
-        print(f"# {'/'.join(key)}: " + ", ".join(f"{sum(w * e[i] for w, e in ws) / n:.3f}" for i in range(3)))
+        print(f"# {'/'.join(key)}: " + ", ".join(f"{m:.3f}" for m in _weighted(ws)))
 
 
 def _inside_band(checks: list[Check], per_key: dict[tuple[str, str, str], list[tuple[int, list[float]]]]) -> None:
@@ -416,8 +421,7 @@ def _inside_band(checks: list[Check], per_key: dict[tuple[str, str, str], list[t
     print(f"measured inside kvplan's band (x / (1 + {BAND:g} x the row's held-out MAPE)), own MoE groups: TTFT, TPOT,"
           " tok/s (coeffs.BAND_HELD)")  # fmt: skip
     for key, ws in sorted(per_key.items()):
-        n = sum(w for w, _ in ws)
-        m = [sum(w * e[i] for w, e in ws) / n for i in range(3)]
+        m = _weighted(ws)
         inside, total = [0, 0, 0], 0
         for _, rs, c, _ in checks:
             if rs[0].key != key or not rs[0].moe:
