@@ -101,3 +101,10 @@ def test_the_band_check_counts_each_figure_inside_the_printed_band(capsys: pytes
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "# blackwell/vllm/mla: 0 of 1, 1 of 1, 1 of 1"
     assert out[3] == "# blackwell/vllm/mla: 0 of 1, 0 of 1, 0 of 1"
+
+
+def test_a_rows_held_out_mape_weights_its_groups_by_their_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    # two groups of 16 and 56 rows (coeffs.heldout_mape): TTFT (16 × 0.182 + 56 × 0.519) / 72 = 0.4441, TPOT
+    # (16 × 0.094 + 56 × 0.334) / 72 = 0.2807, tok/s (16 × 0.090 + 56 × 0.209) / 72 = 0.1826
+    pc._per_row({("blackwell", "sglang", "mla"): [(16, [0.182, 0.094, 0.090]), (56, [0.519, 0.334, 0.209])]})
+    assert capsys.readouterr().out == "# blackwell/sglang/mla: 0.444, 0.281, 0.183\n"
