@@ -33,6 +33,8 @@ import statistics
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
 
 import numpy as np
 from _silicon_rows import GPU, PRESET, TRAIN_SOURCE, concurrency_of, kept, measurements  # benchmarks/
@@ -44,7 +46,7 @@ from kvplan.models.from_hf import load_model
 from kvplan.models.gpus import find_gpu
 from kvplan.perf.coeffs import BAND
 from kvplan.perf.peaks import Peaks, peaks_of
-from kvplan.perf.predict import _quant, rank_budget
+from kvplan.perf.predict import GemmFormats, rank_budget
 from kvplan.perf.sched import WAVES, closed_loop
 from kvplan.perf.shape import StepShape, step_shape, weight_bytes_per_gpu
 from kvplan.perf.step import parts
@@ -75,6 +77,23 @@ HBM than native fp8 / fp4 ones, so a row whose rows hold both fits them apart (F
 FormatEff). Chosen by kernel class, not by the held-out error: splitting fp8 from fp4 on the Blackwell SGLang MLA row
 the same way was tried and priced its later rows worse (README, "Tried and not kept")."""
 FORMAT_KEYS = ("gemm_eff", "prefill_eff", "mem_eff")
+GEMM_PARTS = ("dense GEMMs", "attention GEMMs", "expert GEMMs")
+"""kvplan.perf.step's GEMM parts, each a roofline at its format's peak and the row's GEMM efficiencies."""
+HF = str(Path(__file__).resolve().parent.parent / "tests" / "data" / "hf")
+CHECKPOINT = {
+    ("glm-5", "nvfp4"): f"{HF}/glm-5-nvfp4",
+    ("deepseek-v3", "nvfp4"): f"{HF}/deepseek-v3.1-nvfp4",
+    ("kimi-k2", "nvfp4"): f"{HF}/kimi-k2.5-nvfp4",
+    ("kimi-k2", "int4_wo"): f"{HF}/kimi-k2.5/config.json",
+    ("gpt-oss-120b", "nvfp4"): "gpt-oss-120b",
+}
+"""The checkpoint a row of (preset, moe_quant_mode) ran, whose quantization config names each GEMM's format as
+`kvplan perf` reads it (GemmFormats.of): NVIDIA's NVFP4 checkpoints keep attention bf16 (GLM-5-NVFP4 and
+Kimi-K2.5-NVFP4 every projection and the indexer; DeepSeek's q / kv projections, o_proj NVFP4: the CSV does not say
+which of nvidia/DeepSeek-R1-0528-FP4 (whole block bf16) or -FP4-v2 (o_proj quantized too) ran, so v2, whose
+exclusions are DeepSeek-V3.1-NVFP4's, on the same architecture); Kimi-K2.5's int4 checkpoint quantizes only its routed
+experts, gpt-oss-120b's MXFP4 only its experts. Every other row: its CSV quant modes, attention as the other dense
+GEMMs (fp8 checkpoints quantize them alike)."""
 
 
 @dataclass
@@ -104,13 +123,28 @@ class Row:
         return self.deployment.split("/")[-1]
 
 
+@cache
+def _checkpoint_formats(path: str) -> GemmFormats:
+    return GemmFormats.of(load_model(path), moe=True)
+
+
+def formats_of(x: dict[str, str], name: str) -> GemmFormats:
+    """The GEMM formats row x's checkpoint runs at (CHECKPOINT), else its CSV quant modes'."""
+    path = CHECKPOINT.get((name, x["moe_quant_mode"]))
+    if path:
+        return _checkpoint_formats(path)
+    prec = QUANT[x["precision"]]
+    quant = QUANT.get(x["gemm_quant_mode"], prec)
+    return GemmFormats(quant, quant, QUANT.get(x["moe_quant_mode"], prec))
+
+
 def _arrays(
-    shape: StepShape, split: Split, quant: str, moe: str, peaks: Peaks, sched: object, nodes: int
+    shape: StepShape, split: Split, f: GemmFormats, peaks: Peaks, sched: object, nodes: int
 ) -> dict[str, np.ndarray]:
     cols: dict[str, list[float]] = defaultdict(list)
     for b in sched.steps:  # type: ignore[attr-defined]
-        got = {p.name: p for p in parts(shape, b, split, quant, moe, nodes=nodes)}
-        for name in ("dense GEMMs", "expert GEMMs", "attention"):
+        got = {p.name: p for p in parts(shape, b, split, f.dense, f.experts, nodes=nodes, attention_quant=f.attention)}
+        for name in (*GEMM_PARTS, "attention"):
             p = got.get(name)
             pre = p.prefill_ppm / 10**6 if p else 0.0
             cols[f"{name}:c"].append(p.flops * (1 - pre) / peaks.flops_per_s(p.dtype) if p else 0.0)
@@ -147,15 +181,14 @@ def load(path: str) -> list[Row]:
         tp, dp = int(x["tp_size"]), int(x["attention_dp_size"] or 1)
         ep = int(x["moe_ep_size"] or 1)
         split = Split.of(tp=tp * dp, dp_attention=dp, ep=ep)
-        prec = QUANT[x["precision"]]
-        quant, moe = QUANT.get(x["gemm_quant_mode"], prec), QUANT.get(x["moe_quant_mode"], prec)
+        f = formats_of(x, name)
         conc = concurrency_of(x)
         isl, osl = int(x["isl"]), int(x["osl"])
         peaks = peaks_of(find_gpu(GPU[x["system"]]))
         assert peaks is not None
-        key = (name, tp, dp, ep, quant, moe, peaks.gpu_key, x["backend"], isl, osl, conc)
+        key = (name, tp, dp, ep, f, peaks.gpu_key, x["backend"], isl, osl, conc)
         if key not in priced:
-            cap, pool, budget = engine_plan(x, name, split, quant, moe)
+            cap, pool, budget = engine_plan(x, name, split, f)
             pool, budget = pool if POOL else 0, BUDGET if FIXED_BUDGET else budget
             pool = pool if isl + osl <= pool // dp else 0  # DP attention: a rank's scheduler, budget and pool each
             nodes = -(-tp * dp // 8)  # 8 GPUs a node (DGX / HGX H200 and B200)
@@ -165,7 +198,7 @@ def load(path: str) -> list[Row]:
                                     cap=max(min(cap * dp, conc), 1), budget=budget * dp,
                                     num_prompts=PROMPTS_PER_CLIENT * conc, warmup=conc, steady=STEADY, waves=waves,
                                     pool=pool)  # fmt: skip
-                loops.append((_arrays(shape, split, quant, moe, peaks, sched, nodes), sched))
+                loops.append((_arrays(shape, split, f, peaks, sched, nodes), sched))
             priced[key] = (loops[0], loops[1] if len(loops) > 1 else None)
         (arrays, sched), waves_loop = priced[key]
         ver = x["backend_version"] or "?"
@@ -173,7 +206,7 @@ def load(path: str) -> list[Row]:
                         group=f"{name} {x['system'][:4]} {x['backend']} {ver}", train=m.train,
                         isl=isl, osl=osl, concurrency=conc, gpus=tp * dp, ttft_ms=float(x["silicon_ttft_ms"]),
                         tpot_ms=float(x["silicon_tpot_ms"]), arrays=arrays, sched=sched,
-                        deployment=f"tp{tp} dp{dp} ep{ep} {quant}/{moe}", moe=shape.num_experts > 0,
+                        deployment=f"tp{tp} dp{dp} ep{ep} {_formats_text(f)}", moe=shape.num_experts > 0,
                         waves=waves_loop))  # fmt: skip
     return rows
 
@@ -184,7 +217,12 @@ release the other SGLang rows ran (and one whose source kvplan read); an unversi
 _PLANS: dict[tuple[object, ...], tuple[int, int, int]] = {}
 
 
-def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str) -> tuple[int, int, int]:
+def _formats_text(f: GemmFormats) -> str:
+    """'dense/experts', the attention projections' format in brackets where apart (Row.fmt reads the last)."""
+    return f"{f.dense}{f' (attention {f.apart})' if f.apart else ''}/{f.experts}"
+
+
+def engine_plan(x: dict[str, str], name: str, split: Split, f: GemmFormats) -> tuple[int, int, int]:
     """(running cap, KV pool tokens, token budget) the engine builds for the row's deployment, as `kvplan perf`
     prices a deployment (kvplan.perf.predict.perf): ``max_running_requests`` / ``max_num_seqs``, the pool of every
     DP-attention rank together, ``chunked_prefill_size`` / ``max_num_batched_tokens`` (SGLang's default is 16,384
@@ -194,7 +232,7 @@ def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str
     concurrency."""
     dp = int(x["attention_dp_size"] or 1)
     tp = int(x["tp_size"]) * dp
-    key = (name, x["backend"], x["backend_version"], x["system"], tp, dp, int(x["moe_ep_size"] or 1), quant, moe)
+    key = (name, x["backend"], x["backend_version"], x["system"], tp, dp, int(x["moe_ep_size"] or 1), f)
     if key not in _PLANS:
         arch = load_model(name)
         ver = x["backend_version"] if x["backend"] == "vllm" and x["backend_version"] else ENGINE_VERSION[x["backend"]]
@@ -202,7 +240,7 @@ def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str
                          engine_version=ver, gpu=find_gpu(GPU[x["system"]]), nodes=-(-tp // 8), tp=tp,
                          dp_attention=dp, ep=int(x["moe_ep_size"] or 1),
                          explicit=frozenset({"tp", "nodes", "dp_attention", "ep"}))  # fmt: skip
-        dep = replace(dep, weights_per_gpu=_row_weights(arch, dep, split, quant, moe))
+        dep = replace(dep, weights_per_gpu=_row_weights(arch, dep, split, f))
         plan = plan_pool(arch, dep)
         pool = plan.usable_tokens * max(plan.deployment.dp_attention, 1)
         cap = plan.max_running_requests if pool else 1 << 30  # no pool: the concurrency caps the running set
@@ -210,12 +248,13 @@ def engine_plan(x: dict[str, str], name: str, split: Split, quant: str, moe: str
     return _PLANS[key]
 
 
-def _row_weights(arch: ModelArch, dep: Deployment, split: Split, quant: str, moe: str) -> int:
-    """The weights on one GPU at the row's quant modes: the plan's at the checkpoint's, its GEMMs re-priced."""
+def _row_weights(arch: ModelArch, dep: Deployment, split: Split, f: GemmFormats) -> int:
+    """The weights on one GPU at the row's formats: the plan's at the preset's, its GEMMs re-priced."""
     planned = plan_pool(arch, dep).knob("weights_per_gpu").as_int()
     shape = step_shape(arch)
-    own = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
-    was, now = sum(weight_bytes_per_gpu(shape, split, *own)), sum(weight_bytes_per_gpu(shape, split, quant, moe))
+    own = GemmFormats.of(arch, moe=shape.num_experts > 0)
+    was = sum(weight_bytes_per_gpu(shape, split, own.dense, own.experts, own.attention))
+    now = sum(weight_bytes_per_gpu(shape, split, f.dense, f.experts, f.attention))
     return max(planned - was + now, 1)
 
 
@@ -224,11 +263,7 @@ def _per_request(arrays: dict[str, np.ndarray], sched: object, r: Row, c: dict[s
     a = arrays
     t = np.full(len(a["ar:link"]), c["overhead_us"] * 1e-6)
     gemm, prefill, mem = (c.get(f"{r.fmt}:{k}", c[k]) for k in FORMAT_KEYS)  # Coefficients.for_quant
-    for name, eff in (
-        ("dense GEMMs", gemm),
-        ("expert GEMMs", gemm),
-        ("attention", c["attention_eff"]),
-    ):
+    for name, eff in (*((p, gemm) for p in GEMM_PARTS), ("attention", c["attention_eff"])):
         pre = a[f"{name}:p"] / (prefill if name != "attention" else eff)
         t += np.maximum(a[f"{name}:c"] / eff + pre, a[f"{name}:m"] / mem)
     t += a["ar:link"] / c["link_eff"] + a["ar:calls"] * c["comm_us"] * 1e-6

@@ -168,6 +168,13 @@ class ParamGroup:
     """The GEMM format its quantized weights run at where the checkpoint says (``quant.Scheme.gemm``: 'int4' W4A16,
     dequantized to bf16 in the GEMM; 'fp4' NVFP4 / MXFP4; 'fp8'); '' : kvplan.perf reads it from the bytes per
     parameter (a packed 4-bit tensor counts two values a byte, so its bytes alone misread it)."""
+    values: int = 0
+    """The values its GEMMs multiply where ``params`` counts packed elements (a tensor's U8 bytes of NVFP4 / MXFP4
+    hold two 4-bit values, an I32 of an int4 packing eight); 0: ``params`` counts them (``gemm_params``)."""
+
+    def gemm_params(self) -> int:
+        """The parameters its GEMMs multiply (kvplan.perf): the packed tensors' values, else ``params``."""
+        return self.values or self.params
 
     def bytes_per_gpu(self, split: Split) -> int:
         """Bytes on one GPU; layer groups also split over the pipeline stages (embeddings counted whole)."""

@@ -414,6 +414,16 @@ def _gemm_of(group: list[Placed]) -> str:
     return kinds.pop() if len(kinds) == 1 else ""
 
 
+def _values(p: Placed) -> int:
+    """The values a tensor's elements hold: two a U8 byte of packed 4-bit weights (NVFP4 ``weight``, MXFP4
+    ``blocks``), eight an I32 of an integer packing (4-bit, as ``_gemm_of`` reads it), else one an element."""
+    leaf = p.name.rpartition(".")[2]
+    per = 8 if leaf in ("weight_packed", "qweight") and p.dtype == "I32" else 1
+    if p.dtype == "U8" and (leaf in ("weight", "blocks") or leaf.endswith("_blocks")):
+        per = 2
+    return math.prod(p.shape) * p.alike * per
+
+
 def _is_scale(name: str) -> bool:
     return name.rpartition(".")[2] in _SCALES
 
@@ -436,6 +446,7 @@ def param_groups_from_tensors(
             continue
         # parameters: every tensor but the quantization scales (their bytes still count)
         elems = sum(math.prod(p.shape) * p.alike for p in group if not _is_scale(p.name)) or 1
+        values = sum(_values(p) for p in group if not _is_scale(p.name))
         nbytes = sum(p.nbytes for p in group)
         out.append(
             TensorGroup(
@@ -448,6 +459,7 @@ def param_groups_from_tensors(
                 num_kv_heads=num_kv_heads,
                 n_experts=n_experts,
                 gemm=_gemm_of(group),
+                values=values if values != elems else 0,
             )
         )
     return tuple(out)

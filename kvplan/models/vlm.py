@@ -131,8 +131,26 @@ def _kimi_k25(r: Reader) -> LanguageSection:
     layers: int = v.get_int("vt_num_hidden_layers", required=True, maximum=limits.MAX_LAYERS)
     hidden: int = v.get_int("vt_hidden_size", required=True, maximum=limits.MAX_DIM)
     data = {**lang.data, "architectures": ["DeepseekV3ForCausalLM"]}  # the MLA reader's class
+    outer = r.data.get("quantization_config")
+    if "quantization_config" not in data and isinstance(outer, dict):
+        data["quantization_config"] = _text_quantization(outer)
     params = _moonvit_params(v, layers, hidden, lang.get_int("hidden_size", required=True, maximum=limits.MAX_DIM))
     return LanguageSection(Reader(lang.doc, lang.path, data), True, params, KIMI_K25, (layers, hidden), K25_TOWER)
+
+
+def _text_quantization(q: dict[str, object]) -> dict[str, object]:
+    """The wrapper's ``quantization_config`` as the text model reads it: the engines take the top-level one (vLLM
+    ``ModelConfig._parse_quant_hf_config``: ``hf_config.quantization_config``, the text config's only without it) and
+    build the text model under the prefix ``language_model.``, so its ignore patterns name modules with it
+    (nvidia/Kimi-K2.5-NVFP4: ``language_model.model.layers.0.self_attn*``); kvplan names the text model's modules
+    without it."""
+
+    def strip(v: object) -> object:
+        if isinstance(v, list):
+            return [x.removeprefix("language_model.") if isinstance(x, str) else x for x in v]
+        return v
+
+    return {k: strip(v) if k in ("ignore", "exclude_modules", "modules_to_not_convert") else v for k, v in q.items()}
 
 
 K25_TOWER = (

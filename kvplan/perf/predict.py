@@ -76,6 +76,7 @@ class PerfResult:
     budget_tokens: int
     budget_from: str
     quant: str
+    """The dense GEMMs' format (MLPs, shared experts; the attention projections' too unless ``attention_quant``)."""
     expert_quant: str
     """The routed experts' GEMM format (what the coefficient row is chosen by); '' for a dense model."""
     us: dict[str, Band]
@@ -96,6 +97,8 @@ class PerfResult:
     """vLLM preemptions / SGLang retractions over the whole run (kvplan.perf.engine)."""
     trace: str | None = None
     """--trace: the trace and how it was read (isl / osl are then its means); None for the other loads."""
+    attention_quant: str = ""
+    """The attention projections' format where the checkpoint keeps them at another than ``quant``, else ''."""
     heldout: tuple[float, float, float] = (0.0, 0.0, 0.0)
     """The held-out MAPE of TTFT, TPOT, throughput the bands were built from (Coefficients.mape_for)."""
     heldout_of: str = ""
@@ -139,9 +142,9 @@ class _Pricer:
     """Seconds of a step (kvplan.perf.step), a run's each step by ``each``; ``decode``: a PD decode instance's share
     of it (``decode_share``)."""
 
-    def __init__(self, shape: StepShape, split: Split, quants: tuple[str, str], kv_bytes: int, nodes: int,
+    def __init__(self, shape: StepShape, split: Split, formats: GemmFormats, kv_bytes: int, nodes: int,
                  peaks: Peaks, coeffs: Coefficients, *, decode: bool) -> None:  # fmt: skip
-        self.shape, self.split, self.quants, self.kv_bytes, self.nodes = shape, split, quants, kv_bytes, nodes
+        self.shape, self.split, self.formats, self.kv_bytes, self.nodes = shape, split, formats, kv_bytes, nodes
         self.peaks, self.coeffs, self.decode = peaks, coeffs, decode
         self.rest: dict[tuple[int, ...], float] = {}  # all but attention, by its rest_key
         self.roof, self.rates = attention_roofline(peaks, coeffs), attention_rates(peaks, coeffs)
@@ -168,7 +171,9 @@ class _Pricer:
         key = rest_key(run)
         seconds = self.rest.get(key)
         if seconds is None:  # what a schedule repeats is priced once
-            ps = parts(self.shape, rest_of(run), self.split, *self.quants, kv_bytes=self.kv_bytes, nodes=self.nodes)
+            f = self.formats
+            ps = parts(self.shape, rest_of(run), self.split, f.dense, f.experts, kv_bytes=self.kv_bytes,
+                       nodes=self.nodes, attention_quant=f.attention)  # fmt: skip
             seconds = self.rest[key] = step_seconds(tuple(p for p in ps if p.name != "attention"), self.peaks,
                                                     self.coeffs)  # fmt: skip
         return seconds
@@ -194,6 +199,38 @@ def _budget(plan: PoolPlan, dp: int) -> tuple[int, str]:
     return budget, f"{knob} {knob_tokens:,} ({origin})"
 
 
+@dataclass(frozen=True)
+class GemmFormats:
+    """The GEMM formats a checkpoint runs its weights at: attention projections (and the DSA indexer), the other
+    dense GEMMs (MLPs, shared experts), the routed experts ('bf16' without them)."""
+
+    attention: str
+    dense: str
+    experts: str
+
+    @classmethod
+    def of(cls, arch: ModelArch, moe: bool) -> GemmFormats:
+        """Each as its checkpoint names it (``_quant``); the other dense GEMMs by the shared experts' or the dense
+        MLPs' group, else the attention's (NVIDIA's NVFP4 checkpoints keep attention bf16, their MLPs NVFP4)."""
+        attention = _quant(arch, "attention")
+        mlp = next((g.name for g in arch.param_groups if g.name in ("shared_experts", "dense_mlp") and g.params), "")
+        return cls(
+            attention, _quant(arch, mlp) if mlp else attention, _quant(arch, "routed_experts") if moe else "bf16"
+        )
+
+    def line(self) -> str:
+        """How the report says they were priced."""
+        apart = f" (attention projections {self.apart})" if self.apart else ""
+        int4 = "; int4 is weight-only, its GEMMs at bf16 peak" if "int4" in (self.dense, self.experts) else ""
+        return (f"GEMMs at {self.dense}{apart} (experts {self.experts}) as the checkpoint's quantization names them"
+                f" (else by its bytes per parameter){int4}")  # fmt: skip
+
+    @property
+    def apart(self) -> str:
+        """The attention projections' format where it is not the other dense GEMMs', else ''."""
+        return self.attention if self.attention != self.dense else ""
+
+
 def _quant(arch: ModelArch, group: str) -> str:
     """The GEMM dtype of a parameter group: the format its checkpoint names (``ParamGroup.gemm``: int4 W4A16, fp4,
     fp8), else what its bytes per parameter imply (2 bytes bf16, 1 fp8, under 1 a 4-bit format)."""
@@ -202,7 +239,7 @@ def _quant(arch: ModelArch, group: str) -> str:
         return "bf16"
     if g.gemm:
         return g.gemm
-    per = g.bytes_per_param_num / g.bytes_per_param_den
+    per = g.bytes_per_param_num * g.params / (g.bytes_per_param_den * g.gemm_params())  # a value's, not an element's
     return "bf16" if per >= 1.9 else "fp8" if per >= 0.9 else "fp4"
 
 
@@ -496,7 +533,8 @@ def perf(
     split = Split.of(tp=dep.tp, dp_attention=dp, ep=dep.ep)
     cap, cap_from = running_cap(plan, isl, osl)
     budget, budget_from = _budget(plan, dp)
-    quant, moe = _quant(arch, "attention"), _quant(arch, "routed_experts") if shape.num_experts else "bf16"
+    formats = GemmFormats.of(arch, shape.num_experts > 0)
+    quant, moe = formats.dense, formats.experts
     family = family_of(tuple(g.kind for g in shape.attention))
     coeffs, borrowed = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, family,
                                         moe if shape.num_experts else quant)  # fmt: skip
@@ -505,7 +543,7 @@ def perf(
     kv_bytes = 1 if plan.is_fp8 else 2
 
     tp_nodes = -(-dep.tp // max(dep.gpus_per_node, 1))  # the nodes one tp group spans
-    price = _Pricer(shape, split, (quant, moe), kv_bytes, tp_nodes, peaks, coeffs, decode=phase == "decode")
+    price = _Pricer(shape, split, formats, kv_bytes, tp_nodes, peaks, coeffs, decode=phase == "decode")
     gpus = dep.tp
     pool = plan.usable_tokens * dp
     _fits_a_rank(plan.usable_tokens, dp, trace.arrivals if trace else ((isl, osl, "--isl + --osl"),))
@@ -521,9 +559,7 @@ def perf(
     said = (
         load_line,
         *lengths,
-        f"GEMMs at {quant} (experts {moe}) as the checkpoint's quantization names them (else by its bytes per "
-        f"parameter){'; int4 is weight-only, its GEMMs at bf16 peak' if 'int4' in (quant, moe) else ''}; KV cache "
-        f"{'fp8' if kv_bytes == 1 else 'bf16'}",
+        f"{formats.line()}; KV cache {'fp8' if kv_bytes == 1 else 'bf16'}",
         spec.line() + _SPECULATIVE_BAND + itl_line
         if spec
         else "no speculative decoding (speculative_num_draft_tokens 0)",
@@ -537,7 +573,8 @@ def perf(
         isl=isl, osl=osl, concurrency=concurrency or 0, num_prompts=ran.requests, running_cap=cap,
         running_cap_from=cap_from, peak_running=ran.peak, pool_tokens=pool, preemptions=ran.preemptions,
         budget_tokens=budget, budget_from=budget_from,
-        quant=quant, expert_quant=moe if shape.num_experts else "", us=us, tokens_per_s_per_gpu=tput,
+        quant=quant, expert_quant=moe if shape.num_experts else "", attention_quant=formats.apart, us=us,
+        tokens_per_s_per_gpu=tput,
         coefficients=coeffs, borrowed=borrowed,
         peaks_source=peaks.source, assumptions=said, acceptance=spec, rate_per_s=rate_per_s,
         trace=trace.source if trace else None, heldout=mape, heldout_of=mape_of, range_ratio=range_ratio,

@@ -45,6 +45,9 @@ class StepShape:
     layers: int
     dense_params: int
     """Parameters every token multiplies (attention projections, dense MLP, shared experts, router, indexer)."""
+    attention_params: int = 0
+    """The attention projections' and the DSA indexer's among ``dense_params``: a checkpoint may keep them at another
+    format than its MLPs (NVIDIA's NVFP4 checkpoints keep them bf16: their ``exclude_modules`` / ``ignore``)."""
     routed_params: int
     num_experts: int
     experts_per_token: int
@@ -64,7 +67,7 @@ def _num_experts(arch: ModelArch) -> int:
     """Routed experts per MoE layer: the router holds moe_layers × E × hidden weights (+ a bias of E per layer, lost
     to the floor division), MoE layers = layers − dense layers (dense_mlp / (3 · hidden · intermediate))."""
     a = arch.activation
-    groups = {g.name: g.params for g in arch.param_groups}
+    groups = {g.name: g.gemm_params() for g in arch.param_groups}
     if a is None or not a.is_moe or not groups.get("router"):
         return 0
     dense_layers = (
@@ -120,7 +123,7 @@ def step_shape(arch: ModelArch) -> StepShape:
     a = arch.activation
     if a is None:
         raise ValueError(f"{arch.name}: no hidden_size / vocab_size read, so no GEMM shapes for perf")
-    groups = {g.name: g.params for g in arch.param_groups}
+    groups = {g.name: g.gemm_params() for g in arch.param_groups}  # values, not packed elements
     dense = sum(p for n, p in groups.items() if n not in _NOT_GEMM)
     return StepShape(
         name=arch.name,
@@ -128,6 +131,7 @@ def step_shape(arch: ModelArch) -> StepShape:
         vocab=a.vocab_size,
         layers=arch.num_layers,
         dense_params=dense,
+        attention_params=groups.get("attention", 0) + groups.get("indexer", 0),
         routed_params=groups.get("routed_experts", 0),
         num_experts=_num_experts(arch),
         experts_per_token=a.experts_per_token,
@@ -136,10 +140,30 @@ def step_shape(arch: ModelArch) -> StepShape:
 
 
 @lru_cache(maxsize=256)  # asked once a step; the same for every step of a deployment
-def weight_bytes_per_gpu(shape: StepShape, split: Split, quant: str, moe_quant: str) -> tuple[int, int]:
-    """(dense + LM head, routed experts) weight bytes on one GPU at their quant modes (the LM head stays bf16)."""
+def weight_bytes_per_gpu(
+    shape: StepShape, split: Split, quant: str, moe_quant: str, attention_quant: str = ""
+) -> tuple[int, int]:
+    """(dense + LM head, routed experts) weight bytes on one GPU at their quant modes (the LM head stays bf16); the
+    attention projections at ``attention_quant`` where it is given and differs from ``quant``."""
     num, den = QUANT_BYTES[quant]
-    dense = -(-shape.dense_params * num // (den * split.tp)) + -(-shape.lm_head_params * 2 // split.tp)
+    apart = attention_apart(shape, quant, attention_quant)
+    dense = -(-(shape.dense_params - apart) * num // (den * split.tp)) + -(-shape.lm_head_params * 2 // split.tp)
+    dense += attention_weight_bytes(shape, split, quant, attention_quant)
     num, den = QUANT_BYTES[moe_quant]
     routed = -(-shape.routed_params * num // (den * split.experts))
     return dense, routed
+
+
+def attention_apart(shape: StepShape, quant: str, attention_quant: str) -> int:
+    """The attention projections' parameters priced apart from the other dense GEMMs: all of them where their format
+    is given and differs from ``quant``, else none."""
+    return shape.attention_params if attention_quant not in ("", quant) else 0
+
+
+def attention_weight_bytes(shape: StepShape, split: Split, quant: str, attention_quant: str) -> int:
+    """The bytes on one GPU of the attention projections priced apart (``attention_apart``; 0 where none are)."""
+    apart = attention_apart(shape, quant, attention_quant)
+    if not apart:
+        return 0
+    num, den = QUANT_BYTES[attention_quant]
+    return -(-apart * num // (den * split.tp))

@@ -23,7 +23,13 @@ from typing import NamedTuple
 from kvplan.models.arch import Split
 from kvplan.perf.coeffs import Coefficients
 from kvplan.perf.peaks import Peaks
-from kvplan.perf.shape import AttentionGroup, StepShape, weight_bytes_per_gpu
+from kvplan.perf.shape import (
+    AttentionGroup,
+    StepShape,
+    attention_apart,
+    attention_weight_bytes,
+    weight_bytes_per_gpu,
+)
 
 KV_BYTES = 2
 """bf16 KV cache; an fp8 cache halves the reads (``kv_bytes``)."""
@@ -133,16 +139,25 @@ def parts(
     *,
     kv_bytes: int = KV_BYTES,
     nodes: int = 1,
+    attention_quant: str = "",
 ) -> tuple[Part, ...]:
     """FLOPs and bytes of each part on one GPU (tp GPUs share the work; DP attention splits the batch instead of the
     heads, the same share a GPU; latent MLA KV is read whole by each attention-tp rank). ``nodes``: the nodes the tp
-    group spans (more than one: its all-reduce crosses the network)."""
+    group spans (more than one: its all-reduce crosses the network). ``attention_quant``: the attention projections'
+    format where the checkpoint keeps them at another than the other dense GEMMs' (``quant``): then they are a part
+    of their own, "attention GEMMs", each part a roofline at its own format's peak."""
     tp = split.tp
-    dense_w, routed_w = weight_bytes_per_gpu(shape, split, quant, moe_quant)
+    dense_w, routed_w = weight_bytes_per_gpu(shape, split, quant, moe_quant, attention_quant)
+    apart, apart_w = (
+        attention_apart(shape, quant, attention_quant),
+        attention_weight_bytes(shape, split, quant, attention_quant),
+    )
     share = b.prefill_tokens * 10**6 // b.tokens if b.tokens else 0
-    gemm = Part(name="dense GEMMs", flops=2 * (b.tokens * shape.dense_params + b.sampled * shape.lm_head_params) // tp,
-                bytes=dense_w, dtype=quant, prefill_ppm=share)  # fmt: skip
-    out = [gemm]
+    flops = 2 * (b.tokens * (shape.dense_params - apart) + b.sampled * shape.lm_head_params) // tp
+    out = [Part(name="dense GEMMs", flops=flops, bytes=dense_w - apart_w, dtype=quant, prefill_ppm=share)]
+    if apart:
+        out.append(Part(name="attention GEMMs", flops=2 * b.tokens * apart // tp, bytes=apart_w, dtype=attention_quant,
+                        prefill_ppm=share))  # fmt: skip
     if shape.num_experts:
         k, e = shape.experts_per_token, shape.num_experts
         touched_ppm = 10**6 - int(10**6 * (1 - k / e) ** b.tokens)  # expected share of experts any token routes to

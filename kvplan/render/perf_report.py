@@ -31,7 +31,7 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
         "running_cap": r.running_cap, "running_cap_from": r.running_cap_from, "peak_running": r.peak_running,
         "pool_tokens": r.pool_tokens, "preemptions": r.preemptions,
         "budget_tokens": r.budget_tokens, "budget_from": r.budget_from, "gemm_quant": r.quant,
-        "expert_gemm_quant": r.expert_quant or None,
+        "expert_gemm_quant": r.expert_quant or None, "attention_gemm_quant": r.attention_quant or None,
         "coefficients": {"row": c.key, "fitted_on": c.fitted_on, "heldout_mape_ttft": r.heldout[0],
                          "heldout_mape_tpot": r.heldout[1], "heldout_mape_throughput": r.heldout[2],
                          "heldout_mape_of": r.heldout_of,

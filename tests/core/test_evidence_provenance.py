@@ -58,6 +58,10 @@ def test_the_readme_lists_every_verbatim_config() -> None:
         "deepseek-v3.2-nvfp4",
         # Kimi-K2.5, from the same snapshot (kvplan.models.vlm)
         "kimi-k2.5",
+        # NVIDIA's NVFP4 checkpoints the perf calibration prices (benchmarks/perf_calibrate.py CHECKPOINT)
+        "glm-5-nvfp4",
+        "deepseek-v3.1-nvfp4",
+        "kimi-k2.5-nvfp4",
     }
 
 

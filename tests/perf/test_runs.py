@@ -12,7 +12,7 @@ from kvplan.cli._common import load_plan
 from kvplan.models.arch import Split
 from kvplan.perf.coeffs import coefficients_for
 from kvplan.perf.peaks import peaks_of
-from kvplan.perf.predict import _Pricer
+from kvplan.perf.predict import GemmFormats, _Pricer
 from kvplan.perf.sched import closed_loop, timings
 from kvplan.perf.shape import StepShape, step_shape
 from kvplan.perf.step import Batch, attention_each, attention_part
@@ -35,7 +35,8 @@ def test_a_run_is_priced_as_its_steps_one_by_one(model: str, context: int) -> No
     assert peaks is not None
     coeffs, _ = coefficients_for(peaks.gpu_class, plan.engine, plan.engine_version, "mla", "fp8")
     for phase in (False, True):  # a PD decode instance prices the run's decodes alone (decode_share)
-        price = _Pricer(step_shape(plan.arch), Split.of(tp=dep.tp, dp_attention=1, ep=dep.ep), ("bf16", "bf16"), 2, 1,
+        price = _Pricer(step_shape(plan.arch), Split.of(tp=dep.tp, dp_attention=1, ep=dep.ep),
+                        GemmFormats("bf16", "bf16", "bf16"), 2, 1,
                         peaks, coeffs, decode=phase)  # fmt: skip
         run = Batch(decode_requests=3, decode_context=context, sampled=3, repeat=40)
         assert price.each(run) == [price(b) for b in run.each()]

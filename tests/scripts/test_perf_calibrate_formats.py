@@ -22,7 +22,7 @@ GB = 10**9
 def _row(fmt: str, gemm_read_s: float, engine: str = "vllm") -> object:
     """One measured request of osl 2 whose only step (its decode) reads GEMM weights for ``gemm_read_s`` at full
     HBM bandwidth, with nothing else priced."""
-    cols = ("dense GEMMs", "expert GEMMs", "attention")
+    cols = (*pc.GEMM_PARTS, "attention")
     arrays = {f"{n}:{k}": np.zeros(1) for n in cols for k in "cpm"}
     arrays["expert GEMMs:m"] = np.asarray([gemm_read_s])
     for k in ("ar:link", "ar:calls", "pre:steps", "idx:calls", "ar:net", "ar:lat"):
@@ -70,12 +70,13 @@ def test_a_requests_times_from_every_term_of_its_steps() -> None:
     a["dense GEMMs:m"][0] = 0.35  # 0.35 / mem 0.7 = 0.5 s
     a["expert GEMMs:c"][1], a["ar:link"][1], a["ar:calls"][1] = 0.3, 0.35, 1000  # 0.5 + 0.5 + 8 ms
     a["attention:p"][2], a["idx:calls"][2], a["ar:net"][2], a["ar:lat"][2] = 0.2, 100, 0.35, 0.25  # 1.252 s
+    a["attention GEMMs:m"][2] = 0.7  # the attention projections priced apart (bf16 beside NVFP4): / mem 0.7 = 1 s
     a["dense GEMMs:p"][3], a["pre:steps"][3] = 0.3, 1  # / prefill 0.6 = 0.5 s, + prefill_us 300 µs
     r.sched = Schedule(runs=(Batch(decode_requests=1, decode_context=1, sampled=1),) * 4, arrived=(0,), first=(1,),
                        finished=(3,), cap=1, peak_running=1, warmup=0, measured=0)  # fmt: skip
     r.osl, r.concurrency, r.gpus = 3, 2, 2
     c = {**pc.START, **pc.FIXED, "request_us": 1000.0, "client_us": 500.0, "prefill_us": 300.0}
-    t = [0.5, 1.008, 1.252, 0.5003]
+    t = [0.5, 1.008, 2.252, 0.5003]
     t = [x + 40e-6 for x in t]
     outside = (1000 + 500 * 2) * 1e-6  # request_us + client_us a client in flight
     ttft, tpot, tput = pc.predict(r, c)

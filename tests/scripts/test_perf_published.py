@@ -74,7 +74,7 @@ def test_every_point_priced_and_the_borrowed_floors_are_its_largest_misses() -> 
                        for x in priced if x.kind == kind)  # fmt: skip
             got.append(math.ceil(miss * 100) / 100)
         if kind == "weight format":  # its TTFT the larger miss of a calibration group (coeffs.WORST_BORROWED)
-            assert got[0] == 7.89 and WORST_BORROWED[kind][0] == 15.06
+            assert got[0] == 7.76 and WORST_BORROWED[kind][0] == 15.06
             got[0] = 15.06
         assert tuple(got) == (WORST_SPECULATIVE if kind == "speculative" else WORST_BORROWED[kind]), kind
     # an engine or GPU class no row was fitted for, never measured borrowed, takes the largest of every kind
