@@ -14,7 +14,7 @@ from kvplan.models.safetensors import Tensor
 from kvplan.models.sharding import param_groups_from_tensors
 from kvplan.models.vlm import _text_quantization
 from kvplan.perf.predict import GemmFormats, perf
-from kvplan.perf.shape import step_shape
+from kvplan.perf.shape import step_shape, weight_bytes_per_gpu
 from kvplan.perf.step import Batch, parts
 from kvplan.render.perf_report import perf_data
 from tests.core.test_evidence_provenance import git_blob_id
@@ -33,6 +33,9 @@ def test_a_packed_tensor_counts_the_values_it_holds() -> None:
     assert (nv.params, nv.values, nv.gemm_params()) == (64 * 32, 64 * 64, 64 * 64)
     i4 = param_groups_from_tensors((Tensor(name=w + "weight_packed", dtype="I32", shape=(64, 8)),), num_layers=1)[0]
     assert (i4.params, i4.gemm_params()) == (64 * 8, 64 * 64)
+    # an I32 tensor by another name is no packing: a value an element
+    i32 = param_groups_from_tensors((Tensor(name=w + "weight", dtype="I32", shape=(64, 8)),), num_layers=1)[0]
+    assert (i32.values, i32.gemm_params()) == (0, 64 * 8)
     f8 = param_groups_from_tensors((Tensor(name=w + "weight", dtype="F8_E4M3", shape=(64, 64)),), num_layers=1)[0]
     assert (f8.values, f8.gemm_params()) == (0, 64 * 64)  # an element a value: params counts them
 
@@ -93,6 +96,13 @@ def test_attention_projections_apart_are_their_own_part() -> None:
     assert dense.flops == 2 * (1000 * rest + 951_582_720) // 8 and dense.dtype == "fp4"
     # 3,628,616,448 at 9/16 B and the LM head at 2, each a ceiling over 8 GPUs
     assert dense.bytes == -(-rest * 9 // (16 * 8)) + 951_582_720 * 2 // 8
+    # the weights a GPU reads: all dense at 9/16 B but the LM head, each part a ceiling over 8 GPUs; 724,775,731,200
+    # routed-expert values over the 8 GPUs the experts split across (tp 8, no EP)
+    routed = -(-724_775_731_200 * 9 // (16 * 8))
+    assert weight_bytes_per_gpu(shape, split, "fp4", "fp4") == (
+        -(-17_231_157_504 * 9 // (16 * 8)) + 951_582_720 * 2 // 8, routed)  # fmt: skip
+    assert weight_bytes_per_gpu(shape, split, "fp4", "fp4", "fp4") == weight_bytes_per_gpu(shape, split, "fp4", "fp4")
+    assert weight_bytes_per_gpu(shape, split, "fp4", "fp4", "bf16") == (dense.bytes + att.bytes, routed)
     # the same format: one part, as without the argument
     same = parts(shape, b, split, "fp4", "fp4", attention_quant="fp4")
     assert same == parts(shape, b, split, "fp4", "fp4") and "attention GEMMs" not in {p.name for p in same}
