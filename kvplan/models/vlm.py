@@ -132,7 +132,7 @@ def _kimi_k25(r: Reader) -> LanguageSection:
     hidden: int = v.get_int("vt_hidden_size", required=True, maximum=limits.MAX_DIM)
     data = {**lang.data, "architectures": ["DeepseekV3ForCausalLM"]}  # the MLA reader's class
     outer = r.data.get("quantization_config")
-    if "quantization_config" not in data and isinstance(outer, dict):
+    if isinstance(outer, dict):  # the wrapper's first, the text config's only without it
         data["quantization_config"] = _text_quantization(outer)
     params = _moonvit_params(v, layers, hidden, lang.get_int("hidden_size", required=True, maximum=limits.MAX_DIM))
     return LanguageSection(Reader(lang.doc, lang.path, data), True, params, KIMI_K25, (layers, hidden), K25_TOWER)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from kvplan.cli._common import load_plan
 from kvplan.models.arch import Split
@@ -72,7 +73,7 @@ def test_nvidias_nvfp4_checkpoints_keep_attention_bf16() -> None:
     assert GemmFormats.of(load_model("glm-5"), True).apart == ""
 
 
-def test_the_wrappers_quantization_is_the_text_models() -> None:
+def test_the_wrappers_quantization_is_the_text_models(tmp_path: Path) -> None:
     # vLLM and SGLang read hf_config.quantization_config (the wrapper's) and build the text model under
     # "language_model.": kvplan names its modules without the prefix
     q = {"quant_method": "modelopt", "ignore": ["language_model.model.layers.0.self_attn*", "vision_tower*", 3]}
@@ -82,6 +83,15 @@ def test_the_wrappers_quantization_is_the_text_models() -> None:
     arch = load_model(f"{HF}/kimi-k2.5-nvfp4")
     experts = next(g for g in arch.param_groups if g.name == "routed_experts")
     assert (experts.bytes_per_param_num * 16) // experts.bytes_per_param_den == 9
+    # the wrapper's wins over the text config's; with neither the checkpoint is its dtype's (bf16)
+    doc = json.loads((ROOT / HF / "kimi-k2.5-nvfp4" / "config.json").read_text())
+    plain = {k: v for k, v in doc.items() if k != "quantization_config"}
+    both = {**doc, "text_config": {**doc["text_config"], "quantization_config": {"quant_method": "fp8"}}}
+    for config, want in ((plain, "bf16"), (both, "fp4")):
+        path = tmp_path / want / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(config))
+        assert GemmFormats.of(load_model(str(path)), True).experts == want
 
 
 def test_attention_projections_apart_are_their_own_part() -> None:

@@ -109,3 +109,20 @@ def test_a_rows_held_out_mape_weights_its_groups_by_their_rows(capsys: pytest.Ca
     # (16 × 0.094 + 56 × 0.334) / 72 = 0.2807, tok/s (16 × 0.090 + 56 × 0.209) / 72 = 0.1826
     pc._per_row({("blackwell", "sglang", "mla"): [(16, [0.182, 0.094, 0.090]), (56, [0.519, 0.334, 0.209])]})
     assert capsys.readouterr().out == "# blackwell/sglang/mla: 0.444, 0.281, 0.183\n"
+
+
+def test_the_fit_runs_to_its_minimum() -> None:
+    # two measurements of the same request (1 s of reads a step at full HBM bandwidth) disagreeing, 1,400 and 2,000 ms
+    # a token: no coefficients price both, so the loss has a minimum above 0. Fitted, no step of the fine factors
+    # on any one coefficient lowers it by CONVERGED or more (six rounds of the coarse factors alone, the fit before,
+    # stopped where a fine step still lowered it)
+    a, b = _row("fp4", 1.0), _row("fp4", 1.0)
+    a.tpot_ms, b.tpot_ms = 1400.0, 2000.0
+    rows = [a, b]
+    c = pc.fit(rows)
+    best = pc.loss(rows, c)
+    assert best > 0.1
+    for k in pc.start_of(rows):
+        for f in pc.STEPS[-1]:
+            trial = {**c, k: min(c[k] * f, 1.0) if k.endswith(("_eff", "_share")) else c[k] * f}
+            assert pc.loss(rows, trial) >= best * (1 - pc.CONVERGED), (k, f)
