@@ -112,16 +112,19 @@ def test_a_rows_held_out_mape_weights_its_groups_by_their_rows(capsys: pytest.Ca
 
 
 def test_the_fit_runs_to_its_minimum() -> None:
-    # two measurements of the same request (1 s of reads a step at full HBM bandwidth) disagreeing, 1,400 and 2,000 ms
-    # a token: no coefficients price both, so the loss has a minimum above 0. Fitted, no step of the fine factors
-    # on any one coefficient lowers it by CONVERGED or more (six rounds of the coarse factors alone, the fit before,
-    # stopped where a fine step still lowered it)
-    a, b = _row("fp4", 1.0), _row("fp4", 1.0)
-    a.tpot_ms, b.tpot_ms = 1400.0, 2000.0
-    rows = [a, b]
+    # three requests reading 1, 2 and 2 s of weights a step at full HBM bandwidth, measured at 2,000, 4,000 and
+    # 4,400 ms a token: a TPOT of overhead + reads / mem_eff prices the first two exactly at mem_eff 0.5 and no
+    # overhead, and not the third, so the loss has a minimum above 0, mem_eff about 0.5 (it starts at 0.7). Fitted,
+    # no step of the fine factors on any one coefficient lowers it by CONVERGED or more (six rounds of the coarse
+    # factors alone, the fit before, stopped where a fine step still lowered it), and a coefficient nothing here
+    # prices (the DSA indexer's) is left where it started
+    rows = [_row("fp4", 1.0), _row("fp4", 2.0), _row("fp4", 2.0)]
+    for r, tpot in zip(rows, (2000.0, 4000.0, 4400.0), strict=True):
+        r.tpot_ms = tpot
     c = pc.fit(rows)
     best = pc.loss(rows, c)
-    assert best > 0.1
+    assert best > 0.02
+    assert 0.45 < c["mem_eff"] < 0.55 and c["indexer_us"] == pc.START["indexer_us"]
     for k in pc.start_of(rows):
         for f in pc.STEPS[-1]:
             trial = {**c, k: min(c[k] * f, 1.0) if k.endswith(("_eff", "_share")) else c[k] * f}
