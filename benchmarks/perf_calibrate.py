@@ -18,7 +18,9 @@ serving (``mode=agg``), pp 1, SGLang or vLLM, H200 / B200, models kvplan has a p
 not in the CSV: it is derived the way a closed loop runs, concurrency × osl / (ttft + (osl − 1) × tpot) per GPU,
 for both the rows and kvplan.
 A weight-only format (``WEIGHT_ONLY``) in a row whose rows hold a native format too gets its own GEMM and memory
-efficiencies beside the row's shared terms (coeffs.FormatEff).
+efficiencies beside the row's shared terms (coeffs.FormatEff). Each row's GEMMs are priced at the formats the
+checkpoint it ran stores them in (``CHECKPOINT``), as `kvplan perf` prices that checkpoint; the fit is a coordinate
+descent run to its loss's minimum (``STEPS``, ``CONVERGED``).
 ``--prefill-us`` fits a fixed latency of each step with prefill tokens as well (tried, not kept: README, "Tried and not
 kept"); kvplan's step model has no such term.
 AIConfigurator's own predictions are not in the CSV: benchmarks/aic_predictions.py makes them in AIConfigurator's
@@ -89,11 +91,11 @@ CHECKPOINT = {
 }
 """The checkpoint a row of (preset, moe_quant_mode) ran, whose quantization config names each GEMM's format as
 `kvplan perf` reads it (GemmFormats.of): NVIDIA's NVFP4 checkpoints keep attention bf16 (GLM-5-NVFP4 and
-Kimi-K2.5-NVFP4 every projection and the indexer; DeepSeek's q / kv projections, o_proj NVFP4: the CSV does not say
-which of nvidia/DeepSeek-R1-0528-FP4 (whole block bf16) or -FP4-v2 (o_proj quantized too) ran, so v2, whose
-exclusions are DeepSeek-V3.1-NVFP4's, on the same architecture); Kimi-K2.5's int4 checkpoint quantizes only its routed
-experts, gpt-oss-120b's MXFP4 only its experts. Every other row: its CSV quant modes, attention as the other dense
-GEMMs (fp8 checkpoints quantize them alike)."""
+Kimi-K2.5-NVFP4 every attention projection, GLM-5's indexer too; DeepSeek's q / kv projections, o_proj NVFP4: the
+CSV does not say which of nvidia/DeepSeek-R1-0528-FP4 (whole block bf16) or -FP4-v2 (o_proj quantized too) ran, so
+v2, whose exclusions are DeepSeek-V3.1-NVFP4's, on the same architecture); Kimi-K2.5's int4 checkpoint quantizes only
+its routed experts, gpt-oss-120b's MXFP4 only its experts. Every other row: its CSV quant modes, attention as the
+other dense GEMMs (fp8 checkpoints quantize them alike)."""
 
 
 @dataclass
