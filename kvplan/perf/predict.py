@@ -220,9 +220,9 @@ class GemmFormats:
 
     def line(self) -> str:
         """How the report says they were priced."""
-        apart = f" (attention projections {self.apart})" if self.apart else ""
+        apart = f"attention projections {self.apart}, " if self.apart else ""
         int4 = "; int4 is weight-only, its GEMMs at bf16 peak" if "int4" in (self.dense, self.experts) else ""
-        return (f"GEMMs at {self.dense}{apart} (experts {self.experts}) as the checkpoint's quantization names them"
+        return (f"GEMMs at {self.dense} ({apart}experts {self.experts}) as the checkpoint's quantization names them"
                 f" (else by its bytes per parameter){int4}")  # fmt: skip
 
     @property

@@ -123,9 +123,11 @@ def test_perf_says_which_format_the_attention_ran_at() -> None:
     r = perf(plan.arch, plan, isl=1024, osl=1024, concurrency=4)
     data = perf_data(r)
     assert (data["gemm_quant"], data["attention_gemm_quant"], data["expert_gemm_quant"]) == ("fp4", "bf16", "fp4")
-    assert any(line.startswith("GEMMs at fp4 (attention projections bf16) (experts fp4)") for line in r.assumptions)
+    assert any(line.startswith("GEMMs at fp4 (attention projections bf16, experts fp4)") for line in r.assumptions)
     preset = load_plan("glm-5", "glm-5.3-8xh200-sglang", [])
-    assert perf_data(perf(preset.arch, preset, isl=1024, osl=1024, concurrency=4))["attention_gemm_quant"] is None
+    fp8 = perf(preset.arch, preset, isl=1024, osl=1024, concurrency=4)
+    assert perf_data(fp8)["attention_gemm_quant"] is None
+    assert any(line.startswith("GEMMs at fp8 (experts fp8) as the checkpoint's") for line in fp8.assumptions)
 
 
 def test_the_calibration_prices_each_row_as_its_checkpoint() -> None:
