@@ -400,27 +400,30 @@ _FLOAT = ("F16", "BF16", "F32")
 """Safetensors dtypes of unquantized parameters (fp8, fp4 and the integer packings are quantized storage)."""
 
 
+def _weight_kind(p: Placed) -> str | None:
+    """A weight tensor's GEMM format: 'int4' for an integer packing (compressed-tensors ``weight_packed``, AWQ / GPTQ
+    ``qweight``: 4-bit as the engines load them), 'fp4' for packed U8 weights (NVFP4, MXFP4 blocks), 'fp8' for F8
+    weights, '' unquantized; None for a tensor that is no weight (a bias, a scale)."""
+    leaf = p.name.rpartition(".")[2]
+    if leaf in ("weight_packed", "qweight"):
+        return "int4"
+    if leaf in ("weight", "blocks") or leaf.endswith("_blocks"):
+        return "fp4" if p.dtype == "U8" else "fp8" if p.dtype.startswith("F8") else ""
+    return None
+
+
 def _gemm_of(group: list[Placed]) -> str:
-    """The GEMM format of a group's quantized weights where they agree (ParamGroup.gemm): 'int4' for an integer
-    packing (compressed-tensors ``weight_packed``, AWQ / GPTQ ``qweight``: 4-bit as the engines load them), 'fp4'
-    for packed U8 weights (NVFP4, MXFP4 blocks), 'fp8' for F8 weights; '' unquantized or mixed."""
-    kinds = set()
-    for p in group:
-        leaf = p.name.rpartition(".")[2]
-        if leaf in ("weight_packed", "qweight"):
-            kinds.add("int4")
-        elif leaf in ("weight", "blocks") or leaf.endswith("_blocks"):
-            kinds.add("fp4" if p.dtype == "U8" else "fp8" if p.dtype.startswith("F8") else "")
+    """The GEMM format of a group's quantized weights where they agree (ParamGroup.gemm; ``_weight_kind``), else ''
+    (unquantized or mixed)."""
+    kinds = {k for k in map(_weight_kind, group) if k is not None}
     return kinds.pop() if len(kinds) == 1 else ""
 
 
 def _values(p: Placed) -> int:
-    """The values a tensor's elements hold: two a U8 byte of packed 4-bit weights (NVFP4 ``weight``, MXFP4
-    ``blocks``), eight an I32 of an integer packing (4-bit, as ``_gemm_of`` reads it), else one an element."""
-    leaf = p.name.rpartition(".")[2]
-    per = 8 if leaf in ("weight_packed", "qweight") and p.dtype == "I32" else 1
-    if p.dtype == "U8" and (leaf in ("weight", "blocks") or leaf.endswith("_blocks")):
-        per = 2
+    """The values a tensor's elements hold: two a U8 byte of packed 4-bit weights, eight an I32 of an integer packing
+    (``_weight_kind``), else one an element."""
+    kind = _weight_kind(p)
+    per = 8 if kind == "int4" and p.dtype == "I32" else 2 if kind == "fp4" else 1
     return math.prod(p.shape) * p.alike * per
 
 
