@@ -70,7 +70,7 @@ SHOW = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--rows=")), "
 # the groups whose name holds TEXT, measured beside predicted
 PREFILL_US = "--prefill-us" in sys.argv  # --prefill-us: fit a fixed latency of each step with prefill tokens too
 STEADY = "--burst" not in sys.argv  # --burst: every client at once, seen at once (the model before the steady state)
-START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "overhead_us": 40.0,
+START = {"gemm_eff": 0.6, "prefill_eff": 0.6, "attention_eff": 0.4, "mem_eff": 0.7, "layer_us": 40.0,
          "request_us": 50_000.0, "indexer_us": 20.0}  # fmt: skip
 FIXED = {"link_eff": 0.7, "comm_us": 8.0}
 WEIGHT_ONLY = ("int4",)
@@ -156,6 +156,7 @@ def _arrays(
         cols["ar:link"].append(ar.bytes / peaks.link_bytes_per_s if ar else 0.0)
         cols["ar:calls"].append(ar.calls if ar else 0)
         cols["pre:steps"].append(1.0 if b.prefill_tokens else 0.0)
+        cols["layers:calls"].append(got["layers"].calls)
         idx = got.get("indexer")
         cols["idx:calls"].append(idx.calls if idx else 0)
         net = got.get("all-reduce net")  # a tp group over several nodes: NCCL over the NIC, its own latency
@@ -263,7 +264,7 @@ def _row_weights(arch: ModelArch, dep: Deployment, split: Split, f: GemmFormats)
 def _per_request(arrays: dict[str, np.ndarray], sched: object, r: Row, c: dict[str, float]) -> list[np.ndarray]:
     """Sorted (TTFT, TPOT, e2e) in seconds of the measured requests of one loop under coefficients c."""
     a = arrays
-    t = np.full(len(a["ar:link"]), c["overhead_us"] * 1e-6)
+    t = a["layers:calls"] * c["layer_us"] * 1e-6
     gemm, prefill, mem = (c.get(f"{r.fmt}:{k}", c[k]) for k in FORMAT_KEYS)  # Coefficients.for_quant
     for name, eff in (*((p, gemm) for p in GEMM_PARTS), ("attention", c["attention_eff"])):
         pre = a[f"{name}:p"] / (prefill if name != "attention" else eff)

@@ -447,10 +447,12 @@ def _bench_itl(t: Timings, engine: str, spec: Acceptance | None) -> tuple[Timing
 
 def _outside_line(c: Coefficients) -> str:
     """What each request waits outside the steps before its first token, fitted (Coefficients.request_us, client_us)."""
+    cookbook_row = coefficients_for("blackwell", "sglang", "0.5.6", "mla")[0]  # the one that prices that deployment
     line = (
         f"before each first token, outside the steps: {c.request_us / 1e3:,.1f} ms fitted (request_us: HTTP, tokenizer;"
         " fitted under aiperf, AIConfigurator's harness: bench_serving straight at the server measured less, the"
-        " sgl-cookbook's DeepSeek-R1 on B200 141 ms at one client where this row's 166 ms alone is more)"
+        " sgl-cookbook's DeepSeek-R1 on B200 141 ms at one client where the B200 SGLang row's"
+        f" {cookbook_row.request_us / 1e3:,.0f} ms alone is more)"
     )
     if c.client_us:
         line += (f" + {c.client_us / 1e3:,.2f} ms a request in flight (client_us: vLLM's API server detokenizes and"

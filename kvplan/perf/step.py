@@ -1,8 +1,8 @@
 """One forward step's FLOPs and bytes per part on one GPU, and its time under the GPU's peaks and the coefficients.
 
 A part's time is max(FLOPs / (peak × compute efficiency), bytes / (HBM × memory efficiency)): a roofline per part
-(GEMMs by their quant mode's peak, attention at bf16), plus the tp all-reduce over the link and a fixed per-step
-overhead (launch, scheduler, sampler). What each kind reads and multiplies, per layer and per (query, key) pair:
+(GEMMs by their quant mode's peak, attention at bf16), plus the tp all-reduce over the link and a fixed latency a
+layer (its small kernels: ``Part`` "layers"). What each kind reads and multiplies, per layer and per (query, key) pair:
 - GQA / sliding window: QK and PV, 2 × 2 × q_heads × head_dim FLOPs a pair; K and V of each cached token read;
   a window caps the keys at ``window`` (SGLang / vLLM sliding-window kernels skip the rest);
 - MLA: decode absorbed (FlashMLA / SGLang ``forward_absorb``): 2 × q_heads × (2·kv_lora + rope) FLOPs a pair over
@@ -167,6 +167,9 @@ def parts(
     out.append(attention_part(shape, b, split, kv_bytes))
     # each DSA indexer layer runs its own chain of small kernels every step (SGLang nsa/nsa_indexer.py Indexer: q / k
     # projections and rotary, fp8 quantization, paged MQA logits, top-k): a fixed latency a layer at decode sizes
+    # every layer (and the draft module's one a pass) runs its chain of small kernels whatever the batch
+    drafts = b.draft_tokens if b.decode_requests else 0
+    out.append(Part(name="layers", flops=0, bytes=0, calls=shape.layers + drafts))
     indexers = sum(g.indexer_layers for g in shape.attention if g.index_topk)
     if indexers and b.tokens:
         out.append(Part(name="indexer", flops=0, bytes=0, calls=indexers))
@@ -271,18 +274,17 @@ def _draft(shape: StepShape, b: Batch, split: Split, dense_w: int, routed_w: int
 
 
 def step_seconds(ps: tuple[Part, ...], peaks: Peaks, c: Coefficients) -> float:
-    """Seconds of one step: each part's roofline time at the coefficients' efficiencies, plus the step overhead."""
-    t = c.overhead_us * 1e-6
-    for p in ps:
-        t += part_seconds(p, peaks, c)
-    return t
+    """Seconds of one step: the sum of its parts' (``part_seconds``)."""
+    return sum((part_seconds(p, peaks, c) for p in ps), 0.0)
 
 
 def part_seconds(p: Part, peaks: Peaks, c: Coefficients) -> float:
-    """One part's seconds: a collective's bytes over its link plus its calls' latency, the indexer's fixed latency a
-    layer, else the roofline max of its FLOPs and its bytes at the coefficients' efficiencies."""
+    """One part's seconds: a collective's bytes over its link plus its calls' latency, the layers' and the indexer's
+    fixed latency a layer, else the roofline max of its FLOPs and its bytes at the coefficients' efficiencies."""
     if p.name == "all-reduce":
         return p.bytes / (peaks.link_bytes_per_s * c.link_eff) + p.calls * c.comm_us * 1e-6
+    if p.name == "layers":
+        return p.calls * c.layer_us * 1e-6
     if p.name == "indexer":
         return p.calls * c.indexer_us * 1e-6
     if p.name == "all-reduce net":

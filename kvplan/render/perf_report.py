@@ -36,7 +36,7 @@ def perf_data(r: PerfResult) -> dict[str, Any]:
                          "heldout_mape_tpot": r.heldout[1], "heldout_mape_throughput": r.heldout[2],
                          "heldout_mape_of": r.heldout_of,
                          "gemm_eff": c.gemm_eff, "attention_eff": c.attention_eff, "mem_eff": c.mem_eff,
-                         "link_eff": c.link_eff, "comm_us": c.comm_us, "overhead_us": c.overhead_us,
+                         "link_eff": c.link_eff, "comm_us": c.comm_us, "layer_us": c.layer_us,
                          "request_us": c.request_us},
         "borrowed": r.borrowed or None, "peaks_source": r.peaks_source, "assumptions": list(r.assumptions),
     }  # fmt: skip

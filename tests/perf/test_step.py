@@ -3,6 +3,10 @@ config.json shapes (the presets' ``config:``), and the roofline that turns them 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
+
 from kvplan.models.arch import Split
 from kvplan.models.from_hf import load_model
 from kvplan.perf.coeffs import Coefficients
@@ -77,9 +81,7 @@ def test_dense_gemm_and_expert_reads() -> None:
 
 
 def _coeffs(**kw: float) -> Coefficients:
-    base = dict(
-        gemm_eff=0.5, prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=0.0, overhead_us=0.0
-    )
+    base = dict(gemm_eff=0.5, prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=0.0, layer_us=0.0)
     return Coefficients(gpu_class="hopper", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla",
                         fitted_on="test", heldout_mape=(0.1, 0.1, 0.1), **{**base, **kw})  # fmt: skip
 
@@ -90,13 +92,33 @@ PEAKS = Peaks(gpu_key="h200", gpu_class="hopper", bf16_flops_per_s=10**15, fp8_f
 
 def test_roofline_per_part() -> None:
     # 10^15 FLOPs at bf16 peak 10^15 × 0.5 = 2 s, 10^12 B at 4·10^12 × 0.5 = 0.5 s: compute bound, 2 s;
-    # the same at fp8 (2·10^15): 1 s; 10^13 B memory bound: 5 s; + 100 µs overhead; all-reduce 10^12 B at
+    # the same at fp8 (2·10^15): 1 s; 10^13 B memory bound: 5 s; 61 layers × 100 µs; all-reduce 10^12 B at
     # 10^12 × 0.5 = 2 s + 10 calls × 5 µs
     ps = (Part(name="dense GEMMs", flops=10**15, bytes=10**12), Part(name="expert GEMMs", flops=10**15, bytes=10**12,
-          dtype="fp8"), Part(name="attention", flops=0, bytes=10**13),
+          dtype="fp8"), Part(name="attention", flops=0, bytes=10**13), Part(name="layers", flops=0, bytes=0, calls=61),
           Part(name="all-reduce", flops=0, bytes=10**12, calls=10))  # fmt: skip
-    t = step_seconds(ps, PEAKS, _coeffs(overhead_us=100.0, comm_us=5.0))
-    assert abs(t - (2 + 1 + 5 + 1e-4 + 2 + 5e-5)) < 1e-9
+    t = step_seconds(ps, PEAKS, _coeffs(layer_us=100.0, comm_us=5.0))
+    assert abs(t - (2 + 1 + 5 + 61e-4 + 2 + 5e-5)) < 1e-9
+
+
+def test_fractions_of_a_second_and_of_a_flop_are_kept() -> None:
+    # an all-reduce of 3·10^11 B at 10^12 × 0.5 B/s is 0.6 s (not floored to 0); 3 FLOPs half from prefill tokens:
+    # 1.5 at the prefill efficiency (0.25) and 1.5 at the decode one (0.5) of 10^15 FLOP/s = 9·10^-15 s
+    ar = Part(name="all-reduce", flops=0, bytes=3 * 10**11, calls=0)
+    assert step_seconds((ar,), PEAKS, _coeffs()) == pytest.approx(0.6, rel=1e-12)
+    g = Part(name="dense GEMMs", flops=3, bytes=0, prefill_ppm=500_000)
+    assert step_seconds((g,), PEAKS, _coeffs(prefill_eff=0.25)) == pytest.approx(9e-15, rel=1e-12, abs=0)
+
+
+def test_every_layer_and_each_draft_pass_pay_the_layers_latency() -> None:
+    # a step's fixed latency is a layer's (Coefficients.layer_us) × the layers it runs: DeepSeek-V3's 61 (config
+    # num_hidden_layers), GLM-5's 78, whatever the batch; the MTP draft module runs one layer a pass (draft_tokens),
+    # only where a request decodes
+    one = Batch(decode_requests=1, decode_context=10, sampled=1)
+    assert _part("layers", "deepseek-v3", one).calls == 61
+    assert _part("layers", "glm-5", Batch(prefill_tokens=4096, prefill_pairs=4096 * 4097 // 2)).calls == 78
+    assert _part("layers", "deepseek-v3", replace(one, verify_tokens=3, draft_tokens=3)).calls == 64
+    assert _part("layers", "deepseek-v3", Batch(prefill_tokens=8, prefill_pairs=36, draft_tokens=3)).calls == 61
 
 
 def test_prefill_flops_price_at_the_prefill_efficiency() -> None:

@@ -28,7 +28,7 @@ def test_mla_without_an_indexer_has_none() -> None:
 def test_the_indexer_is_priced_at_its_latency_a_layer() -> None:
     # 78 layers × 90 µs = 7.02 ms, whatever the peaks
     c = Coefficients(gpu_class="hopper", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla", gemm_eff=0.5,
-                     prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=8.0, overhead_us=0.0,
+                     prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=8.0, layer_us=0.0,
                      indexer_us=90.0, fitted_on="test", heldout_mape=(0.1, 0.1, 0.1))  # fmt: skip
     peaks = Peaks(gpu_key="h200", gpu_class="hopper", bf16_flops_per_s=10**15, fp8_flops_per_s=10**15,
                   fp4_flops_per_s=0, hbm_bytes_per_s=4 * 10**12, link_bytes_per_s=10**12, source="test")  # fmt: skip

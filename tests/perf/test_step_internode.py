@@ -42,7 +42,7 @@ def test_a_tp_group_over_two_nodes_all_reduces_over_the_network() -> None:
 def test_the_network_all_reduce_is_priced_at_the_nic() -> None:
     # 10^9 B over a node's 8 × 400 Gb/s NICs (4·10^11 B/s) at link efficiency 0.5: 0.005 s, + 3,894,240 ns
     c = Coefficients(gpu_class="blackwell", engine="sglang", versions=("0.5.0", "0.5.9"), family="mla", gemm_eff=0.5,
-                     prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=8.0, overhead_us=0.0,
+                     prefill_eff=0.5, attention_eff=0.5, mem_eff=0.5, link_eff=0.5, comm_us=8.0, layer_us=0.0,
                      fitted_on="test", heldout_mape=(0.1, 0.1, 0.1))  # fmt: skip
     peaks = Peaks(gpu_key="b200", gpu_class="blackwell", bf16_flops_per_s=10**15, fp8_flops_per_s=10**15,
                   fp4_flops_per_s=0, hbm_bytes_per_s=8 * 10**12, link_bytes_per_s=10**12, source="test")  # fmt: skip

@@ -1,10 +1,10 @@
 """kvplan.perf.trace_loop (perf --trace): requests at their trace times with their own lengths, priced step by step.
 
-The hand-derived case prices steps with the step model's formula (kvplan.perf.step: a step is the overhead plus, per
-part, max(FLOPs / (peak × efficiency), bytes / (HBM × memory efficiency))) on a toy model: no attention layers, 499,000
-dense parameters and an LM head of 10 × 100 = 1,000, bf16 (1,000,000 weight bytes a step), tp 1 (no all-reduce), a GPU
-of 10^12 FLOP/s and 10^9 B/s, every efficiency 1, 1 ms overhead. A step of T tokens sampling S is then 1 ms +
-max(2 (499,000 T + 1,000 S) / 10^12, 1 ms)."""
+The hand-derived case prices steps with the step model's formula (kvplan.perf.step: a step is its layers' fixed
+latency plus, per part, max(FLOPs / (peak × efficiency), bytes / (HBM × memory efficiency))) on a toy model: no
+attention layers, 499,000 dense parameters and an LM head of 10 × 100 = 1,000, bf16 (1,000,000 weight bytes a step),
+tp 1 (no all-reduce), a GPU of 10^12 FLOP/s and 10^9 B/s, every efficiency 1, one layer of 1 ms fixed latency. A step
+of T tokens sampling S is then 1 ms + max(2 (499,000 T + 1,000 S) / 10^12, 1 ms)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SHAPE = StepShape(name="toy", hidden=10, vocab=100, layers=1, dense_params=499_0
 PEAKS = Peaks(gpu_key="toy", gpu_class="hopper", bf16_flops_per_s=10**12, fp8_flops_per_s=10**12, fp4_flops_per_s=0,
               hbm_bytes_per_s=10**9, link_bytes_per_s=10**9, source="toy")  # fmt: skip
 COEFFS = Coefficients(gpu_class="hopper", engine="vllm", versions=("0", "0"), family="gqa", gemm_eff=1.0,
-                      prefill_eff=1.0, attention_eff=1.0, mem_eff=1.0, link_eff=1.0, comm_us=0.0, overhead_us=1000.0,
+                      prefill_eff=1.0, attention_eff=1.0, mem_eff=1.0, link_eff=1.0, comm_us=0.0, layer_us=1000.0,
                       fitted_on="toy", heldout_mape=(0.0, 0.0, 0.0))  # fmt: skip
 
 
@@ -31,7 +31,8 @@ def price(b: Batch) -> float:
 
 
 def test_the_step_formula_of_the_toy_model() -> None:
-    # 4,000 prefill tokens, 1 sampled: 2 (4,000 × 499,000 + 1,000) = 3,992,002,000 FLOPs = 3.992002 ms > 1 ms read
+    # one layer's 1 ms + 4,000 prefill tokens, 1 sampled: 2 (4,000 × 499,000 + 1,000) = 3,992,002,000 FLOPs =
+    # 3.992002 ms > 1 ms read
     assert price(Batch(prefill_tokens=4000, sampled=1)) == pytest.approx(1e-3 + 3.992002e-3, abs=1e-12)
     # one decode: 1,000,000 FLOPs (1 µs) under the 1 ms weight read
     assert price(Batch(decode_requests=1, decode_context=10, sampled=1)) == pytest.approx(2e-3, abs=1e-12)

@@ -25,7 +25,7 @@ def _row(fmt: str, gemm_read_s: float, engine: str = "vllm") -> object:
     cols = (*pc.GEMM_PARTS, "attention")
     arrays = {f"{n}:{k}": np.zeros(1) for n in cols for k in "cpm"}
     arrays["expert GEMMs:m"] = np.asarray([gemm_read_s])
-    for k in ("ar:link", "ar:calls", "pre:steps", "idx:calls", "ar:net", "ar:lat"):
+    for k in ("ar:link", "ar:calls", "pre:steps", "idx:calls", "ar:net", "ar:lat", "layers:calls"):
         arrays[k] = np.zeros(1)
     sched = Schedule(runs=(Batch(decode_requests=1, decode_context=1, sampled=1),), arrived=(-1,), first=(-1,),
                      finished=(0,), cap=1, peak_running=1, warmup=0, measured=0)  # fmt: skip
@@ -36,9 +36,9 @@ def _row(fmt: str, gemm_read_s: float, engine: str = "vllm") -> object:
 
 def test_a_weight_only_row_reads_at_its_own_memory_efficiency() -> None:
     # the request's first token is sampled at step -1 (before the loop), its last at step 0: TPOT is step 0's time
-    # over osl - 1 = 1 token: overhead + max(0, 1 s of reads / mem_eff); the int4 row at int4:mem_eff, the fp4 row at
+    # over osl - 1 = 1 token: no layers + max(0, 1 s of reads / mem_eff); the int4 row at int4:mem_eff, the fp4 row at
     # the row's own (Coefficients.for_quant swaps the same three efficiencies in)
-    c = {**pc.START, **pc.FIXED, "overhead_us": 0.0, "request_us": 0.0, "int4:mem_eff": 0.4}
+    c = {**pc.START, **pc.FIXED, "request_us": 0.0, "int4:mem_eff": 0.4}
     assert pc.predict(_row("int4", 1.0), c)[1] == pytest.approx(1e3 / 0.4)
     assert pc.predict(_row("fp4", 1.0), c)[1] == pytest.approx(1e3 / pc.START["mem_eff"])
 
@@ -61,7 +61,7 @@ def test_only_vllm_rows_fit_a_latency_per_request_in_flight() -> None:
 
 def test_a_requests_times_from_every_term_of_its_steps() -> None:
     # four steps, each with its own terms at the START / FIXED coefficients (gemm 0.6, prefill 0.6, attention 0.4,
-    # mem 0.7, link 0.7, comm 8 µs a call, overhead 40 µs a step, indexer 20 µs a call); one request sent after
+    # mem 0.7, link 0.7, comm 8 µs a call, 40 µs a layer, indexer 20 µs a call); one request sent after
     # step 0, its first token at step 1, its last at step 3 (osl 3: two tokens after the first), 2 clients
     r = _row("fp4", 0.0)
     a = r.arrays
@@ -72,12 +72,13 @@ def test_a_requests_times_from_every_term_of_its_steps() -> None:
     a["attention:p"][2], a["idx:calls"][2], a["ar:net"][2], a["ar:lat"][2] = 0.2, 100, 0.35, 0.25  # 1.252 s
     a["attention GEMMs:m"][2] = 0.7  # the attention projections priced apart (bf16 beside NVFP4): / mem 0.7 = 1 s
     a["dense GEMMs:p"][3], a["pre:steps"][3] = 0.3, 1  # / prefill 0.6 = 0.5 s, + prefill_us 300 µs
+    a["layers:calls"][:] = (61, 61, 61, 78)  # 40 µs a layer: 2.44 ms a step of 61 layers, 3.12 ms of 78
     r.sched = Schedule(runs=(Batch(decode_requests=1, decode_context=1, sampled=1),) * 4, arrived=(0,), first=(1,),
                        finished=(3,), cap=1, peak_running=1, warmup=0, measured=0)  # fmt: skip
     r.osl, r.concurrency, r.gpus = 3, 2, 2
     c = {**pc.START, **pc.FIXED, "request_us": 1000.0, "client_us": 500.0, "prefill_us": 300.0}
     t = [0.5, 1.008, 2.252, 0.5003]
-    t = [x + 40e-6 for x in t]
+    t = [x + 40e-6 * n for x, n in zip(t, (61, 61, 61, 78), strict=True)]
     outside = (1000 + 500 * 2) * 1e-6  # request_us + client_us a client in flight
     ttft, tpot, tput = pc.predict(r, c)
     assert ttft == pytest.approx((t[1] + outside) * 1e3)  # sent at step 0's end, first token at step 1's
@@ -95,7 +96,7 @@ def test_the_band_check_counts_each_figure_inside_the_printed_band(capsys: pytes
     # of 1 %, × / ÷ 1.015: TPOT 2.0 % and tok/s 2.0 % off, both outside
     r = _row("fp4", 1.0)
     r.ttft_ms, r.tpot_ms = 1.0, 1400.0
-    c = {**pc.START, **pc.FIXED, "overhead_us": 0.0, "request_us": 0.0}
+    c = {**pc.START, **pc.FIXED, "request_us": 0.0}
     checks = [("g", [r], c, "later")]
     pc._inside_band(checks, {r.key: [(1, [0.1, 0.1, 0.1])]})
     pc._inside_band(checks, {r.key: [(1, [0.01, 0.01, 0.01])]})
@@ -113,11 +114,11 @@ def test_a_rows_held_out_mape_weights_its_groups_by_their_rows(capsys: pytest.Ca
 
 def test_the_fit_runs_to_its_minimum() -> None:
     # three requests reading 1, 2 and 2 s of weights a step at full HBM bandwidth, measured at 2,000, 4,000 and
-    # 4,400 ms a token: a TPOT of overhead + reads / mem_eff prices the first two exactly at mem_eff 0.5 and no
-    # overhead, and not the third, so the loss has a minimum above 0, mem_eff about 0.5 (it starts at 0.7). Fitted,
-    # no step of the fine factors on any one coefficient lowers it by CONVERGED or more (six rounds of the coarse
-    # factors alone, the fit before, stopped where a fine step still lowered it), and a coefficient nothing here
-    # prices (the DSA indexer's) is left where it started
+    # 4,400 ms a token: a TPOT of reads / mem_eff (no layers here) prices the first two exactly at mem_eff 0.5, and
+    # not the third, so the loss has a minimum above 0, mem_eff about 0.5 (it starts at 0.7). Fitted, no step of the
+    # fine factors on any one coefficient lowers it by CONVERGED or more (six rounds of the coarse factors alone, the
+    # fit before, stopped where a fine step still lowered it), and a coefficient nothing here prices (the DSA
+    # indexer's, the layers') is left where it started
     rows = [_row("fp4", 1.0), _row("fp4", 2.0), _row("fp4", 2.0)]
     for r, tpot in zip(rows, (2000.0, 4000.0, 4400.0), strict=True):
         r.tpot_ms = tpot
@@ -125,6 +126,7 @@ def test_the_fit_runs_to_its_minimum() -> None:
     best = pc.loss(rows, c)
     assert best > 0.02
     assert 0.45 < c["mem_eff"] < 0.55 and c["indexer_us"] == pc.START["indexer_us"]
+    assert c["layer_us"] == pc.START["layer_us"]
     for k in pc.start_of(rows):
         for f in pc.STEPS[-1]:
             trial = {**c, k: min(c[k] * f, 1.0) if k.endswith(("_eff", "_share")) else c[k] * f}

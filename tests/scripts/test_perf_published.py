@@ -74,15 +74,15 @@ def test_every_point_priced_and_the_borrowed_floors_are_its_largest_misses() -> 
                        for x in priced if x.kind == kind)  # fmt: skip
             got.append(math.ceil(miss * 100) / 100)
         if kind == "weight format":  # its TTFT the larger miss of a calibration group (coeffs.WORST_BORROWED)
-            assert got[0] == 7.26 and WORST_BORROWED[kind][0] == 14.28
-            got[0] = 14.28
+            assert got[0] == 7.61 and WORST_BORROWED[kind][0] == 14.99
+            got[0] = 14.99
         assert tuple(got) == (WORST_SPECULATIVE if kind == "speculative" else WORST_BORROWED[kind]), kind
     # an engine or GPU class no row was fitted for, never measured borrowed, takes the largest of every kind
     others = [v for k, v in WORST_BORROWED.items() if k != "other"]
     assert WORST_BORROWED["other"] == tuple(max(v[i] for v in others) for i in range(3))
     # so every borrowed point lies inside its band (not an independent check: the floors come from them); the
-    # cookbook's DeepSeek-R1 on B200 SGLang 0.5.6.post1, priced by its own row, is: 23 of its 27 figures inside
+    # cookbook's DeepSeek-R1 on B200 SGLang 0.5.6.post1, priced by its own row, is: 22 of its 27 figures inside
     assert all(all(x.inside) for x in priced if x.kind != "own row")
     own = [x for x in priced if x.kind == "own row"]
     assert {x.point.source for x in own} == {"sgl-cookbook-deepseek-r1-b200.txt"}
-    assert sum(sum(x.inside) for x in own) == 23
+    assert sum(sum(x.inside) for x in own) == 22
