@@ -101,9 +101,9 @@ def test_the_nearest_row_by_tier_and_its_key_names_the_versions_it_spans() -> No
 
 def test_the_band_says_how_often_it_held() -> None:
     # benchmarks/perf_calibrate.py, "measured inside kvplan's band", summed over the six rows' own MoE groups (later
-    # and left out, 399 figures each): TTFT 82 + 30 + 40 + 19 + 68 + 11 = 250, TPOT 107 + 33 + 31 + 22 + 65 + 11 =
-    # 269, tok/s 113 + 36 + 32 + 21 + 70 + 11 = 283
-    assert tuple(round(n / 399, 2) for n in (250, 269, 283)) == BAND_HELD
+    # and left out, 399 figures each): TTFT 82 + 30 + 41 + 19 + 68 + 11 = 251, TPOT 107 + 33 + 32 + 23 + 65 + 11 =
+    # 271, tok/s 113 + 36 + 31 + 22 + 70 + 11 = 283
+    assert tuple(round(n / 399, 2) for n in (251, 271, 283)) == BAND_HELD
     # and the report says it beside the rule (kvplan.render.perf_report)
     from kvplan.cli._common import load_plan
     from kvplan.perf.predict import perf
@@ -112,4 +112,4 @@ def test_the_band_says_how_often_it_held() -> None:
     plan = load_plan("glm-5.3", "glm-5.3-8xh200-sglang", [])
     report = perf_report(perf(plan.arch, plan, isl=1024, osl=64, concurrency=1))
     text = " ".join(str(cell) for row in report.sections[1].rows for cell in row)
-    assert "band: × / ÷ (1 + 1.5 × these), which held 63% / 67% / 71% of held-out figures" in text
+    assert "band: × / ÷ (1 + 1.5 × these), which held 63% / 68% / 71% of held-out figures" in text

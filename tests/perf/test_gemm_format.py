@@ -73,12 +73,12 @@ def test_kimi_k25_int4_is_priced_by_the_rows_fitted_on_it() -> None:
     h200 = load_plan(f"{HF}/kimi-k2.5/config.json", "glm-5.3-8xh200-vllm", ["engine_version=0.16.0"])
     r = perf(h200.arch, h200, isl=1024, osl=1024, concurrency=4)
     assert r.borrowed == "" and r.coefficients.quants == ("int4",)
-    # Blackwell vLLM MLA: the int4 rows' own GEMM and HBM shares (perf_calibrate.py "int4:mem_eff=0.444")
+    # Blackwell vLLM MLA: the int4 rows' own GEMM and HBM shares (perf_calibrate.py "int4:mem_eff=0.423")
     b200 = load_plan(f"{HF}/kimi-k2.5/config.json", "glm-5.3-8xh200-vllm", ["engine_version=0.15.1", "gpu=b200"])
     r = perf(b200.arch, b200, isl=1024, osl=1024, concurrency=4)
     c = r.coefficients
     assert r.borrowed == "" and c.format == "int4" and c.key.endswith("/ mla (int4 GEMMs)")
-    assert (c.gemm_eff, c.prefill_eff, c.mem_eff) == (0.416, 0.112, 0.444)
+    assert (c.gemm_eff, c.prefill_eff, c.mem_eff) == (1.0, 0.106, 0.423)
     own = TABLE[3]
     assert replace(c, gemm_eff=own.gemm_eff, prefill_eff=own.prefill_eff, mem_eff=own.mem_eff, format="") == own
 
