@@ -330,8 +330,8 @@ MAX_ROUNDS = 40
 
 RESTARTS = ({"layer_us": 1.0},)
 """Further starts of the descent beside START's: from one start it can stop in another minimum (2026-12-08: from a
-layer's latency of 1 µs instead of 40, training losses 1 % apart on five rows of six, held-out figures up to 4 points
-apart: README), so the fit descends from each and keeps the lowest training loss."""
+layer's latency of 1 µs instead of 40, training losses 0.1–2.7 % apart on every row, held-out figures up to 4
+points apart: README), so the fit descends from each and keeps the lowest training loss."""
 
 
 def fit(rows: list[Row]) -> dict[str, float]:
