@@ -165,11 +165,11 @@ def parts(
         out.append(Part(name="expert GEMMs", flops=flops, bytes=routed_w * touched_ppm // 10**6, dtype=moe_quant,
                         prefill_ppm=share))  # fmt: skip
     out.append(attention_part(shape, b, split, kv_bytes))
-    # each DSA indexer layer runs its own chain of small kernels every step (SGLang nsa/nsa_indexer.py Indexer: q / k
-    # projections and rotary, fp8 quantization, paged MQA logits, top-k): a fixed latency a layer at decode sizes
     # every layer (and the draft module's one a pass) runs its chain of small kernels whatever the batch
     drafts = b.draft_tokens if b.decode_requests else 0
     out.append(Part(name="layers", flops=0, bytes=0, calls=shape.layers + drafts))
+    # each DSA indexer layer runs its own chain of small kernels every step (SGLang nsa/nsa_indexer.py Indexer: q / k
+    # projections and rotary, fp8 quantization, paged MQA logits, top-k): a fixed latency a layer at decode sizes
     indexers = sum(g.indexer_layers for g in shape.attention if g.index_topk)
     if indexers and b.tokens:
         out.append(Part(name="indexer", flops=0, bytes=0, calls=indexers))
